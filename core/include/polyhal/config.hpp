@@ -1,0 +1,72 @@
+#pragma once
+/// @file config.hpp
+/// Run configuration: a YAML file plus `--set key.path=value` overrides.
+///
+/// Schema (see docs/config.md):
+///   backend: cpu | ipu | gaudi | <any installed plugin>     (required)
+///   plugin_paths: [dir, ...]        relative to the config file
+///   allow_world_writable_plugins: false
+///   device: {<backend option>: value, ...}   checked against the backend's options
+///   task: matmul-bench               (required)
+///   matmul_bench: {shapes: [[M, N, K], ...], dtype: f32, out_dtype: <dtype>,
+///                  iterations: 20, warmup: 2}
+///   log: {level: info, file: <path>}
+/// Unknown keys and bad values are ConfigErrors naming file, line and key.
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "polyhal/backend.hpp"
+#include "polyhal/dtype.hpp"
+
+namespace polyhal {
+
+struct MatmulBenchConfig {
+  std::vector<std::array<std::int64_t, 3>> shapes;  ///< {M, N, K}
+  DType dtype = DType::f32;
+  std::optional<DType> out_dtype;  ///< default: dtype
+  int iterations = 20;
+  int warmup = 2;
+};
+
+struct RunConfig {
+  std::filesystem::path file;
+  std::string backend;
+  std::vector<std::filesystem::path> plugin_paths;
+  bool allow_world_writable_plugins = false;
+  std::map<std::string, std::string> device;  ///< raw; see resolve_device
+  std::string task;
+  MatmulBenchConfig matmul_bench;
+  std::string log_level = "info";
+  std::filesystem::path log_file;
+
+  /// "configs/x.yaml:14" or "--set a.b=v" for a key path; file name alone if unknown.
+  std::string locate(const std::string& key_path) const;
+  /// Validates `device` against a backend's options, with file/line in errors.
+  DeviceOptions resolve_device(const std::vector<OptionSpec>& specs) const;
+
+  std::map<std::string, int> lines;              ///< key path -> 1-based line
+  std::map<std::string, std::string> overrides;  ///< key path -> "--set ..." text
+};
+
+/// The tasks this version runs.
+inline const std::set<std::string>& known_tasks() {
+  static const std::set<std::string> tasks{"matmul-bench"};
+  return tasks;
+}
+
+/// Loads and validates `file`, then applies `overrides` ("a.b=value", value in
+/// YAML syntax). Throws ConfigError.
+RunConfig load_run_config(const std::filesystem::path& file,
+                          const std::vector<std::string>& overrides = {});
+
+/// Checks one option value; returns the problem ("expected an integer, got
+/// \"x\"") or an empty string.
+std::string check_option_value(const OptionSpec& spec, const std::string& value);
+
+}  // namespace polyhal

@@ -1,0 +1,34 @@
+#pragma once
+/// @file reference_kernels.hpp
+/// Portable reference kernels (f32 math, oneTBB-parallel) that any plugin may
+/// register. Device models use them with their own numerics: what the inputs
+/// are rounded to, what the accumulator is rounded to, how the output rounds.
+#include <cstdint>
+#include <memory>
+
+#include "polyhal/kernel.hpp"
+
+namespace polyhal {
+
+/// How a reference matmul rounds.
+struct MatMulNumerics {
+  /// f32: accumulate in f32 (MME, AMX, oneDNN). f16: round the running sum to
+  /// f16 after every addition ("fp16 partials" on the IPU).
+  DType accumulate = DType::f32;
+  /// Round the output stochastically (f16 outputs only), seeded per kernel.
+  bool stochastic_rounding = false;
+  std::uint64_t seed = 0;
+};
+
+/// Prepares a reference matmul (see kernel.hpp for the op's contract). The
+/// f32 scratch it needs is allocated here, once, never in run().
+std::unique_ptr<Kernel> make_reference_matmul(const KernelDesc& desc, MatMulNumerics numerics);
+
+/// Checks a matmul desc: two 2-D inputs with matching inner dimension.
+/// Returns {M, N, K}; throws RuntimeFailure naming the shapes otherwise.
+struct MatMulDims {
+  std::int64_t m, n, k;
+};
+MatMulDims matmul_dims(const KernelDesc& desc);
+
+}  // namespace polyhal

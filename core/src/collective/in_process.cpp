@@ -1,0 +1,148 @@
+#include <fmt/format.h>
+
+#include <barrier>
+#include <cstring>
+#include <vector>
+
+#include "collective/reduction.hpp"
+#include "polyhal/collective.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+
+/// What the ranks of one group share: a barrier and one posting slot each.
+struct InProcessGroup::State {
+  struct Slot {
+    const void* send = nullptr;
+    void* recv = nullptr;
+    std::size_t count = 0;
+    DType type = DType::f32;
+  };
+  explicit State(int n) : size(n), meeting(n), slots(static_cast<std::size_t>(n)) {}
+  int size;
+  std::barrier<> meeting;
+  std::vector<Slot> slots;
+};
+
+namespace {
+
+constexpr std::size_t kBlock = 4096;  // elements reduced at a time in f32 scratch
+
+class InProcessCommunicator final : public Communicator {
+ public:
+  InProcessCommunicator(InProcessGroup::State& state, int rank)
+      : state_(state), rank_(rank), acc_(kBlock), next_(kBlock) {}
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return state_.size; }
+
+  void all_reduce(void* data, std::size_t count, DType type, ReduceOp op) override {
+    detail::require_reducible(type);
+    post(data, data, count, type);
+    // Rank r owns the slice [lo, hi): it reads that slice from every rank and
+    // writes the result back to every rank. Slices are disjoint, so all ranks
+    // work at once without a lock.
+    const auto [lo, hi] = slice(count);
+    for (std::size_t begin = lo; begin < hi; begin += kBlock) {
+      const std::size_t n = std::min(kBlock, hi - begin);
+      reduce_block(begin, n, type, op, [&](int r) { return state_.slots[r].recv; });
+      for (auto& slot : state_.slots) detail::store_f32(acc_.data(), slot.recv, type, begin, n);
+    }
+    state_.meeting.arrive_and_wait();
+  }
+
+  void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
+                      ReduceOp op) override {
+    detail::require_reducible(type);
+    post(send, recv, recv_count, type);
+    const std::size_t base = static_cast<std::size_t>(rank_) * recv_count;
+    for (std::size_t begin = 0; begin < recv_count; begin += kBlock) {
+      const std::size_t n = std::min(kBlock, recv_count - begin);
+      reduce_block(base + begin, n, type, op, [&](int r) { return state_.slots[r].send; });
+      detail::store_f32(acc_.data(), recv, type, begin, n);
+    }
+    state_.meeting.arrive_and_wait();  // others may reuse their send buffers only now
+  }
+
+  void all_gather(const void* send, void* recv, std::size_t send_count, DType type) override {
+    post(send, recv, send_count, type);
+    const std::size_t bytes = send_count * dtype_size(type);
+    for (int r = 0; r < state_.size; ++r) {
+      std::memcpy(static_cast<char*>(recv) + static_cast<std::size_t>(r) * bytes,
+                  state_.slots[r].send, bytes);
+    }
+    state_.meeting.arrive_and_wait();
+  }
+
+  void broadcast(void* data, std::size_t count, DType type, int root) override {
+    if (root < 0 || root >= state_.size) {
+      throw RuntimeFailure(fmt::format("broadcast root {} outside a {}-rank group", root, state_.size));
+    }
+    post(data, data, count, type);
+    if (rank_ != root) std::memcpy(data, state_.slots[root].send, count * dtype_size(type));
+    state_.meeting.arrive_and_wait();
+  }
+
+  void barrier() override { state_.meeting.arrive_and_wait(); }
+
+ private:
+  /// Publishes this rank's buffers and waits for everyone; all ranks check
+  /// that the calls match, so all of them throw together if not.
+  void post(const void* send, void* recv, std::size_t count, DType type) {
+    state_.slots[rank_] = {send, recv, count, type};
+    state_.meeting.arrive_and_wait();
+    for (int r = 0; r < state_.size; ++r) {
+      const auto& s = state_.slots[r];
+      if (s.count != count || s.type != type) {
+        state_.meeting.arrive_and_wait();
+        throw RuntimeFailure(fmt::format(
+            "collective mismatch: rank {} passed {} x {}, rank {} passed {} x {}", rank_, count,
+            dtype_name(type), r, s.count, dtype_name(s.type)));
+      }
+    }
+  }
+
+  std::pair<std::size_t, std::size_t> slice(std::size_t count) const {
+    const std::size_t n = static_cast<std::size_t>(state_.size);
+    const std::size_t r = static_cast<std::size_t>(rank_);
+    return {count * r / n, count * (r + 1) / n};
+  }
+
+  /// acc_[0..n) = reduction over ranks (in rank order, so every rank gets the
+  /// same bits) of elements [begin, begin+n) of buffer(r).
+  template <class BufferOf>
+  void reduce_block(std::size_t begin, std::size_t n, DType type, ReduceOp op, BufferOf buffer) {
+    detail::load_f32(buffer(0), type, begin, n, acc_.data());
+    for (int r = 1; r < state_.size; ++r) {
+      detail::load_f32(buffer(r), type, begin, n, next_.data());
+      detail::accumulate(acc_.data(), next_.data(), n, op);
+    }
+    if (op == ReduceOp::mean) {
+      const float ranks = static_cast<float>(state_.size);
+      for (std::size_t i = 0; i < n; ++i) acc_[i] /= ranks;
+    }
+  }
+
+  InProcessGroup::State& state_;
+  int rank_;
+  std::vector<float> acc_;
+  std::vector<float> next_;
+};
+
+}  // namespace
+
+InProcessGroup::InProcessGroup(int size) {
+  if (size < 1) throw RuntimeFailure(fmt::format("an in-process group needs at least 1 rank, got {}", size));
+  state_ = std::make_unique<State>(size);
+}
+InProcessGroup::~InProcessGroup() = default;
+int InProcessGroup::size() const noexcept { return state_->size; }
+
+std::unique_ptr<Communicator> InProcessGroup::communicator(int rank) {
+  if (rank < 0 || rank >= state_->size) {
+    throw RuntimeFailure(fmt::format("rank {} outside a {}-rank group", rank, state_->size));
+  }
+  return std::make_unique<InProcessCommunicator>(*state_, rank);
+}
+
+}  // namespace polyhal

@@ -1,0 +1,288 @@
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+
+#include "polyhal/config.hpp"
+#include "polyhal/error.hpp"
+#include "util/format.hpp"
+
+namespace polyhal {
+namespace {
+
+/// Walks a YAML tree, reading values and remembering where each key was, so
+/// every error can name file, line and key.
+class ConfigReader {
+ public:
+  ConfigReader(RunConfig& config, std::string file_label)
+      : config_(config), file_label_(std::move(file_label)) {}
+
+  [[noreturn]] void fail(const std::string& key, const std::string& problem) const {
+    throw ConfigError(fmt::format("{}: key '{}': {}", config_.locate(key), key, problem));
+  }
+
+  void remember_lines(const YAML::Node& node, const std::string& prefix) {
+    if (!node.IsMap()) return;
+    for (const auto& entry : node) {
+      const std::string key = prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
+      if (entry.first.Mark().line >= 0) config_.lines[key] = entry.first.Mark().line + 1;
+      remember_lines(entry.second, key);
+    }
+  }
+
+  /// Every key of `node` must be in `allowed`.
+  void require_known_keys(const YAML::Node& node, const std::string& prefix,
+                          const std::vector<std::string>& allowed) const {
+    if (!node.IsMap()) fail(prefix, "expected a mapping of keys to values");
+    for (const auto& entry : node) {
+      const std::string name = entry.first.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), name) != allowed.end()) continue;
+      const std::string key = prefix.empty() ? name : prefix + "." + name;
+      std::string suggestion;
+      std::size_t best = 3;
+      for (const auto& candidate : allowed) {
+        if (std::size_t d = detail::edit_distance(name, candidate); d < best) {
+          best = d;
+          suggestion = candidate;
+        }
+      }
+      fail(key, suggestion.empty() ? "unknown key"
+                                   : fmt::format("unknown key (did you mean '{}'?)",
+                                                 prefix.empty() ? suggestion : prefix + "." + suggestion));
+    }
+  }
+
+  std::string scalar(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsScalar()) fail(key, "expected a single value, got a list or mapping");
+    return node.Scalar();
+  }
+
+  std::int64_t integer(const YAML::Node& node, const std::string& key, std::int64_t min) const {
+    const std::string text = scalar(node, key);
+    std::int64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
+      fail(key, fmt::format("expected {}, got \"{}\"", min == 1 ? "a positive integer" : "an integer", text));
+    }
+    if (value < min) fail(key, fmt::format("expected an integer >= {}, got {}", min, value));
+    return value;
+  }
+
+  bool boolean(const YAML::Node& node, const std::string& key) const {
+    const std::string text = scalar(node, key);
+    if (text == "true") return true;
+    if (text == "false") return false;
+    fail(key, fmt::format("expected true or false, got \"{}\"", text));
+  }
+
+  DType dtype(const YAML::Node& node, const std::string& key) const {
+    const std::string text = scalar(node, key);
+    auto type = parse_dtype(text);
+    if (!type) fail(key, fmt::format("expected one of f32, f16, bf16, got \"{}\"", text));
+    return *type;
+  }
+
+ private:
+  RunConfig& config_;
+  std::string file_label_;
+};
+
+/// Merges `patch` into `target`, recursing into mappings present in both.
+void merge_into(YAML::Node target, const YAML::Node& patch) {
+  for (const auto& entry : patch) {
+    const std::string key = entry.first.Scalar();
+    if (entry.second.IsMap() && target[key] && target[key].IsMap()) {
+      merge_into(target[key], entry.second);
+    } else {
+      target[key] = entry.second;
+    }
+  }
+}
+
+void apply_override(YAML::Node& root, const std::string& text, RunConfig& config) {
+  const auto eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError(fmt::format("--set {}: expected key.path=value", text));
+  }
+  const std::string path = text.substr(0, eq);
+  const std::string value_text = text.substr(eq + 1);
+  YAML::Node value;
+  try {
+    value = YAML::Load(value_text);
+  } catch (const YAML::Exception&) {
+    value = YAML::Node(value_text);
+  }
+  if (value.IsNull() && !value_text.empty() && value_text != "null" && value_text != "~") {
+    value = YAML::Node(value_text);
+  }
+  // Build {a: {b: value}} and merge it in.
+  std::vector<std::string> parts;
+  for (std::size_t start = 0;;) {
+    const auto dot = path.find('.', start);
+    parts.push_back(path.substr(start, dot - start));
+    if (dot == std::string::npos) break;
+    start = dot + 1;
+  }
+  YAML::Node patch = value;
+  for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
+    if (it->empty()) throw ConfigError(fmt::format("--set {}: empty key in '{}'", text, path));
+    YAML::Node level(YAML::NodeType::Map);
+    level[*it] = patch;
+    patch = level;
+  }
+  merge_into(root, patch);
+  config.overrides[path] = "--set " + text;
+}
+
+void read_matmul_bench(const YAML::Node& node, ConfigReader& reader, MatmulBenchConfig& out) {
+  reader.require_known_keys(node, "matmul_bench", {"shapes", "dtype", "out_dtype", "iterations", "warmup"});
+  if (!node["shapes"]) reader.fail("matmul_bench.shapes", "required: a list of [M, N, K]");
+  const YAML::Node shapes = node["shapes"];
+  if (!shapes.IsSequence() || shapes.size() == 0) {
+    reader.fail("matmul_bench.shapes", "expected a non-empty list of [M, N, K]");
+  }
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const std::string key = fmt::format("matmul_bench.shapes[{}]", i);
+    if (!shapes[i].IsSequence() || shapes[i].size() != 3) reader.fail(key, "expected [M, N, K]");
+    std::array<std::int64_t, 3> mnk{};
+    for (std::size_t d = 0; d < 3; ++d) mnk[d] = reader.integer(shapes[i][d], "matmul_bench.shapes", 1);
+    out.shapes.push_back(mnk);
+  }
+  if (node["dtype"]) out.dtype = reader.dtype(node["dtype"], "matmul_bench.dtype");
+  if (node["out_dtype"]) out.out_dtype = reader.dtype(node["out_dtype"], "matmul_bench.out_dtype");
+  if (node["iterations"]) {
+    out.iterations = static_cast<int>(reader.integer(node["iterations"], "matmul_bench.iterations", 1));
+  }
+  if (node["warmup"]) out.warmup = static_cast<int>(reader.integer(node["warmup"], "matmul_bench.warmup", 0));
+}
+
+}  // namespace
+
+std::string RunConfig::locate(const std::string& key_path) const {
+  for (std::string prefix = key_path;;) {
+    if (auto it = overrides.find(prefix); it != overrides.end()) return it->second;
+    const auto dot = prefix.rfind('.');
+    if (dot == std::string::npos) break;
+    prefix = prefix.substr(0, dot);
+  }
+  for (std::string prefix = key_path;;) {
+    if (auto it = lines.find(prefix); it != lines.end()) return fmt::format("{}:{}", file.string(), it->second);
+    const auto cut = prefix.find_last_of(".[");
+    if (cut == std::string::npos) break;
+    prefix = prefix.substr(0, cut);
+  }
+  return file.string();
+}
+
+std::string check_option_value(const OptionSpec& spec, const std::string& value) {
+  auto whole = [&](auto parsed) {
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+    return ec == std::errc() && end == value.data() + value.size() && !value.empty();
+  };
+  switch (spec.type) {
+    case OptionSpec::Type::integer:
+      return whole(std::int64_t{}) ? "" : fmt::format("expected an integer, got \"{}\"", value);
+    case OptionSpec::Type::number:
+      return whole(double{}) ? "" : fmt::format("expected a number, got \"{}\"", value);
+    case OptionSpec::Type::boolean:
+      return value == "true" || value == "false" ? "" : fmt::format("expected true or false, got \"{}\"", value);
+    case OptionSpec::Type::choice:
+      if (std::find(spec.choices.begin(), spec.choices.end(), value) != spec.choices.end()) return "";
+      return fmt::format("expected one of {}, got \"{}\"", fmt::join(spec.choices, ", "), value);
+    case OptionSpec::Type::string: return "";
+  }
+  return "";
+}
+
+DeviceOptions RunConfig::resolve_device(const std::vector<OptionSpec>& specs) const {
+  DeviceOptions resolved;
+  for (const auto& spec : specs) resolved[spec.name] = spec.default_value;
+  for (const auto& [name, value] : device) {
+    const std::string key = "device." + name;
+    auto spec = std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.name == name; });
+    if (spec == specs.end()) {
+      std::vector<std::string> names;
+      for (const auto& s : specs) names.push_back(s.name);
+      throw ConfigError(fmt::format("{}: key '{}': backend '{}' has no such device option; it has: {}",
+                                    locate(key), key, backend, fmt::join(names, ", ")));
+    }
+    if (std::string problem = check_option_value(*spec, value); !problem.empty()) {
+      throw ConfigError(fmt::format("{}: key '{}': {}", locate(key), key, problem));
+    }
+    resolved[name] = value;
+  }
+  return resolved;
+}
+
+RunConfig load_run_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+  RunConfig config;
+  config.file = file;
+  YAML::Node root;
+  try {
+    root = YAML::LoadFile(file.string());
+  } catch (const YAML::BadFile&) {
+    throw ConfigError(fmt::format("{}: cannot read the config file", file.string()));
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(fmt::format("{}:{}:{}: YAML syntax error: {}", file.string(), e.mark.line + 1,
+                                  e.mark.column + 1, e.msg));
+  }
+  if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+  if (!root.IsMap()) throw ConfigError(fmt::format("{}: expected a mapping of keys at the top level", file.string()));
+
+  ConfigReader reader(config, file.string());
+  reader.remember_lines(root, "");
+  for (const auto& text : overrides) apply_override(root, text, config);
+
+  reader.require_known_keys(root, "", {"backend", "plugin_paths", "allow_world_writable_plugins", "device",
+                                       "task", "matmul_bench", "log"});
+  if (!root["backend"]) reader.fail("backend", "required: the backend to run on (cpu, ipu, gaudi)");
+  config.backend = reader.scalar(root["backend"], "backend");
+  if (root["plugin_paths"]) {
+    const YAML::Node paths = root["plugin_paths"];
+    if (!paths.IsSequence()) reader.fail("plugin_paths", "expected a list of directories");
+    for (const auto& p : paths) {
+      std::filesystem::path dir = reader.scalar(p, "plugin_paths");
+      config.plugin_paths.push_back(dir.is_absolute() ? dir : file.parent_path() / dir);
+    }
+  }
+  if (root["allow_world_writable_plugins"]) {
+    config.allow_world_writable_plugins =
+        reader.boolean(root["allow_world_writable_plugins"], "allow_world_writable_plugins");
+  }
+  if (root["device"]) {
+    const YAML::Node device = root["device"];
+    if (!device.IsMap()) reader.fail("device", "expected a mapping of device options");
+    for (const auto& entry : device) {
+      const std::string name = entry.first.Scalar();
+      config.device[name] = reader.scalar(entry.second, "device." + name);
+    }
+  }
+  if (!root["task"]) reader.fail("task", fmt::format("required: one of {}", fmt::join(known_tasks(), ", ")));
+  config.task = reader.scalar(root["task"], "task");
+  if (!known_tasks().contains(config.task)) {
+    reader.fail("task", fmt::format("unknown task \"{}\"; this version runs: {}", config.task,
+                                    fmt::join(known_tasks(), ", ")));
+  }
+  if (config.task == "matmul-bench") {
+    if (!root["matmul_bench"]) reader.fail("matmul_bench", "required by task matmul-bench");
+    read_matmul_bench(root["matmul_bench"], reader, config.matmul_bench);
+  }
+  if (root["log"]) {
+    const YAML::Node log = root["log"];
+    reader.require_known_keys(log, "log", {"level", "file"});
+    if (log["level"]) {
+      config.log_level = reader.scalar(log["level"], "log.level");
+      static const std::vector<std::string> levels{"trace", "debug", "info", "warn", "error", "off"};
+      if (std::find(levels.begin(), levels.end(), config.log_level) == levels.end()) {
+        reader.fail("log.level", fmt::format("expected one of {}, got \"{}\"", fmt::join(levels, ", "),
+                                             config.log_level));
+      }
+    }
+    if (log["file"]) config.log_file = reader.scalar(log["file"], "log.file");
+  }
+  return config;
+}
+
+}  // namespace polyhal

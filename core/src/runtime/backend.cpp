@@ -1,0 +1,48 @@
+#include "polyhal/backend.hpp"
+
+#include <fmt/format.h>
+
+#include <fmt/ranges.h>
+#include <set>
+
+#include "polyhal/config.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+
+Backend::~Backend() = default;
+
+std::vector<std::shared_ptr<Device>> Backend::open_devices(const DeviceOptions& options) {
+  std::vector<std::shared_ptr<Device>> devices;
+  for (auto& device : do_open_devices(options)) {
+    device->library_anchor_ = library_anchor_;
+    devices.push_back(anchor_to_library(std::move(device), library_anchor_));
+  }
+  return devices;
+}
+
+DeviceOptions resolve_device_options(const std::vector<OptionSpec>& specs,
+                                     const std::map<std::string, std::string>& given) {
+  DeviceOptions resolved;
+  std::set<std::string> known;
+  for (const auto& spec : specs) {
+    known.insert(spec.name);
+    auto it = given.find(spec.name);
+    const std::string value = it == given.end() ? spec.default_value : it->second;
+    resolved[spec.name] = value;
+    if (it == given.end()) continue;
+    if (std::string problem = check_option_value(spec, value); !problem.empty()) {
+      throw ConfigError(fmt::format("key 'device.{}': {}", spec.name, problem));
+    }
+  }
+  for (const auto& [key, value] : given) {
+    if (!known.contains(key)) {
+      std::vector<std::string> names(known.begin(), known.end());
+      throw ConfigError(fmt::format("key 'device.{}': this backend has no such device option; it has: {}",
+                                    key, fmt::join(names, ", ")));
+    }
+  }
+  return resolved;
+}
+
+}  // namespace polyhal

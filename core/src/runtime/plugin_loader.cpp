@@ -1,0 +1,236 @@
+#include "polyhal/plugin_loader.hpp"
+
+#include <dlfcn.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <boost/dll/shared_library.hpp>
+#include <fstream>
+
+#include "polyhal/abi.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+namespace {
+
+constexpr std::string_view kPluginPrefix = "libpolyhal_plugin_";
+constexpr std::string_view kPluginSuffix = ".so";
+constexpr const char* kEntryPoint = "polyhal_plugin_entry";
+
+/// Backend name implied by a file name, or empty if it is not a plugin file.
+std::string name_from_filename(const std::filesystem::path& file) {
+  const std::string base = file.filename().string();
+  if (!base.starts_with(kPluginPrefix) || !base.ends_with(kPluginSuffix)) return {};
+  return base.substr(kPluginPrefix.size(), base.size() - kPluginPrefix.size() - kPluginSuffix.size());
+}
+
+bool world_writable(const std::filesystem::path& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0) return false;
+  return (info.st_mode & S_IWOTH) != 0;
+}
+
+/// Boost.DLL reports every dlopen failure as "bad file descriptor"; dlerror
+/// has the real reason, so ask the dynamic loader directly.
+std::string dlopen_failure_reason(const std::filesystem::path& file) {
+  ::dlerror();
+  void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle != nullptr) {
+    ::dlclose(handle);
+    return "the dynamic loader failed once and then succeeded; retry";
+  }
+  const char* text = ::dlerror();
+  std::string reason = text != nullptr ? text : "unknown dynamic loader error";
+  // "path: libfoo.so: cannot open shared object file" names a dependency.
+  const std::string own_prefix = file.string() + ": ";
+  if (reason.starts_with(own_prefix)) reason = reason.substr(own_prefix.size());
+  if (reason.find("cannot open shared object file") != std::string::npos) {
+    return "missing dependency: " + reason + " (install the library or fix LD_LIBRARY_PATH)";
+  }
+  if (reason.find("invalid ELF header") != std::string::npos ||
+      reason.find("file too short") != std::string::npos) {
+    return "not a shared library (" + reason + "): the file is corrupt or not a plugin";
+  }
+  if (reason.find("undefined symbol") != std::string::npos) {
+    return "unresolved symbol: " + reason + " (plugin built against another polyhal version?)";
+  }
+  return reason;
+}
+
+std::string check_descriptor(const polyhal_plugin_descriptor& d) {
+  if (d.struct_size < sizeof(polyhal_plugin_descriptor)) {
+    return fmt::format("descriptor is {} bytes, host needs at least {}: plugin ABI too old",
+                       d.struct_size, sizeof(polyhal_plugin_descriptor));
+  }
+  if (d.abi_major != kAbiMajor || d.abi_minor > kAbiMinor) {
+    return fmt::format(
+        "plugin ABI {}.{}, host accepts {}.0-{}.{}: install the plugin package built for this "
+        "polyhal, or rebuild the plugin against polyhal-dev",
+        d.abi_major, d.abi_minor, kAbiMajor, kAbiMajor, kAbiMinor);
+  }
+  const std::string stdlib = d.stdlib != nullptr ? d.stdlib : "(none)";
+  if (stdlib != POLYHAL_STDLIB_ID) {
+    return fmt::format("plugin built with C++ library '{}', host uses '{}': rebuild the plugin with "
+                       "the host's toolchain",
+                       stdlib, POLYHAL_STDLIB_ID);
+  }
+  if (d.name == nullptr || d.create_backend == nullptr) {
+    return "descriptor has no name or no create_backend function";
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string_view plugin_status_name(PluginCandidate::Status status) noexcept {
+  switch (status) {
+    case PluginCandidate::Status::loaded: return "loaded";
+    case PluginCandidate::Status::rejected: return "rejected";
+    case PluginCandidate::Status::shadowed: return "shadowed";
+  }
+  return "?";
+}
+
+std::shared_ptr<Backend> PluginLoader::load_file(const std::filesystem::path& file,
+                                                 bool allow_world_writable,
+                                                 PluginCandidate* info) {
+  PluginCandidate scratch;
+  PluginCandidate& out = info != nullptr ? *info : scratch;
+  out.path = file;
+  auto refuse = [&](const std::string& reason) -> std::shared_ptr<Backend> {
+    out.status = PluginCandidate::Status::rejected;
+    out.reason = reason;
+    throw PluginError(fmt::format("plugin {}: {}", file.string(), reason));
+  };
+
+  if (!std::filesystem::is_regular_file(file)) return refuse("no such file");
+  if (!allow_world_writable) {
+    if (world_writable(file.parent_path())) {
+      return refuse(fmt::format("not trusted: directory {} is world-writable (anyone could plant a "
+                                "plugin there); fix its permissions or pass "
+                                "--allow-world-writable-plugins",
+                                file.parent_path().string()));
+    }
+    if (world_writable(file)) {
+      return refuse("not trusted: the file is world-writable; chmod o-w it or pass "
+                    "--allow-world-writable-plugins");
+    }
+  }
+
+  auto library = std::make_shared<boost::dll::shared_library>();
+  boost::dll::fs::error_code ec;
+  // Immediate binding: an unresolved symbol is found now, not mid-run.
+  library->load(file.string(), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+  if (ec) return refuse(dlopen_failure_reason(file));
+  if (!library->has(kEntryPoint)) {
+    return refuse(fmt::format("no entry point '{}': not a polyhal plugin (define it with "
+                              "POLYHAL_PLUGIN from polyhal/plugin.hpp)",
+                              kEntryPoint));
+  }
+  using EntryPoint = const polyhal_plugin_descriptor*();
+  EntryPoint& entry = library->get_alias<EntryPoint>(kEntryPoint);
+  const polyhal_plugin_descriptor* descriptor = entry();
+  if (descriptor == nullptr) return refuse("entry point returned no descriptor");
+  // Read only the frozen leading fields until the version is accepted.
+  out.abi = fmt::format("{}.{}", descriptor->abi_major, descriptor->abi_minor);
+  if (std::string problem = check_descriptor(*descriptor); !problem.empty()) return refuse(problem);
+  out.name = descriptor->name;
+  out.version = descriptor->version != nullptr ? descriptor->version : "";
+  out.summary = descriptor->summary != nullptr ? descriptor->summary : "";
+
+  std::unique_ptr<Backend> backend;
+  try {
+    backend.reset(descriptor->create_backend());
+  } catch (const std::exception& e) {
+    return refuse(fmt::format("creating the backend failed: {}", e.what()));
+  }
+  if (!backend) return refuse("create_backend returned nothing");
+  if (backend->name() != out.name) {
+    return refuse(fmt::format("descriptor says '{}' but the backend calls itself '{}'", out.name,
+                              backend->name()));
+  }
+  std::shared_ptr<const void> anchor = library;
+  backend->library_anchor_ = anchor;
+  out.status = PluginCandidate::Status::loaded;
+  out.reason.clear();
+  return anchor_to_library(std::move(backend), anchor);
+}
+
+PluginLoader::PluginLoader(PluginSearchOptions options) {
+  std::map<std::string, std::filesystem::path> first_by_name;
+  for (const auto& dir : plugin_search_dirs(options)) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir.path, ec)) {
+      spdlog::debug("plugin dir {} ({}) does not exist", dir.path.string(), dir.origin);
+      continue;
+    }
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path, ec)) {
+      if (!name_from_filename(entry.path()).empty()) files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      PluginCandidate candidate;
+      candidate.path = file;
+      candidate.origin = dir.origin;
+      const std::string file_name = name_from_filename(file);
+      if (auto it = first_by_name.find(file_name); it != first_by_name.end()) {
+        candidate.status = PluginCandidate::Status::shadowed;
+        candidate.name = file_name;
+        candidate.reason = "shadowed by " + it->second.string() + " (found earlier in the search order)";
+        candidates_.push_back(candidate);
+        continue;
+      }
+      first_by_name[file_name] = file;
+      try {
+        auto backend = load_file(file, options.allow_world_writable, &candidate);
+        if (backends_.contains(candidate.name)) {
+          candidate.status = PluginCandidate::Status::shadowed;
+          candidate.reason = "a plugin named '" + candidate.name + "' was already loaded";
+        } else {
+          backends_[candidate.name] = std::move(backend);
+          spdlog::debug("loaded plugin '{}' from {}", candidate.name, file.string());
+        }
+      } catch (const PluginError& e) {
+        spdlog::debug("{}", e.what());
+      }
+      candidates_.push_back(candidate);
+    }
+  }
+}
+
+PluginLoader::~PluginLoader() = default;
+
+std::vector<std::string> PluginLoader::backend_names() const {
+  std::vector<std::string> names;
+  for (const auto& [name, backend] : backends_) names.push_back(name);
+  return names;
+}
+
+std::shared_ptr<Backend> PluginLoader::backend(const std::string& name) const {
+  if (auto it = backends_.find(name); it != backends_.end()) return it->second;
+  std::string message = fmt::format("backend '{}' is not available", name);
+  std::string refusals;
+  for (const auto& c : candidates_) {
+    if ((c.name == name || name_from_filename(c.path) == name) &&
+        c.status == PluginCandidate::Status::rejected) {
+      refusals += fmt::format("\n  {}: {}", c.path.string(), c.reason);
+    }
+  }
+  if (!refusals.empty()) {
+    message += ": its plugin was found but refused:" + refusals;
+  } else {
+    message += fmt::format(": no plugin libpolyhal_plugin_{}.so was found (install package "
+                           "polyhal-plugin-{}, or pass --plugin-path)",
+                           name, name);
+  }
+  const auto names = backend_names();
+  message += names.empty() ? "\n  no backends are loaded; run 'polyhal plugins' to see why"
+                           : fmt::format("\n  available backends: {}", fmt::join(names, ", "));
+  throw PluginError(message);
+}
+
+}  // namespace polyhal

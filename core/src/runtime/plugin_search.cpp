@@ -1,0 +1,37 @@
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+#include "polyhal/plugin_loader.hpp"
+
+namespace polyhal {
+
+std::vector<PluginSearchDir> plugin_search_dirs(const PluginSearchOptions& options) {
+  std::vector<PluginSearchDir> dirs;
+  std::set<std::filesystem::path> seen;
+  auto add = [&](const std::filesystem::path& path, const std::string& origin) {
+    if (path.empty()) return;
+    std::error_code ec;
+    std::filesystem::path normal = std::filesystem::weakly_canonical(path, ec);
+    if (ec) normal = path.lexically_normal();
+    if (seen.insert(normal).second) dirs.push_back({normal, origin});
+  };
+  for (const auto& dir : options.explicit_dirs) add(dir, "--plugin-path");
+  if (options.use_environment) {
+    if (const char* env = std::getenv("POLYHAL_PLUGIN_PATH"); env != nullptr) {
+      std::stringstream list(env);
+      for (std::string item; std::getline(list, item, ':');) add(item, "POLYHAL_PLUGIN_PATH");
+    }
+  }
+  if (!options.executable_dir.empty()) {
+    add(options.executable_dir / ".." / "lib" / "polyhal" / "plugins", "install");
+    // The build tree: only when the executable runs from a CMake binary dir,
+    // so an installed polyhal never looks at a stale checkout.
+    if (std::filesystem::exists(options.executable_dir / ".." / "CMakeCache.txt")) {
+      add(options.executable_dir / ".." / "plugins", "build tree");
+    }
+  }
+  return dirs;
+}
+
+}  // namespace polyhal

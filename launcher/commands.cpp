@@ -1,0 +1,188 @@
+#include "commands.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/sinks/basic_file_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "metrics_writer.hpp"
+#include "polyhal/config.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/matmul_bench.hpp"
+#include "polyhal/plugin_loader.hpp"
+
+namespace polyhal::launcher {
+namespace {
+
+PluginSearchOptions search_options(const CommonOptions& common,
+                                   const std::vector<std::filesystem::path>& config_paths = {},
+                                   bool config_allows_world_writable = false) {
+  PluginSearchOptions options;
+  options.explicit_dirs = common.plugin_paths;
+  options.explicit_dirs.insert(options.explicit_dirs.end(), config_paths.begin(), config_paths.end());
+  options.executable_dir = common.executable_dir;
+  options.allow_world_writable = common.allow_world_writable_plugins || config_allows_world_writable;
+  return options;
+}
+
+std::string mib(std::uint64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+
+void print_device(const Device& device) {
+  const auto& p = device.properties();
+  std::cout << fmt::format("{}  [{}]  {} {}  mode: {}\n", p.name, p.backend, p.vendor, p.product,
+                           device_mode_name(p.mode));
+  std::size_t width = 4;
+  for (const auto& row : p.table) width = std::max(width, row.name.size());
+  for (const auto& row : p.table) {
+    std::cout << fmt::format("  {:<{}}  {:<28}  {:<9}  {}\n", row.name, width, row.value,
+                             provenance_name(row.source), row.note);
+  }
+}
+
+std::shared_ptr<Device> open_first_device(Backend& backend, const DeviceOptions& options) {
+  auto devices = backend.open_devices(options);
+  if (devices.empty()) {
+    throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
+  }
+  return devices.front();
+}
+
+void configure_logging(const RunConfig& config) {
+  // The command line's --log-level wins when it asked for more detail.
+  const auto level = std::min(spdlog::get_level(), spdlog::level::from_str(config.log_level));
+  spdlog::set_level(level);
+  if (!config.log_file.empty()) {
+    auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(config.log_file.string(), true);
+    sink->set_pattern("%Y-%m-%dT%H:%M:%S.%e [%l] %v");
+    spdlog::default_logger()->sinks().push_back(sink);
+  }
+}
+
+void print_memory(const MemoryReport& report) {
+  std::cout << fmt::format("  memory on {}: {} of {} -> {}\n", report.device, mib(report.required_bytes),
+                           mib(report.capacity_bytes), report.fits ? "fits" : "DOES NOT FIT");
+  for (const auto& item : report.items) {
+    std::cout << fmt::format("    {:<12} {:<16} {:>12}\n", item.category, item.name, mib(item.bytes));
+  }
+  for (const auto& note : report.notes) std::cout << "    note: " << note << '\n';
+}
+
+int run_matmul(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics) {
+  const auto& p = device.properties();
+  const bool model = p.mode == DeviceMode::model;
+  const auto results = run_matmul_bench(device, config.matmul_bench, run.compile_only);
+  std::cout << fmt::format("matmul-bench on {} ({}{}), dtype {}\n", p.name, p.product,
+                           model ? ", device model" : "", dtype_name(config.matmul_bench.dtype));
+  bool all_fit = true;
+  double best = 0.0;
+  for (const auto& r : results) {
+    const auto [m, n, k] = r.mnk;
+    std::cout << fmt::format("M={} N={} K={}  kernel: {}\n", m, n, k, r.implementation);
+    print_memory(r.memory);
+    all_fit = all_fit && r.memory.fits;
+    nlohmann::json record{{"event", "matmul"}, {"m", m}, {"n", n}, {"k", k},
+                          {"implementation", r.implementation}, {"fits", r.memory.fits},
+                          {"memory_required_bytes", r.memory.required_bytes}};
+    if (r.host_seconds_per_run) {
+      const double host_gflops = r.flops_per_run / *r.host_seconds_per_run / 1e9;
+      record["host_seconds_per_run"] = *r.host_seconds_per_run;
+      if (model) {
+        record["host_simulation_gflops"] = host_gflops;
+        std::cout << fmt::format("  host simulation: {:.3f} ms/run ({:.2f} GFLOP/s on this host, not the device)\n",
+                                 *r.host_seconds_per_run * 1e3, host_gflops);
+      } else {
+        record["gflops"] = host_gflops;
+        best = std::max(best, host_gflops);
+        std::cout << fmt::format("  measured: {:.3f} ms/run, {:.2f} GFLOP/s\n", *r.host_seconds_per_run * 1e3,
+                                 host_gflops);
+      }
+    }
+    if (r.estimated_seconds_per_run) {
+      const double estimated = r.flops_per_run / *r.estimated_seconds_per_run / 1e9;
+      record["estimated_gflops"] = estimated;
+      best = std::max(best, estimated);
+      std::cout << fmt::format("  estimated (device model, not measured): {:.4f} ms/run, {:.1f} GFLOP/s\n",
+                               *r.estimated_seconds_per_run * 1e3, estimated);
+    }
+    metrics.write(record);
+  }
+  nlohmann::json summary{{"backend", config.backend}, {"device", p.name}, {"product", p.product},
+                         {"mode", std::string(device_mode_name(p.mode))}, {"task", config.task},
+                         {"model", "matmul"}, {"precision", std::string(dtype_name(config.matmul_bench.dtype))},
+                         {"compile_only", run.compile_only}, {"fits", all_fit}};
+  if (!run.compile_only) summary[model ? "estimated_gflops" : "gflops"] = best;
+  metrics.write_summary(summary);
+  if (run.compile_only && !all_fit) return static_cast<int>(ExitCode::failure);
+  return 0;
+}
+
+}  // namespace
+
+int list_plugins(const CommonOptions& common) {
+  const auto options = search_options(common);
+  std::cout << "search path (first wins):\n";
+  int index = 1;
+  for (const auto& dir : plugin_search_dirs(options)) {
+    std::error_code ec;
+    std::cout << fmt::format("  {}. {} ({}){}\n", index++, dir.path.string(), dir.origin,
+                             std::filesystem::is_directory(dir.path, ec) ? "" : " [missing]");
+  }
+  PluginLoader loader(options);
+  std::cout << "plugins:\n";
+  if (loader.candidates().empty()) std::cout << "  none found\n";
+  for (const auto& c : loader.candidates()) {
+    if (c.status == PluginCandidate::Status::loaded) {
+      std::cout << fmt::format("  {:<8} {:<8} ABI {:<5} loaded    {}\n           {}\n", c.name, c.version,
+                               c.abi, c.path.string(), c.summary);
+    } else {
+      std::cout << fmt::format("  {:<8} {:<8} {:<9} {:<9} {}\n           reason: {}\n",
+                               c.name.empty() ? "?" : c.name, c.version.empty() ? "-" : c.version,
+                               c.abi.empty() ? "-" : "ABI " + c.abi, plugin_status_name(c.status),
+                               c.path.string(), c.reason);
+    }
+  }
+  const auto names = loader.backend_names();
+  std::cout << fmt::format("backends: {}\n", names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")));
+  return 0;
+}
+
+int list_devices(const CommonOptions& common, const std::optional<std::string>& backend_name) {
+  PluginLoader loader(search_options(common));
+  std::vector<std::string> names = backend_name ? std::vector{*backend_name} : loader.backend_names();
+  if (names.empty()) throw PluginError("no backends are loaded; run 'polyhal plugins' to see why");
+  for (const auto& name : names) {
+    auto backend = loader.backend(name);
+    const auto options = resolve_device_options(backend->device_options(), {});
+    for (const auto& device : backend->open_devices(options)) print_device(*device);
+  }
+  return 0;
+}
+
+int validate_config(const CommonOptions& common, const RunOptions& run) {
+  RunConfig config = load_run_config(run.config, run.overrides);
+  if (run.backend) config.backend = *run.backend;
+  PluginLoader loader(search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
+  auto backend = loader.backend(config.backend);
+  config.resolve_device(backend->device_options());
+  std::cout << fmt::format("{}: ok (backend {}, task {})\n", run.config.string(), config.backend, config.task);
+  return 0;
+}
+
+int run_workload(const CommonOptions& common, const RunOptions& run) {
+  RunConfig config = load_run_config(run.config, run.overrides);
+  if (run.backend) config.backend = *run.backend;
+  configure_logging(config);
+  MetricsWriter metrics(run.metrics_out);
+  PluginLoader loader(search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
+  auto backend = loader.backend(config.backend);
+  const DeviceOptions options = config.resolve_device(backend->device_options());
+  auto device = open_first_device(*backend, options);
+  spdlog::info("backend {} device {} ({}, mode {})", config.backend, device->name(),
+               device->properties().product, device_mode_name(device->properties().mode));
+  if (config.task == "matmul-bench") return run_matmul(*device, config, run, metrics);
+  throw ConfigError(fmt::format("{}: key 'task': unknown task '{}'", config.locate("task"), config.task));
+}
+
+}  // namespace polyhal::launcher

@@ -1,0 +1,31 @@
+#pragma once
+// The launcher's subcommands. Each returns the process exit code or throws
+// polyhal::Error (whose exit code main() uses).
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace polyhal::launcher {
+
+/// Options every command understands.
+struct CommonOptions {
+  std::vector<std::filesystem::path> plugin_paths;
+  bool allow_world_writable_plugins = false;
+  std::filesystem::path executable_dir;
+};
+
+struct RunOptions {
+  std::filesystem::path config;
+  std::optional<std::string> backend;
+  std::vector<std::string> overrides;
+  bool compile_only = false;
+  std::filesystem::path metrics_out;
+};
+
+int list_plugins(const CommonOptions& common);
+int list_devices(const CommonOptions& common, const std::optional<std::string>& backend);
+int validate_config(const CommonOptions& common, const RunOptions& run);
+int run_workload(const CommonOptions& common, const RunOptions& run);
+
+}  // namespace polyhal::launcher

@@ -1,0 +1,118 @@
+// polyhal: the launcher. Parses the command line, then hands off to commands.cpp.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <iostream>
+
+#include "commands.hpp"
+#include "polyhal/abi.hpp"
+#include "polyhal/error.hpp"
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: polyhal [--version] [--log-level LEVEL] <command> [options]
+
+commands:
+  plugins   [--plugin-path DIR]...                 discovered plugins, and why any was not loaded
+  devices   [--backend NAME]                       devices and their properties
+  run       --config FILE [--backend NAME] [--set key.path=value]...
+            [--compile-only] [--metrics-out FILE]  run the workload a config describes
+  validate  --config FILE [--set key.path=value]...  check a config, run nothing
+
+exit codes: 0 ok, 1 failure while running, 2 bad usage or config, 3 plugin or device unavailable
+)";
+
+std::filesystem::path executable_dir() {
+  std::error_code ec;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::filesystem::path{} : self.parent_path();
+}
+
+int dispatch(int argc, char** argv) {
+  po::options_description options("options");
+  std::string command;
+  std::string log_level = "info";
+  polyhal::launcher::CommonOptions common;
+  polyhal::launcher::RunOptions run;
+  std::string backend;
+  std::vector<std::string> plugin_paths;
+  std::string config;
+  std::string metrics_out;
+  options.add_options()
+      ("help,h", "show usage")
+      ("version", "print version and plugin ABI")
+      ("log-level", po::value(&log_level), "trace, debug, info, warn, error, off")
+      ("command", po::value(&command), "plugins | devices | run | validate")
+      ("plugin-path", po::value(&plugin_paths)->composing(), "search this directory for plugins first (repeatable)")
+      ("allow-world-writable-plugins", po::bool_switch(&common.allow_world_writable_plugins),
+       "load plugins from world-writable directories (unsafe)")
+      ("backend", po::value(&backend), "backend name (overrides the config's 'backend')")
+      ("config", po::value(&config), "YAML config file")
+      ("set", po::value(&run.overrides)->composing(), "override a config key: key.path=value (repeatable)")
+      ("compile-only", po::bool_switch(&run.compile_only), "prepare and report memory; run nothing")
+      ("metrics-out", po::value(&metrics_out), "write JSON-lines metrics to FILE");
+  po::positional_options_description positional;
+  positional.add("command", 1);
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(argc, argv).options(options).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw polyhal::UsageError(fmt::format("{}\n{}", e.what(), kUsage));
+  }
+  if (vm.count("help")) {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (vm.count("version")) {
+    std::cout << fmt::format("polyhal {} (plugin ABI {}.{})\n", POLYHAL_VERSION, polyhal::kAbiMajor,
+                             polyhal::kAbiMinor);
+    return 0;
+  }
+  auto level = spdlog::level::from_str(log_level);
+  if (level == spdlog::level::off && log_level != "off") {
+    throw polyhal::UsageError(fmt::format("--log-level: unknown level '{}'", log_level));
+  }
+  spdlog::set_level(level);
+  spdlog::set_pattern("[%l] %v");
+
+  common.executable_dir = executable_dir();
+  for (const auto& p : plugin_paths) common.plugin_paths.emplace_back(p);
+  if (!backend.empty()) run.backend = backend;
+  run.config = config;
+  run.metrics_out = metrics_out;
+
+  auto require_config = [&] {
+    if (config.empty()) throw polyhal::UsageError(fmt::format("'{}' needs --config FILE\n{}", command, kUsage));
+  };
+  if (command == "plugins") return polyhal::launcher::list_plugins(common);
+  if (command == "devices") return polyhal::launcher::list_devices(common, run.backend);
+  if (command == "validate") {
+    require_config();
+    return polyhal::launcher::validate_config(common, run);
+  }
+  if (command == "run") {
+    require_config();
+    return polyhal::launcher::run_workload(common, run);
+  }
+  if (command.empty()) throw polyhal::UsageError(fmt::format("no command given\n{}", kUsage));
+  throw polyhal::UsageError(fmt::format("unknown command '{}'\n{}", command, kUsage));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return dispatch(argc, argv);
+  } catch (const polyhal::Error& e) {
+    std::cerr << "polyhal: error: " << e.what() << '\n';
+    return static_cast<int>(e.exit_code());
+  } catch (const std::exception& e) {
+    std::cerr << "polyhal: error: " << e.what() << '\n';
+    return static_cast<int>(polyhal::ExitCode::failure);
+  }
+}

@@ -1,0 +1,180 @@
+// Intel CPU backend: oneDNN for the math (AMX where the CPU has it, AVX-512
+// bf16 otherwise), the real host's memory and cores.
+#include <fmt/format.h>
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <thread>
+
+#include "cpu_isa.hpp"
+#include "onednn_matmul.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/plugin.hpp"
+
+namespace polyhal::cpu {
+namespace {
+
+dnnl::cpu_isa onednn_isa(Isa isa) {
+  switch (isa) {
+    case Isa::amx: return dnnl::cpu_isa::avx512_core_amx;
+    case Isa::avx512_core_bf16: return dnnl::cpu_isa::avx512_core_bf16;
+    case Isa::avx512_core: return dnnl::cpu_isa::avx512_core;
+    case Isa::avx2: return dnnl::cpu_isa::avx2;
+    case Isa::reference: return dnnl::cpu_isa::sse41;
+  }
+  return dnnl::cpu_isa::all;
+}
+
+std::string onednn_isa_name(dnnl::cpu_isa isa) {
+  switch (isa) {
+    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core: return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
+    case dnnl::cpu_isa::avx2: return "avx2";
+    case dnnl::cpu_isa::avx: return "avx";
+    case dnnl::cpu_isa::sse41: return "sse41";
+    default: return fmt::format("isa 0x{:x}", static_cast<unsigned>(isa));
+  }
+}
+
+/// Applies the ISA cap to oneDNN (process-wide, settable once) and returns
+/// the ISA oneDNN will actually use.
+dnnl::cpu_isa apply_isa_cap(Isa isa) {
+  const auto status = dnnl::set_max_cpu_isa(onednn_isa(isa));
+  const auto effective = dnnl::get_effective_cpu_isa();
+  if (status != dnnl::status::success && static_cast<unsigned>(effective) > static_cast<unsigned>(onednn_isa(isa))) {
+    throw DeviceUnavailableError(fmt::format(
+        "device.isa {}: oneDNN's ISA cap is process-wide and already fixed at {} (by an earlier device or "
+        "ONEDNN_MAX_CPU_ISA)",
+        isa_name(isa), onednn_isa_name(effective)));
+  }
+  return effective;
+}
+
+std::string cpuinfo_field(const std::string& field) {
+  std::ifstream in("/proc/cpuinfo");
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with(field)) {
+      auto colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(colon + 2);
+    }
+  }
+  return "unknown";
+}
+
+std::uint64_t host_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  std::uint64_t kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemTotal:") return kib * 1024;
+    in.ignore(256, '\n');
+  }
+  return 0;
+}
+
+/// FLOP per cycle per core for the ISA, assuming two 512-bit (or 256-bit for
+/// AVX2) FMA units as on Xeon Gold/Platinum.
+double flops_per_cycle(Isa isa, DType type) {
+  switch (isa) {
+    case Isa::amx: return type == DType::bf16 ? 1024.0 : 64.0;
+    case Isa::avx512_core_bf16: return type == DType::bf16 ? 128.0 : 64.0;
+    case Isa::avx512_core: return 64.0;
+    case Isa::avx2: return 32.0;
+    case Isa::reference: return 8.0;
+  }
+  return 0.0;
+}
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice(const IsaChoice& choice, dnnl::cpu_isa effective, int threads)
+      : Device(make_properties(choice, effective, threads)), engine_(dnnl::engine::kind::cpu, 0) {
+    registry().add("matmul", DType::f32,
+                   [this](const KernelDesc& desc, Device&) { return make_onednn_matmul(desc, engine_); });
+    if (choice.isa <= Isa::avx512_core) {  // bf16 needs AVX-512 (native from avx512_core_bf16)
+      registry().add("matmul", DType::bf16,
+                     [this](const KernelDesc& desc, Device&) { return make_onednn_matmul(desc, engine_); });
+    }
+  }
+
+ protected:
+  std::string kernel_advice(const KernelDesc& desc) const override {
+    if (desc.dtype == DType::bf16) return "bf16 needs AVX-512; lift the device.isa cap or use f32";
+    if (desc.dtype == DType::f16) return "use bf16 on the CPU";
+    return {};
+  }
+
+ private:
+  static DeviceProperties make_properties(const IsaChoice& choice, dnnl::cpu_isa effective, int threads) {
+    DeviceProperties p;
+    p.name = "cpu0";
+    p.backend = "cpu";
+    p.vendor = cpuinfo_field("vendor_id");
+    p.product = cpuinfo_field("model name");
+    p.mode = DeviceMode::hardware;
+    p.dtypes = {DType::f32};
+    if (choice.isa <= Isa::avx512_core) p.dtypes.push_back(DType::bf16);
+    p.memory_capacity_bytes = host_memory_bytes();
+    const double mhz = std::atof(cpuinfo_field("cpu MHz").c_str());
+    const auto cores = static_cast<double>(threads);
+    for (DType t : p.dtypes) p.peak_flops[t] = cores * mhz * 1e6 * flops_per_cycle(choice.isa, t);
+    const auto dnnl_version = dnnl::version();
+    p.table = {
+        {"mode", "hardware", Provenance::measured, "runs on this CPU"},
+        {"cpu", p.product, Provenance::measured, "/proc/cpuinfo"},
+        {"threads", std::to_string(threads), Provenance::measured, "OpenMP threads oneDNN uses"},
+        {"isa", isa_name(choice.isa), Provenance::measured, choice.reason},
+        {"onednn isa", onednn_isa_name(effective), Provenance::measured,
+         fmt::format("oneDNN {}.{}.{} get_effective_cpu_isa()", dnnl_version->major, dnnl_version->minor,
+                     dnnl_version->patch)},
+        {"memory", fmt::format("{:.1f} GiB", static_cast<double>(p.memory_capacity_bytes) / (1ull << 30)),
+         Provenance::measured, "MemTotal from /proc/meminfo"},
+        {"clock", fmt::format("{:.0f} MHz", mhz), Provenance::measured, "/proc/cpuinfo, current"},
+    };
+    for (const auto& [type, flops] : p.peak_flops) {
+      p.table.push_back({fmt::format("peak {}", dtype_name(type)), fmt::format("{:.1f} GFLOP/s", flops / 1e9),
+                         Provenance::derived, "threads x clock x FLOP/cycle (assumes 2 FMA units/core)"});
+    }
+    return p;
+  }
+
+  dnnl::engine engine_;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  std::vector<OptionSpec> device_options() const override {
+    using T = OptionSpec::Type;
+    return {
+        {"isa", T::choice, {"auto", "amx", "avx512_core_bf16", "avx512_core", "avx2", "reference"}, "auto",
+         "highest ISA oneDNN may use"},
+        {"threads", T::integer, {}, "0", "compute threads (0: all cores)"},
+    };
+  }
+
+ protected:
+  std::vector<std::unique_ptr<Device>> do_open_devices(const DeviceOptions& options) override {
+    const IsaChoice choice = choose_isa(detect_cpu_features(), options.at("isa"));
+    const dnnl::cpu_isa effective = apply_isa_cap(choice.isa);
+    int threads = std::stoi(options.at("threads"));
+    if (threads < 0) throw ConfigError(fmt::format("key 'device.threads': expected >= 0, got {}", threads));
+    if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    omp_set_num_threads(threads);
+    spdlog::debug("cpu: isa {} ({}), oneDNN effective {}", isa_name(choice.isa), choice.reason,
+                  onednn_isa_name(effective));
+    std::vector<std::unique_ptr<Device>> devices;
+    devices.push_back(std::make_unique<CpuDevice>(choice, effective, threads));
+    return devices;
+  }
+};
+
+}  // namespace
+}  // namespace polyhal::cpu
+
+POLYHAL_PLUGIN("cpu", "0.1.0", "Intel CPU through oneDNN (AMX / AVX-512 bf16) and oneTBB", polyhal::cpu::CpuBackend)

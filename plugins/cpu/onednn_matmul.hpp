@@ -1,0 +1,19 @@
+#pragma once
+// matmul through oneDNN: the primitive, its scratchpad and memory objects are
+// created once at prepare; run() only rebinds data pointers and executes.
+#include <memory>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "polyhal/kernel.hpp"
+
+namespace polyhal::cpu {
+
+/// Throws KernelNotFoundError if oneDNN has no implementation for the desc on
+/// the ISA in force.
+std::unique_ptr<Kernel> make_onednn_matmul(const KernelDesc& desc, const dnnl::engine& engine);
+
+/// oneDNN data type for a polyhal dtype.
+dnnl::memory::data_type onednn_type(DType type);
+
+}  // namespace polyhal::cpu

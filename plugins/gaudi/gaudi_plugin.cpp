@@ -1,0 +1,138 @@
+// Habana Gaudi device model: Gaudi, Gaudi2 and Gaudi 3 cards in an 8-card
+// server. Executes on the host with Gaudi numerics (MME: bf16/f16 inputs,
+// f32 accumulation, round-to-nearest-even outputs), enforces HBM capacity
+// and estimates speed from published peaks.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "../common/roofline.hpp"
+#include "../common/vendor_runtime.hpp"
+#include "gaudi_specs.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/plugin.hpp"
+#include "polyhal/reference_kernels.hpp"
+
+namespace polyhal::gaudi {
+namespace {
+
+// Modelling assumptions (not from a datasheet):
+constexpr double kAchievableFraction = 0.7;  // of MME peak for large GEMMs
+constexpr double kLaunchOverheadSeconds = 10e-6;  // per graph launch
+constexpr double kRuntimeReservedFraction = 0.05;  // HBM kept by the runtime
+
+std::string gib(std::uint64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30)); }
+
+class GaudiDevice final : public Device {
+ public:
+  GaudiDevice(int index, const GaudiGeneration& generation)
+      : Device(make_properties(index, generation)), generation_(generation) {
+    for (DType type : generation.dtypes) {
+      registry().add("matmul", type, [](const KernelDesc& desc, Device&) {
+        return make_reference_matmul(desc, MatMulNumerics{DType::f32, false, 0});
+      });
+    }
+  }
+
+  std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
+    if (desc.op != "matmul") return std::nullopt;
+    // f16 runs on the MME at the bf16 rate on Gaudi2/3.
+    const double peak = desc.dtype == DType::f32 ? generation_.peak_f32 : generation_.peak_bf16;
+    if (peak <= 0.0) return std::nullopt;  // not published: no estimate
+    const auto d = matmul_dims(desc);
+    const double flops = 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
+    const double bytes = static_cast<double>(d.m * d.k + d.k * d.n + d.m * d.n) *
+                         static_cast<double>(dtype_size(desc.dtype));
+    return plugins::Roofline{peak, generation_.hbm_bandwidth, kAchievableFraction, kLaunchOverheadSeconds}
+        .seconds(flops, bytes);
+  }
+
+  MemoryReport plan_memory(const std::vector<MemoryItem>& items) const override {
+    MemoryReport report = Device::plan_memory(items);
+    const auto usable = static_cast<std::uint64_t>(static_cast<double>(generation_.hbm_bytes) *
+                                                   (1.0 - kRuntimeReservedFraction));
+    report.capacity_bytes = usable;
+    report.fits = report.required_bytes <= usable;
+    report.notes.clear();
+    report.notes.push_back(fmt::format("HBM: {} usable of {} ({}% kept by the runtime, modelled)", gib(usable),
+                                       gib(generation_.hbm_bytes), static_cast<int>(kRuntimeReservedFraction * 100)));
+    if (!report.fits) {
+      report.notes.push_back("does not fit: reduce the micro-batch and raise gradient accumulation, or use bf16");
+    }
+    return report;
+  }
+
+ protected:
+  std::string kernel_advice(const KernelDesc& desc) const override {
+    if (desc.dtype == DType::f16 && generation_.name == "gaudi") {
+      return "first-generation Gaudi computes in bf16 and f32; use dtype bf16";
+    }
+    return {};
+  }
+
+ private:
+  static DeviceProperties make_properties(int index, const GaudiGeneration& g) {
+    DeviceProperties p;
+    p.name = fmt::format("gaudi{}", index);
+    p.backend = "gaudi";
+    p.vendor = "Habana Labs (Intel)";
+    p.product = fmt::format("{} model, card {} of {} in {}", g.product, index + 1, kCardsPerServer, g.server);
+    p.mode = DeviceMode::model;
+    p.dtypes = g.dtypes;
+    p.memory_capacity_bytes = g.hbm_bytes;
+    if (g.peak_bf16 > 0) p.peak_flops[DType::bf16] = g.peak_bf16;
+    std::string dtypes;
+    for (DType t : g.dtypes) dtypes += (dtypes.empty() ? "" : ", ") + std::string(dtype_name(t));
+    p.table = {
+        {"mode", "model", Provenance::modelled, "device model on the host; no Gaudi attached"},
+        {"server", fmt::format("{} ({} cards)", g.server, kCardsPerServer), Provenance::datasheet, ""},
+        {"memory", fmt::format("{} HBM", gib(g.hbm_bytes)), Provenance::datasheet, ""},
+        {"memory bandwidth", fmt::format("{:.2f} TB/s", g.hbm_bandwidth / 1e12), Provenance::datasheet, ""},
+        {"peak bf16", g.peak_bf16 > 0 ? fmt::format("{:.0f} TFLOP/s", g.peak_bf16 / 1e12) : "not published",
+         Provenance::datasheet, g.peak_bf16 > 0 ? "MME" : "no estimate is made"},
+        {"dtypes", dtypes, Provenance::datasheet, ""},
+        {"RoCE", fmt::format("{} x {} GbE ({} for scale-out)", g.roce_ports, g.roce_port_gbps, g.scale_out_ports),
+         Provenance::datasheet, "integrated; all-to-all inside the server"},
+    };
+    return p;
+  }
+
+  GaudiGeneration generation_;
+};
+
+class GaudiBackend final : public Backend {
+ public:
+  std::string name() const override { return "gaudi"; }
+
+  std::vector<OptionSpec> device_options() const override {
+    using T = OptionSpec::Type;
+    return {
+        {"mode", T::choice, {"model", "hardware"}, "model", "model: host execution with Gaudi rules"},
+        {"generation", T::choice, {"gaudi", "gaudi2", "gaudi3"}, "gaudi2", "which Gaudi"},
+        {"cards", T::integer, {}, "8", "cards in the server to use (1-8)"},
+    };
+  }
+
+ protected:
+  std::vector<std::unique_ptr<Device>> do_open_devices(const DeviceOptions& options) override {
+    if (options.at("mode") == "hardware") {
+      plugins::refuse_hardware_mode("Gaudi", "libSynapse.so", "Habana SynapseAI runtime and habanalabs driver");
+    }
+    const int cards = std::stoi(options.at("cards"));
+    if (cards < 1 || cards > kCardsPerServer) {
+      throw ConfigError(fmt::format("key 'device.cards': a server has 1 to {} cards, got {}", kCardsPerServer, cards));
+    }
+    const auto& generations = gaudi_generations();
+    const auto generation = *std::find_if(generations.begin(), generations.end(),
+                                          [&](const auto& g) { return g.name == options.at("generation"); });
+    std::vector<std::unique_ptr<Device>> devices;
+    for (int i = 0; i < cards; ++i) devices.push_back(std::make_unique<GaudiDevice>(i, generation));
+    return devices;
+  }
+};
+
+}  // namespace
+}  // namespace polyhal::gaudi
+
+POLYHAL_PLUGIN("gaudi", "0.1.0", "Habana Gaudi / Gaudi2 / Gaudi 3 device model (no hardware path)",
+               polyhal::gaudi::GaudiBackend)

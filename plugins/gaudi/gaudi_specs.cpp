@@ -1,0 +1,18 @@
+#include "gaudi_specs.hpp"
+
+namespace polyhal::gaudi {
+
+const std::vector<GaudiGeneration>& gaudi_generations() {
+  constexpr std::uint64_t GB = 1000ull * 1000 * 1000;
+  static const std::vector<GaudiGeneration> generations{
+      {"gaudi", "Gaudi (HL-205)", "HLS-1", 32 * GB, 1.0e12, 0.0, 0.0, 10, 100, 3,
+       {DType::f32, DType::bf16}},
+      {"gaudi2", "Gaudi2 (HL-225)", "HLS-Gaudi2", 96 * GB, 2.45e12, 432e12, 0.0, 24, 100, 3,
+       {DType::f32, DType::bf16, DType::f16}},
+      {"gaudi3", "Gaudi 3 (HL-325L)", "Gaudi 3 8-card baseboard", 128 * GB, 3.7e12, 1835e12, 0.0, 24, 200, 3,
+       {DType::f32, DType::bf16, DType::f16}},
+  };
+  return generations;
+}
+
+}  // namespace polyhal::gaudi
