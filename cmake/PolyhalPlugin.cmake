@@ -1,4 +1,5 @@
-# polyhal_add_plugin(<name> SOURCES <src>... [INSTALL_COMPONENT <component>])
+# polyhal_add_plugin(<name> SOURCES <src>... [INSTALL_COMPONENT <component>]
+#                    [OUTPUT_DIRECTORY <dir>])
 #
 # Builds libpolyhal_plugin_<name>.so as a MODULE library with the rules every
 # plugin must follow: linked against polyhal::core with --no-undefined (a
@@ -6,7 +7,7 @@
 # descriptor alias is the only export, and installed into the plugin directory
 # the launcher searches. Shipped in polyhal-dev for out-of-tree plugins.
 function(polyhal_add_plugin name)
-  cmake_parse_arguments(ARG "" "INSTALL_COMPONENT" "SOURCES" ${ARGN})
+  cmake_parse_arguments(ARG "" "INSTALL_COMPONENT;OUTPUT_DIRECTORY" "SOURCES" ${ARGN})
   set(target polyhal_plugin_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE polyhal::core)
@@ -16,7 +17,9 @@ function(polyhal_add_plugin name)
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   target_link_options(${target} PRIVATE "LINKER:--no-undefined")
-  if(DEFINED POLYHAL_BUILD_PLUGIN_DIR)
+  if(ARG_OUTPUT_DIRECTORY)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")
+  elseif(DEFINED POLYHAL_BUILD_PLUGIN_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${POLYHAL_BUILD_PLUGIN_DIR}")
   endif()
   if(COMMAND polyhal_set_warnings)

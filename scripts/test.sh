@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets everything up, builds with warnings as errors, builds the packages,
+# and runs every test (unit, plugin boundary, launcher, packages, out-of-tree
+# plugin) through ctest.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${POLYHAL_BUILD_DIR:-$root/build}
+"$root/scripts/install-deps.sh"
+POLYHAL_BUILD_DIR=$build "$root/scripts/build.sh" -DPOLYHAL_WARNINGS_AS_ERRORS=ON
+(cd "$build" && cpack -G "DEB;RPM" > cpack.log 2>&1) || { cat "$build/cpack.log"; exit 1; }
+cd "$build"
+ctest --output-on-failure --timeout 900 "$@"

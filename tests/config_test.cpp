@@ -1,0 +1,101 @@
+// Config errors name file, line and key; overrides say where they came from.
+#include <gtest/gtest.h>
+
+#include "polyhal/config.hpp"
+#include "polyhal/error.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+const char* kGood = R"(backend: cpu
+task: matmul-bench
+matmul_bench:
+  shapes: [[8, 4, 2]]
+  dtype: bf16
+  iterations: 3
+)";
+
+std::string error_of(const std::string& yaml, const std::vector<std::string>& overrides = {}) {
+  test::TempDir dir;
+  const auto file = dir.write("c.yaml", yaml);
+  try {
+    load_run_config(file, overrides);
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(e.exit_code(), ExitCode::bad_input);
+    // Strip the temporary directory so assertions read plainly.
+    std::string text = e.what();
+    const std::string prefix = dir.path().string() + "/";
+    if (text.starts_with(prefix)) text = text.substr(prefix.size());
+    return text;
+  }
+  return "no error";
+}
+
+TEST(Config, ReadsAValidFile) {
+  test::TempDir dir;
+  const auto config = load_run_config(dir.write("c.yaml", kGood));
+  EXPECT_EQ(config.backend, "cpu");
+  ASSERT_EQ(config.matmul_bench.shapes.size(), 1u);
+  EXPECT_EQ(config.matmul_bench.shapes[0][0], 8);
+  EXPECT_EQ(config.matmul_bench.dtype, DType::bf16);
+  EXPECT_EQ(config.matmul_bench.iterations, 3);
+}
+
+TEST(Config, UnknownKeyNamesLineAndSuggests) {
+  EXPECT_EQ(error_of(std::string(kGood) + "  iteratons: 4\n"),
+            "c.yaml:7: key 'matmul_bench.iteratons': unknown key (did you mean 'matmul_bench.iterations'?)");
+  EXPECT_EQ(error_of(std::string(kGood) + "colour: blue\n"), "c.yaml:7: key 'colour': unknown key");
+}
+
+TEST(Config, BadValueNamesLineAndKey) {
+  std::string yaml = kGood;
+  yaml.replace(yaml.find("iterations: 3"), 13, "iterations: eight");
+  EXPECT_EQ(error_of(yaml), "c.yaml:6: key 'matmul_bench.iterations': expected a positive integer, got \"eight\"");
+  yaml = kGood;
+  yaml.replace(yaml.find("dtype: bf16"), 11, "dtype: fp8");
+  EXPECT_EQ(error_of(yaml), "c.yaml:5: key 'matmul_bench.dtype': expected one of f32, f16, bf16, got \"fp8\"");
+}
+
+TEST(Config, MissingRequiredKeyAndUnknownTask) {
+  EXPECT_EQ(error_of("task: matmul-bench\n"),
+            "c.yaml: key 'backend': required: the backend to run on (cpu, ipu, gaudi)");
+  EXPECT_EQ(error_of("backend: cpu\ntask: dance\n"),
+            "c.yaml:2: key 'task': unknown task \"dance\"; this version runs: matmul-bench");
+}
+
+TEST(Config, YamlSyntaxErrorHasLineAndColumn) {
+  const auto text = error_of("backend: cpu\ntask: [unclosed\n");
+  EXPECT_TRUE(text.starts_with("c.yaml:3:")) << text;
+  EXPECT_NE(text.find("YAML syntax error"), std::string::npos) << text;
+}
+
+TEST(Config, OverridesWinAndAreBlamedInErrors) {
+  test::TempDir dir;
+  const auto file = dir.write("c.yaml", kGood);
+  const auto config = load_run_config(file, {"matmul_bench.iterations=9", "device.isa=avx2"});
+  EXPECT_EQ(config.matmul_bench.iterations, 9);
+  EXPECT_EQ(config.device.at("isa"), "avx2");
+  EXPECT_EQ(error_of(kGood, {"matmul_bench.iterations=zero"}),
+            "--set matmul_bench.iterations=zero: key 'matmul_bench.iterations': expected a positive integer, got \"zero\"");
+  EXPECT_EQ(error_of(kGood, {"novalue"}), "--set novalue: expected key.path=value");
+}
+
+TEST(Config, DeviceOptionsCheckedAgainstBackendSpecs) {
+  test::TempDir dir;
+  const auto file = dir.write("c.yaml", std::string(kGood) + "device:\n  isa: fast\n  color: red\n");
+  const auto config = load_run_config(file);
+  const std::vector<OptionSpec> specs{{"isa", OptionSpec::Type::choice, {"auto", "avx2"}, "auto", ""}};
+  try {
+    config.resolve_device(specs);
+    FAIL();
+  } catch (const ConfigError& e) {
+    const std::string text = e.what();
+    // std::map orders keys: 'color' is checked first.
+    EXPECT_NE(text.find(":9: key 'device.color': backend 'cpu' has no such device option; it has: isa"),
+              std::string::npos) << text;
+  }
+}
+
+}  // namespace
+}  // namespace polyhal

@@ -1,0 +1,56 @@
+// The CPU plugin's ISA choice, including the AMX path this machine may lack:
+// the choice is a pure function of the features, so every branch is tested.
+#include <gtest/gtest.h>
+
+#include "cpu_isa.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal::cpu {
+namespace {
+
+CpuFeatures sapphire_rapids() { return {true, true, true, true, true}; }
+CpuFeatures cooper_lake() { return {true, true, true, false, false}; }
+CpuFeatures skylake() { return {true, true, false, false, false}; }
+
+TEST(CpuIsa, PicksAmxWhenPresentAndPermitted) {
+  const auto choice = choose_isa(sapphire_rapids(), "auto");
+  EXPECT_EQ(choice.isa, Isa::amx);
+  EXPECT_EQ(choice.reason, "best available");
+}
+
+TEST(CpuIsa, FallsBackToAvx512Bf16WhenKernelRefusesAmx) {
+  auto features = sapphire_rapids();
+  features.amx_permitted = false;
+  const auto choice = choose_isa(features, "auto");
+  EXPECT_EQ(choice.isa, Isa::avx512_core_bf16);
+  EXPECT_NE(choice.reason.find("ARCH_REQ_XCOMP_PERM"), std::string::npos) << choice.reason;
+}
+
+TEST(CpuIsa, CapLowersTheChoice) {
+  EXPECT_EQ(choose_isa(sapphire_rapids(), "avx512_core_bf16").isa, Isa::avx512_core_bf16);
+  EXPECT_EQ(choose_isa(sapphire_rapids(), "avx2").isa, Isa::avx2);
+  EXPECT_EQ(choose_isa(skylake(), "avx2").reason.substr(0, 20), "capped at avx2 by de");
+}
+
+TEST(CpuIsa, AskingForAmxWithoutItIsAClearError) {
+  try {
+    choose_isa(cooper_lake(), "amx");
+    FAIL() << "expected DeviceUnavailableError";
+  } catch (const DeviceUnavailableError& e) {
+    const std::string text = e.what();
+    EXPECT_NE(text.find("amx is not usable on this CPU"), std::string::npos) << text;
+    EXPECT_NE(text.find("best it offers is avx512_core_bf16"), std::string::npos) << text;
+  }
+  EXPECT_THROW(choose_isa(skylake(), "avx512_core_bf16"), DeviceUnavailableError);
+}
+
+TEST(CpuIsa, DetectionOnThisMachineIsConsistent) {
+  const auto features = detect_cpu_features();
+  EXPECT_LE(features.amx_permitted, features.amx);
+  EXPECT_LE(features.avx512_bf16, features.avx512_core);
+  const auto choice = choose_isa(features, "auto");
+  EXPECT_FALSE(choice.reason.empty());
+}
+
+}  // namespace
+}  // namespace polyhal::cpu

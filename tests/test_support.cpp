@@ -1,0 +1,55 @@
+#include "test_support.hpp"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <fstream>
+#include <stdexcept>
+
+#include "polyhal/plugin_loader.hpp"
+
+namespace polyhal::test {
+
+TempDir::TempDir() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "polyhal-test-XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
+  path_ = pattern;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::filesystem::path TempDir::write(const std::string& name, const std::string& text) const {
+  const auto file = path_ / name;
+  std::ofstream(file, std::ios::binary) << text;
+  return file;
+}
+
+CommandResult run_command(const std::string& command_line) {
+  CommandResult result;
+  FILE* pipe = ::popen((command_line + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) throw std::runtime_error("popen failed");
+  std::array<char, 4096> chunk{};
+  while (std::size_t n = std::fread(chunk.data(), 1, chunk.size(), pipe)) result.output.append(chunk.data(), n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+CommandResult run_polyhal(const std::string& arguments) {
+  return run_command(std::string(POLYHAL_LAUNCHER) + " " + arguments);
+}
+
+std::filesystem::path built_plugin(const std::string& name) {
+  return std::filesystem::path(POLYHAL_BUILD_PLUGIN_DIR) / ("libpolyhal_plugin_" + name + ".so");
+}
+
+std::shared_ptr<Backend> load_backend(const std::string& name) {
+  return PluginLoader::load_file(built_plugin(name), false, nullptr);
+}
+
+}  // namespace polyhal::test

@@ -1,0 +1,40 @@
+#pragma once
+// Helpers shared by the tests: temporary directories, running the launcher,
+// and loading the plugins built in this tree.
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "polyhal/backend.hpp"
+
+namespace polyhal::test {
+
+/// A fresh directory (mode 0700) removed with everything in it at scope exit.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  /// Writes `text` to `name` inside the directory and returns its path.
+  std::filesystem::path write(const std::string& name, const std::string& text) const;
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+/// Runs a shell command line and captures its output and exit code.
+CommandResult run_command(const std::string& command_line);
+/// Runs the polyhal launcher built in this tree with `arguments`.
+CommandResult run_polyhal(const std::string& arguments);
+
+/// The in-tree plugin `name` (cpu, ipu, gaudi), loaded from the build tree.
+std::shared_ptr<Backend> load_backend(const std::string& name);
+std::filesystem::path built_plugin(const std::string& name);
+
+}  // namespace polyhal::test
