@@ -1,2 +1,64 @@
 #!/usr/bin/env bash
-echo "package test: not yet"; exit 1
+# The .deb packages as a user gets them: lintian finds no errors; unpacked
+# into a fresh root, `polyhal plugins` sees three backends and runs a config;
+# without the ipu package's files, ipu is gone and the rest still works.
+# The .rpm packages carry the same dependencies.
+set -euo pipefail
+build=${1:?usage: package_test.sh BUILD_DIR}
+packages=$build/packages
+shopt -s nullglob
+debs=("$packages"/*.deb)
+if [ ${#debs[@]} -lt 5 ]; then
+  echo "FAIL: expected 5 .deb files in $packages; run 'cpack -G \"DEB;RPM\"' in $build first (scripts/test.sh does)"
+  exit 1
+fi
+fail() { echo "FAIL: $*"; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+unset POLYHAL_PLUGIN_PATH
+
+echo "== lintian"
+lintian --fail-on error "${debs[@]}" || fail "lintian reported errors"
+
+unpack() {  # unpack ROOT DEB...
+  local root=$1; shift
+  mkdir -p "$root"
+  for deb in "$@"; do dpkg-deb -x "$deb" "$root"; done
+}
+
+echo "== all packages"
+unpack "$work/all" "${debs[@]}"
+out=$("$work/all/usr/bin/polyhal" plugins)
+echo "$out"
+grep -q "backends: cpu, gaudi, ipu" <<<"$out" || fail "expected three backends from the unpacked packages"
+grep -q "$work/all/usr/lib/polyhal/plugins (install)" <<<"$out" || fail "install dir not searched relative to the executable"
+for backend in cpu ipu gaudi; do
+  config=$work/all/usr/share/polyhal/configs/matmul-bench-$backend.yaml
+  [ -f "$config" ] || fail "package lacks $config"
+  "$work/all/usr/bin/polyhal" run --config "$config" --set 'matmul_bench.shapes=[[32,16,8]]' \
+    --set matmul_bench.iterations=1 > "$work/run-$backend.log" 2>&1 || { cat "$work/run-$backend.log"; fail "run on $backend"; }
+done
+[ -f "$work/all/usr/include/polyhal/plugin.hpp" ] || fail "polyhal-dev lacks plugin.hpp"
+[ -f "$work/all/usr/lib/cmake/polyhal/polyhalConfig.cmake" ] || fail "polyhal-dev lacks the CMake package"
+
+echo "== without polyhal-plugin-ipu"
+without_ipu=()
+for deb in "${debs[@]}"; do [[ $(basename "$deb") == polyhal-plugin-ipu_* ]] || without_ipu+=("$deb"); done
+unpack "$work/no-ipu" "${without_ipu[@]}"
+out=$("$work/no-ipu/usr/bin/polyhal" plugins)
+grep -q "backends: cpu, gaudi$" <<<"$out" || { echo "$out"; fail "ipu should be gone, cpu and gaudi left"; }
+set +e
+"$work/no-ipu/usr/bin/polyhal" devices --backend ipu > "$work/ipu.log" 2>&1
+code=$?
+set -e
+[ $code -eq 3 ] || fail "devices --backend ipu without its package should exit 3, got $code"
+grep -q "install package polyhal-plugin-ipu" "$work/ipu.log" || fail "message should name the package to install"
+"$work/no-ipu/usr/bin/polyhal" devices --backend gaudi > /dev/null || fail "gaudi must keep working"
+
+echo "== rpm dependencies"
+rpm_cpu=("$packages"/polyhal-plugin-cpu-*.rpm)
+[ ${#rpm_cpu[@]} -eq 1 ] || fail "no polyhal-plugin-cpu rpm"
+requires=$(rpm -qp --requires "${rpm_cpu[0]}" 2>/dev/null)
+grep -q "^polyhal = " <<<"$requires" || fail "cpu rpm must require polyhal"
+grep -q "libdnnl" <<<"$requires" || fail "cpu rpm must require libdnnl"
+echo "package test: passed"
