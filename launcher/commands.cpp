@@ -148,13 +148,23 @@ int list_plugins(const CommonOptions& common) {
   return 0;
 }
 
-int list_devices(const CommonOptions& common, const std::optional<std::string>& backend_name) {
+int list_devices(const CommonOptions& common, const std::optional<std::string>& backend_name,
+                 const std::vector<std::string>& overrides) {
+  std::map<std::string, std::string> given;
+  for (const auto& text : overrides) {
+    const auto eq = text.find('=');
+    if (!text.starts_with("device.") || eq == std::string::npos) {
+      throw UsageError(fmt::format("--set {}: 'devices' takes only device options, as device.NAME=value", text));
+    }
+    given[text.substr(7, eq - 7)] = text.substr(eq + 1);
+  }
+  if (!given.empty() && !backend_name) throw UsageError("--set device.* needs --backend NAME");
   PluginLoader loader(search_options(common));
   std::vector<std::string> names = backend_name ? std::vector{*backend_name} : loader.backend_names();
   if (names.empty()) throw PluginError("no backends are loaded; run 'polyhal plugins' to see why");
   for (const auto& name : names) {
     auto backend = loader.backend(name);
-    const auto options = resolve_device_options(backend->device_options(), {});
+    const auto options = resolve_device_options(backend->device_options(), given);
     for (const auto& device : backend->open_devices(options)) print_device(*device);
   }
   return 0;

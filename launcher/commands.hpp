@@ -24,7 +24,9 @@ struct RunOptions {
 };
 
 int list_plugins(const CommonOptions& common);
-int list_devices(const CommonOptions& common, const std::optional<std::string>& backend);
+/// `overrides` may set device options: "device.isa=avx2".
+int list_devices(const CommonOptions& common, const std::optional<std::string>& backend,
+                 const std::vector<std::string>& overrides);
 int validate_config(const CommonOptions& common, const RunOptions& run);
 int run_workload(const CommonOptions& common, const RunOptions& run);
 

@@ -18,7 +18,7 @@ constexpr const char* kUsage = R"(usage: polyhal [--version] [--log-level LEVEL]
 
 commands:
   plugins   [--plugin-path DIR]...                 discovered plugins, and why any was not loaded
-  devices   [--backend NAME]                       devices and their properties
+  devices   [--backend NAME] [--set device.OPTION=value]...  devices and their properties
   run       --config FILE [--backend NAME] [--set key.path=value]...
             [--compile-only] [--metrics-out FILE]  run the workload a config describes
   validate  --config FILE [--set key.path=value]...  check a config, run nothing
@@ -90,7 +90,7 @@ int dispatch(int argc, char** argv) {
     if (config.empty()) throw polyhal::UsageError(fmt::format("'{}' needs --config FILE\n{}", command, kUsage));
   };
   if (command == "plugins") return polyhal::launcher::list_plugins(common);
-  if (command == "devices") return polyhal::launcher::list_devices(common, run.backend);
+  if (command == "devices") return polyhal::launcher::list_devices(common, run.backend, run.overrides);
   if (command == "validate") {
     require_config();
     return polyhal::launcher::validate_config(common, run);

@@ -122,3 +122,84 @@ TEST(Launcher, CompileOnlyReportsMemoryAndFailsWhenItDoesNotFit) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+/// A plugin directory holding every broken fixture next to a good plugin.
+struct BrokenPluginDir {
+  test::TempDir dir;
+  BrokenPluginDir() {
+    namespace fs = std::filesystem;
+    for (const char* name : {"wrongabi", "noentry", "needsdep"}) {
+      const std::string file = std::string("libpolyhal_plugin_") + name + ".so";
+      fs::copy_file(fs::path(POLYHAL_FIXTURE_DIR) / file, dir.path() / file);
+    }
+    dir.write("libpolyhal_plugin_corrupt.so", "this is not an ELF file");
+  }
+  std::string flag() const { return "--plugin-path " + dir.path().string(); }
+};
+
+TEST(LauncherPlugins, BrokenPluginsAreListedWithReasonsAndOthersStillRun) {
+  BrokenPluginDir broken;
+  auto r = run_polyhal("plugins " + broken.flag());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* reason : {"reason: plugin ABI 2.0, host accepts 1.0-1.0", "reason: no entry point 'polyhal_plugin_entry'",
+                             "reason: missing dependency: libpolyhal_fixture_dependency.so",
+                             "reason: not a shared library"}) {
+    EXPECT_NE(r.output.find(reason), std::string::npos) << reason << "\n" << r.output;
+  }
+  EXPECT_NE(r.output.find("backends: cpu, gaudi, ipu"), std::string::npos) << r.output;
+  test::TempDir dir;
+  r = run_polyhal("run " + broken.flag() + " --config " + config_file(dir, "gaudi", "  dtype: bf16\n"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
+TEST(LauncherPlugins, RunOnABrokenPluginExitsThreeWithTheReason) {
+  BrokenPluginDir broken;
+  test::TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"wrongabi", "plugin ABI 2.0, host accepts 1.0-1.0"},
+      {"noentry", "no entry point"},
+      {"needsdep", "missing dependency: libpolyhal_fixture_dependency.so"},
+      {"corrupt", "not a shared library"}};
+  for (const auto& [backend, reason] : cases) {
+    auto r = run_polyhal("run " + broken.flag() + " --config " + config_file(dir, backend));
+    EXPECT_EQ(r.exit_code, 3) << backend << ": " << r.output;
+    EXPECT_NE(r.output.find("its plugin was found but refused"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(reason), std::string::npos) << backend << ": " << r.output;
+  }
+}
+
+TEST(LauncherPlugins, WorldWritablePluginDirNeedsExplicitPermission) {
+  test::TempDir dir;
+  std::filesystem::copy_file(test::built_plugin("gaudi"), dir.path() / "libpolyhal_plugin_gaudi.so");
+  std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
+  auto r = run_polyhal("plugins --plugin-path " + dir.path().string());
+  EXPECT_NE(r.output.find("not trusted: directory " + dir.path().string() + " is world-writable"), std::string::npos)
+      << r.output;
+  r = run_polyhal("plugins --allow-world-writable-plugins --plugin-path " + dir.path().string());
+  EXPECT_NE(r.output.find(dir.path().string() + "/libpolyhal_plugin_gaudi.so\n"), std::string::npos) << r.output;
+}
+
+TEST(Launcher, BadLogLevelIsAUsageError) {
+  auto r = run_polyhal("--log-level chatty plugins");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("--log-level: unknown level 'chatty'"), std::string::npos) << r.output;
+}
+
+TEST(Launcher, CpuIsaCapIsAppliedAndReported) {
+  auto r = run_polyhal("devices --backend cpu --set device.isa=avx2");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("onednn isa  avx2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("capped at avx2 by device.isa"), std::string::npos) << r.output;
+  r = run_polyhal("devices --backend cpu --set device.isa=amx");
+  if (r.exit_code == 0) GTEST_SKIP() << "this CPU has AMX";
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("amx is not usable on this CPU"), std::string::npos) << r.output;
+  r = run_polyhal("devices --set device.isa=avx2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal

@@ -20,8 +20,9 @@ struct MatMulNumerics {
   std::uint64_t seed = 0;
 };
 
-/// Prepares a reference matmul (see kernel.hpp for the op's contract). The
-/// f32 scratch it needs is allocated here, once, never in run().
+/// Prepares a reference matmul (see kernel.hpp for the op's contract). Its
+/// f32 scratch is allocated once, on the first run (so planning a workload
+/// that will not fit costs nothing), and reused by every later run.
 std::unique_ptr<Kernel> make_reference_matmul(const KernelDesc& desc, MatMulNumerics numerics);
 
 /// Checks a matmul desc: two 2-D inputs with matching inner dimension.
