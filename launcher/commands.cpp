@@ -21,13 +21,17 @@ PluginSearchOptions search_options(const CommonOptions& common,
                                    bool config_allows_world_writable = false) {
   PluginSearchOptions options;
   options.explicit_dirs = common.plugin_paths;
-  options.explicit_dirs.insert(options.explicit_dirs.end(), config_paths.begin(), config_paths.end());
+  options.explicit_dirs.insert(options.explicit_dirs.end(), config_paths.begin(),
+                               config_paths.end());
   options.executable_dir = common.executable_dir;
-  options.allow_world_writable = common.allow_world_writable_plugins || config_allows_world_writable;
+  options.allow_world_writable =
+      common.allow_world_writable_plugins || config_allows_world_writable;
   return options;
 }
 
-std::string mib(std::uint64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+std::string mib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
 
 void print_device(const Device& device) {
   const auto& p = device.properties();
@@ -61,15 +65,18 @@ void configure_logging(const RunConfig& config) {
 }
 
 void print_memory(const MemoryReport& report) {
-  std::cout << fmt::format("  memory on {}: {} of {} -> {}\n", report.device, mib(report.required_bytes),
-                           mib(report.capacity_bytes), report.fits ? "fits" : "DOES NOT FIT");
+  std::cout << fmt::format("  memory on {}: {} of {} -> {}\n", report.device,
+                           mib(report.required_bytes), mib(report.capacity_bytes),
+                           report.fits ? "fits" : "DOES NOT FIT");
   for (const auto& item : report.items) {
-    std::cout << fmt::format("    {:<12} {:<16} {:>12}\n", item.category, item.name, mib(item.bytes));
+    std::cout << fmt::format("    {:<12} {:<16} {:>12}\n", item.category, item.name,
+                             mib(item.bytes));
   }
   for (const auto& note : report.notes) std::cout << "    note: " << note << '\n';
 }
 
-int run_matmul(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics) {
+int run_matmul(Device& device, const RunConfig& config, const RunOptions& run,
+               MetricsWriter& metrics) {
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
   const auto results = run_matmul_bench(device, config.matmul_bench, run.compile_only);
@@ -82,36 +89,47 @@ int run_matmul(Device& device, const RunConfig& config, const RunOptions& run, M
     std::cout << fmt::format("M={} N={} K={}  kernel: {}\n", m, n, k, r.implementation);
     print_memory(r.memory);
     all_fit = all_fit && r.memory.fits;
-    nlohmann::json record{{"event", "matmul"}, {"m", m}, {"n", n}, {"k", k},
-                          {"implementation", r.implementation}, {"fits", r.memory.fits},
+    nlohmann::json record{{"event", "matmul"},
+                          {"m", m},
+                          {"n", n},
+                          {"k", k},
+                          {"implementation", r.implementation},
+                          {"fits", r.memory.fits},
                           {"memory_required_bytes", r.memory.required_bytes}};
     if (r.host_seconds_per_run) {
       const double host_gflops = r.flops_per_run / *r.host_seconds_per_run / 1e9;
       record["host_seconds_per_run"] = *r.host_seconds_per_run;
       if (model) {
         record["host_simulation_gflops"] = host_gflops;
-        std::cout << fmt::format("  host simulation: {:.3f} ms/run ({:.2f} GFLOP/s on this host, not the device)\n",
-                                 *r.host_seconds_per_run * 1e3, host_gflops);
+        std::cout << fmt::format(
+            "  host simulation: {:.3f} ms/run ({:.2f} GFLOP/s on this host, not the device)\n",
+            *r.host_seconds_per_run * 1e3, host_gflops);
       } else {
         record["gflops"] = host_gflops;
         best = std::max(best, host_gflops);
-        std::cout << fmt::format("  measured: {:.3f} ms/run, {:.2f} GFLOP/s\n", *r.host_seconds_per_run * 1e3,
-                                 host_gflops);
+        std::cout << fmt::format("  measured: {:.3f} ms/run, {:.2f} GFLOP/s\n",
+                                 *r.host_seconds_per_run * 1e3, host_gflops);
       }
     }
     if (r.estimated_seconds_per_run) {
       const double estimated = r.flops_per_run / *r.estimated_seconds_per_run / 1e9;
       record["estimated_gflops"] = estimated;
       best = std::max(best, estimated);
-      std::cout << fmt::format("  estimated (device model, not measured): {:.4f} ms/run, {:.1f} GFLOP/s\n",
-                               *r.estimated_seconds_per_run * 1e3, estimated);
+      std::cout << fmt::format(
+          "  estimated (device model, not measured): {:.4f} ms/run, {:.1f} GFLOP/s\n",
+          *r.estimated_seconds_per_run * 1e3, estimated);
     }
     metrics.write(record);
   }
-  nlohmann::json summary{{"backend", config.backend}, {"device", p.name}, {"product", p.product},
-                         {"mode", std::string(device_mode_name(p.mode))}, {"task", config.task},
-                         {"model", "matmul"}, {"precision", std::string(dtype_name(config.matmul_bench.dtype))},
-                         {"compile_only", run.compile_only}, {"fits", all_fit}};
+  nlohmann::json summary{{"backend", config.backend},
+                         {"device", p.name},
+                         {"product", p.product},
+                         {"mode", std::string(device_mode_name(p.mode))},
+                         {"task", config.task},
+                         {"model", "matmul"},
+                         {"precision", std::string(dtype_name(config.matmul_bench.dtype))},
+                         {"compile_only", run.compile_only},
+                         {"fits", all_fit}};
   if (!run.compile_only) summary[model ? "estimated_gflops" : "gflops"] = best;
   metrics.write_summary(summary);
   if (run.compile_only && !all_fit) return static_cast<int>(ExitCode::failure);
@@ -134,8 +152,8 @@ int list_plugins(const CommonOptions& common) {
   if (loader.candidates().empty()) std::cout << "  none found\n";
   for (const auto& c : loader.candidates()) {
     if (c.status == PluginCandidate::Status::loaded) {
-      std::cout << fmt::format("  {:<8} {:<8} ABI {:<5} loaded    {}\n           {}\n", c.name, c.version,
-                               c.abi, c.path.string(), c.summary);
+      std::cout << fmt::format("  {:<8} {:<8} ABI {:<5} loaded    {}\n           {}\n", c.name,
+                               c.version, c.abi, c.path.string(), c.summary);
     } else {
       std::cout << fmt::format("  {:<8} {:<8} {:<9} {:<9} {}\n           reason: {}\n",
                                c.name.empty() ? "?" : c.name, c.version.empty() ? "-" : c.version,
@@ -144,7 +162,8 @@ int list_plugins(const CommonOptions& common) {
     }
   }
   const auto names = loader.backend_names();
-  std::cout << fmt::format("backends: {}\n", names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")));
+  std::cout << fmt::format("backends: {}\n",
+                           names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")));
   return 0;
 }
 
@@ -154,13 +173,15 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
   for (const auto& text : overrides) {
     const auto eq = text.find('=');
     if (!text.starts_with("device.") || eq == std::string::npos) {
-      throw UsageError(fmt::format("--set {}: 'devices' takes only device options, as device.NAME=value", text));
+      throw UsageError(
+          fmt::format("--set {}: 'devices' takes only device options, as device.NAME=value", text));
     }
     given[text.substr(7, eq - 7)] = text.substr(eq + 1);
   }
   if (!given.empty() && !backend_name) throw UsageError("--set device.* needs --backend NAME");
   PluginLoader loader(search_options(common));
-  std::vector<std::string> names = backend_name ? std::vector{*backend_name} : loader.backend_names();
+  std::vector<std::string> names =
+      backend_name ? std::vector{*backend_name} : loader.backend_names();
   if (names.empty()) throw PluginError("no backends are loaded; run 'polyhal plugins' to see why");
   for (const auto& name : names) {
     auto backend = loader.backend(name);
@@ -173,10 +194,12 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
 int validate_config(const CommonOptions& common, const RunOptions& run) {
   RunConfig config = load_run_config(run.config, run.overrides);
   if (run.backend) config.backend = *run.backend;
-  PluginLoader loader(search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
+  PluginLoader loader(
+      search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
   auto backend = loader.backend(config.backend);
   config.resolve_device(backend->device_options());
-  std::cout << fmt::format("{}: ok (backend {}, task {})\n", run.config.string(), config.backend, config.task);
+  std::cout << fmt::format("{}: ok (backend {}, task {})\n", run.config.string(), config.backend,
+                           config.task);
   return 0;
 }
 
@@ -185,14 +208,16 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
   if (run.backend) config.backend = *run.backend;
   configure_logging(config);
   MetricsWriter metrics(run.metrics_out);
-  PluginLoader loader(search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
+  PluginLoader loader(
+      search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
   auto backend = loader.backend(config.backend);
   const DeviceOptions options = config.resolve_device(backend->device_options());
   auto device = open_first_device(*backend, options);
   spdlog::info("backend {} device {} ({}, mode {})", config.backend, device->name(),
                device->properties().product, device_mode_name(device->properties().mode));
   if (config.task == "matmul-bench") return run_matmul(*device, config, run, metrics);
-  throw ConfigError(fmt::format("{}: key 'task': unknown task '{}'", config.locate("task"), config.task));
+  throw ConfigError(
+      fmt::format("{}: key 'task': unknown task '{}'", config.locate("task"), config.task));
 }
 
 }  // namespace polyhal::launcher

@@ -42,24 +42,25 @@ int dispatch(int argc, char** argv) {
   std::vector<std::string> plugin_paths;
   std::string config;
   std::string metrics_out;
-  options.add_options()
-      ("help,h", "show usage")
-      ("version", "print version and plugin ABI")
-      ("log-level", po::value(&log_level), "trace, debug, info, warn, error, off")
-      ("command", po::value(&command), "plugins | devices | run | validate")
-      ("plugin-path", po::value(&plugin_paths)->composing(), "search this directory for plugins first (repeatable)")
-      ("allow-world-writable-plugins", po::bool_switch(&common.allow_world_writable_plugins),
-       "load plugins from world-writable directories (unsafe)")
-      ("backend", po::value(&backend), "backend name (overrides the config's 'backend')")
-      ("config", po::value(&config), "YAML config file")
-      ("set", po::value(&run.overrides)->composing(), "override a config key: key.path=value (repeatable)")
-      ("compile-only", po::bool_switch(&run.compile_only), "prepare and report memory; run nothing")
-      ("metrics-out", po::value(&metrics_out), "write JSON-lines metrics to FILE");
+  options.add_options()("help,h", "show usage")("version", "print version and plugin ABI")(
+      "log-level", po::value(&log_level), "trace, debug, info, warn, error, off")(
+      "command", po::value(&command), "plugins | devices | run | validate")(
+      "plugin-path", po::value(&plugin_paths)->composing(),
+      "search this directory for plugins first (repeatable)")(
+      "allow-world-writable-plugins", po::bool_switch(&common.allow_world_writable_plugins),
+      "load plugins from world-writable directories (unsafe)")(
+      "backend", po::value(&backend), "backend name (overrides the config's 'backend')")(
+      "config", po::value(&config), "YAML config file")(
+      "set", po::value(&run.overrides)->composing(),
+      "override a config key: key.path=value (repeatable)")(
+      "compile-only", po::bool_switch(&run.compile_only), "prepare and report memory; run nothing")(
+      "metrics-out", po::value(&metrics_out), "write JSON-lines metrics to FILE");
   po::positional_options_description positional;
   positional.add("command", 1);
   po::variables_map vm;
   try {
-    po::store(po::command_line_parser(argc, argv).options(options).positional(positional).run(), vm);
+    po::store(po::command_line_parser(argc, argv).options(options).positional(positional).run(),
+              vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw polyhal::UsageError(fmt::format("{}\n{}", e.what(), kUsage));
@@ -87,10 +88,12 @@ int dispatch(int argc, char** argv) {
   run.metrics_out = metrics_out;
 
   auto require_config = [&] {
-    if (config.empty()) throw polyhal::UsageError(fmt::format("'{}' needs --config FILE\n{}", command, kUsage));
+    if (config.empty())
+      throw polyhal::UsageError(fmt::format("'{}' needs --config FILE\n{}", command, kUsage));
   };
   if (command == "plugins") return polyhal::launcher::list_plugins(common);
-  if (command == "devices") return polyhal::launcher::list_devices(common, run.backend, run.overrides);
+  if (command == "devices")
+    return polyhal::launcher::list_devices(common, run.backend, run.overrides);
   if (command == "validate") {
     require_config();
     return polyhal::launcher::validate_config(common, run);

@@ -9,7 +9,8 @@ namespace polyhal::launcher {
 MetricsWriter::MetricsWriter(const std::filesystem::path& path) {
   if (path.empty()) return;
   out_.open(path, std::ios::out | std::ios::trunc);
-  if (!out_) throw UsageError(fmt::format("--metrics-out {}: cannot open for writing", path.string()));
+  if (!out_)
+    throw UsageError(fmt::format("--metrics-out {}: cannot open for writing", path.string()));
   enabled_ = true;
 }
 

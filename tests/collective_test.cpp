@@ -27,14 +27,18 @@ TEST(Collective, AllReduceSumMeanMaxF32AcrossFourRanks) {
   for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max}) {
     on_ranks(4, [&](Communicator& c) {
       std::vector<float> data(kCount);
-      for (std::size_t i = 0; i < kCount; ++i) data[i] = static_cast<float>(c.rank() + 1) * static_cast<float>(i % 13);
+      for (std::size_t i = 0; i < kCount; ++i)
+        data[i] = static_cast<float>(c.rank() + 1) * static_cast<float>(i % 13);
       c.all_reduce(data.data(), kCount, DType::f32, op);
       results[c.rank()] = data;
     });
     for (std::size_t i = 0; i < kCount; ++i) {
       const float base = static_cast<float>(i % 13);
-      const float want = op == ReduceOp::sum ? 10 * base : op == ReduceOp::mean ? 2.5f * base : 4 * base;
-      for (int r = 0; r < 4; ++r) ASSERT_FLOAT_EQ(results[r][i], want) << "rank " << r << " i " << i;
+      const float want = op == ReduceOp::sum    ? 10 * base
+                         : op == ReduceOp::mean ? 2.5f * base
+                                                : 4 * base;
+      for (int r = 0; r < 4; ++r)
+        ASSERT_FLOAT_EQ(results[r][i], want) << "rank " << r << " i " << i;
     }
   }
 }
@@ -51,7 +55,8 @@ TEST(Collective, Bf16AndF16AreReducedInF32AndRoundedOnce) {
       out[c.rank()] = bits;
     });
     for (auto bits : out) {
-      EXPECT_EQ(type == DType::bf16 ? bf16_bits_to_f32(bits) : f16_bits_to_f32(bits), 258.0f) << dtype_name(type);
+      EXPECT_EQ(type == DType::bf16 ? bf16_bits_to_f32(bits) : f16_bits_to_f32(bits), 258.0f)
+          << dtype_name(type);
     }
   }
 }
@@ -61,7 +66,8 @@ TEST(Collective, ReduceScatterAllGatherBroadcast) {
   constexpr std::size_t kBlock = 5;
   on_ranks(kRanks, [&](Communicator& c) {
     std::vector<float> send(kRanks * kBlock);
-    for (std::size_t i = 0; i < send.size(); ++i) send[i] = static_cast<float>(i) + 100.0f * static_cast<float>(c.rank());
+    for (std::size_t i = 0; i < send.size(); ++i)
+      send[i] = static_cast<float>(i) + 100.0f * static_cast<float>(c.rank());
     std::vector<float> mine(kBlock);
     c.reduce_scatter(send.data(), mine.data(), kBlock, DType::f32, ReduceOp::sum);
     for (std::size_t i = 0; i < kBlock; ++i) {
@@ -69,7 +75,8 @@ TEST(Collective, ReduceScatterAllGatherBroadcast) {
     }
     std::vector<float> gathered(kRanks * kBlock);
     c.all_gather(mine.data(), gathered.data(), kBlock, DType::f32);
-    for (std::size_t i = 0; i < gathered.size(); ++i) EXPECT_FLOAT_EQ(gathered[i], 3.0f * static_cast<float>(i) + 300.0f);
+    for (std::size_t i = 0; i < gathered.size(); ++i)
+      EXPECT_FLOAT_EQ(gathered[i], 3.0f * static_cast<float>(i) + 300.0f);
     std::vector<float> value{static_cast<float>(c.rank())};
     c.broadcast(value.data(), 1, DType::f32, 2);
     EXPECT_EQ(value[0], 2.0f);

@@ -44,17 +44,20 @@ TEST(Config, ReadsAValidFile) {
 
 TEST(Config, UnknownKeyNamesLineAndSuggests) {
   EXPECT_EQ(error_of(std::string(kGood) + "  iteratons: 4\n"),
-            "c.yaml:7: key 'matmul_bench.iteratons': unknown key (did you mean 'matmul_bench.iterations'?)");
+            "c.yaml:7: key 'matmul_bench.iteratons': unknown key (did you mean "
+            "'matmul_bench.iterations'?)");
   EXPECT_EQ(error_of(std::string(kGood) + "colour: blue\n"), "c.yaml:7: key 'colour': unknown key");
 }
 
 TEST(Config, BadValueNamesLineAndKey) {
   std::string yaml = kGood;
   yaml.replace(yaml.find("iterations: 3"), 13, "iterations: eight");
-  EXPECT_EQ(error_of(yaml), "c.yaml:6: key 'matmul_bench.iterations': expected a positive integer, got \"eight\"");
+  EXPECT_EQ(error_of(yaml),
+            "c.yaml:6: key 'matmul_bench.iterations': expected a positive integer, got \"eight\"");
   yaml = kGood;
   yaml.replace(yaml.find("dtype: bf16"), 11, "dtype: fp8");
-  EXPECT_EQ(error_of(yaml), "c.yaml:5: key 'matmul_bench.dtype': expected one of f32, f16, bf16, got \"fp8\"");
+  EXPECT_EQ(error_of(yaml),
+            "c.yaml:5: key 'matmul_bench.dtype': expected one of f32, f16, bf16, got \"fp8\"");
 }
 
 TEST(Config, MissingRequiredKeyAndUnknownTask) {
@@ -77,23 +80,28 @@ TEST(Config, OverridesWinAndAreBlamedInErrors) {
   EXPECT_EQ(config.matmul_bench.iterations, 9);
   EXPECT_EQ(config.device.at("isa"), "avx2");
   EXPECT_EQ(error_of(kGood, {"matmul_bench.iterations=zero"}),
-            "--set matmul_bench.iterations=zero: key 'matmul_bench.iterations': expected a positive integer, got \"zero\"");
+            "--set matmul_bench.iterations=zero: key 'matmul_bench.iterations': expected a "
+            "positive integer, got \"zero\"");
   EXPECT_EQ(error_of(kGood, {"novalue"}), "--set novalue: expected key.path=value");
 }
 
 TEST(Config, DeviceOptionsCheckedAgainstBackendSpecs) {
   test::TempDir dir;
-  const auto file = dir.write("c.yaml", std::string(kGood) + "device:\n  isa: fast\n  color: red\n");
+  const auto file =
+      dir.write("c.yaml", std::string(kGood) + "device:\n  isa: fast\n  color: red\n");
   const auto config = load_run_config(file);
-  const std::vector<OptionSpec> specs{{"isa", OptionSpec::Type::choice, {"auto", "avx2"}, "auto", ""}};
+  const std::vector<OptionSpec> specs{
+      {"isa", OptionSpec::Type::choice, {"auto", "avx2"}, "auto", ""}};
   try {
     config.resolve_device(specs);
     FAIL();
   } catch (const ConfigError& e) {
     const std::string text = e.what();
     // std::map orders keys: 'color' is checked first.
-    EXPECT_NE(text.find(":9: key 'device.color': backend 'cpu' has no such device option; it has: isa"),
-              std::string::npos) << text;
+    EXPECT_NE(
+        text.find(":9: key 'device.color': backend 'cpu' has no such device option; it has: isa"),
+        std::string::npos)
+        << text;
   }
 }
 

@@ -8,9 +8,15 @@
 namespace polyhal::cpu {
 namespace {
 
-CpuFeatures sapphire_rapids() { return {true, true, true, true, true}; }
-CpuFeatures cooper_lake() { return {true, true, true, false, false}; }
-CpuFeatures skylake() { return {true, true, false, false, false}; }
+CpuFeatures sapphire_rapids() {
+  return {true, true, true, true, true};
+}
+CpuFeatures cooper_lake() {
+  return {true, true, true, false, false};
+}
+CpuFeatures skylake() {
+  return {true, true, false, false, false};
+}
 
 TEST(CpuIsa, PicksAmxWhenPresentAndPermitted) {
   const auto choice = choose_isa(sapphire_rapids(), "auto");

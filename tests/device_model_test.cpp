@@ -8,7 +8,8 @@
 namespace polyhal {
 namespace {
 
-std::shared_ptr<Device> first_device(const std::string& backend_name, std::map<std::string, std::string> given = {}) {
+std::shared_ptr<Device> first_device(const std::string& backend_name,
+                                     std::map<std::string, std::string> given = {}) {
   auto backend = test::load_backend(backend_name);
   return backend->open_devices(resolve_device_options(backend->device_options(), given)).front();
 }
@@ -23,7 +24,8 @@ TEST(DeviceModel, IpuAllocationBeyondTileMemoryFailsNamingDeviceAndAmount) {
     FAIL() << "expected OutOfDeviceMemoryError";
   } catch (const OutOfDeviceMemoryError& e) {
     EXPECT_STREQ(e.what(),
-                 "ipu0: cannot allocate 200.00 MiB for 'activations': 800.00 MiB of 897.00 MiB already in use, "
+                 "ipu0: cannot allocate 200.00 MiB for 'activations': 800.00 MiB of 897.00 MiB "
+                 "already in use, "
                  "97.00 MiB free");
   }
   EXPECT_EQ(ipu->memory_stats().in_use_bytes, 800ull << 20) << "a failed allocation takes nothing";
@@ -33,15 +35,21 @@ TEST(DeviceModel, IpuAllocationBeyondTileMemoryFailsNamingDeviceAndAmount) {
 }
 
 TEST(DeviceModel, GaudiGenerationsHaveTheirHbm) {
-  EXPECT_EQ(first_device("gaudi", {{"generation", "gaudi"}})->memory_stats().capacity_bytes, 32'000'000'000ull);
-  EXPECT_EQ(first_device("gaudi", {{"generation", "gaudi3"}})->memory_stats().capacity_bytes, 128'000'000'000ull);
+  EXPECT_EQ(first_device("gaudi", {{"generation", "gaudi"}})->memory_stats().capacity_bytes,
+            32'000'000'000ull);
+  EXPECT_EQ(first_device("gaudi", {{"generation", "gaudi3"}})->memory_stats().capacity_bytes,
+            128'000'000'000ull);
   auto gaudi2 = first_device("gaudi");
   EXPECT_THROW(gaudi2->allocate(97'000'000'000ull, "too much"), OutOfDeviceMemoryError);
 }
 
 TEST(DeviceModel, IpuSystemsOpenOneDevicePerIpu) {
   auto backend = test::load_backend("ipu");
-  EXPECT_EQ(backend->open_devices(resolve_device_options(backend->device_options(), {{"system", "POD64"}})).size(), 64u);
+  EXPECT_EQ(
+      backend
+          ->open_devices(resolve_device_options(backend->device_options(), {{"system", "POD64"}}))
+          .size(),
+      64u);
 }
 
 TEST(DeviceModel, DtypeRulesAreEnforcedAtPrepare) {
@@ -53,7 +61,8 @@ TEST(DeviceModel, DtypeRulesAreEnforcedAtPrepare) {
     EXPECT_NE(std::string(e.what()).find("it has: f32, f16"), std::string::npos) << e.what();
   }
   auto gaudi1 = first_device("gaudi", {{"generation", "gaudi"}});
-  EXPECT_THROW(gaudi1->prepare_kernel({"matmul", DType::f16, {{2, 2}, {2, 2}}, {}}), KernelNotFoundError);
+  EXPECT_THROW(gaudi1->prepare_kernel({"matmul", DType::f16, {{2, 2}, {2, 2}}, {}}),
+               KernelNotFoundError);
   EXPECT_THROW(ipu->prepare_kernel({"softmax", DType::f16, {{2, 2}}, {}}), KernelNotFoundError);
 }
 
@@ -66,18 +75,23 @@ TEST(DeviceModel, EstimatesComeFromPublishedPeaksOnly) {
   EXPECT_LT(flops / *seconds, 432e12) << "an estimate never beats the datasheet peak";
   EXPECT_GT(flops / *seconds, 0.5 * 432e12);
   auto gaudi1 = first_device("gaudi", {{"generation", "gaudi"}});
-  EXPECT_FALSE(gaudi1->estimate_seconds(big).has_value()) << "Gaudi1 peak is unpublished: no estimate";
+  EXPECT_FALSE(gaudi1->estimate_seconds(big).has_value())
+      << "Gaudi1 peak is unpublished: no estimate";
 }
 
 TEST(DeviceModel, IpuMemoryPlanHonoursAvailableMemoryProportion) {
   auto ipu = first_device("ipu", {{"available_memory_proportion", "0.1"}});
-  const auto report = ipu->plan_memory({{"weights", "w", 100ull << 20}, {"workspace", "tmp", 200ull << 20}});
+  const auto report =
+      ipu->plan_memory({{"weights", "w", 100ull << 20}, {"workspace", "tmp", 200ull << 20}});
   EXPECT_FALSE(report.fits);
   bool advised = false;
-  for (const auto& note : report.notes) advised |= note.find("raise device.available_memory_proportion") != std::string::npos;
+  for (const auto& note : report.notes)
+    advised |= note.find("raise device.available_memory_proportion") != std::string::npos;
   EXPECT_TRUE(advised);
   auto roomy = first_device("ipu", {{"available_memory_proportion", "0.5"}});
-  EXPECT_TRUE(roomy->plan_memory({{"weights", "w", 100ull << 20}, {"workspace", "tmp", 200ull << 20}}).fits);
+  EXPECT_TRUE(
+      roomy->plan_memory({{"weights", "w", 100ull << 20}, {"workspace", "tmp", 200ull << 20}})
+          .fits);
 }
 
 TEST(DeviceModel, CpuReportsItsIsaAndChoiceReason) {

@@ -24,7 +24,8 @@ double f16_value_by_definition(std::uint16_t h) {
   const int exponent = (h >> 10) & 0x1f;
   const int mantissa = h & 0x3ff;
   if (exponent == 0) return sign * std::ldexp(mantissa, -24);
-  if (exponent == 31) return mantissa ? std::nan("") : sign * std::numeric_limits<double>::infinity();
+  if (exponent == 31)
+    return mantissa ? std::nan("") : sign * std::numeric_limits<double>::infinity();
   return sign * std::ldexp(1024 + mantissa, exponent - 25);
 }
 
@@ -77,7 +78,8 @@ TEST(DType, F32ToF16MatchesHardwareF16cForAll2To32Inputs) {
 TEST(DType, F32ToF16IsNearestEvenByDefinitionOnASample) {
   // All finite f16 values in increasing order, as doubles.
   std::vector<std::pair<double, std::uint16_t>> table;
-  for (std::uint32_t h = 0; h < 0x7c00; ++h) table.emplace_back(f16_value_by_definition(static_cast<std::uint16_t>(h)), h);
+  for (std::uint32_t h = 0; h < 0x7c00; ++h)
+    table.emplace_back(f16_value_by_definition(static_cast<std::uint16_t>(h)), h);
   std::mt19937 generator(7);
   for (int trial = 0; trial < 2'000'000; ++trial) {
     const auto bits = static_cast<std::uint32_t>(generator() & 0x7fffffffu);
@@ -95,7 +97,9 @@ TEST(DType, F32ToF16IsNearestEvenByDefinitionOnASample) {
         want = hi->second;
       } else {
         const double down = v - lo->first, up = hi->first - v;
-        want = down < up ? lo->second : up < down ? hi->second : ((lo->second & 1) ? hi->second : lo->second);
+        want = down < up   ? lo->second
+               : up < down ? hi->second
+                           : ((lo->second & 1) ? hi->second : lo->second);
       }
     }
     ASSERT_EQ(f32_to_f16_bits(x), want) << "x=" << x;
@@ -117,8 +121,9 @@ TEST(DType, F32ToBf16IsNearestEvenByDefinitionForAll2To32Inputs) {
     const auto hi = static_cast<std::uint16_t>(lo + 1);
     const double a = std::fabs(static_cast<double>(x));
     const double lo_value = std::fabs(static_cast<double>(bf16_bits_to_f32(lo)));
-    const double hi_value = (hi & 0x7fff) == 0x7f80 ? std::ldexp(1.0, 128)
-                                                    : std::fabs(static_cast<double>(bf16_bits_to_f32(hi)));
+    const double hi_value = (hi & 0x7fff) == 0x7f80
+                                ? std::ldexp(1.0, 128)
+                                : std::fabs(static_cast<double>(bf16_bits_to_f32(hi)));
     std::uint16_t want;
     if (std::isinf(a) || a == lo_value) {
       want = lo;
@@ -139,15 +144,15 @@ TEST(DType, Bf16ToF32IsExactUpperHalf) {
 }
 
 TEST(DType, SpecialValuesKeepTheirMeaning) {
-  EXPECT_EQ(f32_to_f16_bits(65504.0f), 0x7bff);            // largest finite
-  EXPECT_EQ(f32_to_f16_bits(65519.99f), 0x7bff);           // just below the midpoint
-  EXPECT_EQ(f32_to_f16_bits(65520.0f), 0x7c00);            // tie rounds to even: infinity
+  EXPECT_EQ(f32_to_f16_bits(65504.0f), 0x7bff);   // largest finite
+  EXPECT_EQ(f32_to_f16_bits(65519.99f), 0x7bff);  // just below the midpoint
+  EXPECT_EQ(f32_to_f16_bits(65520.0f), 0x7c00);   // tie rounds to even: infinity
   EXPECT_EQ(f32_to_f16_bits(-INFINITY), 0xfc00);
-  EXPECT_EQ(f32_to_f16_bits(0x1p-24f), 0x0001);            // smallest subnormal
-  EXPECT_EQ(f32_to_f16_bits(0x1p-25f), 0x0000);            // half of it: tie to even zero
+  EXPECT_EQ(f32_to_f16_bits(0x1p-24f), 0x0001);  // smallest subnormal
+  EXPECT_EQ(f32_to_f16_bits(0x1p-25f), 0x0000);  // half of it: tie to even zero
   EXPECT_EQ(f32_to_f16_bits(-0.0f), 0x8000);
   EXPECT_EQ(f32_to_bf16_bits(-0.0f), 0x8000);
-  EXPECT_EQ(f32_to_bf16_bits(1.0f + 0x1p-8f), 0x3f80);     // tie: stays at even 1.0
+  EXPECT_EQ(f32_to_bf16_bits(1.0f + 0x1p-8f), 0x3f80);  // tie: stays at even 1.0
   EXPECT_EQ(f32_to_bf16_bits(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
   EXPECT_EQ(f32_to_bf16_bits(std::numeric_limits<float>::max()), 0x7f80);  // overflows to inf
   EXPECT_EQ(f32_to_bf16_bits(std::bit_cast<float>(0x00000001u)), 0x0000);  // f32 subnormal
@@ -167,10 +172,12 @@ TEST(DType, StochasticRoundingRoundsUpWithTheDiscardedFraction) {
   }
   EXPECT_NEAR(static_cast<double>(up) / kTrials, 0.25, 0.01);
   // Representable values never move, whatever the coin.
-  for (std::uint32_t r : {0u, 0x7fffffffu, 0xffffffffu}) EXPECT_EQ(f32_to_f16_bits_stochastic(1.5f, r), 0x3e00);
+  for (std::uint32_t r : {0u, 0x7fffffffu, 0xffffffffu})
+    EXPECT_EQ(f32_to_f16_bits_stochastic(1.5f, r), 0x3e00);
   // Subnormal range: 1/2 of the smallest subnormal rounds up half the time.
   int sub_up = 0;
-  for (int i = 0; i < kTrials; ++i) sub_up += f32_to_f16_bits_stochastic(0x1p-25f, static_cast<std::uint32_t>(generator())) == 1;
+  for (int i = 0; i < kTrials; ++i)
+    sub_up += f32_to_f16_bits_stochastic(0x1p-25f, static_cast<std::uint32_t>(generator())) == 1;
   EXPECT_NEAR(static_cast<double>(sub_up) / kTrials, 0.5, 0.01);
 }
 

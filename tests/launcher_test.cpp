@@ -12,9 +12,13 @@ namespace {
 
 using test::run_polyhal;
 
-std::string config_file(const test::TempDir& dir, const std::string& backend, const std::string& extra = "") {
-  return dir.write("c.yaml", "backend: " + backend +
-                                 "\ntask: matmul-bench\nmatmul_bench:\n  shapes: [[16, 8, 4]]\n  iterations: 2\n" + extra)
+std::string config_file(const test::TempDir& dir, const std::string& backend,
+                        const std::string& extra = "") {
+  return dir
+      .write("c.yaml",
+             "backend: " + backend +
+                 "\ntask: matmul-bench\nmatmul_bench:\n  shapes: [[16, 8, 4]]\n  iterations: 2\n" +
+                 extra)
       .string();
 }
 
@@ -44,8 +48,11 @@ TEST(Launcher, BadConfigExitsTwoNamingFileLineKey) {
   const auto file = config_file(dir, "cpu", "  warmpu: 1\n");
   auto r = run_polyhal("validate --config " + file);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find(file + ":6: key 'matmul_bench.warmpu': unknown key (did you mean 'matmul_bench.warmup'?)"),
-            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(
+                file +
+                ":6: key 'matmul_bench.warmpu': unknown key (did you mean 'matmul_bench.warmup'?)"),
+            std::string::npos)
+      << r.output;
   r = run_polyhal("run --config " + dir.path().string() + "/missing.yaml");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("cannot read the config file"), std::string::npos);
@@ -56,8 +63,10 @@ TEST(Launcher, BadDeviceOptionValueIsAConfigError) {
   const auto file = config_file(dir, "ipu", "device:\n  system: POD3\n");
   auto r = run_polyhal("validate --config " + file);
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find(":7: key 'device.system': expected one of POD4, POD16, POD64, POD128, POD256, got \"POD3\""),
-            std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(":7: key 'device.system': expected one of POD4, POD16, POD64, POD128, "
+                          "POD256, got \"POD3\""),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(Launcher, MissingBackendExitsThree) {
@@ -80,7 +89,8 @@ TEST(Launcher, HardwareModeOnDeviceModelExitsThreeNamingRuntime) {
 
 TEST(Launcher, Bf16OnIpuIsAClearErrorSuggestingF16) {
   test::TempDir dir;
-  auto r = run_polyhal("run --config " + config_file(dir, "ipu") + " --set matmul_bench.dtype=bf16");
+  auto r =
+      run_polyhal("run --config " + config_file(dir, "ipu") + " --set matmul_bench.dtype=bf16");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("use dtype f16"), std::string::npos) << r.output;
 }
@@ -89,7 +99,8 @@ TEST(Launcher, RunWritesMetricsEndingInSummary) {
   test::TempDir dir;
   const auto metrics = dir.path() / "m.jsonl";
   for (const std::string backend : {"cpu", "gaudi"}) {
-    auto r = run_polyhal("run --config " + config_file(dir, backend, "  dtype: bf16\n") + " --metrics-out " + metrics.string());
+    auto r = run_polyhal("run --config " + config_file(dir, backend, "  dtype: bf16\n") +
+                         " --metrics-out " + metrics.string());
     ASSERT_EQ(r.exit_code, 0) << r.output;
     std::ifstream in(metrics);
     std::string line, last;
@@ -97,11 +108,13 @@ TEST(Launcher, RunWritesMetricsEndingInSummary) {
     const auto summary = nlohmann::json::parse(last);
     EXPECT_EQ(summary["event"], "summary");
     EXPECT_EQ(summary["backend"], backend);
-    for (const char* key : {"device", "model", "precision", "seq_len", "global_batch", "sequences_per_second"}) {
+    for (const char* key :
+         {"device", "model", "precision", "seq_len", "global_batch", "sequences_per_second"}) {
       EXPECT_TRUE(summary.contains(key)) << key;
     }
     if (backend == "gaudi") {
-      EXPECT_NE(r.output.find("estimated (device model, not measured)"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("estimated (device model, not measured)"), std::string::npos)
+          << r.output;
       EXPECT_TRUE(summary.contains("estimated_gflops"));
       EXPECT_FALSE(summary.contains("gflops")) << "a model must not report measured speed";
     } else {
@@ -144,14 +157,16 @@ TEST(LauncherPlugins, BrokenPluginsAreListedWithReasonsAndOthersStillRun) {
   BrokenPluginDir broken;
   auto r = run_polyhal("plugins " + broken.flag());
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  for (const char* reason : {"reason: plugin ABI 2.0, host accepts 1.0-1.0", "reason: no entry point 'polyhal_plugin_entry'",
+  for (const char* reason : {"reason: plugin ABI 2.0, host accepts 1.0-1.0",
+                             "reason: no entry point 'polyhal_plugin_entry'",
                              "reason: missing dependency: libpolyhal_fixture_dependency.so",
                              "reason: not a shared library"}) {
     EXPECT_NE(r.output.find(reason), std::string::npos) << reason << "\n" << r.output;
   }
   EXPECT_NE(r.output.find("backends: cpu, gaudi, ipu"), std::string::npos) << r.output;
   test::TempDir dir;
-  r = run_polyhal("run " + broken.flag() + " --config " + config_file(dir, "gaudi", "  dtype: bf16\n"));
+  r = run_polyhal("run " + broken.flag() + " --config " +
+                  config_file(dir, "gaudi", "  dtype: bf16\n"));
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
@@ -173,13 +188,16 @@ TEST(LauncherPlugins, RunOnABrokenPluginExitsThreeWithTheReason) {
 
 TEST(LauncherPlugins, WorldWritablePluginDirNeedsExplicitPermission) {
   test::TempDir dir;
-  std::filesystem::copy_file(test::built_plugin("gaudi"), dir.path() / "libpolyhal_plugin_gaudi.so");
+  std::filesystem::copy_file(test::built_plugin("gaudi"),
+                             dir.path() / "libpolyhal_plugin_gaudi.so");
   std::filesystem::permissions(dir.path(), std::filesystem::perms::all);
   auto r = run_polyhal("plugins --plugin-path " + dir.path().string());
-  EXPECT_NE(r.output.find("not trusted: directory " + dir.path().string() + " is world-writable"), std::string::npos)
+  EXPECT_NE(r.output.find("not trusted: directory " + dir.path().string() + " is world-writable"),
+            std::string::npos)
       << r.output;
   r = run_polyhal("plugins --allow-world-writable-plugins --plugin-path " + dir.path().string());
-  EXPECT_NE(r.output.find(dir.path().string() + "/libpolyhal_plugin_gaudi.so\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(dir.path().string() + "/libpolyhal_plugin_gaudi.so\n"), std::string::npos)
+      << r.output;
 }
 
 TEST(Launcher, BadLogLevelIsAUsageError) {

@@ -44,7 +44,8 @@ const PluginCandidate& candidate_named(const PluginLoader& loader, const std::st
 
 void expect_other_backends_work(const PluginLoader& loader) {
   EXPECT_EQ(loader.backend_names(), (std::vector<std::string>{"cpu", "gaudi", "ipu"}));
-  auto devices = loader.backend("gaudi")->open_devices(resolve_device_options(loader.backend("gaudi")->device_options(), {}));
+  auto devices = loader.backend("gaudi")->open_devices(
+      resolve_device_options(loader.backend("gaudi")->device_options(), {}));
   EXPECT_EQ(devices.size(), 8u);
 }
 

@@ -28,7 +28,8 @@ Problem make_problem(DType type) {
 
 double exact(const Problem& p, std::int64_t i, std::int64_t j) {
   double sum = 0.0;
-  for (std::int64_t q = 0; q < p.k; ++q) sum += static_cast<double>(p.a[i * p.k + q]) * p.b[q * p.n + j];
+  for (std::int64_t q = 0; q < p.k; ++q)
+    sum += static_cast<double>(p.a[i * p.k + q]) * p.b[q * p.n + j];
   return sum;
 }
 
@@ -56,18 +57,21 @@ std::vector<float> run_matmul(Device& device, const Problem& p, DType type, DTyp
 /// Max |got - exact| relative to the output's rounding unit: f32 accumulate
 /// then one rounding to `out` keeps every element within one unit of `out`
 /// (plus f32 accumulation error, tiny at k=65).
-void expect_correctly_rounded(const Problem& p, const std::vector<float>& got, DType out, double slack) {
+void expect_correctly_rounded(const Problem& p, const std::vector<float>& got, DType out,
+                              double slack) {
   for (std::int64_t i = 0; i < p.m; ++i) {
     for (std::int64_t j = 0; j < p.n; ++j) {
       const double want = exact(p, i, j);
-      const double unit = out == DType::f32 ? 1e-6 : out == DType::bf16 ? std::ldexp(std::fabs(want), -8)
-                                                                        : std::ldexp(std::fabs(want), -11);
+      const double unit = out == DType::f32    ? 1e-6
+                          : out == DType::bf16 ? std::ldexp(std::fabs(want), -8)
+                                               : std::ldexp(std::fabs(want), -11);
       ASSERT_NEAR(got[i * p.n + j], want, unit + slack) << "(" << i << ", " << j << ")";
     }
   }
 }
 
-std::shared_ptr<Device> device_of(const std::string& backend_name, std::map<std::string, std::string> given = {}) {
+std::shared_ptr<Device> device_of(const std::string& backend_name,
+                                  std::map<std::string, std::string> given = {}) {
   auto backend = test::load_backend(backend_name);
   return backend->open_devices(resolve_device_options(backend->device_options(), given)).front();
 }

@@ -34,7 +34,8 @@ CommandResult run_command(const std::string& command_line) {
   FILE* pipe = ::popen((command_line + " 2>&1").c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen failed");
   std::array<char, 4096> chunk{};
-  while (std::size_t n = std::fread(chunk.data(), 1, chunk.size(), pipe)) result.output.append(chunk.data(), n);
+  while (std::size_t n = std::fread(chunk.data(), 1, chunk.size(), pipe))
+    result.output.append(chunk.data(), n);
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;

@@ -7,12 +7,13 @@
 namespace polyhal::plugins {
 
 struct Roofline {
-  double peak_flops;          // datasheet peak for the dtype
-  double memory_bandwidth;    // bytes/s
-  double achievable_fraction; // of peak, for large GEMMs
-  double overhead_seconds;    // launch / sync per call
+  double peak_flops;           // datasheet peak for the dtype
+  double memory_bandwidth;     // bytes/s
+  double achievable_fraction;  // of peak, for large GEMMs
+  double overhead_seconds;     // launch / sync per call
   double seconds(double flops, double bytes) const {
-    return std::max(flops / (peak_flops * achievable_fraction), bytes / memory_bandwidth) + overhead_seconds;
+    return std::max(flops / (peak_flops * achievable_fraction), bytes / memory_bandwidth) +
+           overhead_seconds;
   }
 };
 

@@ -14,9 +14,11 @@ void refuse_hardware_mode(const std::string& device_kind, const std::string& run
   if (handle != nullptr) ::dlclose(handle);
   throw DeviceUnavailableError(fmt::format(
       "{} hardware mode needs the {} ({}){}; this plugin is a device model and has no hardware "
-      "path. Use device.mode: model (the default) for modelled numerics, memory and estimated speed",
+      "path. Use device.mode: model (the default) for modelled numerics, memory and estimated "
+      "speed",
       device_kind, runtime_name, runtime_library,
-      installed ? ", which is installed, but polyhal cannot drive it yet" : ", which is not installed here"));
+      installed ? ", which is installed, but polyhal cannot drive it yet"
+                : ", which is not installed here"));
 }
 
 }  // namespace polyhal::plugins

@@ -27,15 +27,21 @@ bool amx_permission_granted() {
   return ::syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtileData) == 0;
 }
 
-constexpr std::array kOrder{Isa::amx, Isa::avx512_core_bf16, Isa::avx512_core, Isa::avx2, Isa::reference};
+constexpr std::array kOrder{Isa::amx, Isa::avx512_core_bf16, Isa::avx512_core, Isa::avx2,
+                            Isa::reference};
 
 bool supported(const CpuFeatures& f, Isa isa) {
   switch (isa) {
-    case Isa::amx: return f.amx && f.amx_permitted && f.avx512_bf16;
-    case Isa::avx512_core_bf16: return f.avx512_core && f.avx512_bf16;
-    case Isa::avx512_core: return f.avx512_core;
-    case Isa::avx2: return f.avx2;
-    case Isa::reference: return true;
+    case Isa::amx:
+      return f.amx && f.amx_permitted && f.avx512_bf16;
+    case Isa::avx512_core_bf16:
+      return f.avx512_core && f.avx512_bf16;
+    case Isa::avx512_core:
+      return f.avx512_core;
+    case Isa::avx2:
+      return f.avx2;
+    case Isa::reference:
+      return true;
   }
   return false;
 }
@@ -54,11 +60,16 @@ std::string why_not(const CpuFeatures& f, Isa isa) {
 
 const char* isa_name(Isa isa) noexcept {
   switch (isa) {
-    case Isa::amx: return "amx";
-    case Isa::avx512_core_bf16: return "avx512_core_bf16";
-    case Isa::avx512_core: return "avx512_core";
-    case Isa::avx2: return "avx2";
-    case Isa::reference: return "reference";
+    case Isa::amx:
+      return "amx";
+    case Isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case Isa::avx512_core:
+      return "avx512_core";
+    case Isa::avx2:
+      return "avx2";
+    case Isa::reference:
+      return "reference";
   }
   return "?";
 }
@@ -69,8 +80,8 @@ CpuFeatures detect_cpu_features() {
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
   const bool osxsave = (ecx >> 27) & 1u;
   const std::uint64_t xcr0 = osxsave ? xgetbv0() : 0;
-  const bool os_avx = (xcr0 & 0x6u) == 0x6u;        // XMM + YMM state
-  const bool os_avx512 = (xcr0 & 0xe6u) == 0xe6u;   // + opmask, ZMM_Hi256, Hi16_ZMM
+  const bool os_avx = (xcr0 & 0x6u) == 0x6u;          // XMM + YMM state
+  const bool os_avx512 = (xcr0 & 0xe6u) == 0xe6u;     // + opmask, ZMM_Hi256, Hi16_ZMM
   const bool os_amx = (xcr0 & 0x60000u) == 0x60000u;  // XTILECFG + XTILEDATA
   __cpuid_count(7, 0, eax, ebx, ecx, edx);
   f.avx2 = os_avx && ((ebx >> 5) & 1u);
@@ -100,19 +111,22 @@ IsaChoice choose_isa(const CpuFeatures& features, const std::string& cap) {
           break;
         }
       }
-      throw DeviceUnavailableError(fmt::format("device.isa: {} is not usable on this CPU: {}; the best it offers is {}",
-                                               cap, why_not(features, kOrder[start]), isa_name(best)));
+      throw DeviceUnavailableError(
+          fmt::format("device.isa: {} is not usable on this CPU: {}; the best it offers is {}", cap,
+                      why_not(features, kOrder[start]), isa_name(best)));
     }
   }
   std::string skipped;
   for (std::size_t i = start; i < kOrder.size(); ++i) {
     if (supported(features, kOrder[i])) {
       IsaChoice choice{kOrder[i], {}};
-      choice.reason = cap == "auto" ? "best available" : fmt::format("capped at {} by device.isa", cap);
+      choice.reason =
+          cap == "auto" ? "best available" : fmt::format("capped at {} by device.isa", cap);
       if (!skipped.empty()) choice.reason += "; " + skipped;
       return choice;
     }
-    skipped += fmt::format("{}{}: {}", skipped.empty() ? "" : "; ", isa_name(kOrder[i]), why_not(features, kOrder[i]));
+    skipped += fmt::format("{}{}: {}", skipped.empty() ? "" : "; ", isa_name(kOrder[i]),
+                           why_not(features, kOrder[i]));
   }
   return {Isa::reference, "no SIMD ISA available"};
 }

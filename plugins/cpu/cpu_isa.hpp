@@ -11,7 +11,7 @@ struct CpuFeatures {
   bool avx2 = false;
   bool avx512_core = false;  // F, BW, VL, DQ and the OS saves ZMM state
   bool avx512_bf16 = false;
-  bool amx = false;          // AMX-TILE + AMX-BF16 and the OS saves tile state
+  bool amx = false;            // AMX-TILE + AMX-BF16 and the OS saves tile state
   bool amx_permitted = false;  // the kernel granted ARCH_REQ_XCOMP_PERM
 };
 

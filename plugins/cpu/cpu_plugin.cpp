@@ -17,26 +17,40 @@ namespace {
 
 dnnl::cpu_isa onednn_isa(Isa isa) {
   switch (isa) {
-    case Isa::amx: return dnnl::cpu_isa::avx512_core_amx;
-    case Isa::avx512_core_bf16: return dnnl::cpu_isa::avx512_core_bf16;
-    case Isa::avx512_core: return dnnl::cpu_isa::avx512_core;
-    case Isa::avx2: return dnnl::cpu_isa::avx2;
-    case Isa::reference: return dnnl::cpu_isa::sse41;
+    case Isa::amx:
+      return dnnl::cpu_isa::avx512_core_amx;
+    case Isa::avx512_core_bf16:
+      return dnnl::cpu_isa::avx512_core_bf16;
+    case Isa::avx512_core:
+      return dnnl::cpu_isa::avx512_core;
+    case Isa::avx2:
+      return dnnl::cpu_isa::avx2;
+    case Isa::reference:
+      return dnnl::cpu_isa::sse41;
   }
   return dnnl::cpu_isa::all;
 }
 
 std::string onednn_isa_name(dnnl::cpu_isa isa) {
   switch (isa) {
-    case dnnl::cpu_isa::avx512_core_amx: return "avx512_core_amx";
-    case dnnl::cpu_isa::avx512_core_bf16: return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_vnni: return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core: return "avx512_core";
-    case dnnl::cpu_isa::avx2_vnni: return "avx2_vnni";
-    case dnnl::cpu_isa::avx2: return "avx2";
-    case dnnl::cpu_isa::avx: return "avx";
-    case dnnl::cpu_isa::sse41: return "sse41";
-    default: return fmt::format("isa 0x{:x}", static_cast<unsigned>(isa));
+    case dnnl::cpu_isa::avx512_core_amx:
+      return "avx512_core_amx";
+    case dnnl::cpu_isa::avx512_core_bf16:
+      return "avx512_core_bf16";
+    case dnnl::cpu_isa::avx512_core_vnni:
+      return "avx512_core_vnni";
+    case dnnl::cpu_isa::avx512_core:
+      return "avx512_core";
+    case dnnl::cpu_isa::avx2_vnni:
+      return "avx2_vnni";
+    case dnnl::cpu_isa::avx2:
+      return "avx2";
+    case dnnl::cpu_isa::avx:
+      return "avx";
+    case dnnl::cpu_isa::sse41:
+      return "sse41";
+    default:
+      return fmt::format("isa 0x{:x}", static_cast<unsigned>(isa));
   }
 }
 
@@ -45,11 +59,13 @@ std::string onednn_isa_name(dnnl::cpu_isa isa) {
 dnnl::cpu_isa apply_isa_cap(Isa isa) {
   const auto status = dnnl::set_max_cpu_isa(onednn_isa(isa));
   const auto effective = dnnl::get_effective_cpu_isa();
-  if (status != dnnl::status::success && static_cast<unsigned>(effective) > static_cast<unsigned>(onednn_isa(isa))) {
-    throw DeviceUnavailableError(fmt::format(
-        "device.isa {}: oneDNN's ISA cap is process-wide and already fixed at {} (by an earlier device or "
-        "ONEDNN_MAX_CPU_ISA)",
-        isa_name(isa), onednn_isa_name(effective)));
+  if (status != dnnl::status::success &&
+      static_cast<unsigned>(effective) > static_cast<unsigned>(onednn_isa(isa))) {
+    throw DeviceUnavailableError(
+        fmt::format("device.isa {}: oneDNN's ISA cap is process-wide and already fixed at {} (by "
+                    "an earlier device or "
+                    "ONEDNN_MAX_CPU_ISA)",
+                    isa_name(isa), onednn_isa_name(effective)));
   }
   return effective;
 }
@@ -80,11 +96,16 @@ std::uint64_t host_memory_bytes() {
 /// AVX2) FMA units as on Xeon Gold/Platinum.
 double flops_per_cycle(Isa isa, DType type) {
   switch (isa) {
-    case Isa::amx: return type == DType::bf16 ? 1024.0 : 64.0;
-    case Isa::avx512_core_bf16: return type == DType::bf16 ? 128.0 : 64.0;
-    case Isa::avx512_core: return 64.0;
-    case Isa::avx2: return 32.0;
-    case Isa::reference: return 8.0;
+    case Isa::amx:
+      return type == DType::bf16 ? 1024.0 : 64.0;
+    case Isa::avx512_core_bf16:
+      return type == DType::bf16 ? 128.0 : 64.0;
+    case Isa::avx512_core:
+      return 64.0;
+    case Isa::avx2:
+      return 32.0;
+    case Isa::reference:
+      return 8.0;
   }
   return 0.0;
 }
@@ -93,11 +114,13 @@ class CpuDevice final : public Device {
  public:
   CpuDevice(const IsaChoice& choice, dnnl::cpu_isa effective, int threads)
       : Device(make_properties(choice, effective, threads)), engine_(dnnl::engine::kind::cpu, 0) {
-    registry().add("matmul", DType::f32,
-                   [this](const KernelDesc& desc, Device&) { return make_onednn_matmul(desc, engine_); });
+    registry().add("matmul", DType::f32, [this](const KernelDesc& desc, Device&) {
+      return make_onednn_matmul(desc, engine_);
+    });
     if (choice.isa <= Isa::avx512_core) {  // bf16 needs AVX-512 (native from avx512_core_bf16)
-      registry().add("matmul", DType::bf16,
-                     [this](const KernelDesc& desc, Device&) { return make_onednn_matmul(desc, engine_); });
+      registry().add("matmul", DType::bf16, [this](const KernelDesc& desc, Device&) {
+        return make_onednn_matmul(desc, engine_);
+      });
     }
   }
 
@@ -109,7 +132,8 @@ class CpuDevice final : public Device {
   }
 
  private:
-  static DeviceProperties make_properties(const IsaChoice& choice, dnnl::cpu_isa effective, int threads) {
+  static DeviceProperties make_properties(const IsaChoice& choice, dnnl::cpu_isa effective,
+                                          int threads) {
     DeviceProperties p;
     p.name = "cpu0";
     p.backend = "cpu";
@@ -129,15 +153,17 @@ class CpuDevice final : public Device {
         {"threads", std::to_string(threads), Provenance::measured, "OpenMP threads oneDNN uses"},
         {"isa", isa_name(choice.isa), Provenance::measured, choice.reason},
         {"onednn isa", onednn_isa_name(effective), Provenance::measured,
-         fmt::format("oneDNN {}.{}.{} get_effective_cpu_isa()", dnnl_version->major, dnnl_version->minor,
-                     dnnl_version->patch)},
-        {"memory", fmt::format("{:.1f} GiB", static_cast<double>(p.memory_capacity_bytes) / (1ull << 30)),
+         fmt::format("oneDNN {}.{}.{} get_effective_cpu_isa()", dnnl_version->major,
+                     dnnl_version->minor, dnnl_version->patch)},
+        {"memory",
+         fmt::format("{:.1f} GiB", static_cast<double>(p.memory_capacity_bytes) / (1ull << 30)),
          Provenance::measured, "MemTotal from /proc/meminfo"},
         {"clock", fmt::format("{:.0f} MHz", mhz), Provenance::measured, "/proc/cpuinfo, current"},
     };
     for (const auto& [type, flops] : p.peak_flops) {
-      p.table.push_back({fmt::format("peak {}", dtype_name(type)), fmt::format("{:.1f} GFLOP/s", flops / 1e9),
-                         Provenance::derived, "threads x clock x FLOP/cycle (assumes 2 FMA units/core)"});
+      p.table.push_back({fmt::format("peak {}", dtype_name(type)),
+                         fmt::format("{:.1f} GFLOP/s", flops / 1e9), Provenance::derived,
+                         "threads x clock x FLOP/cycle (assumes 2 FMA units/core)"});
     }
     return p;
   }
@@ -152,7 +178,10 @@ class CpuBackend final : public Backend {
   std::vector<OptionSpec> device_options() const override {
     using T = OptionSpec::Type;
     return {
-        {"isa", T::choice, {"auto", "amx", "avx512_core_bf16", "avx512_core", "avx2", "reference"}, "auto",
+        {"isa",
+         T::choice,
+         {"auto", "amx", "avx512_core_bf16", "avx512_core", "avx2", "reference"},
+         "auto",
          "highest ISA oneDNN may use"},
         {"threads", T::integer, {}, "0", "compute threads (0: all cores)"},
     };
@@ -163,7 +192,8 @@ class CpuBackend final : public Backend {
     const IsaChoice choice = choose_isa(detect_cpu_features(), options.at("isa"));
     const dnnl::cpu_isa effective = apply_isa_cap(choice.isa);
     int threads = std::stoi(options.at("threads"));
-    if (threads < 0) throw ConfigError(fmt::format("key 'device.threads': expected >= 0, got {}", threads));
+    if (threads < 0)
+      throw ConfigError(fmt::format("key 'device.threads': expected >= 0, got {}", threads));
     if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     omp_set_num_threads(threads);
     spdlog::debug("cpu: isa {} ({}), oneDNN effective {}", isa_name(choice.isa), choice.reason,
@@ -177,4 +207,5 @@ class CpuBackend final : public Backend {
 }  // namespace
 }  // namespace polyhal::cpu
 
-POLYHAL_PLUGIN("cpu", "0.1.0", "Intel CPU through oneDNN (AMX / AVX-512 bf16) and oneTBB", polyhal::cpu::CpuBackend)
+POLYHAL_PLUGIN("cpu", "0.1.0", "Intel CPU through oneDNN (AMX / AVX-512 bf16) and oneTBB",
+               polyhal::cpu::CpuBackend)

@@ -9,11 +9,16 @@ namespace polyhal::cpu {
 
 dnnl::memory::data_type onednn_type(DType type) {
   switch (type) {
-    case DType::f32: return dnnl::memory::data_type::f32;
-    case DType::f16: return dnnl::memory::data_type::f16;
-    case DType::bf16: return dnnl::memory::data_type::bf16;
-    case DType::i32: return dnnl::memory::data_type::s32;
-    case DType::i64: break;
+    case DType::f32:
+      return dnnl::memory::data_type::f32;
+    case DType::f16:
+      return dnnl::memory::data_type::f16;
+    case DType::bf16:
+      return dnnl::memory::data_type::bf16;
+    case DType::i32:
+      return dnnl::memory::data_type::s32;
+    case DType::i64:
+      break;
   }
   throw KernelNotFoundError(fmt::format("oneDNN has no {} data type", dtype_name(type)));
 }
@@ -24,10 +29,13 @@ using tag = dnnl::memory::format_tag;
 
 class OneDnnMatMul final : public Kernel {
  public:
-  OneDnnMatMul(const KernelDesc& desc, const dnnl::engine& engine) : engine_(engine), stream_(engine) {
+  OneDnnMatMul(const KernelDesc& desc, const dnnl::engine& engine)
+      : engine_(engine), stream_(engine) {
     const auto dims = matmul_dims(desc);
-    flops_ = 2.0 * static_cast<double>(dims.m) * static_cast<double>(dims.n) * static_cast<double>(dims.k);
-    const DType out = parse_dtype(desc.attr("out_dtype", std::string(dtype_name(desc.dtype)))).value_or(desc.dtype);
+    flops_ = 2.0 * static_cast<double>(dims.m) * static_cast<double>(dims.n) *
+             static_cast<double>(dims.k);
+    const DType out = parse_dtype(desc.attr("out_dtype", std::string(dtype_name(desc.dtype))))
+                          .value_or(desc.dtype);
     const dnnl::memory::desc a_md({dims.m, dims.k}, onednn_type(desc.dtype), tag::ab);
     const dnnl::memory::desc b_md({dims.k, dims.n}, onednn_type(desc.dtype), tag::ab);
     const dnnl::memory::desc c_md({dims.m, dims.n}, onednn_type(out), tag::ab);
@@ -35,10 +43,12 @@ class OneDnnMatMul final : public Kernel {
     // Own the scratchpad so run() never allocates.
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {
-      primitive_desc_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine_);
+      primitive_desc_ =
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine_);
     } catch (const dnnl::error& e) {
-      throw KernelNotFoundError(fmt::format("oneDNN has no implementation of {} on the ISA in force: {}",
-                                            desc.to_string(), e.what()));
+      throw KernelNotFoundError(
+          fmt::format("oneDNN has no implementation of {} on the ISA in force: {}",
+                      desc.to_string(), e.what()));
     }
     primitive_ = dnnl::matmul(primitive_desc_);
     a_ = dnnl::memory(a_md, engine_, DNNL_MEMORY_NONE);
@@ -51,7 +61,9 @@ class OneDnnMatMul final : public Kernel {
     a_.set_data_handle(inputs[0].buffer->data());
     b_.set_data_handle(inputs[1].buffer->data());
     c_.set_data_handle(outputs[0].buffer->data());
-    primitive_.execute(stream_, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_WEIGHTS, b_}, {DNNL_ARG_DST, c_},
+    primitive_.execute(stream_, {{DNNL_ARG_SRC, a_},
+                                 {DNNL_ARG_WEIGHTS, b_},
+                                 {DNNL_ARG_DST, c_},
                                  {DNNL_ARG_SCRATCHPAD, scratchpad_}});
     stream_.wait();
   }
@@ -59,7 +71,9 @@ class OneDnnMatMul final : public Kernel {
   std::string implementation() const override {
     return fmt::format("onednn {}", primitive_desc_.impl_info_str());
   }
-  std::uint64_t workspace_bytes() const override { return primitive_desc_.scratchpad_desc().get_size(); }
+  std::uint64_t workspace_bytes() const override {
+    return primitive_desc_.scratchpad_desc().get_size();
+  }
   double flops() const override { return flops_; }
 
  private:

@@ -17,11 +17,13 @@ namespace polyhal::gaudi {
 namespace {
 
 // Modelling assumptions (not from a datasheet):
-constexpr double kAchievableFraction = 0.7;  // of MME peak for large GEMMs
-constexpr double kLaunchOverheadSeconds = 10e-6;  // per graph launch
+constexpr double kAchievableFraction = 0.7;        // of MME peak for large GEMMs
+constexpr double kLaunchOverheadSeconds = 10e-6;   // per graph launch
 constexpr double kRuntimeReservedFraction = 0.05;  // HBM kept by the runtime
 
-std::string gib(std::uint64_t bytes) { return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30)); }
+std::string gib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30));
+}
 
 class GaudiDevice final : public Device {
  public:
@@ -40,10 +42,12 @@ class GaudiDevice final : public Device {
     const double peak = desc.dtype == DType::f32 ? generation_.peak_f32 : generation_.peak_bf16;
     if (peak <= 0.0) return std::nullopt;  // not published: no estimate
     const auto d = matmul_dims(desc);
-    const double flops = 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
+    const double flops =
+        2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
     const double bytes = static_cast<double>(d.m * d.k + d.k * d.n + d.m * d.n) *
                          static_cast<double>(dtype_size(desc.dtype));
-    return plugins::Roofline{peak, generation_.hbm_bandwidth, kAchievableFraction, kLaunchOverheadSeconds}
+    return plugins::Roofline{peak, generation_.hbm_bandwidth, kAchievableFraction,
+                             kLaunchOverheadSeconds}
         .seconds(flops, bytes);
   }
 
@@ -54,10 +58,12 @@ class GaudiDevice final : public Device {
     report.capacity_bytes = usable;
     report.fits = report.required_bytes <= usable;
     report.notes.clear();
-    report.notes.push_back(fmt::format("HBM: {} usable of {} ({}% kept by the runtime, modelled)", gib(usable),
-                                       gib(generation_.hbm_bytes), static_cast<int>(kRuntimeReservedFraction * 100)));
+    report.notes.push_back(fmt::format("HBM: {} usable of {} ({}% kept by the runtime, modelled)",
+                                       gib(usable), gib(generation_.hbm_bytes),
+                                       static_cast<int>(kRuntimeReservedFraction * 100)));
     if (!report.fits) {
-      report.notes.push_back("does not fit: reduce the micro-batch and raise gradient accumulation, or use bf16");
+      report.notes.push_back(
+          "does not fit: reduce the micro-batch and raise gradient accumulation, or use bf16");
     }
     return report;
   }
@@ -76,7 +82,8 @@ class GaudiDevice final : public Device {
     p.name = fmt::format("gaudi{}", index);
     p.backend = "gaudi";
     p.vendor = "Habana Labs (Intel)";
-    p.product = fmt::format("{} model, card {} of {} in {}", g.product, index + 1, kCardsPerServer, g.server);
+    p.product = fmt::format("{} model, card {} of {} in {}", g.product, index + 1, kCardsPerServer,
+                            g.server);
     p.mode = DeviceMode::model;
     p.dtypes = g.dtypes;
     p.memory_capacity_bytes = g.hbm_bytes;
@@ -85,13 +92,18 @@ class GaudiDevice final : public Device {
     for (DType t : g.dtypes) dtypes += (dtypes.empty() ? "" : ", ") + std::string(dtype_name(t));
     p.table = {
         {"mode", "model", Provenance::modelled, "device model on the host; no Gaudi attached"},
-        {"server", fmt::format("{} ({} cards)", g.server, kCardsPerServer), Provenance::datasheet, ""},
+        {"server", fmt::format("{} ({} cards)", g.server, kCardsPerServer), Provenance::datasheet,
+         ""},
         {"memory", fmt::format("{} HBM", gib(g.hbm_bytes)), Provenance::datasheet, ""},
-        {"memory bandwidth", fmt::format("{:.2f} TB/s", g.hbm_bandwidth / 1e12), Provenance::datasheet, ""},
-        {"peak bf16", g.peak_bf16 > 0 ? fmt::format("{:.0f} TFLOP/s", g.peak_bf16 / 1e12) : "not published",
+        {"memory bandwidth", fmt::format("{:.2f} TB/s", g.hbm_bandwidth / 1e12),
+         Provenance::datasheet, ""},
+        {"peak bf16",
+         g.peak_bf16 > 0 ? fmt::format("{:.0f} TFLOP/s", g.peak_bf16 / 1e12) : "not published",
          Provenance::datasheet, g.peak_bf16 > 0 ? "MME" : "no estimate is made"},
         {"dtypes", dtypes, Provenance::datasheet, ""},
-        {"RoCE", fmt::format("{} x {} GbE ({} for scale-out)", g.roce_ports, g.roce_port_gbps, g.scale_out_ports),
+        {"RoCE",
+         fmt::format("{} x {} GbE ({} for scale-out)", g.roce_ports, g.roce_port_gbps,
+                     g.scale_out_ports),
          Provenance::datasheet, "integrated; all-to-all inside the server"},
     };
     return p;
@@ -107,7 +119,11 @@ class GaudiBackend final : public Backend {
   std::vector<OptionSpec> device_options() const override {
     using T = OptionSpec::Type;
     return {
-        {"mode", T::choice, {"model", "hardware"}, "model", "model: host execution with Gaudi rules"},
+        {"mode",
+         T::choice,
+         {"model", "hardware"},
+         "model",
+         "model: host execution with Gaudi rules"},
         {"generation", T::choice, {"gaudi", "gaudi2", "gaudi3"}, "gaudi2", "which Gaudi"},
         {"cards", T::integer, {}, "8", "cards in the server to use (1-8)"},
     };
@@ -116,15 +132,18 @@ class GaudiBackend final : public Backend {
  protected:
   std::vector<std::unique_ptr<Device>> do_open_devices(const DeviceOptions& options) override {
     if (options.at("mode") == "hardware") {
-      plugins::refuse_hardware_mode("Gaudi", "libSynapse.so", "Habana SynapseAI runtime and habanalabs driver");
+      plugins::refuse_hardware_mode("Gaudi", "libSynapse.so",
+                                    "Habana SynapseAI runtime and habanalabs driver");
     }
     const int cards = std::stoi(options.at("cards"));
     if (cards < 1 || cards > kCardsPerServer) {
-      throw ConfigError(fmt::format("key 'device.cards': a server has 1 to {} cards, got {}", kCardsPerServer, cards));
+      throw ConfigError(fmt::format("key 'device.cards': a server has 1 to {} cards, got {}",
+                                    kCardsPerServer, cards));
     }
     const auto& generations = gaudi_generations();
-    const auto generation = *std::find_if(generations.begin(), generations.end(),
-                                          [&](const auto& g) { return g.name == options.at("generation"); });
+    const auto generation =
+        *std::find_if(generations.begin(), generations.end(),
+                      [&](const auto& g) { return g.name == options.at("generation"); });
     std::vector<std::unique_ptr<Device>> devices;
     for (int i = 0; i < cards; ++i) devices.push_back(std::make_unique<GaudiDevice>(i, generation));
     return devices;

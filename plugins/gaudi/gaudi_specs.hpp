@@ -12,16 +12,16 @@
 namespace polyhal::gaudi {
 
 struct GaudiGeneration {
-  std::string name;      // "gaudi2"
-  std::string product;   // "Gaudi2 (HL-225)"
-  std::string server;    // "HLS-Gaudi2"
+  std::string name;     // "gaudi2"
+  std::string product;  // "Gaudi2 (HL-225)"
+  std::string server;   // "HLS-Gaudi2"
   std::uint64_t hbm_bytes;
-  double hbm_bandwidth;  // bytes/s
-  double peak_bf16;      // MME FLOP/s, 0 = not published
-  double peak_f32;       // FLOP/s, 0 = not published
-  int roce_ports;        // integrated RoCE ports per card
-  double roce_port_gbps; // per port
-  int scale_out_ports;   // of those, ports leaving the server
+  double hbm_bandwidth;   // bytes/s
+  double peak_bf16;       // MME FLOP/s, 0 = not published
+  double peak_f32;        // FLOP/s, 0 = not published
+  int roce_ports;         // integrated RoCE ports per card
+  double roce_port_gbps;  // per port
+  int scale_out_ports;    // of those, ports leaving the server
   std::vector<DType> dtypes;
 };
 

@@ -14,7 +14,7 @@ namespace polyhal::ipu {
 namespace {
 
 // Modelling assumptions (not from a datasheet):
-constexpr double kAchievableFraction = 0.6;  // of peak for large matmuls
+constexpr double kAchievableFraction = 0.6;    // of peak for large matmuls
 constexpr double kSyncOverheadSeconds = 5e-6;  // per program step
 // Code, vertex state and exchange buffers take a share of every tile.
 constexpr double kTileOverheadFraction = 0.1;
@@ -27,7 +27,9 @@ struct IpuSettings {
   std::uint64_t seed = 0;
 };
 
-std::string mib(std::uint64_t bytes) { return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20)); }
+std::string mib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
 
 class IpuDevice final : public Device {
  public:
@@ -48,10 +50,12 @@ class IpuDevice final : public Device {
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
     if (desc.op != "matmul") return std::nullopt;
     const auto d = matmul_dims(desc);
-    const double flops = 2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
+    const double flops =
+        2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
     const double bytes = static_cast<double>(d.m * d.k + d.k * d.n + d.m * d.n) *
                          static_cast<double>(dtype_size(desc.dtype));
-    return plugins::Roofline{peak_for(desc.dtype), Gc200Spec::kMemoryBandwidth, kAchievableFraction, kSyncOverheadSeconds}
+    return plugins::Roofline{peak_for(desc.dtype), Gc200Spec::kMemoryBandwidth, kAchievableFraction,
+                             kSyncOverheadSeconds}
         .seconds(flops, bytes);
   }
 
@@ -66,26 +70,30 @@ class IpuDevice final : public Device {
     for (const auto& item : items) {
       if (item.category == "workspace") workspace += item.bytes;
     }
-    const auto workspace_limit = static_cast<std::uint64_t>(static_cast<double>(Gc200Spec::kMemoryBytes) *
-                                                            settings_.available_memory_proportion);
+    const auto workspace_limit = static_cast<std::uint64_t>(
+        static_cast<double>(Gc200Spec::kMemoryBytes) * settings_.available_memory_proportion);
     report.capacity_bytes = usable;
     report.fits = report.required_bytes <= usable && workspace <= workspace_limit;
     report.notes.clear();
-    report.notes.push_back(fmt::format(
-        "per tile: {:.1f} KiB of {} KiB over {} tiles ({}% of each tile reserved for code and exchange, modelled)",
-        static_cast<double>(report.required_bytes) / Gc200Spec::kTiles / 1024.0, Gc200Spec::kTileMemoryBytes / 1024,
-        Gc200Spec::kTiles, static_cast<int>(kTileOverheadFraction * 100)));
+    report.notes.push_back(
+        fmt::format("per tile: {:.1f} KiB of {} KiB over {} tiles ({}% of each tile reserved for "
+                    "code and exchange, modelled)",
+                    static_cast<double>(report.required_bytes) / Gc200Spec::kTiles / 1024.0,
+                    Gc200Spec::kTileMemoryBytes / 1024, Gc200Spec::kTiles,
+                    static_cast<int>(kTileOverheadFraction * 100)));
     if (report.required_bytes > usable) {
-      report.notes.push_back(fmt::format(
-          "does not fit: needs {} of {} usable In-Processor-Memory; reduce the micro-batch, use f16, or "
-          "pipeline the model over more IPUs",
-          mib(report.required_bytes), mib(usable)));
+      report.notes.push_back(
+          fmt::format("does not fit: needs {} of {} usable In-Processor-Memory; reduce the "
+                      "micro-batch, use f16, or "
+                      "pipeline the model over more IPUs",
+                      mib(report.required_bytes), mib(usable)));
     }
     if (workspace > workspace_limit) {
-      report.notes.push_back(fmt::format(
-          "temporaries need {} but available_memory_proportion {} allows {}: raise device.available_memory_proportion "
-          "or reduce the micro-batch",
-          mib(workspace), settings_.available_memory_proportion, mib(workspace_limit)));
+      report.notes.push_back(
+          fmt::format("temporaries need {} but available_memory_proportion {} allows {}: raise "
+                      "device.available_memory_proportion "
+                      "or reduce the micro-batch",
+                      mib(workspace), settings_.available_memory_proportion, mib(workspace_limit)));
     }
     return report;
   }
@@ -103,36 +111,44 @@ class IpuDevice final : public Device {
     if (type == DType::f32) return Gc200Spec::kPeakF32Flops;
     // FP16.16 is the datasheet peak; with f32 partials the AMP units run at
     // half rate (modelling assumption, as on Mk1).
-    return settings_.partials == DType::f16 ? Gc200Spec::kPeakF16Flops : Gc200Spec::kPeakF16Flops / 2;
+    return settings_.partials == DType::f16 ? Gc200Spec::kPeakF16Flops
+                                            : Gc200Spec::kPeakF16Flops / 2;
   }
 
-  static DeviceProperties make_properties(int index, const PodSystem& system, const IpuSettings& s) {
+  static DeviceProperties make_properties(int index, const PodSystem& system,
+                                          const IpuSettings& s) {
     DeviceProperties p;
     p.name = fmt::format("ipu{}", index);
     p.backend = "ipu";
     p.vendor = "Graphcore";
-    p.product = fmt::format("GC200 Mk2 IPU (IPU-{} model, {} of {})", system.name, index + 1, system.ipus());
+    p.product = fmt::format("GC200 Mk2 IPU (IPU-{} model, {} of {})", system.name, index + 1,
+                            system.ipus());
     p.mode = DeviceMode::model;
     p.dtypes = {DType::f16, DType::f32};
     p.memory_capacity_bytes = Gc200Spec::kMemoryBytes;
     p.peak_flops = {{DType::f16, Gc200Spec::kPeakF16Flops}, {DType::f32, Gc200Spec::kPeakF32Flops}};
     p.table = {
         {"mode", "model", Provenance::modelled, "device model on the host; no IPU attached"},
-        {"system", fmt::format("IPU-{} ({} x IPU-M2000, {} IPUs)", system.name, system.machines, system.ipus()),
+        {"system",
+         fmt::format("IPU-{} ({} x IPU-M2000, {} IPUs)", system.name, system.machines,
+                     system.ipus()),
          Provenance::datasheet, "IPU-POD datasheet"},
         {"tiles", std::to_string(Gc200Spec::kTiles), Provenance::datasheet, "GC200"},
-        {"memory", fmt::format("{} ({} KiB x {} tiles)", mib(Gc200Spec::kMemoryBytes),
-                               Gc200Spec::kTileMemoryBytes / 1024, Gc200Spec::kTiles),
+        {"memory",
+         fmt::format("{} ({} KiB x {} tiles)", mib(Gc200Spec::kMemoryBytes),
+                     Gc200Spec::kTileMemoryBytes / 1024, Gc200Spec::kTiles),
          Provenance::datasheet, "In-Processor-Memory, SRAM"},
         {"memory bandwidth", "47.5 TB/s", Provenance::datasheet, "In-Processor-Memory"},
         {"peak f16", "250 TFLOP/s", Provenance::datasheet, "FP16.16 per IPU"},
         {"peak f16 (f32 partials)", "125 TFLOP/s", Provenance::modelled, "assumed half rate"},
         {"peak f32", "62.5 TFLOP/s", Provenance::datasheet, "per IPU"},
         {"dtypes", "f16, f32", Provenance::datasheet, "no bf16 on the IPU"},
-        {"partials", std::string(dtype_name(s.partials)), Provenance::modelled, "matmul accumulation type"},
-        {"stochastic rounding", s.stochastic_rounding ? "on" : "off", Provenance::modelled, "f16 outputs"},
-        {"available memory proportion", fmt::format("{}", s.available_memory_proportion), Provenance::modelled,
-         "cap on temporaries per tile"},
+        {"partials", std::string(dtype_name(s.partials)), Provenance::modelled,
+         "matmul accumulation type"},
+        {"stochastic rounding", s.stochastic_rounding ? "on" : "off", Provenance::modelled,
+         "f16 outputs"},
+        {"available memory proportion", fmt::format("{}", s.available_memory_proportion),
+         Provenance::modelled, "cap on temporaries per tile"},
         {"IPU-Links", "320 GB/s", Provenance::datasheet, "chip-to-chip per IPU"},
     };
     return p;
@@ -154,7 +170,11 @@ class IpuBackend final : public Backend {
         {"system", T::choice, systems, "POD4", "IPU-POD size: number of IPUs"},
         {"partials", T::choice, {"f32", "f16"}, "f32", "matmul accumulation type for f16 inputs"},
         {"stochastic_rounding", T::boolean, {}, "false", "stochastic rounding of f16 results"},
-        {"available_memory_proportion", T::number, {}, "0.6", "share of tile memory for temporaries"},
+        {"available_memory_proportion",
+         T::number,
+         {},
+         "0.6",
+         "share of tile memory for temporaries"},
         {"seed", T::integer, {}, "0", "seed for stochastic rounding"},
     };
   }
@@ -162,7 +182,8 @@ class IpuBackend final : public Backend {
  protected:
   std::vector<std::unique_ptr<Device>> do_open_devices(const DeviceOptions& options) override {
     if (options.at("mode") == "hardware") {
-      plugins::refuse_hardware_mode("IPU", "libpoplar.so", "Graphcore Poplar SDK runtime and an attached IPU-POD");
+      plugins::refuse_hardware_mode("IPU", "libpoplar.so",
+                                    "Graphcore Poplar SDK runtime and an attached IPU-POD");
     }
     IpuSettings settings;
     settings.system = options.at("system");
@@ -170,15 +191,17 @@ class IpuBackend final : public Backend {
     settings.stochastic_rounding = options.at("stochastic_rounding") == "true";
     settings.available_memory_proportion = std::stod(options.at("available_memory_proportion"));
     if (settings.available_memory_proportion <= 0.0 || settings.available_memory_proportion > 1.0) {
-      throw ConfigError(fmt::format("key 'device.available_memory_proportion': expected a value in (0, 1], got {}",
-                                    settings.available_memory_proportion));
+      throw ConfigError(fmt::format(
+          "key 'device.available_memory_proportion': expected a value in (0, 1], got {}",
+          settings.available_memory_proportion));
     }
     settings.seed = std::stoull(options.at("seed"));
     const auto& systems = pod_systems();
     const auto system = *std::find_if(systems.begin(), systems.end(),
                                       [&](const auto& s) { return s.name == settings.system; });
     std::vector<std::unique_ptr<Device>> devices;
-    for (int i = 0; i < system.ipus(); ++i) devices.push_back(std::make_unique<IpuDevice>(i, system, settings));
+    for (int i = 0; i < system.ipus(); ++i)
+      devices.push_back(std::make_unique<IpuDevice>(i, system, settings));
     return devices;
   }
 };

@@ -11,12 +11,12 @@ namespace polyhal::ipu {
 
 struct Gc200Spec {
   static constexpr int kTiles = 1472;
-  static constexpr std::uint64_t kTileMemoryBytes = 624 * 1024;  // 624 KiB SRAM per tile
+  static constexpr std::uint64_t kTileMemoryBytes = 624 * 1024;             // 624 KiB SRAM per tile
   static constexpr std::uint64_t kMemoryBytes = kTiles * kTileMemoryBytes;  // ~900 MB
-  static constexpr double kPeakF16Flops = 250e12;  // FP16.16 AI compute per IPU
-  static constexpr double kPeakF32Flops = 62.5e12;  // FP32 per IPU
+  static constexpr double kPeakF16Flops = 250e12;      // FP16.16 AI compute per IPU
+  static constexpr double kPeakF32Flops = 62.5e12;     // FP32 per IPU
   static constexpr double kMemoryBandwidth = 47.5e12;  // In-Processor-Memory, bytes/s
-  static constexpr double kIpuLinkBandwidth = 320e9;  // chip-to-chip, bytes/s
+  static constexpr double kIpuLinkBandwidth = 320e9;   // chip-to-chip, bytes/s
   static constexpr int kThreadsPerTile = 6;
 };
 

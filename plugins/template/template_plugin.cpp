@@ -11,9 +11,10 @@ class TemplateDevice final : public polyhal::Device {
   explicit TemplateDevice(std::uint64_t memory_bytes) : Device(properties(memory_bytes)) {
     // Register every (op, dtype) the device implements; the core refuses
     // the rest at prepare time with a clear message.
-    registry().add("matmul", polyhal::DType::f32, [](const polyhal::KernelDesc& desc, polyhal::Device&) {
-      return polyhal::make_reference_matmul(desc, polyhal::MatMulNumerics{});
-    });
+    registry().add("matmul", polyhal::DType::f32,
+                   [](const polyhal::KernelDesc& desc, polyhal::Device&) {
+                     return polyhal::make_reference_matmul(desc, polyhal::MatMulNumerics{});
+                   });
   }
 
  private:
@@ -40,9 +41,11 @@ class TemplateBackend final : public polyhal::Backend {
   }
 
  protected:
-  std::vector<std::unique_ptr<polyhal::Device>> do_open_devices(const polyhal::DeviceOptions& options) override {
+  std::vector<std::unique_ptr<polyhal::Device>> do_open_devices(
+      const polyhal::DeviceOptions& options) override {
     std::vector<std::unique_ptr<polyhal::Device>> devices;
-    devices.push_back(std::make_unique<TemplateDevice>(std::stoull(options.at("memory_mib")) << 20));
+    devices.push_back(
+        std::make_unique<TemplateDevice>(std::stoull(options.at("memory_mib")) << 20));
     return devices;
   }
 };

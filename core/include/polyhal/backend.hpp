@@ -59,7 +59,8 @@ DeviceOptions resolve_device_options(const std::vector<OptionSpec>& specs,
 /// Wraps a plugin-created object so that deleting it happens while the plugin
 /// library is still loaded, and the library stays loaded while it lives.
 template <class T>
-std::shared_ptr<T> anchor_to_library(std::unique_ptr<T> object, std::shared_ptr<const void> anchor) {
+std::shared_ptr<T> anchor_to_library(std::unique_ptr<T> object,
+                                     std::shared_ptr<const void> anchor) {
   T* raw = object.release();
   return std::shared_ptr<T>(raw, [anchor = std::move(anchor)](T* p) { delete p; });
 }

@@ -35,10 +35,10 @@ struct DeviceProperties {
   std::string vendor;
   std::string product;  ///< "GC200 Mk2 IPU (in IPU-POD16)", "Intel Xeon ..."
   DeviceMode mode = DeviceMode::hardware;
-  std::vector<DType> dtypes;             ///< compute dtypes the device supports
+  std::vector<DType> dtypes;  ///< compute dtypes the device supports
   std::uint64_t memory_capacity_bytes = 0;
-  std::map<DType, double> peak_flops;    ///< FLOP/s per dtype (see table for provenance)
-  std::vector<Property> table;           ///< everything, for `polyhal devices`
+  std::map<DType, double> peak_flops;  ///< FLOP/s per dtype (see table for provenance)
+  std::vector<Property> table;         ///< everything, for `polyhal devices`
 };
 
 /// Live memory counters.

@@ -27,9 +27,9 @@ struct PluginSearchDir {
 
 struct PluginSearchOptions {
   std::vector<std::filesystem::path> explicit_dirs;
-  bool use_environment = true;              ///< read POLYHAL_PLUGIN_PATH
-  std::filesystem::path executable_dir;     ///< empty: no install/build-tree dirs
-  bool allow_world_writable = false;        ///< load from world-writable dirs/files
+  bool use_environment = true;           ///< read POLYHAL_PLUGIN_PATH
+  std::filesystem::path executable_dir;  ///< empty: no install/build-tree dirs
+  bool allow_world_writable = false;     ///< load from world-writable dirs/files
 };
 
 /// The directories to search, in order, deduplicated.
@@ -44,7 +44,7 @@ struct PluginCandidate {
   std::string reason;  ///< one line; empty when loaded
   std::string name;    ///< from the descriptor, when it could be read
   std::string version;
-  std::string abi;     ///< "1.0"
+  std::string abi;  ///< "1.0"
   std::string summary;
 };
 std::string_view plugin_status_name(PluginCandidate::Status status) noexcept;

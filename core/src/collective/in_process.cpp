@@ -76,7 +76,8 @@ class InProcessCommunicator final : public Communicator {
 
   void broadcast(void* data, std::size_t count, DType type, int root) override {
     if (root < 0 || root >= state_.size) {
-      throw RuntimeFailure(fmt::format("broadcast root {} outside a {}-rank group", root, state_.size));
+      throw RuntimeFailure(
+          fmt::format("broadcast root {} outside a {}-rank group", root, state_.size));
     }
     post(data, data, count, type);
     if (rank_ != root) std::memcpy(data, state_.slots[root].send, count * dtype_size(type));
@@ -95,9 +96,9 @@ class InProcessCommunicator final : public Communicator {
       const auto& s = state_.slots[r];
       if (s.count != count || s.type != type) {
         state_.meeting.arrive_and_wait();
-        throw RuntimeFailure(fmt::format(
-            "collective mismatch: rank {} passed {} x {}, rank {} passed {} x {}", rank_, count,
-            dtype_name(type), r, s.count, dtype_name(s.type)));
+        throw RuntimeFailure(
+            fmt::format("collective mismatch: rank {} passed {} x {}, rank {} passed {} x {}",
+                        rank_, count, dtype_name(type), r, s.count, dtype_name(s.type)));
       }
     }
   }
@@ -132,11 +133,14 @@ class InProcessCommunicator final : public Communicator {
 }  // namespace
 
 InProcessGroup::InProcessGroup(int size) {
-  if (size < 1) throw RuntimeFailure(fmt::format("an in-process group needs at least 1 rank, got {}", size));
+  if (size < 1)
+    throw RuntimeFailure(fmt::format("an in-process group needs at least 1 rank, got {}", size));
   state_ = std::make_unique<State>(size);
 }
 InProcessGroup::~InProcessGroup() = default;
-int InProcessGroup::size() const noexcept { return state_->size; }
+int InProcessGroup::size() const noexcept {
+  return state_->size;
+}
 
 std::unique_ptr<Communicator> InProcessGroup::communicator(int rank) {
   if (rank < 0 || rank >= state_->size) {

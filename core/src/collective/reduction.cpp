@@ -29,7 +29,8 @@ void accumulate(float* acc, const float* next, std::size_t count, ReduceOp op) {
 
 void require_reducible(DType type) {
   if (!is_floating(type)) {
-    throw RuntimeFailure(fmt::format("collectives reduce f32, f16 and bf16, not {}", dtype_name(type)));
+    throw RuntimeFailure(
+        fmt::format("collectives reduce f32, f16 and bf16, not {}", dtype_name(type)));
   }
 }
 

@@ -14,7 +14,9 @@ class SingleRankCommunicator final : public Communicator {
  public:
   int rank() const noexcept override { return 0; }
   int size() const noexcept override { return 1; }
-  void all_reduce(void*, std::size_t, DType type, ReduceOp) override { detail::require_reducible(type); }
+  void all_reduce(void*, std::size_t, DType type, ReduceOp) override {
+    detail::require_reducible(type);
+  }
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
                       ReduceOp) override {
     detail::require_reducible(type);
@@ -24,7 +26,8 @@ class SingleRankCommunicator final : public Communicator {
     std::memmove(recv, send, send_count * dtype_size(type));
   }
   void broadcast(void*, std::size_t, DType, int root) override {
-    if (root != 0) throw RuntimeFailure(fmt::format("broadcast from rank {} in a 1-rank group", root));
+    if (root != 0)
+      throw RuntimeFailure(fmt::format("broadcast from rank {} in a 1-rank group", root));
   }
   void barrier() override {}
 };
@@ -35,9 +38,12 @@ Communicator::~Communicator() = default;
 
 std::string_view reduce_op_name(ReduceOp op) noexcept {
   switch (op) {
-    case ReduceOp::sum: return "sum";
-    case ReduceOp::mean: return "mean";
-    case ReduceOp::max: return "max";
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::mean:
+      return "mean";
+    case ReduceOp::max:
+      return "max";
   }
   return "?";
 }

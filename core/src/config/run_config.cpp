@@ -26,7 +26,8 @@ class ConfigReader {
   void remember_lines(const YAML::Node& node, const std::string& prefix) {
     if (!node.IsMap()) return;
     for (const auto& entry : node) {
-      const std::string key = prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
+      const std::string key =
+          prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
       if (entry.first.Mark().line >= 0) config_.lines[key] = entry.first.Mark().line + 1;
       remember_lines(entry.second, key);
     }
@@ -48,9 +49,10 @@ class ConfigReader {
           suggestion = candidate;
         }
       }
-      fail(key, suggestion.empty() ? "unknown key"
-                                   : fmt::format("unknown key (did you mean '{}'?)",
-                                                 prefix.empty() ? suggestion : prefix + "." + suggestion));
+      fail(key, suggestion.empty()
+                    ? "unknown key"
+                    : fmt::format("unknown key (did you mean '{}'?)",
+                                  prefix.empty() ? suggestion : prefix + "." + suggestion));
     }
   }
 
@@ -64,7 +66,8 @@ class ConfigReader {
     std::int64_t value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
     if (ec != std::errc() || end != text.data() + text.size() || text.empty()) {
-      fail(key, fmt::format("expected {}, got \"{}\"", min == 1 ? "a positive integer" : "an integer", text));
+      fail(key, fmt::format("expected {}, got \"{}\"",
+                            min == 1 ? "a positive integer" : "an integer", text));
     }
     if (value < min) fail(key, fmt::format("expected an integer >= {}, got {}", min, value));
     return value;
@@ -137,7 +140,8 @@ void apply_override(YAML::Node& root, const std::string& text, RunConfig& config
 }
 
 void read_matmul_bench(const YAML::Node& node, ConfigReader& reader, MatmulBenchConfig& out) {
-  reader.require_known_keys(node, "matmul_bench", {"shapes", "dtype", "out_dtype", "iterations", "warmup"});
+  reader.require_known_keys(node, "matmul_bench",
+                            {"shapes", "dtype", "out_dtype", "iterations", "warmup"});
   if (!node["shapes"]) reader.fail("matmul_bench.shapes", "required: a list of [M, N, K]");
   const YAML::Node shapes = node["shapes"];
   if (!shapes.IsSequence() || shapes.size() == 0) {
@@ -147,15 +151,18 @@ void read_matmul_bench(const YAML::Node& node, ConfigReader& reader, MatmulBench
     const std::string key = fmt::format("matmul_bench.shapes[{}]", i);
     if (!shapes[i].IsSequence() || shapes[i].size() != 3) reader.fail(key, "expected [M, N, K]");
     std::array<std::int64_t, 3> mnk{};
-    for (std::size_t d = 0; d < 3; ++d) mnk[d] = reader.integer(shapes[i][d], "matmul_bench.shapes", 1);
+    for (std::size_t d = 0; d < 3; ++d)
+      mnk[d] = reader.integer(shapes[i][d], "matmul_bench.shapes", 1);
     out.shapes.push_back(mnk);
   }
   if (node["dtype"]) out.dtype = reader.dtype(node["dtype"], "matmul_bench.dtype");
   if (node["out_dtype"]) out.out_dtype = reader.dtype(node["out_dtype"], "matmul_bench.out_dtype");
   if (node["iterations"]) {
-    out.iterations = static_cast<int>(reader.integer(node["iterations"], "matmul_bench.iterations", 1));
+    out.iterations =
+        static_cast<int>(reader.integer(node["iterations"], "matmul_bench.iterations", 1));
   }
-  if (node["warmup"]) out.warmup = static_cast<int>(reader.integer(node["warmup"], "matmul_bench.warmup", 0));
+  if (node["warmup"])
+    out.warmup = static_cast<int>(reader.integer(node["warmup"], "matmul_bench.warmup", 0));
 }
 
 }  // namespace
@@ -168,7 +175,8 @@ std::string RunConfig::locate(const std::string& key_path) const {
     prefix = prefix.substr(0, dot);
   }
   for (std::string prefix = key_path;;) {
-    if (auto it = lines.find(prefix); it != lines.end()) return fmt::format("{}:{}", file.string(), it->second);
+    if (auto it = lines.find(prefix); it != lines.end())
+      return fmt::format("{}:{}", file.string(), it->second);
     const auto cut = prefix.find_last_of(".[");
     if (cut == std::string::npos) break;
     prefix = prefix.substr(0, cut);
@@ -187,11 +195,15 @@ std::string check_option_value(const OptionSpec& spec, const std::string& value)
     case OptionSpec::Type::number:
       return whole(double{}) ? "" : fmt::format("expected a number, got \"{}\"", value);
     case OptionSpec::Type::boolean:
-      return value == "true" || value == "false" ? "" : fmt::format("expected true or false, got \"{}\"", value);
+      return value == "true" || value == "false"
+                 ? ""
+                 : fmt::format("expected true or false, got \"{}\"", value);
     case OptionSpec::Type::choice:
-      if (std::find(spec.choices.begin(), spec.choices.end(), value) != spec.choices.end()) return "";
+      if (std::find(spec.choices.begin(), spec.choices.end(), value) != spec.choices.end())
+        return "";
       return fmt::format("expected one of {}, got \"{}\"", fmt::join(spec.choices, ", "), value);
-    case OptionSpec::Type::string: return "";
+    case OptionSpec::Type::string:
+      return "";
   }
   return "";
 }
@@ -201,12 +213,14 @@ DeviceOptions RunConfig::resolve_device(const std::vector<OptionSpec>& specs) co
   for (const auto& spec : specs) resolved[spec.name] = spec.default_value;
   for (const auto& [name, value] : device) {
     const std::string key = "device." + name;
-    auto spec = std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.name == name; });
+    auto spec =
+        std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.name == name; });
     if (spec == specs.end()) {
       std::vector<std::string> names;
       for (const auto& s : specs) names.push_back(s.name);
-      throw ConfigError(fmt::format("{}: key '{}': backend '{}' has no such device option; it has: {}",
-                                    locate(key), key, backend, fmt::join(names, ", ")));
+      throw ConfigError(
+          fmt::format("{}: key '{}': backend '{}' has no such device option; it has: {}",
+                      locate(key), key, backend, fmt::join(names, ", ")));
     }
     if (std::string problem = check_option_value(*spec, value); !problem.empty()) {
       throw ConfigError(fmt::format("{}: key '{}': {}", locate(key), key, problem));
@@ -216,7 +230,8 @@ DeviceOptions RunConfig::resolve_device(const std::vector<OptionSpec>& specs) co
   return resolved;
 }
 
-RunConfig load_run_config(const std::filesystem::path& file, const std::vector<std::string>& overrides) {
+RunConfig load_run_config(const std::filesystem::path& file,
+                          const std::vector<std::string>& overrides) {
   RunConfig config;
   config.file = file;
   YAML::Node root;
@@ -229,14 +244,17 @@ RunConfig load_run_config(const std::filesystem::path& file, const std::vector<s
                                   e.mark.column + 1, e.msg));
   }
   if (root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
-  if (!root.IsMap()) throw ConfigError(fmt::format("{}: expected a mapping of keys at the top level", file.string()));
+  if (!root.IsMap())
+    throw ConfigError(
+        fmt::format("{}: expected a mapping of keys at the top level", file.string()));
 
   ConfigReader reader(config, file.string());
   reader.remember_lines(root, "");
   for (const auto& text : overrides) apply_override(root, text, config);
 
-  reader.require_known_keys(root, "", {"backend", "plugin_paths", "allow_world_writable_plugins", "device",
-                                       "task", "matmul_bench", "log"});
+  reader.require_known_keys(root, "",
+                            {"backend", "plugin_paths", "allow_world_writable_plugins", "device",
+                             "task", "matmul_bench", "log"});
   if (!root["backend"]) reader.fail("backend", "required: the backend to run on (cpu, ipu, gaudi)");
   config.backend = reader.scalar(root["backend"], "backend");
   if (root["plugin_paths"]) {
@@ -259,7 +277,8 @@ RunConfig load_run_config(const std::filesystem::path& file, const std::vector<s
       config.device[name] = reader.scalar(entry.second, "device." + name);
     }
   }
-  if (!root["task"]) reader.fail("task", fmt::format("required: one of {}", fmt::join(known_tasks(), ", ")));
+  if (!root["task"])
+    reader.fail("task", fmt::format("required: one of {}", fmt::join(known_tasks(), ", ")));
   config.task = reader.scalar(root["task"], "task");
   if (!known_tasks().contains(config.task)) {
     reader.fail("task", fmt::format("unknown task \"{}\"; this version runs: {}", config.task,
@@ -274,10 +293,11 @@ RunConfig load_run_config(const std::filesystem::path& file, const std::vector<s
     reader.require_known_keys(log, "log", {"level", "file"});
     if (log["level"]) {
       config.log_level = reader.scalar(log["level"], "log.level");
-      static const std::vector<std::string> levels{"trace", "debug", "info", "warn", "error", "off"};
+      static const std::vector<std::string> levels{"trace", "debug", "info",
+                                                   "warn",  "error", "off"};
       if (std::find(levels.begin(), levels.end(), config.log_level) == levels.end()) {
-        reader.fail("log.level", fmt::format("expected one of {}, got \"{}\"", fmt::join(levels, ", "),
-                                             config.log_level));
+        reader.fail("log.level", fmt::format("expected one of {}, got \"{}\"",
+                                             fmt::join(levels, ", "), config.log_level));
       }
     }
     if (log["file"]) config.log_file = reader.scalar(log["file"], "log.file");

@@ -42,22 +42,32 @@ std::uint16_t f16_subnormal(std::uint32_t sign, std::uint32_t abs_bits, RoundUp 
 
 std::size_t dtype_size(DType type) noexcept {
   switch (type) {
-    case DType::f32: return 4;
-    case DType::f16: return 2;
-    case DType::bf16: return 2;
-    case DType::i32: return 4;
-    case DType::i64: return 8;
+    case DType::f32:
+      return 4;
+    case DType::f16:
+      return 2;
+    case DType::bf16:
+      return 2;
+    case DType::i32:
+      return 4;
+    case DType::i64:
+      return 8;
   }
   return 0;
 }
 
 std::string_view dtype_name(DType type) noexcept {
   switch (type) {
-    case DType::f32: return "f32";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::i32: return "i32";
-    case DType::i64: return "i64";
+    case DType::f32:
+      return "f32";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::i32:
+      return "i32";
+    case DType::i64:
+      return "i64";
   }
   return "?";
 }
@@ -144,9 +154,12 @@ float bf16_bits_to_f32(std::uint16_t bits) noexcept {
 
 float round_through(DType type, float value) noexcept {
   switch (type) {
-    case DType::f16: return f16_bits_to_f32(f32_to_f16_bits(value));
-    case DType::bf16: return bf16_bits_to_f32(f32_to_bf16_bits(value));
-    default: return value;
+    case DType::f16:
+      return f16_bits_to_f32(f32_to_f16_bits(value));
+    case DType::bf16:
+      return bf16_bits_to_f32(f32_to_bf16_bits(value));
+    default:
+      return value;
   }
 }
 
@@ -154,11 +167,16 @@ namespace {
 
 double load_as_double(const void* src, DType type, std::size_t i) {
   switch (type) {
-    case DType::f32: return static_cast<const float*>(src)[i];
-    case DType::f16: return f16_bits_to_f32(static_cast<const std::uint16_t*>(src)[i]);
-    case DType::bf16: return bf16_bits_to_f32(static_cast<const std::uint16_t*>(src)[i]);
-    case DType::i32: return static_cast<const std::int32_t*>(src)[i];
-    case DType::i64: return static_cast<double>(static_cast<const std::int64_t*>(src)[i]);
+    case DType::f32:
+      return static_cast<const float*>(src)[i];
+    case DType::f16:
+      return f16_bits_to_f32(static_cast<const std::uint16_t*>(src)[i]);
+    case DType::bf16:
+      return bf16_bits_to_f32(static_cast<const std::uint16_t*>(src)[i]);
+    case DType::i32:
+      return static_cast<const std::int32_t*>(src)[i];
+    case DType::i64:
+      return static_cast<double>(static_cast<const std::int64_t*>(src)[i]);
   }
   return 0.0;
 }
@@ -177,15 +195,21 @@ Int saturate(double v) {
 
 void store_from_double(void* dst, DType type, std::size_t i, double v) {
   switch (type) {
-    case DType::f32: static_cast<float*>(dst)[i] = static_cast<float>(v); break;
+    case DType::f32:
+      static_cast<float*>(dst)[i] = static_cast<float>(v);
+      break;
     case DType::f16:
       static_cast<std::uint16_t*>(dst)[i] = f32_to_f16_bits(static_cast<float>(v));
       break;
     case DType::bf16:
       static_cast<std::uint16_t*>(dst)[i] = f32_to_bf16_bits(static_cast<float>(v));
       break;
-    case DType::i32: static_cast<std::int32_t*>(dst)[i] = saturate<std::int32_t>(v); break;
-    case DType::i64: static_cast<std::int64_t*>(dst)[i] = saturate<std::int64_t>(v); break;
+    case DType::i32:
+      static_cast<std::int32_t*>(dst)[i] = saturate<std::int32_t>(v);
+      break;
+    case DType::i64:
+      static_cast<std::int64_t*>(dst)[i] = saturate<std::int64_t>(v);
+      break;
   }
 }
 
@@ -212,7 +236,8 @@ void convert(const void* src, DType from, void* dst, DType to, std::size_t count
   // Through double: it holds every f16, bf16, f32 and i32 value exactly, so
   // those conversions round once. Only i64 beyond 2^53 to a 16-bit float can
   // round twice, which no workload produces.
-  for (std::size_t i = 0; i < count; ++i) store_from_double(dst, to, i, load_as_double(src, from, i));
+  for (std::size_t i = 0; i < count; ++i)
+    store_from_double(dst, to, i, load_as_double(src, from, i));
 }
 
 }  // namespace polyhal

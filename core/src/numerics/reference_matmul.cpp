@@ -28,7 +28,8 @@ class ReferenceMatMul final : public Kernel {
                       .value_or(desc.dtype)),
         numerics_(numerics) {
     if (!is_floating(in_type_)) {
-      throw RuntimeFailure(fmt::format("reference matmul needs a floating dtype, got {}", dtype_name(in_type_)));
+      throw RuntimeFailure(
+          fmt::format("reference matmul needs a floating dtype, got {}", dtype_name(in_type_)));
     }
   }
 
@@ -58,7 +59,8 @@ class ReferenceMatMul final : public Kernel {
           const float a = a_[i * k + p];
           const float* b_row = b_.data() + p * n;
           if (f16_partials) {
-            for (std::size_t j = 0; j < n; ++j) c_row[j] = round_through(DType::f16, c_row[j] + a * b_row[j]);
+            for (std::size_t j = 0; j < n; ++j)
+              c_row[j] = round_through(DType::f16, c_row[j] + a * b_row[j]);
           } else {
             for (std::size_t j = 0; j < n; ++j) c_row[j] += a * b_row[j];
           }
@@ -83,10 +85,12 @@ class ReferenceMatMul final : public Kernel {
                        numerics_.stochastic_rounding ? " (stochastic rounding)" : "");
   }
   std::uint64_t workspace_bytes() const override {
-    return static_cast<std::uint64_t>(dims_.m * dims_.k + dims_.k * dims_.n + dims_.m * dims_.n) * sizeof(float);
+    return static_cast<std::uint64_t>(dims_.m * dims_.k + dims_.k * dims_.n + dims_.m * dims_.n) *
+           sizeof(float);
   }
   double flops() const override {
-    return 2.0 * static_cast<double>(dims_.m) * static_cast<double>(dims_.n) * static_cast<double>(dims_.k);
+    return 2.0 * static_cast<double>(dims_.m) * static_cast<double>(dims_.n) *
+           static_cast<double>(dims_.k);
   }
 
  private:

@@ -38,8 +38,9 @@ DeviceOptions resolve_device_options(const std::vector<OptionSpec>& specs,
   for (const auto& [key, value] : given) {
     if (!known.contains(key)) {
       std::vector<std::string> names(known.begin(), known.end());
-      throw ConfigError(fmt::format("key 'device.{}': this backend has no such device option; it has: {}",
-                                    key, fmt::join(names, ", ")));
+      throw ConfigError(
+          fmt::format("key 'device.{}': this backend has no such device option; it has: {}", key,
+                      fmt::join(names, ", ")));
     }
   }
   return resolved;

@@ -20,7 +20,8 @@ constexpr std::uint64_t kAlignment = 64;  // a cache line; what oneDNN and AVX-5
 class HostBuffer final : public Buffer {
  public:
   explicit HostBuffer(std::uint64_t bytes) : size_(bytes) {
-    const std::uint64_t rounded = std::max<std::uint64_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
+    const std::uint64_t rounded =
+        std::max<std::uint64_t>(kAlignment, (bytes + kAlignment - 1) / kAlignment * kAlignment);
     data_ = std::aligned_alloc(kAlignment, rounded);
     if (data_ == nullptr) {
       throw OutOfDeviceMemoryError(
@@ -56,10 +57,11 @@ std::shared_ptr<Buffer> Device::allocate(std::uint64_t bytes, const std::string&
   std::uint64_t in_use = account_->in_use.load();
   do {
     if (bytes > capacity || in_use > capacity - bytes) {
-      throw OutOfDeviceMemoryError(fmt::format(
-          "{}: cannot allocate {} for '{}': {} of {} already in use, {} free", name(),
-          detail::human_bytes(bytes), purpose, detail::human_bytes(in_use),
-          detail::human_bytes(capacity), detail::human_bytes(capacity - std::min(capacity, in_use))));
+      throw OutOfDeviceMemoryError(
+          fmt::format("{}: cannot allocate {} for '{}': {} of {} already in use, {} free", name(),
+                      detail::human_bytes(bytes), purpose, detail::human_bytes(in_use),
+                      detail::human_bytes(capacity),
+                      detail::human_bytes(capacity - std::min(capacity, in_use))));
     }
   } while (!account_->in_use.compare_exchange_weak(in_use, in_use + bytes));
   std::uint64_t peak = account_->peak.load();
@@ -78,17 +80,19 @@ std::shared_ptr<Buffer> Device::allocate(std::uint64_t bytes, const std::string&
   // The deleter returns the bytes and keeps the plugin loaded until the
   // buffer (whose code may live in the plugin) is gone.
   Buffer* pointer = raw.release();
-  return std::shared_ptr<Buffer>(
-      pointer, [account = account_, anchor = library_anchor_, bytes](Buffer* b) {
-        delete b;
-        account->in_use -= bytes;
-        --account->live;
-      });
+  return std::shared_ptr<Buffer>(pointer,
+                                 [account = account_, anchor = library_anchor_, bytes](Buffer* b) {
+                                   delete b;
+                                   account->in_use -= bytes;
+                                   --account->live;
+                                 });
 }
 
 Tensor Device::allocate_tensor(DType type, const Shape& shape, const std::string& purpose) {
   for (auto d : shape) {
-    if (d < 0) throw RuntimeFailure(fmt::format("{}: negative dimension in shape {} for '{}'", name(), shape_string(shape), purpose));
+    if (d < 0)
+      throw RuntimeFailure(fmt::format("{}: negative dimension in shape {} for '{}'", name(),
+                                       shape_string(shape), purpose));
   }
   Tensor t;
   t.dtype = type;
@@ -146,19 +150,24 @@ MemoryReport Device::plan_memory(const std::vector<MemoryItem>& items) const {
   for (const auto& item : items) report.required_bytes += item.bytes;
   report.fits = report.required_bytes <= report.capacity_bytes;
   if (!report.fits) {
-    report.notes.push_back(fmt::format("needs {} more than the {} available",
-                                       detail::human_bytes(report.required_bytes - report.capacity_bytes),
-                                       detail::human_bytes(report.capacity_bytes)));
+    report.notes.push_back(
+        fmt::format("needs {} more than the {} available",
+                    detail::human_bytes(report.required_bytes - report.capacity_bytes),
+                    detail::human_bytes(report.capacity_bytes)));
   }
   return report;
 }
 
-std::optional<double> Device::estimate_seconds(const KernelDesc&) const { return std::nullopt; }
+std::optional<double> Device::estimate_seconds(const KernelDesc&) const {
+  return std::nullopt;
+}
 
 std::unique_ptr<Buffer> Device::do_allocate(std::uint64_t bytes) {
   return std::make_unique<HostBuffer>(bytes);
 }
 
-std::string Device::kernel_advice(const KernelDesc&) const { return {}; }
+std::string Device::kernel_advice(const KernelDesc&) const {
+  return {};
+}
 
 }  // namespace polyhal

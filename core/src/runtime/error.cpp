@@ -4,7 +4,8 @@
 // a plugin's throw is caught by the launcher's catch.
 namespace polyhal {
 
-Error::Error(ExitCode code, const std::string& message) : std::runtime_error(message), code_(code) {}
+Error::Error(ExitCode code, const std::string& message)
+    : std::runtime_error(message), code_(code) {}
 Error::~Error() = default;
 ConfigError::ConfigError(const std::string& m) : Error(ExitCode::bad_input, m) {}
 ConfigError::~ConfigError() = default;

@@ -24,7 +24,8 @@ constexpr const char* kEntryPoint = "polyhal_plugin_entry";
 std::string name_from_filename(const std::filesystem::path& file) {
   const std::string base = file.filename().string();
   if (!base.starts_with(kPluginPrefix) || !base.ends_with(kPluginSuffix)) return {};
-  return base.substr(kPluginPrefix.size(), base.size() - kPluginPrefix.size() - kPluginSuffix.size());
+  return base.substr(kPluginPrefix.size(),
+                     base.size() - kPluginPrefix.size() - kPluginSuffix.size());
 }
 
 bool world_writable(const std::filesystem::path& path) {
@@ -73,9 +74,10 @@ std::string check_descriptor(const polyhal_plugin_descriptor& d) {
   }
   const std::string stdlib = d.stdlib != nullptr ? d.stdlib : "(none)";
   if (stdlib != POLYHAL_STDLIB_ID) {
-    return fmt::format("plugin built with C++ library '{}', host uses '{}': rebuild the plugin with "
-                       "the host's toolchain",
-                       stdlib, POLYHAL_STDLIB_ID);
+    return fmt::format(
+        "plugin built with C++ library '{}', host uses '{}': rebuild the plugin with "
+        "the host's toolchain",
+        stdlib, POLYHAL_STDLIB_ID);
   }
   if (d.name == nullptr || d.create_backend == nullptr) {
     return "descriptor has no name or no create_backend function";
@@ -87,16 +89,18 @@ std::string check_descriptor(const polyhal_plugin_descriptor& d) {
 
 std::string_view plugin_status_name(PluginCandidate::Status status) noexcept {
   switch (status) {
-    case PluginCandidate::Status::loaded: return "loaded";
-    case PluginCandidate::Status::rejected: return "rejected";
-    case PluginCandidate::Status::shadowed: return "shadowed";
+    case PluginCandidate::Status::loaded:
+      return "loaded";
+    case PluginCandidate::Status::rejected:
+      return "rejected";
+    case PluginCandidate::Status::shadowed:
+      return "shadowed";
   }
   return "?";
 }
 
 std::shared_ptr<Backend> PluginLoader::load_file(const std::filesystem::path& file,
-                                                 bool allow_world_writable,
-                                                 PluginCandidate* info) {
+                                                 bool allow_world_writable, PluginCandidate* info) {
   PluginCandidate scratch;
   PluginCandidate& out = info != nullptr ? *info : scratch;
   out.path = file;
@@ -109,26 +113,30 @@ std::shared_ptr<Backend> PluginLoader::load_file(const std::filesystem::path& fi
   if (!std::filesystem::is_regular_file(file)) return refuse("no such file");
   if (!allow_world_writable) {
     if (world_writable(file.parent_path())) {
-      return refuse(fmt::format("not trusted: directory {} is world-writable (anyone could plant a "
-                                "plugin there); fix its permissions or pass "
-                                "--allow-world-writable-plugins",
-                                file.parent_path().string()));
+      return refuse(
+          fmt::format("not trusted: directory {} is world-writable (anyone could plant a "
+                      "plugin there); fix its permissions or pass "
+                      "--allow-world-writable-plugins",
+                      file.parent_path().string()));
     }
     if (world_writable(file)) {
-      return refuse("not trusted: the file is world-writable; chmod o-w it or pass "
-                    "--allow-world-writable-plugins");
+      return refuse(
+          "not trusted: the file is world-writable; chmod o-w it or pass "
+          "--allow-world-writable-plugins");
     }
   }
 
   auto library = std::make_shared<boost::dll::shared_library>();
   boost::dll::fs::error_code ec;
   // Immediate binding: an unresolved symbol is found now, not mid-run.
-  library->load(file.string(), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
+  library->load(file.string(), boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local,
+                ec);
   if (ec) return refuse(dlopen_failure_reason(file));
   if (!library->has(kEntryPoint)) {
-    return refuse(fmt::format("no entry point '{}': not a polyhal plugin (define it with "
-                              "POLYHAL_PLUGIN from polyhal/plugin.hpp)",
-                              kEntryPoint));
+    return refuse(
+        fmt::format("no entry point '{}': not a polyhal plugin (define it with "
+                    "POLYHAL_PLUGIN from polyhal/plugin.hpp)",
+                    kEntryPoint));
   }
   using EntryPoint = const polyhal_plugin_descriptor*();
   EntryPoint& entry = library->get_alias<EntryPoint>(kEntryPoint);
@@ -180,7 +188,8 @@ PluginLoader::PluginLoader(PluginSearchOptions options) {
       if (auto it = first_by_name.find(file_name); it != first_by_name.end()) {
         candidate.status = PluginCandidate::Status::shadowed;
         candidate.name = file_name;
-        candidate.reason = "shadowed by " + it->second.string() + " (found earlier in the search order)";
+        candidate.reason =
+            "shadowed by " + it->second.string() + " (found earlier in the search order)";
         candidates_.push_back(candidate);
         continue;
       }
@@ -223,9 +232,10 @@ std::shared_ptr<Backend> PluginLoader::backend(const std::string& name) const {
   if (!refusals.empty()) {
     message += ": its plugin was found but refused:" + refusals;
   } else {
-    message += fmt::format(": no plugin libpolyhal_plugin_{}.so was found (install package "
-                           "polyhal-plugin-{}, or pass --plugin-path)",
-                           name, name);
+    message += fmt::format(
+        ": no plugin libpolyhal_plugin_{}.so was found (install package "
+        "polyhal-plugin-{}, or pass --plugin-path)",
+        name, name);
   }
   const auto names = backend_names();
   message += names.empty() ? "\n  no backends are loaded; run 'polyhal plugins' to see why"

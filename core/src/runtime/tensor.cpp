@@ -13,6 +13,8 @@ std::int64_t element_count(const Shape& shape) noexcept {
   return n;
 }
 
-std::string shape_string(const Shape& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+std::string shape_string(const Shape& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
 
 }  // namespace polyhal

@@ -32,7 +32,10 @@ std::vector<MatmulShapeResult> run_matmul_bench(Device& device, const MatmulBenc
   const DType out_type = config.out_dtype.value_or(config.dtype);
   std::vector<MatmulShapeResult> results;
   for (const auto& [m, n, k] : config.shapes) {
-    KernelDesc desc{"matmul", config.dtype, {{m, k}, {k, n}}, {{"out_dtype", std::string(dtype_name(out_type))}}};
+    KernelDesc desc{"matmul",
+                    config.dtype,
+                    {{m, k}, {k, n}},
+                    {{"out_dtype", std::string(dtype_name(out_type))}}};
     MatmulShapeResult result;
     result.mnk = {m, n, k};
     auto kernel = device.prepare_kernel(desc);
@@ -61,7 +64,8 @@ std::vector<MatmulShapeResult> run_matmul_bench(Device& device, const MatmulBenc
       device.synchronize();
       const std::chrono::duration<double> elapsed = std::chrono::steady_clock::now() - start;
       result.host_seconds_per_run = elapsed.count() / config.iterations;
-      spdlog::debug("matmul {}x{}x{}: {} runs in {:.4f} s", m, n, k, config.iterations, elapsed.count());
+      spdlog::debug("matmul {}x{}x{}: {} runs in {:.4f} s", m, n, k, config.iterations,
+                    elapsed.count());
     }
     results.push_back(std::move(result));
   }
