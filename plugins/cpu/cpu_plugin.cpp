@@ -163,7 +163,8 @@ class CpuDevice final : public Device {
     for (const auto& [type, flops] : p.peak_flops) {
       p.table.push_back({fmt::format("peak {}", dtype_name(type)),
                          fmt::format("{:.1f} GFLOP/s", flops / 1e9), Provenance::derived,
-                         "threads x clock x FLOP/cycle (assumes 2 FMA units/core)"});
+                         "threads x /proc/cpuinfo clock x FLOP/cycle (2 FMA units assumed); a VM "
+                         "often shows the base clock, so turbo peaks run higher"});
     }
     return p;
   }
