@@ -8,14 +8,8 @@
 namespace polyhal {
 namespace {
 
-std::shared_ptr<Device> first_device(const std::string& backend_name,
-                                     std::map<std::string, std::string> given = {}) {
-  auto backend = test::load_backend(backend_name);
-  return backend->open_devices(resolve_device_options(backend->device_options(), given)).front();
-}
-
 TEST(DeviceModel, IpuAllocationBeyondTileMemoryFailsNamingDeviceAndAmount) {
-  auto ipu = first_device("ipu");
+  auto ipu = test::first_device("ipu");
   EXPECT_EQ(ipu->properties().mode, DeviceMode::model);
   EXPECT_EQ(ipu->memory_stats().capacity_bytes, 1472ull * 624 * 1024);
   auto weights = ipu->allocate(800ull << 20, "weights");
@@ -35,11 +29,11 @@ TEST(DeviceModel, IpuAllocationBeyondTileMemoryFailsNamingDeviceAndAmount) {
 }
 
 TEST(DeviceModel, GaudiGenerationsHaveTheirHbm) {
-  EXPECT_EQ(first_device("gaudi", {{"generation", "gaudi"}})->memory_stats().capacity_bytes,
+  EXPECT_EQ(test::first_device("gaudi", {{"generation", "gaudi"}})->memory_stats().capacity_bytes,
             32'000'000'000ull);
-  EXPECT_EQ(first_device("gaudi", {{"generation", "gaudi3"}})->memory_stats().capacity_bytes,
+  EXPECT_EQ(test::first_device("gaudi", {{"generation", "gaudi3"}})->memory_stats().capacity_bytes,
             128'000'000'000ull);
-  auto gaudi2 = first_device("gaudi");
+  auto gaudi2 = test::first_device("gaudi");
   EXPECT_THROW(gaudi2->allocate(97'000'000'000ull, "too much"), OutOfDeviceMemoryError);
 }
 
@@ -53,14 +47,14 @@ TEST(DeviceModel, IpuSystemsOpenOneDevicePerIpu) {
 }
 
 TEST(DeviceModel, DtypeRulesAreEnforcedAtPrepare) {
-  auto ipu = first_device("ipu");
+  auto ipu = test::first_device("ipu");
   try {
     ipu->prepare_kernel({"matmul", DType::bf16, {{2, 2}, {2, 2}}, {}});
     FAIL();
   } catch (const KernelNotFoundError& e) {
     EXPECT_NE(std::string(e.what()).find("it has: f32, f16"), std::string::npos) << e.what();
   }
-  auto gaudi1 = first_device("gaudi", {{"generation", "gaudi"}});
+  auto gaudi1 = test::first_device("gaudi", {{"generation", "gaudi"}});
   EXPECT_THROW(gaudi1->prepare_kernel({"matmul", DType::f16, {{2, 2}, {2, 2}}, {}}),
                KernelNotFoundError);
   EXPECT_THROW(ipu->prepare_kernel({"softmax", DType::f16, {{2, 2}}, {}}), KernelNotFoundError);
@@ -68,19 +62,19 @@ TEST(DeviceModel, DtypeRulesAreEnforcedAtPrepare) {
 
 TEST(DeviceModel, EstimatesComeFromPublishedPeaksOnly) {
   const KernelDesc big{"matmul", DType::bf16, {{4096, 4096}, {4096, 4096}}, {}};
-  auto gaudi2 = first_device("gaudi");
+  auto gaudi2 = test::first_device("gaudi");
   const auto seconds = gaudi2->estimate_seconds(big);
   ASSERT_TRUE(seconds.has_value());
   const double flops = 2.0 * 4096.0 * 4096.0 * 4096.0;
   EXPECT_LT(flops / *seconds, 432e12) << "an estimate never beats the datasheet peak";
   EXPECT_GT(flops / *seconds, 0.5 * 432e12);
-  auto gaudi1 = first_device("gaudi", {{"generation", "gaudi"}});
+  auto gaudi1 = test::first_device("gaudi", {{"generation", "gaudi"}});
   EXPECT_FALSE(gaudi1->estimate_seconds(big).has_value())
       << "Gaudi1 peak is unpublished: no estimate";
 }
 
 TEST(DeviceModel, IpuMemoryPlanHonoursAvailableMemoryProportion) {
-  auto ipu = first_device("ipu", {{"available_memory_proportion", "0.1"}});
+  auto ipu = test::first_device("ipu", {{"available_memory_proportion", "0.1"}});
   const auto report =
       ipu->plan_memory({{"weights", "w", 100ull << 20}, {"workspace", "tmp", 200ull << 20}});
   EXPECT_FALSE(report.fits);
@@ -88,14 +82,14 @@ TEST(DeviceModel, IpuMemoryPlanHonoursAvailableMemoryProportion) {
   for (const auto& note : report.notes)
     advised |= note.find("raise device.available_memory_proportion") != std::string::npos;
   EXPECT_TRUE(advised);
-  auto roomy = first_device("ipu", {{"available_memory_proportion", "0.5"}});
+  auto roomy = test::first_device("ipu", {{"available_memory_proportion", "0.5"}});
   EXPECT_TRUE(
       roomy->plan_memory({{"weights", "w", 100ull << 20}, {"workspace", "tmp", 200ull << 20}})
           .fits);
 }
 
 TEST(DeviceModel, CpuReportsItsIsaAndChoiceReason) {
-  auto cpu = first_device("cpu");
+  auto cpu = test::first_device("cpu");
   EXPECT_EQ(cpu->properties().mode, DeviceMode::hardware);
   bool has_isa = false;
   for (const auto& row : cpu->properties().table) has_isa |= row.name == "isa" && !row.note.empty();

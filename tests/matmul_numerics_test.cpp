@@ -70,20 +70,14 @@ void expect_correctly_rounded(const Problem& p, const std::vector<float>& got, D
   }
 }
 
-std::shared_ptr<Device> device_of(const std::string& backend_name,
-                                  std::map<std::string, std::string> given = {}) {
-  auto backend = test::load_backend(backend_name);
-  return backend->open_devices(resolve_device_options(backend->device_options(), given)).front();
-}
-
 TEST(MatMulNumerics, CpuF32MatchesExactWithin1e5) {
-  auto cpu = device_of("cpu");
+  auto cpu = test::first_device("cpu");
   const auto p = make_problem(DType::f32);
   expect_correctly_rounded(p, run_matmul(*cpu, p, DType::f32, DType::f32), DType::f32, 1e-5);
 }
 
 TEST(MatMulNumerics, CpuBf16AccumulatesInF32) {
-  auto cpu = device_of("cpu");
+  auto cpu = test::first_device("cpu");
   if (!cpu->supports(DType::bf16)) GTEST_SKIP() << "no AVX-512 here";
   const auto p = make_problem(DType::bf16);
   // f32 output: bf16 products are exact in f32, so only f32 summation error remains.
@@ -92,7 +86,7 @@ TEST(MatMulNumerics, CpuBf16AccumulatesInF32) {
 }
 
 TEST(MatMulNumerics, GaudiBf16RoundsOnceFromF32) {
-  auto gaudi = device_of("gaudi");
+  auto gaudi = test::first_device("gaudi");
   const auto p = make_problem(DType::bf16);
   const auto got = run_matmul(*gaudi, p, DType::bf16, DType::bf16);
   expect_correctly_rounded(p, got, DType::bf16, 1e-6);
@@ -101,15 +95,15 @@ TEST(MatMulNumerics, GaudiBf16RoundsOnceFromF32) {
 }
 
 TEST(MatMulNumerics, IpuF16WithF32PartialsRoundsOnce) {
-  auto ipu = device_of("ipu");
+  auto ipu = test::first_device("ipu");
   const auto p = make_problem(DType::f16);
   expect_correctly_rounded(p, run_matmul(*ipu, p, DType::f16, DType::f16), DType::f16, 1e-6);
 }
 
 TEST(MatMulNumerics, IpuF16PartialsLoseMoreThanF32Partials) {
   const auto p = make_problem(DType::f16);
-  auto f32_partials = device_of("ipu");
-  auto f16_partials = device_of("ipu", {{"partials", "f16"}});
+  auto f32_partials = test::first_device("ipu");
+  auto f16_partials = test::first_device("ipu", {{"partials", "f16"}});
   const auto a = run_matmul(*f32_partials, p, DType::f16, DType::f32);
   const auto b = run_matmul(*f16_partials, p, DType::f16, DType::f32);
   double error_a = 0, error_b = 0;
@@ -126,8 +120,8 @@ TEST(MatMulNumerics, IpuF16PartialsLoseMoreThanF32Partials) {
 
 TEST(MatMulNumerics, IpuStochasticRoundingIsUnbiasedAndSeeded) {
   const auto p = make_problem(DType::f16);
-  auto sr = device_of("ipu", {{"stochastic_rounding", "true"}, {"seed", "3"}});
-  auto sr_same = device_of("ipu", {{"stochastic_rounding", "true"}, {"seed", "3"}});
+  auto sr = test::first_device("ipu", {{"stochastic_rounding", "true"}, {"seed", "3"}});
+  auto sr_same = test::first_device("ipu", {{"stochastic_rounding", "true"}, {"seed", "3"}});
   const auto first = run_matmul(*sr, p, DType::f16, DType::f16);
   EXPECT_EQ(first, run_matmul(*sr_same, p, DType::f16, DType::f16)) << "same seed, same bits";
   double bias = 0;

@@ -53,4 +53,10 @@ std::shared_ptr<Backend> load_backend(const std::string& name) {
   return PluginLoader::load_file(built_plugin(name), false, nullptr);
 }
 
+std::shared_ptr<Device> first_device(const std::string& name,
+                                     const std::map<std::string, std::string>& given) {
+  auto backend = load_backend(name);
+  return backend->open_devices(resolve_device_options(backend->device_options(), given)).front();
+}
+
 }  // namespace polyhal::test

@@ -36,5 +36,8 @@ CommandResult run_polyhal(const std::string& arguments);
 /// The in-tree plugin `name` (cpu, ipu, gaudi), loaded from the build tree.
 std::shared_ptr<Backend> load_backend(const std::string& name);
 std::filesystem::path built_plugin(const std::string& name);
+/// The first device of in-tree backend `name`, opened with device options `given`.
+std::shared_ptr<Device> first_device(const std::string& name,
+                                     const std::map<std::string, std::string>& given = {});
 
 }  // namespace polyhal::test
