@@ -11,6 +11,7 @@
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/plugin.hpp"
+#include "polyhal/reference_kernels.hpp"
 
 namespace polyhal::cpu {
 namespace {

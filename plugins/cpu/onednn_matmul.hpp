@@ -13,6 +13,9 @@ namespace polyhal::cpu {
 /// the ISA in force.
 std::unique_ptr<Kernel> make_onednn_matmul(const KernelDesc& desc, const dnnl::engine& engine);
 
+/// linear (kernel.hpp) through oneDNN matmul with bias and activation post-ops.
+std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, const dnnl::engine& engine);
+
 /// oneDNN data type for a polyhal dtype.
 dnnl::memory::data_type onednn_type(DType type);
 

@@ -29,11 +29,8 @@ class GaudiDevice final : public Device {
  public:
   GaudiDevice(int index, const GaudiGeneration& generation)
       : Device(make_properties(index, generation)), generation_(generation) {
-    for (DType type : generation.dtypes) {
-      registry().add("matmul", type, [](const KernelDesc& desc, Device&) {
-        return make_reference_matmul(desc, MatMulNumerics{DType::f32, false, 0});
-      });
-    }
+    // MME and TPC: f32 accumulation, round-to-nearest-even outputs.
+    register_reference_kernels(registry(), generation.dtypes, MatMulNumerics{DType::f32, false, 0});
   }
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {

@@ -35,16 +35,10 @@ class IpuDevice final : public Device {
  public:
   IpuDevice(int index, const PodSystem& system, const IpuSettings& settings)
       : Device(make_properties(index, system, settings)), settings_(settings) {
-    for (DType type : {DType::f16, DType::f32}) {
-      registry().add("matmul", type, [this, type](const KernelDesc& desc, Device&) {
-        MatMulNumerics numerics;
-        // f32 matmuls accumulate in f32 whatever the partials setting.
-        numerics.accumulate = type == DType::f16 ? settings_.partials : DType::f32;
-        numerics.stochastic_rounding = settings_.stochastic_rounding;
-        numerics.seed = settings_.seed;
-        return make_reference_matmul(desc, numerics);
-      });
-    }
+    // f16 kernels accumulate in the configured partials type; f32 in f32.
+    register_reference_kernels(
+        registry(), {DType::f16, DType::f32},
+        MatMulNumerics{settings.partials, settings.stochastic_rounding, settings.seed});
   }
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {

@@ -2,10 +2,22 @@
 /// @file kernel.hpp
 /// Kernels: one operation on device tensors, prepared once for fixed shapes.
 ///
-/// Ops implemented so far (inputs -> outputs):
-///   "matmul": A[M,K], B[K,N] -> C[M,N]. Inputs have `dtype`; C has the
-///             attribute "out_dtype" (default: dtype). Accumulation is f32
-///             unless the device documents otherwise (IPU "partials": f16).
+/// Ops (inputs; constants bound once with set_constants -> outputs). `dtype`
+/// is the element type of activations and weights; "out_dtype" defaults to it.
+/// Accumulation is f32 unless the device documents otherwise (IPU partials).
+///   "matmul":    A[M,K], B[K,N] -> C[M,N]
+///   "linear":    X[M,K]; W[N,K] (Hugging Face layout), b[N] (f32) -> Y[M,N]
+///                attrs: activation = none | gelu (exact erf) | tanh
+///   "layernorm": X[M,H] [, R[M,H] when residual=true: normalises X+R];
+///                gamma[H], beta[H] (f32) -> Y[M,H]; attrs: eps
+///   "attention": QKV[B*S, 3H] (q, k, v blocks side by side), mask[B,S] (i32,
+///                1 = attend) -> context[B*S, H]; attrs: batch, seq, heads.
+///                softmax(q k^T / sqrt(d)) v per head, masked keys excluded.
+///   "embedding": ids[B*S], token_types[B*S] (i32); word[V,H], position[P,H],
+///                type[T,H] -> word[id] + position[s] + type[t] as [B*S, H];
+///                attrs: seq
+///   "take_rows": X[R,H] -> Y[R/stride, H], rows 0, stride, 2*stride, ...;
+///                attrs: stride
 #include <functional>
 #include <map>
 #include <memory>
@@ -29,6 +41,10 @@ struct KernelDesc {
 
   /// attrs[key] or `fallback`.
   std::string attr(const std::string& key, const std::string& fallback) const;
+  /// attrs[key] as an integer; throws RuntimeFailure if absent or malformed.
+  std::int64_t int_attr(const std::string& key) const;
+  /// attrs["out_dtype"] parsed, or `dtype`.
+  DType out_dtype() const;
   /// "matmul bf16 [128, 64] x [64, 32]"
   std::string to_string() const;
 };
@@ -38,6 +54,10 @@ struct KernelDesc {
 class Kernel {
  public:
   virtual ~Kernel();
+  /// Binds the op's constants (weights) once, after prepare and before the
+  /// first run; a kernel may pack them into its preferred layout here.
+  /// The default accepts none.
+  virtual void set_constants(std::span<const Tensor> constants);
   /// Runs on tensors of exactly the prepared shapes and dtypes.
   virtual void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) = 0;
   /// Which implementation runs, e.g. "onednn brg:avx512_core_bf16" or "reference f32".

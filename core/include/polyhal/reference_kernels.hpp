@@ -25,6 +25,12 @@ struct MatMulNumerics {
 /// that will not fit costs nothing), and reused by every later run.
 std::unique_ptr<Kernel> make_reference_matmul(const KernelDesc& desc, MatMulNumerics numerics);
 
+/// Registers reference kernels for every op in kernel.hpp, for each of
+/// `dtypes`, computing with `numerics`. A plugin registers its own faster
+/// kernels afterwards to replace some of them.
+void register_reference_kernels(KernelRegistry& registry, const std::vector<DType>& dtypes,
+                                MatMulNumerics numerics);
+
 /// Checks a matmul desc: two 2-D inputs with matching inner dimension.
 /// Returns {M, N, K}; throws RuntimeFailure naming the shapes otherwise.
 struct MatMulDims {

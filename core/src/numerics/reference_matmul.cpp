@@ -4,20 +4,12 @@
 
 #include <vector>
 
+#include "numerics/reference_gemm.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/reference_kernels.hpp"
 
 namespace polyhal {
 namespace {
-
-/// splitmix64: a counter-based generator, so every output element gets the
-/// same random bits whatever the thread schedule.
-std::uint32_t random_bits(std::uint64_t seed, std::uint64_t index) {
-  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (index + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return static_cast<std::uint32_t>((z ^ (z >> 31)) >> 32);
-}
 
 class ReferenceMatMul final : public Kernel {
  public:
@@ -47,36 +39,11 @@ class ReferenceMatMul final : public Kernel {
     }
     convert(inputs[0].buffer->data(), in_type_, a_.data(), DType::f32, a_.size());
     convert(inputs[1].buffer->data(), in_type_, b_.data(), DType::f32, b_.size());
-    const auto m = static_cast<std::size_t>(dims_.m);
-    const auto n = static_cast<std::size_t>(dims_.n);
-    const auto k = static_cast<std::size_t>(dims_.k);
-    const bool f16_partials = numerics_.accumulate == DType::f16;
-    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, m), [&](const auto& rows) {
-      for (std::size_t i = rows.begin(); i < rows.end(); ++i) {
-        float* c_row = c_.data() + i * n;
-        std::fill(c_row, c_row + n, 0.0f);
-        for (std::size_t p = 0; p < k; ++p) {
-          const float a = a_[i * k + p];
-          const float* b_row = b_.data() + p * n;
-          if (f16_partials) {
-            for (std::size_t j = 0; j < n; ++j)
-              c_row[j] = round_through(DType::f16, c_row[j] + a * b_row[j]);
-          } else {
-            for (std::size_t j = 0; j < n; ++j) c_row[j] += a * b_row[j];
-          }
-        }
-      }
-    });
-    void* out = outputs[0].buffer->data();
-    if (numerics_.stochastic_rounding && out_type_ == DType::f16) {
-      auto* o = static_cast<std::uint16_t*>(out);
-      const std::uint64_t seed = numerics_.seed ^ (runs_++ * 0x100000001b3ull);
-      for (std::size_t i = 0; i < c_.size(); ++i) {
-        o[i] = f32_to_f16_bits_stochastic(c_[i], random_bits(seed, i));
-      }
-    } else {
-      convert(c_.data(), DType::f32, out, out_type_, c_.size());
-    }
+    detail::reference_gemm(a_.data(), b_.data(), c_.data(), static_cast<std::size_t>(dims_.m),
+                           static_cast<std::size_t>(dims_.n), static_cast<std::size_t>(dims_.k),
+                           numerics_.accumulate == DType::f16);
+    detail::store_rounded(c_.data(), outputs[0].buffer->data(), out_type_, c_.size(), numerics_,
+                          runs_++);
   }
 
   std::string implementation() const override {
@@ -103,6 +70,53 @@ class ReferenceMatMul final : public Kernel {
 };
 
 }  // namespace
+
+namespace detail {
+
+namespace {
+/// splitmix64: a counter-based generator, so every output element gets the
+/// same random bits whatever the thread schedule.
+std::uint32_t random_bits(std::uint64_t seed, std::uint64_t index) {
+  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<std::uint32_t>((z ^ (z >> 31)) >> 32);
+}
+}  // namespace
+
+void reference_gemm(const float* a, const float* b, float* c, std::size_t m, std::size_t n,
+                    std::size_t k, bool f16_partials) {
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, m), [&](const auto& rows) {
+    for (std::size_t i = rows.begin(); i < rows.end(); ++i) {
+      float* c_row = c + i * n;
+      std::fill(c_row, c_row + n, 0.0f);
+      for (std::size_t p = 0; p < k; ++p) {
+        const float a_ip = a[i * k + p];
+        const float* b_row = b + p * n;
+        if (f16_partials) {
+          for (std::size_t j = 0; j < n; ++j)
+            c_row[j] = round_through(DType::f16, c_row[j] + a_ip * b_row[j]);
+        } else {
+          for (std::size_t j = 0; j < n; ++j) c_row[j] += a_ip * b_row[j];
+        }
+      }
+    }
+  });
+}
+
+void store_rounded(const float* values, void* dst, DType type, std::size_t count,
+                   const MatMulNumerics& numerics, std::uint64_t run) {
+  if (numerics.stochastic_rounding && type == DType::f16) {
+    auto* out = static_cast<std::uint16_t*>(dst);
+    const std::uint64_t seed = numerics.seed ^ (run * 0x100000001b3ull);
+    for (std::size_t i = 0; i < count; ++i)
+      out[i] = f32_to_f16_bits_stochastic(values[i], random_bits(seed, i));
+  } else {
+    convert(values, DType::f32, dst, type, count);
+  }
+}
+
+}  // namespace detail
 
 MatMulDims matmul_dims(const KernelDesc& desc) {
   if (desc.input_shapes.size() != 2 || desc.input_shapes[0].size() != 2 ||

@@ -4,9 +4,36 @@
 
 #include <set>
 
+#include "polyhal/error.hpp"
+
 namespace polyhal {
 
 Kernel::~Kernel() = default;
+
+void Kernel::set_constants(std::span<const Tensor> constants) {
+  if (!constants.empty()) throw RuntimeFailure(implementation() + " takes no constants");
+}
+
+std::int64_t KernelDesc::int_attr(const std::string& key) const {
+  auto it = attrs.find(key);
+  if (it == attrs.end())
+    throw RuntimeFailure(fmt::format("{}: attribute '{}' is required", to_string(), key));
+  try {
+    return std::stoll(it->second);
+  } catch (const std::exception&) {
+    throw RuntimeFailure(
+        fmt::format("{}: attribute '{}' is not an integer: {}", to_string(), key, it->second));
+  }
+}
+
+DType KernelDesc::out_dtype() const {
+  auto it = attrs.find("out_dtype");
+  if (it == attrs.end()) return dtype;
+  auto parsed = parse_dtype(it->second);
+  if (!parsed)
+    throw RuntimeFailure(fmt::format("{}: unknown out_dtype {}", to_string(), it->second));
+  return *parsed;
+}
 
 std::string KernelDesc::attr(const std::string& key, const std::string& fallback) const {
   auto it = attrs.find(key);

@@ -1,0 +1,140 @@
+#include "polyhal/bert_config.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+namespace {
+
+struct Preset {
+  const char* name;
+  std::int64_t layers, hidden, heads;
+};
+// Google's BERT miniatures and the two original sizes; FFN is 4 x hidden.
+constexpr Preset kPresets[] = {{"tiny", 2, 128, 2},   {"mini", 4, 256, 4},
+                               {"small", 4, 512, 8},  {"medium", 8, 512, 8},
+                               {"base", 12, 768, 12}, {"large", 24, 1024, 16}};
+
+}  // namespace
+
+std::int64_t BertConfig::parameter_count() const {
+  const std::int64_t h = hidden_size, i = intermediate_size;
+  const std::int64_t embeddings =
+      (vocab_size + max_position_embeddings + type_vocab_size) * h + 2 * h;
+  const std::int64_t layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h;
+  const std::int64_t heads = (h * h + h) + (h * h + h + 2 * h) + vocab_size + (2 * h + 2);
+  return embeddings + num_hidden_layers * layer + heads;
+}
+
+void BertConfig::validate(const std::string& where) const {
+  auto positive = [&](std::int64_t v, const char* key) {
+    if (v <= 0)
+      throw ConfigError(
+          fmt::format("{}: key '{}': expected a positive integer, got {}", where, key, v));
+  };
+  positive(vocab_size, "vocab_size");
+  positive(hidden_size, "hidden_size");
+  positive(num_hidden_layers, "num_hidden_layers");
+  positive(num_attention_heads, "num_attention_heads");
+  positive(intermediate_size, "intermediate_size");
+  positive(max_position_embeddings, "max_position_embeddings");
+  positive(type_vocab_size, "type_vocab_size");
+  if (hidden_size % num_attention_heads != 0) {
+    throw ConfigError(fmt::format("{}: hidden_size {} is not a multiple of num_attention_heads {}",
+                                  where, hidden_size, num_attention_heads));
+  }
+  if (hidden_act != "gelu") {
+    throw ConfigError(
+        fmt::format("{}: key 'hidden_act': only \"gelu\" (exact erf) is supported, got \"{}\"",
+                    where, hidden_act));
+  }
+  if (!(layer_norm_eps > 0.0)) {
+    throw ConfigError(fmt::format("{}: key 'layer_norm_eps': expected a positive number", where));
+  }
+}
+
+const std::vector<std::string>& bert_preset_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> n;
+    for (const auto& p : kPresets) n.emplace_back(p.name);
+    return n;
+  }();
+  return names;
+}
+
+BertConfig bert_preset(const std::string& name) {
+  for (const auto& p : kPresets) {
+    if (name == p.name) {
+      BertConfig c;
+      c.num_hidden_layers = p.layers;
+      c.hidden_size = p.hidden;
+      c.num_attention_heads = p.heads;
+      c.intermediate_size = 4 * p.hidden;
+      return c;
+    }
+  }
+  throw ConfigError(fmt::format("unknown BERT preset \"{}\"; presets: {}", name,
+                                fmt::join(bert_preset_names(), ", ")));
+}
+
+BertConfig read_hf_config(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  if (!in) throw ConfigError(fmt::format("{}: cannot read the model config", file.string()));
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+  }
+  BertConfig c;
+  auto read = [&](const char* key, auto& field) {
+    if (!json.contains(key)) return;
+    try {
+      json.at(key).get_to(field);
+    } catch (const nlohmann::json::exception&) {
+      throw ConfigError(fmt::format("{}: key '{}': unexpected value {}", file.string(), key,
+                                    json.at(key).dump()));
+    }
+  };
+  read("vocab_size", c.vocab_size);
+  read("hidden_size", c.hidden_size);
+  read("num_hidden_layers", c.num_hidden_layers);
+  read("num_attention_heads", c.num_attention_heads);
+  read("intermediate_size", c.intermediate_size);
+  read("max_position_embeddings", c.max_position_embeddings);
+  read("type_vocab_size", c.type_vocab_size);
+  read("layer_norm_eps", c.layer_norm_eps);
+  read("hidden_act", c.hidden_act);
+  if (json.contains("model_type") && json["model_type"] != "bert") {
+    throw ConfigError(fmt::format("{}: key 'model_type': expected \"bert\", got {}", file.string(),
+                                  json["model_type"].dump()));
+  }
+  c.validate(file.string());
+  return c;
+}
+
+void write_hf_config(const BertConfig& c, const std::filesystem::path& file) {
+  const nlohmann::json json{{"architectures", {"BertForPreTraining"}},
+                            {"model_type", "bert"},
+                            {"vocab_size", c.vocab_size},
+                            {"hidden_size", c.hidden_size},
+                            {"num_hidden_layers", c.num_hidden_layers},
+                            {"num_attention_heads", c.num_attention_heads},
+                            {"intermediate_size", c.intermediate_size},
+                            {"max_position_embeddings", c.max_position_embeddings},
+                            {"type_vocab_size", c.type_vocab_size},
+                            {"layer_norm_eps", c.layer_norm_eps},
+                            {"hidden_act", c.hidden_act},
+                            {"hidden_dropout_prob", 0.1},
+                            {"attention_probs_dropout_prob", 0.1},
+                            {"initializer_range", 0.02},
+                            {"pad_token_id", 0}};
+  std::ofstream(file) << json.dump(2) << '\n';
+}
+
+}  // namespace polyhal

@@ -1,0 +1,156 @@
+#include "polyhal/safetensors.hpp"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+namespace {
+
+constexpr std::uint64_t kMaxHeaderBytes = 100ull << 20;  // as the reference implementation
+
+std::optional<DType> dtype_from_safetensors(const std::string& name) {
+  if (name == "F32") return DType::f32;
+  if (name == "BF16") return DType::bf16;
+  if (name == "F16") return DType::f16;
+  return std::nullopt;
+}
+
+const char* safetensors_dtype(DType type) {
+  switch (type) {
+    case DType::f32:
+      return "F32";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
+    default:
+      throw RuntimeFailure(fmt::format("safetensors: cannot write dtype {}", dtype_name(type)));
+  }
+}
+
+}  // namespace
+
+TensorMap read_safetensors(const std::filesystem::path& file) {
+  const std::string where = file.string();
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("{}: cannot open the weights file", where));
+  std::error_code ec;
+  const std::uint64_t file_size = std::filesystem::file_size(file, ec);
+  std::uint8_t length_bytes[8] = {};
+  if (ec || file_size < 8 || !in.read(reinterpret_cast<char*>(length_bytes), 8)) {
+    throw ConfigError(fmt::format("{}: truncated: shorter than the 8-byte header length", where));
+  }
+  std::uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | length_bytes[i];
+  if (header_size > kMaxHeaderBytes || header_size > file_size - 8) {
+    throw ConfigError(fmt::format("{}: byte 0: header length {} exceeds the file ({} bytes)", where,
+                                  header_size, file_size));
+  }
+  std::string header_text(header_size, '\0');
+  in.read(header_text.data(), static_cast<std::streamsize>(header_size));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(header_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ConfigError(fmt::format("{}: bytes 8-{}: header is not valid JSON: {}", where,
+                                  8 + header_size, e.what()));
+  }
+  if (!header.is_object()) throw ConfigError(fmt::format("{}: header is not a JSON object", where));
+  const std::uint64_t data_start = 8 + header_size;
+  const std::uint64_t data_size = file_size - data_start;
+
+  TensorMap tensors;
+  for (const auto& [name, info] : header.items()) {
+    if (name == "__metadata__") continue;
+    const std::string tensor = fmt::format("{}: tensor '{}'", where, name);
+    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
+        !info.contains("data_offsets")) {
+      throw ConfigError(
+          fmt::format("{}: header entry needs dtype, shape and data_offsets", tensor));
+    }
+    const auto type =
+        dtype_from_safetensors(info["dtype"].is_string() ? info["dtype"].get<std::string>() : "");
+    if (!type) {
+      throw ConfigError(fmt::format("{}: dtype {} is not supported (F32, BF16, F16)", tensor,
+                                    info["dtype"].dump()));
+    }
+    HostTensor t;
+    std::uint64_t begin = 0, end = 0;
+    try {
+      t.shape = info["shape"].get<Shape>();
+      begin = info["data_offsets"].at(0).get<std::uint64_t>();
+      end = info["data_offsets"].at(1).get<std::uint64_t>();
+    } catch (const nlohmann::json::exception&) {
+      throw ConfigError(fmt::format("{}: malformed shape or data_offsets", tensor));
+    }
+    const auto count = static_cast<std::uint64_t>(element_count(t.shape));
+    if (end < begin || end - begin != count * dtype_size(*type)) {
+      throw ConfigError(fmt::format("{}: data_offsets [{}, {}] hold {} bytes but {} {} needs {}",
+                                    tensor, begin, end, end - begin, shape_string(t.shape),
+                                    info["dtype"].get<std::string>(), count * dtype_size(*type)));
+    }
+    if (end > data_size) {
+      throw ConfigError(
+          fmt::format("{}: data ends at byte {} but the file has {} bytes: truncated file", tensor,
+                      data_start + end, file_size));
+    }
+    std::vector<char> raw(end - begin);
+    in.seekg(static_cast<std::streamoff>(data_start + begin));
+    if (!in.read(raw.data(), static_cast<std::streamsize>(raw.size()))) {
+      throw ConfigError(fmt::format("{}: read failed at byte {}", tensor, data_start + begin));
+    }
+    t.values.resize(count);
+    convert(raw.data(), *type, t.values.data(), DType::f32, count);
+    tensors.emplace(name, std::move(t));
+  }
+  return tensors;
+}
+
+void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesystem::path& file) {
+  nlohmann::json header = nlohmann::json::object();
+  header["__metadata__"] = {{"format", "pt"}, {"writer", "polyhal"}};
+  std::uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    const std::uint64_t bytes = t.values.size() * dtype_size(dtype);
+    header[name] = {{"dtype", safetensors_dtype(dtype)},
+                    {"shape", t.shape},
+                    {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string header_text = header.dump();
+  header_text.append((8 - header_text.size() % 8) % 8, ' ');  // align data to 8 bytes
+  const std::filesystem::path temporary = file.string() + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+    if (!out) throw RuntimeFailure(fmt::format("{}: cannot write", temporary.string()));
+    std::uint8_t length_bytes[8];
+    for (int i = 0; i < 8; ++i)
+      length_bytes[i] = static_cast<std::uint8_t>(header_text.size() >> (8 * i));
+    out.write(reinterpret_cast<const char*>(length_bytes), 8);
+    out.write(header_text.data(), static_cast<std::streamsize>(header_text.size()));
+    std::vector<char> raw;
+    for (const auto& [name, t] : tensors) {
+      raw.resize(t.values.size() * dtype_size(dtype));
+      convert(t.values.data(), DType::f32, raw.data(), dtype, t.values.size());
+      out.write(raw.data(), static_cast<std::streamsize>(raw.size()));
+    }
+    out.flush();
+    if (!out)
+      throw RuntimeFailure(fmt::format("{}: write failed (disk full?)", temporary.string()));
+  }
+  // fsync before rename: a crash leaves either the old file or the new one.
+  const int fd = ::open(temporary.c_str(), O_RDONLY);
+  if (fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  std::filesystem::rename(temporary, file);
+}
+
+}  // namespace polyhal

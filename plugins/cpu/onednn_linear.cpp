@@ -1,0 +1,108 @@
+#include <fmt/format.h>
+
+#include "onednn_matmul.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal::cpu {
+namespace {
+
+using tag = dnnl::memory::format_tag;
+
+/// Y = act(X W^T + b) as one oneDNN matmul with a bias and an eltwise
+/// post-op. The weights are reordered once, in set_constants, into the
+/// blocked layout the primitive asked for (format_tag::any): packed once,
+/// never per run.
+class OneDnnLinear final : public Kernel {
+ public:
+  OneDnnLinear(const KernelDesc& desc, const dnnl::engine& engine)
+      : engine_(engine), stream_(engine) {
+    const std::int64_t m = desc.input_shapes.at(0).at(0), k = desc.input_shapes.at(0).at(1);
+    const std::int64_t n = desc.int_attr("out_features");
+    flops_ = 2.0 * static_cast<double>(m * n) * static_cast<double>(k);
+    const auto type = onednn_type(desc.dtype);
+    const dnnl::memory::desc src_md({m, k}, type, tag::ab);
+    const dnnl::memory::desc weights_md({k, n}, type, tag::any);
+    const dnnl::memory::desc bias_md({1, n}, dnnl::memory::data_type::f32, tag::ab);
+    const dnnl::memory::desc dst_md({m, n}, onednn_type(desc.out_dtype()), tag::ab);
+    user_weights_md_ =
+        dnnl::memory::desc({k, n}, type, tag::ba);  // W[N, K] row-major, seen as [K, N]
+    n_ = n;
+    k_ = k;
+    dnnl::post_ops post_ops;
+    activation_ = desc.attr("activation", "none");
+    if (activation_ == "gelu") {
+      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    } else if (activation_ == "tanh") {
+      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+    } else if (activation_ != "none") {
+      throw KernelNotFoundError(
+          fmt::format("{}: unknown activation '{}'", desc.to_string(), activation_));
+    }
+    dnnl::primitive_attr attr;
+    attr.set_post_ops(post_ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    try {
+      pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, weights_md, bias_md, dst_md),
+                                         attr, engine_);
+    } catch (const dnnl::error& e) {
+      throw KernelNotFoundError(
+          fmt::format("oneDNN has no implementation of {} on the ISA in force: {}",
+                      desc.to_string(), e.what()));
+    }
+    primitive_ = dnnl::matmul(pd_);
+    src_ = dnnl::memory(pd_.src_desc(), engine_, DNNL_MEMORY_NONE);
+    dst_ = dnnl::memory(pd_.dst_desc(), engine_, DNNL_MEMORY_NONE);
+    scratchpad_ = dnnl::memory(pd_.scratchpad_desc(), engine_);
+  }
+
+  void set_constants(std::span<const Tensor> constants) override {
+    if (constants.size() != 2 || constants[0].shape != Shape{n_, k_} ||
+        constants[1].dtype != DType::f32) {
+      throw RuntimeFailure(
+          fmt::format("linear: constants must be W[{}, {}] and an f32 bias", n_, k_));
+    }
+    dnnl::memory user(user_weights_md_, engine_, constants[0].buffer->data());
+    weights_ = dnnl::memory(pd_.weights_desc(), engine_);
+    dnnl::reorder(user, weights_).execute(stream_, user, weights_);
+    stream_.wait();
+    bias_tensor_ = constants[1];
+    bias_ = dnnl::memory(pd_.bias_desc(), engine_, bias_tensor_.buffer->data());
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
+    src_.set_data_handle(inputs[0].buffer->data());
+    dst_.set_data_handle(outputs[0].buffer->data());
+    primitive_.execute(stream_, {{DNNL_ARG_SRC, src_},
+                                 {DNNL_ARG_WEIGHTS, weights_},
+                                 {DNNL_ARG_BIAS, bias_},
+                                 {DNNL_ARG_DST, dst_},
+                                 {DNNL_ARG_SCRATCHPAD, scratchpad_}});
+    stream_.wait();
+  }
+
+  std::string implementation() const override {
+    return fmt::format("onednn {} linear+{}", pd_.impl_info_str(), activation_);
+  }
+  std::uint64_t workspace_bytes() const override { return pd_.scratchpad_desc().get_size(); }
+  double flops() const override { return flops_; }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul primitive_;
+  dnnl::memory::desc user_weights_md_;
+  dnnl::memory src_, dst_, weights_, bias_, scratchpad_;
+  Tensor bias_tensor_;  // keeps the bias buffer alive
+  std::int64_t n_ = 0, k_ = 0;
+  std::string activation_;
+  double flops_ = 0.0;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, const dnnl::engine& engine) {
+  return std::make_unique<OneDnnLinear>(desc, engine);
+}
+
+}  // namespace polyhal::cpu
