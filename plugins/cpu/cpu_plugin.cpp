@@ -115,12 +115,15 @@ class CpuDevice final : public Device {
  public:
   CpuDevice(const IsaChoice& choice, dnnl::cpu_isa effective, int threads)
       : Device(make_properties(choice, effective, threads)), engine_(dnnl::engine::kind::cpu, 0) {
-    registry().add("matmul", DType::f32, [this](const KernelDesc& desc, Device&) {
-      return make_onednn_matmul(desc, engine_);
-    });
-    if (choice.isa <= Isa::avx512_core) {  // bf16 needs AVX-512 (native from avx512_core_bf16)
-      registry().add("matmul", DType::bf16, [this](const KernelDesc& desc, Device&) {
+    // Portable kernels first, then oneDNN replaces the hot ones.
+    const std::vector<DType> types = properties().dtypes;
+    register_reference_kernels(registry(), types, MatMulNumerics{});
+    for (DType type : types) {
+      registry().add("matmul", type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_matmul(desc, engine_);
+      });
+      registry().add("linear", type, [this](const KernelDesc& desc, Device&) {
+        return make_onednn_linear(desc, engine_);
       });
     }
   }
