@@ -11,6 +11,13 @@
 ///   matmul_bench: {shapes: [[M, N, K], ...], dtype: f32, out_dtype: <dtype>,
 ///                  iterations: 20, warmup: 2}
 ///   log: {level: info, file: <path>}
+///   model: {preset: base, hf_config: <config.json>, weights: <.safetensors>,
+///           seed: 0, heads: false, seq_len: 128, precision: f32 | bf16 | f16,
+///           <any BertConfig dimension to override the preset>}
+///   batch: {micro: 8}
+///   data: {source: generated | text, text_file: <path>, vocab: <vocab.txt>,
+///          lower_case: true, seed: 0}
+///   inference: {iterations: 20, warmup: 3, output: <path>}
 /// Unknown keys and bad values are ConfigErrors naming file, line and key.
 #include <array>
 #include <cstdint>
@@ -34,6 +41,35 @@ struct MatmulBenchConfig {
   int warmup = 2;
 };
 
+struct ModelSection {
+  std::string preset = "base";
+  std::filesystem::path hf_config;           ///< overrides the preset when set
+  std::map<std::string, std::int64_t> dims;  ///< explicit BertConfig dimensions
+  std::filesystem::path weights;             ///< empty: seeded random init
+  std::uint64_t seed = 0;
+  bool heads = false;  ///< MLM + NSP heads
+  std::int64_t seq_len = 128;
+  DType precision = DType::f32;
+};
+
+struct BatchSection {
+  std::int64_t micro = 1;
+};
+
+struct DataSection {
+  std::string source = "generated";
+  std::filesystem::path text_file;
+  std::filesystem::path vocab;
+  bool lower_case = true;
+  std::uint64_t seed = 0;
+};
+
+struct InferenceSection {
+  int iterations = 20;
+  int warmup = 3;
+  std::filesystem::path output;
+};
+
 struct RunConfig {
   std::filesystem::path file;
   std::string backend;
@@ -42,6 +78,10 @@ struct RunConfig {
   std::map<std::string, std::string> device;  ///< raw; see resolve_device
   std::string task;
   MatmulBenchConfig matmul_bench;
+  ModelSection model;
+  BatchSection batch;
+  DataSection data;
+  InferenceSection inference;
   std::string log_level = "info";
   std::filesystem::path log_file;
 
@@ -56,7 +96,7 @@ struct RunConfig {
 
 /// The tasks this version runs.
 inline const std::set<std::string>& known_tasks() {
-  static const std::set<std::string> tasks{"matmul-bench"};
+  static const std::set<std::string> tasks{"matmul-bench", "inference"};
   return tasks;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 
+#include "polyhal/bert_config.hpp"
 #include "polyhal/config.hpp"
 #include "polyhal/error.hpp"
 #include "util/format.hpp"
@@ -165,6 +166,66 @@ void read_matmul_bench(const YAML::Node& node, ConfigReader& reader, MatmulBench
     out.warmup = static_cast<int>(reader.integer(node["warmup"], "matmul_bench.warmup", 0));
 }
 
+std::filesystem::path relative_to(const std::filesystem::path& config_file,
+                                  const std::string& path) {
+  std::filesystem::path p = path;
+  return p.is_absolute() ? p : config_file.parent_path() / p;
+}
+
+void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
+  static const std::vector<std::string> dims{"vocab_size",        "hidden_size",
+                                             "num_hidden_layers", "num_attention_heads",
+                                             "intermediate_size", "max_position_embeddings",
+                                             "type_vocab_size"};
+  std::vector<std::string> keys{"preset", "hf_config", "weights",  "seed",
+                                "heads",  "seq_len",   "precision"};
+  keys.insert(keys.end(), dims.begin(), dims.end());
+  reader.require_known_keys(node, "model", keys);
+  auto& m = config.model;
+  if (node["preset"]) {
+    m.preset = reader.scalar(node["preset"], "model.preset");
+    const auto& names = bert_preset_names();
+    if (std::find(names.begin(), names.end(), m.preset) == names.end()) {
+      reader.fail("model.preset", fmt::format("unknown preset \"{}\"; presets: {}", m.preset,
+                                              fmt::join(names, ", ")));
+    }
+  }
+  if (node["hf_config"])
+    m.hf_config = relative_to(config.file, reader.scalar(node["hf_config"], "model.hf_config"));
+  if (node["weights"])
+    m.weights = relative_to(config.file, reader.scalar(node["weights"], "model.weights"));
+  if (node["seed"])
+    m.seed = static_cast<std::uint64_t>(reader.integer(node["seed"], "model.seed", 0));
+  if (node["heads"]) m.heads = reader.boolean(node["heads"], "model.heads");
+  if (node["seq_len"]) m.seq_len = reader.integer(node["seq_len"], "model.seq_len", 1);
+  if (node["precision"]) m.precision = reader.dtype(node["precision"], "model.precision");
+  for (const auto& d : dims) {
+    if (node[d]) m.dims[d] = reader.integer(node[d], "model." + d, 1);
+  }
+}
+
+void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
+  reader.require_known_keys(node, "data", {"source", "text_file", "vocab", "lower_case", "seed"});
+  auto& d = config.data;
+  if (node["source"]) {
+    d.source = reader.scalar(node["source"], "data.source");
+    if (d.source != "generated" && d.source != "text") {
+      reader.fail("data.source", fmt::format("expected generated or text, got \"{}\"", d.source));
+    }
+  }
+  if (node["text_file"])
+    d.text_file = relative_to(config.file, reader.scalar(node["text_file"], "data.text_file"));
+  if (node["vocab"]) d.vocab = relative_to(config.file, reader.scalar(node["vocab"], "data.vocab"));
+  if (node["lower_case"]) d.lower_case = reader.boolean(node["lower_case"], "data.lower_case");
+  if (node["seed"])
+    d.seed = static_cast<std::uint64_t>(reader.integer(node["seed"], "data.seed", 0));
+  if (d.source == "text") {
+    if (d.text_file.empty()) reader.fail("data.text_file", "required when data.source is text");
+    if (d.vocab.empty())
+      reader.fail("data.vocab", "required when data.source is text (a BERT vocab.txt)");
+  }
+}
+
 }  // namespace
 
 std::string RunConfig::locate(const std::string& key_path) const {
@@ -287,6 +348,33 @@ RunConfig load_run_config(const std::filesystem::path& file,
   if (config.task == "matmul-bench") {
     if (!root["matmul_bench"]) reader.fail("matmul_bench", "required by task matmul-bench");
     read_matmul_bench(root["matmul_bench"], reader, config.matmul_bench);
+  }
+  if (config.task == "inference") {
+    if (root["model"]) read_model(root["model"], reader, config);
+    if (root["batch"]) {
+      reader.require_known_keys(root["batch"], "batch", {"micro"});
+      if (root["batch"]["micro"])
+        config.batch.micro = reader.integer(root["batch"]["micro"], "batch.micro", 1);
+    }
+    if (root["data"]) read_data(root["data"], reader, config);
+    if (root["inference"]) {
+      const YAML::Node inference = root["inference"];
+      reader.require_known_keys(inference, "inference", {"iterations", "warmup", "output"});
+      if (inference["iterations"]) {
+        config.inference.iterations =
+            static_cast<int>(reader.integer(inference["iterations"], "inference.iterations", 1));
+      }
+      if (inference["warmup"]) {
+        config.inference.warmup =
+            static_cast<int>(reader.integer(inference["warmup"], "inference.warmup", 0));
+      }
+      if (inference["output"])
+        config.inference.output = reader.scalar(inference["output"], "inference.output");
+    }
+  } else {
+    for (const char* section : {"model", "batch", "data", "inference"}) {
+      if (root[section]) reader.fail(section, fmt::format("not used by task {}", config.task));
+    }
   }
   if (root["log"]) {
     const YAML::Node log = root["log"];

@@ -1,0 +1,219 @@
+#include "polyhal/tokenizer.hpp"
+
+#include <fmt/format.h>
+#include <unicode/locid.h>
+#include <unicode/normalizer2.h>
+#include <unicode/uchar.h>
+#include <unicode/unistr.h>
+
+#include <fstream>
+
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+namespace {
+
+constexpr std::size_t kMaxCharsPerWord = 100;  // longer words become [UNK], as in BERT
+
+bool is_whitespace(UChar32 c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || u_charType(c) == U_SPACE_SEPARATOR;
+}
+
+bool is_control(UChar32 c) {
+  if (c == '\t' || c == '\n' || c == '\r') return false;
+  const auto type = u_charType(c);
+  return type == U_CONTROL_CHAR || type == U_FORMAT_CHAR || type == U_PRIVATE_USE_CHAR ||
+         type == U_SURROGATE || type == U_UNASSIGNED;
+}
+
+bool is_punctuation(UChar32 c) {
+  // ASCII symbols count as punctuation even where Unicode says otherwise ("$", "^", "`").
+  if ((c >= 33 && c <= 47) || (c >= 58 && c <= 64) || (c >= 91 && c <= 96) ||
+      (c >= 123 && c <= 126))
+    return true;
+  const auto type = u_charType(c);
+  return type == U_DASH_PUNCTUATION || type == U_START_PUNCTUATION || type == U_END_PUNCTUATION ||
+         type == U_CONNECTOR_PUNCTUATION || type == U_OTHER_PUNCTUATION ||
+         type == U_INITIAL_PUNCTUATION || type == U_FINAL_PUNCTUATION;
+}
+
+bool is_cjk(UChar32 c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B820 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+std::string to_utf8(const icu::UnicodeString& text) {
+  std::string out;
+  text.toUTF8String(out);
+  return out;
+}
+
+icu::UnicodeString lower_and_strip_accents(const icu::UnicodeString& word) {
+  icu::UnicodeString lowered = word;
+  lowered.toLower(icu::Locale::getRoot());
+  UErrorCode status = U_ZERO_ERROR;
+  const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(status);
+  if (U_FAILURE(status)) throw RuntimeFailure("ICU: no NFD normaliser");
+  const icu::UnicodeString decomposed = nfd->normalize(lowered, status);
+  icu::UnicodeString out;
+  for (int32_t i = 0; i < decomposed.length(); i = decomposed.moveIndex32(i, 1)) {
+    const UChar32 c = decomposed.char32At(i);
+    if (u_charType(c) != U_NON_SPACING_MARK) out.append(c);
+  }
+  return out;
+}
+
+bool is_special(const std::string& token) {
+  return token == "[CLS]" || token == "[SEP]" || token == "[MASK]" || token == "[PAD]" ||
+         token == "[UNK]";
+}
+
+}  // namespace
+
+WordPieceTokenizer::WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lower_case)
+    : lower_case_(lower_case) {
+  std::ifstream in(vocab_file);
+  if (!in) throw ConfigError(fmt::format("{}: cannot read the vocabulary", vocab_file.string()));
+  for (std::string line; std::getline(in, line);) {
+    while (!line.empty() && (line.back() == '\r' || line.back() == '\n' || line.back() == ' '))
+      line.pop_back();
+    ids_.emplace(line, static_cast<std::int32_t>(tokens_.size()));
+    tokens_.push_back(line);
+  }
+  for (const char* required : {"[CLS]", "[SEP]", "[PAD]", "[UNK]"}) {
+    if (!ids_.contains(required)) {
+      throw ConfigError(
+          fmt::format("{}: vocabulary has no {} token", vocab_file.string(), required));
+    }
+  }
+}
+
+std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& text) const {
+  const icu::UnicodeString source = icu::UnicodeString::fromUTF8(text);
+  // Clean, and put spaces around CJK characters so each becomes a token.
+  icu::UnicodeString cleaned;
+  for (int32_t i = 0; i < source.length(); i = source.moveIndex32(i, 1)) {
+    const UChar32 c = source.char32At(i);
+    if (c == 0 || c == 0xFFFD || is_control(c)) continue;
+    if (is_whitespace(c)) {
+      cleaned.append(static_cast<UChar>(' '));
+    } else if (is_cjk(c)) {
+      cleaned.append(static_cast<UChar>(' ')).append(c).append(static_cast<UChar>(' '));
+    } else {
+      cleaned.append(c);
+    }
+  }
+  std::vector<std::string> out;
+  int32_t start = 0;
+  while (start < cleaned.length()) {
+    while (start < cleaned.length() && cleaned.charAt(start) == ' ') ++start;
+    int32_t end = start;
+    while (end < cleaned.length() && cleaned.charAt(end) != ' ') ++end;
+    if (end == start) break;
+    icu::UnicodeString word(cleaned, start, end - start);
+    start = end;
+    if (is_special(to_utf8(word))) {
+      out.push_back(to_utf8(word));
+      continue;
+    }
+    if (lower_case_) word = lower_and_strip_accents(word);
+    icu::UnicodeString current;
+    for (int32_t i = 0; i < word.length(); i = word.moveIndex32(i, 1)) {
+      const UChar32 c = word.char32At(i);
+      if (is_punctuation(c)) {
+        if (!current.isEmpty()) out.push_back(to_utf8(current));
+        current.remove();
+        out.push_back(to_utf8(icu::UnicodeString(c)));
+      } else {
+        current.append(c);
+      }
+    }
+    if (!current.isEmpty()) out.push_back(to_utf8(current));
+  }
+  return out;
+}
+
+std::vector<std::string> WordPieceTokenizer::wordpiece(const std::string& word) const {
+  const icu::UnicodeString chars = icu::UnicodeString::fromUTF8(word);
+  if (static_cast<std::size_t>(chars.countChar32()) > kMaxCharsPerWord) return {"[UNK]"};
+  std::vector<std::string> pieces;
+  int32_t start = 0;
+  while (start < chars.length()) {
+    int32_t end = chars.length();
+    std::string found;
+    while (start < end) {
+      std::string piece = to_utf8(icu::UnicodeString(chars, start, end - start));
+      if (start > 0) piece = "##" + piece;
+      if (ids_.contains(piece)) {
+        found = piece;
+        break;
+      }
+      end = chars.moveIndex32(end, -1);
+    }
+    if (found.empty()) return {"[UNK]"};  // one unknown piece makes the whole word unknown
+    pieces.push_back(found);
+    start = end;
+  }
+  return pieces;
+}
+
+std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) const {
+  std::vector<std::string> out;
+  for (const auto& word : basic_tokenize(text)) {
+    if (is_special(word) && ids_.contains(word)) {
+      out.push_back(word);
+      continue;
+    }
+    for (auto& piece : wordpiece(word)) out.push_back(std::move(piece));
+  }
+  return out;
+}
+
+Encoding WordPieceTokenizer::encode(const std::string& text_a,
+                                    const std::optional<std::string>& text_b,
+                                    std::int64_t max_length) const {
+  std::vector<std::string> a = tokenize(text_a);
+  std::vector<std::string> b = text_b ? tokenize(*text_b) : std::vector<std::string>{};
+  const std::size_t special = text_b ? 3 : 2;
+  const auto limit = static_cast<std::size_t>(
+      std::max<std::int64_t>(max_length, static_cast<std::int64_t>(special)));
+  while (a.size() + b.size() + special > limit) {  // longest first, as BERT's run_classifier
+    (a.size() >= b.size() ? a : b).pop_back();
+  }
+  Encoding e;
+  auto add = [&](const std::string& token, std::int32_t type) {
+    e.tokens.push_back(token);
+    e.input_ids.push_back(id(token));
+    e.token_type_ids.push_back(type);
+    e.attention_mask.push_back(1);
+  };
+  add("[CLS]", 0);
+  for (const auto& t : a) add(t, 0);
+  add("[SEP]", 0);
+  if (text_b) {
+    for (const auto& t : b) add(t, 1);
+    add("[SEP]", 1);
+  }
+  while (e.tokens.size() < limit) {
+    e.tokens.push_back("[PAD]");
+    e.input_ids.push_back(id("[PAD]"));
+    e.token_type_ids.push_back(0);
+    e.attention_mask.push_back(0);
+  }
+  return e;
+}
+
+std::int32_t WordPieceTokenizer::id(const std::string& token) const {
+  auto it = ids_.find(token);
+  return it == ids_.end() ? ids_.at("[UNK]") : it->second;
+}
+
+const std::string& WordPieceTokenizer::token(std::int32_t id) const {
+  if (id < 0 || static_cast<std::size_t>(id) >= tokens_.size())
+    throw RuntimeFailure(fmt::format("token id {} outside the vocabulary", id));
+  return tokens_[static_cast<std::size_t>(id)];
+}
+
+}  // namespace polyhal

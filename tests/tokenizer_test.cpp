@@ -1,0 +1,90 @@
+// WordPiece against the cases of Google BERT's tokenization_test.py, plus
+// pairs, truncation and padding as run_classifier.py builds them.
+#include <gtest/gtest.h>
+
+#include "polyhal/error.hpp"
+#include "polyhal/tokenizer.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+using Tokens = std::vector<std::string>;
+
+struct Vocab {
+  test::TempDir dir;
+  std::filesystem::path file;
+  Vocab() {
+    file = dir.write("vocab.txt",
+                     "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nwant\n##want\n##ed\nwa\nun\nrunn\n##"
+                     "ing\n,\nlow\nlowest\n"
+                     "hello\n!\nhow\nare\nyou\n?\n\xe5\x8d\x9a\n\xe6\x8e\xa8\n");
+  }
+};
+
+TEST(Tokenizer, BasicLowerCasesStripsAccentsSplitsPunctuation) {
+  Vocab v;
+  WordPieceTokenizer lower(v.file, true);
+  EXPECT_EQ(lower.basic_tokenize(" \tHeLLo!how  \n Are yoU?  "),
+            (Tokens{"hello", "!", "how", "are", "you", "?"}));
+  EXPECT_EQ(lower.basic_tokenize("H\xc3\xa9llo"), (Tokens{"hello"}));
+  WordPieceTokenizer cased(v.file, false);
+  EXPECT_EQ(cased.basic_tokenize(" \tHeLLo!how  \n Are yoU?  "),
+            (Tokens{"HeLLo", "!", "how", "Are", "yoU", "?"}));
+}
+
+TEST(Tokenizer, ChineseCharactersAreSingleTokens) {
+  Vocab v;
+  WordPieceTokenizer t(v.file, true);
+  EXPECT_EQ(t.basic_tokenize("ah\xe5\x8d\x9a\xe6\x8e\xa8zz"),
+            (Tokens{"ah", "\xe5\x8d\x9a", "\xe6\x8e\xa8", "zz"}));
+}
+
+TEST(Tokenizer, WordPieceIsGreedyLongestMatchFirst) {
+  Vocab v;
+  WordPieceTokenizer t(v.file, true);
+  EXPECT_EQ(t.tokenize(""), Tokens{});
+  EXPECT_EQ(t.tokenize("unwanted running"), (Tokens{"un", "##want", "##ed", "runn", "##ing"}));
+  EXPECT_EQ(t.tokenize("unwantedX running"), (Tokens{"[UNK]", "runn", "##ing"}));
+  EXPECT_EQ(t.tokenize("UNwant\xc3\xa9"
+                       "d,running"),
+            (Tokens{"un", "##want", "##ed", ",", "runn", "##ing"}));
+  EXPECT_EQ(t.tokenize("hello [MASK] you"), (Tokens{"hello", "[MASK]", "you"}));
+  EXPECT_EQ(t.tokenize(std::string(101, 'a')), Tokens{"[UNK]"});
+}
+
+TEST(Tokenizer, ControlCharactersAreDroppedAndWhitespaceSplits) {
+  Vocab v;
+  WordPieceTokenizer t(v.file, true);
+  EXPECT_EQ(t.basic_tokenize("how\x01"
+                             "are\xc2\xa0you"),
+            (Tokens{"howare", "you"}));
+}
+
+TEST(Tokenizer, PairsGetTypesTruncationAndPadding) {
+  Vocab v;
+  WordPieceTokenizer t(v.file, true);
+  const auto e = t.encode("hello how", std::string("are you"), 10);
+  EXPECT_EQ(e.tokens, (Tokens{"[CLS]", "hello", "how", "[SEP]", "are", "you", "[SEP]", "[PAD]",
+                              "[PAD]", "[PAD]"}));
+  EXPECT_EQ(e.token_type_ids, (std::vector<std::int32_t>{0, 0, 0, 0, 1, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(e.attention_mask, (std::vector<std::int32_t>{1, 1, 1, 1, 1, 1, 1, 0, 0, 0}));
+  EXPECT_EQ(e.input_ids[1], 15);
+  // Longest side loses tokens first until [CLS] a [SEP] b [SEP] fits in 6.
+  const auto cut = t.encode("hello how are you", std::string("low"), 6);
+  EXPECT_EQ(cut.tokens, (Tokens{"[CLS]", "hello", "how", "[SEP]", "low", "[SEP]"}));
+}
+
+TEST(Tokenizer, VocabularyWithoutSpecialTokensIsRejected) {
+  test::TempDir dir;
+  const auto file = dir.write("vocab.txt", "a\nb\n");
+  try {
+    WordPieceTokenizer t(file, true);
+    FAIL();
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("vocabulary has no [CLS] token"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace polyhal
