@@ -5,4 +5,4 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
-exec "${POLYHAL_BUILD_DIR:-$root/build}/launcher/polyhal" run --config "$root/configs/matmul-bench-cpu.yaml" "$@"
+exec "${POLYHAL_BUILD_DIR:-$root/build}/launcher/polyhal" run --config "$root/configs/bert-demo-cpu.yaml" "$@"

@@ -221,3 +221,119 @@ TEST(Launcher, CpuIsaCapIsAppliedAndReported) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+std::string bert_config(const test::TempDir& dir, const std::string& backend,
+                        const std::string& extra = "") {
+  return dir
+      .write("bert.yaml",
+             "backend: " + backend +
+                 "\ntask: inference\nmodel:\n  preset: tiny\n  seq_len: 16\nbatch:\n  micro: 2\n"
+                 "inference:\n  iterations: 3\n  warmup: 1\n" +
+                 extra)
+      .string();
+}
+
+TEST(LauncherInference, CpuRunReportsMeasuredThroughputAndLatency) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  auto r =
+      run_polyhal("run --config " + bert_config(dir, "cpu") + " --metrics-out " + metrics.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("measured: "), std::string::npos) << r.output;
+  std::ifstream in(metrics);
+  std::string line;
+  std::getline(in, line);
+  const auto summary = nlohmann::json::parse(line);
+  EXPECT_EQ(summary["model"], "bert-tiny");
+  EXPECT_EQ(summary["seq_len"], 16);
+  EXPECT_EQ(summary["global_batch"], 2);
+  EXPECT_GT(summary["sequences_per_second"].get<double>(), 0.0);
+  EXPECT_LE(summary["latency_p50_ms"].get<double>(), summary["latency_p99_ms"].get<double>());
+}
+
+TEST(LauncherInference, DeviceModelsReportOnlyEstimates) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  auto r = run_polyhal("run --config " + bert_config(dir, "ipu", "  \n") +
+                       " --set model.precision=f16 --metrics-out " + metrics.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(metrics);
+  std::string line;
+  std::getline(in, line);
+  const auto summary = nlohmann::json::parse(line);
+  EXPECT_TRUE(summary["sequences_per_second"].is_null()) << "a model must not claim measured speed";
+  EXPECT_GT(summary["estimated_sequences_per_second"].get<double>(), 0.0);
+  EXPECT_NE(r.output.find("estimated (device model, not measured)"), std::string::npos);
+}
+
+TEST(LauncherInference, CompileOnlyOfBertLargeOnIpuDoesNotFitAndSaysWhy) {
+  test::TempDir dir;
+  auto r = run_polyhal("run --compile-only --config " + bert_config(dir, "ipu") +
+                       " --set model.preset=large --set model.precision=f16 --set "
+                       "model.seq_len=512 --set batch.micro=16");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("DOES NOT FIT"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pipeline the model over more IPUs"), std::string::npos) << r.output;
+}
+
+TEST(LauncherInference, TextInputWritesPooledOutputsAndMaskPredictions) {
+  test::TempDir dir;
+  dir.write("vocab.txt",
+            "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nis\nrunning\nhello\nhow\nare\nyou\n?\nun\n##"
+            "want\n##ed\n");
+  const auto out = dir.path() / "out.jsonl";
+  auto r = run_polyhal(
+      "run --config " +
+      bert_config(dir, "cpu",
+                  "model:\n  preset: tiny\n  seq_len: 16\n  heads: true\n  vocab_size: 16\n") +
+      " --set data.source=text --set data.text_file=" + POLYHAL_SOURCE_DIR +
+      "/tests/data/text_examples.txt --set data.vocab=vocab.txt --set inference.output=" +
+      out.string());
+  // The duplicate 'model' key above must be refused, not silently merged.
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'model': given twice (first at line 3)"), std::string::npos)
+      << r.output;
+  const auto file = dir.write(
+      "text.yaml",
+      "backend: cpu\ntask: inference\nmodel: {preset: tiny, seq_len: 16, heads: true, "
+      "vocab_size: 16}\nbatch: {micro: 4}\ndata: {source: text, text_file: " +
+          std::string(POLYHAL_SOURCE_DIR) +
+          "/tests/data/text_examples.txt, vocab: vocab.txt}\ninference: {output: " + out.string() +
+          "}\n");
+  r = run_polyhal("run --config " + file.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(out);
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["tokens"][0], "[CLS]");
+  EXPECT_EQ(lines[0]["pooled"].size(), 128u);
+  EXPECT_EQ(lines[1]["masked_predictions"].size(), 1u);
+  EXPECT_EQ(lines[1]["masked_predictions"][0]["position"], 2);
+  EXPECT_EQ(lines[1]["masked_predictions"][0]["top"].size(), 5u);
+  EXPECT_EQ(lines[1]["nsp_logits"].size(), 2u);
+}
+
+TEST(LauncherInference, BadModelSettingsAreConfigErrors) {
+  test::TempDir dir;
+  auto r = run_polyhal("run --config " + bert_config(dir, "cpu") + " --set model.preset=gigantic");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("key 'model.preset': unknown preset \"gigantic\""), std::string::npos)
+      << r.output;
+  r = run_polyhal("run --config " + bert_config(dir, "cpu") + " --set model.seq_len=1000");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("sequence length 1000 exceeds max_position_embeddings 512"),
+            std::string::npos)
+      << r.output;
+  r = run_polyhal("run --config " + bert_config(dir, "cpu") +
+                  " --set model.weights=missing.safetensors");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("missing.safetensors: cannot open the weights file"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal

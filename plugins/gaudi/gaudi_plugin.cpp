@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "../common/op_cost.hpp"
 #include "../common/roofline.hpp"
 #include "../common/vendor_runtime.hpp"
 #include "gaudi_specs.hpp"
@@ -34,18 +35,14 @@ class GaudiDevice final : public Device {
   }
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
-    if (desc.op != "matmul") return std::nullopt;
-    // f16 runs on the MME at the bf16 rate on Gaudi2/3.
+    const auto cost = plugins::op_cost(desc);
+    // Matrix work runs on the MME (f16 at the bf16 rate on Gaudi2/3);
+    // element-wise ops on the TPCs are modelled as HBM-bound.
     const double peak = desc.dtype == DType::f32 ? generation_.peak_f32 : generation_.peak_bf16;
-    if (peak <= 0.0) return std::nullopt;  // not published: no estimate
-    const auto d = matmul_dims(desc);
-    const double flops =
-        2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
-    const double bytes = static_cast<double>(d.m * d.k + d.k * d.n + d.m * d.n) *
-                         static_cast<double>(dtype_size(desc.dtype));
-    return plugins::Roofline{peak, generation_.hbm_bandwidth, kAchievableFraction,
-                             kLaunchOverheadSeconds}
-        .seconds(flops, bytes);
+    if (cost.matrix && peak <= 0.0) return std::nullopt;  // not published: no estimate
+    return plugins::Roofline{cost.matrix ? peak : 1.0, generation_.hbm_bandwidth,
+                             kAchievableFraction, kLaunchOverheadSeconds}
+        .seconds(cost.flops, cost.bytes);
   }
 
   MemoryReport plan_memory(const std::vector<MemoryItem>& items) const override {

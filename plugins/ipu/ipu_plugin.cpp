@@ -3,6 +3,7 @@
 // stochastic rounding, per-tile SRAM) and estimates speed from datasheet peaks.
 #include <fmt/format.h>
 
+#include "../common/op_cost.hpp"
 #include "../common/roofline.hpp"
 #include "../common/vendor_runtime.hpp"
 #include "ipu_specs.hpp"
@@ -42,15 +43,10 @@ class IpuDevice final : public Device {
   }
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
-    if (desc.op != "matmul") return std::nullopt;
-    const auto d = matmul_dims(desc);
-    const double flops =
-        2.0 * static_cast<double>(d.m) * static_cast<double>(d.n) * static_cast<double>(d.k);
-    const double bytes = static_cast<double>(d.m * d.k + d.k * d.n + d.m * d.n) *
-                         static_cast<double>(dtype_size(desc.dtype));
+    const auto cost = plugins::op_cost(desc);
     return plugins::Roofline{peak_for(desc.dtype), Gc200Spec::kMemoryBandwidth, kAchievableFraction,
                              kSyncOverheadSeconds}
-        .seconds(flops, bytes);
+        .seconds(cost.flops, cost.bytes);
   }
 
   MemoryReport plan_memory(const std::vector<MemoryItem>& items) const override {

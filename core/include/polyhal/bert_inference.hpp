@@ -19,6 +19,7 @@
 /// with T = batch x seq tokens; the MLM decoder reuses the word embeddings.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "polyhal/bert_config.hpp"
@@ -66,6 +67,9 @@ class BertInference {
 
   /// Floating-point operations of one forward pass (matmuls and attention).
   double flops() const;
+  /// The device model's estimate of one forward pass (sum over kernels), or
+  /// nullopt when the device gives none for some kernel (real hardware).
+  std::optional<double> estimate_seconds() const;
   const BertConfig& config() const;
   BertShape shape() const;
 

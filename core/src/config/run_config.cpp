@@ -24,12 +24,20 @@ class ConfigReader {
     throw ConfigError(fmt::format("{}: key '{}': {}", config_.locate(key), key, problem));
   }
 
+  /// Records each key's line, and refuses a key given twice in one mapping
+  /// (yaml-cpp would silently keep one of them).
   void remember_lines(const YAML::Node& node, const std::string& prefix) {
     if (!node.IsMap()) return;
+    std::map<std::string, int> seen;
     for (const auto& entry : node) {
       const std::string key =
           prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
-      if (entry.first.Mark().line >= 0) config_.lines[key] = entry.first.Mark().line + 1;
+      const int line = entry.first.Mark().line + 1;
+      if (auto [it, fresh] = seen.emplace(key, line); !fresh) {
+        throw ConfigError(fmt::format("{}:{}: key '{}': given twice (first at line {})",
+                                      config_.file.string(), line, key, it->second));
+      }
+      if (entry.first.Mark().line >= 0) config_.lines[key] = line;
       remember_lines(entry.second, key);
     }
   }
@@ -315,7 +323,7 @@ RunConfig load_run_config(const std::filesystem::path& file,
 
   reader.require_known_keys(root, "",
                             {"backend", "plugin_paths", "allow_world_writable_plugins", "device",
-                             "task", "matmul_bench", "log"});
+                             "task", "matmul_bench", "log", "model", "batch", "data", "inference"});
   if (!root["backend"]) reader.fail("backend", "required: the backend to run on (cpu, ipu, gaudi)");
   config.backend = reader.scalar(root["backend"], "backend");
   if (root["plugin_paths"]) {

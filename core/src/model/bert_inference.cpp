@@ -39,16 +39,22 @@ struct BertInference::State {
   State(Device& d, const BertConfig& c, BertShape s, DType p, bool h)
       : device(d), config(c), shape(s), precision(p), with_heads(h), tokens(s.batch * s.seq) {}
 
+  std::vector<KernelDesc> descs;  // every kernel run per forward pass, in order
+
+  std::shared_ptr<Kernel> prepare_step(KernelDesc desc) {
+    descs.push_back(desc);
+    return device.prepare_kernel(desc);
+  }
+
   std::shared_ptr<Kernel> linear(std::int64_t rows, std::int64_t in, std::int64_t out,
                                  const std::string& act) {
-    return device.prepare_kernel(
-        {"linear",
-         precision,
-         {{rows, in}},
-         attrs({{"out_features", std::to_string(out)}, {"activation", act}})});
+    return prepare_step({"linear",
+                         precision,
+                         {{rows, in}},
+                         attrs({{"out_features", std::to_string(out)}, {"activation", act}})});
   }
   std::shared_ptr<Kernel> layernorm(std::int64_t rows, bool residual) {
-    return device.prepare_kernel(
+    return prepare_step(
         {"layernorm", precision,
          residual ? std::vector<Shape>{{rows, config.hidden_size}, {rows, config.hidden_size}}
                   : std::vector<Shape>{{rows, config.hidden_size}},
@@ -58,19 +64,19 @@ struct BertInference::State {
 
   void prepare() {
     const std::int64_t t = tokens, h = config.hidden_size, i = config.intermediate_size;
-    embedding = device.prepare_kernel(
+    embedding = prepare_step(
         {"embedding", precision, {{t}, {t}}, attrs({{"seq", std::to_string(shape.seq)}})});
     embedding_norm = layernorm(t, false);
     for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
       Layer layer;
       layer.qkv = linear(t, h, 3 * h, "none");
       layer.attention =
-          device.prepare_kernel({"attention",
-                                 precision,
-                                 {{t, 3 * h}, {shape.batch, shape.seq}},
-                                 attrs({{"batch", std::to_string(shape.batch)},
-                                        {"seq", std::to_string(shape.seq)},
-                                        {"heads", std::to_string(config.num_attention_heads)}})});
+          prepare_step({"attention",
+                        precision,
+                        {{t, 3 * h}, {shape.batch, shape.seq}},
+                        attrs({{"batch", std::to_string(shape.batch)},
+                               {"seq", std::to_string(shape.seq)},
+                               {"heads", std::to_string(config.num_attention_heads)}})});
       layer.output = linear(t, h, h, "none");
       layer.norm1 = layernorm(t, true);
       layer.intermediate = linear(t, h, i, "gelu");
@@ -78,7 +84,7 @@ struct BertInference::State {
       layer.norm2 = layernorm(t, true);
       layers.push_back(std::move(layer));
     }
-    take_cls = device.prepare_kernel(
+    take_cls = prepare_step(
         {"take_rows", precision, {{t, h}}, attrs({{"stride", std::to_string(shape.seq)}})});
     pooler = linear(shape.batch, h, h, "tanh");
     if (with_heads) {
@@ -304,6 +310,16 @@ const BertConfig& BertInference::config() const {
 }
 BertShape BertInference::shape() const {
   return state_->shape;
+}
+
+std::optional<double> BertInference::estimate_seconds() const {
+  double total = 0.0;
+  for (const auto& desc : state_->descs) {
+    const auto seconds = state_->device.estimate_seconds(desc);
+    if (!seconds) return std::nullopt;
+    total += *seconds;
+  }
+  return total;
 }
 
 double BertInference::flops() const {
