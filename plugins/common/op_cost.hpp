@@ -8,21 +8,25 @@
 namespace polyhal::plugins {
 
 struct OpCost {
-  double flops = 0;      // on the matrix engine (0 for element-wise ops)
-  double bytes = 0;      // read and written at least once
-  bool matrix = false;   // matmul-like: runs on the AMP/MME units
+  double flops = 0;     // on the matrix engine (0 for element-wise ops)
+  double bytes = 0;     // read and written at least once
+  bool matrix = false;  // matmul-like: runs on the AMP/MME units
 };
 
 inline OpCost op_cost(const KernelDesc& desc) {
   const double element = static_cast<double>(dtype_size(desc.dtype));
-  auto numel = [&](std::size_t i) { return static_cast<double>(element_count(desc.input_shapes.at(i))); };
+  auto numel = [&](std::size_t i) {
+    return static_cast<double>(element_count(desc.input_shapes.at(i)));
+  };
   if (desc.op == "matmul") {
-    const double m = static_cast<double>(desc.input_shapes[0][0]), k = static_cast<double>(desc.input_shapes[0][1]);
+    const double m = static_cast<double>(desc.input_shapes[0][0]),
+                 k = static_cast<double>(desc.input_shapes[0][1]);
     const double n = static_cast<double>(desc.input_shapes[1][1]);
     return {2 * m * n * k, (m * k + k * n + m * n) * element, true};
   }
   if (desc.op == "linear") {
-    const double m = static_cast<double>(desc.input_shapes[0][0]), k = static_cast<double>(desc.input_shapes[0][1]);
+    const double m = static_cast<double>(desc.input_shapes[0][0]),
+                 k = static_cast<double>(desc.input_shapes[0][1]);
     const double n = static_cast<double>(desc.int_attr("out_features"));
     return {2 * m * n * k, (m * k + k * n + m * n) * element, true};
   }

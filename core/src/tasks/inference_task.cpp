@@ -20,7 +20,8 @@ namespace {
 
 /// Uniform token ids, two segments, no padding: the seeds' generated data.
 BertInputs generated_batch(const BertConfig& config, BertShape shape, std::mt19937_64& generator) {
-  std::uniform_int_distribution<std::int32_t> token(0, static_cast<std::int32_t>(config.vocab_size - 1));
+  std::uniform_int_distribution<std::int32_t> token(
+      0, static_cast<std::int32_t>(config.vocab_size - 1));
   BertInputs in;
   for (std::int64_t b = 0; b < shape.batch; ++b) {
     for (std::int64_t s = 0; s < shape.seq; ++s) {
@@ -55,7 +56,8 @@ std::vector<TextExample> read_text(const std::filesystem::path& file) {
 }
 
 /// Top-k vocabulary entries of one logits row.
-nlohmann::json top_tokens(const float* logits, std::int64_t vocab, const WordPieceTokenizer& tokenizer, int k) {
+nlohmann::json top_tokens(const float* logits, std::int64_t vocab,
+                          const WordPieceTokenizer& tokenizer, int k) {
   std::vector<std::int32_t> order(static_cast<std::size_t>(vocab));
   for (std::int32_t i = 0; i < vocab; ++i) order[static_cast<std::size_t>(i)] = i;
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
@@ -63,8 +65,10 @@ nlohmann::json top_tokens(const float* logits, std::int64_t vocab, const WordPie
   nlohmann::json out = nlohmann::json::array();
   for (int i = 0; i < k; ++i) {
     const auto id = order[static_cast<std::size_t>(i)];
-    out.push_back({{"token", id < static_cast<std::int32_t>(tokenizer.vocab_size()) ? tokenizer.token(id) : "?"},
-                   {"logit", logits[id]}});
+    out.push_back(
+        {{"token",
+          id < static_cast<std::int32_t>(tokenizer.vocab_size()) ? tokenizer.token(id) : "?"},
+         {"logit", logits[id]}});
   }
   return out;
 }
@@ -72,7 +76,8 @@ nlohmann::json top_tokens(const float* logits, std::int64_t vocab, const WordPie
 }  // namespace
 
 BertConfig resolve_bert_config(const ModelSection& model) {
-  BertConfig c = model.hf_config.empty() ? bert_preset(model.preset) : read_hf_config(model.hf_config);
+  BertConfig c =
+      model.hf_config.empty() ? bert_preset(model.preset) : read_hf_config(model.hf_config);
   for (const auto& [key, value] : model.dims) {
     if (key == "vocab_size") c.vocab_size = value;
     if (key == "hidden_size") c.hidden_size = value;
@@ -89,14 +94,16 @@ BertConfig resolve_bert_config(const ModelSection& model) {
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());
-  const auto rank = static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
+  const auto rank =
+      static_cast<std::size_t>(std::ceil(p / 100.0 * static_cast<double>(values.size())));
   return values[std::clamp<std::size_t>(rank, 1, values.size()) - 1];
 }
 
 InferenceResult run_inference(Device& device, const RunConfig& config, bool compile_only) {
   InferenceResult result;
   result.config = resolve_bert_config(config.model);
-  result.model_name = config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
+  result.model_name =
+      config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
   result.batch = config.batch.micro;
   result.seq = config.model.seq_len;
   const BertShape shape{result.batch, result.seq};
@@ -106,7 +113,8 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
     tokenizer.emplace(config.data.vocab, config.data.lower_case);
     if (static_cast<std::int64_t>(tokenizer->vocab_size()) > result.config.vocab_size) {
       throw ConfigError(fmt::format("{}: vocabulary has {} tokens but the model's vocab_size is {}",
-                                    config.data.vocab.string(), tokenizer->vocab_size(), result.config.vocab_size));
+                                    config.data.vocab.string(), tokenizer->vocab_size(),
+                                    result.config.vocab_size));
     }
   }
   const bool heads = config.model.heads;
@@ -116,44 +124,56 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   result.estimated_batch_seconds = bert.estimate_seconds();
   if (compile_only) return result;
 
-  bert.load_weights(config.model.weights.empty() ? init_bert_weights(result.config, config.model.seed)
-                                                 : load_bert_weights(config.model.weights, result.config));
+  bert.load_weights(config.model.weights.empty()
+                        ? init_bert_weights(result.config, config.model.seed)
+                        : load_bert_weights(config.model.weights, result.config));
   if (text) {
     const auto examples = read_text(config.data.text_file);
-    if (config.inference.output.empty()) throw ConfigError("inference.output: required with data.source text");
+    if (config.inference.output.empty())
+      throw ConfigError("inference.output: required with data.source text");
     std::ofstream out(config.inference.output);
-    if (!out) throw RuntimeFailure(fmt::format("{}: cannot write", config.inference.output.string()));
+    if (!out)
+      throw RuntimeFailure(fmt::format("{}: cannot write", config.inference.output.string()));
     BertOutputs outputs;
-    for (std::size_t first = 0; first < examples.size(); first += static_cast<std::size_t>(shape.batch)) {
+    for (std::size_t first = 0; first < examples.size();
+         first += static_cast<std::size_t>(shape.batch)) {
       BertInputs in;
       std::vector<Encoding> encodings;
       for (std::int64_t b = 0; b < shape.batch; ++b) {
         const std::size_t index = first + static_cast<std::size_t>(b);
         // The last batch is filled with empty examples whose results are dropped.
-        const TextExample example = index < examples.size() ? examples[index] : TextExample{"", std::nullopt};
+        const TextExample example =
+            index < examples.size() ? examples[index] : TextExample{"", std::nullopt};
         encodings.push_back(tokenizer->encode(example.a, example.b, shape.seq));
         const auto& e = encodings.back();
         in.input_ids.insert(in.input_ids.end(), e.input_ids.begin(), e.input_ids.end());
-        in.token_type_ids.insert(in.token_type_ids.end(), e.token_type_ids.begin(), e.token_type_ids.end());
-        in.attention_mask.insert(in.attention_mask.end(), e.attention_mask.begin(), e.attention_mask.end());
+        in.token_type_ids.insert(in.token_type_ids.end(), e.token_type_ids.begin(),
+                                 e.token_type_ids.end());
+        in.attention_mask.insert(in.attention_mask.end(), e.attention_mask.begin(),
+                                 e.attention_mask.end());
       }
       const auto start = std::chrono::steady_clock::now();
       bert.run(in, &outputs);
-      result.batch_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      result.batch_seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
       const auto h = static_cast<std::size_t>(result.config.hidden_size);
-      for (std::int64_t b = 0; b < shape.batch && first + static_cast<std::size_t>(b) < examples.size(); ++b) {
+      for (std::int64_t b = 0;
+           b < shape.batch && first + static_cast<std::size_t>(b) < examples.size(); ++b) {
         const auto& e = encodings[static_cast<std::size_t>(b)];
         nlohmann::json line{{"index", first + static_cast<std::size_t>(b)}, {"tokens", e.tokens}};
-        line["pooled"] = std::vector<float>(outputs.pooled.begin() + static_cast<std::ptrdiff_t>(b * h),
-                                            outputs.pooled.begin() + static_cast<std::ptrdiff_t>((b + 1) * h));
+        line["pooled"] =
+            std::vector<float>(outputs.pooled.begin() + static_cast<std::ptrdiff_t>(b * h),
+                               outputs.pooled.begin() + static_cast<std::ptrdiff_t>((b + 1) * h));
         if (heads) {
           line["nsp_logits"] = {outputs.nsp_logits[static_cast<std::size_t>(2 * b)],
                                 outputs.nsp_logits[static_cast<std::size_t>(2 * b + 1)]};
           nlohmann::json masks = nlohmann::json::array();
           for (std::int64_t s = 0; s < shape.seq; ++s) {
             if (e.tokens[static_cast<std::size_t>(s)] != "[MASK]") continue;
-            const float* row = outputs.mlm_logits.data() + (b * shape.seq + s) * result.config.vocab_size;
-            masks.push_back({{"position", s}, {"top", top_tokens(row, result.config.vocab_size, *tokenizer, 5)}});
+            const float* row =
+                outputs.mlm_logits.data() + (b * shape.seq + s) * result.config.vocab_size;
+            masks.push_back({{"position", s},
+                             {"top", top_tokens(row, result.config.vocab_size, *tokenizer, 5)}});
           }
           line["masked_predictions"] = masks;
         }
@@ -170,7 +190,8 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   for (int i = 0; i < config.inference.iterations; ++i) {
     const auto start = std::chrono::steady_clock::now();
     bert.run(in, nullptr);
-    result.batch_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    result.batch_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     spdlog::debug("batch {}: {:.3f} ms", i, result.batch_seconds.back() * 1e3);
   }
   return result;
