@@ -1,5 +1,7 @@
 #include <fmt/format.h>
 
+#include <unordered_map>
+
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 
@@ -38,6 +40,11 @@ class OneDnnLinear final : public Kernel {
       throw KernelNotFoundError(
           fmt::format("{}: unknown activation '{}'", desc.to_string(), activation_));
     }
+    if (desc.attr("residual", "false") == "true") {
+      // Y += R as a binary post-op: the residual costs no extra pass.
+      residual_index_ = post_ops.len();
+      post_ops.append_binary(dnnl::algorithm::binary_add, dst_md);
+    }
     dnnl::primitive_attr attr;
     attr.set_post_ops(post_ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -52,6 +59,7 @@ class OneDnnLinear final : public Kernel {
     primitive_ = dnnl::matmul(pd_);
     src_ = dnnl::memory(pd_.src_desc(), engine_, DNNL_MEMORY_NONE);
     dst_ = dnnl::memory(pd_.dst_desc(), engine_, DNNL_MEMORY_NONE);
+    residual_ = dnnl::memory(dst_md, engine_, DNNL_MEMORY_NONE);
     scratchpad_ = dnnl::memory(pd_.scratchpad_desc(), engine_);
   }
 
@@ -72,11 +80,16 @@ class OneDnnLinear final : public Kernel {
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     src_.set_data_handle(inputs[0].buffer->data());
     dst_.set_data_handle(outputs[0].buffer->data());
-    primitive_.execute(stream_, {{DNNL_ARG_SRC, src_},
-                                 {DNNL_ARG_WEIGHTS, weights_},
-                                 {DNNL_ARG_BIAS, bias_},
-                                 {DNNL_ARG_DST, dst_},
-                                 {DNNL_ARG_SCRATCHPAD, scratchpad_}});
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src_},
+                                               {DNNL_ARG_WEIGHTS, weights_},
+                                               {DNNL_ARG_BIAS, bias_},
+                                               {DNNL_ARG_DST, dst_},
+                                               {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+    if (residual_index_ >= 0) {
+      residual_.set_data_handle(inputs[1].buffer->data());
+      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_index_) | DNNL_ARG_SRC_1, residual_);
+    }
+    primitive_.execute(stream_, args);
     stream_.wait();
   }
 
@@ -92,7 +105,8 @@ class OneDnnLinear final : public Kernel {
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul primitive_;
   dnnl::memory::desc user_weights_md_;
-  dnnl::memory src_, dst_, weights_, bias_, scratchpad_;
+  dnnl::memory src_, dst_, weights_, bias_, scratchpad_, residual_;
+  int residual_index_ = -1;
   Tensor bias_tensor_;  // keeps the bias buffer alive
   std::int64_t n_ = 0, k_ = 0;
   std::string activation_;

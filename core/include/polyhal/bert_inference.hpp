@@ -10,7 +10,7 @@
 ///   x = LayerNorm(word[ids] + position[s] + type[t])                [T, H]
 ///   per layer: qkv = x Wqkv^T + b                                   [T, 3H]
 ///              ctx = softmax(q k^T / sqrt(d) + mask) v  per head    [T, H]
-///              x1  = LayerNorm(ctx Wo^T + bo + x)                   [T, H]
+///              x1  = LayerNorm(ctx Wo^T + bo + x)   (residual in the linear epilogue)
 ///              f   = gelu(x1 Wi^T + bi)                             [T, I]
 ///              x   = LayerNorm(f Wf^T + bf + x1)                    [T, H]
 ///   pooled = tanh(x[CLS] Wp^T + bp)                                 [B, H]

@@ -6,8 +6,9 @@
 /// is the element type of activations and weights; "out_dtype" defaults to it.
 /// Accumulation is f32 unless the device documents otherwise (IPU partials).
 ///   "matmul":    A[M,K], B[K,N] -> C[M,N]
-///   "linear":    X[M,K]; W[N,K] (Hugging Face layout), b[N] (f32) -> Y[M,N]
-///                attrs: activation = none | gelu (exact erf) | tanh
+///   "linear":    X[M,K] [, R[M,N] when residual=true]; W[N,K] (Hugging
+///                Face layout), b[N] (f32) -> Y = act(X W^T + b) [+ R], [M,N]
+///                attrs: out_features, activation = none | gelu (exact erf) | tanh
 ///   "layernorm": X[M,H] [, R[M,H] when residual=true: normalises X+R];
 ///                gamma[H], beta[H] (f32) -> Y[M,H]; attrs: eps
 ///   "attention": QKV[B*S, 3H] (q, k, v blocks side by side), mask[B,S] (i32,

@@ -47,11 +47,13 @@ struct BertInference::State {
   }
 
   std::shared_ptr<Kernel> linear(std::int64_t rows, std::int64_t in, std::int64_t out,
-                                 const std::string& act) {
+                                 const std::string& act, bool residual = false) {
     return prepare_step({"linear",
                          precision,
                          {{rows, in}},
-                         attrs({{"out_features", std::to_string(out)}, {"activation", act}})});
+                         attrs({{"out_features", std::to_string(out)},
+                {"activation", act},
+                {"residual", residual ? "true" : "false"}})});
   }
   std::shared_ptr<Kernel> layernorm(std::int64_t rows, bool residual) {
     return prepare_step(
@@ -77,11 +79,11 @@ struct BertInference::State {
                         attrs({{"batch", std::to_string(shape.batch)},
                                {"seq", std::to_string(shape.seq)},
                                {"heads", std::to_string(config.num_attention_heads)}})});
-      layer.output = linear(t, h, h, "none");
-      layer.norm1 = layernorm(t, true);
+      layer.output = linear(t, h, h, "none", /*residual=*/true);
+      layer.norm1 = layernorm(t, false);
       layer.intermediate = linear(t, h, i, "gelu");
-      layer.ffn_output = linear(t, i, h, "none");
-      layer.norm2 = layernorm(t, true);
+      layer.ffn_output = linear(t, i, h, "none", /*residual=*/true);
+      layer.norm2 = layernorm(t, false);
       layers.push_back(std::move(layer));
     }
     take_cls = prepare_step(
@@ -255,11 +257,11 @@ struct BertInference::State {
     for (auto& layer : layers) {
       run1(*layer.qkv, {x}, qkv);
       run1(*layer.attention, {qkv, mask}, context);
-      run1(*layer.output, {context}, attention_out);
-      run1(*layer.norm1, {attention_out, x}, x1);
+      run1(*layer.output, {context, x}, attention_out);  // residual added in the epilogue
+      run1(*layer.norm1, {attention_out}, x1);
       run1(*layer.intermediate, {x1}, intermediate);
-      run1(*layer.ffn_output, {intermediate}, ffn_out);
-      run1(*layer.norm2, {ffn_out, x1}, x);
+      run1(*layer.ffn_output, {intermediate, x1}, ffn_out);
+      run1(*layer.norm2, {ffn_out}, x);
     }
     run1(*take_cls, {x}, cls);
     run1(*pooler, {cls}, pooled);

@@ -41,6 +41,7 @@ class ReferenceLinear final : public Kernel {
     k_ = desc.input_shapes[0][1];
     n_ = desc.int_attr("out_features");
     activation_ = desc.attr("activation", "none");
+    residual_ = desc.attr("residual", "false") == "true";
     if (activation_ != "none" && activation_ != "gelu" && activation_ != "tanh") {
       throw RuntimeFailure(
           fmt::format("{}: unknown activation '{}'", desc.to_string(), activation_));
@@ -69,6 +70,10 @@ class ReferenceLinear final : public Kernel {
     x_.resize(size_of(m_ * k_));
     y_.resize(size_of(m_ * n_));
     convert(inputs[0].buffer->data(), inputs[0].dtype, x_.data(), DType::f32, x_.size());
+    if (residual_) {
+      residual_values_.resize(y_.size());
+      convert(inputs[1].buffer->data(), inputs[1].dtype, residual_values_.data(), DType::f32, y_.size());
+    }
     detail::reference_gemm(x_.data(), weight_t_.data(), y_.data(), size_of(m_), size_of(n_),
                            size_of(k_), numerics_.accumulate == DType::f16);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, size_of(m_)), [&](const auto& rows) {
@@ -77,6 +82,7 @@ class ReferenceLinear final : public Kernel {
         for (std::size_t j = 0; j < size_of(n_); ++j) {
           const float v = row[j] + bias_[j];
           row[j] = activation_ == "gelu" ? gelu_erf(v) : activation_ == "tanh" ? std::tanh(v) : v;
+          if (residual_) row[j] += residual_values_[i * size_of(n_) + j];
         }
       }
     });
@@ -100,7 +106,8 @@ class ReferenceLinear final : public Kernel {
   MatMulNumerics numerics_;
   std::int64_t m_ = 0, n_ = 0, k_ = 0;
   std::string activation_;
-  std::vector<float> weight_t_, bias_, x_, y_;
+  bool residual_ = false;
+  std::vector<float> weight_t_, bias_, x_, y_, residual_values_;
   std::uint64_t runs_ = 0;
 };
 
