@@ -125,6 +125,12 @@ class CpuDevice final : public Device {
       registry().add("linear", type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_linear(desc, engine_);
       });
+      registry().add("attention", type, [this](const KernelDesc& desc, Device&) {
+        return make_onednn_attention(desc, engine_);
+      });
+      registry().add("layernorm", type, [this](const KernelDesc& desc, Device&) {
+        return make_onednn_layernorm(desc, engine_);
+      });
     }
   }
 

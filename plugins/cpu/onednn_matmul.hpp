@@ -16,6 +16,10 @@ std::unique_ptr<Kernel> make_onednn_matmul(const KernelDesc& desc, const dnnl::e
 /// linear (kernel.hpp) through oneDNN matmul with bias and activation post-ops.
 std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, const dnnl::engine& engine);
 
+/// attention and layernorm (kernel.hpp) through oneDNN primitives.
+std::unique_ptr<Kernel> make_onednn_attention(const KernelDesc& desc, const dnnl::engine& engine);
+std::unique_ptr<Kernel> make_onednn_layernorm(const KernelDesc& desc, const dnnl::engine& engine);
+
 /// oneDNN data type for a polyhal dtype.
 dnnl::memory::data_type onednn_type(DType type);
 

@@ -52,8 +52,8 @@ struct BertInference::State {
                          precision,
                          {{rows, in}},
                          attrs({{"out_features", std::to_string(out)},
-                {"activation", act},
-                {"residual", residual ? "true" : "false"}})});
+                                {"activation", act},
+                                {"residual", residual ? "true" : "false"}})});
   }
   std::shared_ptr<Kernel> layernorm(std::int64_t rows, bool residual) {
     return prepare_step(

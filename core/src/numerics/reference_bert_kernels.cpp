@@ -72,7 +72,8 @@ class ReferenceLinear final : public Kernel {
     convert(inputs[0].buffer->data(), inputs[0].dtype, x_.data(), DType::f32, x_.size());
     if (residual_) {
       residual_values_.resize(y_.size());
-      convert(inputs[1].buffer->data(), inputs[1].dtype, residual_values_.data(), DType::f32, y_.size());
+      convert(inputs[1].buffer->data(), inputs[1].dtype, residual_values_.data(), DType::f32,
+              y_.size());
     }
     detail::reference_gemm(x_.data(), weight_t_.data(), y_.data(), size_of(m_), size_of(n_),
                            size_of(k_), numerics_.accumulate == DType::f16);

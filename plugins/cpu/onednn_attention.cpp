@@ -1,0 +1,225 @@
+// Multi-head self-attention (kernel.hpp "attention") through three oneDNN
+// primitives that read Q, K and V in place from the fused QKV tensor through
+// strided memory descriptors (no transposes, no copies):
+//   scores = (Q K^T) * 1/sqrt(d) + mask      matmul, output scale, binary add
+//   probs  = softmax(scores)                 softmax_v2, f32 in, model dtype out
+//   ctx    = probs V                         matmul writing [B*S, H] directly
+// Only the B x heads x S x S scores are materialised (f32), never more.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <unordered_map>
+
+#include "onednn_matmul.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal::cpu {
+namespace {
+
+using dims = dnnl::memory::dims;
+using dt = dnnl::memory::data_type;
+
+class OneDnnAttention final : public Kernel {
+ public:
+  OneDnnAttention(const KernelDesc& desc, const dnnl::engine& engine)
+      : engine_(engine), stream_(engine) {
+    const std::int64_t b = desc.int_attr("batch"), s = desc.int_attr("seq"),
+                       heads = desc.int_attr("heads");
+    const std::int64_t h = desc.input_shapes.at(0).at(1) / 3, d = h / heads;
+    batch_ = b;
+    seq_ = s;
+    flops_ = 4.0 * static_cast<double>(b * s * s * h);
+    const auto type = onednn_type(desc.dtype);
+    // Views into QKV [B*S, 3H]: element (b, head, s, c) of Q is at b*S*3H + s*3H + head*d + c.
+    const dnnl::memory::desc q_md({b, heads, s, d}, type, dims{s * 3 * h, d, 3 * h, 1});
+    const dnnl::memory::desc kt_md({b, heads, d, s}, type, dims{s * 3 * h, d, 1, 3 * h});
+    const dnnl::memory::desc v_md({b, heads, s, d}, type, dims{s * 3 * h, d, 3 * h, 1});
+    const dnnl::memory::desc scores_md({b, heads, s, s}, dt::f32, dnnl::memory::format_tag::abcd);
+    const dnnl::memory::desc probs_md({b, heads, s, s}, type, dnnl::memory::format_tag::abcd);
+    const dnnl::memory::desc mask_md({b, 1, 1, s}, dt::f32, dnnl::memory::format_tag::abcd);
+    // Context written straight into [B*S, H]: (b, head, s, c) at b*S*H + s*H + head*d + c.
+    const dnnl::memory::desc ctx_md({b, heads, s, d}, type, dims{s * h, d, h, 1});
+
+    dnnl::primitive_attr score_attr;
+    score_attr.set_output_scales(0, {1.0f / std::sqrt(static_cast<float>(d))});
+    dnnl::post_ops mask_add;
+    mask_add.append_binary(dnnl::algorithm::binary_add, mask_md);
+    score_attr.set_post_ops(mask_add);
+    score_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    dnnl::primitive_attr plain;
+    plain.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    try {
+      scores_pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(q_md, kt_md, scores_md),
+                                                score_attr, engine_);
+      softmax_pd_ = dnnl::softmax_v2_forward::primitive_desc(
+          dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference,
+                                         dnnl::algorithm::softmax_accurate, scores_md, probs_md, 3),
+          plain, engine_);
+      context_pd_ =
+          dnnl::matmul::primitive_desc(dnnl::matmul::desc(probs_md, v_md, ctx_md), plain, engine_);
+    } catch (const dnnl::error& e) {
+      throw KernelNotFoundError(fmt::format("oneDNN cannot do {}: {}", desc.to_string(), e.what()));
+    }
+    scores_prim_ = dnnl::matmul(scores_pd_);
+    softmax_prim_ = dnnl::softmax_v2_forward(softmax_pd_);
+    context_prim_ = dnnl::matmul(context_pd_);
+    q_ = dnnl::memory(q_md, engine_, DNNL_MEMORY_NONE);
+    kt_ = dnnl::memory(kt_md, engine_, DNNL_MEMORY_NONE);
+    v_ = dnnl::memory(v_md, engine_, DNNL_MEMORY_NONE);
+    ctx_ = dnnl::memory(ctx_md, engine_, DNNL_MEMORY_NONE);
+    scores_ = dnnl::memory(scores_md, engine_);
+    probs_ = dnnl::memory(probs_md, engine_);
+    mask_ = dnnl::memory(mask_md, engine_);
+    const auto scratch =
+        std::max({scores_pd_.scratchpad_desc().get_size(), softmax_pd_.scratchpad_desc().get_size(),
+                  context_pd_.scratchpad_desc().get_size()});
+    scratchpad_ = dnnl::memory(dnnl::memory::desc({static_cast<std::int64_t>(scratch)}, dt::u8,
+                                                  dnnl::memory::format_tag::a),
+                               engine_);
+    implementation_ = fmt::format("onednn attention [{} | {} | {}]", scores_pd_.impl_info_str(),
+                                  softmax_pd_.impl_info_str(), context_pd_.impl_info_str());
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
+    auto* base = static_cast<char*>(inputs[0].buffer->data());
+    const std::size_t element = dtype_size(inputs[0].dtype);
+    const std::int64_t h = inputs[0].shape[1] / 3;
+    q_.set_data_handle(base);
+    kt_.set_data_handle(base + static_cast<std::size_t>(h) * element);
+    v_.set_data_handle(base + static_cast<std::size_t>(2 * h) * element);
+    ctx_.set_data_handle(outputs[0].buffer->data());
+    // Hugging Face's additive mask: 0 where attended, the dtype's lowest value where not.
+    const auto* mask = static_cast<const std::int32_t*>(inputs[1].buffer->data());
+    auto* additive = static_cast<float*>(mask_.get_data_handle());
+    for (std::int64_t i = 0; i < batch_ * seq_; ++i)
+      additive[i] = mask[i] != 0 ? 0.0f : -3.4028234663852886e38f;
+    scores_prim_.execute(stream_, {{DNNL_ARG_SRC, q_},
+                                   {DNNL_ARG_WEIGHTS, kt_},
+                                   {DNNL_ARG_DST, scores_},
+                                   {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_},
+                                   {DNNL_ARG_SCRATCHPAD, scratchpad_}});
+    softmax_prim_.execute(
+        stream_,
+        {{DNNL_ARG_SRC, scores_}, {DNNL_ARG_DST, probs_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}});
+    context_prim_.execute(stream_, {{DNNL_ARG_SRC, probs_},
+                                    {DNNL_ARG_WEIGHTS, v_},
+                                    {DNNL_ARG_DST, ctx_},
+                                    {DNNL_ARG_SCRATCHPAD, scratchpad_}});
+    stream_.wait();
+  }
+
+  std::string implementation() const override { return implementation_; }
+  std::uint64_t workspace_bytes() const override {
+    return scores_.get_desc().get_size() + probs_.get_desc().get_size() +
+           scratchpad_.get_desc().get_size();
+  }
+  double flops() const override { return flops_; }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::matmul::primitive_desc scores_pd_, context_pd_;
+  dnnl::softmax_v2_forward::primitive_desc softmax_pd_;
+  dnnl::matmul scores_prim_, context_prim_;
+  dnnl::softmax_v2_forward softmax_prim_;
+  dnnl::memory q_, kt_, v_, ctx_, scores_, probs_, mask_, scratchpad_;
+  std::int64_t batch_ = 0, seq_ = 0;
+  double flops_ = 0;
+  std::string implementation_;
+};
+
+/// LayerNorm (optionally of X + R) through oneDNN: a binary add into an owned
+/// buffer when there is a residual, then layer_normalization with f32 scale
+/// and shift.
+class OneDnnLayerNorm final : public Kernel {
+ public:
+  OneDnnLayerNorm(const KernelDesc& desc, const dnnl::engine& engine)
+      : engine_(engine), stream_(engine) {
+    const std::int64_t rows = desc.input_shapes.at(0).at(0), width = desc.input_shapes.at(0).at(1);
+    width_ = width;
+    const dnnl::memory::desc data_md({rows, width}, onednn_type(desc.dtype),
+                                     dnnl::memory::format_tag::ab);
+    const float eps = static_cast<float>(std::stod(desc.attr("eps", "1e-12")));
+    residual_ = desc.attr("residual", "false") == "true";
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    try {
+      norm_pd_ = dnnl::layer_normalization_forward::primitive_desc(
+          dnnl::layer_normalization_forward::desc(
+              dnnl::prop_kind::forward_inference, data_md, eps,
+              dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift),
+          attr, engine_);
+      if (residual_) {
+        add_pd_ = dnnl::binary::primitive_desc(
+            dnnl::binary::desc(dnnl::algorithm::binary_add, data_md, data_md, data_md), engine_);
+        add_prim_ = dnnl::binary(add_pd_);
+        sum_ = dnnl::memory(data_md, engine_);
+      }
+    } catch (const dnnl::error& e) {
+      throw KernelNotFoundError(fmt::format("oneDNN cannot do {}: {}", desc.to_string(), e.what()));
+    }
+    norm_prim_ = dnnl::layer_normalization_forward(norm_pd_);
+    src_ = dnnl::memory(data_md, engine_, DNNL_MEMORY_NONE);
+    residual_mem_ = dnnl::memory(data_md, engine_, DNNL_MEMORY_NONE);
+    dst_ = dnnl::memory(data_md, engine_, DNNL_MEMORY_NONE);
+    scratchpad_ = dnnl::memory(norm_pd_.scratchpad_desc(), engine_);
+  }
+
+  void set_constants(std::span<const Tensor> constants) override {
+    if (constants.size() != 2 || constants[0].dtype != DType::f32 ||
+        constants[0].numel() != width_) {
+      throw RuntimeFailure(
+          fmt::format("layernorm: constants must be f32 gamma[{}] and beta[{}]", width_, width_));
+    }
+    const dnnl::memory::desc md({width_}, dt::f32, dnnl::memory::format_tag::a);
+    constants_.assign(constants.begin(), constants.end());
+    scale_ = dnnl::memory(md, engine_, constants_[0].buffer->data());
+    shift_ = dnnl::memory(md, engine_, constants_[1].buffer->data());
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
+    src_.set_data_handle(inputs[0].buffer->data());
+    dst_.set_data_handle(outputs[0].buffer->data());
+    dnnl::memory normalised_input = src_;
+    if (residual_) {
+      residual_mem_.set_data_handle(inputs[1].buffer->data());
+      add_prim_.execute(
+          stream_, {{DNNL_ARG_SRC_0, src_}, {DNNL_ARG_SRC_1, residual_mem_}, {DNNL_ARG_DST, sum_}});
+      normalised_input = sum_;
+    }
+    norm_prim_.execute(stream_, {{DNNL_ARG_SRC, normalised_input},
+                                 {DNNL_ARG_DST, dst_},
+                                 {DNNL_ARG_SCALE, scale_},
+                                 {DNNL_ARG_SHIFT, shift_},
+                                 {DNNL_ARG_SCRATCHPAD, scratchpad_}});
+    stream_.wait();
+  }
+
+  std::string implementation() const override {
+    return fmt::format("onednn layernorm {}", norm_pd_.impl_info_str());
+  }
+
+ private:
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  dnnl::layer_normalization_forward::primitive_desc norm_pd_;
+  dnnl::layer_normalization_forward norm_prim_;
+  dnnl::binary::primitive_desc add_pd_;
+  dnnl::binary add_prim_;
+  dnnl::memory src_, residual_mem_, dst_, sum_, scale_, shift_, scratchpad_;
+  std::vector<Tensor> constants_;  // keep gamma and beta alive
+  std::int64_t width_ = 0;
+  bool residual_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_onednn_attention(const KernelDesc& desc, const dnnl::engine& engine) {
+  return std::make_unique<OneDnnAttention>(desc, engine);
+}
+
+std::unique_ptr<Kernel> make_onednn_layernorm(const KernelDesc& desc, const dnnl::engine& engine) {
+  return std::make_unique<OneDnnLayerNorm>(desc, engine);
+}
+
+}  // namespace polyhal::cpu
