@@ -1,0 +1,64 @@
+"""BERT inference in PyTorch for side-by-side benchmarks: BertForPreTraining's
+encoder + pooler (Hugging Face semantics) from tests/golden/make_bert_golden.py,
+run the way a PyTorch user would: model.to(bfloat16), torch.inference_mode."""
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden"))
+from make_bert_golden import Bert  # noqa: E402
+
+PRESETS = {"tiny": (2, 128, 2), "mini": (4, 256, 4), "small": (4, 512, 8), "medium": (8, 512, 8),
+           "base": (12, 768, 12), "large": (24, 1024, 16)}
+
+
+def bert_config(preset):
+    layers, hidden, heads = PRESETS[preset]
+    return dict(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                intermediate_size=4 * hidden, max_position_embeddings=512, type_vocab_size=2,
+                layer_norm_eps=1e-12)
+
+
+class Encoder(torch.nn.Module):
+    """The encoder and pooler only (what polyhal's inference runs without heads)."""
+
+    def __init__(self, bert):
+        super().__init__()
+        self.bert = bert
+
+    def forward(self, ids, types, mask):
+        b = self.bert
+        s = ids.shape[1]
+        heads = b.c["num_attention_heads"]
+        d = b.c["hidden_size"] // heads
+        x = b.embedding_norm(b.word(ids) + b.position(torch.arange(s)[None, :]) + b.token_type(types))
+        additive = (1.0 - mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
+        for l in b.layers:
+            def split(t):
+                return t.view(ids.shape[0], s, heads, d).permute(0, 2, 1, 3)
+            q, k, v = split(l.query(x)), split(l.key(x)), split(l.value(x))
+            probs = torch.softmax(torch.matmul(q, k.transpose(-1, -2)) / (d ** 0.5) + additive, dim=-1)
+            context = torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(ids.shape[0], s, heads * d)
+            x1 = l.attention_norm(l.attention_output(context) + x)
+            x = l.output_norm(l.output(torch.nn.functional.gelu(l.intermediate(x1))) + x1)
+        return x, torch.tanh(b.pooler(x[:, 0]))
+
+
+def run(preset, seq, batch, dtype, threads, iterations, warmup):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = Encoder(Bert(bert_config(preset))).eval().to(dtype)
+    ids = torch.randint(0, 30522, (batch, seq))
+    types = torch.zeros(batch, seq, dtype=torch.long)
+    mask = torch.ones(batch, seq, dtype=torch.long)
+    times = []
+    with torch.inference_mode():
+        for i in range(warmup + iterations):
+            start = time.perf_counter()
+            model(ids, types, mask)
+            if i >= warmup:
+                times.append(time.perf_counter() - start)
+    times.sort()
+    return batch * len(times) / sum(times), times[len(times) // 2]
