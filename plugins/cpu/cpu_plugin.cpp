@@ -131,6 +131,8 @@ class CpuDevice final : public Device {
       registry().add("layernorm", type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_layernorm(desc, engine_);
       });
+      registry().add("embedding", type,
+                     [](const KernelDesc& desc, Device&) { return make_omp_embedding(desc); });
     }
   }
 

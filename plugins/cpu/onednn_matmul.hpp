@@ -20,6 +20,9 @@ std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, const dnnl::e
 std::unique_ptr<Kernel> make_onednn_attention(const KernelDesc& desc, const dnnl::engine& engine);
 std::unique_ptr<Kernel> make_onednn_layernorm(const KernelDesc& desc, const dnnl::engine& engine);
 
+/// embedding (kernel.hpp) on the OpenMP pool.
+std::unique_ptr<Kernel> make_omp_embedding(const KernelDesc& desc);
+
 /// oneDNN data type for a polyhal dtype.
 dnnl::memory::data_type onednn_type(DType type);
 

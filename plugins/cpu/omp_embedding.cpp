@@ -1,0 +1,80 @@
+// The embedding sum on the CPU's one thread pool (OpenMP, which oneDNN uses):
+// running it on oneTBB would wake a second pool whose spinning workers
+// compete with OpenMP's for the same cores.
+#include <fmt/format.h>
+
+#include <vector>
+
+#include "onednn_matmul.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal::cpu {
+namespace {
+
+class OmpEmbedding final : public Kernel {
+ public:
+  explicit OmpEmbedding(const KernelDesc& desc)
+      : tokens_(desc.input_shapes.at(0).at(0)), seq_(desc.int_attr("seq")) {}
+
+  void set_constants(std::span<const Tensor> constants) override {
+    if (constants.size() != 3)
+      throw RuntimeFailure("embedding: constants are word, position and type tables");
+    tables_.assign(constants.begin(), constants.end());
+    hidden_ = tables_[0].shape.at(1);
+    if (tables_[1].shape.at(0) < seq_) {
+      throw RuntimeFailure(fmt::format("sequence length {} exceeds the {} position embeddings",
+                                       seq_, tables_[1].shape.at(0)));
+    }
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
+    const auto* ids = static_cast<const std::int32_t*>(inputs[0].buffer->data());
+    const auto* types = static_cast<const std::int32_t*>(inputs[1].buffer->data());
+    for (std::int64_t t = 0; t < tokens_; ++t) {
+      if (ids[t] < 0 || ids[t] >= tables_[0].shape[0] || types[t] < 0 ||
+          types[t] >= tables_[2].shape[0]) {
+        throw RuntimeFailure(
+            fmt::format("token {}: input id {} / token type {} outside the tables ({} / {})", t,
+                        ids[t], types[t], tables_[0].shape[0], tables_[2].shape[0]));
+      }
+    }
+    const DType type = tables_[0].dtype;
+    const auto h = static_cast<std::size_t>(hidden_);
+#pragma omp parallel
+    {
+      std::vector<float> sum(h), part(h);
+#pragma omp for schedule(static)
+      for (std::int64_t t = 0; t < tokens_; ++t) {
+        const std::int64_t rows[3] = {ids[t], t % seq_, types[t]};
+        std::fill(sum.begin(), sum.end(), 0.0f);
+        for (int i = 0; i < 3; ++i) {
+          const auto* row =
+              static_cast<const char*>(tables_[static_cast<std::size_t>(i)].buffer->data()) +
+              static_cast<std::size_t>(rows[i]) * h * dtype_size(type);
+          convert(row, type, part.data(), DType::f32, h);
+          for (std::size_t c = 0; c < h; ++c) sum[c] += part[c];
+        }
+        convert(sum.data(), DType::f32,
+                static_cast<char*>(outputs[0].buffer->data()) +
+                    static_cast<std::size_t>(t) * h * dtype_size(type),
+                outputs[0].dtype, h);
+      }
+    }
+  }
+
+  std::string implementation() const override {
+    return "openmp embedding";
+  }
+
+ private:
+  std::int64_t tokens_, seq_, hidden_ = 0;
+  std::vector<Tensor> tables_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_omp_embedding(const KernelDesc& desc) {
+  return std::make_unique<OmpEmbedding>(desc);
+}
+
+}  // namespace polyhal::cpu
