@@ -2,6 +2,7 @@
 // running it on oneTBB would wake a second pool whose spinning workers
 // compete with OpenMP's for the same cores.
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <vector>
 
@@ -21,6 +22,10 @@ class OmpEmbedding final : public Kernel {
       throw RuntimeFailure("embedding: constants are word, position and type tables");
     tables_.assign(constants.begin(), constants.end());
     hidden_ = tables_[0].shape.at(1);
+    // Two f32 rows of scratch per thread, allocated once.
+    scratch_.assign(
+        static_cast<std::size_t>(omp_get_max_threads()) * 2 * static_cast<std::size_t>(hidden_),
+        0.0f);
     if (tables_[1].shape.at(0) < seq_) {
       throw RuntimeFailure(fmt::format("sequence length {} exceeds the {} position embeddings",
                                        seq_, tables_[1].shape.at(0)));
@@ -42,19 +47,20 @@ class OmpEmbedding final : public Kernel {
     const auto h = static_cast<std::size_t>(hidden_);
 #pragma omp parallel
     {
-      std::vector<float> sum(h), part(h);
+      float* sum = scratch_.data() + static_cast<std::size_t>(omp_get_thread_num()) * 2 * h;
+      float* part = sum + h;
 #pragma omp for schedule(static)
       for (std::int64_t t = 0; t < tokens_; ++t) {
         const std::int64_t rows[3] = {ids[t], t % seq_, types[t]};
-        std::fill(sum.begin(), sum.end(), 0.0f);
+        std::fill(sum, sum + h, 0.0f);
         for (int i = 0; i < 3; ++i) {
           const auto* row =
               static_cast<const char*>(tables_[static_cast<std::size_t>(i)].buffer->data()) +
               static_cast<std::size_t>(rows[i]) * h * dtype_size(type);
-          convert(row, type, part.data(), DType::f32, h);
+          convert(row, type, part, DType::f32, h);
           for (std::size_t c = 0; c < h; ++c) sum[c] += part[c];
         }
-        convert(sum.data(), DType::f32,
+        convert(sum, DType::f32,
                 static_cast<char*>(outputs[0].buffer->data()) +
                     static_cast<std::size_t>(t) * h * dtype_size(type),
                 outputs[0].dtype, h);
@@ -69,6 +75,7 @@ class OmpEmbedding final : public Kernel {
  private:
   std::int64_t tokens_, seq_, hidden_ = 0;
   std::vector<Tensor> tables_;
+  std::vector<float> scratch_;
 };
 
 }  // namespace

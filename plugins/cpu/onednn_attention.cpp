@@ -76,6 +76,18 @@ class OneDnnAttention final : public Kernel {
     scratchpad_ = dnnl::memory(dnnl::memory::desc({static_cast<std::int64_t>(scratch)}, dt::u8,
                                                   dnnl::memory::format_tag::a),
                                engine_);
+    // Argument maps built once; run() rebinds pointers only.
+    scores_args_ = {{DNNL_ARG_SRC, q_},
+                    {DNNL_ARG_WEIGHTS, kt_},
+                    {DNNL_ARG_DST, scores_},
+                    {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_},
+                    {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+    softmax_args_ = {
+        {DNNL_ARG_SRC, scores_}, {DNNL_ARG_DST, probs_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+    context_args_ = {{DNNL_ARG_SRC, probs_},
+                     {DNNL_ARG_WEIGHTS, v_},
+                     {DNNL_ARG_DST, ctx_},
+                     {DNNL_ARG_SCRATCHPAD, scratchpad_}};
     implementation_ = fmt::format("onednn attention [{} | {} | {}]", scores_pd_.impl_info_str(),
                                   softmax_pd_.impl_info_str(), context_pd_.impl_info_str());
   }
@@ -123,6 +135,7 @@ class OneDnnAttention final : public Kernel {
   dnnl::matmul scores_prim_, context_prim_;
   dnnl::softmax_v2_forward softmax_prim_;
   dnnl::memory q_, kt_, v_, ctx_, scores_, probs_, mask_, scratchpad_;
+  std::unordered_map<int, dnnl::memory> scores_args_, softmax_args_, context_args_;
   std::int64_t batch_ = 0, seq_ = 0;
   double flops_ = 0;
   std::string implementation_;
@@ -175,6 +188,13 @@ class OneDnnLayerNorm final : public Kernel {
     constants_.assign(constants.begin(), constants.end());
     scale_ = dnnl::memory(md, engine_, constants_[0].buffer->data());
     shift_ = dnnl::memory(md, engine_, constants_[1].buffer->data());
+    norm_args_ = {{DNNL_ARG_SRC, residual_ ? sum_ : src_},
+                  {DNNL_ARG_DST, dst_},
+                  {DNNL_ARG_SCALE, scale_},
+                  {DNNL_ARG_SHIFT, shift_},
+                  {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+    if (residual_)
+      add_args_ = {{DNNL_ARG_SRC_0, src_}, {DNNL_ARG_SRC_1, residual_mem_}, {DNNL_ARG_DST, sum_}};
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
@@ -208,6 +228,7 @@ class OneDnnLayerNorm final : public Kernel {
   dnnl::binary add_prim_;
   dnnl::memory src_, residual_mem_, dst_, sum_, scale_, shift_, scratchpad_;
   std::vector<Tensor> constants_;  // keep gamma and beta alive
+  std::unordered_map<int, dnnl::memory> norm_args_, add_args_;
   std::int64_t width_ = 0;
   bool residual_ = false;
 };

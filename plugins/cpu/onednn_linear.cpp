@@ -75,21 +75,22 @@ class OneDnnLinear final : public Kernel {
     stream_.wait();
     bias_tensor_ = constants[1];
     bias_ = dnnl::memory(pd_.bias_desc(), engine_, bias_tensor_.buffer->data());
+    // Built once: run() only rebinds data pointers, so it allocates nothing.
+    args_ = {{DNNL_ARG_SRC, src_},
+             {DNNL_ARG_WEIGHTS, weights_},
+             {DNNL_ARG_BIAS, bias_},
+             {DNNL_ARG_DST, dst_},
+             {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+    if (residual_index_ >= 0) {
+      args_.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_index_) | DNNL_ARG_SRC_1, residual_);
+    }
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     src_.set_data_handle(inputs[0].buffer->data());
     dst_.set_data_handle(outputs[0].buffer->data());
-    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, src_},
-                                               {DNNL_ARG_WEIGHTS, weights_},
-                                               {DNNL_ARG_BIAS, bias_},
-                                               {DNNL_ARG_DST, dst_},
-                                               {DNNL_ARG_SCRATCHPAD, scratchpad_}};
-    if (residual_index_ >= 0) {
-      residual_.set_data_handle(inputs[1].buffer->data());
-      args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_index_) | DNNL_ARG_SRC_1, residual_);
-    }
-    primitive_.execute(stream_, args);
+    if (residual_index_ >= 0) residual_.set_data_handle(inputs[1].buffer->data());
+    primitive_.execute(stream_, args_);
     stream_.wait();
   }
 
@@ -107,6 +108,7 @@ class OneDnnLinear final : public Kernel {
   dnnl::memory::desc user_weights_md_;
   dnnl::memory src_, dst_, weights_, bias_, scratchpad_, residual_;
   int residual_index_ = -1;
+  std::unordered_map<int, dnnl::memory> args_;
   Tensor bias_tensor_;  // keeps the bias buffer alive
   std::int64_t n_ = 0, k_ = 0;
   std::string activation_;

@@ -224,13 +224,40 @@ struct BertInference::State {
       mlm_normed = act({t, h}, "mlm normed");
       mlm_logits = act({t, config.vocab_size}, "mlm logits");
     }
+    // The forward pass, in order (see the header for the maths).
+    step(embedding, {ids, types}, x1);
+    step(embedding_norm, {x1}, x);
+    for (auto& layer : layers) {
+      step(layer.qkv, {x}, qkv);
+      step(layer.attention, {qkv, mask}, context);
+      step(layer.output, {context, x}, attention_out);  // residual added in the epilogue
+      step(layer.norm1, {attention_out}, x1);
+      step(layer.intermediate, {x1}, intermediate);
+      step(layer.ffn_output, {intermediate, x1}, ffn_out);
+      step(layer.norm2, {ffn_out}, x);
+    }
+    step(take_cls, {x}, cls);
+    step(pooler, {cls}, pooled);
+    if (with_heads) {
+      step(nsp, {pooled}, nsp_logits);
+      step(mlm_transform, {x}, mlm_hidden);
+      step(mlm_norm, {mlm_hidden}, mlm_normed);
+      step(mlm_decoder, {mlm_normed}, mlm_logits);
+    }
     loaded = true;
   }
 
-  static void run1(Kernel& k, std::initializer_list<Tensor> in, const Tensor& out) {
-    const std::vector<Tensor> inputs(in);
-    const std::array outputs{out};
-    k.run(inputs, outputs);
+  /// One kernel call with its tensors, bound once in load() so that a
+  /// forward pass is a walk over this list with no allocation.
+  struct Step {
+    std::shared_ptr<Kernel> kernel;
+    std::vector<Tensor> inputs;
+    std::vector<Tensor> outputs;
+  };
+  std::vector<Step> steps;
+
+  void step(const std::shared_ptr<Kernel>& k, std::initializer_list<Tensor> in, const Tensor& out) {
+    steps.push_back({k, in, {out}});
   }
 
   void copy_out(const Tensor& t, std::vector<float>& out) {
@@ -252,25 +279,7 @@ struct BertInference::State {
     device.copy_from_host(*types.buffer, in.token_type_ids.data(), types.bytes());
     device.copy_from_host(*mask.buffer, in.attention_mask.data(), mask.bytes());
 
-    run1(*embedding, {ids, types}, x1);
-    run1(*embedding_norm, {x1}, x);
-    for (auto& layer : layers) {
-      run1(*layer.qkv, {x}, qkv);
-      run1(*layer.attention, {qkv, mask}, context);
-      run1(*layer.output, {context, x}, attention_out);  // residual added in the epilogue
-      run1(*layer.norm1, {attention_out}, x1);
-      run1(*layer.intermediate, {x1}, intermediate);
-      run1(*layer.ffn_output, {intermediate, x1}, ffn_out);
-      run1(*layer.norm2, {ffn_out}, x);
-    }
-    run1(*take_cls, {x}, cls);
-    run1(*pooler, {cls}, pooled);
-    if (with_heads) {
-      run1(*nsp, {pooled}, nsp_logits);
-      run1(*mlm_transform, {x}, mlm_hidden);
-      run1(*mlm_norm, {mlm_hidden}, mlm_normed);
-      run1(*mlm_decoder, {mlm_normed}, mlm_logits);
-    }
+    for (const auto& s : steps) s.kernel->run(s.inputs, s.outputs);
     device.synchronize();
     if (out != nullptr) {
       copy_out(x, out->last_hidden_state);
