@@ -337,3 +337,27 @@ TEST(LauncherInference, BadModelSettingsAreConfigErrors) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+TEST(LauncherInference, SavedModelDirectoryLoadsBackWithIdenticalOutputs) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "bert.yaml",
+      "backend: cpu\ntask: inference\nmodel: {preset: tiny, seq_len: 8, heads: true, seed: 5}\n"
+      "batch: {micro: 1}\ninference: {iterations: 1, warmup: 0}\n");
+  const auto saved = dir.path() / "saved";
+  auto r = run_polyhal("run --config " + config.string() + " --set model.save=" + saved.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  ASSERT_TRUE(std::filesystem::exists(saved / "config.json"));
+  ASSERT_TRUE(std::filesystem::exists(saved / "model.safetensors"));
+  r = run_polyhal("run --config " + config.string() +
+                  " --set model.hf_config=" + (saved / "config.json").string() +
+                  " --set model.weights=" + (saved / "model.safetensors").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("BERT custom (L2 H128 A2)"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal

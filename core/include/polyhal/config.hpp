@@ -12,7 +12,8 @@
 ///                  iterations: 20, warmup: 2}
 ///   log: {level: info, file: <path>}
 ///   model: {preset: base, hf_config: <config.json>, weights: <.safetensors>,
-///           seed: 0, heads: false, seq_len: 128, precision: f32 | bf16 | f16,
+///           save: <dir>, seed: 0, heads: false, seq_len: 128,
+///           precision: f32 | bf16 | f16,
 ///           <any BertConfig dimension to override the preset>}
 ///   batch: {micro: 8}
 ///   data: {source: generated | text, text_file: <path>, vocab: <vocab.txt>,
@@ -46,6 +47,7 @@ struct ModelSection {
   std::filesystem::path hf_config;           ///< overrides the preset when set
   std::map<std::string, std::int64_t> dims;  ///< explicit BertConfig dimensions
   std::filesystem::path weights;             ///< empty: seeded random init
+  std::filesystem::path save;                ///< write config.json + model.safetensors here
   std::uint64_t seed = 0;
   bool heads = false;  ///< MLM + NSP heads
   std::int64_t seq_len = 128;

@@ -185,7 +185,7 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
                                              "num_hidden_layers", "num_attention_heads",
                                              "intermediate_size", "max_position_embeddings",
                                              "type_vocab_size"};
-  std::vector<std::string> keys{"preset", "hf_config", "weights",  "seed",
+  std::vector<std::string> keys{"preset", "hf_config", "weights", "save", "seed",
                                 "heads",  "seq_len",   "precision"};
   keys.insert(keys.end(), dims.begin(), dims.end());
   reader.require_known_keys(node, "model", keys);
@@ -202,6 +202,7 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
     m.hf_config = relative_to(config.file, reader.scalar(node["hf_config"], "model.hf_config"));
   if (node["weights"])
     m.weights = relative_to(config.file, reader.scalar(node["weights"], "model.weights"));
+  if (node["save"]) m.save = relative_to(config.file, reader.scalar(node["save"], "model.save"));
   if (node["seed"])
     m.seed = static_cast<std::uint64_t>(reader.integer(node["seed"], "model.seed", 0));
   if (node["heads"]) m.heads = reader.boolean(node["heads"], "model.heads");

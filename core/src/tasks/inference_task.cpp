@@ -124,9 +124,17 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   result.estimated_batch_seconds = bert.estimate_seconds();
   if (compile_only) return result;
 
-  bert.load_weights(config.model.weights.empty()
-                        ? init_bert_weights(result.config, config.model.seed)
-                        : load_bert_weights(config.model.weights, result.config));
+  const TensorMap weights = config.model.weights.empty()
+                                ? init_bert_weights(result.config, config.model.seed)
+                                : load_bert_weights(config.model.weights, result.config);
+  if (!config.model.save.empty()) {
+    // Hugging Face layout: the directory loads with BertForPreTraining.from_pretrained.
+    std::filesystem::create_directories(config.model.save);
+    write_hf_config(result.config, config.model.save / "config.json");
+    save_bert_weights(weights, DType::f32, config.model.save / "model.safetensors");
+    spdlog::info("saved config.json and model.safetensors to {}", config.model.save.string());
+  }
+  bert.load_weights(weights);
   if (text) {
     const auto examples = read_text(config.data.text_file);
     if (config.inference.output.empty())
