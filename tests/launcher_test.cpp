@@ -341,7 +341,7 @@ TEST(LauncherInference, BadModelSettingsAreConfigErrors) {
 namespace polyhal {
 namespace {
 
-TEST(LauncherInference, SavedModelDirectoryLoadsBackWithIdenticalOutputs) {
+TEST(LauncherInference, SavedModelDirectoryLoadsBack) {
   test::TempDir dir;
   const auto config = dir.write(
       "bert.yaml",
