@@ -185,8 +185,8 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
                                              "num_hidden_layers", "num_attention_heads",
                                              "intermediate_size", "max_position_embeddings",
                                              "type_vocab_size"};
-  std::vector<std::string> keys{"preset", "hf_config", "weights", "save", "seed",
-                                "heads",  "seq_len",   "precision"};
+  std::vector<std::string> keys{"preset", "hf_config", "weights", "save",
+                                "seed",   "heads",     "seq_len", "precision"};
   keys.insert(keys.end(), dims.begin(), dims.end());
   reader.require_known_keys(node, "model", keys);
   auto& m = config.model;
