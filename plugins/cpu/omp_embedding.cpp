@@ -8,6 +8,7 @@
 
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/reference_kernels.hpp"
 
 namespace polyhal::cpu {
 namespace {
@@ -18,31 +19,18 @@ class OmpEmbedding final : public Kernel {
       : tokens_(desc.input_shapes.at(0).at(0)), seq_(desc.int_attr("seq")) {}
 
   void set_constants(std::span<const Tensor> constants) override {
-    if (constants.size() != 3)
-      throw RuntimeFailure("embedding: constants are word, position and type tables");
+    hidden_ = check_embedding_tables(constants, seq_);
     tables_.assign(constants.begin(), constants.end());
-    hidden_ = tables_[0].shape.at(1);
     // Two f32 rows of scratch per thread, allocated once.
     scratch_.assign(
         static_cast<std::size_t>(omp_get_max_threads()) * 2 * static_cast<std::size_t>(hidden_),
         0.0f);
-    if (tables_[1].shape.at(0) < seq_) {
-      throw RuntimeFailure(fmt::format("sequence length {} exceeds the {} position embeddings",
-                                       seq_, tables_[1].shape.at(0)));
-    }
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     const auto* ids = static_cast<const std::int32_t*>(inputs[0].buffer->data());
     const auto* types = static_cast<const std::int32_t*>(inputs[1].buffer->data());
-    for (std::int64_t t = 0; t < tokens_; ++t) {
-      if (ids[t] < 0 || ids[t] >= tables_[0].shape[0] || types[t] < 0 ||
-          types[t] >= tables_[2].shape[0]) {
-        throw RuntimeFailure(
-            fmt::format("token {}: input id {} / token type {} outside the tables ({} / {})", t,
-                        ids[t], types[t], tables_[0].shape[0], tables_[2].shape[0]));
-      }
-    }
+    check_embedding_ids(ids, types, tokens_, tables_);
     const DType type = tables_[0].dtype;
     const auto h = static_cast<std::size_t>(hidden_);
 #pragma omp parallel

@@ -5,6 +5,7 @@
 /// are rounded to, what the accumulator is rounded to, how the output rounds.
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "polyhal/kernel.hpp"
 
@@ -30,6 +31,13 @@ std::unique_ptr<Kernel> make_reference_matmul(const KernelDesc& desc, MatMulNume
 /// kernels afterwards to replace some of them.
 void register_reference_kernels(KernelRegistry& registry, const std::vector<DType>& dtypes,
                                 MatMulNumerics numerics);
+
+/// Shared by every "embedding" kernel: checks the three tables against the
+/// sequence length (returns the hidden size) and, per run, every id and token
+/// type against the tables; throws RuntimeFailure naming the offending token.
+std::int64_t check_embedding_tables(std::span<const Tensor> tables, std::int64_t seq);
+void check_embedding_ids(const std::int32_t* ids, const std::int32_t* types, std::int64_t tokens,
+                         std::span<const Tensor> tables);
 
 /// Checks a matmul desc: two 2-D inputs with matching inner dimension.
 /// Returns {M, N, K}; throws RuntimeFailure naming the shapes otherwise.

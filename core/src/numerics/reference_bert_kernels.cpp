@@ -275,30 +275,15 @@ class ReferenceEmbedding final : public Kernel {
   }
 
   void set_constants(std::span<const Tensor> constants) override {
-    if (constants.size() != 3)
-      throw RuntimeFailure(desc_.to_string() + ": constants are word, position, type tables");
+    hidden_ = check_embedding_tables(constants, seq_);
     tables_.assign(constants.begin(), constants.end());
-    hidden_ = tables_[0].shape.at(1);
-    if (tables_[1].shape.at(0) < seq_) {
-      throw RuntimeFailure(fmt::format("sequence length {} exceeds the {} position embeddings",
-                                       seq_, tables_[1].shape.at(0)));
-    }
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     const auto* ids = static_cast<const std::int32_t*>(inputs[0].buffer->data());
     const auto* types = static_cast<const std::int32_t*>(inputs[1].buffer->data());
     const std::size_t h = size_of(hidden_);
-    for (std::int64_t t = 0; t < tokens_; ++t) {
-      if (ids[t] < 0 || ids[t] >= tables_[0].shape[0]) {
-        throw RuntimeFailure(fmt::format("input_ids[{}] = {} is outside the vocabulary of {}", t,
-                                         ids[t], tables_[0].shape[0]));
-      }
-      if (types[t] < 0 || types[t] >= tables_[2].shape[0]) {
-        throw RuntimeFailure(fmt::format("token_type_ids[{}] = {} is outside the {} token types", t,
-                                         types[t], tables_[2].shape[0]));
-      }
-    }
+    check_embedding_ids(ids, types, tokens_, tables_);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, size_of(tokens_)), [&](const auto& range) {
       std::vector<float> sum(h), part(h);
       for (std::size_t t = range.begin(); t < range.end(); ++t) {
@@ -350,6 +335,30 @@ class ReferenceTakeRows final : public Kernel {
 };
 
 }  // namespace
+
+std::int64_t check_embedding_tables(std::span<const Tensor> tables, std::int64_t seq) {
+  if (tables.size() != 3)
+    throw RuntimeFailure("embedding: constants are word, position and type tables");
+  if (tables[1].shape.at(0) < seq) {
+    throw RuntimeFailure(fmt::format("sequence length {} exceeds the {} position embeddings", seq,
+                                     tables[1].shape.at(0)));
+  }
+  return tables[0].shape.at(1);
+}
+
+void check_embedding_ids(const std::int32_t* ids, const std::int32_t* types, std::int64_t tokens,
+                         std::span<const Tensor> tables) {
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    if (ids[t] < 0 || ids[t] >= tables[0].shape[0]) {
+      throw RuntimeFailure(fmt::format("input_ids[{}] = {} is outside the vocabulary of {}", t,
+                                       ids[t], tables[0].shape[0]));
+    }
+    if (types[t] < 0 || types[t] >= tables[2].shape[0]) {
+      throw RuntimeFailure(fmt::format("token_type_ids[{}] = {} is outside the {} token types", t,
+                                       types[t], tables[2].shape[0]));
+    }
+  }
+}
 
 void register_reference_kernels(KernelRegistry& registry, const std::vector<DType>& dtypes,
                                 MatMulNumerics numerics) {
