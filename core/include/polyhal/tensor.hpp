@@ -51,4 +51,9 @@ struct Tensor {
   }
 };
 
+/// Rows [begin, begin + count) of a tensor's outermost dimension, sharing its
+/// memory (and keeping it alive). Used to address Q, K and V inside a fused
+/// projection without copies.
+Tensor row_slice(const Tensor& tensor, std::int64_t begin, std::int64_t count);
+
 }  // namespace polyhal

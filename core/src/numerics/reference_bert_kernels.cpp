@@ -12,6 +12,7 @@
 #include "numerics/reference_gemm.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/reference_kernels.hpp"
+#include "polyhal/train_kernels.hpp"
 
 namespace polyhal {
 namespace {
@@ -362,6 +363,9 @@ void check_embedding_ids(const std::int32_t* ids, const std::int32_t* types, std
 
 void register_reference_kernels(KernelRegistry& registry, const std::vector<DType>& dtypes,
                                 MatMulNumerics numerics) {
+  if (std::find(dtypes.begin(), dtypes.end(), DType::f32) != dtypes.end()) {
+    register_reference_train_kernels(registry);
+  }
   for (DType type : dtypes) {
     const MatMulNumerics for_type{type == DType::f16 ? numerics.accumulate : DType::f32,
                                   numerics.stochastic_rounding, numerics.seed};

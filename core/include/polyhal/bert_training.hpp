@@ -1,0 +1,75 @@
+#pragma once
+/// @file bert_training.hpp
+/// BertForPreTraining training step on any Device, through Kernels only:
+/// forward keeping what backward needs, MLM + NSP loss, explicit backward of
+/// every layer in reverse, optimizer step. Gradients accumulate over
+/// micro-batches until optimizer_step(). f32 in this version.
+///
+///   forward:   x0 = LN(embed); per layer: qkv, (ctx, probs) = attention,
+///              s1 = ctx Wo + bo + x, x1 = LN(s1), f = gelu(x1 Wi + bi),
+///              s2 = f Wf + bf + x1, x' = LN(s2); pooled = tanh(cls Wp + bp);
+///              nsp = pooled Wn + bn; mlm = LN(gelu(x Wt + bt)) word^T + b
+///   loss:      mean CE over labelled MLM positions + mean CE of NSP
+///   backward:  the same list reversed (bert_training.cpp, one line per op)
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "polyhal/bert_config.hpp"
+#include "polyhal/bert_inference.hpp"
+#include "polyhal/device.hpp"
+#include "polyhal/safetensors.hpp"
+
+namespace polyhal {
+
+/// One micro-batch: inputs plus labels (batch x seq and batch).
+struct TrainingBatch {
+  BertInputs inputs;
+  std::vector<std::int32_t> mlm_labels;  ///< token id to predict, -100 elsewhere
+  std::vector<std::int32_t> nsp_labels;  ///< 0 = is next, 1 = random
+};
+
+struct OptimizerSettings {
+  std::string kind = "lamb";  ///< lamb | adamw | sgd
+  double learning_rate = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6;
+  double weight_decay = 0.01;  ///< not applied to biases and LayerNorm (as the seeds)
+  double momentum = 0.9;       ///< sgd only
+};
+
+struct StepLosses {
+  double mlm = 0, nsp = 0;
+  double total() const { return mlm + nsp; }
+};
+
+class BertTraining {
+ public:
+  BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
+               OptimizerSettings optimizer);
+  ~BertTraining();
+  BertTraining(const BertTraining&) = delete;
+  BertTraining& operator=(const BertTraining&) = delete;
+
+  /// Weights, gradients, optimizer state and activations, without allocating.
+  MemoryReport plan_memory() const;
+  /// Uploads weights (Hugging Face names) as f32 master weights; zeroes
+  /// gradients and optimizer state.
+  void load_weights(const TensorMap& weights);
+  /// Forward and backward of one micro-batch; gradients accumulate, each
+  /// scaled by 1/accumulation_steps. Returns the micro-batch's losses.
+  StepLosses forward_backward(const TrainingBatch& batch, int accumulation_steps = 1);
+  /// Applies the optimizer to the accumulated gradients, then zeroes them.
+  void optimizer_step(double learning_rate);
+  /// Current weights and accumulated gradients, under Hugging Face names.
+  TensorMap weights() const;
+  TensorMap gradients() const;
+  std::int64_t steps_taken() const;
+
+  struct State;
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace polyhal

@@ -1,0 +1,32 @@
+#pragma once
+/// @file train_kernels.hpp
+/// Training ops (all tensors f32 unless noted; "+=" outputs accumulate, so
+/// gradient accumulation needs no extra pass; weights are run inputs because
+/// they change every step):
+///   "dense":              X[M,K], W[N,K], b[N] -> Y[M,N] = X W^T + b
+///   "dense_backward":     dY[M,N], X[M,K], W[N,K] -> dX[M,K], dW[N,K] +=, db[N] +=
+///   "gelu", "tanh":       X -> Y;  "add": A, B -> A + B (same shape)
+///   "gelu_backward":      dY, X -> dX;  "tanh_backward": dY, Y -> dX
+///   "layernorm_train":    X[M,H], gamma, beta -> Y, mean[M], rstd[M]; attrs: eps
+///   "layernorm_backward": dY, X, gamma, mean, rstd -> dX, dgamma +=, dbeta +=
+///   "attention_train":    QKV[B*S,3H], mask[B,S] (i32) -> ctx[B*S,H], probs[B,heads,S,S]
+///   "attention_backward": dctx, QKV, probs -> dQKV (overwritten)
+///   "embedding_train":    ids, types (i32), word, position, type -> X[B*S,H]
+///   "embedding_backward": dX, ids, types -> dword +=, dposition +=, dtype +=
+///   "take_rows_backward": dY[R,H] -> dX rows 0, stride, ... +=; attrs: stride
+///   "pretraining_loss":   mlm_logits[T,V], mlm_labels[T] (i32, -100 ignored),
+///                         nsp_logits[B,2], nsp_labels[B] (i32), loss_scale[1]
+///                         -> losses[2] (mlm, nsp), dmlm[T,V], dnsp[B,2]
+///                         (means over counted rows, gradients x loss_scale)
+///   "adamw_update", "lamb_update", "sgd_update":
+///                         W, grad, m, v, hyper[10] -> W, m, v (in place)
+///                         hyper = lr, beta1, beta2, eps, weight_decay, step,
+///                         decay? (0/1), trust ratio? (0/1), grad_scale, momentum
+#include "polyhal/kernel.hpp"
+
+namespace polyhal {
+
+/// Registers the f32 reference implementation of every training op.
+void register_reference_train_kernels(KernelRegistry& registry);
+
+}  // namespace polyhal

@@ -1,0 +1,458 @@
+#include "polyhal/bert_training.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "polyhal/bert_weights.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+namespace {
+
+/// A tensor of the training program: declared (shape, category) at prepare,
+/// allocated at load; `view_of` >= 0 makes it rows of another slot.
+struct Slot {
+  std::string name;
+  std::string category;  // weights, gradients, optimizer state, activations
+  DType dtype = DType::f32;
+  Shape shape;
+  int view_of = -1;
+  std::int64_t view_begin = 0;
+  Tensor tensor;
+};
+
+struct Op {
+  std::shared_ptr<Kernel> kernel;
+  std::vector<int> inputs, outputs;
+  std::vector<Tensor> bound_inputs, bound_outputs;
+};
+
+struct Param {
+  std::string name;  // Hugging Face name
+  int weight, grad, m, v;
+  bool decay;  // weight decay and LAMB trust ratio apply
+};
+
+bool decays(const std::string& name) {
+  return !name.ends_with(".bias") && name.find("LayerNorm") == std::string::npos;
+}
+
+}  // namespace
+
+struct BertTraining::State {
+  Device& device;
+  BertConfig config;
+  BertShape shape;
+  OptimizerSettings optimizer;
+  std::int64_t tokens;
+  std::vector<Slot> slots;
+  std::vector<Op> forward, backward;
+  std::vector<Param> params;
+  std::vector<std::shared_ptr<Kernel>> updates;  // one per param
+  std::vector<std::vector<Tensor>> update_inputs, update_outputs;
+  int ids, types, mask, mlm_labels, nsp_labels, loss_scale, losses, hyper;
+  std::int64_t steps = 0;
+  bool loaded = false;
+
+  State(Device& d, const BertConfig& c, BertShape s, OptimizerSettings o)
+      : device(d), config(c), shape(s), optimizer(std::move(o)), tokens(s.batch * s.seq) {}
+
+  int slot(const std::string& name, const std::string& category, Shape s, DType type = DType::f32) {
+    slots.push_back({name, category, type, std::move(s), -1, 0, {}});
+    return static_cast<int>(slots.size()) - 1;
+  }
+  int act(const std::string& name, Shape s) { return slot(name, "activations", std::move(s)); }
+  int view(int of, std::int64_t begin, std::int64_t rows, const std::string& name) {
+    Slot v = slots[static_cast<std::size_t>(of)];
+    v.name = name;
+    v.view_of = of;
+    v.view_begin = begin;
+    v.shape[0] = rows;
+    slots.push_back(v);
+    return static_cast<int>(slots.size()) - 1;
+  }
+
+  /// A parameter with its gradient and two optimizer-state tensors.
+  Param& param(const std::string& name, Shape s) {
+    const int w = slot(name, "weights", s), g = slot("grad." + name, "gradients", s);
+    const int m = slot("m." + name, "optimizer state", s),
+              v = slot("v." + name, "optimizer state", s);
+    params.push_back({name, w, g, m, v, decays(name)});
+    return params.back();
+  }
+
+  void add(std::vector<Op>& list, const std::string& op, std::vector<int> in, std::vector<int> out,
+           std::map<std::string, std::string> attrs = {}) {
+    KernelDesc desc{op, DType::f32, {}, std::move(attrs)};
+    for (int i : in) desc.input_shapes.push_back(slots[static_cast<std::size_t>(i)].shape);
+    list.push_back({device.prepare_kernel(desc), std::move(in), std::move(out), {}, {}});
+  }
+  void fwd(const std::string& op, std::vector<int> in, std::vector<int> out,
+           std::map<std::string, std::string> a = {}) {
+    add(forward, op, std::move(in), std::move(out), std::move(a));
+  }
+  void bwd(const std::string& op, std::vector<int> in, std::vector<int> out,
+           std::map<std::string, std::string> a = {}) {
+    add(backward, op, std::move(in), std::move(out), std::move(a));
+  }
+
+  void prepare() {
+    const std::int64_t t = tokens, h = config.hidden_size, i = config.intermediate_size,
+                       v = config.vocab_size;
+    const std::int64_t b = shape.batch, s = shape.seq, heads = config.num_attention_heads;
+    const std::string eps = fmt::format("{:.17g}", config.layer_norm_eps);
+    ids = slot("input_ids", "activations", {t}, DType::i32);
+    types = slot("token_type_ids", "activations", {t}, DType::i32);
+    mask = slot("attention_mask", "activations", {b, s}, DType::i32);
+    mlm_labels = slot("mlm_labels", "activations", {t}, DType::i32);
+    nsp_labels = slot("nsp_labels", "activations", {b}, DType::i32);
+    loss_scale = act("loss scale", {1});
+    losses = act("losses", {2});
+    hyper = act("optimizer hyper-parameters", {10});
+
+    auto& word = param("bert.embeddings.word_embeddings.weight", {v, h});
+    const int word_w = word.weight, word_g = word.grad;
+    const int pos_w =
+        param("bert.embeddings.position_embeddings.weight", {config.max_position_embeddings, h})
+            .weight;
+    const int pos_g = params.back().grad;
+    const int type_w =
+        param("bert.embeddings.token_type_embeddings.weight", {config.type_vocab_size, h}).weight;
+    const int type_g = params.back().grad;
+    auto layernorm_params = [&](const std::string& prefix) {
+      const Param gamma = param(prefix + ".weight", {h});
+      const Param beta = param(prefix + ".bias", {h});
+      return std::array{gamma, beta};
+    };
+    auto dense_params = [&](const std::string& prefix, std::int64_t out, std::int64_t in) {
+      const Param w = param(prefix + ".weight", {out, in});
+      const Param bias = param(prefix + ".bias", {out});
+      return std::array{w, bias};
+    };
+
+    // ---- forward -----------------------------------------------------------
+    const int embedded = act("embedded", {t, h});
+    fwd("embedding_train", {ids, types, word_w, pos_w, type_w}, {embedded},
+        {{"seq", std::to_string(s)}});
+    const auto ln0 = layernorm_params("bert.embeddings.LayerNorm");
+    std::vector<int> xs{act("x0", {t, h})};
+    const int mean0 = act("mean0", {t}), rstd0 = act("rstd0", {t});
+    fwd("layernorm_train", {embedded, ln0[0].weight, ln0[1].weight}, {xs[0], mean0, rstd0},
+        {{"eps", eps}});
+
+    struct LayerSlots {
+      int qkv_w, qkv_b, qkv_gw, qkv_gb, o_w, o_gw, o_gb, i_w, i_gw, i_gb, f_w, f_gw, f_gb;
+      std::array<Param, 2> ln1, ln2;
+      int qkv, ctx, probs, a_out, s1, x1, m1, r1, ip, ia, f_out, s2, m2, r2;
+    };
+    std::vector<LayerSlots> layers;
+    for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
+      const std::string p = fmt::format("bert.encoder.layer.{}.", l);
+      LayerSlots L{};
+      // Q, K and V live in one [3H, H] projection; each is a row view with
+      // its own optimizer state, so LAMB's per-tensor trust ratio is exact.
+      const int fw = slot(p + "qkv.weight", "weights", {3 * h, h}),
+                fb = slot(p + "qkv.bias", "weights", {3 * h});
+      const int gw = slot(p + "qkv.weight.grad", "gradients", {3 * h, h});
+      const int gb = slot(p + "qkv.bias.grad", "gradients", {3 * h});
+      const char* parts[3] = {"query", "key", "value"};
+      for (std::int64_t q = 0; q < 3; ++q) {
+        const std::string name = p + "attention.self." + parts[q];
+        params.push_back({name + ".weight", view(fw, q * h, h, name + ".weight"),
+                          view(gw, q * h, h, "grad." + name),
+                          slot("m." + name + ".weight", "optimizer state", {h, h}),
+                          slot("v." + name + ".weight", "optimizer state", {h, h}), true});
+        params.push_back({name + ".bias", view(fb, q * h, h, name + ".bias"),
+                          view(gb, q * h, h, "grad." + name),
+                          slot("m." + name + ".bias", "optimizer state", {h}),
+                          slot("v." + name + ".bias", "optimizer state", {h}), false});
+      }
+      L.qkv_w = fw, L.qkv_b = fb, L.qkv_gw = gw, L.qkv_gb = gb;
+      const auto o = dense_params(p + "attention.output.dense", h, h);
+      L.ln1 = layernorm_params(p + "attention.output.LayerNorm");
+      const auto in = dense_params(p + "intermediate.dense", i, h);
+      const auto f = dense_params(p + "output.dense", h, i);
+      L.ln2 = layernorm_params(p + "output.LayerNorm");
+      L.o_w = o[0].weight, L.o_gw = o[0].grad, L.o_gb = o[1].grad;
+      L.i_w = in[0].weight, L.i_gw = in[0].grad, L.i_gb = in[1].grad;
+      L.f_w = f[0].weight, L.f_gw = f[0].grad, L.f_gb = f[1].grad;
+      const int x = xs.back();
+      L.qkv = act(p + "qkv", {t, 3 * h});
+      L.ctx = act(p + "context", {t, h});
+      L.probs = act(p + "probs", {b, heads, s, s});
+      L.a_out = act(p + "attention out", {t, h});
+      L.s1 = act(p + "sum1", {t, h});
+      L.x1 = act(p + "x1", {t, h});
+      L.m1 = act(p + "mean1", {t}), L.r1 = act(p + "rstd1", {t});
+      L.ip = act(p + "ffn pre", {t, i}), L.ia = act(p + "ffn act", {t, i});
+      L.f_out = act(p + "ffn out", {t, h});
+      L.s2 = act(p + "sum2", {t, h});
+      L.m2 = act(p + "mean2", {t}), L.r2 = act(p + "rstd2", {t});
+      const int next = act(fmt::format("x{}", l + 1), {t, h});
+      const std::map<std::string, std::string> attention{{"batch", std::to_string(b)},
+                                                         {"seq", std::to_string(s)},
+                                                         {"heads", std::to_string(heads)}};
+      fwd("dense", {x, fw, fb}, {L.qkv});
+      fwd("attention_train", {L.qkv, mask}, {L.ctx, L.probs}, attention);
+      fwd("dense", {L.ctx, o[0].weight, o[1].weight}, {L.a_out});
+      fwd("add", {L.a_out, x}, {L.s1});
+      fwd("layernorm_train", {L.s1, L.ln1[0].weight, L.ln1[1].weight}, {L.x1, L.m1, L.r1},
+          {{"eps", eps}});
+      fwd("dense", {L.x1, in[0].weight, in[1].weight}, {L.ip});
+      fwd("gelu", {L.ip}, {L.ia});
+      fwd("dense", {L.ia, f[0].weight, f[1].weight}, {L.f_out});
+      fwd("add", {L.f_out, L.x1}, {L.s2});
+      fwd("layernorm_train", {L.s2, L.ln2[0].weight, L.ln2[1].weight}, {next, L.m2, L.r2},
+          {{"eps", eps}});
+      layers.push_back(L);
+      xs.push_back(next);
+    }
+    const int x_last = xs.back();
+    const auto pool = dense_params("bert.pooler.dense", h, h);
+    const auto transform = dense_params("cls.predictions.transform.dense", h, h);
+    const auto ln_t = layernorm_params("cls.predictions.transform.LayerNorm");
+    const Param vocab_bias = param("cls.predictions.bias", {v});
+    const auto nsp_head = dense_params("cls.seq_relationship", 2, h);
+    const int cls = act("cls", {b, h}), pooled_pre = act("pooled pre", {b, h}),
+              pooled = act("pooled", {b, h});
+    const int nsp = act("nsp logits", {b, 2});
+    const int tp = act("transform pre", {t, h}), ta = act("transform act", {t, h});
+    const int tl = act("transform normed", {t, h}), mt = act("mean t", {t}),
+              rt = act("rstd t", {t});
+    const int mlm = act("mlm logits", {t, v});
+    const int dmlm = act("d mlm logits", {t, v}), dnsp = act("d nsp logits", {b, 2});
+    fwd("take_rows", {x_last}, {cls}, {{"stride", std::to_string(s)}});
+    fwd("dense", {cls, pool[0].weight, pool[1].weight}, {pooled_pre});
+    fwd("tanh", {pooled_pre}, {pooled});
+    fwd("dense", {pooled, nsp_head[0].weight, nsp_head[1].weight}, {nsp});
+    fwd("dense", {x_last, transform[0].weight, transform[1].weight}, {tp});
+    fwd("gelu", {tp}, {ta});
+    fwd("layernorm_train", {ta, ln_t[0].weight, ln_t[1].weight}, {tl, mt, rt}, {{"eps", eps}});
+    fwd("dense", {tl, word_w, vocab_bias.weight}, {mlm});  // decoder tied to the word embeddings
+    fwd("pretraining_loss", {mlm, mlm_labels, nsp, nsp_labels, loss_scale}, {losses, dmlm, dnsp});
+
+    // ---- backward: the forward list in reverse ------------------------------
+    const int dtl = act("d transform normed", {t, h}), dta = act("d transform act", {t, h});
+    const int dtp = act("d transform pre", {t, h}), dx = act("d x", {t, h});
+    const int dpooled = act("d pooled", {b, h}), dpp = act("d pooled pre", {b, h}),
+              dcls = act("d cls", {b, h});
+    bwd("dense_backward", {dmlm, tl, word_w}, {dtl, word_g, vocab_bias.grad});
+    bwd("layernorm_backward", {dtl, ta, ln_t[0].weight, mt, rt}, {dta, ln_t[0].grad, ln_t[1].grad});
+    bwd("gelu_backward", {dta, tp}, {dtp});
+    bwd("dense_backward", {dtp, x_last, transform[0].weight},
+        {dx, transform[0].grad, transform[1].grad});
+    bwd("dense_backward", {dnsp, pooled, nsp_head[0].weight},
+        {dpooled, nsp_head[0].grad, nsp_head[1].grad});
+    bwd("tanh_backward", {dpooled, pooled}, {dpp});
+    bwd("dense_backward", {dpp, cls, pool[0].weight}, {dcls, pool[0].grad, pool[1].grad});
+    bwd("take_rows_backward", {dcls}, {dx}, {{"stride", std::to_string(s)}});
+    const int ds2 = act("d sum2", {t, h}), dia = act("d ffn act", {t, i}),
+              dip = act("d ffn pre", {t, i});
+    const int dx1 = act("d x1", {t, h}), dx1b = act("d x1 via ffn", {t, h}),
+              ds1 = act("d sum1", {t, h});
+    const int dctx = act("d context", {t, h}), dqkv = act("d qkv", {t, 3 * h}),
+              dxb = act("d x via qkv", {t, h});
+    for (std::size_t l = layers.size(); l-- > 0;) {
+      const auto& L = layers[l];
+      const std::map<std::string, std::string> attention{{"batch", std::to_string(b)},
+                                                         {"seq", std::to_string(s)},
+                                                         {"heads", std::to_string(heads)}};
+      bwd("layernorm_backward", {dx, L.s2, L.ln2[0].weight, L.m2, L.r2},
+          {ds2, L.ln2[0].grad, L.ln2[1].grad});
+      bwd("dense_backward", {ds2, L.ia, L.f_w}, {dia, L.f_gw, L.f_gb});
+      bwd("gelu_backward", {dia, L.ip}, {dip});
+      bwd("dense_backward", {dip, L.x1, L.i_w}, {dx1b, L.i_gw, L.i_gb});
+      bwd("add", {dx1b, ds2}, {dx1});  // x1 feeds both the FFN and the residual
+      bwd("layernorm_backward", {dx1, L.s1, L.ln1[0].weight, L.m1, L.r1},
+          {ds1, L.ln1[0].grad, L.ln1[1].grad});
+      bwd("dense_backward", {ds1, L.ctx, L.o_w}, {dctx, L.o_gw, L.o_gb});
+      bwd("attention_backward", {dctx, L.qkv, L.probs}, {dqkv}, attention);
+      bwd("dense_backward", {dqkv, xs[l], L.qkv_w}, {dxb, L.qkv_gw, L.qkv_gb});
+      bwd("add", {dxb, ds1}, {dx});  // the layer input feeds QKV and the residual
+    }
+    const int demb = act("d embedded", {t, h});
+    bwd("layernorm_backward", {dx, embedded, ln0[0].weight, mean0, rstd0},
+        {demb, ln0[0].grad, ln0[1].grad});
+    bwd("embedding_backward", {demb, ids, types}, {word_g, pos_g, type_g},
+        {{"seq", std::to_string(s)}});
+
+    const std::string update = optimizer.kind + "_update";
+    for (const auto& p : params) {
+      KernelDesc desc{update,
+                      DType::f32,
+                      {slots[static_cast<std::size_t>(p.weight)].shape,
+                       slots[static_cast<std::size_t>(p.grad)].shape},
+                      {}};
+      updates.push_back(device.prepare_kernel(desc));
+    }
+  }
+
+  std::vector<MemoryItem> memory_items() const {
+    std::map<std::string, std::uint64_t> bytes;
+    for (const auto& s : slots) {
+      if (s.view_of >= 0) continue;
+      bytes[s.category] += static_cast<std::uint64_t>(element_count(s.shape)) * dtype_size(s.dtype);
+    }
+    std::vector<MemoryItem> items;
+    for (const auto& [category, total] : bytes) items.push_back({category, "f32", total});
+    return items;
+  }
+
+  void allocate() {
+    for (auto& s : slots) {
+      if (s.view_of < 0) s.tensor = device.allocate_tensor(s.dtype, s.shape, s.name);
+    }
+    for (auto& s : slots) {
+      if (s.view_of >= 0)
+        s.tensor =
+            row_slice(slots[static_cast<std::size_t>(s.view_of)].tensor, s.view_begin, s.shape[0]);
+    }
+    auto bind = [&](std::vector<Op>& list) {
+      for (auto& op : list) {
+        for (int i : op.inputs)
+          op.bound_inputs.push_back(slots[static_cast<std::size_t>(i)].tensor);
+        for (int o : op.outputs)
+          op.bound_outputs.push_back(slots[static_cast<std::size_t>(o)].tensor);
+      }
+    };
+    bind(forward);
+    bind(backward);
+    for (const auto& p : params) {
+      const auto& w = slots[static_cast<std::size_t>(p.weight)].tensor;
+      const auto& g = slots[static_cast<std::size_t>(p.grad)].tensor;
+      const auto& m = slots[static_cast<std::size_t>(p.m)].tensor;
+      const auto& v = slots[static_cast<std::size_t>(p.v)].tensor;
+      update_inputs.push_back({w, g, m, v, slots[static_cast<std::size_t>(hyper)].tensor});
+      update_outputs.push_back({w, m, v});
+    }
+  }
+
+  void upload(int index, const std::vector<float>& values) {
+    const auto& t = slots[static_cast<std::size_t>(index)].tensor;
+    if (values.size() != static_cast<std::size_t>(t.numel())) {
+      throw RuntimeFailure(fmt::format("{}: {} values for {} elements",
+                                       slots[static_cast<std::size_t>(index)].name, values.size(),
+                                       t.numel()));
+    }
+    device.copy_from_host(*t.buffer, values.data(), t.bytes());
+  }
+  void upload_ints(int index, const std::vector<std::int32_t>& values) {
+    const auto& t = slots[static_cast<std::size_t>(index)].tensor;
+    if (values.size() != static_cast<std::size_t>(t.numel())) {
+      throw RuntimeFailure(fmt::format("{}: expected {} values, got {}",
+                                       slots[static_cast<std::size_t>(index)].name, t.numel(),
+                                       values.size()));
+    }
+    device.copy_from_host(*t.buffer, values.data(), t.bytes());
+  }
+  std::vector<float> download(int index) const {
+    const auto& t = slots[static_cast<std::size_t>(index)].tensor;
+    std::vector<float> out(static_cast<std::size_t>(t.numel()));
+    device.copy_to_host(out.data(), *t.buffer, t.bytes());
+    return out;
+  }
+  void zero(int index) {
+    upload(index, std::vector<float>(static_cast<std::size_t>(
+                      element_count(slots[static_cast<std::size_t>(index)].shape))));
+  }
+
+  void zero_gradients() {
+    for (const auto& p : params) zero(p.grad);
+  }
+
+  static void run(std::vector<Op>& list) {
+    for (auto& op : list) op.kernel->run(op.bound_inputs, op.bound_outputs);
+  }
+};
+
+BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
+                           OptimizerSettings optimizer)
+    : state_(std::make_unique<State>(device, config, micro_batch, std::move(optimizer))) {
+  config.validate("model");
+  if (state_->optimizer.kind != "lamb" && state_->optimizer.kind != "adamw" &&
+      state_->optimizer.kind != "sgd") {
+    throw ConfigError(
+        fmt::format("optimizer '{}': expected lamb, adamw or sgd", state_->optimizer.kind));
+  }
+  if (micro_batch.seq > config.max_position_embeddings) {
+    throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}",
+                                  micro_batch.seq, config.max_position_embeddings));
+  }
+  state_->prepare();
+}
+
+BertTraining::~BertTraining() = default;
+
+MemoryReport BertTraining::plan_memory() const {
+  return state_->device.plan_memory(state_->memory_items());
+}
+
+void BertTraining::load_weights(const TensorMap& weights) {
+  auto& s = *state_;
+  if (!s.loaded) s.allocate();
+  for (const auto& p : s.params) {
+    auto it = weights.find(p.name);
+    if (it == weights.end()) throw ConfigError(fmt::format("weights: missing tensor '{}'", p.name));
+    s.upload(p.weight, it->second.values);
+    s.zero(p.grad);
+    s.zero(p.m);
+    s.zero(p.v);
+  }
+  s.steps = 0;
+  s.loaded = true;
+}
+
+StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumulation_steps) {
+  auto& s = *state_;
+  if (!s.loaded) throw RuntimeFailure("BertTraining: load_weights before training");
+  s.upload_ints(s.ids, batch.inputs.input_ids);
+  s.upload_ints(s.types, batch.inputs.token_type_ids);
+  s.upload_ints(s.mask, batch.inputs.attention_mask);
+  s.upload_ints(s.mlm_labels, batch.mlm_labels);
+  s.upload_ints(s.nsp_labels, batch.nsp_labels);
+  s.upload(s.loss_scale, {1.0f / static_cast<float>(accumulation_steps)});
+  State::run(s.forward);
+  State::run(s.backward);
+  const auto losses = s.download(s.losses);
+  return {losses[0], losses[1]};
+}
+
+void BertTraining::optimizer_step(double learning_rate) {
+  auto& s = *state_;
+  ++s.steps;
+  const auto& o = s.optimizer;
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    const bool decay = s.params[i].decay;
+    s.upload(s.hyper,
+             {static_cast<float>(learning_rate), static_cast<float>(o.beta1),
+              static_cast<float>(o.beta2), static_cast<float>(o.epsilon),
+              static_cast<float>(o.weight_decay), static_cast<float>(s.steps), decay ? 1.0f : 0.0f,
+              decay ? 1.0f : 0.0f, 1.0f, static_cast<float>(o.momentum)});
+    s.updates[i]->run(s.update_inputs[i], s.update_outputs[i]);
+  }
+  s.zero_gradients();
+}
+
+TensorMap BertTraining::weights() const {
+  TensorMap out;
+  for (const auto& p : state_->params) {
+    out[p.name] = {state_->slots[static_cast<std::size_t>(p.weight)].shape,
+                   state_->download(p.weight)};
+  }
+  return out;
+}
+
+TensorMap BertTraining::gradients() const {
+  TensorMap out;
+  for (const auto& p : state_->params) {
+    out[p.name] = {state_->slots[static_cast<std::size_t>(p.grad)].shape, state_->download(p.grad)};
+  }
+  return out;
+}
+
+std::int64_t BertTraining::steps_taken() const {
+  return state_->steps;
+}
+
+}  // namespace polyhal

@@ -1,0 +1,445 @@
+// Reference kernels for training (f32): forward ops that keep what backward
+// needs, their backward ops, the pre-training loss and the optimizer updates.
+// Contracts are listed in polyhal/train_kernels.hpp. Weights are run inputs
+// here, not constants: they change every step.
+#include <fmt/format.h>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "numerics/reference_gemm.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/reference_kernels.hpp"
+#include "polyhal/train_kernels.hpp"
+
+namespace polyhal {
+namespace {
+
+using Body = std::function<void(std::span<const Tensor>, std::span<const Tensor>)>;
+
+/// A kernel whose run is a function of its tensors; the training ops are
+/// small enough that a class each would only add ceremony.
+class FunctionKernel final : public Kernel {
+ public:
+  FunctionKernel(std::string name, double flops, Body body)
+      : name_(std::move(name)), flops_(flops), body_(std::move(body)) {}
+  void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
+    for (const auto& t : inputs) require_f32(t);
+    for (const auto& t : outputs) require_f32(t);
+    body_(inputs, outputs);
+  }
+  std::string implementation() const override { return "reference " + name_; }
+  double flops() const override { return flops_; }
+
+ private:
+  void require_f32(const Tensor& t) const {
+    if (t.dtype != DType::f32 && t.dtype != DType::i32) {
+      throw RuntimeFailure(
+          fmt::format("reference {} trains in f32, got a {} tensor", name_, dtype_name(t.dtype)));
+    }
+  }
+  std::string name_;
+  double flops_;
+  Body body_;
+};
+
+float* f(const Tensor& t) {
+  return t.data<float>();
+}
+const std::int32_t* ints(const Tensor& t) {
+  return t.data<std::int32_t>();
+}
+std::size_t n(std::int64_t v) {
+  return static_cast<std::size_t>(v);
+}
+
+template <class Fn>
+void rows(std::int64_t count, Fn fn) {
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n(count)), [&](const auto& r) {
+    for (std::size_t i = r.begin(); i < r.end(); ++i) fn(i);
+  });
+}
+
+constexpr float kInvSqrt2 = 0.70710678118654752f;
+constexpr float kInvSqrt2Pi = 0.39894228040143268f;
+
+std::unique_ptr<Kernel> dense(const KernelDesc& d) {
+  const std::int64_t m = d.input_shapes.at(0).at(0), k = d.input_shapes.at(0).at(1),
+                     out = d.input_shapes.at(1).at(0);
+  auto wt = std::make_shared<std::vector<float>>(n(k * out));
+  return std::make_unique<FunctionKernel>(
+      "dense", 2.0 * static_cast<double>(m * out * k), [=](auto in, auto o) {
+        // Y = X W^T + b, with W transposed into [K, N] scratch for the row GEMM.
+        const float* w = f(in[1]);
+        for (std::int64_t r = 0; r < out; ++r)
+          for (std::int64_t c = 0; c < k; ++c) (*wt)[n(c * out + r)] = w[r * k + c];
+        detail::reference_gemm(f(in[0]), wt->data(), f(o[0]), n(m), n(out), n(k), false);
+        const float* b = f(in[2]);
+        float* y = f(o[0]);
+        rows(m, [&](std::size_t i) {
+          for (std::size_t j = 0; j < n(out); ++j) y[i * n(out) + j] += b[j];
+        });
+      });
+}
+
+std::unique_ptr<Kernel> dense_backward(const KernelDesc& d) {
+  const std::int64_t m = d.input_shapes.at(0).at(0), out = d.input_shapes.at(0).at(1),
+                     k = d.input_shapes.at(1).at(1);
+  auto scratch = std::make_shared<std::vector<float>>(n(k * out + m * out));
+  return std::make_unique<FunctionKernel>(
+      "dense_backward", 4.0 * static_cast<double>(m * out * k), [=](auto in, auto o) {
+        const float *dy = f(in[0]), *x = f(in[1]), *w = f(in[2]);
+        float *dx = f(o[0]), *dw = f(o[1]), *db = f(o[2]);
+        // dX = dY W           [M,N] x [N,K]
+        detail::reference_gemm(dy, w, dx, n(m), n(k), n(out), false);
+        // dW += dY^T X         [N,M] x [M,K]; db += sum over rows of dY
+        float* dy_t = scratch->data();
+        for (std::int64_t i = 0; i < m; ++i)
+          for (std::int64_t j = 0; j < out; ++j) dy_t[n(j * m + i)] = dy[i * out + j];
+        std::vector<float> dw_step(n(out * k));
+        detail::reference_gemm(dy_t, x, dw_step.data(), n(out), n(k), n(m), false);
+        for (std::size_t i = 0; i < dw_step.size(); ++i) dw[i] += dw_step[i];
+        for (std::int64_t j = 0; j < out; ++j) {
+          double sum = 0;
+          for (std::int64_t i = 0; i < m; ++i) sum += dy[i * out + j];
+          db[j] += static_cast<float>(sum);
+        }
+      });
+}
+
+std::unique_ptr<Kernel> elementwise(const KernelDesc& d) {
+  const std::int64_t count = element_count(d.input_shapes.at(0));
+  const std::string op = d.op;
+  return std::make_unique<FunctionKernel>(op, 0.0, [=](auto in, auto o) {
+    const float* a = f(in[0]);
+    float* y = f(o[0]);
+    for (std::int64_t i = 0; i < count; ++i) {
+      const float x = a[i];
+      if (op == "gelu") {
+        y[i] = 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
+      } else if (op == "gelu_backward") {  // in: dY, X
+        const float xv = f(in[1])[i];
+        const float cdf = 0.5f * (1.0f + std::erf(xv * kInvSqrt2));
+        y[i] = x * (cdf + xv * kInvSqrt2Pi * std::exp(-0.5f * xv * xv));
+      } else if (op == "tanh") {
+        y[i] = std::tanh(x);
+      } else if (op == "tanh_backward") {  // in: dY, Y
+        const float yv = f(in[1])[i];
+        y[i] = x * (1.0f - yv * yv);
+      } else if (op == "add") {
+        y[i] = x + f(in[1])[i];
+      }
+    }
+  });
+}
+
+std::unique_ptr<Kernel> layernorm_train(const KernelDesc& d) {
+  const std::int64_t m = d.input_shapes.at(0).at(0), h = d.input_shapes.at(0).at(1);
+  const double eps = std::stod(d.attr("eps", "1e-12"));
+  return std::make_unique<FunctionKernel>("layernorm_train", 0.0, [=](auto in, auto o) {
+    const float *x = f(in[0]), *gamma = f(in[1]), *beta = f(in[2]);
+    float *y = f(o[0]), *mean_out = f(o[1]), *rstd_out = f(o[2]);
+    rows(m, [&](std::size_t i) {
+      const float* row = x + i * n(h);
+      double mean = 0, var = 0;
+      for (std::size_t j = 0; j < n(h); ++j) mean += row[j];
+      mean /= static_cast<double>(h);
+      for (std::size_t j = 0; j < n(h); ++j) var += (row[j] - mean) * (row[j] - mean);
+      var /= static_cast<double>(h);
+      const double rstd = 1.0 / std::sqrt(var + eps);
+      for (std::size_t j = 0; j < n(h); ++j) {
+        y[i * n(h) + j] = static_cast<float>((row[j] - mean) * rstd) * gamma[j] + beta[j];
+      }
+      mean_out[i] = static_cast<float>(mean);
+      rstd_out[i] = static_cast<float>(rstd);
+    });
+  });
+}
+
+std::unique_ptr<Kernel> layernorm_backward(const KernelDesc& d) {
+  const std::int64_t m = d.input_shapes.at(0).at(0), h = d.input_shapes.at(0).at(1);
+  return std::make_unique<FunctionKernel>("layernorm_backward", 0.0, [=](auto in, auto o) {
+    const float *dy = f(in[0]), *x = f(in[1]), *gamma = f(in[2]), *mean = f(in[3]),
+                *rstd = f(in[4]);
+    float *dx = f(o[0]), *dgamma = f(o[1]), *dbeta = f(o[2]);
+    // Parameter gradients: serial over rows (a reduction), then dX per row.
+    for (std::int64_t i = 0; i < m; ++i) {
+      for (std::int64_t j = 0; j < h; ++j) {
+        const float xhat = (x[i * h + j] - mean[i]) * rstd[i];
+        dgamma[j] += dy[i * h + j] * xhat;
+        dbeta[j] += dy[i * h + j];
+      }
+    }
+    rows(m, [&](std::size_t i) {
+      double sum_g = 0, sum_gx = 0;
+      for (std::size_t j = 0; j < n(h); ++j) {
+        const double g = static_cast<double>(dy[i * n(h) + j]) * gamma[j];
+        const double xhat = (x[i * n(h) + j] - mean[i]) * rstd[i];
+        sum_g += g;
+        sum_gx += g * xhat;
+      }
+      const double inv_h = 1.0 / static_cast<double>(h);
+      for (std::size_t j = 0; j < n(h); ++j) {
+        const double g = static_cast<double>(dy[i * n(h) + j]) * gamma[j];
+        const double xhat = (x[i * n(h) + j] - mean[i]) * rstd[i];
+        dx[i * n(h) + j] =
+            static_cast<float>(rstd[i] * (g - inv_h * sum_g - xhat * inv_h * sum_gx));
+      }
+    });
+  });
+}
+
+struct AttentionDims {
+  std::int64_t b, s, heads, h, d;
+};
+/// `qkv_input` is the index of the QKV tensor among the op's inputs.
+AttentionDims attention_dims(const KernelDesc& desc, std::size_t qkv_input) {
+  AttentionDims a{desc.int_attr("batch"), desc.int_attr("seq"), desc.int_attr("heads"), 0, 0};
+  a.h = desc.input_shapes.at(qkv_input).at(1) / 3;
+  a.d = a.h / a.heads;
+  return a;
+}
+
+std::unique_ptr<Kernel> attention_train(const KernelDesc& desc) {
+  const auto a = attention_dims(desc, 0);
+  return std::make_unique<FunctionKernel>(
+      "attention_train", 4.0 * static_cast<double>(a.b * a.s * a.s * a.h), [=](auto in, auto o) {
+        const float* qkv = f(in[0]);
+        const std::int32_t* mask = ints(in[1]);
+        float *ctx = f(o[0]), *probs = f(o[1]);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(a.d));
+        rows(a.b * a.heads, [&](std::size_t bh) {
+          const std::size_t b = bh / n(a.heads), head = bh % n(a.heads);
+          const float* base = qkv + b * n(a.s) * 3 * n(a.h);
+          for (std::size_t i = 0; i < n(a.s); ++i) {
+            float* p = probs + (bh * n(a.s) + i) * n(a.s);
+            const float* q = base + i * 3 * n(a.h) + head * n(a.d);
+            float max_score = -INFINITY;
+            for (std::size_t j = 0; j < n(a.s); ++j) {
+              if (mask[b * n(a.s) + j] == 0) {
+                p[j] = -INFINITY;
+                continue;
+              }
+              const float* k = base + j * 3 * n(a.h) + n(a.h) + head * n(a.d);
+              float dot = 0;
+              for (std::size_t c = 0; c < n(a.d); ++c) dot += q[c] * k[c];
+              p[j] = dot * scale;
+              max_score = std::max(max_score, p[j]);
+            }
+            float total = 0;
+            for (std::size_t j = 0; j < n(a.s); ++j) {
+              p[j] = p[j] == -INFINITY ? 0.0f : std::exp(p[j] - max_score);
+              total += p[j];
+            }
+            float* out = ctx + (b * n(a.s) + i) * n(a.h) + head * n(a.d);
+            std::fill(out, out + a.d, 0.0f);
+            for (std::size_t j = 0; j < n(a.s); ++j) {
+              p[j] /= total;
+              const float* v = base + j * 3 * n(a.h) + 2 * n(a.h) + head * n(a.d);
+              for (std::size_t c = 0; c < n(a.d); ++c) out[c] += p[j] * v[c];
+            }
+          }
+        });
+      });
+}
+
+std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc) {
+  const auto a = attention_dims(desc, 1);
+  return std::make_unique<FunctionKernel>(
+      "attention_backward", 8.0 * static_cast<double>(a.b * a.s * a.s * a.h), [=](auto in, auto o) {
+        const float *dctx = f(in[0]), *qkv = f(in[1]), *probs = f(in[2]);
+        float* dqkv = f(o[0]);
+        std::fill(dqkv, dqkv + a.b * a.s * 3 * a.h, 0.0f);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(a.d));
+        rows(a.b * a.heads, [&](std::size_t bh) {
+          const std::size_t b = bh / n(a.heads), head = bh % n(a.heads);
+          const std::size_t row3 = 3 * n(a.h), off = head * n(a.d);
+          const float* base = qkv + b * n(a.s) * row3;
+          float* dbase = dqkv + b * n(a.s) * row3;
+          std::vector<float> dp(n(a.s));
+          for (std::size_t i = 0; i < n(a.s); ++i) {
+            const float* p = probs + (bh * n(a.s) + i) * n(a.s);
+            const float* dout = dctx + (b * n(a.s) + i) * n(a.h) + off;
+            // dV_j += p_ij dout_i ; dp_ij = dout_i . v_j
+            for (std::size_t j = 0; j < n(a.s); ++j) {
+              const float* v = base + j * row3 + 2 * n(a.h) + off;
+              float* dv = dbase + j * row3 + 2 * n(a.h) + off;
+              float dot = 0;
+              for (std::size_t c = 0; c < n(a.d); ++c) {
+                dv[c] += p[j] * dout[c];
+                dot += dout[c] * v[c];
+              }
+              dp[j] = dot;
+            }
+            // softmax backward: ds_j = p_j (dp_j - sum_k p_k dp_k), then the 1/sqrt(d) scale
+            float weighted = 0;
+            for (std::size_t j = 0; j < n(a.s); ++j) weighted += p[j] * dp[j];
+            const float* q = base + i * row3 + off;
+            float* dq = dbase + i * row3 + off;
+            for (std::size_t j = 0; j < n(a.s); ++j) {
+              const float ds = p[j] * (dp[j] - weighted) * scale;
+              if (ds == 0.0f) continue;
+              const float* k = base + j * row3 + n(a.h) + off;
+              float* dk = dbase + j * row3 + n(a.h) + off;
+              for (std::size_t c = 0; c < n(a.d); ++c) {
+                dq[c] += ds * k[c];
+                dk[c] += ds * q[c];
+              }
+            }
+          }
+        });
+      });
+}
+
+std::unique_ptr<Kernel> embedding_train(const KernelDesc& desc) {
+  const std::int64_t tokens = desc.input_shapes.at(0).at(0), seq = desc.int_attr("seq");
+  return std::make_unique<FunctionKernel>("embedding_train", 0.0, [=](auto in, auto o) {
+    const std::int32_t *ids = ints(in[0]), *types = ints(in[1]);
+    check_embedding_ids(ids, types, tokens, in.subspan(2, 3));
+    const std::int64_t h = in[2].shape[1];
+    float* y = f(o[0]);
+    rows(tokens, [&](std::size_t t) {
+      const float* w = f(in[2]) + static_cast<std::int64_t>(ids[t]) * h;
+      const float* p = f(in[3]) + static_cast<std::int64_t>(t % n(seq)) * h;
+      const float* ty = f(in[4]) + static_cast<std::int64_t>(types[t]) * h;
+      for (std::int64_t c = 0; c < h; ++c)
+        y[static_cast<std::int64_t>(t) * h + c] = w[c] + p[c] + ty[c];
+    });
+  });
+}
+
+std::unique_ptr<Kernel> embedding_backward(const KernelDesc& desc) {
+  const std::int64_t tokens = desc.input_shapes.at(0).at(0), h = desc.input_shapes.at(0).at(1);
+  const std::int64_t seq = desc.int_attr("seq");
+  return std::make_unique<FunctionKernel>("embedding_backward", 0.0, [=](auto in, auto o) {
+    const float* dy = f(in[0]);
+    const std::int32_t *ids = ints(in[1]), *types = ints(in[2]);
+    for (std::int64_t t = 0; t < tokens; ++t) {
+      float* rows3[3] = {f(o[0]) + ids[t] * h, f(o[1]) + (t % seq) * h, f(o[2]) + types[t] * h};
+      for (float* r : rows3)
+        for (std::int64_t c = 0; c < h; ++c) r[c] += dy[t * h + c];
+    }
+  });
+}
+
+std::unique_ptr<Kernel> take_rows_backward(const KernelDesc& desc) {
+  const std::int64_t stride = desc.int_attr("stride"), rows_out = desc.input_shapes.at(0).at(0);
+  const std::int64_t h = desc.input_shapes.at(0).at(1);
+  return std::make_unique<FunctionKernel>("take_rows_backward", 0.0, [=](auto in, auto o) {
+    for (std::int64_t r = 0; r < rows_out; ++r)
+      for (std::int64_t c = 0; c < h; ++c) f(o[0])[r * stride * h + c] += f(in[0])[r * h + c];
+  });
+}
+
+/// Cross-entropy of logits rows against labels (-100 ignored), mean over
+/// counted rows; writes the loss and d(loss)/d(logits) scaled by `scale`.
+double cross_entropy(const float* logits, const std::int32_t* labels, std::int64_t count,
+                     std::int64_t classes, float* dlogits, float scale) {
+  std::int64_t counted = 0;
+  for (std::int64_t i = 0; i < count; ++i) counted += labels[i] != -100;
+  double loss = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float* row = logits + i * classes;
+    float* drow = dlogits + i * classes;
+    if (labels[i] == -100 || counted == 0) {
+      std::fill(drow, drow + classes, 0.0f);
+      continue;
+    }
+    const float max_logit = *std::max_element(row, row + classes);
+    double total = 0;
+    for (std::int64_t c = 0; c < classes; ++c)
+      total += std::exp(static_cast<double>(row[c] - max_logit));
+    loss += std::log(total) + max_logit - row[labels[i]];
+    for (std::int64_t c = 0; c < classes; ++c) {
+      const double p = std::exp(static_cast<double>(row[c] - max_logit)) / total;
+      drow[c] = static_cast<float>((p - (c == labels[i] ? 1.0 : 0.0)) /
+                                   static_cast<double>(counted) * scale);
+    }
+  }
+  return counted == 0 ? 0.0 : loss / static_cast<double>(counted);
+}
+
+std::unique_ptr<Kernel> pretraining_loss(const KernelDesc& desc) {
+  const std::int64_t tokens = desc.input_shapes.at(0).at(0), vocab = desc.input_shapes.at(0).at(1);
+  const std::int64_t batch = desc.input_shapes.at(2).at(0);
+  return std::make_unique<FunctionKernel>("pretraining_loss", 0.0, [=](auto in, auto o) {
+    const float scale = f(in[4])[0];  // loss scale: gradients come out multiplied by it
+    f(o[0])[0] =
+        static_cast<float>(cross_entropy(f(in[0]), ints(in[1]), tokens, vocab, f(o[1]), scale));
+    f(o[0])[1] = static_cast<float>(cross_entropy(f(in[2]), ints(in[3]), batch, 2, f(o[2]), scale));
+  });
+}
+
+/// One optimizer step for one parameter tensor, in place. hyper = [lr, beta1,
+/// beta2, eps, weight_decay, step, decay?, trust?, grad_scale, momentum].
+std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc) {
+  const std::int64_t count = element_count(desc.input_shapes.at(0));
+  const std::string kind = desc.op;
+  return std::make_unique<FunctionKernel>(kind, 0.0, [=](auto in, auto o) {
+    float *w = f(o[0]), *m = f(o[1]), *v = f(o[2]);
+    const float* g = f(in[1]);
+    const float* hp = f(in[4]);
+    const float lr = hp[0], beta1 = hp[1], beta2 = hp[2], eps = hp[3];
+    const float decay = hp[6] != 0.0f ? hp[4] : 0.0f;
+    const bool trust = hp[7] != 0.0f;
+    const float grad_scale = hp[8];
+    const double step = hp[5];
+    if (kind == "sgd_update") {  // m is the momentum buffer
+      for (std::int64_t i = 0; i < count; ++i) {
+        const float grad = g[i] * grad_scale + decay * w[i];
+        m[i] = hp[9] * m[i] + grad;
+        w[i] -= lr * m[i];
+      }
+      return;
+    }
+    const double c1 = 1.0 - std::pow(beta1, step), c2 = 1.0 - std::pow(beta2, step);
+    std::vector<float> update(n(count));
+    double w_norm = 0, u_norm = 0;
+    for (std::int64_t i = 0; i < count; ++i) {
+      const float grad = g[i] * grad_scale;
+      m[i] = beta1 * m[i] + (1 - beta1) * grad;
+      v[i] = beta2 * v[i] + (1 - beta2) * grad * grad;
+      const double m_hat = m[i] / c1, v_hat = v[i] / c2;
+      update[n(i)] = static_cast<float>(m_hat / (std::sqrt(v_hat) + eps));
+      if (kind == "lamb_update") update[n(i)] += decay * w[i];
+      w_norm += static_cast<double>(w[i]) * w[i];
+      u_norm += static_cast<double>(update[n(i)]) * update[n(i)];
+    }
+    double ratio = 1.0;
+    if (kind == "lamb_update" && trust && w_norm > 0 && u_norm > 0)
+      ratio = std::sqrt(w_norm) / std::sqrt(u_norm);
+    for (std::int64_t i = 0; i < count; ++i) {
+      if (kind == "adamw_update") {
+        w[i] -= lr * (update[n(i)] + decay * w[i]);
+      } else {
+        w[i] -= static_cast<float>(lr * ratio) * update[n(i)];
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void register_reference_train_kernels(KernelRegistry& registry) {
+  const auto add = [&](const char* op, std::unique_ptr<Kernel> (*make)(const KernelDesc&)) {
+    registry.add(op, DType::f32, [make](const KernelDesc& d, Device&) { return make(d); });
+  };
+  add("dense", dense);
+  add("dense_backward", dense_backward);
+  for (const char* op : {"gelu", "gelu_backward", "tanh", "tanh_backward", "add"})
+    add(op, elementwise);
+  add("layernorm_train", layernorm_train);
+  add("layernorm_backward", layernorm_backward);
+  add("attention_train", attention_train);
+  add("attention_backward", attention_backward);
+  add("embedding_train", embedding_train);
+  add("embedding_backward", embedding_backward);
+  add("take_rows_backward", take_rows_backward);
+  add("pretraining_loss", pretraining_loss);
+  for (const char* op : {"adamw_update", "lamb_update", "sgd_update"}) add(op, optimizer_update);
+}
+
+}  // namespace polyhal
