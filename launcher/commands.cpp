@@ -5,6 +5,8 @@
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <unistd.h>
+
 #include <iostream>
 
 #include "metrics_writer.hpp"
@@ -13,6 +15,7 @@
 #include "polyhal/inference_task.hpp"
 #include "polyhal/matmul_bench.hpp"
 #include "polyhal/plugin_loader.hpp"
+#include "polyhal/pretrain_task.hpp"
 
 namespace polyhal::launcher {
 namespace {
@@ -204,6 +207,82 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
   return 0;
 }
 
+std::string clock_text(double seconds) {
+  const auto total = static_cast<long long>(seconds + 0.5);
+  return fmt::format("{}:{:02d}:{:02d}", total / 3600, (total / 60) % 60, total % 60);
+}
+
+int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptions& run,
+                         MetricsWriter& metrics) {
+  const auto& p = device.properties();
+  const bool model = p.mode == DeviceMode::model;
+  const std::int64_t global_batch =
+      config.batch.replicas * config.batch.grad_accum * config.batch.micro;
+  const bool terminal = ::isatty(STDOUT_FILENO) != 0;
+  double elapsed = 0;
+  std::int64_t timed = 0;
+  const auto observer = [&](const PretrainStep& step, std::int64_t total) {
+    elapsed += step.seconds;
+    ++timed;
+    const double per_step = elapsed / static_cast<double>(timed);
+    const double sequences = static_cast<double>(global_batch) / step.seconds;
+    metrics.write({{"event", "step"},
+                   {"step", step.step},
+                   {"loss", step.loss()},
+                   {"mlm_loss", step.mlm_loss},
+                   {"nsp_loss", step.nsp_loss},
+                   {"learning_rate", step.learning_rate},
+                   {model ? "host_simulation_seconds" : "seconds", step.seconds}});
+    const bool show = step.step % config.log_every == 0 || step.step == total;
+    if (!show && !terminal) return;
+    const std::string line =
+        fmt::format("step {}/{}  loss {:.4f} (mlm {:.4f}, nsp {:.4f})  lr {:.3g}  {}  ETA {}",
+                    step.step, total, step.loss(), step.mlm_loss, step.nsp_loss, step.learning_rate,
+                    model ? fmt::format("host simulation {:.2f} s/step", step.seconds)
+                          : fmt::format("{:.1f} sequences/s", sequences),
+                    clock_text(per_step * static_cast<double>(total - step.step)));
+    std::cout << (terminal ? "\r" : "") << line << (terminal && !show ? "" : "\n") << std::flush;
+  };
+  std::cout << fmt::format(
+      "pretrain: BERT {} seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, "
+      "{}, {} on {} ({})\n",
+      config.model.hf_config.empty() ? config.model.preset : "custom", config.model.seq_len,
+      config.batch.micro, config.batch.grad_accum, config.batch.replicas, global_batch,
+      config.optimizer.name, dtype_name(config.model.precision), p.name, p.product);
+  const auto r = run_pretraining(device, config, run.compile_only, observer);
+  print_memory(r.memory);
+  nlohmann::json summary{{"backend", config.backend},
+                         {"device", p.name},
+                         {"mode", std::string(device_mode_name(p.mode))},
+                         {"task", config.task},
+                         {"model", "bert-" + r.model_name},
+                         {"precision", std::string(dtype_name(config.model.precision))},
+                         {"seq_len", config.model.seq_len},
+                         {"micro_batch", config.batch.micro},
+                         {"grad_accum", config.batch.grad_accum},
+                         {"replicas", config.batch.replicas},
+                         {"global_batch", global_batch},
+                         {"optimizer", config.optimizer.name},
+                         {"compile_only", run.compile_only},
+                         {"fits", r.memory.fits},
+                         {"first_step", r.first_step}};
+  if (!r.steps.empty()) {
+    double total = 0;
+    for (const auto& s : r.steps) total += s.seconds;
+    const double sequences =
+        static_cast<double>(global_batch * static_cast<std::int64_t>(r.steps.size())) / total;
+    summary["final_loss"] = r.steps.back().loss();
+    summary["steps_run"] = r.steps.size();
+    if (!model) summary["sequences_per_second"] = sequences;
+    if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
+  }
+  if (!r.checkpoints.empty())
+    std::cout << fmt::format("  last checkpoint: {}\n", r.checkpoints.back().string());
+  metrics.write_summary(summary);
+  if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
+  return 0;
+}
+
 }  // namespace
 
 int list_plugins(const CommonOptions& common) {
@@ -285,6 +364,7 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
                device->properties().product, device_mode_name(device->properties().mode));
   if (config.task == "matmul-bench") return run_matmul(*device, config, run, metrics);
   if (config.task == "inference") return run_bert_inference(*device, config, run, metrics);
+  if (config.task == "pretrain") return run_bert_pretraining(*device, config, run, metrics);
   throw ConfigError(
       fmt::format("{}: key 'task': unknown task '{}'", config.locate("task"), config.task));
 }

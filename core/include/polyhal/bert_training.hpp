@@ -65,6 +65,11 @@ class BertTraining {
   TensorMap weights() const;
   TensorMap gradients() const;
   std::int64_t steps_taken() const;
+  /// Everything a checkpoint needs: weights under Hugging Face names plus
+  /// "optimizer.m.<name>" and "optimizer.v.<name>".
+  TensorMap state() const;
+  /// Restores state() output and the optimizer's step count, exactly.
+  void load_state(const TensorMap& state, std::int64_t steps);
 
   struct State;
 

@@ -56,6 +56,8 @@ struct ModelSection {
 
 struct BatchSection {
   std::int64_t micro = 1;
+  std::int64_t grad_accum = 1;  ///< global batch = replicas x grad_accum x micro
+  std::int64_t replicas = 1;
 };
 
 struct DataSection {
@@ -64,6 +66,26 @@ struct DataSection {
   std::filesystem::path vocab;
   bool lower_case = true;
   std::uint64_t seed = 0;
+  double mask_probability = 0.15;     ///< pretrain: share of tokens masked
+  std::int64_t max_predictions = 20;  ///< pretrain: at most this many per sequence
+};
+
+struct OptimizerSection {
+  std::string name = "lamb";  ///< lamb | adamw | sgd
+  double learning_rate = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6, weight_decay = 0.01, momentum = 0.9;
+  std::int64_t warmup_steps = 0;
+  std::string schedule = "polynomial";  ///< polynomial | exponential | steps | constant
+  double power = 1.0, end_learning_rate = 0.0, decay_rate = 0.96;
+  std::int64_t decay_steps = 1000;  ///< exponential: lr x decay_rate^(step/decay_steps)
+  std::vector<std::pair<std::int64_t, double>> step_list;  ///< steps: [[from_step, lr], ...]
+};
+
+struct CheckpointSection {
+  std::filesystem::path dir;   ///< empty: no checkpoints
+  std::int64_t every = 0;      ///< also at the end when dir is set
+  bool resume = true;          ///< continue from the newest checkpoint in dir
+  std::filesystem::path init;  ///< start from these weights (phase 2 from phase 1)
 };
 
 struct InferenceSection {
@@ -84,6 +106,10 @@ struct RunConfig {
   BatchSection batch;
   DataSection data;
   InferenceSection inference;
+  OptimizerSection optimizer;
+  CheckpointSection checkpoint;
+  std::int64_t steps = 100;     ///< optimizer steps (pretrain)
+  std::int64_t log_every = 10;  ///< progress line interval (pretrain)
   std::string log_level = "info";
   std::filesystem::path log_file;
 
@@ -98,7 +124,7 @@ struct RunConfig {
 
 /// The tasks this version runs.
 inline const std::set<std::string>& known_tasks() {
-  static const std::set<std::string> tasks{"matmul-bench", "inference"};
+  static const std::set<std::string> tasks{"matmul-bench", "inference", "pretrain"};
   return tasks;
 }
 

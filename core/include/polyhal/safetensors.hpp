@@ -28,7 +28,13 @@ using TensorMap = std::map<std::string, HostTensor>;
 TensorMap read_safetensors(const std::filesystem::path& file);
 
 /// Writes tensors with `dtype` (f32, bf16 or f16), atomically: a temporary
-/// file is written and flushed, then renamed over `file`.
-void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesystem::path& file);
+/// file is written, flushed and fsynced, then renamed over `file`, so a crash
+/// at any moment leaves either the old file or the new one, never half of one.
+/// `metadata` goes into the header's "__metadata__" (string values).
+void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesystem::path& file,
+                       const std::map<std::string, std::string>& metadata = {});
+
+/// The "__metadata__" strings of a safetensors file (empty if none).
+std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& file);
 
 }  // namespace polyhal

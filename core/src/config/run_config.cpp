@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cmath>
 
 #include "polyhal/bert_config.hpp"
 #include "polyhal/config.hpp"
@@ -87,6 +88,17 @@ class ConfigReader {
     if (text == "true") return true;
     if (text == "false") return false;
     fail(key, fmt::format("expected true or false, got \"{}\"", text));
+  }
+
+  double number(const YAML::Node& node, const std::string& key) const {
+    const std::string text = scalar(node, key);
+    try {
+      std::size_t used = 0;
+      const double value = std::stod(text, &used);
+      if (used == text.size() && std::isfinite(value)) return value;
+    } catch (const std::exception&) {
+    }
+    fail(key, fmt::format("expected a number, got \"{}\"", text));
   }
 
   DType dtype(const YAML::Node& node, const std::string& key) const {
@@ -213,13 +225,90 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
   }
 }
 
+void read_batch(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
+  reader.require_known_keys(node, "batch", {"micro", "grad_accum", "replicas"});
+  if (node["micro"]) config.batch.micro = reader.integer(node["micro"], "batch.micro", 1);
+  if (node["grad_accum"])
+    config.batch.grad_accum = reader.integer(node["grad_accum"], "batch.grad_accum", 1);
+  if (node["replicas"]) {
+    config.batch.replicas = reader.integer(node["replicas"], "batch.replicas", 1);
+    if (config.batch.replicas != 1) {
+      reader.fail("batch.replicas",
+                  "data-parallel replicas arrive with the collectives issue; use 1");
+    }
+  }
+}
+
+void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
+  reader.require_known_keys(node, "optimizer",
+                            {"name", "learning_rate", "beta1", "beta2", "epsilon", "weight_decay",
+                             "momentum", "warmup_steps", "schedule", "power", "end_learning_rate",
+                             "decay_rate", "decay_steps", "step_list"});
+  auto& o = config.optimizer;
+  if (node["name"]) {
+    o.name = reader.scalar(node["name"], "optimizer.name");
+    if (o.name != "lamb" && o.name != "adamw" && o.name != "sgd") {
+      reader.fail("optimizer.name", fmt::format("expected lamb, adamw or sgd, got \"{}\"", o.name));
+    }
+  }
+  for (auto [key, field] :
+       {std::pair{"learning_rate", &o.learning_rate}, std::pair{"beta1", &o.beta1},
+        std::pair{"beta2", &o.beta2}, std::pair{"epsilon", &o.epsilon},
+        std::pair{"weight_decay", &o.weight_decay}, std::pair{"momentum", &o.momentum},
+        std::pair{"power", &o.power}, std::pair{"end_learning_rate", &o.end_learning_rate},
+        std::pair{"decay_rate", &o.decay_rate}}) {
+    if (node[key]) *field = reader.number(node[key], std::string("optimizer.") + key);
+  }
+  if (node["warmup_steps"])
+    o.warmup_steps = reader.integer(node["warmup_steps"], "optimizer.warmup_steps", 0);
+  if (node["decay_steps"])
+    o.decay_steps = reader.integer(node["decay_steps"], "optimizer.decay_steps", 1);
+  if (node["schedule"]) {
+    o.schedule = reader.scalar(node["schedule"], "optimizer.schedule");
+    if (o.schedule != "polynomial" && o.schedule != "exponential" && o.schedule != "steps" &&
+        o.schedule != "constant") {
+      reader.fail("optimizer.schedule",
+                  fmt::format("expected polynomial, exponential, steps or constant, got \"{}\"",
+                              o.schedule));
+    }
+  }
+  if (node["step_list"]) {
+    const YAML::Node list = node["step_list"];
+    if (!list.IsSequence())
+      reader.fail("optimizer.step_list", "expected a list of [from_step, learning_rate]");
+    for (const auto& entry : list) {
+      if (!entry.IsSequence() || entry.size() != 2) {
+        reader.fail("optimizer.step_list", "expected a list of [from_step, learning_rate]");
+      }
+      o.step_list.emplace_back(reader.integer(entry[0], "optimizer.step_list", 0),
+                               reader.number(entry[1], "optimizer.step_list"));
+    }
+  }
+  if (o.schedule == "steps" && o.step_list.empty()) {
+    reader.fail("optimizer.step_list", "required by schedule: steps");
+  }
+}
+
+void read_checkpoint(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
+  reader.require_known_keys(node, "checkpoint", {"dir", "every", "resume", "init"});
+  auto& c = config.checkpoint;
+  if (node["dir"]) c.dir = relative_to(config.file, reader.scalar(node["dir"], "checkpoint.dir"));
+  if (node["every"]) c.every = reader.integer(node["every"], "checkpoint.every", 1);
+  if (node["resume"]) c.resume = reader.boolean(node["resume"], "checkpoint.resume");
+  if (node["init"])
+    c.init = relative_to(config.file, reader.scalar(node["init"], "checkpoint.init"));
+}
+
 void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
-  reader.require_known_keys(node, "data", {"source", "text_file", "vocab", "lower_case", "seed"});
+  reader.require_known_keys(node, "data",
+                            {"source", "text_file", "vocab", "lower_case", "seed",
+                             "mask_probability", "max_predictions"});
   auto& d = config.data;
   if (node["source"]) {
     d.source = reader.scalar(node["source"], "data.source");
-    if (d.source != "generated" && d.source != "text") {
-      reader.fail("data.source", fmt::format("expected generated or text, got \"{}\"", d.source));
+    if (d.source != "generated" && d.source != "text" && d.source != "pattern") {
+      reader.fail("data.source",
+                  fmt::format("expected generated, pattern or text, got \"{}\"", d.source));
     }
   }
   if (node["text_file"])
@@ -228,6 +317,15 @@ void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) 
   if (node["lower_case"]) d.lower_case = reader.boolean(node["lower_case"], "data.lower_case");
   if (node["seed"])
     d.seed = static_cast<std::uint64_t>(reader.integer(node["seed"], "data.seed", 0));
+  if (node["mask_probability"]) {
+    d.mask_probability = reader.number(node["mask_probability"], "data.mask_probability");
+    if (!(d.mask_probability > 0.0 && d.mask_probability < 1.0)) {
+      reader.fail("data.mask_probability", "expected a value between 0 and 1");
+    }
+  }
+  if (node["max_predictions"]) {
+    d.max_predictions = reader.integer(node["max_predictions"], "data.max_predictions", 1);
+  }
   if (d.source == "text") {
     if (d.text_file.empty()) reader.fail("data.text_file", "required when data.source is text");
     if (d.vocab.empty())
@@ -322,9 +420,10 @@ RunConfig load_run_config(const std::filesystem::path& file,
   reader.remember_lines(root, "");
   for (const auto& text : overrides) apply_override(root, text, config);
 
-  reader.require_known_keys(root, "",
-                            {"backend", "plugin_paths", "allow_world_writable_plugins", "device",
-                             "task", "matmul_bench", "log", "model", "batch", "data", "inference"});
+  reader.require_known_keys(
+      root, "",
+      {"backend", "plugin_paths", "allow_world_writable_plugins", "device", "task", "matmul_bench",
+       "log", "model", "batch", "data", "inference", "optimizer", "steps", "checkpoint"});
   if (!root["backend"]) reader.fail("backend", "required: the backend to run on (cpu, ipu, gaudi)");
   config.backend = reader.scalar(root["backend"], "backend");
   if (root["plugin_paths"]) {
@@ -358,36 +457,48 @@ RunConfig load_run_config(const std::filesystem::path& file,
     if (!root["matmul_bench"]) reader.fail("matmul_bench", "required by task matmul-bench");
     read_matmul_bench(root["matmul_bench"], reader, config.matmul_bench);
   }
-  if (config.task == "inference") {
+  const bool bert_task = config.task == "inference" || config.task == "pretrain";
+  if (bert_task) {
     if (root["model"]) read_model(root["model"], reader, config);
-    if (root["batch"]) {
-      reader.require_known_keys(root["batch"], "batch", {"micro"});
-      if (root["batch"]["micro"])
-        config.batch.micro = reader.integer(root["batch"]["micro"], "batch.micro", 1);
-    }
+    if (root["batch"]) read_batch(root["batch"], reader, config);
     if (root["data"]) read_data(root["data"], reader, config);
-    if (root["inference"]) {
-      const YAML::Node inference = root["inference"];
-      reader.require_known_keys(inference, "inference", {"iterations", "warmup", "output"});
-      if (inference["iterations"]) {
-        config.inference.iterations =
-            static_cast<int>(reader.integer(inference["iterations"], "inference.iterations", 1));
-      }
-      if (inference["warmup"]) {
-        config.inference.warmup =
-            static_cast<int>(reader.integer(inference["warmup"], "inference.warmup", 0));
-      }
-      if (inference["output"])
-        config.inference.output = reader.scalar(inference["output"], "inference.output");
+  }
+  if (config.task == "inference" && root["inference"]) {
+    const YAML::Node inference = root["inference"];
+    reader.require_known_keys(inference, "inference", {"iterations", "warmup", "output"});
+    if (inference["iterations"]) {
+      config.inference.iterations =
+          static_cast<int>(reader.integer(inference["iterations"], "inference.iterations", 1));
     }
-  } else {
-    for (const char* section : {"model", "batch", "data", "inference"}) {
-      if (root[section]) reader.fail(section, fmt::format("not used by task {}", config.task));
+    if (inference["warmup"]) {
+      config.inference.warmup =
+          static_cast<int>(reader.integer(inference["warmup"], "inference.warmup", 0));
+    }
+    if (inference["output"])
+      config.inference.output = reader.scalar(inference["output"], "inference.output");
+  }
+  if (config.task == "pretrain") {
+    if (root["optimizer"]) read_optimizer(root["optimizer"], reader, config);
+    if (root["steps"]) config.steps = reader.integer(root["steps"], "steps", 1);
+    if (root["checkpoint"]) read_checkpoint(root["checkpoint"], reader, config);
+    if (config.data.source == "text")
+      reader.fail("data.source", "pretrain reads generated or pattern data");
+  }
+  const std::map<std::string, std::vector<std::string>> sections_of_task{
+      {"matmul-bench", {"matmul_bench"}},
+      {"inference", {"model", "batch", "data", "inference"}},
+      {"pretrain", {"model", "batch", "data", "optimizer", "steps", "checkpoint"}}};
+  for (const char* section : {"matmul_bench", "model", "batch", "data", "inference", "optimizer",
+                              "steps", "checkpoint"}) {
+    const auto& used = sections_of_task.at(config.task);
+    if (root[section] && std::find(used.begin(), used.end(), section) == used.end()) {
+      reader.fail(section, fmt::format("not used by task {}", config.task));
     }
   }
   if (root["log"]) {
     const YAML::Node log = root["log"];
-    reader.require_known_keys(log, "log", {"level", "file"});
+    reader.require_known_keys(log, "log", {"level", "file", "every"});
+    if (log["every"]) config.log_every = reader.integer(log["every"], "log.every", 1);
     if (log["level"]) {
       config.log_level = reader.scalar(log["level"], "log.level");
       static const std::vector<std::string> levels{"trace", "debug", "info",

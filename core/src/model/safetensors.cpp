@@ -112,9 +112,11 @@ TensorMap read_safetensors(const std::filesystem::path& file) {
   return tensors;
 }
 
-void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesystem::path& file) {
+void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesystem::path& file,
+                       const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
   header["__metadata__"] = {{"format", "pt"}, {"writer", "polyhal"}};
+  for (const auto& [key, value] : metadata) header["__metadata__"][key] = value;
   std::uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     const std::uint64_t bytes = t.values.size() * dtype_size(dtype);
@@ -151,6 +153,36 @@ void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesys
     ::close(fd);
   }
   std::filesystem::rename(temporary, file);
+}
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  std::uint8_t length_bytes[8] = {};
+  if (!in.read(reinterpret_cast<char*>(length_bytes), 8)) {
+    throw ConfigError(
+        fmt::format("{}: truncated: shorter than the 8-byte header length", file.string()));
+  }
+  std::uint64_t header_size = 0;
+  for (int i = 7; i >= 0; --i) header_size = (header_size << 8) | length_bytes[i];
+  if (header_size > kMaxHeaderBytes)
+    throw ConfigError(
+        fmt::format("{}: byte 0: header length {} too large", file.string(), header_size));
+  std::string text(header_size, '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(header_size))) {
+    throw ConfigError(fmt::format("{}: truncated header", file.string()));
+  }
+  std::map<std::string, std::string> out;
+  try {
+    const auto header = nlohmann::json::parse(text);
+    if (header.contains("__metadata__")) {
+      for (const auto& [key, value] : header["__metadata__"].items()) {
+        if (value.is_string()) out[key] = value.get<std::string>();
+      }
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(fmt::format("{}: header is not valid JSON: {}", file.string(), e.what()));
+  }
+  return out;
 }
 
 }  // namespace polyhal

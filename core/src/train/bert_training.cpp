@@ -455,4 +455,30 @@ std::int64_t BertTraining::steps_taken() const {
   return state_->steps;
 }
 
+TensorMap BertTraining::state() const {
+  TensorMap out = weights();
+  for (const auto& p : state_->params) {
+    const auto& shape = state_->slots[static_cast<std::size_t>(p.weight)].shape;
+    out["optimizer.m." + p.name] = {shape, state_->download(p.m)};
+    out["optimizer.v." + p.name] = {shape, state_->download(p.v)};
+  }
+  return out;
+}
+
+void BertTraining::load_state(const TensorMap& state, std::int64_t steps) {
+  load_weights(state);
+  auto& s = *state_;
+  for (const auto& p : s.params) {
+    for (const auto& [prefix, slot] :
+         {std::pair{"optimizer.m.", p.m}, std::pair{"optimizer.v.", p.v}}) {
+      auto it = state.find(prefix + p.name);
+      if (it == state.end()) {
+        throw ConfigError(fmt::format("checkpoint: missing tensor '{}{}'", prefix, p.name));
+      }
+      s.upload(slot, it->second.values);
+    }
+  }
+  s.steps = steps;
+}
+
 }  // namespace polyhal

@@ -1,0 +1,60 @@
+#pragma once
+/// @file pretrain_task.hpp
+/// The `pretrain` task: BERT MLM + NSP pre-training with gradient
+/// accumulation, a learning-rate schedule, progress, and checkpoints that a
+/// crash cannot corrupt (see docs/pretraining.md).
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "polyhal/bert_config.hpp"
+#include "polyhal/bert_training.hpp"
+#include "polyhal/config.hpp"
+#include "polyhal/device.hpp"
+
+namespace polyhal {
+
+struct PretrainStep {
+  std::int64_t step = 0;
+  double mlm_loss = 0, nsp_loss = 0;
+  double learning_rate = 0;
+  double seconds = 0;  ///< wall time of the step on this host
+  double loss() const { return mlm_loss + nsp_loss; }
+};
+
+struct PretrainResult {
+  std::string model_name;
+  BertConfig config;
+  MemoryReport memory;
+  std::int64_t first_step = 1;  ///< > 1 when resumed from a checkpoint
+  std::vector<PretrainStep> steps;
+  std::vector<std::filesystem::path> checkpoints;
+};
+
+/// Called after every optimizer step (for progress lines and metrics).
+using PretrainObserver = std::function<void(const PretrainStep&, std::int64_t total_steps)>;
+
+/// Runs (or with `compile_only`, prepares and plans) pre-training.
+PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
+                               const PretrainObserver& observer);
+
+/// Learning rate at optimizer step `step` (1-based) of `total`: linear warm-up
+/// over warmup_steps, then the schedule (polynomial decay to
+/// end_learning_rate, natural exponential, a step list, or constant).
+double learning_rate_at(const OptimizerSection& optimizer, std::int64_t step, std::int64_t total);
+
+/// Micro-batch number `index` of the data stream: [CLS] A [SEP] B [SEP],
+/// 15%-style masking (80% [MASK], 10% random, 10% kept, at most
+/// max_predictions), NSP labels. Depends only on (data.seed, index), so a
+/// resumed run sees exactly the batches an uninterrupted one would.
+/// "generated": random tokens (benchmarks); "pattern": learnable (each
+/// segment repeats one word; "is next" when B repeats A's word).
+TrainingBatch make_pretraining_batch(const BertConfig& config, BertShape shape,
+                                     const DataSection& data, std::uint64_t index);
+
+/// The newest complete checkpoint in `dir` (checkpoint-NNNNNNNN.safetensors), if any.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
+
+}  // namespace polyhal

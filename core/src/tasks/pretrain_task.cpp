@@ -1,0 +1,257 @@
+#include "polyhal/pretrain_task.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <regex>
+
+#include "polyhal/bert_weights.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/inference_task.hpp"
+
+namespace polyhal {
+namespace {
+
+struct SpecialTokens {
+  std::int32_t pad, cls, sep, mask, first_word;
+};
+
+/// BERT's uncased vocabulary ids when the vocabulary is that large; a small
+/// test vocabulary keeps its specials at 0-4.
+SpecialTokens special_tokens(std::int64_t vocab) {
+  if (vocab > 1000) return {0, 101, 102, 103, 999};
+  return {0, 2, 3, 4, 5};
+}
+
+std::filesystem::path checkpoint_path(const std::filesystem::path& dir, std::int64_t step) {
+  return dir / fmt::format("checkpoint-{:08d}.safetensors", step);
+}
+
+/// Weights to start from (phase 2 from phase 1): a checkpoint or a weights
+/// file; optimizer state is dropped and a shorter position table is extended
+/// with freshly initialised rows.
+TensorMap initial_weights(const std::filesystem::path& file, const BertConfig& config,
+                          std::uint64_t seed) {
+  TensorMap raw = read_safetensors(file);
+  TensorMap weights;
+  for (auto& [name, tensor] : raw) {
+    if (!name.starts_with("optimizer.")) weights.emplace(name, std::move(tensor));
+  }
+  const std::string position = "bert.embeddings.position_embeddings.weight";
+  if (auto it = weights.find(position); it != weights.end() && it->second.shape.size() == 2 &&
+                                        it->second.shape[0] < config.max_position_embeddings) {
+    const auto fresh = init_bert_weights(config, seed).at(position);
+    const std::int64_t rows = it->second.shape[0], h = it->second.shape[1];
+    std::vector<float> extended = fresh.values;
+    std::copy(it->second.values.begin(), it->second.values.end(), extended.begin());
+    spdlog::info("extended position embeddings from {} to {} rows", rows,
+                 config.max_position_embeddings);
+    it->second = {{config.max_position_embeddings, h}, std::move(extended)};
+  }
+  // Re-check against the model through the normal loader's rules.
+  const auto temporary = std::filesystem::temp_directory_path() /
+                         fmt::format("polyhal-init-{}.safetensors", ::getpid());
+  write_safetensors(weights, DType::f32, temporary);
+  try {
+    auto checked = load_bert_weights(temporary, config);
+    std::filesystem::remove(temporary);
+    return checked;
+  } catch (const ConfigError& e) {
+    std::filesystem::remove(temporary);
+    throw ConfigError(fmt::format("checkpoint.init {}: {}", file.string(), e.what()));
+  }
+}
+
+}  // namespace
+
+double learning_rate_at(const OptimizerSection& o, std::int64_t step, std::int64_t total) {
+  if (o.warmup_steps > 0 && step <= o.warmup_steps) {
+    return o.learning_rate * static_cast<double>(step) / static_cast<double>(o.warmup_steps);
+  }
+  if (o.schedule == "constant") return o.learning_rate;
+  if (o.schedule == "exponential") {
+    return o.learning_rate * std::pow(o.decay_rate, static_cast<double>(step - o.warmup_steps) /
+                                                        static_cast<double>(o.decay_steps));
+  }
+  if (o.schedule == "steps") {
+    double lr = o.learning_rate;
+    for (const auto& [from, value] : o.step_list) {
+      if (step >= from) lr = value;
+    }
+    return lr;
+  }
+  // Polynomial decay from the end of warm-up to `total`.
+  const double span = static_cast<double>(std::max<std::int64_t>(1, total - o.warmup_steps));
+  const double done = std::min(1.0, static_cast<double>(step - o.warmup_steps) / span);
+  return (o.learning_rate - o.end_learning_rate) * std::pow(1.0 - done, o.power) +
+         o.end_learning_rate;
+}
+
+TrainingBatch make_pretraining_batch(const BertConfig& config, BertShape shape,
+                                     const DataSection& data, std::uint64_t index) {
+  std::mt19937_64 rng(data.seed * 0x9e3779b97f4a7c15ull + index + 1);
+  const auto special = special_tokens(config.vocab_size);
+  const std::int64_t words = config.vocab_size - special.first_word;
+  std::uniform_int_distribution<std::int64_t> any_word(0, words - 1);
+  std::uniform_real_distribution<double> coin(0.0, 1.0);
+  TrainingBatch batch;
+  const std::int64_t s = shape.seq;
+  const std::int64_t a_len = (s - 3) / 2, b_len = s - 3 - a_len;
+  for (std::int64_t b = 0; b < shape.batch; ++b) {
+    const bool random_next = coin(rng) < 0.5;
+    batch.nsp_labels.push_back(random_next ? 1 : 0);
+    const std::int64_t start = any_word(rng);
+    std::int64_t b_start = random_next ? any_word(rng) : start;
+    if (random_next && b_start == start) b_start = (start + 1) % words;
+    auto word = [&](std::int64_t base, std::int64_t k) {
+      // "pattern": each segment repeats one word, so a masked token is a copy
+      // of its neighbours and "is next" means B repeats A's word.
+      const std::int64_t offset =
+          data.source == "pattern" ? base % words : (static_cast<void>(k), any_word(rng));
+      return static_cast<std::int32_t>(special.first_word + offset);
+    };
+    std::vector<std::int32_t> ids{special.cls};
+    std::vector<std::int32_t> types{0};
+    for (std::int64_t k = 0; k < a_len; ++k) ids.push_back(word(start, k)), types.push_back(0);
+    ids.push_back(special.sep), types.push_back(0);
+    for (std::int64_t k = 0; k < b_len; ++k) ids.push_back(word(b_start, k)), types.push_back(1);
+    ids.push_back(special.sep), types.push_back(1);
+    // Masking as BERT's create_pretraining_data: choose positions among the
+    // words, at most max_predictions; 80% [MASK], 10% random word, 10% kept.
+    std::vector<std::int64_t> candidates;
+    for (std::int64_t p = 0; p < s; ++p) {
+      if (ids[static_cast<std::size_t>(p)] != special.cls &&
+          ids[static_cast<std::size_t>(p)] != special.sep) {
+        candidates.push_back(p);
+      }
+    }
+    std::shuffle(candidates.begin(), candidates.end(), rng);
+    const auto count = std::min<std::int64_t>(
+        data.max_predictions,
+        std::max<std::int64_t>(
+            1, std::llround(static_cast<double>(candidates.size()) * data.mask_probability)));
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(s), -100);
+    for (std::int64_t c = 0; c < count; ++c) {
+      const auto p = static_cast<std::size_t>(candidates[static_cast<std::size_t>(c)]);
+      labels[p] = ids[p];
+      const double r = coin(rng);
+      if (r < 0.8) {
+        ids[p] = special.mask;
+      } else if (r < 0.9) {
+        ids[p] = static_cast<std::int32_t>(special.first_word + any_word(rng));
+      }
+    }
+    batch.inputs.input_ids.insert(batch.inputs.input_ids.end(), ids.begin(), ids.end());
+    batch.inputs.token_type_ids.insert(batch.inputs.token_type_ids.end(), types.begin(),
+                                       types.end());
+    batch.inputs.attention_mask.insert(batch.inputs.attention_mask.end(),
+                                       static_cast<std::size_t>(s), 1);
+    batch.mlm_labels.insert(batch.mlm_labels.end(), labels.begin(), labels.end());
+  }
+  return batch;
+}
+
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (dir.empty() || !std::filesystem::is_directory(dir, ec)) return std::nullopt;
+  static const std::regex pattern(R"(checkpoint-(\d{8})\.safetensors)");
+  std::optional<std::filesystem::path> best;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    // Temporary files (".tmp") of an interrupted write never match.
+    if (std::regex_match(entry.path().filename().string(), pattern)) {
+      if (!best || entry.path().filename() > best->filename()) best = entry.path();
+    }
+  }
+  return best;
+}
+
+PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
+                               const PretrainObserver& observer) {
+  PretrainResult result;
+  result.config = resolve_bert_config(config.model);
+  result.model_name =
+      config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
+  if (config.model.precision != DType::f32) {
+    throw ConfigError(
+        fmt::format("{}: key 'model.precision': pre-training runs in f32 in this version (bf16 and "
+                    "fp16 with loss scaling are not implemented yet)",
+                    config.locate("model.precision")));
+  }
+  const BertShape shape{config.batch.micro, config.model.seq_len};
+  OptimizerSettings settings;
+  const auto& o = config.optimizer;
+  settings.kind = o.name;
+  settings.learning_rate = o.learning_rate;
+  settings.beta1 = o.beta1;
+  settings.beta2 = o.beta2;
+  settings.epsilon = o.epsilon;
+  settings.weight_decay = o.weight_decay;
+  settings.momentum = o.momentum;
+  BertTraining training(device, result.config, shape, settings);
+  result.memory = training.plan_memory();
+  if (compile_only) return result;
+
+  std::int64_t done = 0;
+  const auto resume_from =
+      config.checkpoint.resume ? latest_checkpoint(config.checkpoint.dir) : std::nullopt;
+  if (resume_from) {
+    const auto metadata = read_safetensors_metadata(*resume_from);
+    auto it = metadata.find("step");
+    if (it == metadata.end())
+      throw ConfigError(
+          fmt::format("{}: checkpoint has no step in its metadata", resume_from->string()));
+    done = std::stoll(it->second);
+    training.load_state(read_safetensors(*resume_from), done);
+    spdlog::info("resumed from {} at step {}", resume_from->string(), done);
+  } else if (!config.checkpoint.init.empty()) {
+    training.load_weights(
+        initial_weights(config.checkpoint.init, result.config, config.model.seed));
+  } else if (!config.model.weights.empty()) {
+    training.load_weights(load_bert_weights(config.model.weights, result.config));
+  } else {
+    training.load_weights(init_bert_weights(result.config, config.model.seed));
+  }
+  result.first_step = done + 1;
+
+  auto save = [&](std::int64_t step) {
+    if (config.checkpoint.dir.empty()) return;
+    std::filesystem::create_directories(config.checkpoint.dir);
+    const auto path = checkpoint_path(config.checkpoint.dir, step);
+    write_safetensors(training.state(), DType::f32, path,
+                      {{"step", std::to_string(step)},
+                       {"model", result.model_name},
+                       {"writer", "polyhal pretrain"}});
+    result.checkpoints.push_back(path);
+    spdlog::info("checkpoint {}", path.string());
+  };
+
+  const std::int64_t accumulation = config.batch.grad_accum;
+  for (std::int64_t step = done + 1; step <= config.steps; ++step) {
+    const auto start = std::chrono::steady_clock::now();
+    PretrainStep record;
+    record.step = step;
+    record.learning_rate = learning_rate_at(o, step, config.steps);
+    for (std::int64_t micro = 0; micro < accumulation; ++micro) {
+      const auto index = static_cast<std::uint64_t>((step - 1) * accumulation + micro);
+      const auto losses = training.forward_backward(
+          make_pretraining_batch(result.config, shape, config.data, index),
+          static_cast<int>(accumulation));
+      record.mlm_loss += losses.mlm / static_cast<double>(accumulation);
+      record.nsp_loss += losses.nsp / static_cast<double>(accumulation);
+    }
+    training.optimizer_step(record.learning_rate);
+    record.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.steps.push_back(record);
+    if (observer) observer(record, config.steps);
+    if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0 && step != config.steps)
+      save(step);
+  }
+  if (config.steps > done) save(config.steps);
+  return result;
+}
+
+}  // namespace polyhal

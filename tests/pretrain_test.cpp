@@ -1,0 +1,179 @@
+// Pre-training through the launcher: the loss falls on learnable data, a run
+// killed with SIGKILL resumes from its last checkpoint with exactly the loss
+// trajectory of an uninterrupted run, schedules, data and phase 2 init.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "polyhal/bert_weights.hpp"
+#include "polyhal/pretrain_task.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+std::string pretrain_config(const test::TempDir& dir, const std::string& extra = "") {
+  return dir
+      .write(
+          "pretrain.yaml",
+          "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 16, precision: f32, "
+          "vocab_size: 64}\n"
+          "batch: {micro: 8, grad_accum: 1}\ndata: {source: pattern, seed: 3, max_predictions: 3}\n"
+          "optimizer: {name: adamw, learning_rate: 0.005, warmup_steps: 5, end_learning_rate: "
+          "0.0005}\n" +
+              extra)
+      .string();
+}
+
+/// step -> (loss, mlm loss) from a metrics file.
+std::map<std::int64_t, std::pair<double, double>> step_losses(
+    const std::filesystem::path& metrics) {
+  std::map<std::int64_t, std::pair<double, double>> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["event"] == "step") out[record["step"]] = {record["loss"], record["mlm_loss"]};
+  }
+  return out;
+}
+
+TEST(Pretrain, MlmLossFallsByAtLeast0Point7In60StepsOnLearnableData) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  auto r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 60\n") +
+                             " --metrics-out " + metrics.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto losses = step_losses(metrics);
+  ASSERT_EQ(losses.size(), 60u);
+  double first = 0, last = 0;
+  for (std::int64_t s = 1; s <= 5; ++s) first += losses.at(s).second / 5;
+  for (std::int64_t s = 56; s <= 60; ++s) last += losses.at(s).second / 5;
+  EXPECT_LT(last, first - 0.7) << "mean MLM loss of steps 1-5 " << first << ", of steps 56-60 "
+                               << last;
+  EXPECT_NE(r.output.find("step 60/60"), std::string::npos) << r.output;
+}
+
+TEST(Pretrain, KilledRunResumesWithTheIdenticalLossTrajectory) {
+  test::TempDir dir;
+  const auto reference = dir.path() / "reference.jsonl", resumed = dir.path() / "resumed.jsonl";
+  const auto reference_config =
+      pretrain_config(dir, "steps: 120\ncheckpoint: {dir: ck-reference, every: 10}\n");
+  auto r = test::run_polyhal("run --config " + reference_config + " --metrics-out " +
+                             reference.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+
+  test::TempDir other;
+  const auto config = pretrain_config(other, "steps: 120\ncheckpoint: {dir: ck, every: 10}\n");
+  const auto first_checkpoint = other.path() / "ck" / "checkpoint-00000010.safetensors";
+  // Start, wait for the first checkpoint, then SIGKILL: no chance to clean up.
+  const auto killed = test::run_command(
+      "bash -c '" + std::string(POLYHAL_LAUNCHER) + " run --config " + config +
+      " > /dev/null 2>&1 & pid=$!; for i in $(seq 3000); do [ -f " + first_checkpoint.string() +
+      " ] && break; sleep 0.01; done; kill -9 $pid; wait $pid; echo exit=$?'");
+  ASSERT_NE(killed.output.find("exit=137"), std::string::npos)
+      << "the run was not killed: " << killed.output;
+  ASSERT_TRUE(std::filesystem::exists(first_checkpoint));
+  const auto latest = latest_checkpoint(other.path() / "ck");
+  ASSERT_TRUE(latest.has_value());
+  EXPECT_NO_THROW(read_safetensors(*latest)) << "the newest complete checkpoint must be whole";
+
+  r = test::run_polyhal("run --config " + config + " --metrics-out " + resumed.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed at step"), std::string::npos) << r.output;
+  const auto want = step_losses(reference), got = step_losses(resumed);
+  ASSERT_FALSE(got.empty());
+  EXPECT_GT(got.begin()->first, 10) << "resume must start after a checkpoint";
+  EXPECT_EQ(got.rbegin()->first, 120);
+  for (const auto& [step, loss] : got) {
+    EXPECT_EQ(loss.first, want.at(step).first)
+        << "step " << step << " differs from the uninterrupted run";
+  }
+}
+
+TEST(Pretrain, LearningRateSchedules) {
+  OptimizerSection o;
+  o.learning_rate = 1.0;
+  o.warmup_steps = 10;
+  o.end_learning_rate = 0.0;
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 5, 110), 0.5);  // warm-up is linear
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 10, 110), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 60, 110), 0.5);  // polynomial power 1 halfway
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 110, 110), 0.0);
+  o.schedule = "exponential";
+  o.decay_rate = 0.5;
+  o.decay_steps = 10;
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 30, 110), 0.25);
+  o.schedule = "steps";
+  o.step_list = {{20, 0.1}, {50, 0.01}};
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 19, 110), 1.0);
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 20, 110), 0.1);
+  EXPECT_DOUBLE_EQ(learning_rate_at(o, 80, 110), 0.01);
+}
+
+TEST(Pretrain, GeneratedBatchesAreDeterministicAndMaskedAsBert) {
+  const auto config = bert_preset("tiny");
+  DataSection data;
+  data.max_predictions = 20;
+  const auto a = make_pretraining_batch(config, {4, 128}, data, 7);
+  const auto b = make_pretraining_batch(config, {4, 128}, data, 7);
+  EXPECT_EQ(a.inputs.input_ids, b.inputs.input_ids);
+  EXPECT_EQ(a.mlm_labels, b.mlm_labels);
+  EXPECT_NE(a.inputs.input_ids, make_pretraining_batch(config, {4, 128}, data, 8).inputs.input_ids);
+  for (std::int64_t s = 0; s < 4; ++s) {
+    int labelled = 0, masked = 0;
+    for (std::int64_t p = 0; p < 128; ++p) {
+      const auto i = static_cast<std::size_t>(s * 128 + p);
+      if (a.mlm_labels[i] != -100) {
+        ++labelled;
+        masked += a.inputs.input_ids[i] == 103;
+      }
+    }
+    EXPECT_EQ(labelled, 19) << "15% of 125 words, rounded";
+    EXPECT_GE(masked, 10) << "about 80% of predictions are [MASK]";
+    EXPECT_EQ(a.inputs.input_ids[static_cast<std::size_t>(s * 128)], 101);  // [CLS]
+  }
+}
+
+TEST(Pretrain, Phase2StartsFromPhase1WithLongerPositionTable) {
+  test::TempDir dir;
+  auto r = test::run_polyhal(
+      "run --config " + pretrain_config(dir, "steps: 3\ncheckpoint: {dir: phase1, every: 3}\n") +
+      " --set model.max_position_embeddings=16");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto phase1 = dir.path() / "phase1" / "checkpoint-00000003.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(phase1));
+  r = test::run_polyhal(
+      "run --config " + pretrain_config(dir, "steps: 2\n") +
+      " --set model.seq_len=32 --set model.max_position_embeddings=64 --set checkpoint.init=" +
+      phase1.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("extended position embeddings from 16 to 64 rows"), std::string::npos)
+      << r.output;
+}
+
+TEST(Pretrain, DeviceModelsAndBadSettings) {
+  test::TempDir dir;
+  auto r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 2\n") +
+                             " --backend gaudi --set device.generation=gaudi2");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("host simulation"), std::string::npos) << r.output;
+  r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 2\n") +
+                        " --set model.precision=bf16");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("pre-training runs in f32 in this version"), std::string::npos)
+      << r.output;
+  r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 2\n") +
+                        " --set optimizer.name=adagrad");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'optimizer.name': expected lamb, adamw or sgd"), std::string::npos)
+      << r.output;
+  r = test::run_polyhal("run --compile-only --config " + pretrain_config(dir, "steps: 2\n") +
+                        " --backend ipu");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("optimizer state"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal
