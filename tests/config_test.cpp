@@ -63,9 +63,9 @@ TEST(Config, BadValueNamesLineAndKey) {
 TEST(Config, MissingRequiredKeyAndUnknownTask) {
   EXPECT_EQ(error_of("task: matmul-bench\n"),
             "c.yaml: key 'backend': required: the backend to run on (cpu, ipu, gaudi)");
-  EXPECT_EQ(
-      error_of("backend: cpu\ntask: dance\n"),
-      "c.yaml:2: key 'task': unknown task \"dance\"; this version runs: inference, matmul-bench");
+  EXPECT_EQ(error_of("backend: cpu\ntask: dance\n"),
+            "c.yaml:2: key 'task': unknown task \"dance\"; this version runs: inference, "
+            "matmul-bench, pretrain");
 }
 
 TEST(Config, YamlSyntaxErrorHasLineAndColumn) {
