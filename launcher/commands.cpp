@@ -232,6 +232,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
                    {"mlm_loss", step.mlm_loss},
                    {"nsp_loss", step.nsp_loss},
                    {"learning_rate", step.learning_rate},
+                   {"grad_norm", step.grad_norm},
                    {model ? "host_simulation_seconds" : "seconds", step.seconds}});
     const bool show = step.step % config.log_every == 0 || step.step == total;
     if (!show && !terminal) return;
@@ -278,6 +279,9 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   }
   if (!r.checkpoints.empty())
     std::cout << fmt::format("  last checkpoint: {}\n", r.checkpoints.back().string());
+  if (!r.exported.empty()) {
+    std::cout << fmt::format("  Hugging Face weights: {}\n", r.exported.string());
+  }
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;

@@ -115,3 +115,32 @@ TEST(BertTraining, DeviceModelsTrainWithTheSameNumbersInF32) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+TEST(BertTraining, GradientClippingBoundsTheGlobalNorm) {
+  // Plain SGD with lr 1 and no momentum or decay moves the weights by exactly
+  // the clipped gradient, so the size of the move is the clip threshold.
+  const TrainGolden golden;
+  auto cpu = test::first_device("cpu");
+  OptimizerSettings sgd;
+  sgd.kind = "sgd";
+  sgd.momentum = 0.0;
+  sgd.weight_decay = 0.0;
+  sgd.max_grad_norm = 0.01;
+  BertTraining training(*cpu, golden.config, golden.shape, sgd);
+  training.load_weights(golden.weights);
+  training.forward_backward(golden.batch());
+  const double norm = training.optimizer_step(1.0);
+  EXPECT_GT(norm, 0.01) << "the golden gradient is larger than the threshold";
+  double moved = 0;
+  for (const auto& [name, w] : training.weights()) {
+    const auto& before = golden.weights.at(name).values;
+    for (std::size_t i = 0; i < before.size(); ++i) moved += std::pow(w.values[i] - before[i], 2.0);
+  }
+  EXPECT_NEAR(std::sqrt(moved), 0.01, 1e-5);
+}
+
+}  // namespace
+}  // namespace polyhal

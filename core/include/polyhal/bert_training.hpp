@@ -36,6 +36,7 @@ struct OptimizerSettings {
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6;
   double weight_decay = 0.01;  ///< not applied to biases and LayerNorm (as the seeds)
   double momentum = 0.9;       ///< sgd only
+  double max_grad_norm = 0.0;  ///< clip the global gradient norm to this (0: off)
 };
 
 struct StepLosses {
@@ -59,8 +60,10 @@ class BertTraining {
   /// Forward and backward of one micro-batch; gradients accumulate, each
   /// scaled by 1/accumulation_steps. Returns the micro-batch's losses.
   StepLosses forward_backward(const TrainingBatch& batch, int accumulation_steps = 1);
-  /// Applies the optimizer to the accumulated gradients, then zeroes them.
-  void optimizer_step(double learning_rate);
+  /// Applies the optimizer to the accumulated gradients (clipped to
+  /// max_grad_norm when set), then zeroes them. Returns the global gradient
+  /// norm before clipping.
+  double optimizer_step(double learning_rate);
   /// Current weights and accumulated gradients, under Hugging Face names.
   TensorMap weights() const;
   TensorMap gradients() const;

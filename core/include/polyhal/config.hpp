@@ -79,6 +79,7 @@ struct OptimizerSection {
   double power = 1.0, end_learning_rate = 0.0, decay_rate = 0.96;
   std::int64_t decay_steps = 1000;  ///< exponential: lr x decay_rate^(step/decay_steps)
   std::vector<std::pair<std::int64_t, double>> step_list;  ///< steps: [[from_step, lr], ...]
+  double max_grad_norm = 0.0;  ///< clip the global gradient norm (0: off)
 };
 
 struct CheckpointSection {

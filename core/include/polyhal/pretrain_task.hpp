@@ -20,7 +20,8 @@ struct PretrainStep {
   std::int64_t step = 0;
   double mlm_loss = 0, nsp_loss = 0;
   double learning_rate = 0;
-  double seconds = 0;  ///< wall time of the step on this host
+  double grad_norm = 0;  ///< global gradient norm before clipping
+  double seconds = 0;    ///< wall time of the step on this host
   double loss() const { return mlm_loss + nsp_loss; }
 };
 
@@ -31,6 +32,7 @@ struct PretrainResult {
   std::int64_t first_step = 1;  ///< > 1 when resumed from a checkpoint
   std::vector<PretrainStep> steps;
   std::vector<std::filesystem::path> checkpoints;
+  std::filesystem::path exported;  ///< Hugging Face directory written at the end
 };
 
 /// Called after every optimizer step (for progress lines and metrics).

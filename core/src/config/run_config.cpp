@@ -243,7 +243,7 @@ void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& con
   reader.require_known_keys(node, "optimizer",
                             {"name", "learning_rate", "beta1", "beta2", "epsilon", "weight_decay",
                              "momentum", "warmup_steps", "schedule", "power", "end_learning_rate",
-                             "decay_rate", "decay_steps", "step_list"});
+                             "decay_rate", "decay_steps", "step_list", "max_grad_norm"});
   auto& o = config.optimizer;
   if (node["name"]) {
     o.name = reader.scalar(node["name"], "optimizer.name");
@@ -256,7 +256,7 @@ void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& con
         std::pair{"beta2", &o.beta2}, std::pair{"epsilon", &o.epsilon},
         std::pair{"weight_decay", &o.weight_decay}, std::pair{"momentum", &o.momentum},
         std::pair{"power", &o.power}, std::pair{"end_learning_rate", &o.end_learning_rate},
-        std::pair{"decay_rate", &o.decay_rate}}) {
+        std::pair{"decay_rate", &o.decay_rate}, std::pair{"max_grad_norm", &o.max_grad_norm}}) {
     if (node[key]) *field = reader.number(node[key], std::string("optimizer.") + key);
   }
   if (node["warmup_steps"])

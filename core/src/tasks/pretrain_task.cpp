@@ -190,6 +190,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   settings.epsilon = o.epsilon;
   settings.weight_decay = o.weight_decay;
   settings.momentum = o.momentum;
+  settings.max_grad_norm = o.max_grad_norm;
   BertTraining training(device, result.config, shape, settings);
   result.memory = training.plan_memory();
   if (compile_only) return result;
@@ -242,7 +243,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       record.mlm_loss += losses.mlm / static_cast<double>(accumulation);
       record.nsp_loss += losses.nsp / static_cast<double>(accumulation);
     }
-    training.optimizer_step(record.learning_rate);
+    record.grad_norm = training.optimizer_step(record.learning_rate);
     record.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.steps.push_back(record);
@@ -251,6 +252,13 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       save(step);
   }
   if (config.steps > done) save(config.steps);
+  if (!config.checkpoint.dir.empty() && config.steps > done) {
+    // The final weights as a Hugging Face directory (BertForPreTraining.from_pretrained).
+    result.exported = config.checkpoint.dir / "hf";
+    std::filesystem::create_directories(result.exported);
+    write_hf_config(result.config, result.exported / "config.json");
+    save_bert_weights(training.weights(), DType::f32, result.exported / "model.safetensors");
+  }
   return result;
 }
 

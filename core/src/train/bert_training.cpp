@@ -50,6 +50,8 @@ struct BertTraining::State {
   std::vector<Op> forward, backward;
   std::vector<Param> params;
   std::vector<std::shared_ptr<Kernel>> updates;  // one per param
+  std::vector<std::shared_ptr<Kernel>> norms;    // sum of squares, one per param
+  int norm_out = -1;
   std::vector<std::vector<Tensor>> update_inputs, update_outputs;
   int ids, types, mask, mlm_labels, nsp_labels, loss_scale, losses, hyper;
   std::int64_t steps = 0;
@@ -110,6 +112,7 @@ struct BertTraining::State {
     loss_scale = act("loss scale", {1});
     losses = act("losses", {2});
     hyper = act("optimizer hyper-parameters", {10});
+    norm_out = act("gradient sum of squares", {1});
 
     auto& word = param("bert.embeddings.word_embeddings.weight", {v, h});
     const int word_w = word.weight, word_g = word.grad;
@@ -285,6 +288,8 @@ struct BertTraining::State {
                        slots[static_cast<std::size_t>(p.grad)].shape},
                       {}};
       updates.push_back(device.prepare_kernel(desc));
+      norms.push_back(device.prepare_kernel(KernelDesc{
+          "sum_of_squares", DType::f32, {slots[static_cast<std::size_t>(p.grad)].shape}, {}}));
     }
   }
 
@@ -418,20 +423,32 @@ StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumu
   return {losses[0], losses[1]};
 }
 
-void BertTraining::optimizer_step(double learning_rate) {
+double BertTraining::optimizer_step(double learning_rate) {
   auto& s = *state_;
   ++s.steps;
   const auto& o = s.optimizer;
+  // Global gradient norm over every parameter (views included once: q, k and
+  // v are disjoint rows of the fused projection).
+  double sum = 0;
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    const std::array in{s.slots[static_cast<std::size_t>(s.params[i].grad)].tensor};
+    const std::array out{s.slots[static_cast<std::size_t>(s.norm_out)].tensor};
+    s.norms[i]->run(in, out);
+    sum += s.download(s.norm_out)[0];
+  }
+  const double norm = std::sqrt(sum);
+  const double scale = o.max_grad_norm > 0 && norm > o.max_grad_norm ? o.max_grad_norm / norm : 1.0;
   for (std::size_t i = 0; i < s.params.size(); ++i) {
     const bool decay = s.params[i].decay;
     s.upload(s.hyper,
              {static_cast<float>(learning_rate), static_cast<float>(o.beta1),
               static_cast<float>(o.beta2), static_cast<float>(o.epsilon),
               static_cast<float>(o.weight_decay), static_cast<float>(s.steps), decay ? 1.0f : 0.0f,
-              decay ? 1.0f : 0.0f, 1.0f, static_cast<float>(o.momentum)});
+              decay ? 1.0f : 0.0f, static_cast<float>(scale), static_cast<float>(o.momentum)});
     s.updates[i]->run(s.update_inputs[i], s.update_outputs[i]);
   }
   s.zero_gradients();
+  return norm;
 }
 
 TensorMap BertTraining::weights() const {

@@ -421,6 +421,15 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc) {
   });
 }
 
+std::unique_ptr<Kernel> sum_of_squares(const KernelDesc& desc) {
+  const std::int64_t count = element_count(desc.input_shapes.at(0));
+  return std::make_unique<FunctionKernel>("sum_of_squares", 0.0, [=](auto in, auto o) {
+    double sum = 0;
+    for (std::int64_t i = 0; i < count; ++i) sum += static_cast<double>(f(in[0])[i]) * f(in[0])[i];
+    f(o[0])[0] = static_cast<float>(sum);
+  });
+}
+
 }  // namespace
 
 void register_reference_train_kernels(KernelRegistry& registry) {
@@ -439,6 +448,7 @@ void register_reference_train_kernels(KernelRegistry& registry) {
   add("embedding_backward", embedding_backward);
   add("take_rows_backward", take_rows_backward);
   add("pretraining_loss", pretraining_loss);
+  add("sum_of_squares", sum_of_squares);
   for (const char* op : {"adamw_update", "lamb_update", "sgd_update"}) add(op, optimizer_update);
 }
 
