@@ -226,14 +226,17 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
     ++timed;
     const double per_step = elapsed / static_cast<double>(timed);
     const double sequences = static_cast<double>(global_batch) / step.seconds;
-    metrics.write({{"event", "step"},
-                   {"step", step.step},
-                   {"loss", step.loss()},
-                   {"mlm_loss", step.mlm_loss},
-                   {"nsp_loss", step.nsp_loss},
-                   {"learning_rate", step.learning_rate},
-                   {"grad_norm", step.grad_norm},
-                   {model ? "host_simulation_seconds" : "seconds", step.seconds}});
+    metrics.write(
+        {{"event", "step"},
+         {"step", step.step},
+         {"loss", step.loss()},
+         {"mlm_loss", step.mlm_loss},
+         {"nsp_loss", step.nsp_loss},
+         {"learning_rate", step.learning_rate},
+         {"grad_norm", step.skipped ? nlohmann::json(nullptr) : nlohmann::json(step.grad_norm)},
+         {"loss_scale", step.loss_scale},
+         {"skipped", step.skipped},
+         {model ? "host_simulation_seconds" : "seconds", step.seconds}});
     const bool show = step.step % config.log_every == 0 || step.step == total;
     if (!show && !terminal) return;
     const std::string line =

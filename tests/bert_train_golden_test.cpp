@@ -132,7 +132,7 @@ TEST(BertTraining, GradientClippingBoundsTheGlobalNorm) {
   BertTraining training(*cpu, golden.config, golden.shape, sgd);
   training.load_weights(golden.weights);
   training.forward_backward(golden.batch());
-  const double norm = training.optimizer_step(1.0);
+  const double norm = training.optimizer_step(1.0).value();
   EXPECT_GT(norm, 0.01) << "the golden gradient is larger than the threshold";
   double moved = 0;
   for (const auto& [name, w] : training.weights()) {

@@ -3,6 +3,7 @@
 // trajectory of an uninterrupted run, schedules, data and phase 2 init.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -160,9 +161,9 @@ TEST(Pretrain, DeviceModelsAndBadSettings) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("host simulation"), std::string::npos) << r.output;
   r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 2\n") +
-                        " --set model.precision=bf16");
+                        " --set model.precision=f16");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("pre-training runs in f32 in this version"), std::string::npos)
+  EXPECT_NE(r.output.find("cpu0 does not compute in f16 (use bf16 or f32)"), std::string::npos)
       << r.output;
   r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 2\n") +
                         " --set optimizer.name=adagrad");
@@ -173,6 +174,57 @@ TEST(Pretrain, DeviceModelsAndBadSettings) {
                         " --backend ipu");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("optimizer state"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+TEST(PretrainMixedPrecision, Fp16DynamicLossScalingSkipsOverflowingStepsAndTrains) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  auto r = test::run_polyhal(
+      "run --config " + pretrain_config(dir, "steps: 24\n") +
+      " --backend ipu --set model.precision=f16 --set optimizer.loss_scale=1e9 --metrics-out " +
+      metrics.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(
+      r.output.find("gradient overflow at loss scale 1e+09: step skipped, loss scale now 5e+08"),
+      std::string::npos)
+      << r.output;
+  std::ifstream in(metrics);
+  int skipped = 0, applied = 0;
+  double last_scale = 0;
+  for (std::string line; std::getline(in, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record["event"] != "step") continue;
+    (record["skipped"].get<bool>() ? skipped : applied) += 1;
+    last_scale = record["loss_scale"];
+    EXPECT_TRUE(std::isfinite(record["loss"].get<double>()));
+  }
+  EXPECT_GT(skipped, 0);
+  EXPECT_GT(applied, 0) << "once the scale fits in f16 the steps must go through";
+  EXPECT_LT(last_scale, 65504.0);
+}
+
+TEST(PretrainMixedPrecision, Bf16OnGaudiTrainsAndBf16OnIpuIsRefused) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  auto r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 40\n") +
+                             " --backend gaudi --set model.precision=bf16 --metrics-out " +
+                             metrics.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto losses = step_losses(metrics);
+  double first = 0, last = 0;
+  for (std::int64_t s = 1; s <= 5; ++s) first += losses.at(s).second / 5;
+  for (std::int64_t s = 36; s <= 40; ++s) last += losses.at(s).second / 5;
+  EXPECT_LT(last, first - 0.3) << first << " -> " << last;
+  r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 2\n") +
+                        " --backend ipu --set model.precision=bf16");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("use f16 with loss scaling"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -3,7 +3,7 @@
 /// BertForPreTraining training step on any Device, through Kernels only:
 /// forward keeping what backward needs, MLM + NSP loss, explicit backward of
 /// every layer in reverse, optimizer step. Gradients accumulate over
-/// micro-batches until optimizer_step(). f32 in this version.
+/// micro-batches until optimizer_step(). f32, or bf16/f16 mixed precision.
 ///
 ///   forward:   x0 = LN(embed); per layer: qkv, (ctx, probs) = attention,
 ///              s1 = ctx Wo + bo + x, x1 = LN(s1), f = gelu(x1 Wi + bi),
@@ -13,6 +13,7 @@
 ///   backward:  the same list reversed (bert_training.cpp, one line per op)
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,8 +47,10 @@ struct StepLosses {
 
 class BertTraining {
  public:
+  /// `precision` f32, or bf16 / f16 for mixed precision: f32 master weights
+  /// and optimizer, weights and activations held at `precision` in the step.
   BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
-               OptimizerSettings optimizer);
+               OptimizerSettings optimizer, DType precision = DType::f32);
   ~BertTraining();
   BertTraining(const BertTraining&) = delete;
   BertTraining& operator=(const BertTraining&) = delete;
@@ -59,11 +62,15 @@ class BertTraining {
   void load_weights(const TensorMap& weights);
   /// Forward and backward of one micro-batch; gradients accumulate, each
   /// scaled by 1/accumulation_steps. Returns the micro-batch's losses.
-  StepLosses forward_backward(const TrainingBatch& batch, int accumulation_steps = 1);
-  /// Applies the optimizer to the accumulated gradients (clipped to
-  /// max_grad_norm when set), then zeroes them. Returns the global gradient
-  /// norm before clipping.
-  double optimizer_step(double learning_rate);
+  /// Gradients come out multiplied by `loss_scale` (fp16 loss scaling).
+  StepLosses forward_backward(const TrainingBatch& batch, int accumulation_steps = 1,
+                              double loss_scale = 1.0);
+  /// Applies the optimizer to the accumulated gradients (divided by
+  /// `loss_scale`, clipped to max_grad_norm when set), then zeroes them.
+  /// Returns the global gradient norm before clipping, or nullopt when a
+  /// gradient overflowed (inf/NaN): then no weight changes and the step is
+  /// not counted.
+  std::optional<double> optimizer_step(double learning_rate, double loss_scale = 1.0);
   /// Current weights and accumulated gradients, under Hugging Face names.
   TensorMap weights() const;
   TensorMap gradients() const;

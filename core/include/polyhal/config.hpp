@@ -80,6 +80,10 @@ struct OptimizerSection {
   std::int64_t decay_steps = 1000;  ///< exponential: lr x decay_rate^(step/decay_steps)
   std::vector<std::pair<std::int64_t, double>> step_list;  ///< steps: [[from_step, lr], ...]
   double max_grad_norm = 0.0;  ///< clip the global gradient norm (0: off)
+  /// Loss scaling (fp16): none | static | dynamic; "auto" is dynamic for f16, none otherwise.
+  std::string loss_scaling = "auto";
+  double loss_scale = 65536.0;                     ///< static value, or dynamic start
+  std::int64_t loss_scale_growth_interval = 2000;  ///< dynamic: double after this many good steps
 };
 
 struct CheckpointSection {

@@ -20,8 +20,10 @@ struct PretrainStep {
   std::int64_t step = 0;
   double mlm_loss = 0, nsp_loss = 0;
   double learning_rate = 0;
-  double grad_norm = 0;  ///< global gradient norm before clipping
-  double seconds = 0;    ///< wall time of the step on this host
+  double grad_norm = 0;     ///< global gradient norm before clipping
+  double loss_scale = 1.0;  ///< the scale this step ran with
+  bool skipped = false;     ///< gradient overflow: weights unchanged
+  double seconds = 0;       ///< wall time of the step on this host
   double loss() const { return mlm_loss + nsp_loss; }
 };
 

@@ -23,6 +23,8 @@
 ///                         W, grad, m, v, hyper[10] -> W, m, v (in place)
 ///                         hyper = lr, beta1, beta2, eps, weight_decay, step,
 ///                         decay? (0/1), trust ratio? (0/1), grad_scale, momentum
+/// Mixed precision: attr round_to = bf16 | f16 makes an op hold its f32
+/// outputs (and dense's weights) at that precision, f32 math inside.
 #include "polyhal/kernel.hpp"
 
 namespace polyhal {

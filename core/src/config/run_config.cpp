@@ -240,10 +240,11 @@ void read_batch(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
 }
 
 void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
-  reader.require_known_keys(node, "optimizer",
-                            {"name", "learning_rate", "beta1", "beta2", "epsilon", "weight_decay",
-                             "momentum", "warmup_steps", "schedule", "power", "end_learning_rate",
-                             "decay_rate", "decay_steps", "step_list", "max_grad_norm"});
+  reader.require_known_keys(
+      node, "optimizer",
+      {"name", "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "momentum",
+       "warmup_steps", "schedule", "power", "end_learning_rate", "decay_rate", "decay_steps",
+       "step_list", "max_grad_norm", "loss_scaling", "loss_scale", "loss_scale_growth_interval"});
   auto& o = config.optimizer;
   if (node["name"]) {
     o.name = reader.scalar(node["name"], "optimizer.name");
@@ -256,11 +257,25 @@ void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& con
         std::pair{"beta2", &o.beta2}, std::pair{"epsilon", &o.epsilon},
         std::pair{"weight_decay", &o.weight_decay}, std::pair{"momentum", &o.momentum},
         std::pair{"power", &o.power}, std::pair{"end_learning_rate", &o.end_learning_rate},
-        std::pair{"decay_rate", &o.decay_rate}, std::pair{"max_grad_norm", &o.max_grad_norm}}) {
+        std::pair{"decay_rate", &o.decay_rate}, std::pair{"max_grad_norm", &o.max_grad_norm},
+        std::pair{"loss_scale", &o.loss_scale}}) {
     if (node[key]) *field = reader.number(node[key], std::string("optimizer.") + key);
   }
   if (node["warmup_steps"])
     o.warmup_steps = reader.integer(node["warmup_steps"], "optimizer.warmup_steps", 0);
+  if (node["loss_scaling"]) {
+    o.loss_scaling = reader.scalar(node["loss_scaling"], "optimizer.loss_scaling");
+    if (o.loss_scaling != "auto" && o.loss_scaling != "none" && o.loss_scaling != "static" &&
+        o.loss_scaling != "dynamic") {
+      reader.fail(
+          "optimizer.loss_scaling",
+          fmt::format("expected auto, none, static or dynamic, got \"{}\"", o.loss_scaling));
+    }
+  }
+  if (node["loss_scale_growth_interval"]) {
+    o.loss_scale_growth_interval = reader.integer(node["loss_scale_growth_interval"],
+                                                  "optimizer.loss_scale_growth_interval", 1);
+  }
   if (node["decay_steps"])
     o.decay_steps = reader.integer(node["decay_steps"], "optimizer.decay_steps", 1);
   if (node["schedule"]) {

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <regex>
 
@@ -174,11 +175,13 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   result.config = resolve_bert_config(config.model);
   result.model_name =
       config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
-  if (config.model.precision != DType::f32) {
-    throw ConfigError(
-        fmt::format("{}: key 'model.precision': pre-training runs in f32 in this version (bf16 and "
-                    "fp16 with loss scaling are not implemented yet)",
-                    config.locate("model.precision")));
+  const DType precision = config.model.precision;
+  if (!device.supports(precision)) {
+    throw ConfigError(fmt::format(
+        "{}: key 'model.precision': {} does not compute in {}{}", config.locate("model.precision"),
+        device.name(), dtype_name(precision),
+        precision == DType::bf16 ? " (the IPU has f16 and f32: use f16 with loss scaling)"
+                                 : " (use bf16 or f32)"));
   }
   const BertShape shape{config.batch.micro, config.model.seq_len};
   OptimizerSettings settings;
@@ -191,7 +194,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   settings.weight_decay = o.weight_decay;
   settings.momentum = o.momentum;
   settings.max_grad_norm = o.max_grad_norm;
-  BertTraining training(device, result.config, shape, settings);
+  BertTraining training(device, result.config, shape, settings, precision);
   result.memory = training.plan_memory();
   if (compile_only) return result;
 
@@ -216,6 +219,19 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
     training.load_weights(init_bert_weights(result.config, config.model.seed));
   }
   result.first_step = done + 1;
+  // Loss scaling: the seeds' static --loss-scaling or a dynamic scaler that
+  // halves on overflow (skipping the step) and doubles after a run of good steps.
+  const std::string scaling =
+      o.loss_scaling == "auto" ? (precision == DType::f16 ? "dynamic" : "none") : o.loss_scaling;
+  double loss_scale = scaling == "none" ? 1.0 : o.loss_scale;
+  std::int64_t good_steps = 0;
+  if (resume_from) {
+    const auto metadata = read_safetensors_metadata(*resume_from);
+    if (auto it = metadata.find("loss_scale"); it != metadata.end())
+      loss_scale = std::stod(it->second);
+    if (auto it = metadata.find("good_steps"); it != metadata.end())
+      good_steps = std::stoll(it->second);
+  }
 
   auto save = [&](std::int64_t step) {
     if (config.checkpoint.dir.empty()) return;
@@ -224,7 +240,9 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
     write_safetensors(training.state(), DType::f32, path,
                       {{"step", std::to_string(step)},
                        {"model", result.model_name},
-                       {"writer", "polyhal pretrain"}});
+                       {"writer", "polyhal pretrain"},
+                       {"loss_scale", fmt::format("{:.17g}", loss_scale)},
+                       {"good_steps", std::to_string(good_steps)}});
     result.checkpoints.push_back(path);
     spdlog::info("checkpoint {}", path.string());
   };
@@ -239,11 +257,23 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       const auto index = static_cast<std::uint64_t>((step - 1) * accumulation + micro);
       const auto losses = training.forward_backward(
           make_pretraining_batch(result.config, shape, config.data, index),
-          static_cast<int>(accumulation));
+          static_cast<int>(accumulation), loss_scale);
       record.mlm_loss += losses.mlm / static_cast<double>(accumulation);
       record.nsp_loss += losses.nsp / static_cast<double>(accumulation);
     }
-    record.grad_norm = training.optimizer_step(record.learning_rate);
+    record.loss_scale = loss_scale;
+    const auto norm = training.optimizer_step(record.learning_rate, loss_scale);
+    record.skipped = !norm.has_value();
+    record.grad_norm = norm.value_or(std::numeric_limits<double>::infinity());
+    if (record.skipped) {
+      spdlog::warn(
+          "step {}: gradient overflow at loss scale {:g}: step skipped{}", step, loss_scale,
+          scaling == "dynamic" ? fmt::format(", loss scale now {:g}", loss_scale / 2) : "");
+      if (scaling == "dynamic") loss_scale /= 2;
+      good_steps = 0;
+    } else if (scaling == "dynamic" && ++good_steps % o.loss_scale_growth_interval == 0) {
+      loss_scale *= 2;
+    }
     record.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.steps.push_back(record);

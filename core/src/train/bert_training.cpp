@@ -57,8 +57,15 @@ struct BertTraining::State {
   std::int64_t steps = 0;
   bool loaded = false;
 
-  State(Device& d, const BertConfig& c, BertShape s, OptimizerSettings o)
-      : device(d), config(c), shape(s), optimizer(std::move(o)), tokens(s.batch * s.seq) {}
+  DType precision = DType::f32;
+
+  State(Device& d, const BertConfig& c, BertShape s, OptimizerSettings o, DType p)
+      : device(d),
+        config(c),
+        shape(s),
+        optimizer(std::move(o)),
+        tokens(s.batch * s.seq),
+        precision(p) {}
 
   int slot(const std::string& name, const std::string& category, Shape s, DType type = DType::f32) {
     slots.push_back({name, category, type, std::move(s), -1, 0, {}});
@@ -87,6 +94,7 @@ struct BertTraining::State {
   void add(std::vector<Op>& list, const std::string& op, std::vector<int> in, std::vector<int> out,
            std::map<std::string, std::string> attrs = {}) {
     KernelDesc desc{op, DType::f32, {}, std::move(attrs)};
+    if (precision != DType::f32) desc.attrs["round_to"] = std::string(dtype_name(precision));
     for (int i : in) desc.input_shapes.push_back(slots[static_cast<std::size_t>(i)].shape);
     list.push_back({device.prepare_kernel(desc), std::move(in), std::move(out), {}, {}});
   }
@@ -372,9 +380,14 @@ struct BertTraining::State {
 };
 
 BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
-                           OptimizerSettings optimizer)
-    : state_(std::make_unique<State>(device, config, micro_batch, std::move(optimizer))) {
+                           OptimizerSettings optimizer, DType precision)
+    : state_(
+          std::make_unique<State>(device, config, micro_batch, std::move(optimizer), precision)) {
   config.validate("model");
+  if (precision != DType::f32 && precision != DType::bf16 && precision != DType::f16) {
+    throw ConfigError(
+        fmt::format("training precision must be f32, bf16 or f16, got {}", dtype_name(precision)));
+  }
   if (state_->optimizer.kind != "lamb" && state_->optimizer.kind != "adamw" &&
       state_->optimizer.kind != "sgd") {
     throw ConfigError(
@@ -408,7 +421,8 @@ void BertTraining::load_weights(const TensorMap& weights) {
   s.loaded = true;
 }
 
-StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumulation_steps) {
+StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumulation_steps,
+                                          double loss_scale) {
   auto& s = *state_;
   if (!s.loaded) throw RuntimeFailure("BertTraining: load_weights before training");
   s.upload_ints(s.ids, batch.inputs.input_ids);
@@ -416,16 +430,15 @@ StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumu
   s.upload_ints(s.mask, batch.inputs.attention_mask);
   s.upload_ints(s.mlm_labels, batch.mlm_labels);
   s.upload_ints(s.nsp_labels, batch.nsp_labels);
-  s.upload(s.loss_scale, {1.0f / static_cast<float>(accumulation_steps)});
+  s.upload(s.loss_scale, {static_cast<float>(loss_scale / accumulation_steps)});
   State::run(s.forward);
   State::run(s.backward);
   const auto losses = s.download(s.losses);
   return {losses[0], losses[1]};
 }
 
-double BertTraining::optimizer_step(double learning_rate) {
+std::optional<double> BertTraining::optimizer_step(double learning_rate, double loss_scale) {
   auto& s = *state_;
-  ++s.steps;
   const auto& o = s.optimizer;
   // Global gradient norm over every parameter (views included once: q, k and
   // v are disjoint rows of the fused projection).
@@ -436,8 +449,14 @@ double BertTraining::optimizer_step(double learning_rate) {
     s.norms[i]->run(in, out);
     sum += s.download(s.norm_out)[0];
   }
-  const double norm = std::sqrt(sum);
-  const double scale = o.max_grad_norm > 0 && norm > o.max_grad_norm ? o.max_grad_norm / norm : 1.0;
+  if (!std::isfinite(sum)) {  // overflow under loss scaling: skip, as the seeds' scalers do
+    s.zero_gradients();
+    return std::nullopt;
+  }
+  ++s.steps;
+  const double norm = std::sqrt(sum) / loss_scale;
+  const double clip = o.max_grad_norm > 0 && norm > o.max_grad_norm ? o.max_grad_norm / norm : 1.0;
+  const double scale = clip / loss_scale;
   for (std::size_t i = 0; i < s.params.size(); ++i) {
     const bool decay = s.params[i].decay;
     s.upload(s.hyper,

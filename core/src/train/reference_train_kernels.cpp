@@ -46,6 +46,36 @@ class FunctionKernel final : public Kernel {
   Body body_;
 };
 
+/// Mixed precision on the reference kernels: every f32 output is rounded to
+/// `type` after the op (f32 math inside, values representable in bf16/f16
+/// outside), which is what a bf16/f16 device with f32 accumulation stores.
+class RoundedOutputs final : public Kernel {
+ public:
+  RoundedOutputs(std::unique_ptr<Kernel> inner, DType type)
+      : inner_(std::move(inner)), type_(type) {}
+  void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
+    inner_->run(inputs, outputs);
+    for (const auto& t : outputs) {
+      if (t.dtype != DType::f32) continue;
+      float* v = t.data<float>();
+      for (std::int64_t i = 0; i < t.numel(); ++i) v[i] = round_through(type_, v[i]);
+    }
+  }
+  std::string implementation() const override {
+    return inner_->implementation() + " (outputs in " + std::string(dtype_name(type_)) + ")";
+  }
+  double flops() const override { return inner_->flops(); }
+
+ private:
+  std::unique_ptr<Kernel> inner_;
+  DType type_;
+};
+
+/// The dtype weights and activations are held in ("round_to" attr), f32 if none.
+DType compute_type(const KernelDesc& d) {
+  return parse_dtype(d.attr("round_to", "f32")).value_or(DType::f32);
+}
+
 float* f(const Tensor& t) {
   return t.data<float>();
 }
@@ -70,12 +100,14 @@ std::unique_ptr<Kernel> dense(const KernelDesc& d) {
   const std::int64_t m = d.input_shapes.at(0).at(0), k = d.input_shapes.at(0).at(1),
                      out = d.input_shapes.at(1).at(0);
   auto wt = std::make_shared<std::vector<float>>(n(k * out));
+  const DType type = compute_type(d);
   return std::make_unique<FunctionKernel>(
       "dense", 2.0 * static_cast<double>(m * out * k), [=](auto in, auto o) {
         // Y = X W^T + b, with W transposed into [K, N] scratch for the row GEMM.
         const float* w = f(in[1]);
         for (std::int64_t r = 0; r < out; ++r)
-          for (std::int64_t c = 0; c < k; ++c) (*wt)[n(c * out + r)] = w[r * k + c];
+          for (std::int64_t c = 0; c < k; ++c)
+            (*wt)[n(c * out + r)] = round_through(type, w[r * k + c]);
         detail::reference_gemm(f(in[0]), wt->data(), f(o[0]), n(m), n(out), n(k), false);
         const float* b = f(in[2]);
         float* y = f(o[0]);
@@ -89,9 +121,17 @@ std::unique_ptr<Kernel> dense_backward(const KernelDesc& d) {
   const std::int64_t m = d.input_shapes.at(0).at(0), out = d.input_shapes.at(0).at(1),
                      k = d.input_shapes.at(1).at(1);
   auto scratch = std::make_shared<std::vector<float>>(n(k * out + m * out));
+  auto rounded_w = std::make_shared<std::vector<float>>();
+  const DType type = compute_type(d);
   return std::make_unique<FunctionKernel>(
       "dense_backward", 4.0 * static_cast<double>(m * out * k), [=](auto in, auto o) {
         const float *dy = f(in[0]), *x = f(in[1]), *w = f(in[2]);
+        if (type != DType::f32) {  // backward sees the weights forward saw
+          rounded_w->resize(n(out * k));
+          for (std::size_t i = 0; i < rounded_w->size(); ++i)
+            (*rounded_w)[i] = round_through(type, w[i]);
+          w = rounded_w->data();
+        }
         float *dx = f(o[0]), *dw = f(o[1]), *db = f(o[2]);
         // dX = dY W           [M,N] x [N,K]
         detail::reference_gemm(dy, w, dx, n(m), n(k), n(out), false);
@@ -434,7 +474,11 @@ std::unique_ptr<Kernel> sum_of_squares(const KernelDesc& desc) {
 
 void register_reference_train_kernels(KernelRegistry& registry) {
   const auto add = [&](const char* op, std::unique_ptr<Kernel> (*make)(const KernelDesc&)) {
-    registry.add(op, DType::f32, [make](const KernelDesc& d, Device&) { return make(d); });
+    registry.add(op, DType::f32, [make](const KernelDesc& d, Device&) -> std::unique_ptr<Kernel> {
+      const DType type = compute_type(d);
+      if (type == DType::f32) return make(d);
+      return std::make_unique<RoundedOutputs>(make(d), type);
+    });
   };
   add("dense", dense);
   add("dense_backward", dense_backward);
