@@ -301,14 +301,27 @@ struct BertTraining::State {
     }
   }
 
+  /// What a device holds: f32 master weights, gradients and optimizer state;
+  /// with mixed precision the activations at the compute precision plus a
+  /// compute copy of the weights (the host reference emulates this in f32).
   std::vector<MemoryItem> memory_items() const {
     std::map<std::string, std::uint64_t> bytes;
     for (const auto& s : slots) {
       if (s.view_of >= 0) continue;
-      bytes[s.category] += static_cast<std::uint64_t>(element_count(s.shape)) * dtype_size(s.dtype);
+      const bool low =
+          precision != DType::f32 && s.category == "activations" && s.dtype == DType::f32;
+      const std::size_t element = low ? dtype_size(precision) : dtype_size(s.dtype);
+      bytes[s.category] += static_cast<std::uint64_t>(element_count(s.shape)) * element;
+      if (precision != DType::f32 && s.category == "weights") {
+        bytes["weights (compute copy)"] +=
+            static_cast<std::uint64_t>(element_count(s.shape)) * dtype_size(precision);
+      }
     }
     std::vector<MemoryItem> items;
-    for (const auto& [category, total] : bytes) items.push_back({category, "f32", total});
+    for (const auto& [category, total] : bytes) {
+      const bool compute = category == "activations" || category == "weights (compute copy)";
+      items.push_back({category, std::string(dtype_name(compute ? precision : DType::f32)), total});
+    }
     return items;
   }
 
