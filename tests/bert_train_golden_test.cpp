@@ -144,3 +144,33 @@ TEST(BertTraining, GradientClippingBoundsTheGlobalNorm) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+TEST(BertTraining, DropoutMasksAreKeyedBySeedAndBatchIndex) {
+  const TrainGolden golden;
+  auto cpu = test::first_device("cpu");
+  auto gradients_for = [&](double p, std::uint64_t seed, std::uint64_t index) {
+    BertTraining training(*cpu, golden.config, golden.shape, OptimizerSettings{}, DType::f32, p,
+                          seed);
+    training.load_weights(golden.weights);
+    auto batch = golden.batch();
+    batch.index = index;
+    const auto losses = training.forward_backward(batch);
+    return std::pair{losses.total(), training.gradients()};
+  };
+  const auto [off_loss, off] = gradients_for(0.0, 1, 0);
+  const auto [a_loss, a] = gradients_for(0.3, 1, 0);
+  const auto [b_loss, b] = gradients_for(0.3, 1, 0);
+  const auto [c_loss, c] = gradients_for(0.3, 1, 1);
+  EXPECT_NEAR(off_loss, golden.values.at("loss").values[0] + golden.values.at("loss").values[1],
+              1e-3);
+  EXPECT_NE(a_loss, off_loss) << "dropout must change the forward pass";
+  EXPECT_EQ(a_loss, b_loss) << "same seed and batch index, same masks";
+  EXPECT_EQ(a.at("bert.pooler.dense.weight").values, b.at("bert.pooler.dense.weight").values);
+  EXPECT_NE(a_loss, c_loss) << "another batch index draws other masks";
+}
+
+}  // namespace
+}  // namespace polyhal

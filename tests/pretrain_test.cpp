@@ -20,7 +20,7 @@ std::string pretrain_config(const test::TempDir& dir, const std::string& extra =
       .write(
           "pretrain.yaml",
           "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 16, precision: f32, "
-          "vocab_size: 64}\n"
+          "vocab_size: 64, dropout: 0}\n"
           "batch: {micro: 8, grad_accum: 1}\ndata: {source: pattern, seed: 3, max_predictions: 3}\n"
           "optimizer: {name: adamw, learning_rate: 0.005, warmup_steps: 5, end_learning_rate: "
           "0.0005}\n" +
@@ -57,11 +57,13 @@ TEST(Pretrain, MlmLossFallsByAtLeast0Point7In60StepsOnLearnableData) {
 }
 
 TEST(Pretrain, KilledRunResumesWithTheIdenticalLossTrajectory) {
+  // With dropout on, so the masks are part of what must resume exactly.
+  const std::string kDropout = " --set model.dropout=0.1";
   test::TempDir dir;
   const auto reference = dir.path() / "reference.jsonl", resumed = dir.path() / "resumed.jsonl";
   const auto reference_config =
       pretrain_config(dir, "steps: 120\ncheckpoint: {dir: ck-reference, every: 10}\n");
-  auto r = test::run_polyhal("run --config " + reference_config + " --metrics-out " +
+  auto r = test::run_polyhal("run --config " + reference_config + kDropout + " --metrics-out " +
                              reference.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
 
@@ -70,7 +72,7 @@ TEST(Pretrain, KilledRunResumesWithTheIdenticalLossTrajectory) {
   const auto first_checkpoint = other.path() / "ck" / "checkpoint-00000010.safetensors";
   // Start, wait for the first checkpoint, then SIGKILL: no chance to clean up.
   const auto killed = test::run_command(
-      "bash -c '" + std::string(POLYHAL_LAUNCHER) + " run --config " + config +
+      "bash -c '" + std::string(POLYHAL_LAUNCHER) + " run --config " + config + kDropout +
       " > /dev/null 2>&1 & pid=$!; for i in $(seq 3000); do [ -f " + first_checkpoint.string() +
       " ] && break; sleep 0.01; done; kill -9 $pid; wait $pid; echo exit=$?'");
   ASSERT_NE(killed.output.find("exit=137"), std::string::npos)
@@ -80,7 +82,7 @@ TEST(Pretrain, KilledRunResumesWithTheIdenticalLossTrajectory) {
   ASSERT_TRUE(latest.has_value());
   EXPECT_NO_THROW(read_safetensors(*latest)) << "the newest complete checkpoint must be whole";
 
-  r = test::run_polyhal("run --config " + config + " --metrics-out " + resumed.string());
+  r = test::run_polyhal("run --config " + config + kDropout + " --metrics-out " + resumed.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("resumed at step"), std::string::npos) << r.output;
   const auto want = step_losses(reference), got = step_losses(resumed);

@@ -29,6 +29,7 @@ struct TrainingBatch {
   BertInputs inputs;
   std::vector<std::int32_t> mlm_labels;  ///< token id to predict, -100 elsewhere
   std::vector<std::int32_t> nsp_labels;  ///< 0 = is next, 1 = random
+  std::uint64_t index = 0;               ///< position in the data stream: keys the dropout masks
 };
 
 struct OptimizerSettings {
@@ -49,8 +50,12 @@ class BertTraining {
  public:
   /// `precision` f32, or bf16 / f16 for mixed precision: f32 master weights
   /// and optimizer, weights and activations held at `precision` in the step.
+  /// `hidden_dropout`: dropout on the embeddings and on the attention and FFN
+  /// outputs (Hugging Face's hidden_dropout_prob; attention-probability
+  /// dropout is not implemented), masks keyed by (seed, batch index).
   BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
-               OptimizerSettings optimizer, DType precision = DType::f32);
+               OptimizerSettings optimizer, DType precision = DType::f32,
+               double hidden_dropout = 0.0, std::uint64_t seed = 0);
   ~BertTraining();
   BertTraining(const BertTraining&) = delete;
   BertTraining& operator=(const BertTraining&) = delete;

@@ -49,7 +49,8 @@ struct ModelSection {
   std::filesystem::path weights;             ///< empty: seeded random init
   std::filesystem::path save;                ///< write config.json + model.safetensors here
   std::uint64_t seed = 0;
-  bool heads = false;  ///< MLM + NSP heads
+  bool heads = false;    ///< MLM + NSP heads
+  double dropout = 0.1;  ///< pretrain: hidden dropout (HF hidden_dropout_prob)
   std::int64_t seq_len = 128;
   DType precision = DType::f32;
 };

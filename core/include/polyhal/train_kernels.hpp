@@ -18,6 +18,8 @@
 ///                         nsp_logits[B,2], nsp_labels[B] (i32), loss_scale[1]
 ///                         -> losses[2] (mlm, nsp), dmlm[T,V], dnsp[B,2]
 ///                         (means over counted rows, gradients x loss_scale)
+///   "dropout":            X, rng[2] (i32: seed, counter) -> Y, mask; attrs: p, stream
+///   "dropout_backward":   dY, mask -> dX
 ///   "sum_of_squares":     X -> [1] sum of X^2 (for the global gradient norm)
 ///   "adamw_update", "lamb_update", "sgd_update":
 ///                         W, grad, m, v, hyper[10] -> W, m, v (in place)

@@ -197,8 +197,8 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
                                              "num_hidden_layers", "num_attention_heads",
                                              "intermediate_size", "max_position_embeddings",
                                              "type_vocab_size"};
-  std::vector<std::string> keys{"preset", "hf_config", "weights", "save",
-                                "seed",   "heads",     "seq_len", "precision"};
+  std::vector<std::string> keys{"preset",  "hf_config", "weights", "save",     "seed",
+                                "dropout", "heads",     "seq_len", "precision"};
   keys.insert(keys.end(), dims.begin(), dims.end());
   reader.require_known_keys(node, "model", keys);
   auto& m = config.model;
@@ -218,6 +218,11 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
   if (node["seed"])
     m.seed = static_cast<std::uint64_t>(reader.integer(node["seed"], "model.seed", 0));
   if (node["heads"]) m.heads = reader.boolean(node["heads"], "model.heads");
+  if (node["dropout"]) {
+    m.dropout = reader.number(node["dropout"], "model.dropout");
+    if (m.dropout < 0.0 || m.dropout >= 1.0)
+      reader.fail("model.dropout", "expected a value in [0, 1)");
+  }
   if (node["seq_len"]) m.seq_len = reader.integer(node["seq_len"], "model.seq_len", 1);
   if (node["precision"]) m.precision = reader.dtype(node["precision"], "model.precision");
   for (const auto& d : dims) {

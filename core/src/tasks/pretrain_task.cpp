@@ -99,6 +99,8 @@ TrainingBatch make_pretraining_batch(const BertConfig& config, BertShape shape,
   std::uniform_int_distribution<std::int64_t> any_word(0, words - 1);
   std::uniform_real_distribution<double> coin(0.0, 1.0);
   TrainingBatch batch;
+  batch.index = index;
+
   const std::int64_t s = shape.seq;
   const std::int64_t a_len = (s - 3) / 2, b_len = s - 3 - a_len;
   for (std::int64_t b = 0; b < shape.batch; ++b) {
@@ -194,7 +196,8 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   settings.weight_decay = o.weight_decay;
   settings.momentum = o.momentum;
   settings.max_grad_norm = o.max_grad_norm;
-  BertTraining training(device, result.config, shape, settings, precision);
+  BertTraining training(device, result.config, shape, settings, precision, config.model.dropout,
+                        config.model.seed);
   result.memory = training.plan_memory();
   if (compile_only) return result;
 

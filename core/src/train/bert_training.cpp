@@ -58,6 +58,29 @@ struct BertTraining::State {
   bool loaded = false;
 
   DType precision = DType::f32;
+  double dropout = 0.0;  // hidden dropout (embeddings, attention and FFN outputs)
+  int rng = -1;          // i32 [seed, micro-batch index] for the dropout streams
+  std::uint64_t seed = 0;
+  int dropout_streams = 0;
+
+  /// Y = dropout(X) when dropout is on (returns the slot to use downstream and
+  /// records the mask slot for backward); X itself when off.
+  int dropped(int x, const std::string& name, std::vector<int>& masks) {
+    if (dropout <= 0.0) return x;
+    const int y = act(name + " dropped", slots[static_cast<std::size_t>(x)].shape);
+    const int mask_slot = act(name + " dropout mask", slots[static_cast<std::size_t>(x)].shape);
+    fwd("dropout", {x, rng}, {y, mask_slot},
+        {{"p", fmt::format("{:.17g}", dropout)}, {"stream", std::to_string(dropout_streams++)}});
+    masks.push_back(mask_slot);
+    return y;
+  }
+  /// dX = dY * mask when dropout is on; dY itself when off.
+  int undropped(int dy, int mask_slot, const std::string& name) {
+    if (dropout <= 0.0) return dy;
+    const int dx = act(name, slots[static_cast<std::size_t>(dy)].shape);
+    bwd("dropout_backward", {dy, mask_slot}, {dx});
+    return dx;
+  }
 
   State(Device& d, const BertConfig& c, BertShape s, OptimizerSettings o, DType p)
       : device(d),
@@ -120,6 +143,7 @@ struct BertTraining::State {
     loss_scale = act("loss scale", {1});
     losses = act("losses", {2});
     hyper = act("optimizer hyper-parameters", {10});
+    rng = slot("dropout rng", "activations", {2}, DType::i32);
     norm_out = act("gradient sum of squares", {1});
 
     auto& word = param("bert.embeddings.word_embeddings.weight", {v, h});
@@ -147,15 +171,20 @@ struct BertTraining::State {
     fwd("embedding_train", {ids, types, word_w, pos_w, type_w}, {embedded},
         {{"seq", std::to_string(s)}});
     const auto ln0 = layernorm_params("bert.embeddings.LayerNorm");
-    std::vector<int> xs{act("x0", {t, h})};
+    std::vector<int> masks;  // dropout masks in forward order
+    const int x0_pre = act("x0 pre-dropout", {t, h});
+    std::vector<int> xs;
     const int mean0 = act("mean0", {t}), rstd0 = act("rstd0", {t});
-    fwd("layernorm_train", {embedded, ln0[0].weight, ln0[1].weight}, {xs[0], mean0, rstd0},
+    fwd("layernorm_train", {embedded, ln0[0].weight, ln0[1].weight}, {x0_pre, mean0, rstd0},
         {{"eps", eps}});
+    xs.push_back(dropped(x0_pre, "x0", masks));
+    const int embedding_mask = dropout > 0 ? masks.back() : -1;
 
     struct LayerSlots {
       int qkv_w, qkv_b, qkv_gw, qkv_gb, o_w, o_gw, o_gb, i_w, i_gw, i_gb, f_w, f_gw, f_gb;
       std::array<Param, 2> ln1, ln2;
       int qkv, ctx, probs, a_out, s1, x1, m1, r1, ip, ia, f_out, s2, m2, r2;
+      int a_mask_index, f_mask_index;  // into `masks` (when dropout is on)
     };
     std::vector<LayerSlots> layers;
     for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
@@ -207,13 +236,15 @@ struct BertTraining::State {
       fwd("dense", {x, fw, fb}, {L.qkv});
       fwd("attention_train", {L.qkv, mask}, {L.ctx, L.probs}, attention);
       fwd("dense", {L.ctx, o[0].weight, o[1].weight}, {L.a_out});
-      fwd("add", {L.a_out, x}, {L.s1});
+      L.a_mask_index = static_cast<int>(masks.size());
+      fwd("add", {dropped(L.a_out, p + "attention out", masks), x}, {L.s1});
       fwd("layernorm_train", {L.s1, L.ln1[0].weight, L.ln1[1].weight}, {L.x1, L.m1, L.r1},
           {{"eps", eps}});
       fwd("dense", {L.x1, in[0].weight, in[1].weight}, {L.ip});
       fwd("gelu", {L.ip}, {L.ia});
       fwd("dense", {L.ia, f[0].weight, f[1].weight}, {L.f_out});
-      fwd("add", {L.f_out, L.x1}, {L.s2});
+      L.f_mask_index = static_cast<int>(masks.size());
+      fwd("add", {dropped(L.f_out, p + "ffn out", masks), L.x1}, {L.s2});
       fwd("layernorm_train", {L.s2, L.ln2[0].weight, L.ln2[1].weight}, {next, L.m2, L.r2},
           {{"eps", eps}});
       layers.push_back(L);
@@ -266,24 +297,32 @@ struct BertTraining::State {
               dxb = act("d x via qkv", {t, h});
     for (std::size_t l = layers.size(); l-- > 0;) {
       const auto& L = layers[l];
+      const std::string p = fmt::format("bert.encoder.layer.{}.", l);
       const std::map<std::string, std::string> attention{{"batch", std::to_string(b)},
                                                          {"seq", std::to_string(s)},
                                                          {"heads", std::to_string(heads)}};
       bwd("layernorm_backward", {dx, L.s2, L.ln2[0].weight, L.m2, L.r2},
           {ds2, L.ln2[0].grad, L.ln2[1].grad});
-      bwd("dense_backward", {ds2, L.ia, L.f_w}, {dia, L.f_gw, L.f_gb});
+      const int df = dropout > 0 ? undropped(ds2, masks[static_cast<std::size_t>(L.f_mask_index)],
+                                             p + "d ffn out")
+                                 : ds2;
+      bwd("dense_backward", {df, L.ia, L.f_w}, {dia, L.f_gw, L.f_gb});
       bwd("gelu_backward", {dia, L.ip}, {dip});
       bwd("dense_backward", {dip, L.x1, L.i_w}, {dx1b, L.i_gw, L.i_gb});
       bwd("add", {dx1b, ds2}, {dx1});  // x1 feeds both the FFN and the residual
       bwd("layernorm_backward", {dx1, L.s1, L.ln1[0].weight, L.m1, L.r1},
           {ds1, L.ln1[0].grad, L.ln1[1].grad});
-      bwd("dense_backward", {ds1, L.ctx, L.o_w}, {dctx, L.o_gw, L.o_gb});
+      const int da = dropout > 0 ? undropped(ds1, masks[static_cast<std::size_t>(L.a_mask_index)],
+                                             p + "d attention out")
+                                 : ds1;
+      bwd("dense_backward", {da, L.ctx, L.o_w}, {dctx, L.o_gw, L.o_gb});
       bwd("attention_backward", {dctx, L.qkv, L.probs}, {dqkv}, attention);
       bwd("dense_backward", {dqkv, xs[l], L.qkv_w}, {dxb, L.qkv_gw, L.qkv_gb});
       bwd("add", {dxb, ds1}, {dx});  // the layer input feeds QKV and the residual
     }
     const int demb = act("d embedded", {t, h});
-    bwd("layernorm_backward", {dx, embedded, ln0[0].weight, mean0, rstd0},
+    const int dx0 = dropout > 0 ? undropped(dx, embedding_mask, "d x0 pre-dropout") : dx;
+    bwd("layernorm_backward", {dx0, embedded, ln0[0].weight, mean0, rstd0},
         {demb, ln0[0].grad, ln0[1].grad});
     bwd("embedding_backward", {demb, ids, types}, {word_g, pos_g, type_g},
         {{"seq", std::to_string(s)}});
@@ -393,9 +432,15 @@ struct BertTraining::State {
 };
 
 BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
-                           OptimizerSettings optimizer, DType precision)
+                           OptimizerSettings optimizer, DType precision, double hidden_dropout,
+                           std::uint64_t seed)
     : state_(
           std::make_unique<State>(device, config, micro_batch, std::move(optimizer), precision)) {
+  if (hidden_dropout < 0.0 || hidden_dropout >= 1.0) {
+    throw ConfigError(fmt::format("dropout must be in [0, 1), got {}", hidden_dropout));
+  }
+  state_->dropout = hidden_dropout;
+  state_->seed = seed;
   config.validate("model");
   if (precision != DType::f32 && precision != DType::bf16 && precision != DType::f16) {
     throw ConfigError(
@@ -443,6 +488,8 @@ StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumu
   s.upload_ints(s.mask, batch.inputs.attention_mask);
   s.upload_ints(s.mlm_labels, batch.mlm_labels);
   s.upload_ints(s.nsp_labels, batch.nsp_labels);
+  s.upload_ints(s.rng, {static_cast<std::int32_t>(s.seed & 0x7fffffff),
+                        static_cast<std::int32_t>(batch.index & 0x7fffffff)});
   s.upload(s.loss_scale, {static_cast<float>(loss_scale / accumulation_steps)});
   State::run(s.forward);
   State::run(s.backward);

@@ -461,6 +461,42 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc) {
   });
 }
 
+/// Inverted dropout with a counter-based generator: element i of stream
+/// `stream` keeps with probability 1-p from bits of hash(seed, counter,
+/// stream, i), so any thread order and any resume give the same mask.
+/// in: X, rng[2] (i32: seed, counter) -> Y, mask (0 or 1/(1-p)).
+std::unique_ptr<Kernel> dropout(const KernelDesc& desc) {
+  const std::int64_t count = element_count(desc.input_shapes.at(0));
+  const double p = std::stod(desc.attr("p", "0"));
+  const auto stream = static_cast<std::uint64_t>(desc.int_attr("stream"));
+  return std::make_unique<FunctionKernel>("dropout", 0.0, [=](auto in, auto o) {
+    const std::int32_t* rng = ints(in[1]);
+    const std::uint64_t key =
+        (static_cast<std::uint64_t>(static_cast<std::uint32_t>(rng[0])) << 32 |
+         static_cast<std::uint32_t>(rng[1])) ^
+        (stream * 0xd1b54a32d192ed03ull);
+    const auto keep = static_cast<float>(1.0 / (1.0 - p));
+    const auto threshold = static_cast<std::uint64_t>(p * 18446744073709551616.0);
+    for (std::int64_t i = 0; i < count; ++i) {
+      std::uint64_t z = key + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1);
+      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+      z ^= z >> 31;
+      const float m = z < threshold ? 0.0f : keep;
+      f(o[1])[i] = m;
+      f(o[0])[i] = f(in[0])[i] * m;
+    }
+  });
+}
+
+/// in: dY, mask -> dX = dY * mask.
+std::unique_ptr<Kernel> dropout_backward(const KernelDesc& desc) {
+  const std::int64_t count = element_count(desc.input_shapes.at(0));
+  return std::make_unique<FunctionKernel>("dropout_backward", 0.0, [=](auto in, auto o) {
+    for (std::int64_t i = 0; i < count; ++i) f(o[0])[i] = f(in[0])[i] * f(in[1])[i];
+  });
+}
+
 std::unique_ptr<Kernel> sum_of_squares(const KernelDesc& desc) {
   const std::int64_t count = element_count(desc.input_shapes.at(0));
   return std::make_unique<FunctionKernel>("sum_of_squares", 0.0, [=](auto in, auto o) {
@@ -493,6 +529,8 @@ void register_reference_train_kernels(KernelRegistry& registry) {
   add("take_rows_backward", take_rows_backward);
   add("pretraining_loss", pretraining_loss);
   add("sum_of_squares", sum_of_squares);
+  add("dropout", dropout);
+  add("dropout_backward", dropout_backward);
   for (const char* op : {"adamw_update", "lamb_update", "sgd_update"}) add(op, optimizer_update);
 }
 
