@@ -134,6 +134,13 @@ class CpuDevice final : public Device {
       registry().add("embedding", type,
                      [](const KernelDesc& desc, Device&) { return make_omp_embedding(desc); });
     }
+    // Training GEMMs (f32 tensors; bf16 mixed precision via round_to).
+    registry().add("dense", DType::f32, [this](const KernelDesc& desc, Device&) {
+      return make_onednn_dense(desc, engine_);
+    });
+    registry().add("dense_backward", DType::f32, [this](const KernelDesc& desc, Device&) {
+      return make_onednn_dense_backward(desc, engine_);
+    });
   }
 
  protected:

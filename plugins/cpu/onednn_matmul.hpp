@@ -23,6 +23,11 @@ std::unique_ptr<Kernel> make_onednn_layernorm(const KernelDesc& desc, const dnnl
 /// embedding (kernel.hpp) on the OpenMP pool.
 std::unique_ptr<Kernel> make_omp_embedding(const KernelDesc& desc);
 
+/// Training GEMMs (train_kernels.hpp "dense", "dense_backward") through oneDNN.
+std::unique_ptr<Kernel> make_onednn_dense(const KernelDesc& desc, const dnnl::engine& engine);
+std::unique_ptr<Kernel> make_onednn_dense_backward(const KernelDesc& desc,
+                                                   const dnnl::engine& engine);
+
 /// oneDNN data type for a polyhal dtype.
 dnnl::memory::data_type onednn_type(DType type);
 
