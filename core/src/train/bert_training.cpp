@@ -393,16 +393,9 @@ struct BertTraining::State {
     }
   }
 
-  void upload(int index, const std::vector<float>& values) {
-    const auto& t = slots[static_cast<std::size_t>(index)].tensor;
-    if (values.size() != static_cast<std::size_t>(t.numel())) {
-      throw RuntimeFailure(fmt::format("{}: {} values for {} elements",
-                                       slots[static_cast<std::size_t>(index)].name, values.size(),
-                                       t.numel()));
-    }
-    device.copy_from_host(*t.buffer, values.data(), t.bytes());
-  }
-  void upload_ints(int index, const std::vector<std::int32_t>& values) {
+  /// Host values (f32 or i32, matching the slot) into a slot's tensor.
+  template <class T>
+  void upload(int index, const std::vector<T>& values) {
     const auto& t = slots[static_cast<std::size_t>(index)].tensor;
     if (values.size() != static_cast<std::size_t>(t.numel())) {
       throw RuntimeFailure(fmt::format("{}: expected {} values, got {}",
@@ -483,14 +476,14 @@ StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumu
                                           double loss_scale) {
   auto& s = *state_;
   if (!s.loaded) throw RuntimeFailure("BertTraining: load_weights before training");
-  s.upload_ints(s.ids, batch.inputs.input_ids);
-  s.upload_ints(s.types, batch.inputs.token_type_ids);
-  s.upload_ints(s.mask, batch.inputs.attention_mask);
-  s.upload_ints(s.mlm_labels, batch.mlm_labels);
-  s.upload_ints(s.nsp_labels, batch.nsp_labels);
-  s.upload_ints(s.rng, {static_cast<std::int32_t>(s.seed & 0x7fffffff),
-                        static_cast<std::int32_t>(batch.index & 0x7fffffff)});
-  s.upload(s.loss_scale, {static_cast<float>(loss_scale / accumulation_steps)});
+  s.upload(s.ids, batch.inputs.input_ids);
+  s.upload(s.types, batch.inputs.token_type_ids);
+  s.upload(s.mask, batch.inputs.attention_mask);
+  s.upload(s.mlm_labels, batch.mlm_labels);
+  s.upload(s.nsp_labels, batch.nsp_labels);
+  s.upload(s.rng, std::vector<std::int32_t>{static_cast<std::int32_t>(s.seed & 0x7fffffff),
+                                            static_cast<std::int32_t>(batch.index & 0x7fffffff)});
+  s.upload(s.loss_scale, std::vector<float>{static_cast<float>(loss_scale / accumulation_steps)});
   State::run(s.forward);
   State::run(s.backward);
   const auto losses = s.download(s.losses);
@@ -520,10 +513,11 @@ std::optional<double> BertTraining::optimizer_step(double learning_rate, double 
   for (std::size_t i = 0; i < s.params.size(); ++i) {
     const bool decay = s.params[i].decay;
     s.upload(s.hyper,
-             {static_cast<float>(learning_rate), static_cast<float>(o.beta1),
-              static_cast<float>(o.beta2), static_cast<float>(o.epsilon),
-              static_cast<float>(o.weight_decay), static_cast<float>(s.steps), decay ? 1.0f : 0.0f,
-              decay ? 1.0f : 0.0f, static_cast<float>(scale), static_cast<float>(o.momentum)});
+             std::vector<float>{static_cast<float>(learning_rate), static_cast<float>(o.beta1),
+                                static_cast<float>(o.beta2), static_cast<float>(o.epsilon),
+                                static_cast<float>(o.weight_decay), static_cast<float>(s.steps),
+                                decay ? 1.0f : 0.0f, decay ? 1.0f : 0.0f, static_cast<float>(scale),
+                                static_cast<float>(o.momentum)});
     s.updates[i]->run(s.update_inputs[i], s.update_outputs[i]);
   }
   s.zero_gradients();
