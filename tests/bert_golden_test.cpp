@@ -14,8 +14,7 @@
 namespace polyhal {
 namespace {
 
-const std::filesystem::path kGolden =
-    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/golden/bert_tiny";
+const std::filesystem::path kGolden = test::golden_dir();
 
 struct Golden {
   BertConfig config = read_hf_config(kGolden / "config.json");
@@ -23,14 +22,8 @@ struct Golden {
   BertShape shape{values.at("input_ids").shape[0], values.at("input_ids").shape[1]};
 
   BertInputs inputs() const {
-    BertInputs in;
-    for (float v : values.at("input_ids").values)
-      in.input_ids.push_back(static_cast<std::int32_t>(v));
-    for (float v : values.at("token_type_ids").values)
-      in.token_type_ids.push_back(static_cast<std::int32_t>(v));
-    for (float v : values.at("attention_mask").values)
-      in.attention_mask.push_back(static_cast<std::int32_t>(v));
-    return in;
+    return {test::as_ints(values.at("input_ids")), test::as_ints(values.at("token_type_ids")),
+            test::as_ints(values.at("attention_mask"))};
   }
 };
 

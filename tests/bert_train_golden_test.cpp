@@ -12,8 +12,7 @@
 namespace polyhal {
 namespace {
 
-const std::filesystem::path kGolden =
-    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/golden/bert_tiny";
+const std::filesystem::path kGolden = test::golden_dir();
 
 struct TrainGolden {
   BertConfig config = read_hf_config(kGolden / "config.json");
@@ -22,9 +21,7 @@ struct TrainGolden {
   BertShape shape{values.at("input_ids").shape[0], values.at("input_ids").shape[1]};
 
   std::vector<std::int32_t> ints(const std::string& name) const {
-    std::vector<std::int32_t> out;
-    for (float v : values.at(name).values) out.push_back(static_cast<std::int32_t>(v));
-    return out;
+    return test::as_ints(values.at(name));
   }
   TrainingBatch batch() const {
     return {{ints("input_ids"), ints("token_type_ids"), ints("attention_mask")},

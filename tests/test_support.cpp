@@ -59,4 +59,14 @@ std::shared_ptr<Device> first_device(const std::string& name,
   return backend->open_devices(resolve_device_options(backend->device_options(), given)).front();
 }
 
+std::filesystem::path golden_dir() {
+  return std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/golden/bert_tiny";
+}
+
+std::vector<std::int32_t> as_ints(const HostTensor& tensor) {
+  std::vector<std::int32_t> out;
+  for (float v : tensor.values) out.push_back(static_cast<std::int32_t>(v));
+  return out;
+}
+
 }  // namespace polyhal::test

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "polyhal/backend.hpp"
+#include "polyhal/safetensors.hpp"
 
 namespace polyhal::test {
 
@@ -39,5 +40,10 @@ std::filesystem::path built_plugin(const std::string& name);
 /// The first device of in-tree backend `name`, opened with device options `given`.
 std::shared_ptr<Device> first_device(const std::string& name,
                                      const std::map<std::string, std::string>& given = {});
+
+/// tests/golden/bert_tiny, where the PyTorch scripts write their files.
+std::filesystem::path golden_dir();
+/// Integer-valued f32 golden tensor (ids, labels) as i32.
+std::vector<std::int32_t> as_ints(const HostTensor& tensor);
 
 }  // namespace polyhal::test
