@@ -84,6 +84,8 @@ TEST(Config, OverridesWinAndAreBlamedInErrors) {
             "--set matmul_bench.iterations=zero: key 'matmul_bench.iterations': expected a "
             "positive integer, got \"zero\"");
   EXPECT_EQ(error_of(kGood, {"novalue"}), "--set novalue: expected key.path=value");
+  EXPECT_EQ(error_of(kGood, {"matmul_bench.dtype="}),
+            "--set matmul_bench.dtype=: key 'matmul_bench.dtype': expected a value, got nothing");
 }
 
 TEST(Config, DeviceOptionsCheckedAgainstBackendSpecs) {

@@ -67,6 +67,7 @@ class ConfigReader {
   }
 
   std::string scalar(const YAML::Node& node, const std::string& key) const {
+    if (node.IsNull()) fail(key, "expected a value, got nothing");
     if (!node.IsScalar()) fail(key, "expected a single value, got a list or mapping");
     return node.Scalar();
   }
