@@ -58,7 +58,7 @@ class OneDnnAttention final : public Kernel {
       context_pd_ =
           dnnl::matmul::primitive_desc(dnnl::matmul::desc(probs_md, v_md, ctx_md), plain, engine_);
     } catch (const dnnl::error& e) {
-      throw KernelNotFoundError(fmt::format("oneDNN cannot do {}: {}", desc.to_string(), e.what()));
+      throw_no_onednn_implementation(desc, e);
     }
     scores_prim_ = dnnl::matmul(scores_pd_);
     softmax_prim_ = dnnl::softmax_v2_forward(softmax_pd_);
@@ -169,7 +169,7 @@ class OneDnnLayerNorm final : public Kernel {
         sum_ = dnnl::memory(data_md, engine_);
       }
     } catch (const dnnl::error& e) {
-      throw KernelNotFoundError(fmt::format("oneDNN cannot do {}: {}", desc.to_string(), e.what()));
+      throw_no_onednn_implementation(desc, e);
     }
     norm_prim_ = dnnl::layer_normalization_forward(norm_pd_);
     src_ = dnnl::memory(data_md, engine_, DNNL_MEMORY_NONE);

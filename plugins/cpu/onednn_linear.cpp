@@ -48,14 +48,10 @@ class OneDnnLinear final : public Kernel {
     dnnl::primitive_attr attr;
     attr.set_post_ops(post_ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    try {
-      pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, weights_md, bias_md, dst_md),
-                                         attr, engine_);
-    } catch (const dnnl::error& e) {
-      throw KernelNotFoundError(
-          fmt::format("oneDNN has no implementation of {} on the ISA in force: {}",
-                      desc.to_string(), e.what()));
-    }
+    pd_ = create_or_refuse(desc, [&] {
+      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, weights_md, bias_md, dst_md),
+                                          attr, engine_);
+    });
     primitive_ = dnnl::matmul(pd_);
     src_ = dnnl::memory(pd_.src_desc(), engine_, DNNL_MEMORY_NONE);
     dst_ = dnnl::memory(pd_.dst_desc(), engine_, DNNL_MEMORY_NONE);

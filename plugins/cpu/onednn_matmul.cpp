@@ -23,6 +23,11 @@ dnnl::memory::data_type onednn_type(DType type) {
   throw KernelNotFoundError(fmt::format("oneDNN has no {} data type", dtype_name(type)));
 }
 
+void throw_no_onednn_implementation(const KernelDesc& desc, const dnnl::error& e) {
+  throw KernelNotFoundError(fmt::format(
+      "oneDNN has no implementation of {} on the ISA in force: {}", desc.to_string(), e.what()));
+}
+
 namespace {
 
 using tag = dnnl::memory::format_tag;
@@ -34,22 +39,16 @@ class OneDnnMatMul final : public Kernel {
     const auto dims = matmul_dims(desc);
     flops_ = 2.0 * static_cast<double>(dims.m) * static_cast<double>(dims.n) *
              static_cast<double>(dims.k);
-    const DType out = parse_dtype(desc.attr("out_dtype", std::string(dtype_name(desc.dtype))))
-                          .value_or(desc.dtype);
+    const DType out = desc.out_dtype();
     const dnnl::memory::desc a_md({dims.m, dims.k}, onednn_type(desc.dtype), tag::ab);
     const dnnl::memory::desc b_md({dims.k, dims.n}, onednn_type(desc.dtype), tag::ab);
     const dnnl::memory::desc c_md({dims.m, dims.n}, onednn_type(out), tag::ab);
     dnnl::primitive_attr attr;
     // Own the scratchpad so run() never allocates.
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    try {
-      primitive_desc_ =
-          dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine_);
-    } catch (const dnnl::error& e) {
-      throw KernelNotFoundError(
-          fmt::format("oneDNN has no implementation of {} on the ISA in force: {}",
-                      desc.to_string(), e.what()));
-    }
+    primitive_desc_ = create_or_refuse(desc, [&] {
+      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine_);
+    });
     primitive_ = dnnl::matmul(primitive_desc_);
     a_ = dnnl::memory(a_md, engine_, DNNL_MEMORY_NONE);
     b_ = dnnl::memory(b_md, engine_, DNNL_MEMORY_NONE);

@@ -28,6 +28,20 @@ std::unique_ptr<Kernel> make_onednn_dense(const KernelDesc& desc, const dnnl::en
 std::unique_ptr<Kernel> make_onednn_dense_backward(const KernelDesc& desc,
                                                    const dnnl::engine& engine);
 
+[[noreturn]] void throw_no_onednn_implementation(const KernelDesc& desc, const dnnl::error& e);
+
+/// Runs `create` (which builds oneDNN primitive descriptors for `desc`) and
+/// turns oneDNN's refusal into KernelNotFoundError at prepare time, so a
+/// missing implementation is reported as a missing kernel with its reason.
+template <class Create>
+auto create_or_refuse(const KernelDesc& desc, Create create) {
+  try {
+    return create();
+  } catch (const dnnl::error& e) {
+    throw_no_onednn_implementation(desc, e);
+  }
+}
+
 /// oneDNN data type for a polyhal dtype.
 dnnl::memory::data_type onednn_type(DType type);
 
