@@ -280,6 +280,15 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
     if (!model) summary["sequences_per_second"] = sequences;
     if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
   }
+  if (!r.profile.empty()) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& t : r.profile) {
+      ops.push_back({{"op", t.op}, {"calls", t.calls}, {"seconds", t.seconds}});
+      spdlog::debug("profile {:<22} {:>6} calls {:>9.3f} s  {}", t.op, t.calls, t.seconds,
+                    t.implementation);
+    }
+    summary[model ? "host_simulation_profile" : "profile"] = ops;
+  }
   if (!r.checkpoints.empty())
     std::cout << fmt::format("  last checkpoint: {}\n", r.checkpoints.back().string());
   if (!r.exported.empty()) {

@@ -117,7 +117,7 @@ class CpuDevice final : public Device {
       : Device(make_properties(choice, effective, threads)), engine_(dnnl::engine::kind::cpu, 0) {
     // Portable kernels first, then oneDNN replaces the hot ones.
     const std::vector<DType> types = properties().dtypes;
-    register_reference_kernels(registry(), types, MatMulNumerics{});
+    register_reference_kernels(registry(), types, MatMulNumerics{}, omp_parallel_for());
     for (DType type : types) {
       registry().add("matmul", type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_matmul(desc, engine_);

@@ -1,14 +1,16 @@
 // Training GEMMs on the CPU through oneDNN (train_kernels.hpp "dense" and
 // "dense_backward"): weights are run inputs that change every step, so they
 // are read in place (no packing). With round_to=bf16 the operands are
-// converted to bf16 scratch (allocated at prepare) and multiplied with f32
-// accumulation, which is what the reference's rounding emulates; outputs are
-// held at bf16 like every mixed-precision op.
+// narrowed into bf16 scratch (allocated at prepare, filled on the OpenMP
+// pool) and multiplied with f32 accumulation, which is what the reference's
+// rounding emulates; outputs are held at bf16 like every mixed-precision op.
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <unordered_map>
 #include <vector>
 
+#include "omp_convert.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 
@@ -22,20 +24,16 @@ DType round_type(const KernelDesc& desc) {
   return parse_dtype(desc.attr("round_to", "f32")).value_or(DType::f32);
 }
 
-void round_in_place(float* values, std::size_t count, DType type) {
-  if (type == DType::f32) return;
-  for (std::size_t i = 0; i < count; ++i) values[i] = round_through(type, values[i]);
-}
-
-/// A matmul primitive over plain row-major buffers given by pointers at run.
+/// A matmul primitive over plain row-major buffers given by pointers at run,
+/// optionally with an f32 bias row added in the epilogue.
 struct Gemm {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul primitive;
-  dnnl::memory a, b, c, scratchpad;
+  dnnl::memory a, b, c, bias, scratchpad;
   std::unordered_map<int, dnnl::memory> args;
 
   Gemm(const dnnl::engine& engine, const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md,
-       const dnnl::memory::desc& c_md, bool accumulate) {
+       const dnnl::memory::desc& c_md, bool accumulate, bool with_bias = false) {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     if (accumulate) {
@@ -43,7 +41,10 @@ struct Gemm {
       sum.append_sum(1.0f);  // C += A B
       attr.set_post_ops(sum);
     }
-    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine);
+    const dnnl::memory::desc bias_md =
+        with_bias ? dnnl::memory::desc({1, c_md.dims()[1]}, dt::f32, tag::ab)
+                  : dnnl::memory::desc();
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, engine);
     primitive = dnnl::matmul(pd);
     a = dnnl::memory(a_md, engine, DNNL_MEMORY_NONE);
     b = dnnl::memory(b_md, engine, DNNL_MEMORY_NONE);
@@ -53,24 +54,54 @@ struct Gemm {
             {DNNL_ARG_WEIGHTS, b},
             {DNNL_ARG_DST, c},
             {DNNL_ARG_SCRATCHPAD, scratchpad}};
+    if (with_bias) {
+      bias = dnnl::memory(bias_md, engine, DNNL_MEMORY_NONE);
+      args[DNNL_ARG_BIAS] = bias;
+    }
   }
-  void run(dnnl::stream& stream, const void* pa, const void* pb, void* pc) {
+  void run(dnnl::stream& stream, const void* pa, const void* pb, void* pc,
+           const float* pbias = nullptr) {
     a.set_data_handle(const_cast<void*>(pa));
     b.set_data_handle(const_cast<void*>(pb));
     c.set_data_handle(pc);
+    if (pbias) bias.set_data_handle(const_cast<float*>(pbias));
     primitive.execute(stream, args);
   }
 };
 
-/// Operand storage for the bf16 path: f32 values converted once per run.
-struct Bf16Copy {
-  std::vector<std::uint16_t> bits;
-  const void* of(const float* values, std::size_t count) {
-    bits.resize(count);
-    convert(values, DType::f32, bits.data(), DType::bf16, count);
-    return bits.data();
+/// bf16 operand scratch sized at prepare; of() narrows f32 values into it
+/// (f32 mode: the values themselves, no copy).
+class Operand {
+ public:
+  Operand(DType type, std::int64_t count)
+      : bits_(type == DType::bf16 ? static_cast<std::size_t>(count) : 0) {}
+  const void* of(const float* values) {
+    if (bits_.empty()) return values;
+    to_bf16(values, bits_.data(), static_cast<std::int64_t>(bits_.size()));
+    return bits_.data();
   }
+
+ private:
+  std::vector<std::uint16_t> bits_;
 };
+
+/// db[j] += sum over rows of dy[i, j]: each thread owns a range of columns
+/// and walks the rows in order (contiguous reads, a fixed summation order).
+void add_column_sums(const float* dy, std::int64_t rows, std::int64_t cols, float* db) {
+#pragma omp parallel
+  {
+    const std::int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const std::int64_t first = cols * t / threads, last = cols * (t + 1) / threads;
+    std::vector<double> sums(static_cast<std::size_t>(last - first));
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const float* row = dy + i * cols;
+      for (std::int64_t j = first; j < last; ++j)
+        sums[static_cast<std::size_t>(j - first)] += row[j];
+    }
+    for (std::int64_t j = first; j < last; ++j)
+      db[j] += static_cast<float>(sums[static_cast<std::size_t>(j - first)]);
+  }
+}
 
 class OneDnnDense final : public Kernel {
  public:
@@ -81,39 +112,29 @@ class OneDnnDense final : public Kernel {
         k_(desc.input_shapes.at(0).at(1)),
         n_(desc.input_shapes.at(1).at(0)),
         gemm_(engine, {{m_, k_}, op_type(), tag::ab}, {{k_, n_}, op_type(), tag::ba},
-              {{m_, n_}, dt::f32, tag::ab}, false) {}
+              {{m_, n_}, dt::f32, tag::ab}, false, true),
+        x_(type_, m_ * k_),
+        w_(type_, n_ * k_) {}
 
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
-    const auto* x = in[0].data<float>();
-    const auto* w = in[1].data<float>();
-    const auto* b = in[2].data<float>();
     float* y = out[0].data<float>();
-    const bool low = type_ == DType::bf16;
-    gemm_.run(stream_, low ? x_.of(x, static_cast<std::size_t>(m_ * k_)) : x,
-              low ? w_.of(w, static_cast<std::size_t>(n_ * k_)) : w, y);
+    gemm_.run(stream_, x_.of(in[0].data<float>()), w_.of(in[1].data<float>()), y,
+              in[2].data<float>());
     stream_.wait();
-#pragma omp parallel for
-    for (std::int64_t i = 0; i < m_; ++i) {
-      for (std::int64_t j = 0; j < n_; ++j) y[i * n_ + j] += b[j];
-    }
-    round_in_place(y, static_cast<std::size_t>(m_ * n_), type_);
+    if (type_ == DType::bf16) round_to_bf16(y, m_ * n_);
   }
   std::string implementation() const override {
     return "onednn dense " + std::string(gemm_.pd.impl_info_str());
   }
-  double flops() const override {
-    return 2.0 * static_cast<double>(m_ * n_ * k_);
-  }
+  double flops() const override { return 2.0 * static_cast<double>(m_ * n_ * k_); }
 
  private:
-  dt op_type() const {
-    return type_ == DType::bf16 ? dt::bf16 : dt::f32;
-  }
+  dt op_type() const { return type_ == DType::bf16 ? dt::bf16 : dt::f32; }
   dnnl::stream stream_;
   DType type_;
   std::int64_t m_, k_, n_;
   Gemm gemm_;
-  Bf16Copy x_, w_;
+  Operand x_, w_;
 };
 
 class OneDnnDenseBackward final : public Kernel {
@@ -129,7 +150,10 @@ class OneDnnDenseBackward final : public Kernel {
               {{m_, k_}, dt::f32, tag::ab}, false),
         // dW[N,K] += dY^T[N,M] X[M,K]: dY read transposed in place
         weights_(engine, {{n_, m_}, op_type(), tag::ba}, {{m_, k_}, op_type(), tag::ab},
-                 {{n_, k_}, dt::f32, tag::ab}, true) {
+                 {{n_, k_}, dt::f32, tag::ab}, true),
+        dy_(type_, m_ * n_),
+        w_(type_, n_ * k_),
+        x_(type_, m_ * k_) {
     if (type_ != DType::f32 && type_ != DType::bf16) {
       throw KernelNotFoundError(fmt::format("cpu dense_backward: no {} path", dtype_name(type_)));
     }
@@ -137,40 +161,25 @@ class OneDnnDenseBackward final : public Kernel {
 
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
     const auto* dy = in[0].data<float>();
-    const auto* x = in[1].data<float>();
-    const auto* w = in[2].data<float>();
-    const bool low = type_ == DType::bf16;
-    const void* dy_op = low ? dy_.of(dy, static_cast<std::size_t>(m_ * n_)) : dy;
-    data_.run(stream_, dy_op, low ? w_.of(w, static_cast<std::size_t>(n_ * k_)) : w,
-              out[0].data<float>());
-    weights_.run(stream_, dy_op, low ? x_.of(x, static_cast<std::size_t>(m_ * k_)) : x,
-                 out[1].data<float>());
+    const void* dy_op = dy_.of(dy);
+    data_.run(stream_, dy_op, w_.of(in[2].data<float>()), out[0].data<float>());
+    weights_.run(stream_, dy_op, x_.of(in[1].data<float>()), out[1].data<float>());
     stream_.wait();
-    float* db = out[2].data<float>();
-#pragma omp parallel for
-    for (std::int64_t j = 0; j < n_; ++j) {
-      double sum = 0;
-      for (std::int64_t i = 0; i < m_; ++i) sum += dy[i * n_ + j];
-      db[j] += static_cast<float>(sum);
-    }
-    round_in_place(out[0].data<float>(), static_cast<std::size_t>(m_ * k_), type_);
+    add_column_sums(dy, m_, n_, out[2].data<float>());
+    if (type_ == DType::bf16) round_to_bf16(out[0].data<float>(), m_ * k_);
   }
   std::string implementation() const override {
     return "onednn dense_backward " + std::string(data_.pd.impl_info_str());
   }
-  double flops() const override {
-    return 4.0 * static_cast<double>(m_ * n_ * k_);
-  }
+  double flops() const override { return 4.0 * static_cast<double>(m_ * n_ * k_); }
 
  private:
-  dt op_type() const {
-    return type_ == DType::bf16 ? dt::bf16 : dt::f32;
-  }
+  dt op_type() const { return type_ == DType::bf16 ? dt::bf16 : dt::f32; }
   dnnl::stream stream_;
   DType type_;
   std::int64_t m_, n_, k_;
   Gemm data_, weights_;
-  Bf16Copy dy_, w_, x_;
+  Operand dy_, w_, x_;
 };
 
 }  // namespace

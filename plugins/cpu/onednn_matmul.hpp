@@ -6,6 +6,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include "polyhal/kernel.hpp"
+#include "polyhal/parallel.hpp"
 
 namespace polyhal::cpu {
 
@@ -19,6 +20,9 @@ std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, const dnnl::e
 /// attention and layernorm (kernel.hpp) through oneDNN primitives.
 std::unique_ptr<Kernel> make_onednn_attention(const KernelDesc& desc, const dnnl::engine& engine);
 std::unique_ptr<Kernel> make_onednn_layernorm(const KernelDesc& desc, const dnnl::engine& engine);
+
+/// ParallelFor (parallel.hpp) on the OpenMP pool.
+ParallelFor omp_parallel_for();
 
 /// embedding (kernel.hpp) on the OpenMP pool.
 std::unique_ptr<Kernel> make_omp_embedding(const KernelDesc& desc);

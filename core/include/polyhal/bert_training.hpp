@@ -41,6 +41,14 @@ struct OptimizerSettings {
   double max_grad_norm = 0.0;  ///< clip the global gradient norm to this (0: off)
 };
 
+/// Wall time spent in one kind of op over every call so far (profile()).
+struct OpTime {
+  std::string op;              ///< kernel op name, or "optimizer" for the update
+  std::string implementation;  ///< Kernel::implementation() of the first such kernel
+  std::int64_t calls = 0;
+  double seconds = 0;
+};
+
 struct StepLosses {
   double mlm = 0, nsp = 0;
   double total() const { return mlm + nsp; }
@@ -85,10 +93,15 @@ class BertTraining {
   TensorMap state() const;
   /// Restores state() output and the optimizer's step count, exactly.
   void load_state(const TensorMap& state, std::int64_t steps);
+  /// Time per op kind since construction, largest first. Each kernel run is
+  /// timed with a steady clock (tens of nanoseconds against milliseconds of
+  /// work), so this is always on.
+  std::vector<OpTime> profile() const;
 
   struct State;
 
  private:
+  std::optional<double> apply_optimizer(double learning_rate, double loss_scale);
   std::unique_ptr<State> state_;
 };
 

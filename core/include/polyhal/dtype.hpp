@@ -7,6 +7,7 @@
 /// produce subnormals where the format has them, overflow to infinity, keep
 /// infinities, and turn NaN into a quiet NaN of the same sign (never into
 /// infinity). These rules are tested exhaustively (tests/dtype_test.cpp).
+#include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -31,6 +32,22 @@ std::uint16_t f32_to_f16_bits(float value) noexcept;
 float f16_bits_to_f32(std::uint16_t bits) noexcept;
 /// f32 -> bfloat16 bits, round to nearest even.
 std::uint16_t f32_to_bf16_bits(float value) noexcept;
+
+namespace detail {
+/// f32_to_bf16_bits, inline so that conversion loops in kernels vectorise:
+/// NaN stays a (quiet) NaN; otherwise round to nearest even, where a carry
+/// into the exponent is correct rounding and past the largest finite value
+/// yields infinity.
+inline std::uint16_t bf16_bits_inline(float value) noexcept {
+  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
+  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+/// round_through(DType::bf16, value), inline.
+inline float round_bf16_inline(float value) noexcept {
+  return std::bit_cast<float>(static_cast<std::uint32_t>(bf16_bits_inline(value)) << 16);
+}
+}  // namespace detail
 /// bfloat16 bits -> f32 (exact).
 float bf16_bits_to_f32(std::uint16_t bits) noexcept;
 

@@ -35,6 +35,7 @@ struct PretrainResult {
   std::vector<PretrainStep> steps;
   std::vector<std::filesystem::path> checkpoints;
   std::filesystem::path exported;  ///< Hugging Face directory written at the end
+  std::vector<OpTime> profile;     ///< host time per op kind over the run
 };
 
 /// Called after every optimizer step (for progress lines and metrics).

@@ -8,6 +8,7 @@
 #include <span>
 
 #include "polyhal/kernel.hpp"
+#include "polyhal/parallel.hpp"
 
 namespace polyhal {
 
@@ -29,8 +30,9 @@ std::unique_ptr<Kernel> make_reference_matmul(const KernelDesc& desc, MatMulNume
 /// Registers reference kernels for every op in kernel.hpp, for each of
 /// `dtypes`, computing with `numerics`. A plugin registers its own faster
 /// kernels afterwards to replace some of them.
+/// The training kernels run on `parallel` (oneTBB when empty).
 void register_reference_kernels(KernelRegistry& registry, const std::vector<DType>& dtypes,
-                                MatMulNumerics numerics);
+                                MatMulNumerics numerics, ParallelFor parallel = {});
 
 /// Shared by every "embedding" kernel: checks the three tables against the
 /// sequence length (returns the hidden size) and, per run, every id and token

@@ -28,10 +28,12 @@
 /// Mixed precision: attr round_to = bf16 | f16 makes an op hold its f32
 /// outputs (and dense's weights) at that precision, f32 math inside.
 #include "polyhal/kernel.hpp"
+#include "polyhal/parallel.hpp"
 
 namespace polyhal {
 
-/// Registers the f32 reference implementation of every training op.
-void register_reference_train_kernels(KernelRegistry& registry);
+/// Registers the f32 reference implementation of every training op, run on
+/// `parallel` (oneTBB when empty).
+void register_reference_train_kernels(KernelRegistry& registry, ParallelFor parallel = {});
 
 }  // namespace polyhal

@@ -140,12 +140,7 @@ float f16_bits_to_f32(std::uint16_t h) noexcept {
 }
 
 std::uint16_t f32_to_bf16_bits(float value) noexcept {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(value);
-  if ((bits & kF32AbsMask) > kF32Inf) return static_cast<std::uint16_t>((bits >> 16) | 0x40u);
-  // Round to nearest even; a carry into the exponent is correct rounding,
-  // and past the largest finite value it yields infinity.
-  const std::uint32_t rounded = bits + 0x7fffu + ((bits >> 16) & 1u);
-  return static_cast<std::uint16_t>(rounded >> 16);
+  return detail::bf16_bits_inline(value);
 }
 
 float bf16_bits_to_f32(std::uint16_t bits) noexcept {

@@ -284,6 +284,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
     if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0 && step != config.steps)
       save(step);
   }
+  result.profile = training.profile();
   if (config.steps > done) save(config.steps);
   if (!config.checkpoint.dir.empty() && config.steps > done) {
     // The final weights as a Hugging Face directory (BertForPreTraining.from_pretrained).

@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <map>
 
 #include "polyhal/bert_weights.hpp"
 #include "polyhal/error.hpp"
@@ -26,7 +29,18 @@ struct Op {
   std::shared_ptr<Kernel> kernel;
   std::vector<int> inputs, outputs;
   std::vector<Tensor> bound_inputs, bound_outputs;
+  std::string name;
+  double seconds = 0;
+  std::int64_t calls = 0;
 };
+
+/// Runs `work` and adds its wall time to `seconds`.
+template <class Work>
+void timed(double& seconds, Work&& work) {
+  const auto start = std::chrono::steady_clock::now();
+  work();
+  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
 struct Param {
   std::string name;  // Hugging Face name
@@ -119,7 +133,7 @@ struct BertTraining::State {
     KernelDesc desc{op, DType::f32, {}, std::move(attrs)};
     if (precision != DType::f32) desc.attrs["round_to"] = std::string(dtype_name(precision));
     for (int i : in) desc.input_shapes.push_back(slots[static_cast<std::size_t>(i)].shape);
-    list.push_back({device.prepare_kernel(desc), std::move(in), std::move(out), {}, {}});
+    list.push_back({device.prepare_kernel(desc), std::move(in), std::move(out), {}, {}, op});
   }
   void fwd(const std::string& op, std::vector<int> in, std::vector<int> out,
            std::map<std::string, std::string> a = {}) {
@@ -419,8 +433,14 @@ struct BertTraining::State {
     for (const auto& p : params) zero(p.grad);
   }
 
+  double optimizer_seconds = 0;
+  std::int64_t optimizer_calls = 0;
+
   static void run(std::vector<Op>& list) {
-    for (auto& op : list) op.kernel->run(op.bound_inputs, op.bound_outputs);
+    for (auto& op : list) {
+      timed(op.seconds, [&] { op.kernel->run(op.bound_inputs, op.bound_outputs); });
+      ++op.calls;
+    }
   }
 };
 
@@ -491,6 +511,33 @@ StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumu
 }
 
 std::optional<double> BertTraining::optimizer_step(double learning_rate, double loss_scale) {
+  std::optional<double> norm;
+  timed(state_->optimizer_seconds, [&] { norm = apply_optimizer(learning_rate, loss_scale); });
+  ++state_->optimizer_calls;
+  return norm;
+}
+
+std::vector<OpTime> BertTraining::profile() const {
+  std::map<std::string, OpTime> by_op;
+  for (const auto* list : {&state_->forward, &state_->backward}) {
+    for (const auto& op : *list) {
+      auto& t = by_op[op.name];
+      if (t.op.empty()) t = {op.name, op.kernel->implementation(), 0, 0};
+      t.calls += op.calls;
+      t.seconds += op.seconds;
+    }
+  }
+  by_op["optimizer"] = {"optimizer",
+                        state_->optimizer.kind + " (sum of squares + update per tensor)",
+                        state_->optimizer_calls, state_->optimizer_seconds};
+  std::vector<OpTime> out;
+  for (auto& [name, t] : by_op) out.push_back(std::move(t));
+  std::sort(out.begin(), out.end(),
+            [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+std::optional<double> BertTraining::apply_optimizer(double learning_rate, double loss_scale) {
   auto& s = *state_;
   const auto& o = s.optimizer;
   // Global gradient norm over every parameter (views included once: q, k and

@@ -3,15 +3,13 @@
 // Contracts are listed in polyhal/train_kernels.hpp. Weights are run inputs
 // here, not constants: they change every step.
 #include <fmt/format.h>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-
 #include <cmath>
 #include <functional>
 #include <vector>
 
 #include "numerics/reference_gemm.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/parallel.hpp"
 #include "polyhal/reference_kernels.hpp"
 #include "polyhal/train_kernels.hpp"
 
@@ -51,14 +49,16 @@ class FunctionKernel final : public Kernel {
 /// outside), which is what a bf16/f16 device with f32 accumulation stores.
 class RoundedOutputs final : public Kernel {
  public:
-  RoundedOutputs(std::unique_ptr<Kernel> inner, DType type)
-      : inner_(std::move(inner)), type_(type) {}
+  RoundedOutputs(std::unique_ptr<Kernel> inner, DType type, ParallelFor parallel)
+      : inner_(std::move(inner)), type_(type), parallel_(std::move(parallel)) {}
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     inner_->run(inputs, outputs);
     for (const auto& t : outputs) {
       if (t.dtype != DType::f32) continue;
       float* v = t.data<float>();
-      for (std::int64_t i = 0; i < t.numel(); ++i) v[i] = round_through(type_, v[i]);
+      parallel_(t.numel(), [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) v[i] = round_through(type_, v[i]);
+      });
     }
   }
   std::string implementation() const override {
@@ -69,6 +69,7 @@ class RoundedOutputs final : public Kernel {
  private:
   std::unique_ptr<Kernel> inner_;
   DType type_;
+  ParallelFor parallel_;
 };
 
 /// The dtype weights and activations are held in ("round_to" attr), f32 if none.
@@ -86,17 +87,22 @@ std::size_t n(std::int64_t v) {
   return static_cast<std::size_t>(v);
 }
 
+/// fn(i) for every i in [0, count), on the kernel library's pool.
 template <class Fn>
-void rows(std::int64_t count, Fn fn) {
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, n(count)), [&](const auto& r) {
-    for (std::size_t i = r.begin(); i < r.end(); ++i) fn(i);
+void rows(const ParallelFor& parallel, std::int64_t count, Fn fn) {
+  parallel(count, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) fn(n(i));
   });
 }
+
+/// Elements per chunk of a deterministic_sum: large enough that a chunk's
+/// work dwarfs scheduling, small enough to balance two to a hundred threads.
+constexpr std::int64_t kSumGrain = 1 << 15;
 
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
-std::unique_ptr<Kernel> dense(const KernelDesc& d) {
+std::unique_ptr<Kernel> dense(const KernelDesc& d, const ParallelFor& par) {
   const std::int64_t m = d.input_shapes.at(0).at(0), k = d.input_shapes.at(0).at(1),
                      out = d.input_shapes.at(1).at(0);
   auto wt = std::make_shared<std::vector<float>>(n(k * out));
@@ -105,22 +111,23 @@ std::unique_ptr<Kernel> dense(const KernelDesc& d) {
       "dense", 2.0 * static_cast<double>(m * out * k), [=](auto in, auto o) {
         // Y = X W^T + b, with W transposed into [K, N] scratch for the row GEMM.
         const float* w = f(in[1]);
-        for (std::int64_t r = 0; r < out; ++r)
-          for (std::int64_t c = 0; c < k; ++c)
-            (*wt)[n(c * out + r)] = round_through(type, w[r * k + c]);
+        rows(par, k, [&](std::size_t c) {
+          for (std::size_t r = 0; r < n(out); ++r)
+            (*wt)[c * n(out) + r] = round_through(type, w[r * n(k) + c]);
+        });
         detail::reference_gemm(f(in[0]), wt->data(), f(o[0]), n(m), n(out), n(k), false);
         const float* b = f(in[2]);
         float* y = f(o[0]);
-        rows(m, [&](std::size_t i) {
+        rows(par, m, [&](std::size_t i) {
           for (std::size_t j = 0; j < n(out); ++j) y[i * n(out) + j] += b[j];
         });
       });
 }
 
-std::unique_ptr<Kernel> dense_backward(const KernelDesc& d) {
+std::unique_ptr<Kernel> dense_backward(const KernelDesc& d, const ParallelFor& par) {
   const std::int64_t m = d.input_shapes.at(0).at(0), out = d.input_shapes.at(0).at(1),
                      k = d.input_shapes.at(1).at(1);
-  auto scratch = std::make_shared<std::vector<float>>(n(k * out + m * out));
+  auto scratch = std::make_shared<std::vector<float>>(n(m * out + out * k));  // dY^T, dW step
   auto rounded_w = std::make_shared<std::vector<float>>();
   const DType type = compute_type(d);
   return std::make_unique<FunctionKernel>(
@@ -137,52 +144,61 @@ std::unique_ptr<Kernel> dense_backward(const KernelDesc& d) {
         detail::reference_gemm(dy, w, dx, n(m), n(k), n(out), false);
         // dW += dY^T X         [N,M] x [M,K]; db += sum over rows of dY
         float* dy_t = scratch->data();
-        for (std::int64_t i = 0; i < m; ++i)
-          for (std::int64_t j = 0; j < out; ++j) dy_t[n(j * m + i)] = dy[i * out + j];
-        std::vector<float> dw_step(n(out * k));
-        detail::reference_gemm(dy_t, x, dw_step.data(), n(out), n(k), n(m), false);
-        for (std::size_t i = 0; i < dw_step.size(); ++i) dw[i] += dw_step[i];
-        for (std::int64_t j = 0; j < out; ++j) {
+        rows(par, out, [&](std::size_t j) {
+          for (std::size_t i = 0; i < n(m); ++i) dy_t[j * n(m) + i] = dy[i * n(out) + j];
+        });
+        float* dw_step = scratch->data() + m * out;
+        detail::reference_gemm(dy_t, x, dw_step, n(out), n(k), n(m), false);
+        rows(par, out, [&](std::size_t j) {
+          for (std::size_t c = 0; c < n(k); ++c) dw[j * n(k) + c] += dw_step[j * n(k) + c];
           double sum = 0;
-          for (std::int64_t i = 0; i < m; ++i) sum += dy[i * out + j];
+          for (std::size_t i = 0; i < n(m); ++i) sum += dy_t[j * n(m) + i];
           db[j] += static_cast<float>(sum);
-        }
+        });
       });
 }
 
-std::unique_ptr<Kernel> elementwise(const KernelDesc& d) {
+/// y = op(a, b) element by element over [0, count), on the pool.
+template <class Op>
+void map2(const ParallelFor& par, std::int64_t count, const float* a, const float* b, float* y,
+          Op op) {
+  par(count, [=](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t i = begin; i < end; ++i) y[i] = op(a[i], b ? b[i] : 0.0f);
+  });
+}
+
+std::unique_ptr<Kernel> elementwise(const KernelDesc& d, const ParallelFor& par) {
   const std::int64_t count = element_count(d.input_shapes.at(0));
   const std::string op = d.op;
   return std::make_unique<FunctionKernel>(op, 0.0, [=](auto in, auto o) {
     const float* a = f(in[0]);
+    const float* b = in.size() > 1 ? f(in[1]) : nullptr;
     float* y = f(o[0]);
-    for (std::int64_t i = 0; i < count; ++i) {
-      const float x = a[i];
-      if (op == "gelu") {
-        y[i] = 0.5f * x * (1.0f + std::erf(x * kInvSqrt2));
-      } else if (op == "gelu_backward") {  // in: dY, X
-        const float xv = f(in[1])[i];
-        const float cdf = 0.5f * (1.0f + std::erf(xv * kInvSqrt2));
-        y[i] = x * (cdf + xv * kInvSqrt2Pi * std::exp(-0.5f * xv * xv));
-      } else if (op == "tanh") {
-        y[i] = std::tanh(x);
-      } else if (op == "tanh_backward") {  // in: dY, Y
-        const float yv = f(in[1])[i];
-        y[i] = x * (1.0f - yv * yv);
-      } else if (op == "add") {
-        y[i] = x + f(in[1])[i];
-      }
+    if (op == "gelu") {
+      map2(par, count, a, b, y,
+           [](float x, float) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); });
+    } else if (op == "gelu_backward") {  // in: dY, X
+      map2(par, count, a, b, y, [](float dy, float x) {
+        const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
+        return dy * (cdf + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
+      });
+    } else if (op == "tanh") {
+      map2(par, count, a, b, y, [](float x, float) { return std::tanh(x); });
+    } else if (op == "tanh_backward") {  // in: dY, Y
+      map2(par, count, a, b, y, [](float dy, float yv) { return dy * (1.0f - yv * yv); });
+    } else if (op == "add") {
+      map2(par, count, a, b, y, [](float x, float z) { return x + z; });
     }
   });
 }
 
-std::unique_ptr<Kernel> layernorm_train(const KernelDesc& d) {
+std::unique_ptr<Kernel> layernorm_train(const KernelDesc& d, const ParallelFor& par) {
   const std::int64_t m = d.input_shapes.at(0).at(0), h = d.input_shapes.at(0).at(1);
   const double eps = std::stod(d.attr("eps", "1e-12"));
   return std::make_unique<FunctionKernel>("layernorm_train", 0.0, [=](auto in, auto o) {
     const float *x = f(in[0]), *gamma = f(in[1]), *beta = f(in[2]);
     float *y = f(o[0]), *mean_out = f(o[1]), *rstd_out = f(o[2]);
-    rows(m, [&](std::size_t i) {
+    rows(par, m, [&](std::size_t i) {
       const float* row = x + i * n(h);
       double mean = 0, var = 0;
       for (std::size_t j = 0; j < n(h); ++j) mean += row[j];
@@ -199,21 +215,24 @@ std::unique_ptr<Kernel> layernorm_train(const KernelDesc& d) {
   });
 }
 
-std::unique_ptr<Kernel> layernorm_backward(const KernelDesc& d) {
+std::unique_ptr<Kernel> layernorm_backward(const KernelDesc& d, const ParallelFor& par) {
   const std::int64_t m = d.input_shapes.at(0).at(0), h = d.input_shapes.at(0).at(1);
   return std::make_unique<FunctionKernel>("layernorm_backward", 0.0, [=](auto in, auto o) {
     const float *dy = f(in[0]), *x = f(in[1]), *gamma = f(in[2]), *mean = f(in[3]),
                 *rstd = f(in[4]);
     float *dx = f(o[0]), *dgamma = f(o[1]), *dbeta = f(o[2]);
-    // Parameter gradients: serial over rows (a reduction), then dX per row.
-    for (std::int64_t i = 0; i < m; ++i) {
-      for (std::int64_t j = 0; j < h; ++j) {
-        const float xhat = (x[i * h + j] - mean[i]) * rstd[i];
-        dgamma[j] += dy[i * h + j] * xhat;
-        dbeta[j] += dy[i * h + j];
+    // Parameter gradients: each column sums its rows in order (no races,
+    // the same result for any split), then dX per row.
+    par(h, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t i = 0; i < m; ++i) {
+        for (std::int64_t j = first; j < last; ++j) {
+          const float xhat = (x[i * h + j] - mean[i]) * rstd[i];
+          dgamma[j] += dy[i * h + j] * xhat;
+          dbeta[j] += dy[i * h + j];
+        }
       }
-    }
-    rows(m, [&](std::size_t i) {
+    });
+    rows(par, m, [&](std::size_t i) {
       double sum_g = 0, sum_gx = 0;
       for (std::size_t j = 0; j < n(h); ++j) {
         const double g = static_cast<double>(dy[i * n(h) + j]) * gamma[j];
@@ -243,7 +262,7 @@ AttentionDims attention_dims(const KernelDesc& desc, std::size_t qkv_input) {
   return a;
 }
 
-std::unique_ptr<Kernel> attention_train(const KernelDesc& desc) {
+std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFor& par) {
   const auto a = attention_dims(desc, 0);
   return std::make_unique<FunctionKernel>(
       "attention_train", 4.0 * static_cast<double>(a.b * a.s * a.s * a.h), [=](auto in, auto o) {
@@ -251,7 +270,7 @@ std::unique_ptr<Kernel> attention_train(const KernelDesc& desc) {
         const std::int32_t* mask = ints(in[1]);
         float *ctx = f(o[0]), *probs = f(o[1]);
         const float scale = 1.0f / std::sqrt(static_cast<float>(a.d));
-        rows(a.b * a.heads, [&](std::size_t bh) {
+        rows(par, a.b * a.heads, [&](std::size_t bh) {
           const std::size_t b = bh / n(a.heads), head = bh % n(a.heads);
           const float* base = qkv + b * n(a.s) * 3 * n(a.h);
           for (std::size_t i = 0; i < n(a.s); ++i) {
@@ -286,7 +305,7 @@ std::unique_ptr<Kernel> attention_train(const KernelDesc& desc) {
       });
 }
 
-std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc) {
+std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const ParallelFor& par) {
   const auto a = attention_dims(desc, 1);
   return std::make_unique<FunctionKernel>(
       "attention_backward", 8.0 * static_cast<double>(a.b * a.s * a.s * a.h), [=](auto in, auto o) {
@@ -294,7 +313,7 @@ std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc) {
         float* dqkv = f(o[0]);
         std::fill(dqkv, dqkv + a.b * a.s * 3 * a.h, 0.0f);
         const float scale = 1.0f / std::sqrt(static_cast<float>(a.d));
-        rows(a.b * a.heads, [&](std::size_t bh) {
+        rows(par, a.b * a.heads, [&](std::size_t bh) {
           const std::size_t b = bh / n(a.heads), head = bh % n(a.heads);
           const std::size_t row3 = 3 * n(a.h), off = head * n(a.d);
           const float* base = qkv + b * n(a.s) * row3;
@@ -334,14 +353,14 @@ std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc) {
       });
 }
 
-std::unique_ptr<Kernel> embedding_train(const KernelDesc& desc) {
+std::unique_ptr<Kernel> embedding_train(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t tokens = desc.input_shapes.at(0).at(0), seq = desc.int_attr("seq");
   return std::make_unique<FunctionKernel>("embedding_train", 0.0, [=](auto in, auto o) {
     const std::int32_t *ids = ints(in[0]), *types = ints(in[1]);
     check_embedding_ids(ids, types, tokens, in.subspan(2, 3));
     const std::int64_t h = in[2].shape[1];
     float* y = f(o[0]);
-    rows(tokens, [&](std::size_t t) {
+    rows(par, tokens, [&](std::size_t t) {
       const float* w = f(in[2]) + static_cast<std::int64_t>(ids[t]) * h;
       const float* p = f(in[3]) + static_cast<std::int64_t>(t % n(seq)) * h;
       const float* ty = f(in[4]) + static_cast<std::int64_t>(types[t]) * h;
@@ -351,71 +370,83 @@ std::unique_ptr<Kernel> embedding_train(const KernelDesc& desc) {
   });
 }
 
-std::unique_ptr<Kernel> embedding_backward(const KernelDesc& desc) {
+std::unique_ptr<Kernel> embedding_backward(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t tokens = desc.input_shapes.at(0).at(0), h = desc.input_shapes.at(0).at(1);
   const std::int64_t seq = desc.int_attr("seq");
   return std::make_unique<FunctionKernel>("embedding_backward", 0.0, [=](auto in, auto o) {
     const float* dy = f(in[0]);
     const std::int32_t *ids = ints(in[1]), *types = ints(in[2]);
-    for (std::int64_t t = 0; t < tokens; ++t) {
-      float* rows3[3] = {f(o[0]) + ids[t] * h, f(o[1]) + (t % seq) * h, f(o[2]) + types[t] * h};
-      for (float* r : rows3)
-        for (std::int64_t c = 0; c < h; ++c) r[c] += dy[t * h + c];
-    }
+    // Tokens may share a row: split the hidden columns instead, each range
+    // adding every token in order.
+    par(h, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t t = 0; t < tokens; ++t) {
+        float* rows3[3] = {f(o[0]) + ids[t] * h, f(o[1]) + (t % seq) * h, f(o[2]) + types[t] * h};
+        for (float* r : rows3)
+          for (std::int64_t c = first; c < last; ++c) r[c] += dy[t * h + c];
+      }
+    });
   });
 }
 
-std::unique_ptr<Kernel> take_rows_backward(const KernelDesc& desc) {
+std::unique_ptr<Kernel> take_rows_backward(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t stride = desc.int_attr("stride"), rows_out = desc.input_shapes.at(0).at(0);
   const std::int64_t h = desc.input_shapes.at(0).at(1);
   return std::make_unique<FunctionKernel>("take_rows_backward", 0.0, [=](auto in, auto o) {
-    for (std::int64_t r = 0; r < rows_out; ++r)
-      for (std::int64_t c = 0; c < h; ++c) f(o[0])[r * stride * h + c] += f(in[0])[r * h + c];
+    rows(par, rows_out, [&](std::size_t r) {
+      for (std::size_t c = 0; c < n(h); ++c)
+        f(o[0])[r * n(stride * h) + c] += f(in[0])[r * n(h) + c];
+    });
   });
 }
 
 /// Cross-entropy of logits rows against labels (-100 ignored), mean over
 /// counted rows; writes the loss and d(loss)/d(logits) scaled by `scale`.
-double cross_entropy(const float* logits, const std::int32_t* labels, std::int64_t count,
-                     std::int64_t classes, float* dlogits, float scale) {
+double cross_entropy(const ParallelFor& par, const float* logits, const std::int32_t* labels,
+                     std::int64_t count, std::int64_t classes, float* dlogits, float scale) {
   std::int64_t counted = 0;
   for (std::int64_t i = 0; i < count; ++i) counted += labels[i] != -100;
-  double loss = 0;
-  for (std::int64_t i = 0; i < count; ++i) {
-    const float* row = logits + i * classes;
-    float* drow = dlogits + i * classes;
+  std::vector<double> row_loss(n(count));
+  rows(par, count, [&](std::size_t i) {
+    const float* row = logits + i * n(classes);
+    float* drow = dlogits + i * n(classes);
     if (labels[i] == -100 || counted == 0) {
       std::fill(drow, drow + classes, 0.0f);
-      continue;
+      return;
     }
     const float max_logit = *std::max_element(row, row + classes);
     double total = 0;
     for (std::int64_t c = 0; c < classes; ++c)
       total += std::exp(static_cast<double>(row[c] - max_logit));
-    loss += std::log(total) + max_logit - row[labels[i]];
+    row_loss[i] = std::log(total) + max_logit - row[labels[i]];
     for (std::int64_t c = 0; c < classes; ++c) {
       const double p = std::exp(static_cast<double>(row[c] - max_logit)) / total;
       drow[c] = static_cast<float>((p - (c == labels[i] ? 1.0 : 0.0)) /
                                    static_cast<double>(counted) * scale);
     }
-  }
+  });
+  double loss = 0;
+  for (double l : row_loss) loss += l;
   return counted == 0 ? 0.0 : loss / static_cast<double>(counted);
 }
 
-std::unique_ptr<Kernel> pretraining_loss(const KernelDesc& desc) {
+std::unique_ptr<Kernel> pretraining_loss(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t tokens = desc.input_shapes.at(0).at(0), vocab = desc.input_shapes.at(0).at(1);
   const std::int64_t batch = desc.input_shapes.at(2).at(0);
   return std::make_unique<FunctionKernel>("pretraining_loss", 0.0, [=](auto in, auto o) {
     const float scale = f(in[4])[0];  // loss scale: gradients come out multiplied by it
-    f(o[0])[0] =
-        static_cast<float>(cross_entropy(f(in[0]), ints(in[1]), tokens, vocab, f(o[1]), scale));
-    f(o[0])[1] = static_cast<float>(cross_entropy(f(in[2]), ints(in[3]), batch, 2, f(o[2]), scale));
+    f(o[0])[0] = static_cast<float>(
+        cross_entropy(par, f(in[0]), ints(in[1]), tokens, vocab, f(o[1]), scale));
+    f(o[0])[1] =
+        static_cast<float>(cross_entropy(par, f(in[2]), ints(in[3]), batch, 2, f(o[2]), scale));
   });
 }
 
 /// One optimizer step for one parameter tensor, in place. hyper = [lr, beta1,
 /// beta2, eps, weight_decay, step, decay?, trust?, grad_scale, momentum].
-std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc) {
+/// LAMB needs the norms of the weights and of the whole update before it can
+/// apply any of it: the first pass updates m and v and sums the norms, the
+/// second recomputes the update from them (cheaper than storing it).
+std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t count = element_count(desc.input_shapes.at(0));
   const std::string kind = desc.op;
   return std::make_unique<FunctionKernel>(kind, 0.0, [=](auto in, auto o) {
@@ -428,36 +459,63 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc) {
     const float grad_scale = hp[8];
     const double step = hp[5];
     if (kind == "sgd_update") {  // m is the momentum buffer
-      for (std::int64_t i = 0; i < count; ++i) {
-        const float grad = g[i] * grad_scale + decay * w[i];
-        m[i] = hp[9] * m[i] + grad;
-        w[i] -= lr * m[i];
-      }
+      par(count, [&](std::int64_t begin, std::int64_t end) {
+        for (std::int64_t i = begin; i < end; ++i) {
+          const float grad = g[i] * grad_scale + decay * w[i];
+          m[i] = hp[9] * m[i] + grad;
+          w[i] -= lr * m[i];
+        }
+      });
       return;
     }
     const double c1 = 1.0 - std::pow(beta1, step), c2 = 1.0 - std::pow(beta2, step);
-    std::vector<float> update(n(count));
-    double w_norm = 0, u_norm = 0;
-    for (std::int64_t i = 0; i < count; ++i) {
-      const float grad = g[i] * grad_scale;
-      m[i] = beta1 * m[i] + (1 - beta1) * grad;
-      v[i] = beta2 * v[i] + (1 - beta2) * grad * grad;
+    const bool lamb = kind == "lamb_update";
+    // Adam's direction from the updated moments, plus LAMB's decoupled decay.
+    const auto direction = [=](std::int64_t i) {
       const double m_hat = m[i] / c1, v_hat = v[i] / c2;
-      update[n(i)] = static_cast<float>(m_hat / (std::sqrt(v_hat) + eps));
-      if (kind == "lamb_update") update[n(i)] += decay * w[i];
-      w_norm += static_cast<double>(w[i]) * w[i];
-      u_norm += static_cast<double>(update[n(i)]) * update[n(i)];
-    }
-    double ratio = 1.0;
-    if (kind == "lamb_update" && trust && w_norm > 0 && u_norm > 0)
-      ratio = std::sqrt(w_norm) / std::sqrt(u_norm);
-    for (std::int64_t i = 0; i < count; ++i) {
-      if (kind == "adamw_update") {
-        w[i] -= lr * (update[n(i)] + decay * w[i]);
-      } else {
-        w[i] -= static_cast<float>(lr * ratio) * update[n(i)];
+      float u = static_cast<float>(m_hat / (std::sqrt(v_hat) + eps));
+      if (lamb) u += decay * w[i];
+      return u;
+    };
+    const auto moments = [=](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        const float grad = g[i] * grad_scale;
+        m[i] = beta1 * m[i] + (1 - beta1) * grad;
+        v[i] = beta2 * v[i] + (1 - beta2) * grad * grad;
       }
+    };
+    double ratio = 1.0;
+    if (lamb && trust) {
+      double w_norm = 0, u_norm = 0;
+      std::vector<double> norms(2);
+      w_norm = deterministic_sum(par, count, kSumGrain, [&](std::int64_t begin, std::int64_t end) {
+        moments(begin, end);
+        double sum = 0;
+        for (std::int64_t i = begin; i < end; ++i) sum += static_cast<double>(w[i]) * w[i];
+        return sum;
+      });
+      u_norm = deterministic_sum(par, count, kSumGrain, [&](std::int64_t begin, std::int64_t end) {
+        double sum = 0;
+        for (std::int64_t i = begin; i < end; ++i) {
+          const double u = direction(i);
+          sum += u * u;
+        }
+        return sum;
+      });
+      if (w_norm > 0 && u_norm > 0) ratio = std::sqrt(w_norm) / std::sqrt(u_norm);
+    } else {
+      par(count, moments);
     }
+    par(count, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        const float u = direction(i);
+        if (lamb) {
+          w[i] -= static_cast<float>(lr * ratio) * u;
+        } else {
+          w[i] -= lr * (u + decay * w[i]);
+        }
+      }
+    });
   });
 }
 
@@ -465,7 +523,7 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc) {
 /// `stream` keeps with probability 1-p from bits of hash(seed, counter,
 /// stream, i), so any thread order and any resume give the same mask.
 /// in: X, rng[2] (i32: seed, counter) -> Y, mask (0 or 1/(1-p)).
-std::unique_ptr<Kernel> dropout(const KernelDesc& desc) {
+std::unique_ptr<Kernel> dropout(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t count = element_count(desc.input_shapes.at(0));
   const double p = std::stod(desc.attr("p", "0"));
   const auto stream = static_cast<std::uint64_t>(desc.int_attr("stream"));
@@ -477,44 +535,53 @@ std::unique_ptr<Kernel> dropout(const KernelDesc& desc) {
         (stream * 0xd1b54a32d192ed03ull);
     const auto keep = static_cast<float>(1.0 / (1.0 - p));
     const auto threshold = static_cast<std::uint64_t>(p * 18446744073709551616.0);
-    for (std::int64_t i = 0; i < count; ++i) {
-      std::uint64_t z = key + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1);
-      z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-      z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-      z ^= z >> 31;
-      const float m = z < threshold ? 0.0f : keep;
-      f(o[1])[i] = m;
-      f(o[0])[i] = f(in[0])[i] * m;
-    }
+    par(count, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        std::uint64_t z = key + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1);
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        const float m = z < threshold ? 0.0f : keep;
+        f(o[1])[i] = m;
+        f(o[0])[i] = f(in[0])[i] * m;
+      }
+    });
   });
 }
 
 /// in: dY, mask -> dX = dY * mask.
-std::unique_ptr<Kernel> dropout_backward(const KernelDesc& desc) {
+std::unique_ptr<Kernel> dropout_backward(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t count = element_count(desc.input_shapes.at(0));
   return std::make_unique<FunctionKernel>("dropout_backward", 0.0, [=](auto in, auto o) {
-    for (std::int64_t i = 0; i < count; ++i) f(o[0])[i] = f(in[0])[i] * f(in[1])[i];
+    map2(par, count, f(in[0]), f(in[1]), f(o[0]), [](float dy, float mask) { return dy * mask; });
   });
 }
 
-std::unique_ptr<Kernel> sum_of_squares(const KernelDesc& desc) {
+std::unique_ptr<Kernel> sum_of_squares(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t count = element_count(desc.input_shapes.at(0));
   return std::make_unique<FunctionKernel>("sum_of_squares", 0.0, [=](auto in, auto o) {
-    double sum = 0;
-    for (std::int64_t i = 0; i < count; ++i) sum += static_cast<double>(f(in[0])[i]) * f(in[0])[i];
-    f(o[0])[0] = static_cast<float>(sum);
+    const float* x = f(in[0]);
+    f(o[0])[0] = static_cast<float>(
+        deterministic_sum(par, count, kSumGrain, [&](std::int64_t begin, std::int64_t end) {
+          double sum = 0;
+          for (std::int64_t i = begin; i < end; ++i) sum += static_cast<double>(x[i]) * x[i];
+          return sum;
+        }));
   });
 }
 
 }  // namespace
 
-void register_reference_train_kernels(KernelRegistry& registry) {
-  const auto add = [&](const char* op, std::unique_ptr<Kernel> (*make)(const KernelDesc&)) {
-    registry.add(op, DType::f32, [make](const KernelDesc& d, Device&) -> std::unique_ptr<Kernel> {
-      const DType type = compute_type(d);
-      if (type == DType::f32) return make(d);
-      return std::make_unique<RoundedOutputs>(make(d), type);
-    });
+void register_reference_train_kernels(KernelRegistry& registry, ParallelFor parallel) {
+  if (!parallel) parallel = tbb_parallel_for();
+  const auto add = [&](const char* op,
+                       std::unique_ptr<Kernel> (*make)(const KernelDesc&, const ParallelFor&)) {
+    registry.add(op, DType::f32,
+                 [make, parallel](const KernelDesc& d, Device&) -> std::unique_ptr<Kernel> {
+                   const DType type = compute_type(d);
+                   if (type == DType::f32) return make(d, parallel);
+                   return std::make_unique<RoundedOutputs>(make(d, parallel), type, parallel);
+                 });
   };
   add("dense", dense);
   add("dense_backward", dense_backward);
