@@ -17,14 +17,14 @@ namespace {
 
 std::string pretrain_config(const test::TempDir& dir, const std::string& extra = "") {
   return dir
-      .write(
-          "pretrain.yaml",
-          "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 16, precision: f32, "
-          "vocab_size: 64, dropout: 0}\n"
-          "batch: {micro: 8, grad_accum: 1}\ndata: {source: pattern, seed: 3, max_predictions: 3}\n"
-          "optimizer: {name: adamw, learning_rate: 0.005, warmup_steps: 5, end_learning_rate: "
-          "0.0005}\n" +
-              extra)
+      .write("pretrain.yaml",
+             "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, precision: f32, "
+             "vocab_size: 64, dropout: 0}\n"
+             "batch: {micro: 16, grad_accum: 1}\ndata: {source: pattern, seed: 3, max_predictions: "
+             "3}\n"
+             "optimizer: {name: adamw, learning_rate: 0.005, warmup_steps: 5, end_learning_rate: "
+             "0.0005}\n" +
+                 extra)
       .string();
 }
 
@@ -40,7 +40,7 @@ std::map<std::int64_t, std::pair<double, double>> step_losses(
   return out;
 }
 
-TEST(Pretrain, MlmLossFallsByAtLeast0Point7In60StepsOnLearnableData) {
+TEST(Pretrain, MlmLossFallsByAtLeast1Point5In60StepsOnLearnableData) {
   test::TempDir dir;
   const auto metrics = dir.path() / "m.jsonl";
   auto r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 60\n") +
@@ -51,7 +51,7 @@ TEST(Pretrain, MlmLossFallsByAtLeast0Point7In60StepsOnLearnableData) {
   double first = 0, last = 0;
   for (std::int64_t s = 1; s <= 5; ++s) first += losses.at(s).second / 5;
   for (std::int64_t s = 56; s <= 60; ++s) last += losses.at(s).second / 5;
-  EXPECT_LT(last, first - 0.7) << "mean MLM loss of steps 1-5 " << first << ", of steps 56-60 "
+  EXPECT_LT(last, first - 1.5) << "mean MLM loss of steps 1-5 " << first << ", of steps 56-60 "
                                << last;
   EXPECT_NE(r.output.find("step 60/60"), std::string::npos) << r.output;
 }
@@ -143,7 +143,7 @@ TEST(Pretrain, Phase2StartsFromPhase1WithLongerPositionTable) {
   test::TempDir dir;
   auto r = test::run_polyhal(
       "run --config " + pretrain_config(dir, "steps: 3\ncheckpoint: {dir: phase1, every: 3}\n") +
-      " --set model.max_position_embeddings=16");
+      " --set model.seq_len=16 --set model.max_position_embeddings=16");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto phase1 = dir.path() / "phase1" / "checkpoint-00000003.safetensors";
   ASSERT_TRUE(std::filesystem::exists(phase1));

@@ -22,7 +22,8 @@
 ///   "dropout_backward":   dY, mask -> dX
 ///   "sum_of_squares":     X -> [1] sum of X^2 (for the global gradient norm)
 ///   "adamw_update", "lamb_update", "sgd_update":
-///                         W, grad, m, v, hyper[10] -> W, m, v (in place)
+///                         W, grad, m, v, hyper[10] -> W, m, v, grad (in place;
+///                         grad is zeroed, ready for the next accumulation)
 ///                         hyper = lr, beta1, beta2, eps, weight_decay, step,
 ///                         decay? (0/1), trust ratio? (0/1), grad_scale, momentum
 /// Mixed precision: attr round_to = bf16 | f16 makes an op hold its f32

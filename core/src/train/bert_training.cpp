@@ -403,7 +403,7 @@ struct BertTraining::State {
       const auto& m = slots[static_cast<std::size_t>(p.m)].tensor;
       const auto& v = slots[static_cast<std::size_t>(p.v)].tensor;
       update_inputs.push_back({w, g, m, v, slots[static_cast<std::size_t>(hyper)].tensor});
-      update_outputs.push_back({w, m, v});
+      update_outputs.push_back({w, m, v, g});
     }
   }
 
@@ -565,9 +565,8 @@ std::optional<double> BertTraining::apply_optimizer(double learning_rate, double
                                 static_cast<float>(o.weight_decay), static_cast<float>(s.steps),
                                 decay ? 1.0f : 0.0f, decay ? 1.0f : 0.0f, static_cast<float>(scale),
                                 static_cast<float>(o.momentum)});
-    s.updates[i]->run(s.update_inputs[i], s.update_outputs[i]);
+    s.updates[i]->run(s.update_inputs[i], s.update_outputs[i]);  // also zeroes the gradient
   }
-  s.zero_gradients();
   return norm;
 }
 

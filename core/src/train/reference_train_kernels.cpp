@@ -452,6 +452,7 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelF
   return std::make_unique<FunctionKernel>(kind, 0.0, [=](auto in, auto o) {
     float *w = f(o[0]), *m = f(o[1]), *v = f(o[2]);
     const float* g = f(in[1]);
+    float* consumed = f(o[3]);  // the gradient, zeroed once read for the next accumulation
     const float* hp = f(in[4]);
     const float lr = hp[0], beta1 = hp[1], beta2 = hp[2], eps = hp[3];
     const float decay = hp[6] != 0.0f ? hp[4] : 0.0f;
@@ -464,16 +465,19 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelF
           const float grad = g[i] * grad_scale + decay * w[i];
           m[i] = hp[9] * m[i] + grad;
           w[i] -= lr * m[i];
+          consumed[i] = 0.0f;
         }
       });
       return;
     }
-    const double c1 = 1.0 - std::pow(beta1, step), c2 = 1.0 - std::pow(beta2, step);
+    // Bias corrections in double (1 - beta^step loses digits in f32 for
+    // beta2 near 1), the per-element math in f32 as PyTorch's optimizers do.
+    const auto inv_c1 = static_cast<float>(1.0 / (1.0 - std::pow(beta1, step)));
+    const auto inv_c2 = static_cast<float>(1.0 / (1.0 - std::pow(beta2, step)));
     const bool lamb = kind == "lamb_update";
     // Adam's direction from the updated moments, plus LAMB's decoupled decay.
     const auto direction = [=](std::int64_t i) {
-      const double m_hat = m[i] / c1, v_hat = v[i] / c2;
-      float u = static_cast<float>(m_hat / (std::sqrt(v_hat) + eps));
+      float u = m[i] * inv_c1 / (std::sqrt(v[i] * inv_c2) + eps);
       if (lamb) u += decay * w[i];
       return u;
     };
@@ -485,35 +489,33 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelF
       }
     };
     double ratio = 1.0;
-    if (lamb && trust) {
-      double w_norm = 0, u_norm = 0;
-      std::vector<double> norms(2);
-      w_norm = deterministic_sum(par, count, kSumGrain, [&](std::int64_t begin, std::int64_t end) {
-        moments(begin, end);
-        double sum = 0;
-        for (std::int64_t i = begin; i < end; ++i) sum += static_cast<double>(w[i]) * w[i];
-        return sum;
-      });
-      u_norm = deterministic_sum(par, count, kSumGrain, [&](std::int64_t begin, std::int64_t end) {
-        double sum = 0;
+    if (lamb && trust) {  // norms of w and of the update, from the moments just written
+      const auto norms =
+          deterministic_sums<2>(par, count, kSumGrain, [&](std::int64_t begin, std::int64_t end) {
+            moments(begin, end);
+            std::array<double, 2> sums{};
+            for (std::int64_t i = begin; i < end; ++i) {
+              const double u = direction(i);
+              sums[0] += static_cast<double>(w[i]) * w[i];
+              sums[1] += u * u;
+            }
+            return sums;
+          });
+      if (norms[0] > 0 && norms[1] > 0) ratio = std::sqrt(norms[0]) / std::sqrt(norms[1]);
+      par(count, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) {
-          const double u = direction(i);
-          sum += u * u;
+          w[i] -= static_cast<float>(lr * ratio) * direction(i);
+          consumed[i] = 0.0f;
         }
-        return sum;
       });
-      if (w_norm > 0 && u_norm > 0) ratio = std::sqrt(w_norm) / std::sqrt(u_norm);
-    } else {
-      par(count, moments);
+      return;
     }
     par(count, [&](std::int64_t begin, std::int64_t end) {
+      moments(begin, end);
       for (std::int64_t i = begin; i < end; ++i) {
         const float u = direction(i);
-        if (lamb) {
-          w[i] -= static_cast<float>(lr * ratio) * u;
-        } else {
-          w[i] -= lr * (u + decay * w[i]);
-        }
+        w[i] -= lamb ? lr * u : lr * (u + decay * w[i]);
+        consumed[i] = 0.0f;
       }
     });
   });
