@@ -134,12 +134,18 @@ class CpuDevice final : public Device {
       registry().add("embedding", type,
                      [](const KernelDesc& desc, Device&) { return make_omp_embedding(desc); });
     }
-    // Training GEMMs (f32 tensors; bf16 mixed precision via round_to).
+    // Training GEMMs and attention (f32 tensors; bf16 mixed precision via round_to).
     registry().add("dense", DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_dense(desc, engine_);
     });
     registry().add("dense_backward", DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_dense_backward(desc, engine_);
+    });
+    registry().add("attention_train", DType::f32, [this](const KernelDesc& desc, Device&) {
+      return make_onednn_attention_train(desc, engine_);
+    });
+    registry().add("attention_backward", DType::f32, [this](const KernelDesc& desc, Device&) {
+      return make_onednn_attention_backward(desc, engine_);
     });
   }
 

@@ -7,10 +7,10 @@
 #include <fmt/format.h>
 #include <omp.h>
 
-#include <unordered_map>
 #include <vector>
 
 #include "omp_convert.hpp"
+#include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 
@@ -23,67 +23,6 @@ using dt = dnnl::memory::data_type;
 DType round_type(const KernelDesc& desc) {
   return parse_dtype(desc.attr("round_to", "f32")).value_or(DType::f32);
 }
-
-/// A matmul primitive over plain row-major buffers given by pointers at run,
-/// optionally with an f32 bias row added in the epilogue.
-struct Gemm {
-  dnnl::matmul::primitive_desc pd;
-  dnnl::matmul primitive;
-  dnnl::memory a, b, c, bias, scratchpad;
-  std::unordered_map<int, dnnl::memory> args;
-
-  Gemm(const dnnl::engine& engine, const dnnl::memory::desc& a_md, const dnnl::memory::desc& b_md,
-       const dnnl::memory::desc& c_md, bool accumulate, bool with_bias = false) {
-    dnnl::primitive_attr attr;
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    if (accumulate) {
-      dnnl::post_ops sum;
-      sum.append_sum(1.0f);  // C += A B
-      attr.set_post_ops(sum);
-    }
-    const dnnl::memory::desc bias_md =
-        with_bias ? dnnl::memory::desc({1, c_md.dims()[1]}, dt::f32, tag::ab)
-                  : dnnl::memory::desc();
-    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, engine);
-    primitive = dnnl::matmul(pd);
-    a = dnnl::memory(a_md, engine, DNNL_MEMORY_NONE);
-    b = dnnl::memory(b_md, engine, DNNL_MEMORY_NONE);
-    c = dnnl::memory(c_md, engine, DNNL_MEMORY_NONE);
-    scratchpad = dnnl::memory(pd.scratchpad_desc(), engine);
-    args = {{DNNL_ARG_SRC, a},
-            {DNNL_ARG_WEIGHTS, b},
-            {DNNL_ARG_DST, c},
-            {DNNL_ARG_SCRATCHPAD, scratchpad}};
-    if (with_bias) {
-      bias = dnnl::memory(bias_md, engine, DNNL_MEMORY_NONE);
-      args[DNNL_ARG_BIAS] = bias;
-    }
-  }
-  void run(dnnl::stream& stream, const void* pa, const void* pb, void* pc,
-           const float* pbias = nullptr) {
-    a.set_data_handle(const_cast<void*>(pa));
-    b.set_data_handle(const_cast<void*>(pb));
-    c.set_data_handle(pc);
-    if (pbias) bias.set_data_handle(const_cast<float*>(pbias));
-    primitive.execute(stream, args);
-  }
-};
-
-/// bf16 operand scratch sized at prepare; of() narrows f32 values into it
-/// (f32 mode: the values themselves, no copy).
-class Operand {
- public:
-  Operand(DType type, std::int64_t count)
-      : bits_(type == DType::bf16 ? static_cast<std::size_t>(count) : 0) {}
-  const void* of(const float* values) {
-    if (bits_.empty()) return values;
-    to_bf16(values, bits_.data(), static_cast<std::int64_t>(bits_.size()));
-    return bits_.data();
-  }
-
- private:
-  std::vector<std::uint16_t> bits_;
-};
 
 /// db[j] += sum over rows of dy[i, j]: each thread owns a range of columns
 /// and walks the rows in order (contiguous reads, a fixed summation order).
@@ -111,8 +50,8 @@ class OneDnnDense final : public Kernel {
         m_(desc.input_shapes.at(0).at(0)),
         k_(desc.input_shapes.at(0).at(1)),
         n_(desc.input_shapes.at(1).at(0)),
-        gemm_(engine, {{m_, k_}, op_type(), tag::ab}, {{k_, n_}, op_type(), tag::ba},
-              {{m_, n_}, dt::f32, tag::ab}, false, true),
+        gemm_(engine, {{m_, k_}, operand_type(type_), tag::ab},
+              {{k_, n_}, operand_type(type_), tag::ba}, {{m_, n_}, dt::f32, tag::ab}, false, true),
         x_(type_, m_ * k_),
         w_(type_, n_ * k_) {}
 
@@ -129,7 +68,6 @@ class OneDnnDense final : public Kernel {
   double flops() const override { return 2.0 * static_cast<double>(m_ * n_ * k_); }
 
  private:
-  dt op_type() const { return type_ == DType::bf16 ? dt::bf16 : dt::f32; }
   dnnl::stream stream_;
   DType type_;
   std::int64_t m_, k_, n_;
@@ -146,11 +84,11 @@ class OneDnnDenseBackward final : public Kernel {
         n_(desc.input_shapes.at(0).at(1)),
         k_(desc.input_shapes.at(1).at(1)),
         // dX[M,K] = dY[M,N] W[N,K]
-        data_(engine, {{m_, n_}, op_type(), tag::ab}, {{n_, k_}, op_type(), tag::ab},
-              {{m_, k_}, dt::f32, tag::ab}, false),
+        data_(engine, {{m_, n_}, operand_type(type_), tag::ab},
+              {{n_, k_}, operand_type(type_), tag::ab}, {{m_, k_}, dt::f32, tag::ab}, false),
         // dW[N,K] += dY^T[N,M] X[M,K]: dY read transposed in place
-        weights_(engine, {{n_, m_}, op_type(), tag::ba}, {{m_, k_}, op_type(), tag::ab},
-                 {{n_, k_}, dt::f32, tag::ab}, true),
+        weights_(engine, {{n_, m_}, operand_type(type_), tag::ba},
+                 {{m_, k_}, operand_type(type_), tag::ab}, {{n_, k_}, dt::f32, tag::ab}, true),
         dy_(type_, m_ * n_),
         w_(type_, n_ * k_),
         x_(type_, m_ * k_) {
@@ -174,7 +112,6 @@ class OneDnnDenseBackward final : public Kernel {
   double flops() const override { return 4.0 * static_cast<double>(m_ * n_ * k_); }
 
  private:
-  dt op_type() const { return type_ == DType::bf16 ? dt::bf16 : dt::f32; }
   dnnl::stream stream_;
   DType type_;
   std::int64_t m_, n_, k_;

@@ -32,6 +32,12 @@ std::unique_ptr<Kernel> make_onednn_dense(const KernelDesc& desc, const dnnl::en
 std::unique_ptr<Kernel> make_onednn_dense_backward(const KernelDesc& desc,
                                                    const dnnl::engine& engine);
 
+/// Training attention (train_kernels.hpp "attention_train", "attention_backward").
+std::unique_ptr<Kernel> make_onednn_attention_train(const KernelDesc& desc,
+                                                    const dnnl::engine& engine);
+std::unique_ptr<Kernel> make_onednn_attention_backward(const KernelDesc& desc,
+                                                       const dnnl::engine& engine);
+
 [[noreturn]] void throw_no_onednn_implementation(const KernelDesc& desc, const dnnl::error& e);
 
 /// Runs `create` (which builds oneDNN primitive descriptors for `desc`) and

@@ -1,0 +1,236 @@
+// Training attention on the CPU (train_kernels.hpp "attention_train" and
+// "attention_backward"): every product is a batched oneDNN matmul over
+// (batch, head) that reads Q, K, V, dctx and the probabilities in place
+// through strided memory descriptors and writes its third of dQKV directly.
+//   forward:  probs = softmax(Q K^T / sqrt(d) + mask);  ctx = probs V
+//   backward: dV = P^T dctx;  dP = dctx V^T;  dS = P (dP - rowsum(P dP)) / sqrt(d)
+//             dQ = dS K;  dK = dS^T Q
+// With round_to=bf16 the operands are narrowed to bf16 scratch and outputs
+// rounded to bf16, as on every mixed-precision op.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "onednn_gemm.hpp"
+#include "onednn_matmul.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal::cpu {
+namespace {
+
+using dims = dnnl::memory::dims;
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+DType round_type(const KernelDesc& desc) {
+  return parse_dtype(desc.attr("round_to", "f32")).value_or(DType::f32);
+}
+
+/// Shapes and the strided views every attention GEMM uses.
+struct Views {
+  std::int64_t b, s, heads, h, d;
+  DType type;
+  Views(const KernelDesc& desc, std::size_t qkv_input)
+      : b(desc.int_attr("batch")),
+        s(desc.int_attr("seq")),
+        heads(desc.int_attr("heads")),
+        h(desc.input_shapes.at(qkv_input).at(1) / 3),
+        d(h / heads),
+        type(round_type(desc)) {}
+  std::int64_t tokens() const { return b * s; }
+  std::int64_t score_count() const { return b * heads * s * s; }
+  /// Q, K or V (rows of QKV [B*S, 3H], columns head*d..): (b, head, s, c).
+  dnnl::memory::desc qkv_part(dt type_of) const {
+    return {{b, heads, s, d}, type_of, dims{s * 3 * h, d, 3 * h, 1}};
+  }
+  /// K or V transposed: (b, head, c, s).
+  dnnl::memory::desc qkv_part_t(dt type_of) const {
+    return {{b, heads, d, s}, type_of, dims{s * 3 * h, d, 1, 3 * h}};
+  }
+  /// ctx / dctx [B*S, H] as (b, head, s, c).
+  dnnl::memory::desc context(dt type_of) const {
+    return {{b, heads, s, d}, type_of, dims{s * h, d, h, 1}};
+  }
+  /// Scores-shaped [B, heads, S, S], plain or transposed in its last two dims.
+  dnnl::memory::desc scores(dt type_of) const { return {{b, heads, s, s}, type_of, tag::abcd}; }
+  dnnl::memory::desc scores_t(dt type_of) const {
+    return {{b, heads, s, s}, type_of, dims{heads * s * s, s * s, 1, s}};
+  }
+  dt operand() const { return operand_type(type); }
+  float scale() const { return 1.0f / std::sqrt(static_cast<float>(d)); }
+};
+
+class OneDnnAttentionTrain final : public Kernel {
+ public:
+  OneDnnAttentionTrain(const KernelDesc& desc, const dnnl::engine& engine)
+      : v_(desc, 0),
+        engine_(engine),
+        stream_(engine),
+        scores_(create_or_refuse(desc,
+                                 [&] {
+                                   dnnl::primitive_attr attr;
+                                   attr.set_output_scales(0, {v_.scale()});
+                                   dnnl::post_ops mask_add;
+                                   mask_add.append_binary(dnnl::algorithm::binary_add, mask_md());
+                                   attr.set_post_ops(mask_add);
+                                   return Gemm(engine, v_.qkv_part(v_.operand()),
+                                               v_.qkv_part_t(v_.operand()), v_.scores(dt::f32),
+                                               false, false, attr);
+                                 })),
+        context_(create_or_refuse(desc,
+                                  [&] {
+                                    return Gemm(engine, v_.scores(v_.operand()),
+                                                v_.qkv_part(v_.operand()), v_.context(dt::f32),
+                                                false);
+                                  })),
+        softmax_pd_(create_or_refuse(desc,
+                                     [&] {
+                                       return dnnl::softmax_v2_forward::primitive_desc(
+                                           dnnl::softmax_v2_forward::desc(
+                                               dnnl::prop_kind::forward_inference,
+                                               dnnl::algorithm::softmax_accurate,
+                                               v_.scores(dt::f32), v_.scores(dt::f32), 3),
+                                           engine);
+                                     })),
+        softmax_(softmax_pd_),
+        mask_(mask_md(), engine),
+        probs_mem_(v_.scores(dt::f32), engine, DNNL_MEMORY_NONE),
+        qkv_(v_.type, v_.tokens() * 3 * v_.h),
+        probs_(v_.type, v_.score_count()) {}
+
+  void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
+    const auto* qkv = static_cast<const char*>(qkv_.of(in[0].data<float>()));
+    const std::size_t element = v_.type == DType::bf16 ? 2 : 4;
+    const auto third = static_cast<std::size_t>(v_.h) * element;
+    // Hugging Face's additive mask: 0 where attended, the lowest f32 where not.
+    const auto* mask = in[1].data<std::int32_t>();
+    auto* additive = static_cast<float*>(mask_.get_data_handle());
+    for (std::int64_t i = 0; i < v_.tokens(); ++i)
+      additive[i] = mask[i] != 0 ? 0.0f : -3.4028234663852886e38f;
+    float* probs = out[1].data<float>();
+    scores_.run(stream_, qkv, qkv + third, probs,
+                {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_}});
+    probs_mem_.set_data_handle(probs);
+    softmax_.execute(stream_, {{DNNL_ARG_SRC, probs_mem_}, {DNNL_ARG_DST, probs_mem_}});
+    stream_.wait();
+    if (v_.type == DType::bf16) round_to_bf16(probs, v_.score_count());
+    context_.run(stream_, probs_.of(probs), qkv + 2 * third, out[0].data<float>());
+    stream_.wait();
+    if (v_.type == DType::bf16) round_to_bf16(out[0].data<float>(), v_.tokens() * v_.h);
+  }
+  std::string implementation() const override {
+    return fmt::format("onednn attention_train [{} | {} | {}]", scores_.pd.impl_info_str(),
+                       softmax_pd_.impl_info_str(), context_.pd.impl_info_str());
+  }
+  double flops() const override { return 4.0 * static_cast<double>(v_.b * v_.s * v_.s * v_.h); }
+
+ private:
+  dnnl::memory::desc mask_md() const { return {{v_.b, 1, 1, v_.s}, dt::f32, tag::abcd}; }
+  Views v_;
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  Gemm scores_, context_;
+  dnnl::softmax_v2_forward::primitive_desc softmax_pd_;
+  dnnl::softmax_v2_forward softmax_;
+  dnnl::memory mask_, probs_mem_;
+  Operand qkv_, probs_;
+};
+
+class OneDnnAttentionBackward final : public Kernel {
+ public:
+  OneDnnAttentionBackward(const KernelDesc& desc, const dnnl::engine& engine)
+      : v_(desc, 1),
+        stream_(engine),
+        // dV = P^T dctx
+        dv_(create_or_refuse(desc,
+                             [&] {
+                               return Gemm(engine, v_.scores_t(v_.operand()),
+                                           v_.context(v_.operand()), v_.qkv_part(dt::f32), false);
+                             })),
+        // dP = dctx V^T
+        dp_(create_or_refuse(desc,
+                             [&] {
+                               return Gemm(engine, v_.context(v_.operand()),
+                                           v_.qkv_part_t(v_.operand()), v_.scores(dt::f32), false);
+                             })),
+        // dQ = dS K
+        dq_(create_or_refuse(desc,
+                             [&] {
+                               return Gemm(engine, v_.scores(v_.operand()),
+                                           v_.qkv_part(v_.operand()), v_.qkv_part(dt::f32), false);
+                             })),
+        // dK = dS^T Q
+        dk_(create_or_refuse(desc,
+                             [&] {
+                               return Gemm(engine, v_.scores_t(v_.operand()),
+                                           v_.qkv_part(v_.operand()), v_.qkv_part(dt::f32), false);
+                             })),
+        dscores_(static_cast<std::size_t>(v_.score_count())),
+        dctx_(v_.type, v_.tokens() * v_.h),
+        qkv_(v_.type, v_.tokens() * 3 * v_.h),
+        probs_(v_.type, v_.score_count()),
+        ds_(v_.type, v_.score_count()) {}
+
+  void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
+    const void* dctx = dctx_.of(in[0].data<float>());
+    const auto* qkv = static_cast<const char*>(qkv_.of(in[1].data<float>()));
+    const float* probs = in[2].data<float>();
+    const void* p = probs_.of(probs);
+    const std::size_t element = v_.type == DType::bf16 ? 2 : 4;
+    const auto third = static_cast<std::size_t>(v_.h) * element;
+    auto* dqkv = out[0].data<float>();
+    float* dp = dscores_.data();
+    dv_.run(stream_, p, dctx, dqkv + 2 * v_.h);
+    dp_.run(stream_, dctx, qkv + 2 * third, dp);
+    stream_.wait();
+    softmax_backward(probs, dp);
+    const void* ds = ds_.of(dp);
+    dq_.run(stream_, ds, qkv + third, dqkv);
+    dk_.run(stream_, ds, qkv, dqkv + v_.h);
+    stream_.wait();
+    if (v_.type == DType::bf16) round_to_bf16(dqkv, v_.tokens() * 3 * v_.h);
+  }
+  std::string implementation() const override {
+    return fmt::format("onednn attention_backward {}", dp_.pd.impl_info_str());
+  }
+  double flops() const override { return 8.0 * static_cast<double>(v_.b * v_.s * v_.s * v_.h); }
+
+ private:
+  /// dP -> dS in place, row by row: dS = P (dP - sum_j P dP) / sqrt(d).
+  void softmax_backward(const float* probs, float* dp) const {
+    const std::int64_t rows = v_.b * v_.heads * v_.s, s = v_.s;
+    const float scale = v_.scale();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const float* pr = probs + r * s;
+      float* g = dp + r * s;
+      double weighted = 0;  // rows of dS sum to 0: keep the cancellation accurate
+      for (std::int64_t j = 0; j < s; ++j) weighted += static_cast<double>(pr[j]) * g[j];
+      for (std::int64_t j = 0; j < s; ++j)
+        g[j] = static_cast<float>(pr[j] * (g[j] - weighted)) * scale;
+    }
+  }
+  Views v_;
+  dnnl::stream stream_;
+  Gemm dv_, dp_, dq_, dk_;
+  std::vector<float> dscores_;
+  Operand dctx_, qkv_, probs_, ds_;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_onednn_attention_train(const KernelDesc& desc,
+                                                    const dnnl::engine& engine) {
+  if (round_type(desc) == DType::f16)
+    throw KernelNotFoundError("cpu: no f16 training; use bf16 or f32");
+  return std::make_unique<OneDnnAttentionTrain>(desc, engine);
+}
+
+std::unique_ptr<Kernel> make_onednn_attention_backward(const KernelDesc& desc,
+                                                       const dnnl::engine& engine) {
+  if (round_type(desc) == DType::f16)
+    throw KernelNotFoundError("cpu: no f16 training; use bf16 or f32");
+  return std::make_unique<OneDnnAttentionBackward>(desc, engine);
+}
+
+}  // namespace polyhal::cpu
