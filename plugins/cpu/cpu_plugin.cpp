@@ -147,6 +147,11 @@ class CpuDevice final : public Device {
     registry().add("attention_backward", DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_attention_backward(desc, engine_);
     });
+    for (const char* op : {"gelu", "gelu_backward"}) {
+      registry().add(op, DType::f32, [this](const KernelDesc& desc, Device&) {
+        return make_onednn_gelu_train(desc, engine_);
+      });
+    }
   }
 
  protected:

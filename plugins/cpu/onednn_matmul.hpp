@@ -38,6 +38,9 @@ std::unique_ptr<Kernel> make_onednn_attention_train(const KernelDesc& desc,
 std::unique_ptr<Kernel> make_onednn_attention_backward(const KernelDesc& desc,
                                                        const dnnl::engine& engine);
 
+/// Training GELU (train_kernels.hpp "gelu", "gelu_backward") through oneDNN eltwise.
+std::unique_ptr<Kernel> make_onednn_gelu_train(const KernelDesc& desc, const dnnl::engine& engine);
+
 [[noreturn]] void throw_no_onednn_implementation(const KernelDesc& desc, const dnnl::error& e);
 
 /// Runs `create` (which builds oneDNN primitive descriptors for `desc`) and
