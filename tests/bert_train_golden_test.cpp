@@ -7,6 +7,7 @@
 
 #include "polyhal/bert_training.hpp"
 #include "polyhal/bert_weights.hpp"
+#include "polyhal/error.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -43,10 +44,30 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
   }
 }
 
-TEST(BertTrainGolden, LossAndEveryGradientMatchPyTorch) {
+/// The most labelled positions in any sequence of the golden batch.
+std::int64_t most_labels(const TrainGolden& golden) {
+  const auto labels = golden.ints("mlm_labels");
+  std::int64_t most = 0;
+  for (std::int64_t k = 0; k < golden.shape.batch; ++k) {
+    std::int64_t count = 0;
+    for (std::int64_t p = 0; p < golden.shape.seq; ++p)
+      count += labels[static_cast<std::size_t>(k * golden.shape.seq + p)] != -100;
+    most = std::max(most, count);
+  }
+  return most;
+}
+
+/// true: the MLM head on the gathered labelled rows (max_predictions); false:
+/// on every row. Both must give PyTorch's loss and gradients.
+class GradientGolden : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GradientGolden, LossAndEveryGradientMatchPyTorch) {
   const TrainGolden golden;
   auto cpu = test::first_device("cpu");
-  BertTraining training(*cpu, golden.config, golden.shape, OptimizerSettings{});
+  const std::int64_t max_predictions = GetParam() ? most_labels(golden) : 0;
+  ASSERT_LT(max_predictions, golden.shape.seq) << "the golden batch must leave rows unlabelled";
+  BertTraining training(*cpu, golden.config, golden.shape, OptimizerSettings{}, DType::f32, 0.0, 0,
+                        max_predictions);
   training.load_weights(golden.weights);
   const auto losses = training.forward_backward(golden.batch());
   EXPECT_NEAR(losses.mlm, golden.values.at("loss").values[0],
@@ -61,6 +82,23 @@ TEST(BertTrainGolden, LossAndEveryGradientMatchPyTorch) {
   }
   for (const auto& [name, grad] : gradients) {
     expect_close(grad.values, golden.values.at("grad." + name).values, name, scale);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(GatheredOrEveryRow, GradientGolden, ::testing::Bool());
+
+TEST(BertTraining, MoreLabelsThanMaxPredictionsIsRefused) {
+  const TrainGolden golden;
+  auto cpu = test::first_device("cpu");
+  BertTraining training(*cpu, golden.config, golden.shape, OptimizerSettings{}, DType::f32, 0.0, 0,
+                        most_labels(golden) - 1);
+  training.load_weights(golden.weights);
+  try {
+    training.forward_backward(golden.batch());
+    FAIL() << "expected a refusal";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("raise data.max_predictions"), std::string::npos)
+        << e.what();
   }
 }
 

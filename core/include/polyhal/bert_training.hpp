@@ -61,9 +61,15 @@ class BertTraining {
   /// `hidden_dropout`: dropout on the embeddings and on the attention and FFN
   /// outputs (Hugging Face's hidden_dropout_prob; attention-probability
   /// dropout is not implemented), masks keyed by (seed, batch index).
+  /// `max_predictions` > 0: the MLM head (transform, decoder, loss) runs
+  /// only on the labelled positions, at most that many per sequence (the
+  /// seeds' max_predictions_per_seq), which saves most of the vocabulary
+  /// GEMM; a micro-batch with more labels than that is refused. 0: the head
+  /// runs on every position.
   BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                OptimizerSettings optimizer, DType precision = DType::f32,
-               double hidden_dropout = 0.0, std::uint64_t seed = 0);
+               double hidden_dropout = 0.0, std::uint64_t seed = 0,
+               std::int64_t max_predictions = 0);
   ~BertTraining();
   BertTraining(const BertTraining&) = delete;
   BertTraining& operator=(const BertTraining&) = delete;

@@ -14,6 +14,9 @@
 ///   "embedding_train":    ids, types (i32), word, position, type -> X[B*S,H]
 ///   "embedding_backward": dX, ids, types -> dword +=, dposition +=, dtype +=
 ///   "take_rows_backward": dY[R,H] -> dX rows 0, stride, ... +=; attrs: stride
+///   "gather_rows":        X[T,H], positions[R] (i32) -> Y[R,H] (row r = X[positions[r]])
+///   "gather_rows_backward": dY[R,H], positions[R] -> dX[T,H] (overwritten: zero
+///                         except the sum of the dY rows gathered from each row)
 ///   "pretraining_loss":   mlm_logits[T,V], mlm_labels[T] (i32, -100 ignored),
 ///                         nsp_logits[B,2], nsp_labels[B] (i32), loss_scale[1]
 ///                         -> losses[2] (mlm, nsp), dmlm[T,V], dnsp[B,2]

@@ -196,8 +196,11 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   settings.weight_decay = o.weight_decay;
   settings.momentum = o.momentum;
   settings.max_grad_norm = o.max_grad_norm;
+  // The data never labels more than data.max_predictions positions per
+  // sequence, so the MLM head runs on those rows only.
   BertTraining training(device, result.config, shape, settings, precision, config.model.dropout,
-                        config.model.seed);
+                        config.model.seed, config.data.max_predictions);
+
   result.memory = training.plan_memory();
   if (compile_only) return result;
 

@@ -68,6 +68,10 @@ struct BertTraining::State {
   int norm_out = -1;
   std::vector<std::vector<Tensor>> update_inputs, update_outputs;
   int ids, types, mask, mlm_labels, nsp_labels, loss_scale, losses, hyper;
+  /// > 0: the MLM head runs on at most this many positions per sequence,
+  /// gathered (as the seeds' data does); 0: on every position.
+  std::int64_t max_predictions = 0;
+  int mlm_positions = -1;  // i32 [batch * max_predictions] rows of the encoder output
   std::int64_t steps = 0;
   bool loaded = false;
 
@@ -152,7 +156,8 @@ struct BertTraining::State {
     ids = slot("input_ids", "activations", {t}, DType::i32);
     types = slot("token_type_ids", "activations", {t}, DType::i32);
     mask = slot("attention_mask", "activations", {b, s}, DType::i32);
-    mlm_labels = slot("mlm_labels", "activations", {t}, DType::i32);
+    mlm_labels = slot("mlm_labels", "activations", {max_predictions > 0 ? b * max_predictions : t},
+                      DType::i32);
     nsp_labels = slot("nsp_labels", "activations", {b}, DType::i32);
     loss_scale = act("loss scale", {1});
     losses = act("losses", {2});
@@ -273,31 +278,49 @@ struct BertTraining::State {
     const int cls = act("cls", {b, h}), pooled_pre = act("pooled pre", {b, h}),
               pooled = act("pooled", {b, h});
     const int nsp = act("nsp logits", {b, 2});
-    const int tp = act("transform pre", {t, h}), ta = act("transform act", {t, h});
-    const int tl = act("transform normed", {t, h}), mt = act("mean t", {t}),
-              rt = act("rstd t", {t});
-    const int mlm = act("mlm logits", {t, v});
-    const int dmlm = act("d mlm logits", {t, v}), dnsp = act("d nsp logits", {b, 2});
+    // The MLM head sees `predicted` rows: every token, or the labelled
+    // positions gathered into batch x max_predictions rows (padding rows
+    // carry label -100, so they add nothing to the loss or any gradient).
+    const std::int64_t predicted = max_predictions > 0 ? b * max_predictions : t;
+    const int tp = act("transform pre", {predicted, h}), ta = act("transform act", {predicted, h});
+    const int tl = act("transform normed", {predicted, h}), mt = act("mean t", {predicted}),
+              rt = act("rstd t", {predicted});
+    const int mlm = act("mlm logits", {predicted, v});
+    const int dmlm = act("d mlm logits", {predicted, v}), dnsp = act("d nsp logits", {b, 2});
+    int head_input = x_last;
+    if (max_predictions > 0) {
+      mlm_positions = slot("mlm positions", "activations", {predicted}, DType::i32);
+      head_input = act("masked rows", {predicted, h});
+      fwd("gather_rows", {x_last, mlm_positions}, {head_input});
+    }
     fwd("take_rows", {x_last}, {cls}, {{"stride", std::to_string(s)}});
     fwd("dense", {cls, pool[0].weight, pool[1].weight}, {pooled_pre});
     fwd("tanh", {pooled_pre}, {pooled});
     fwd("dense", {pooled, nsp_head[0].weight, nsp_head[1].weight}, {nsp});
-    fwd("dense", {x_last, transform[0].weight, transform[1].weight}, {tp});
+    fwd("dense", {head_input, transform[0].weight, transform[1].weight}, {tp});
     fwd("gelu", {tp}, {ta});
     fwd("layernorm_train", {ta, ln_t[0].weight, ln_t[1].weight}, {tl, mt, rt}, {{"eps", eps}});
     fwd("dense", {tl, word_w, vocab_bias.weight}, {mlm});  // decoder tied to the word embeddings
     fwd("pretraining_loss", {mlm, mlm_labels, nsp, nsp_labels, loss_scale}, {losses, dmlm, dnsp});
 
     // ---- backward: the forward list in reverse ------------------------------
-    const int dtl = act("d transform normed", {t, h}), dta = act("d transform act", {t, h});
-    const int dtp = act("d transform pre", {t, h}), dx = act("d x", {t, h});
+    const int dtl = act("d transform normed", {predicted, h}),
+              dta = act("d transform act", {predicted, h});
+    const int dtp = act("d transform pre", {predicted, h}), dx = act("d x", {t, h});
     const int dpooled = act("d pooled", {b, h}), dpp = act("d pooled pre", {b, h}),
               dcls = act("d cls", {b, h});
     bwd("dense_backward", {dmlm, tl, word_w}, {dtl, word_g, vocab_bias.grad});
     bwd("layernorm_backward", {dtl, ta, ln_t[0].weight, mt, rt}, {dta, ln_t[0].grad, ln_t[1].grad});
     bwd("gelu_backward", {dta, tp}, {dtp});
-    bwd("dense_backward", {dtp, x_last, transform[0].weight},
-        {dx, transform[0].grad, transform[1].grad});
+    if (max_predictions > 0) {
+      const int dhead = act("d masked rows", {predicted, h});
+      bwd("dense_backward", {dtp, head_input, transform[0].weight},
+          {dhead, transform[0].grad, transform[1].grad});
+      bwd("gather_rows_backward", {dhead, mlm_positions}, {dx});
+    } else {
+      bwd("dense_backward", {dtp, x_last, transform[0].weight},
+          {dx, transform[0].grad, transform[1].grad});
+    }
     bwd("dense_backward", {dnsp, pooled, nsp_head[0].weight},
         {dpooled, nsp_head[0].grad, nsp_head[1].grad});
     bwd("tanh_backward", {dpooled, pooled}, {dpp});
@@ -429,6 +452,39 @@ struct BertTraining::State {
                       element_count(slots[static_cast<std::size_t>(index)].shape))));
   }
 
+  /// The labelled positions of each sequence (row indices into the batch's
+  /// tokens) and their labels, padded to max_predictions per sequence with
+  /// the sequence's first row and label -100.
+  std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> gather_labels(
+      const std::vector<std::int32_t>& labels) const {
+    const std::int64_t b = shape.batch, s = shape.seq;
+    if (labels.size() != static_cast<std::size_t>(b * s)) {
+      throw RuntimeFailure(
+          fmt::format("mlm_labels: expected {} values, got {}", b * s, labels.size()));
+    }
+    std::vector<std::int32_t> positions, gathered;
+    for (std::int64_t k = 0; k < b; ++k) {
+      std::int64_t found = 0;
+      for (std::int64_t p = 0; p < s; ++p) {
+        const std::int32_t label = labels[static_cast<std::size_t>(k * s + p)];
+        if (label == -100) continue;
+        if (++found > max_predictions) {
+          throw RuntimeFailure(fmt::format(
+              "sequence {} of the micro-batch has more than max_predictions = {} labelled "
+              "positions; raise data.max_predictions",
+              k, max_predictions));
+        }
+        positions.push_back(static_cast<std::int32_t>(k * s + p));
+        gathered.push_back(label);
+      }
+      for (; found < max_predictions; ++found) {
+        positions.push_back(static_cast<std::int32_t>(k * s));
+        gathered.push_back(-100);
+      }
+    }
+    return {positions, gathered};
+  }
+
   void zero_gradients() {
     for (const auto& p : params) zero(p.grad);
   }
@@ -446,7 +502,7 @@ struct BertTraining::State {
 
 BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                            OptimizerSettings optimizer, DType precision, double hidden_dropout,
-                           std::uint64_t seed)
+                           std::uint64_t seed, std::int64_t max_predictions)
     : state_(
           std::make_unique<State>(device, config, micro_batch, std::move(optimizer), precision)) {
   if (hidden_dropout < 0.0 || hidden_dropout >= 1.0) {
@@ -454,6 +510,10 @@ BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape m
   }
   state_->dropout = hidden_dropout;
   state_->seed = seed;
+  if (max_predictions < 0) {
+    throw ConfigError(fmt::format("max_predictions must be >= 0, got {}", max_predictions));
+  }
+  state_->max_predictions = std::min(max_predictions, micro_batch.seq);
   config.validate("model");
   if (precision != DType::f32 && precision != DType::bf16 && precision != DType::f16) {
     throw ConfigError(
@@ -499,7 +559,13 @@ StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumu
   s.upload(s.ids, batch.inputs.input_ids);
   s.upload(s.types, batch.inputs.token_type_ids);
   s.upload(s.mask, batch.inputs.attention_mask);
-  s.upload(s.mlm_labels, batch.mlm_labels);
+  if (s.max_predictions > 0) {
+    const auto [positions, labels] = s.gather_labels(batch.mlm_labels);
+    s.upload(s.mlm_positions, positions);
+    s.upload(s.mlm_labels, labels);
+  } else {
+    s.upload(s.mlm_labels, batch.mlm_labels);
+  }
   s.upload(s.nsp_labels, batch.nsp_labels);
   s.upload(s.rng, std::vector<std::int32_t>{static_cast<std::int32_t>(s.seed & 0x7fffffff),
                                             static_cast<std::int32_t>(batch.index & 0x7fffffff)});

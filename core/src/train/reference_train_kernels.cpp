@@ -399,6 +399,44 @@ std::unique_ptr<Kernel> take_rows_backward(const KernelDesc& desc, const Paralle
   });
 }
 
+/// in: X[T,H], positions[R] (i32) -> Y[R,H] = rows of X.
+std::unique_ptr<Kernel> gather_rows(const KernelDesc& desc, const ParallelFor& par) {
+  const std::int64_t tokens = desc.input_shapes.at(0).at(0), h = desc.input_shapes.at(0).at(1);
+  const std::int64_t count = desc.input_shapes.at(1).at(0);
+  return std::make_unique<FunctionKernel>("gather_rows", 0.0, [=](auto in, auto o) {
+    const std::int32_t* positions = ints(in[1]);
+    for (std::int64_t r = 0; r < count; ++r) {
+      if (positions[r] < 0 || positions[r] >= tokens) {
+        throw RuntimeFailure(
+            fmt::format("gather_rows: position {} is outside the {} rows", positions[r], tokens));
+      }
+    }
+    rows(par, count, [&](std::size_t r) {
+      std::copy_n(f(in[0]) + positions[r] * h, h, f(o[0]) + static_cast<std::int64_t>(r) * h);
+    });
+  });
+}
+
+/// in: dY[R,H], positions[R] -> dX[T,H] overwritten: zero, then each dY row
+/// added at its position (positions may repeat). Columns are split, rows
+/// added in order.
+std::unique_ptr<Kernel> gather_rows_backward(const KernelDesc& desc, const ParallelFor& par) {
+  const std::int64_t count = desc.input_shapes.at(0).at(0), h = desc.input_shapes.at(0).at(1);
+  return std::make_unique<FunctionKernel>("gather_rows_backward", 0.0, [=](auto in, auto o) {
+    const std::int32_t* positions = ints(in[1]);
+    float* dx = f(o[0]);
+    const float* dy = f(in[0]);
+    const std::int64_t tokens = o[0].shape[0];
+    par(tokens, [&](std::int64_t begin, std::int64_t end) {
+      std::fill(dx + begin * h, dx + end * h, 0.0f);
+    });
+    par(h, [&](std::int64_t first, std::int64_t last) {
+      for (std::int64_t r = 0; r < count; ++r)
+        for (std::int64_t c = first; c < last; ++c) dx[positions[r] * h + c] += dy[r * h + c];
+    });
+  });
+}
+
 /// Cross-entropy of logits rows against labels (-100 ignored), mean over
 /// counted rows; writes the loss and d(loss)/d(logits) scaled by `scale`.
 double cross_entropy(const ParallelFor& par, const float* logits, const std::int32_t* labels,
@@ -596,6 +634,8 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
   add("embedding_train", embedding_train);
   add("embedding_backward", embedding_backward);
   add("take_rows_backward", take_rows_backward);
+  add("gather_rows", gather_rows);
+  add("gather_rows_backward", gather_rows_backward);
   add("pretraining_loss", pretraining_loss);
   add("sum_of_squares", sum_of_squares);
   add("dropout", dropout);
