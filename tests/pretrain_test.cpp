@@ -1,6 +1,7 @@
 // Pre-training through the launcher: the loss falls on learnable data, a run
 // killed with SIGKILL resumes from its last checkpoint with exactly the loss
 // trajectory of an uninterrupted run, schedules, data and phase 2 init.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -54,6 +55,46 @@ TEST(Pretrain, MlmLossFallsByAtLeast1Point5In60StepsOnLearnableData) {
   EXPECT_LT(last, first - 1.5) << "mean MLM loss of steps 1-5 " << first << ", of steps 56-60 "
                                << last;
   EXPECT_NE(r.output.find("step 60/60"), std::string::npos) << r.output;
+}
+
+/// Final weights of a run that checkpointed into `dir`/`name`.
+TensorMap final_weights(const test::TempDir& dir, const std::string& name, int steps) {
+  return read_safetensors(dir.path() / name / fmt::format("checkpoint-{:08d}.safetensors", steps));
+}
+
+TEST(Pretrain, TwoReplicasEqualOneReplicaWithTwiceTheAccumulation) {
+  // Same data (replica r takes micro-batches r, r+2, ...), dropout on: the
+  // mean of two replicas' gradients is the two-micro-batch accumulation.
+  test::TempDir dir;
+  const std::string common = " --set model.dropout=0.1 --set steps=4";
+  auto two = test::run_polyhal("run --config " +
+                               pretrain_config(dir, "checkpoint: {dir: two, every: 100}\n") +
+                               common + " --set batch.replicas=2 --set batch.grad_accum=1");
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("replicas 2 = global batch 32"), std::string::npos) << two.output;
+  auto one = test::run_polyhal("run --config " +
+                               pretrain_config(dir, "checkpoint: {dir: one, every: 100}\n") +
+                               common + " --set batch.replicas=1 --set batch.grad_accum=2");
+  ASSERT_EQ(one.exit_code, 0) << one.output;
+  const auto a = final_weights(dir, "two", 4), b = final_weights(dir, "one", 4);
+  ASSERT_EQ(a.size(), b.size());
+  std::size_t compared = 0;
+  for (const auto& [name, tensor] : b) {
+    const auto& other = a.at(name).values;
+    for (std::size_t i = 0; i < tensor.values.size(); ++i) {
+      ASSERT_NEAR(other[i], tensor.values[i], 1e-5 + 1e-4 * std::fabs(tensor.values[i]))
+          << name << "[" << i << "]";
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 100000u);
+  // And the replicas really ran: a different accumulation alone changes the weights.
+  auto alone = test::run_polyhal("run --config " +
+                                 pretrain_config(dir, "checkpoint: {dir: alone, every: 100}\n") +
+                                 common + " --set batch.replicas=1 --set batch.grad_accum=1");
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  EXPECT_NE(final_weights(dir, "alone", 4).at("cls.predictions.bias").values,
+            b.at("cls.predictions.bias").values);
 }
 
 TEST(Pretrain, KilledRunResumesWithTheIdenticalLossTrajectory) {

@@ -19,6 +19,7 @@
 
 #include "polyhal/bert_config.hpp"
 #include "polyhal/bert_inference.hpp"
+#include "polyhal/collective.hpp"
 #include "polyhal/device.hpp"
 #include "polyhal/safetensors.hpp"
 
@@ -90,6 +91,11 @@ class BertTraining {
   /// gradient overflowed (inf/NaN): then no weight changes and the step is
   /// not counted.
   std::optional<double> optimizer_step(double learning_rate, double loss_scale = 1.0);
+  /// Data parallelism: replaces the accumulated gradients by their mean over
+  /// the replicas of `replicas` (one all-reduce per gradient tensor, in a
+  /// fixed order). Every replica calls it after its micro-batches and before
+  /// optimizer_step, so all replicas apply the same update.
+  void all_reduce_gradients(Communicator& replicas);
   /// Current weights and accumulated gradients, under Hugging Face names.
   TensorMap weights() const;
   TensorMap gradients() const;

@@ -61,6 +61,15 @@ struct BatchSection {
   std::int64_t replicas = 1;
 };
 
+/// How replicas talk (docs/scale-out.md). `collective: local` (default)
+/// runs batch.replicas replicas as threads of this process; `collective: mpi`
+/// makes each process started by mpirun one replica (batch.replicas must then
+/// equal the number of ranks, or be left at 1 to mean "all of them").
+struct CollectiveSection {
+  std::string engine = "local";  ///< local | mpi
+  double timeout_seconds = 300;  ///< longest wait in one collective before a rank is declared lost
+};
+
 struct DataSection {
   std::string source = "generated";
   std::filesystem::path text_file;
@@ -110,6 +119,7 @@ struct RunConfig {
   MatmulBenchConfig matmul_bench;
   ModelSection model;
   BatchSection batch;
+  CollectiveSection collective;
   DataSection data;
   InferenceSection inference;
   OptimizerSection optimizer;

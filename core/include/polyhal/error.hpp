@@ -12,7 +12,9 @@
 namespace polyhal {
 
 /// Launcher exit codes; part of the documented command-line contract.
-enum class ExitCode : int { ok = 0, failure = 1, bad_input = 2, unavailable = 3 };
+/// Process exit codes (docs/config.md): 4 = a replica was lost (another rank
+/// died or did not arrive at a collective within collective.timeout).
+enum class ExitCode : int { ok = 0, failure = 1, bad_input = 2, unavailable = 3, lost_rank = 4 };
 
 /// Base of every polyhal exception.
 class Error : public std::runtime_error {
@@ -72,6 +74,13 @@ class OutOfDeviceMemoryError : public Error {
 };
 
 /// Anything else that fails while a workload runs.
+/// A collective did not complete within its timeout: a rank died, hangs, or
+/// never called it.
+class CollectiveTimeout : public Error {
+ public:
+  explicit CollectiveTimeout(const std::string& message) : Error(ExitCode::lost_rank, message) {}
+};
+
 class RuntimeFailure : public Error {
  public:
   explicit RuntimeFailure(const std::string& message);

@@ -11,6 +11,7 @@
 
 #include "polyhal/bert_config.hpp"
 #include "polyhal/bert_training.hpp"
+#include "polyhal/collective.hpp"
 #include "polyhal/config.hpp"
 #include "polyhal/device.hpp"
 
@@ -42,8 +43,15 @@ struct PretrainResult {
 using PretrainObserver = std::function<void(const PretrainStep&, std::int64_t total_steps)>;
 
 /// Runs (or with `compile_only`, prepares and plans) pre-training.
+/// Data parallelism: with `across_processes` (the MPI communicator), this
+/// process is one replica among its ranks; without it, batch.replicas
+/// replicas run as threads of this process on `device` (collective: local).
+/// Replica r of N takes micro-batches r, r+N, ... of the data stream;
+/// gradients and losses are averaged over replicas before every optimizer
+/// step. Only rank 0 calls `observer` and writes checkpoints.
 PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
-                               const PretrainObserver& observer);
+                               const PretrainObserver& observer,
+                               Communicator* across_processes = nullptr);
 
 /// Learning rate at optimizer step `step` (1-based) of `total`: linear warm-up
 /// over warmup_steps, then the schedule (polynomial decay to

@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <atomic>
 #include <barrier>
 #include <cstring>
 #include <vector>
@@ -22,6 +23,17 @@ struct InProcessGroup::State {
   int size;
   std::barrier<> meeting;
   std::vector<Slot> slots;
+  std::atomic<bool> abandoned{false};
+  std::atomic<int> abandoned_by{-1};
+
+  /// Waits for every rank; throws on every rank once one has abandoned the group.
+  void meet(int rank) {
+    meeting.arrive_and_wait();
+    if (abandoned.load()) {
+      throw RuntimeFailure(fmt::format("replica {}: replica {} failed; stopping with it", rank,
+                                       abandoned_by.load()));
+    }
+  }
 };
 
 namespace {
@@ -48,7 +60,7 @@ class InProcessCommunicator final : public Communicator {
       reduce_block(begin, n, type, op, [&](int r) { return state_.slots[r].recv; });
       for (auto& slot : state_.slots) detail::store_f32(acc_.data(), slot.recv, type, begin, n);
     }
-    state_.meeting.arrive_and_wait();
+    state_.meet(rank_);
   }
 
   void reduce_scatter(const void* send, void* recv, std::size_t recv_count, DType type,
@@ -61,7 +73,7 @@ class InProcessCommunicator final : public Communicator {
       reduce_block(base + begin, n, type, op, [&](int r) { return state_.slots[r].send; });
       detail::store_f32(acc_.data(), recv, type, begin, n);
     }
-    state_.meeting.arrive_and_wait();  // others may reuse their send buffers only now
+    state_.meet(rank_);  // others may reuse their send buffers only now
   }
 
   void all_gather(const void* send, void* recv, std::size_t send_count, DType type) override {
@@ -71,7 +83,7 @@ class InProcessCommunicator final : public Communicator {
       std::memcpy(static_cast<char*>(recv) + static_cast<std::size_t>(r) * bytes,
                   state_.slots[r].send, bytes);
     }
-    state_.meeting.arrive_and_wait();
+    state_.meet(rank_);
   }
 
   void broadcast(void* data, std::size_t count, DType type, int root) override {
@@ -81,21 +93,21 @@ class InProcessCommunicator final : public Communicator {
     }
     post(data, data, count, type);
     if (rank_ != root) std::memcpy(data, state_.slots[root].send, count * dtype_size(type));
-    state_.meeting.arrive_and_wait();
+    state_.meet(rank_);
   }
 
-  void barrier() override { state_.meeting.arrive_and_wait(); }
+  void barrier() override { state_.meet(rank_); }
 
  private:
   /// Publishes this rank's buffers and waits for everyone; all ranks check
   /// that the calls match, so all of them throw together if not.
   void post(const void* send, void* recv, std::size_t count, DType type) {
     state_.slots[rank_] = {send, recv, count, type};
-    state_.meeting.arrive_and_wait();
+    state_.meet(rank_);
     for (int r = 0; r < state_.size; ++r) {
       const auto& s = state_.slots[r];
       if (s.count != count || s.type != type) {
-        state_.meeting.arrive_and_wait();
+        state_.meet(rank_);
         throw RuntimeFailure(
             fmt::format("collective mismatch: rank {} passed {} x {}, rank {} passed {} x {}",
                         rank_, count, dtype_name(type), r, s.count, dtype_name(s.type)));
@@ -140,6 +152,13 @@ InProcessGroup::InProcessGroup(int size) {
 InProcessGroup::~InProcessGroup() = default;
 int InProcessGroup::size() const noexcept {
   return state_->size;
+}
+
+void InProcessGroup::abandon(int rank) {
+  int none = -1;
+  state_->abandoned_by.compare_exchange_strong(none, rank);
+  state_->abandoned = true;
+  state_->meeting.arrive_and_drop();
 }
 
 std::unique_ptr<Communicator> InProcessGroup::communicator(int rank) {

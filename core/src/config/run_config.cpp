@@ -236,12 +236,29 @@ void read_batch(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
   if (node["micro"]) config.batch.micro = reader.integer(node["micro"], "batch.micro", 1);
   if (node["grad_accum"])
     config.batch.grad_accum = reader.integer(node["grad_accum"], "batch.grad_accum", 1);
-  if (node["replicas"]) {
+  if (node["replicas"])
     config.batch.replicas = reader.integer(node["replicas"], "batch.replicas", 1);
-    if (config.batch.replicas != 1) {
-      reader.fail("batch.replicas",
-                  "data-parallel replicas arrive with the collectives issue; use 1");
+}
+
+/// `collective: local|mpi`, or a mapping {engine, timeout_seconds}.
+void read_collective(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
+  auto& c = config.collective;
+  if (node.IsScalar()) {
+    c.engine = reader.scalar(node, "collective");
+  } else {
+    reader.require_known_keys(node, "collective", {"engine", "timeout_seconds"});
+    if (node["engine"]) c.engine = reader.scalar(node["engine"], "collective.engine");
+    if (node["timeout_seconds"]) {
+      c.timeout_seconds = reader.number(node["timeout_seconds"], "collective.timeout_seconds");
+      if (!(c.timeout_seconds > 0))
+        reader.fail(
+            "collective.timeout_seconds",
+            fmt::format("expected a positive number of seconds, got {}", c.timeout_seconds));
     }
+  }
+  if (c.engine != "local" && c.engine != "mpi") {
+    reader.fail(node.IsScalar() ? "collective" : "collective.engine",
+                fmt::format("expected local or mpi, got \"{}\"", c.engine));
   }
 }
 
@@ -441,10 +458,10 @@ RunConfig load_run_config(const std::filesystem::path& file,
   reader.remember_lines(root, "");
   for (const auto& text : overrides) apply_override(root, text, config);
 
-  reader.require_known_keys(
-      root, "",
-      {"backend", "plugin_paths", "allow_world_writable_plugins", "device", "task", "matmul_bench",
-       "log", "model", "batch", "data", "inference", "optimizer", "steps", "checkpoint"});
+  reader.require_known_keys(root, "",
+                            {"backend", "plugin_paths", "allow_world_writable_plugins", "device",
+                             "task", "matmul_bench", "log", "model", "batch", "collective", "data",
+                             "inference", "optimizer", "steps", "checkpoint"});
   if (!root["backend"]) reader.fail("backend", "required: the backend to run on (cpu, ipu, gaudi)");
   config.backend = reader.scalar(root["backend"], "backend");
   if (root["plugin_paths"]) {
@@ -482,7 +499,12 @@ RunConfig load_run_config(const std::filesystem::path& file,
   if (bert_task) {
     if (root["model"]) read_model(root["model"], reader, config);
     if (root["batch"]) read_batch(root["batch"], reader, config);
+    if (root["collective"]) read_collective(root["collective"], reader, config);
     if (root["data"]) read_data(root["data"], reader, config);
+    if (config.task == "inference" && config.batch.replicas != 1) {
+      reader.fail("batch.replicas",
+                  "inference runs one replica; run several processes for throughput");
+    }
   }
   if (config.task == "inference" && root["inference"]) {
     const YAML::Node inference = root["inference"];

@@ -3,11 +3,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <random>
 #include <regex>
+#include <thread>
 
 #include "polyhal/bert_weights.hpp"
 #include "polyhal/error.hpp"
@@ -172,7 +175,7 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 }
 
 PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
-                               const PretrainObserver& observer) {
+                               const PretrainObserver& observer, Communicator* across_processes) {
   PretrainResult result;
   result.config = resolve_bert_config(config.model);
   result.model_name =
@@ -198,103 +201,183 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   settings.max_grad_norm = o.max_grad_norm;
   // The data never labels more than data.max_predictions positions per
   // sequence, so the MLM head runs on those rows only.
-  BertTraining training(device, result.config, shape, settings, precision, config.model.dropout,
-                        config.model.seed, config.data.max_predictions);
-
-  result.memory = training.plan_memory();
+  const auto make_replica = [&] {
+    return std::make_unique<BertTraining>(device, result.config, shape, settings, precision,
+                                          config.model.dropout, config.model.seed,
+                                          config.data.max_predictions);
+  };
+  const int local_replicas = across_processes ? 1 : static_cast<int>(config.batch.replicas);
+  if (across_processes && config.batch.replicas != 1 &&
+      config.batch.replicas != across_processes->size()) {
+    throw ConfigError(fmt::format(
+        "{}: key 'batch.replicas': {} replicas, but mpirun started {} ranks (one replica each); "
+        "set it to {} or leave it at 1",
+        config.locate("batch.replicas"), config.batch.replicas, across_processes->size(),
+        across_processes->size()));
+  }
+  std::vector<std::unique_ptr<BertTraining>> replicas;
+  replicas.push_back(make_replica());
+  result.memory = replicas.front()->plan_memory();
   if (compile_only) return result;
+  for (int r = 1; r < local_replicas; ++r) replicas.push_back(make_replica());
 
   std::int64_t done = 0;
   const auto resume_from =
       config.checkpoint.resume ? latest_checkpoint(config.checkpoint.dir) : std::nullopt;
-  if (resume_from) {
-    const auto metadata = read_safetensors_metadata(*resume_from);
-    auto it = metadata.find("step");
-    if (it == metadata.end())
-      throw ConfigError(
-          fmt::format("{}: checkpoint has no step in its metadata", resume_from->string()));
-    done = std::stoll(it->second);
-    training.load_state(read_safetensors(*resume_from), done);
-    spdlog::info("resumed from {} at step {}", resume_from->string(), done);
-  } else if (!config.checkpoint.init.empty()) {
-    training.load_weights(
-        initial_weights(config.checkpoint.init, result.config, config.model.seed));
-  } else if (!config.model.weights.empty()) {
-    training.load_weights(load_bert_weights(config.model.weights, result.config));
-  } else {
-    training.load_weights(init_bert_weights(result.config, config.model.seed));
+  for (auto& training : replicas) {  // every replica starts from the same state
+    if (resume_from) {
+      const auto metadata = read_safetensors_metadata(*resume_from);
+      auto it = metadata.find("step");
+      if (it == metadata.end())
+        throw ConfigError(
+            fmt::format("{}: checkpoint has no step in its metadata", resume_from->string()));
+      done = std::stoll(it->second);
+      training->load_state(read_safetensors(*resume_from), done);
+    } else if (!config.checkpoint.init.empty()) {
+      training->load_weights(
+          initial_weights(config.checkpoint.init, result.config, config.model.seed));
+    } else if (!config.model.weights.empty()) {
+      training->load_weights(load_bert_weights(config.model.weights, result.config));
+    } else {
+      training->load_weights(init_bert_weights(result.config, config.model.seed));
+    }
   }
+  if (resume_from) spdlog::info("resumed from {} at step {}", resume_from->string(), done);
   result.first_step = done + 1;
   // Loss scaling: the seeds' static --loss-scaling or a dynamic scaler that
   // halves on overflow (skipping the step) and doubles after a run of good steps.
   const std::string scaling =
       o.loss_scaling == "auto" ? (precision == DType::f16 ? "dynamic" : "none") : o.loss_scaling;
-  double loss_scale = scaling == "none" ? 1.0 : o.loss_scale;
-  std::int64_t good_steps = 0;
+  double initial_scale = scaling == "none" ? 1.0 : o.loss_scale;
+  std::int64_t initial_good_steps = 0;
   if (resume_from) {
     const auto metadata = read_safetensors_metadata(*resume_from);
     if (auto it = metadata.find("loss_scale"); it != metadata.end())
-      loss_scale = std::stod(it->second);
+      initial_scale = std::stod(it->second);
     if (auto it = metadata.find("good_steps"); it != metadata.end())
-      good_steps = std::stoll(it->second);
+      initial_good_steps = std::stoll(it->second);
   }
 
-  auto save = [&](std::int64_t step) {
-    if (config.checkpoint.dir.empty()) return;
-    std::filesystem::create_directories(config.checkpoint.dir);
-    const auto path = checkpoint_path(config.checkpoint.dir, step);
-    write_safetensors(training.state(), DType::f32, path,
-                      {{"step", std::to_string(step)},
-                       {"model", result.model_name},
-                       {"writer", "polyhal pretrain"},
-                       {"loss_scale", fmt::format("{:.17g}", loss_scale)},
-                       {"good_steps", std::to_string(good_steps)}});
-    result.checkpoints.push_back(path);
-    spdlog::info("checkpoint {}", path.string());
+  // One replica's loop. Rank 0 (of all replicas, in any process) reports and
+  // writes checkpoints; every replica computes the same loss scale and
+  // update, because gradients and losses are averaged before they are used.
+  const std::int64_t accumulation = config.batch.grad_accum;
+  const auto train = [&](BertTraining& training, Communicator& comm) {
+    const bool lead = comm.rank() == 0;
+    const auto replica_count = static_cast<std::uint64_t>(comm.size());
+    double loss_scale = initial_scale;
+    std::int64_t good_steps = initial_good_steps;
+    auto save = [&](std::int64_t step) {
+      if (!lead || config.checkpoint.dir.empty()) return;
+      std::filesystem::create_directories(config.checkpoint.dir);
+      const auto path = checkpoint_path(config.checkpoint.dir, step);
+      write_safetensors(training.state(), DType::f32, path,
+                        {{"step", std::to_string(step)},
+                         {"model", result.model_name},
+                         {"writer", "polyhal pretrain"},
+                         {"loss_scale", fmt::format("{:.17g}", loss_scale)},
+                         {"good_steps", std::to_string(good_steps)}});
+      result.checkpoints.push_back(path);
+      spdlog::info("checkpoint {}", path.string());
+    };
+    for (std::int64_t step = done + 1; step <= config.steps; ++step) {
+      const auto start = std::chrono::steady_clock::now();
+      PretrainStep record;
+      record.step = step;
+      record.learning_rate = learning_rate_at(o, step, config.steps);
+      std::array<float, 2> losses{};
+      for (std::int64_t micro = 0; micro < accumulation; ++micro) {
+        // Replica r takes every replica_count-th micro-batch of the stream, so
+        // N replicas see exactly what one replica with N x the accumulation would.
+        const auto index =
+            (static_cast<std::uint64_t>((step - 1) * accumulation + micro)) * replica_count +
+            static_cast<std::uint64_t>(comm.rank());
+        const auto micro_losses = training.forward_backward(
+            make_pretraining_batch(result.config, shape, config.data, index),
+            static_cast<int>(accumulation), loss_scale);
+        losses[0] += static_cast<float>(micro_losses.mlm / static_cast<double>(accumulation));
+        losses[1] += static_cast<float>(micro_losses.nsp / static_cast<double>(accumulation));
+      }
+      comm.all_reduce(losses.data(), losses.size(), DType::f32, ReduceOp::mean);
+      training.all_reduce_gradients(comm);
+      record.mlm_loss = losses[0];
+      record.nsp_loss = losses[1];
+      record.loss_scale = loss_scale;
+      const auto norm = training.optimizer_step(record.learning_rate, loss_scale);
+      record.skipped = !norm.has_value();
+      record.grad_norm = norm.value_or(std::numeric_limits<double>::infinity());
+      if (record.skipped) {
+        if (lead) {
+          spdlog::warn(
+              "step {}: gradient overflow at loss scale {:g}: step skipped{}", step, loss_scale,
+              scaling == "dynamic" ? fmt::format(", loss scale now {:g}", loss_scale / 2) : "");
+        }
+        if (scaling == "dynamic") loss_scale /= 2;
+        good_steps = 0;
+      } else if (scaling == "dynamic" && ++good_steps % o.loss_scale_growth_interval == 0) {
+        loss_scale *= 2;
+      }
+      record.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (!lead) continue;
+      result.steps.push_back(record);
+      if (observer) observer(record, config.steps);
+      if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0 &&
+          step != config.steps)
+        save(step);
+    }
+    if (config.steps > done) save(config.steps);
   };
 
-  const std::int64_t accumulation = config.batch.grad_accum;
-  for (std::int64_t step = done + 1; step <= config.steps; ++step) {
-    const auto start = std::chrono::steady_clock::now();
-    PretrainStep record;
-    record.step = step;
-    record.learning_rate = learning_rate_at(o, step, config.steps);
-    for (std::int64_t micro = 0; micro < accumulation; ++micro) {
-      const auto index = static_cast<std::uint64_t>((step - 1) * accumulation + micro);
-      const auto losses = training.forward_backward(
-          make_pretraining_batch(result.config, shape, config.data, index),
-          static_cast<int>(accumulation), loss_scale);
-      record.mlm_loss += losses.mlm / static_cast<double>(accumulation);
-      record.nsp_loss += losses.nsp / static_cast<double>(accumulation);
+  if (across_processes) {
+    train(*replicas.front(), *across_processes);
+  } else if (local_replicas == 1) {
+    const auto single = make_single_rank_communicator();
+    train(*replicas.front(), *single);
+  } else {
+    // Replicas as threads sharing the device; a replica that fails abandons
+    // the group so the others stop at their next collective instead of waiting.
+    InProcessGroup group(local_replicas);
+    std::vector<std::exception_ptr> failures(replicas.size());
+    std::vector<std::thread> threads;
+    for (int r = 0; r < local_replicas; ++r) {
+      threads.emplace_back([&, r] {
+        const auto comm = group.communicator(r);
+        try {
+          train(*replicas[static_cast<std::size_t>(r)], *comm);
+        } catch (...) {
+          failures[static_cast<std::size_t>(r)] = std::current_exception();
+          group.abandon(r);
+        }
+      });
     }
-    record.loss_scale = loss_scale;
-    const auto norm = training.optimizer_step(record.learning_rate, loss_scale);
-    record.skipped = !norm.has_value();
-    record.grad_norm = norm.value_or(std::numeric_limits<double>::infinity());
-    if (record.skipped) {
-      spdlog::warn(
-          "step {}: gradient overflow at loss scale {:g}: step skipped{}", step, loss_scale,
-          scaling == "dynamic" ? fmt::format(", loss scale now {:g}", loss_scale / 2) : "");
-      if (scaling == "dynamic") loss_scale /= 2;
-      good_steps = 0;
-    } else if (scaling == "dynamic" && ++good_steps % o.loss_scale_growth_interval == 0) {
-      loss_scale *= 2;
+    for (auto& t : threads) t.join();
+    // The first failure is the cause; the others only report that it happened.
+    std::exception_ptr cause;
+    for (const auto& f : failures) {
+      if (!f) continue;
+      try {
+        std::rethrow_exception(f);
+      } catch (const RuntimeFailure& e) {
+        if (std::string(e.what()).find("; stopping with it") == std::string::npos) cause = f;
+      } catch (...) {
+        cause = f;
+      }
+      if (cause) break;
     }
-    record.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    result.steps.push_back(record);
-    if (observer) observer(record, config.steps);
-    if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0 && step != config.steps)
-      save(step);
+    for (const auto& f : failures)
+      if (!cause && f) cause = f;
+    if (cause) std::rethrow_exception(cause);
   }
-  result.profile = training.profile();
-  if (config.steps > done) save(config.steps);
-  if (!config.checkpoint.dir.empty() && config.steps > done) {
+  result.profile = replicas.front()->profile();
+  const bool lead = !across_processes || across_processes->rank() == 0;
+  if (lead && !config.checkpoint.dir.empty() && config.steps > done) {
     // The final weights as a Hugging Face directory (BertForPreTraining.from_pretrained).
     result.exported = config.checkpoint.dir / "hf";
     std::filesystem::create_directories(result.exported);
     write_hf_config(result.config, result.exported / "config.json");
-    save_bert_weights(training.weights(), DType::f32, result.exported / "model.safetensors");
+    save_bert_weights(replicas.front()->weights(), DType::f32,
+                      result.exported / "model.safetensors");
   }
   return result;
 }

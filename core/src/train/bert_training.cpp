@@ -489,8 +489,8 @@ struct BertTraining::State {
     for (const auto& p : params) zero(p.grad);
   }
 
-  double optimizer_seconds = 0;
-  std::int64_t optimizer_calls = 0;
+  double optimizer_seconds = 0, all_reduce_seconds = 0;
+  std::int64_t optimizer_calls = 0, all_reduce_calls = 0;
 
   static void run(std::vector<Op>& list) {
     for (auto& op : list) {
@@ -583,6 +583,18 @@ std::optional<double> BertTraining::optimizer_step(double learning_rate, double 
   return norm;
 }
 
+void BertTraining::all_reduce_gradients(Communicator& replicas) {
+  if (replicas.size() == 1) return;
+  timed(state_->all_reduce_seconds, [&] {
+    for (const auto& slot : state_->slots) {
+      if (slot.category != "gradients" || slot.view_of >= 0) continue;
+      replicas.all_reduce(slot.tensor.buffer->data(), static_cast<std::size_t>(slot.tensor.numel()),
+                          DType::f32, ReduceOp::mean);
+    }
+  });
+  ++state_->all_reduce_calls;
+}
+
 std::vector<OpTime> BertTraining::profile() const {
   std::map<std::string, OpTime> by_op;
   for (const auto* list : {&state_->forward, &state_->backward}) {
@@ -596,6 +608,10 @@ std::vector<OpTime> BertTraining::profile() const {
   by_op["optimizer"] = {"optimizer",
                         state_->optimizer.kind + " (sum of squares + update per tensor)",
                         state_->optimizer_calls, state_->optimizer_seconds};
+  if (state_->all_reduce_calls > 0) {
+    by_op["gradient all-reduce"] = {"gradient all-reduce", "mean over replicas, per tensor",
+                                    state_->all_reduce_calls, state_->all_reduce_seconds};
+  }
   std::vector<OpTime> out;
   for (auto& [name, t] : by_op) out.push_back(std::move(t));
   std::sort(out.begin(), out.end(),
