@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <iostream>
 
 #include "metrics_writer.hpp"
@@ -14,6 +15,7 @@
 #include "polyhal/error.hpp"
 #include "polyhal/inference_task.hpp"
 #include "polyhal/matmul_bench.hpp"
+#include "polyhal/mpi_collective.hpp"
 #include "polyhal/plugin_loader.hpp"
 #include "polyhal/pretrain_task.hpp"
 
@@ -213,11 +215,11 @@ std::string clock_text(double seconds) {
 }
 
 int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptions& run,
-                         MetricsWriter& metrics) {
+                         MetricsWriter& metrics, Communicator* world) {
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
-  const std::int64_t global_batch =
-      config.batch.replicas * config.batch.grad_accum * config.batch.micro;
+  const std::int64_t replicas = world ? world->size() : config.batch.replicas;
+  const std::int64_t global_batch = replicas * config.batch.grad_accum * config.batch.micro;
   const bool terminal = ::isatty(STDOUT_FILENO) != 0;
   double elapsed = 0;
   std::int64_t timed = 0;
@@ -251,9 +253,9 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
       "pretrain: BERT {} seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, "
       "{}, {} on {} ({})\n",
       config.model.hf_config.empty() ? config.model.preset : "custom", config.model.seq_len,
-      config.batch.micro, config.batch.grad_accum, config.batch.replicas, global_batch,
-      config.optimizer.name, dtype_name(config.model.precision), p.name, p.product);
-  const auto r = run_pretraining(device, config, run.compile_only, observer);
+      config.batch.micro, config.batch.grad_accum, replicas, global_batch, config.optimizer.name,
+      dtype_name(config.model.precision), p.name, p.product);
+  const auto r = run_pretraining(device, config, run.compile_only, observer, world);
   print_memory(r.memory);
   nlohmann::json summary{{"backend", config.backend},
                          {"device", p.name},
@@ -264,7 +266,8 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
                          {"seq_len", config.model.seq_len},
                          {"micro_batch", config.batch.micro},
                          {"grad_accum", config.batch.grad_accum},
-                         {"replicas", config.batch.replicas},
+                         {"replicas", replicas},
+                         {"collective", config.collective.engine},
                          {"global_batch", global_batch},
                          {"optimizer", config.optimizer.name},
                          {"compile_only", run.compile_only},
@@ -366,9 +369,61 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
   return 0;
 }
 
+/// `collective: mpi`: this process is one rank of an mpirun job and one
+/// replica. Rank 0 reports (stdout, metrics, checkpoints); the others only
+/// log warnings and errors, prefixed with their rank. Any error on any rank
+/// tears the whole job down (MPI_Abort) with that error's exit code, so no
+/// rank is left waiting for a peer that will never come.
+int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunConfig config) {
+  if (config.task != "pretrain") {
+    throw ConfigError(fmt::format("{}: key 'collective': mpi applies to task pretrain, not {}",
+                                  config.locate("collective"), config.task));
+  }
+  MpiRuntime mpi;
+  const int rank = mpi.rank();
+  try {
+    const auto world = make_mpi_communicator(
+        mpi, std::chrono::milliseconds(
+                 static_cast<std::int64_t>(config.collective.timeout_seconds * 1000.0)));
+    RunOptions options = run;
+    std::streambuf* saved_cout = std::cout.rdbuf();
+    if (rank != 0) {
+      options.metrics_out.clear();
+      config.checkpoint.dir.clear();  // only rank 0 writes checkpoints
+      std::cout.rdbuf(nullptr);       // only rank 0 prints progress
+    }
+    configure_logging(config);
+    if (rank != 0) {
+      spdlog::set_level(spdlog::level::warn);
+      spdlog::set_pattern(fmt::format("[rank {}] [%l] %v", rank));
+    }
+    MetricsWriter metrics(options.metrics_out);
+    PluginLoader loader(
+        search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
+    auto backend = loader.backend(config.backend);
+    const DeviceOptions device_options = config.resolve_device(backend->device_options());
+    auto device = open_first_device(*backend, device_options);
+    spdlog::info("rank {} of {}: backend {} device {}", rank, mpi.size(), config.backend,
+                 device->name());
+    const int code = run_bert_pretraining(*device, config, options, metrics, world.get());
+    world->barrier();  // nobody finalises while a peer still needs it
+    std::cout.rdbuf(saved_cout);
+    return code;
+  } catch (const Error& e) {
+    std::cerr << fmt::format("polyhal: error: rank {} of {}: {}\n", rank, mpi.size(), e.what());
+    if (mpi.size() > 1) mpi.abort(static_cast<int>(e.exit_code()));
+    throw;
+  } catch (const std::exception& e) {
+    std::cerr << fmt::format("polyhal: error: rank {} of {}: {}\n", rank, mpi.size(), e.what());
+    if (mpi.size() > 1) mpi.abort(static_cast<int>(ExitCode::failure));
+    throw;
+  }
+}
+
 int run_workload(const CommonOptions& common, const RunOptions& run) {
   RunConfig config = load_run_config(run.config, run.overrides);
   if (run.backend) config.backend = *run.backend;
+  if (config.collective.engine == "mpi") return run_mpi_pretraining(common, run, config);
   configure_logging(config);
   MetricsWriter metrics(run.metrics_out);
   PluginLoader loader(
@@ -380,7 +435,8 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
                device->properties().product, device_mode_name(device->properties().mode));
   if (config.task == "matmul-bench") return run_matmul(*device, config, run, metrics);
   if (config.task == "inference") return run_bert_inference(*device, config, run, metrics);
-  if (config.task == "pretrain") return run_bert_pretraining(*device, config, run, metrics);
+  if (config.task == "pretrain")
+    return run_bert_pretraining(*device, config, run, metrics, nullptr);
   throw ConfigError(
       fmt::format("{}: key 'task': unknown task '{}'", config.locate("task"), config.task));
 }

@@ -1,0 +1,117 @@
+// Replicas across processes: `mpirun -np 2 polyhal run` with collective: mpi,
+// on this machine (as root in CI: Open MPI's allow-run-as-root variables).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "polyhal/safetensors.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+/// mpirun with what a single-host, possibly-root CI run needs.
+std::string mpirun(int ranks) {
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false "
+         "mpirun --oversubscribe --bind-to none -np " +
+         std::to_string(ranks) + " " + POLYHAL_LAUNCHER;
+}
+
+std::string config(const test::TempDir& dir, const std::string& name, const std::string& extra) {
+  return dir
+      .write(name,
+             "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, precision: f32, "
+             "vocab_size: 64, dropout: 0.1}\nbatch: {micro: 16, grad_accum: 1}\n"
+             "data: {source: pattern, seed: 3, max_predictions: 3}\n"
+             "optimizer: {name: lamb, learning_rate: 0.005}\nlog: {every: 1}\n" +
+                 extra)
+      .string();
+}
+
+std::size_t count_lines_with(const std::filesystem::path& file, const std::string& text) {
+  std::ifstream in(file);
+  std::size_t n = 0;
+  for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos;
+  return n;
+}
+
+TEST(Mpi, TwoRanksTrainLikeTwoReplicasInOneProcess) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  auto mpi = test::run_command(mpirun(2) + " run --config " +
+                               config(dir, "mpi.yaml",
+                                      "steps: 6\ncollective: {engine: mpi, timeout_seconds: 60}\n"
+                                      "checkpoint: {dir: mpi, every: 3}\n") +
+                               " --metrics-out " + metrics.string() + " 2>&1");
+  ASSERT_EQ(mpi.exit_code, 0) << mpi.output;
+  EXPECT_NE(mpi.output.find("replicas 2 = global batch 32"), std::string::npos) << mpi.output;
+  // Rank 0 alone reports and writes: one line per step, one set of checkpoints.
+  EXPECT_EQ(count_lines_with(metrics, "\"event\":\"step\""), 6u);
+  EXPECT_EQ(count_lines_with(metrics, "\"collective\":\"mpi\""), 1u);
+  auto local = test::run_polyhal("run --config " +
+                                 config(dir, "local.yaml", "steps: 6\ncheckpoint: {dir: local}\n") +
+                                 " --set batch.replicas=2");
+  ASSERT_EQ(local.exit_code, 0) << local.output;
+  const auto a = read_safetensors(dir.path() / "mpi" / "checkpoint-00000006.safetensors");
+  const auto b = read_safetensors(dir.path() / "local" / "checkpoint-00000006.safetensors");
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, tensor] : b) {
+    const auto& other = a.at(name).values;
+    for (std::size_t i = 0; i < tensor.values.size(); ++i)
+      ASSERT_NEAR(other[i], tensor.values[i], 1e-5 + 1e-4 * std::fabs(tensor.values[i])) << name;
+  }
+}
+
+/// Starts a long MPI run, waits for rank 1, sends it `signal`, and returns
+/// mpirun's result and how long the job took to end after the signal.
+std::pair<test::CommandResult, double> signal_rank_one(const test::TempDir& dir,
+                                                       const std::string& signal) {
+  const auto cfg =
+      config(dir, "long.yaml", "steps: 1000000\ncollective: {engine: mpi, timeout_seconds: 3}\n");
+  const auto out = (dir.path() / "out.txt").string();
+  const std::string script = "( " + mpirun(2) + " run --config " + cfg + " > " + out +
+                             " 2>&1; echo \"mpirun exit $?\" >> " + out + " )";
+  const auto start_file = dir.path() / "signalled";
+  // Find rank 1 by its environment, signal it once it is training, then wait for mpirun.
+  const std::string driver =
+      "bash -c '" + script + " & for i in $(seq 300); do for p in $(pgrep -f " + cfg +
+      "); do if tr \"\\0\" \"\\n\" < /proc/$p/environ 2>/dev/null | grep -qx "
+      "OMPI_COMM_WORLD_RANK=1; then grep -q \"step 2/\" " +
+      (dir.path() / "out.txt").string() + " 2>/dev/null && { kill -" + signal +
+      " $p; date +%s.%N > " + start_file.string() +
+      "; break 2; }; fi; done; sleep 0.1; done; wait; cat " + (dir.path() / "out.txt").string() +
+      "'";
+  const auto begin = std::chrono::steady_clock::now();
+  auto result = test::run_command(driver);
+  const double total =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+  return {result, total};
+}
+
+TEST(Mpi, AStoppedRankMakesTheOthersExitWithinTheTimeout) {
+  test::TempDir dir;
+  const auto [result, seconds] = signal_rank_one(dir, "STOP");
+  ASSERT_TRUE(std::filesystem::exists(dir.path() / "signalled")) << result.output;
+  EXPECT_NE(result.output.find("did not complete within 3.0 s"), std::string::npos)
+      << result.output;
+  EXPECT_NE(result.output.find("rank 0 of 2"), std::string::npos) << result.output;
+  EXPECT_NE(result.output.find("mpirun exit 4"), std::string::npos)
+      << "exit code 4: a replica was lost\n"
+      << result.output;
+  EXPECT_LT(seconds, 60.0) << result.output;
+}
+
+TEST(Mpi, AKilledRankEndsTheJob) {
+  test::TempDir dir;
+  const auto [result, seconds] = signal_rank_one(dir, "KILL");
+  ASSERT_TRUE(std::filesystem::exists(dir.path() / "signalled")) << result.output;
+  EXPECT_NE(result.output.find("signal 9"), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("mpirun exit 0"), std::string::npos) << result.output;
+  EXPECT_LT(seconds, 60.0) << result.output;
+}
+
+}  // namespace
+}  // namespace polyhal
