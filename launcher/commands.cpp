@@ -257,6 +257,23 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
       dtype_name(config.model.precision), p.name, p.product);
   const auto r = run_pretraining(device, config, run.compile_only, observer, world);
   print_memory(r.memory);
+  if (r.unsharded_memory) {
+    const auto state_bytes = [](const MemoryReport& m) {
+      std::uint64_t bytes = 0;
+      for (const auto& item : m.items)
+        if (item.category == "optimizer state") bytes += item.bytes;
+      return bytes;
+    };
+    const double mib = 1024.0 * 1024.0;
+    const auto sharded = state_bytes(r.memory), whole = state_bytes(*r.unsharded_memory);
+    std::cout << fmt::format(
+        "  optimizer state sharded over {} replicas: {:.1f} MiB per replica instead of {:.1f} MiB "
+        "(saves {:.1f} MiB: {:.1f} MiB per replica in all instead of {:.1f} MiB)\n",
+        replicas, static_cast<double>(sharded) / mib, static_cast<double>(whole) / mib,
+        static_cast<double>(whole - sharded) / mib,
+        static_cast<double>(r.memory.required_bytes) / mib,
+        static_cast<double>(r.unsharded_memory->required_bytes) / mib);
+  }
   nlohmann::json summary{{"backend", config.backend},
                          {"device", p.name},
                          {"mode", std::string(device_mode_name(p.mode))},
@@ -389,8 +406,7 @@ int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunC
     std::streambuf* saved_cout = std::cout.rdbuf();
     if (rank != 0) {
       options.metrics_out.clear();
-      config.checkpoint.dir.clear();  // only rank 0 writes checkpoints
-      std::cout.rdbuf(nullptr);       // only rank 0 prints progress
+      std::cout.rdbuf(nullptr);  // only rank 0 prints progress
     }
     configure_logging(config);
     if (rank != 0) {

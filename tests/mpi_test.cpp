@@ -13,11 +13,11 @@
 namespace polyhal {
 namespace {
 
-/// mpirun with what a single-host, possibly-root CI run needs.
-std::string mpirun(int ranks) {
+/// mpirun with what a single-host, possibly-root CI run needs, then `program`.
+std::string mpirun(int ranks, const std::string& program = POLYHAL_LAUNCHER) {
   return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false "
          "mpirun --oversubscribe --bind-to none -np " +
-         std::to_string(ranks) + " " + POLYHAL_LAUNCHER;
+         std::to_string(ranks) + " " + program;
 }
 
 std::string config(const test::TempDir& dir, const std::string& name, const std::string& extra) {
@@ -36,6 +36,12 @@ std::size_t count_lines_with(const std::filesystem::path& file, const std::strin
   std::size_t n = 0;
   for (std::string line; std::getline(in, line);) n += line.find(text) != std::string::npos;
   return n;
+}
+
+TEST(Mpi, EveryCollectiveOnThreeRanks) {
+  const auto r = test::run_command(mpirun(3, POLYHAL_MPI_CHECK) + " 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("ok: 3 ranks"), std::string::npos) << r.output;
 }
 
 TEST(Mpi, TwoRanksTrainLikeTwoReplicasInOneProcess) {

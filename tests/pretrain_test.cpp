@@ -97,6 +97,40 @@ TEST(Pretrain, TwoReplicasEqualOneReplicaWithTwiceTheAccumulation) {
             b.at("cls.predictions.bias").values);
 }
 
+TEST(Pretrain, ShardedOptimizerStateTrainsAndResumesLikeUnsharded) {
+  test::TempDir dir;
+  const std::string common = " --set batch.replicas=2 --set optimizer.name=lamb";
+  const auto run = [&](const std::string& name, int steps, const std::string& extra) {
+    auto r = test::run_polyhal(
+        "run --config " +
+        pretrain_config(dir, "checkpoint: {dir: " + name + ", every: 2, resume: true}\n") + common +
+        " --set steps=" + std::to_string(steps) + extra);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r;
+  };
+  run("plain", 6, "");
+  run("sharded", 4, " --set optimizer.shard_state=true");
+  const auto resumed = run("sharded", 6, " --set optimizer.shard_state=true");
+  EXPECT_NE(resumed.output.find("resumed at step 5"), std::string::npos) << resumed.output;
+  // Weights and the gathered optimizer state (m and v of every tensor, each
+  // held by one replica) match the unsharded run, through a resume.
+  for (int step : {4, 6}) {
+    const auto a = final_weights(dir, "sharded", step), b = final_weights(dir, "plain", step);
+    ASSERT_EQ(a.size(), b.size());
+    for (const auto& [name, tensor] : b) {
+      const auto& other = a.at(name).values;
+      for (std::size_t i = 0; i < tensor.values.size(); ++i)
+        ASSERT_NEAR(other[i], tensor.values[i], 1e-6 + 1e-5 * std::fabs(tensor.values[i]))
+            << "step " << step << " " << name << "[" << i << "]";
+    }
+  }
+  const auto plan = test::run_polyhal("run --compile-only --config " + pretrain_config(dir) +
+                                      common + " --set optimizer.shard_state=true");
+  EXPECT_EQ(plan.exit_code, 0) << plan.output;
+  EXPECT_NE(plan.output.find("optimizer state sharded over 2 replicas"), std::string::npos)
+      << plan.output;
+}
+
 TEST(Pretrain, KilledRunResumesWithTheIdenticalLossTrajectory) {
   // With dropout on, so the masks are part of what must resume exactly.
   const std::string kDropout = " --set model.dropout=0.1";

@@ -91,6 +91,15 @@ class BertTraining {
   /// gradient overflowed (inf/NaN): then no weight changes and the step is
   /// not counted.
   std::optional<double> optimizer_step(double learning_rate, double loss_scale = 1.0);
+  /// Replicated optimizer-state sharding (ZeRO stage 1; the seeds'
+  /// replicated tensor sharding): each replica of `replicas` keeps the
+  /// optimizer state of, and updates, only its share of the parameter
+  /// tensors (largest first to the least-loaded replica), then broadcasts
+  /// them. Saves (N-1)/N of the optimizer state per replica; the results are
+  /// those of unsharded training. Call on every replica before load_weights;
+  /// `replicas` must outlive this object. optimizer_step() and state() then
+  /// become collectives: every replica calls them together.
+  void shard_optimizer_state(Communicator& replicas);
   /// Data parallelism: replaces the accumulated gradients by their mean over
   /// the replicas of `replicas` (one all-reduce per gradient tensor, in a
   /// fixed order). Every replica calls it after its micro-batches and before

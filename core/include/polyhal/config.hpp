@@ -82,6 +82,9 @@ struct DataSection {
 
 struct OptimizerSection {
   std::string name = "lamb";  ///< lamb | adamw | sgd
+  /// Replicated optimizer-state sharding (ZeRO stage 1) over batch.replicas:
+  /// each replica keeps 1/N of the optimizer state (docs/scale-out.md).
+  bool shard_state = false;
   double learning_rate = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6, weight_decay = 0.01, momentum = 0.9;
   std::int64_t warmup_steps = 0;

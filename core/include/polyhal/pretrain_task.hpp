@@ -31,7 +31,9 @@ struct PretrainStep {
 struct PretrainResult {
   std::string model_name;
   BertConfig config;
-  MemoryReport memory;
+  MemoryReport memory;  ///< per replica (its shard, with optimizer.shard_state)
+  /// With optimizer.shard_state: the same replica without sharding, to show the saving.
+  std::optional<MemoryReport> unsharded_memory;
   std::int64_t first_step = 1;  ///< > 1 when resumed from a checkpoint
   std::vector<PretrainStep> steps;
   std::vector<std::filesystem::path> checkpoints;

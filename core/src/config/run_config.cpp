@@ -267,8 +267,11 @@ void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& con
       node, "optimizer",
       {"name", "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "momentum",
        "warmup_steps", "schedule", "power", "end_learning_rate", "decay_rate", "decay_steps",
-       "step_list", "max_grad_norm", "loss_scaling", "loss_scale", "loss_scale_growth_interval"});
+       "step_list", "max_grad_norm", "loss_scaling", "loss_scale", "loss_scale_growth_interval",
+       "shard_state"});
   auto& o = config.optimizer;
+  if (node["shard_state"])
+    o.shard_state = reader.boolean(node["shard_state"], "optimizer.shard_state");
   if (node["name"]) {
     o.name = reader.scalar(node["name"], "optimizer.name");
     if (o.name != "lamb" && o.name != "adamw" && o.name != "sgd") {

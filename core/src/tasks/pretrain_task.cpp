@@ -215,11 +215,48 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
         config.locate("batch.replicas"), config.batch.replicas, across_processes->size(),
         across_processes->size()));
   }
+  // One communicator per replica of this process: the MPI one, the ranks of
+  // an in-process group, or a single rank.
+  const int total_replicas = across_processes ? across_processes->size() : local_replicas;
+  std::unique_ptr<InProcessGroup> group;
+  std::vector<std::unique_ptr<Communicator>> owned_comms;
+  std::vector<Communicator*> comms;
+  if (across_processes) {
+    comms.push_back(across_processes);
+  } else if (local_replicas == 1) {
+    owned_comms.push_back(make_single_rank_communicator());
+  } else {
+    group = std::make_unique<InProcessGroup>(local_replicas);
+    for (int r = 0; r < local_replicas; ++r) owned_comms.push_back(group->communicator(r));
+  }
+  for (auto& c : owned_comms) comms.push_back(c.get());
+  const bool sharded = o.shard_state && total_replicas > 1;
+  if (o.shard_state && total_replicas == 1)
+    spdlog::warn("optimizer.shard_state: one replica, nothing to shard");
+
   std::vector<std::unique_ptr<BertTraining>> replicas;
   replicas.push_back(make_replica());
   result.memory = replicas.front()->plan_memory();
+  if (sharded) {
+    result.unsharded_memory = result.memory;
+    if (compile_only) {
+      // The report of one replica's shard: plan with a stand-in group of the
+      // run's size (no collective runs at compile time).
+      InProcessGroup plan_group(total_replicas);
+      const auto first = plan_group.communicator(0);
+      auto planned = make_replica();
+      planned->shard_optimizer_state(*first);
+      result.memory = planned->plan_memory();
+    } else {
+      replicas.front()->shard_optimizer_state(*comms.front());
+      result.memory = replicas.front()->plan_memory();
+    }
+  }
   if (compile_only) return result;
-  for (int r = 1; r < local_replicas; ++r) replicas.push_back(make_replica());
+  for (int r = 1; r < local_replicas; ++r) {
+    replicas.push_back(make_replica());
+    if (sharded) replicas.back()->shard_optimizer_state(*comms[static_cast<std::size_t>(r)]);
+  }
 
   std::int64_t done = 0;
   const auto resume_from =
@@ -268,10 +305,14 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
     double loss_scale = initial_scale;
     std::int64_t good_steps = initial_good_steps;
     auto save = [&](std::int64_t step) {
-      if (!lead || config.checkpoint.dir.empty()) return;
+      if (config.checkpoint.dir.empty()) return;
+      // Sharded optimizer state is gathered from every replica: a collective.
+      TensorMap snapshot;
+      if (lead || sharded) snapshot = training.state();
+      if (!lead) return;
       std::filesystem::create_directories(config.checkpoint.dir);
       const auto path = checkpoint_path(config.checkpoint.dir, step);
-      write_safetensors(training.state(), DType::f32, path,
+      write_safetensors(snapshot, DType::f32, path,
                         {{"step", std::to_string(step)},
                          {"model", result.model_name},
                          {"writer", "polyhal pretrain"},
@@ -319,35 +360,31 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       }
       record.seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (!lead) continue;
-      result.steps.push_back(record);
-      if (observer) observer(record, config.steps);
+      if (lead) {
+        result.steps.push_back(record);
+        if (observer) observer(record, config.steps);
+      }
       if (config.checkpoint.every > 0 && step % config.checkpoint.every == 0 &&
           step != config.steps)
-        save(step);
+        save(step);  // every replica: with sharding, saving is a collective
     }
     if (config.steps > done) save(config.steps);
   };
 
-  if (across_processes) {
-    train(*replicas.front(), *across_processes);
-  } else if (local_replicas == 1) {
-    const auto single = make_single_rank_communicator();
-    train(*replicas.front(), *single);
+  if (replicas.size() == 1) {
+    train(*replicas.front(), *comms.front());
   } else {
     // Replicas as threads sharing the device; a replica that fails abandons
     // the group so the others stop at their next collective instead of waiting.
-    InProcessGroup group(local_replicas);
     std::vector<std::exception_ptr> failures(replicas.size());
     std::vector<std::thread> threads;
     for (int r = 0; r < local_replicas; ++r) {
       threads.emplace_back([&, r] {
-        const auto comm = group.communicator(r);
         try {
-          train(*replicas[static_cast<std::size_t>(r)], *comm);
+          train(*replicas[static_cast<std::size_t>(r)], *comms[static_cast<std::size_t>(r)]);
         } catch (...) {
           failures[static_cast<std::size_t>(r)] = std::current_exception();
-          group.abandon(r);
+          group->abandon(r);
         }
       });
     }

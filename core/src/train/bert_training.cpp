@@ -22,6 +22,7 @@ struct Slot {
   Shape shape;
   int view_of = -1;
   std::int64_t view_begin = 0;
+  bool elsewhere = false;  // optimizer state another replica holds (sharding)
   Tensor tensor;
 };
 
@@ -45,7 +46,8 @@ void timed(double& seconds, Work&& work) {
 struct Param {
   std::string name;  // Hugging Face name
   int weight, grad, m, v;
-  bool decay;  // weight decay and LAMB trust ratio apply
+  bool decay;     // weight decay and LAMB trust ratio apply
+  int owner = 0;  // the replica that updates it when optimizer state is sharded
 };
 
 bool decays(const std::string& name) {
@@ -74,6 +76,11 @@ struct BertTraining::State {
   int mlm_positions = -1;  // i32 [batch * max_predictions] rows of the encoder output
   std::int64_t steps = 0;
   bool loaded = false;
+  int shard_rank = 0, shard_count = 1;  // optimizer-state sharding (1: every replica holds all)
+  Communicator* shards = nullptr;       // the replicas sharing the optimizer state
+  std::vector<float> zeros;             // for gradients this replica does not apply
+
+  bool owns(const Param& p) const { return shard_count == 1 || p.owner == shard_rank; }
 
   DType precision = DType::f32;
   double dropout = 0.0;  // hidden dropout (embeddings, attention and FFN outputs)
@@ -109,7 +116,7 @@ struct BertTraining::State {
         precision(p) {}
 
   int slot(const std::string& name, const std::string& category, Shape s, DType type = DType::f32) {
-    slots.push_back({name, category, type, std::move(s), -1, 0, {}});
+    slots.push_back({name, category, type, std::move(s), -1, 0, false, {}});
     return static_cast<int>(slots.size()) - 1;
   }
   int act(const std::string& name, Shape s) { return slot(name, "activations", std::move(s)); }
@@ -383,7 +390,7 @@ struct BertTraining::State {
   std::vector<MemoryItem> memory_items() const {
     std::map<std::string, std::uint64_t> bytes;
     for (const auto& s : slots) {
-      if (s.view_of >= 0) continue;
+      if (s.view_of >= 0 || s.elsewhere) continue;
       const bool low =
           precision != DType::f32 && s.category == "activations" && s.dtype == DType::f32;
       const std::size_t element = low ? dtype_size(precision) : dtype_size(s.dtype);
@@ -403,7 +410,8 @@ struct BertTraining::State {
 
   void allocate() {
     for (auto& s : slots) {
-      if (s.view_of < 0) s.tensor = device.allocate_tensor(s.dtype, s.shape, s.name);
+      if (s.view_of < 0 && !s.elsewhere)
+        s.tensor = device.allocate_tensor(s.dtype, s.shape, s.name);
     }
     for (auto& s : slots) {
       if (s.view_of >= 0)
@@ -545,6 +553,7 @@ void BertTraining::load_weights(const TensorMap& weights) {
     if (it == weights.end()) throw ConfigError(fmt::format("weights: missing tensor '{}'", p.name));
     s.upload(p.weight, it->second.values);
     s.zero(p.grad);
+    if (!s.owns(p)) continue;
     s.zero(p.m);
     s.zero(p.v);
   }
@@ -647,7 +656,18 @@ std::optional<double> BertTraining::apply_optimizer(double learning_rate, double
                                 static_cast<float>(o.weight_decay), static_cast<float>(s.steps),
                                 decay ? 1.0f : 0.0f, decay ? 1.0f : 0.0f, static_cast<float>(scale),
                                 static_cast<float>(o.momentum)});
-    s.updates[i]->run(s.update_inputs[i], s.update_outputs[i]);  // also zeroes the gradient
+    if (s.owns(s.params[i])) {
+      s.updates[i]->run(s.update_inputs[i], s.update_outputs[i]);  // also zeroes the gradient
+    } else {
+      s.zero(s.params[i].grad);  // its owner applies it
+    }
+  }
+  if (s.shard_count > 1) {  // every replica takes each tensor from the replica that updated it
+    for (const auto& p : s.params) {
+      const auto& w = s.slots[static_cast<std::size_t>(p.weight)].tensor;
+      s.shards->broadcast(w.buffer->data(), static_cast<std::size_t>(w.numel()), DType::f32,
+                          p.owner);
+    }
   }
   return norm;
 }
@@ -674,13 +694,47 @@ std::int64_t BertTraining::steps_taken() const {
 }
 
 TensorMap BertTraining::state() const {
+  const auto& s = *state_;
   TensorMap out = weights();
-  for (const auto& p : state_->params) {
-    const auto& shape = state_->slots[static_cast<std::size_t>(p.weight)].shape;
-    out["optimizer.m." + p.name] = {shape, state_->download(p.m)};
-    out["optimizer.v." + p.name] = {shape, state_->download(p.v)};
+  for (const auto& p : s.params) {
+    const auto& shape = s.slots[static_cast<std::size_t>(p.weight)].shape;
+    for (const auto& [prefix, slot] :
+         {std::pair{"optimizer.m.", p.m}, std::pair{"optimizer.v.", p.v}}) {
+      std::vector<float> values =
+          s.owns(p) ? s.download(slot)
+                    : std::vector<float>(static_cast<std::size_t>(element_count(shape)));
+      if (s.shard_count > 1)  // the owner's copy, to every replica
+        s.shards->broadcast(values.data(), values.size(), DType::f32, p.owner);
+      out[prefix + p.name] = {shape, std::move(values)};
+    }
   }
   return out;
+}
+
+void BertTraining::shard_optimizer_state(Communicator& replicas) {
+  auto& s = *state_;
+  if (s.loaded) throw RuntimeFailure("shard_optimizer_state: call before load_weights");
+  s.shards = &replicas;
+  s.shard_rank = replicas.rank();
+  s.shard_count = replicas.size();
+  // Largest tensors first, each to the replica holding the least so far: the
+  // same assignment on every replica, and shards within one tensor of equal.
+  std::vector<std::size_t> order(s.params.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  const auto size_of = [&](std::size_t i) {
+    return element_count(s.slots[static_cast<std::size_t>(s.params[i].m)].shape);
+  };
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return size_of(a) > size_of(b); });
+  std::vector<std::int64_t> held(static_cast<std::size_t>(s.shard_count));
+  for (std::size_t i : order) {
+    const auto lightest =
+        static_cast<int>(std::min_element(held.begin(), held.end()) - held.begin());
+    auto& p = s.params[i];
+    p.owner = lightest;
+    held[static_cast<std::size_t>(lightest)] += size_of(i);
+    for (int slot : {p.m, p.v}) s.slots[static_cast<std::size_t>(slot)].elsewhere = !s.owns(p);
+  }
 }
 
 void BertTraining::load_state(const TensorMap& state, std::int64_t steps) {
@@ -689,6 +743,7 @@ void BertTraining::load_state(const TensorMap& state, std::int64_t steps) {
   for (const auto& p : s.params) {
     for (const auto& [prefix, slot] :
          {std::pair{"optimizer.m.", p.m}, std::pair{"optimizer.v.", p.v}}) {
+      if (!s.owns(p)) break;  // another replica's shard
       auto it = state.find(prefix + p.name);
       if (it == state.end()) {
         throw ConfigError(fmt::format("checkpoint: missing tensor '{}{}'", prefix, p.name));
