@@ -21,24 +21,29 @@ void on_ranks(int ranks, Body body) {
   for (auto& t : threads) t.join();
 }
 
-TEST(Collective, AllReduceSumMeanMaxF32AcrossFourRanks) {
+TEST(Collective, AllReduceSumMeanMaxF32AcrossTwoAndFourRanks) {
+  // Two ranks take the fused in-place path, four the blocked one.
   constexpr std::size_t kCount = 10007;  // not a multiple of ranks or blocks
-  std::vector<std::vector<float>> results(4);
-  for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max}) {
-    on_ranks(4, [&](Communicator& c) {
-      std::vector<float> data(kCount);
-      for (std::size_t i = 0; i < kCount; ++i)
-        data[i] = static_cast<float>(c.rank() + 1) * static_cast<float>(i % 13);
-      c.all_reduce(data.data(), kCount, DType::f32, op);
-      results[c.rank()] = data;
-    });
-    for (std::size_t i = 0; i < kCount; ++i) {
-      const float base = static_cast<float>(i % 13);
-      const float want = op == ReduceOp::sum    ? 10 * base
-                         : op == ReduceOp::mean ? 2.5f * base
-                                                : 4 * base;
-      for (int r = 0; r < 4; ++r)
-        ASSERT_FLOAT_EQ(results[r][i], want) << "rank " << r << " i " << i;
+  for (int ranks : {2, 4}) {
+    std::vector<std::vector<float>> results(static_cast<std::size_t>(ranks));
+    for (ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max}) {
+      on_ranks(ranks, [&](Communicator& c) {
+        std::vector<float> data(kCount);
+        for (std::size_t i = 0; i < kCount; ++i)
+          data[i] = static_cast<float>(c.rank() + 1) * static_cast<float>(i % 13);
+        c.all_reduce(data.data(), kCount, DType::f32, op);
+        results[static_cast<std::size_t>(c.rank())] = data;
+      });
+      const auto n = static_cast<float>(ranks);
+      for (std::size_t i = 0; i < kCount; ++i) {
+        const float base = static_cast<float>(i % 13);
+        const float want = op == ReduceOp::sum    ? n * (n + 1) / 2 * base
+                           : op == ReduceOp::mean ? (n + 1) / 2 * base
+                                                  : n * base;
+        for (int r = 0; r < ranks; ++r)
+          ASSERT_FLOAT_EQ(results[static_cast<std::size_t>(r)][i], want)
+              << ranks << " ranks, rank " << r << " i " << i << " " << reduce_op_name(op);
+      }
     }
   }
 }

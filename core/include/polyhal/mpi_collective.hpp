@@ -1,10 +1,10 @@
 #pragma once
 /// @file mpi_collective.hpp
 /// The Communicator over Open MPI: one rank per process, started by
-/// `mpirun -np N polyhal run ...` (docs/scale-out.md). Every collective is
-/// posted non-blocking and polled against a deadline, so a rank that died,
-/// hangs or never calls the collective turns into CollectiveTimeout (exit
-/// code 4) on the others instead of a hang.
+/// `mpirun -np N polyhal run ...` (docs/scale-out.md). Every collective runs
+/// under a watchdog thread: if a rank died, hangs or never calls the
+/// collective, the others report which collective timed out and end the job
+/// with exit code 4 (CollectiveTimeout's) instead of hanging.
 #include <chrono>
 #include <memory>
 
@@ -22,6 +22,8 @@ class MpiRuntime {
 
   int rank() const noexcept { return rank_; }
   int size() const noexcept { return size_; }
+  /// MPI granted MPI_THREAD_MULTIPLE (the collective watchdog can then abort the job).
+  bool thread_multiple() const noexcept { return thread_multiple_; }
   /// Tears down every rank of the job (MPI_Abort) with `exit_code`: what a
   /// rank does after it gave up on a lost peer, so no rank is left waiting.
   [[noreturn]] void abort(int exit_code) const;
@@ -31,6 +33,7 @@ class MpiRuntime {
 
  private:
   int rank_ = 0, size_ = 1;
+  bool thread_multiple_ = false;
 };
 
 /// The communicator of MPI_COMM_WORLD (duplicated, so polyhal's traffic

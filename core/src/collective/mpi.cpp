@@ -3,7 +3,12 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
+#include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <stop_token>
 #include <thread>
 #include <vector>
 
@@ -26,14 +31,22 @@ void check(int code, const char* call) {
   throw RuntimeFailure(fmt::format("{} failed: {}", call, std::string(text, length)));
 }
 
+/// Largest all-reduce handed to MPI at once (f32 elements: 16 MiB).
+constexpr std::size_t kPiece = std::size_t{4} << 20;
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(const MpiRuntime& runtime, std::chrono::milliseconds timeout)
-      : rank_(runtime.rank()), size_(runtime.size()), timeout_(timeout) {
+      : rank_(runtime.rank()),
+        size_(runtime.size()),
+        timeout_(timeout),
+        multiple_threads_(runtime.thread_multiple()) {
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
   }
   ~MpiCommunicator() override {
-    if (!abandoned_) MPI_Comm_free(&comm_);
+    watchdog_.request_stop();
+    watchdog_.join();
+    MPI_Comm_free(&comm_);
   }
 
   int rank() const noexcept override { return rank_; }
@@ -42,12 +55,18 @@ class MpiCommunicator final : public Communicator {
   void all_reduce(void* data, std::size_t count, DType type, ReduceOp op) override {
     detail::require_reducible(type);
     float* values = as_f32(data, count, type, scratch_);
-    MPI_Request request;
-    check(MPI_Iallreduce(MPI_IN_PLACE, values, int_count(count), MPI_FLOAT, mpi_op(op), comm_,
-                         &request),
-          "MPI_Iallreduce");
-    wait(request,
-         fmt::format("all_reduce({} x {}, {})", count, dtype_name(type), reduce_op_name(op)));
+    guarded(fmt::format("all_reduce({} x {}, {})", count, dtype_name(type), reduce_op_name(op)),
+            [&] {
+              // In pieces: Open MPI 4.1's shared-memory all-reduce falls from
+              // ~7 GB/s at 16 MiB to ~0.4 GB/s at 64 MiB and above on one host
+              // (bench/allreduce.sh); pieces keep it on the fast side.
+              for (std::size_t begin = 0; begin < count; begin += kPiece) {
+                const std::size_t n = std::min(kPiece, count - begin);
+                check(MPI_Allreduce(MPI_IN_PLACE, values + begin, int_count(n), MPI_FLOAT,
+                                    mpi_op(op), comm_),
+                      "MPI_Allreduce");
+              }
+            });
     finish(values, data, count, type, op);
   }
 
@@ -59,35 +78,32 @@ class MpiCommunicator final : public Communicator {
         type == DType::f32 ? static_cast<const float*>(send) : as_f32(send, total, type, scratch_);
     float* out = type == DType::f32 ? static_cast<float*>(recv)
                                     : (recv_scratch_.resize(recv_count), recv_scratch_.data());
-    MPI_Request request;
-    check(MPI_Ireduce_scatter_block(in, out, int_count(recv_count), MPI_FLOAT, mpi_op(op), comm_,
-                                    &request),
-          "MPI_Ireduce_scatter_block");
-    wait(request, fmt::format("reduce_scatter({} x {} per rank)", recv_count, dtype_name(type)));
+    guarded(fmt::format("reduce_scatter({} x {} per rank)", recv_count, dtype_name(type)), [&] {
+      check(MPI_Reduce_scatter_block(in, out, int_count(recv_count), MPI_FLOAT, mpi_op(op), comm_),
+            "MPI_Reduce_scatter_block");
+    });
     finish(out, recv, recv_count, type, op);
   }
 
   void all_gather(const void* send, void* recv, std::size_t send_count, DType type) override {
-    MPI_Request request;
-    check(MPI_Iallgather(send, int_count(send_count * dtype_size(type)), MPI_BYTE, recv,
-                         int_count(send_count * dtype_size(type)), MPI_BYTE, comm_, &request),
-          "MPI_Iallgather");
-    wait(request, fmt::format("all_gather({} x {} per rank)", send_count, dtype_name(type)));
+    guarded(fmt::format("all_gather({} x {} per rank)", send_count, dtype_name(type)), [&] {
+      check(MPI_Allgather(send, int_count(send_count * dtype_size(type)), MPI_BYTE, recv,
+                          int_count(send_count * dtype_size(type)), MPI_BYTE, comm_),
+            "MPI_Allgather");
+    });
   }
 
   void broadcast(void* data, std::size_t count, DType type, int root) override {
     if (root < 0 || root >= size_)
       throw RuntimeFailure(fmt::format("broadcast from rank {} in a {}-rank group", root, size_));
-    MPI_Request request;
-    check(MPI_Ibcast(data, int_count(count * dtype_size(type)), MPI_BYTE, root, comm_, &request),
-          "MPI_Ibcast");
-    wait(request, fmt::format("broadcast({} x {} from rank {})", count, dtype_name(type), root));
+    guarded(fmt::format("broadcast({} x {} from rank {})", count, dtype_name(type), root), [&] {
+      check(MPI_Bcast(data, int_count(count * dtype_size(type)), MPI_BYTE, root, comm_),
+            "MPI_Bcast");
+    });
   }
 
   void barrier() override {
-    MPI_Request request;
-    check(MPI_Ibarrier(comm_, &request), "MPI_Ibarrier");
-    wait(request, "barrier");
+    guarded("barrier", [&] { check(MPI_Barrier(comm_), "MPI_Barrier"); });
   }
 
  private:
@@ -115,32 +131,60 @@ class MpiCommunicator final : public Communicator {
     if (type != DType::f32) detail::store_f32(values, out, type, 0, count);
   }
 
-  /// Polls `request` until done or the deadline, sleeping briefly between
-  /// polls once the operation has taken a while (Open MPI progresses
-  /// non-blocking collectives inside MPI_Test).
-  void wait(MPI_Request& request, const std::string& what) {
-    const auto start = std::chrono::steady_clock::now();
-    for (long polls = 0;; ++polls) {
-      int done = 0;
-      check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (done) return;
-      const auto waited = std::chrono::steady_clock::now() - start;
-      if (waited > timeout_) {
-        abandoned_ = true;  // the request can never complete; do not free the communicator
-        throw CollectiveTimeout(fmt::format(
-            "rank {} of {}: {} did not complete within {:.1f} s: another rank died, hangs or "
-            "never reached this collective (collective.timeout_seconds)",
-            rank_, size_, what, std::chrono::duration<double>(timeout_).count()));
+  /// Runs the blocking collective `call` under the watchdog: if it has not
+  /// returned within the timeout, the watchdog thread reports `what` and
+  /// ends the job (MPI_Abort, exit code 4): a blocked MPI call cannot be
+  /// interrupted, and the peers are torn down with this rank either way.
+  /// Blocking collectives, not polled non-blocking ones: Open MPI's blocking
+  /// algorithms are many times faster for large messages (bench/allreduce.sh).
+  template <class Call>
+  void guarded(const std::string& what, Call call) {
+    {
+      std::lock_guard lock(mutex_);
+      what_ = what;
+      deadline_ = std::chrono::steady_clock::now() + timeout_;
+      armed_ = true;
+    }
+    armed_changed_.notify_one();
+    call();
+    {
+      std::lock_guard lock(mutex_);
+      armed_ = false;
+    }
+    armed_changed_.notify_one();
+  }
+
+  void watch(std::stop_token stop) {
+    std::unique_lock lock(mutex_);
+    while (!stop.stop_requested()) {
+      if (!armed_) {
+        armed_changed_.wait(lock, stop, [&] { return armed_; });
+        continue;
       }
-      if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(50));
+      if (armed_changed_.wait_until(lock, stop, deadline_, [&] { return !armed_; })) continue;
+      if (stop.stop_requested()) return;
+      const CollectiveTimeout error(fmt::format(
+          "rank {} of {}: {} did not complete within {:.1f} s: another rank died, hangs or "
+          "never reached this collective (collective.timeout_seconds)",
+          rank_, size_, what_, std::chrono::duration<double>(timeout_).count()));
+      std::fprintf(stderr, "polyhal: error: %s\n", error.what());
+      std::fflush(stderr);
+      if (multiple_threads_) MPI_Abort(MPI_COMM_WORLD, static_cast<int>(error.exit_code()));
+      std::_Exit(static_cast<int>(error.exit_code()));
     }
   }
 
   int rank_, size_;
   std::chrono::milliseconds timeout_;
+  bool multiple_threads_;  // MPI_Abort may be called from the watchdog thread
   MPI_Comm comm_ = MPI_COMM_NULL;
-  bool abandoned_ = false;
   std::vector<float> scratch_, recv_scratch_;
+  std::mutex mutex_;
+  std::condition_variable_any armed_changed_;
+  bool armed_ = false;
+  std::string what_;
+  std::chrono::steady_clock::time_point deadline_;
+  std::jthread watchdog_{[this](std::stop_token stop) { watch(stop); }};
 };
 
 }  // namespace
@@ -150,7 +194,10 @@ MpiRuntime::MpiRuntime() {
   MPI_Initialized(&initialized);
   if (initialized) throw RuntimeFailure("MPI is already initialised in this process");
   int provided = 0;
-  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  // MULTIPLE so the collective watchdog may call MPI_Abort while the main
+  // thread is blocked in a collective; without it the watchdog only exits.
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
 }
