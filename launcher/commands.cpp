@@ -257,6 +257,13 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
       dtype_name(config.model.precision), p.name, p.product);
   const auto r = run_pretraining(device, config, run.compile_only, observer, world);
   print_memory(r.memory);
+  if (r.estimated_all_reduce_seconds) {
+    std::cout << fmt::format(
+        "  estimated gradient all-reduce: {:.2f} ms per optimizer step ({:.1f} MiB f32 over {} "
+        "replicas, {} model's links; estimate, not measured)\n",
+        *r.estimated_all_reduce_seconds * 1e3,
+        static_cast<double>(r.parameters) * 4.0 / (1024.0 * 1024.0), replicas, p.name);
+  }
   if (r.unsharded_memory) {
     const auto state_bytes = [](const MemoryReport& m) {
       std::uint64_t bytes = 0;
@@ -290,6 +297,8 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
                          {"compile_only", run.compile_only},
                          {"fits", r.memory.fits},
                          {"first_step", r.first_step}};
+  if (r.estimated_all_reduce_seconds)
+    summary["estimated_all_reduce_seconds"] = *r.estimated_all_reduce_seconds;
   if (!r.steps.empty()) {
     double total = 0;
     for (const auto& s : r.steps) total += s.seconds;

@@ -99,3 +99,38 @@ TEST(DeviceModel, CpuReportsItsIsaAndChoiceReason) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+KernelDesc all_reduce_of(std::int64_t elements, int replicas) {
+  return {"all_reduce", DType::f32, {{elements}}, {{"replicas", std::to_string(replicas)}}};
+}
+
+TEST(DeviceModel, AllReduceCostFollowsTheLinksAndTheTopology) {
+  constexpr std::int64_t kElements = 100'000'000;  // 400 MB of f32 gradients
+  const double bytes = 4.0 * kElements;
+  auto gaudi2 = test::first_device("gaudi");
+  EXPECT_EQ(gaudi2->estimate_seconds(all_reduce_of(kElements, 1)).value(), 0.0);
+  // 8 cards: all-to-all over 21 scale-up ports of 100 GbE, 70% achievable, 2 steps of 10 us.
+  const double in_server = 2.0 * 7 / 8 * bytes / (21 * 12.5e9 * 0.7) + 2 * 10e-6;
+  EXPECT_NEAR(gaudi2->estimate_seconds(all_reduce_of(kElements, 8)).value(), in_server, 1e-9);
+  // 16 cards span two servers: the 1/8 shards also cross the 3 scale-out ports.
+  const double across = 2.0 * 1 / 2 * (bytes / 8) / (3 * 12.5e9 * 0.7) + 2 * 10e-6;
+  EXPECT_NEAR(gaudi2->estimate_seconds(all_reduce_of(kElements, 16)).value(), in_server + across,
+              1e-9);
+  // IPU: a ring over IPU-Links; more replicas, more ring steps.
+  auto ipu = test::first_device("ipu");
+  const double four = ipu->estimate_seconds(all_reduce_of(kElements, 4)).value();
+  EXPECT_NEAR(four, 2.0 * 3 / 4 * bytes / (160e9 * 0.7) + 6 * 2e-6, 1e-9);
+  // Beyond a POD64 the pods' 1/64 shards also cross the gateways (2 x 100 Gb/s per 4 IPUs).
+  const double pod = ipu->estimate_seconds(all_reduce_of(kElements, 64)).value();
+  EXPECT_NEAR(ipu->estimate_seconds(all_reduce_of(kElements, 128)).value(),
+              pod + 2.0 * 1 / 2 * (bytes / 64) / (200e9 / 8 / 4 * 0.7) + 2 * 10e-6, 1e-9);
+  // The CPU measures instead of estimating.
+  EXPECT_FALSE(
+      test::first_device("cpu")->estimate_seconds(all_reduce_of(kElements, 2)).has_value());
+}
+
+}  // namespace
+}  // namespace polyhal

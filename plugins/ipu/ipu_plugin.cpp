@@ -3,6 +3,7 @@
 // stochastic rounding, per-tile SRAM) and estimates speed from datasheet peaks.
 #include <fmt/format.h>
 
+#include "../common/collective_cost.hpp"
 #include "../common/op_cost.hpp"
 #include "../common/roofline.hpp"
 #include "../common/vendor_runtime.hpp"
@@ -43,10 +44,32 @@ class IpuDevice final : public Device {
   }
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
+    if (desc.op == "all_reduce") return all_reduce_seconds(desc);
     const auto cost = plugins::op_cost(desc);
     return plugins::Roofline{peak_for(desc.dtype), Gc200Spec::kMemoryBandwidth, kAchievableFraction,
                              kSyncOverheadSeconds}
         .seconds(cost.flops, cost.bytes);
+  }
+
+  /// GCL's ring all-reduce over IPU-Links (320 GB/s per IPU, datasheet;
+  /// assumed half each way, 70% achievable, 2 us per ring step) inside a POD
+  /// of up to 64 IPUs; beyond that the pods' shards are also reduced over
+  /// the gateways' 2 x 100 Gb/s per 4 IPUs (GW-Links, datasheet).
+  static double all_reduce_seconds(const KernelDesc& desc) {
+    const double bytes = static_cast<double>(element_count(desc.input_shapes.at(0))) *
+                         static_cast<double>(dtype_size(desc.dtype));
+    const std::int64_t replicas = desc.int_attr("replicas");
+    constexpr std::int64_t kPod = 64;
+    const plugins::LinkModel ipu_links{160e9, 0.7, 2e-6};
+    const std::int64_t in_pod = std::min(replicas, kPod);
+    double seconds = plugins::all_reduce_seconds(bytes, in_pod, ipu_links, 2 * (in_pod - 1));
+    if (replicas > kPod) {
+      const std::int64_t pods = (replicas + kPod - 1) / kPod;
+      const plugins::LinkModel gw_links{2 * 100e9 / 8 / 4, 0.7, 10e-6};
+      seconds += plugins::all_reduce_seconds(bytes / static_cast<double>(in_pod), pods, gw_links,
+                                             2 * (pods - 1));
+    }
+    return seconds;
   }
 
   MemoryReport plan_memory(const std::vector<MemoryItem>& items) const override {

@@ -109,6 +109,8 @@ class BertTraining {
   TensorMap weights() const;
   TensorMap gradients() const;
   std::int64_t steps_taken() const;
+  /// Trainable parameters (= gradient elements all-reduced per optimizer step).
+  std::int64_t parameter_count() const;
   /// Everything a checkpoint needs: weights under Hugging Face names plus
   /// "optimizer.m.<name>" and "optimizer.v.<name>".
   TensorMap state() const;

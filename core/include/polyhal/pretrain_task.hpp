@@ -34,6 +34,10 @@ struct PretrainResult {
   MemoryReport memory;  ///< per replica (its shard, with optimizer.shard_state)
   /// With optimizer.shard_state: the same replica without sharding, to show the saving.
   std::optional<MemoryReport> unsharded_memory;
+  /// Device models with replicas > 1: the modelled time of one optimizer
+  /// step's gradient all-reduce on the device's own links (not measured).
+  std::optional<double> estimated_all_reduce_seconds;
+  std::int64_t parameters = 0;
   std::int64_t first_step = 1;  ///< > 1 when resumed from a checkpoint
   std::vector<PretrainStep> steps;
   std::vector<std::filesystem::path> checkpoints;

@@ -693,6 +693,13 @@ std::int64_t BertTraining::steps_taken() const {
   return state_->steps;
 }
 
+std::int64_t BertTraining::parameter_count() const {
+  std::int64_t count = 0;
+  for (const auto& slot : state_->slots)
+    if (slot.category == "gradients" && slot.view_of < 0) count += element_count(slot.shape);
+  return count;
+}
+
 TensorMap BertTraining::state() const {
   const auto& s = *state_;
   TensorMap out = weights();
