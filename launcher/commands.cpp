@@ -59,6 +59,16 @@ std::shared_ptr<Device> open_first_device(Backend& backend, const DeviceOptions&
   return devices.front();
 }
 
+/// The first device of the config's backend, opened with the config's
+/// device options. The device keeps its plugin library loaded.
+std::shared_ptr<Device> open_configured_device(const CommonOptions& common,
+                                               const RunConfig& config) {
+  PluginLoader loader(
+      search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
+  auto backend = loader.backend(config.backend);
+  return open_first_device(*backend, config.resolve_device(backend->device_options()));
+}
+
 void configure_logging(const RunConfig& config) {
   // The command line's --log-level wins when it asked for more detail.
   const auto level = std::min(spdlog::get_level(), spdlog::level::from_str(config.log_level));
@@ -423,11 +433,7 @@ int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunC
       spdlog::set_pattern(fmt::format("[rank {}] [%l] %v", rank));
     }
     MetricsWriter metrics(options.metrics_out);
-    PluginLoader loader(
-        search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
-    auto backend = loader.backend(config.backend);
-    const DeviceOptions device_options = config.resolve_device(backend->device_options());
-    auto device = open_first_device(*backend, device_options);
+    auto device = open_configured_device(common, config);
     spdlog::info("rank {} of {}: backend {} device {}", rank, mpi.size(), config.backend,
                  device->name());
     const int code = run_bert_pretraining(*device, config, options, metrics, world.get());
@@ -451,11 +457,8 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
   if (config.collective.engine == "mpi") return run_mpi_pretraining(common, run, config);
   configure_logging(config);
   MetricsWriter metrics(run.metrics_out);
-  PluginLoader loader(
-      search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
-  auto backend = loader.backend(config.backend);
-  const DeviceOptions options = config.resolve_device(backend->device_options());
-  auto device = open_first_device(*backend, options);
+  auto device = open_configured_device(common, config);
+
   spdlog::info("backend {} device {} ({}, mode {})", config.backend, device->name(),
                device->properties().product, device_mode_name(device->properties().mode));
   if (config.task == "matmul-bench") return run_matmul(*device, config, run, metrics);

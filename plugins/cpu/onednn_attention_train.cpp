@@ -14,6 +14,7 @@
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/train_kernels.hpp"
 
 namespace polyhal::cpu {
 namespace {
@@ -22,8 +23,11 @@ using dims = dnnl::memory::dims;
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
 
-DType round_type(const KernelDesc& desc) {
-  return parse_dtype(desc.attr("round_to", "f32")).value_or(DType::f32);
+/// A batched product writing f32, refused (not thrown) when oneDNN has none.
+Gemm batched_product(const KernelDesc& desc, const dnnl::engine& engine,
+                     const dnnl::memory::desc& a, const dnnl::memory::desc& b,
+                     const dnnl::memory::desc& c) {
+  return create_or_refuse(desc, [&] { return Gemm(engine, a, b, c, false); });
 }
 
 /// Shapes and the strided views every attention GEMM uses.
@@ -77,12 +81,8 @@ class OneDnnAttentionTrain final : public Kernel {
                                                v_.qkv_part_t(v_.operand()), v_.scores(dt::f32),
                                                false, false, attr);
                                  })),
-        context_(create_or_refuse(desc,
-                                  [&] {
-                                    return Gemm(engine, v_.scores(v_.operand()),
-                                                v_.qkv_part(v_.operand()), v_.context(dt::f32),
-                                                false);
-                                  })),
+        context_(batched_product(desc, engine, v_.scores(v_.operand()), v_.qkv_part(v_.operand()),
+                                 v_.context(dt::f32))),
         softmax_pd_(create_or_refuse(desc,
                                      [&] {
                                        return dnnl::softmax_v2_forward::primitive_desc(
@@ -142,29 +142,17 @@ class OneDnnAttentionBackward final : public Kernel {
       : v_(desc, 1),
         stream_(engine),
         // dV = P^T dctx
-        dv_(create_or_refuse(desc,
-                             [&] {
-                               return Gemm(engine, v_.scores_t(v_.operand()),
-                                           v_.context(v_.operand()), v_.qkv_part(dt::f32), false);
-                             })),
+        dv_(batched_product(desc, engine, v_.scores_t(v_.operand()), v_.context(v_.operand()),
+                            v_.qkv_part(dt::f32))),
         // dP = dctx V^T
-        dp_(create_or_refuse(desc,
-                             [&] {
-                               return Gemm(engine, v_.context(v_.operand()),
-                                           v_.qkv_part_t(v_.operand()), v_.scores(dt::f32), false);
-                             })),
+        dp_(batched_product(desc, engine, v_.context(v_.operand()), v_.qkv_part_t(v_.operand()),
+                            v_.scores(dt::f32))),
         // dQ = dS K
-        dq_(create_or_refuse(desc,
-                             [&] {
-                               return Gemm(engine, v_.scores(v_.operand()),
-                                           v_.qkv_part(v_.operand()), v_.qkv_part(dt::f32), false);
-                             })),
+        dq_(batched_product(desc, engine, v_.scores(v_.operand()), v_.qkv_part(v_.operand()),
+                            v_.qkv_part(dt::f32))),
         // dK = dS^T Q
-        dk_(create_or_refuse(desc,
-                             [&] {
-                               return Gemm(engine, v_.scores_t(v_.operand()),
-                                           v_.qkv_part(v_.operand()), v_.qkv_part(dt::f32), false);
-                             })),
+        dk_(batched_product(desc, engine, v_.scores_t(v_.operand()), v_.qkv_part(v_.operand()),
+                            v_.qkv_part(dt::f32))),
         dscores_(static_cast<std::size_t>(v_.score_count())),
         dctx_(v_.type, v_.tokens() * v_.h),
         qkv_(v_.type, v_.tokens() * 3 * v_.h),

@@ -13,16 +13,13 @@
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/train_kernels.hpp"
 
 namespace polyhal::cpu {
 namespace {
 
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
-
-DType round_type(const KernelDesc& desc) {
-  return parse_dtype(desc.attr("round_to", "f32")).value_or(DType::f32);
-}
 
 /// db[j] += sum over rows of dy[i, j]: each thread owns a range of columns
 /// and walks the rows in order (contiguous reads, a fixed summation order).

@@ -7,15 +7,12 @@
 #include "omp_convert.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/train_kernels.hpp"
 
 namespace polyhal::cpu {
 namespace {
 
 using dt = dnnl::memory::data_type;
-
-DType round_type(const KernelDesc& desc) {
-  return parse_dtype(desc.attr("round_to", "f32")).value_or(DType::f32);
-}
 
 class OneDnnGelu final : public Kernel {
  public:

@@ -40,4 +40,9 @@ namespace polyhal {
 /// `parallel` (oneTBB when empty).
 void register_reference_train_kernels(KernelRegistry& registry, ParallelFor parallel = {});
 
+/// The precision an op holds its outputs at: attr round_to, f32 when absent.
+inline DType round_type(const KernelDesc& desc) {
+  return parse_dtype(desc.attr("round_to", "f32")).value_or(DType::f32);
+}
+
 }  // namespace polyhal

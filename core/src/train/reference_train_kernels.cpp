@@ -72,11 +72,6 @@ class RoundedOutputs final : public Kernel {
   ParallelFor parallel_;
 };
 
-/// The dtype weights and activations are held in ("round_to" attr), f32 if none.
-DType compute_type(const KernelDesc& d) {
-  return parse_dtype(d.attr("round_to", "f32")).value_or(DType::f32);
-}
-
 float* f(const Tensor& t) {
   return t.data<float>();
 }
@@ -106,7 +101,7 @@ std::unique_ptr<Kernel> dense(const KernelDesc& d, const ParallelFor& par) {
   const std::int64_t m = d.input_shapes.at(0).at(0), k = d.input_shapes.at(0).at(1),
                      out = d.input_shapes.at(1).at(0);
   auto wt = std::make_shared<std::vector<float>>(n(k * out));
-  const DType type = compute_type(d);
+  const DType type = round_type(d);
   return std::make_unique<FunctionKernel>(
       "dense", 2.0 * static_cast<double>(m * out * k), [=](auto in, auto o) {
         // Y = X W^T + b, with W transposed into [K, N] scratch for the row GEMM.
@@ -129,7 +124,7 @@ std::unique_ptr<Kernel> dense_backward(const KernelDesc& d, const ParallelFor& p
                      k = d.input_shapes.at(1).at(1);
   auto scratch = std::make_shared<std::vector<float>>(n(m * out + out * k));  // dY^T, dW step
   auto rounded_w = std::make_shared<std::vector<float>>();
-  const DType type = compute_type(d);
+  const DType type = round_type(d);
   return std::make_unique<FunctionKernel>(
       "dense_backward", 4.0 * static_cast<double>(m * out * k), [=](auto in, auto o) {
         const float *dy = f(in[0]), *x = f(in[1]), *w = f(in[2]);
@@ -618,7 +613,7 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
                        std::unique_ptr<Kernel> (*make)(const KernelDesc&, const ParallelFor&)) {
     registry.add(op, DType::f32,
                  [make, parallel](const KernelDesc& d, Device&) -> std::unique_ptr<Kernel> {
-                   const DType type = compute_type(d);
+                   const DType type = round_type(d);
                    if (type == DType::f32) return make(d, parallel);
                    return std::make_unique<RoundedOutputs>(make(d, parallel), type, parallel);
                  });
