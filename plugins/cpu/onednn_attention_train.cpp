@@ -6,13 +6,18 @@
 //   backward: dV = P^T dctx;  dP = dctx V^T;  dS = P (dP - rowsum(P dP)) / sqrt(d)
 //             dQ = dS K;  dK = dS^T Q
 // With round_to=bf16 the operands are narrowed to bf16 scratch and outputs
-// rounded to bf16, as on every mixed-precision op.
+// rounded to bf16, as on every mixed-precision op. With attention dropout the
+// kept probabilities P*M feed the V products and dP is masked the same way;
+// the mask M is regenerated from (rng, stream) in backward, never stored.
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
+#include <vector>
 
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
+#include "polyhal/dropout_mask.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/train_kernels.hpp"
 
@@ -30,17 +35,55 @@ Gemm batched_product(const KernelDesc& desc, const dnnl::engine& engine,
   return create_or_refuse(desc, [&] { return Gemm(engine, a, b, c, false); });
 }
 
+/// P * M, the kept probabilities, as a GEMM operand (bf16 scratch or f32).
+class KeptProbabilities {
+ public:
+  KeptProbabilities(DType type, std::int64_t count)
+      : count_(count),
+        f32_(type == DType::bf16 ? 0 : static_cast<std::size_t>(count)),
+        bf16_(type == DType::bf16 ? static_cast<std::size_t>(count) : 0) {}
+  const void* of(const float* probs, const DropoutMask& mask) {
+    if (!bf16_.empty()) {
+      std::uint16_t* out = bf16_.data();
+#pragma omp parallel for simd schedule(static)
+      for (std::int64_t i = 0; i < count_; ++i)
+        out[i] = detail::bf16_bits_inline(probs[i] * mask(static_cast<std::uint64_t>(i)));
+      return out;
+    }
+    float* out = f32_.data();
+#pragma omp parallel for simd schedule(static)
+    for (std::int64_t i = 0; i < count_; ++i)
+      out[i] = probs[i] * mask(static_cast<std::uint64_t>(i));
+    return out;
+  }
+
+ private:
+  std::int64_t count_;
+  std::vector<float> f32_;
+  std::vector<std::uint16_t> bf16_;
+};
+
 /// Shapes and the strided views every attention GEMM uses.
 struct Views {
   std::int64_t b, s, heads, h, d;
   DType type;
+  double dropout;  // attention-probability dropout (0: off)
+  std::uint64_t stream;
   Views(const KernelDesc& desc, std::size_t qkv_input)
       : b(desc.int_attr("batch")),
         s(desc.int_attr("seq")),
         heads(desc.int_attr("heads")),
         h(desc.input_shapes.at(qkv_input).at(1) / 3),
         d(h / heads),
-        type(round_type(desc)) {}
+        type(round_type(desc)),
+        dropout(std::stod(desc.attr("dropout", "0"))),
+        stream(dropout > 0.0 ? static_cast<std::uint64_t>(desc.int_attr("stream")) : 0) {}
+  /// The probabilities' mask when dropout is on; `rng` is the input after
+  /// the op's usual ones.
+  std::optional<DropoutMask> mask(std::span<const Tensor> in, std::size_t rng_input) const {
+    if (dropout <= 0.0) return std::nullopt;
+    return DropoutMask(in[rng_input].data<std::int32_t>(), stream, dropout);
+  }
   std::int64_t tokens() const { return b * s; }
   std::int64_t score_count() const { return b * heads * s * s; }
   /// Q, K or V (rows of QKV [B*S, 3H], columns head*d..): (b, head, s, c).
@@ -96,7 +139,8 @@ class OneDnnAttentionTrain final : public Kernel {
         mask_(mask_md(), engine),
         probs_mem_(v_.scores(dt::f32), engine, DNNL_MEMORY_NONE),
         qkv_(v_.type, v_.tokens() * 3 * v_.h),
-        probs_(v_.type, v_.score_count()) {}
+        probs_(v_.type, v_.score_count()),
+        kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0) {}
 
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
     const auto* qkv = static_cast<const char*>(qkv_.of(in[0].data<float>()));
@@ -114,7 +158,9 @@ class OneDnnAttentionTrain final : public Kernel {
     softmax_.execute(stream_, {{DNNL_ARG_SRC, probs_mem_}, {DNNL_ARG_DST, probs_mem_}});
     stream_.wait();
     if (v_.type == DType::bf16) round_to_bf16(probs, v_.score_count());
-    context_.run(stream_, probs_.of(probs), qkv + 2 * third, out[0].data<float>());
+    const auto mask_of_probs = v_.mask(in, 2);
+    const void* p = mask_of_probs ? kept_.of(probs, *mask_of_probs) : probs_.of(probs);
+    context_.run(stream_, p, qkv + 2 * third, out[0].data<float>());
     stream_.wait();
     if (v_.type == DType::bf16) round_to_bf16(out[0].data<float>(), v_.tokens() * v_.h);
   }
@@ -134,6 +180,7 @@ class OneDnnAttentionTrain final : public Kernel {
   dnnl::softmax_v2_forward softmax_;
   dnnl::memory mask_, probs_mem_;
   Operand qkv_, probs_;
+  KeptProbabilities kept_;
 };
 
 class OneDnnAttentionBackward final : public Kernel {
@@ -157,13 +204,15 @@ class OneDnnAttentionBackward final : public Kernel {
         dctx_(v_.type, v_.tokens() * v_.h),
         qkv_(v_.type, v_.tokens() * 3 * v_.h),
         probs_(v_.type, v_.score_count()),
+        kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0),
         ds_(v_.type, v_.score_count()) {}
 
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
     const void* dctx = dctx_.of(in[0].data<float>());
     const auto* qkv = static_cast<const char*>(qkv_.of(in[1].data<float>()));
     const float* probs = in[2].data<float>();
-    const void* p = probs_.of(probs);
+    const auto mask = v_.mask(in, 3);
+    const void* p = mask ? kept_.of(probs, *mask) : probs_.of(probs);
     const std::size_t element = v_.type == DType::bf16 ? 2 : 4;
     const auto third = static_cast<std::size_t>(v_.h) * element;
     auto* dqkv = out[0].data<float>();
@@ -171,7 +220,7 @@ class OneDnnAttentionBackward final : public Kernel {
     dv_.run(stream_, p, dctx, dqkv + 2 * v_.h);
     dp_.run(stream_, dctx, qkv + 2 * third, dp);
     stream_.wait();
-    softmax_backward(probs, dp);
+    softmax_backward(probs, mask ? &*mask : nullptr, dp);
     const void* ds = ds_.of(dp);
     dq_.run(stream_, ds, qkv + third, dqkv);
     dk_.run(stream_, ds, qkv, dqkv + v_.h);
@@ -184,14 +233,19 @@ class OneDnnAttentionBackward final : public Kernel {
   double flops() const override { return 8.0 * static_cast<double>(v_.b * v_.s * v_.s * v_.h); }
 
  private:
-  /// dP -> dS in place, row by row: dS = P (dP - sum_j P dP) / sqrt(d).
-  void softmax_backward(const float* probs, float* dp) const {
+  /// dP -> dS in place, row by row: dS = P (dP - sum_j P dP) / sqrt(d),
+  /// with dP = M dP first when the probabilities were dropped.
+  void softmax_backward(const float* probs, const DropoutMask* mask, float* dp) const {
     const std::int64_t rows = v_.b * v_.heads * v_.s, s = v_.s;
     const float scale = v_.scale();
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
       const float* pr = probs + r * s;
       float* g = dp + r * s;
+      if (mask) {
+        const auto row = static_cast<std::uint64_t>(r * s);
+        for (std::int64_t j = 0; j < s; ++j) g[j] *= (*mask)(row + static_cast<std::uint64_t>(j));
+      }
       double weighted = 0;  // rows of dS sum to 0: keep the cancellation accurate
       for (std::int64_t j = 0; j < s; ++j) weighted += static_cast<double>(pr[j]) * g[j];
       for (std::int64_t j = 0; j < s; ++j)
@@ -202,7 +256,9 @@ class OneDnnAttentionBackward final : public Kernel {
   dnnl::stream stream_;
   Gemm dv_, dp_, dq_, dk_;
   std::vector<float> dscores_;
-  Operand dctx_, qkv_, probs_, ds_;
+  Operand dctx_, qkv_, probs_;
+  KeptProbabilities kept_;
+  Operand ds_;
 };
 
 }  // namespace

@@ -69,23 +69,28 @@ class Bert(torch.nn.Module):
         self.mlm_bias = torch.nn.Parameter(torch.zeros(c["vocab_size"]))
         self.nsp = torch.nn.Linear(h, 2)
 
-    def forward(self, ids, types, mask):
+    def forward(self, ids, types, mask, drop=None):
+        """`drop(kind, tensor)`, when given, applies dropout: kind "hidden" after
+        the embeddings' LayerNorm and on the attention and FFN outputs, kind
+        "attention" on the attention probabilities, called in that forward
+        order (which numbers polyhal's dropout streams)."""
+        drop = drop or (lambda kind, t: t)
         b, s = ids.shape
         heads = self.c["num_attention_heads"]
         d = self.c["hidden_size"] // heads
         x = self.word(ids) + self.position(torch.arange(s)[None, :]) + self.token_type(types)
-        x = self.embedding_norm(x)
+        x = drop("hidden", self.embedding_norm(x))
         additive = (1.0 - mask[:, None, None, :].to(x.dtype)) * torch.finfo(x.dtype).min
         for l in self.layers:
             def split(t):
                 return t.view(b, s, heads, d).permute(0, 2, 1, 3)
             q, k, v = split(l.query(x)), split(l.key(x)), split(l.value(x))
             scores = torch.matmul(q, k.transpose(-1, -2)) / (d ** 0.5) + additive
-            probs = torch.softmax(scores, dim=-1)
+            probs = drop("attention", torch.softmax(scores, dim=-1))
             context = torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(b, s, heads * d)
-            x1 = l.attention_norm(l.attention_output(context) + x)
+            x1 = l.attention_norm(drop("hidden", l.attention_output(context)) + x)
             f = torch.nn.functional.gelu(l.intermediate(x1))
-            x = l.output_norm(l.output(f) + x1)
+            x = l.output_norm(drop("hidden", l.output(f)) + x1)
         pooled = torch.tanh(self.pooler(x[:, 0]))
         t = self.transform_norm(torch.nn.functional.gelu(self.transform(x)))
         mlm = torch.matmul(t, self.word.weight.t()) + self.mlm_bias

@@ -55,13 +55,18 @@ struct StepLosses {
   double total() const { return mlm + nsp; }
 };
 
+/// Dropout probabilities, each in [0, 1); 0 turns that dropout off.
+struct DropoutSettings {
+  double hidden = 0.0;     ///< embeddings, attention and FFN outputs (HF hidden_dropout_prob)
+  double attention = 0.0;  ///< attention probabilities (HF attention_probs_dropout_prob)
+};
+
 class BertTraining {
  public:
   /// `precision` f32, or bf16 / f16 for mixed precision: f32 master weights
   /// and optimizer, weights and activations held at `precision` in the step.
-  /// `hidden_dropout`: dropout on the embeddings and on the attention and FFN
-  /// outputs (Hugging Face's hidden_dropout_prob; attention-probability
-  /// dropout is not implemented), masks keyed by (seed, batch index).
+  /// `dropout`: masks keyed by (seed, batch index, position in the step),
+  /// so any replica, thread split or resume draws the same ones.
   /// `max_predictions` > 0: the MLM head (transform, decoder, loss) runs
   /// only on the labelled positions, at most that many per sequence (the
   /// seeds' max_predictions_per_seq), which saves most of the vocabulary
@@ -69,7 +74,7 @@ class BertTraining {
   /// runs on every position.
   BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                OptimizerSettings optimizer, DType precision = DType::f32,
-               double hidden_dropout = 0.0, std::uint64_t seed = 0,
+               DropoutSettings dropout = {}, std::uint64_t seed = 0,
                std::int64_t max_predictions = 0);
   ~BertTraining();
   BertTraining(const BertTraining&) = delete;

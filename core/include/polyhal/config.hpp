@@ -51,6 +51,9 @@ struct ModelSection {
   std::uint64_t seed = 0;
   bool heads = false;    ///< MLM + NSP heads
   double dropout = 0.1;  ///< pretrain: hidden dropout (HF hidden_dropout_prob)
+  /// pretrain: attention-probability dropout (HF attention_probs_dropout_prob);
+  /// unset: the same as `dropout`.
+  std::optional<double> attention_dropout;
   std::int64_t seq_len = 128;
   DType precision = DType::f32;
 };

@@ -9,8 +9,13 @@
 ///   "gelu_backward":      dY, X -> dX;  "tanh_backward": dY, Y -> dX
 ///   "layernorm_train":    X[M,H], gamma, beta -> Y, mean[M], rstd[M]; attrs: eps
 ///   "layernorm_backward": dY, X, gamma, mean, rstd -> dX, dgamma +=, dbeta +=
-///   "attention_train":    QKV[B*S,3H], mask[B,S] (i32) -> ctx[B*S,H], probs[B,heads,S,S]
-///   "attention_backward": dctx, QKV, probs -> dQKV (overwritten)
+///   "attention_train":    QKV[B*S,3H], mask[B,S] (i32) [, rng[2]] -> ctx[B*S,H],
+///                         probs[B,heads,S,S] (before dropout)
+///   "attention_backward": dctx, QKV, probs [, rng[2]] -> dQKV (overwritten)
+///                         attrs batch, seq, heads; with attr dropout = p > 0
+///                         (and stream) the probabilities are dropped with
+///                         DropoutMask(rng, stream, p) before multiplying V:
+///                         the mask is regenerated in backward, never stored
 ///   "embedding_train":    ids, types (i32), word, position, type -> X[B*S,H]
 ///   "embedding_backward": dX, ids, types -> dword +=, dposition +=, dtype +=
 ///   "take_rows_backward": dY[R,H] -> dX rows 0, stride, ... +=; attrs: stride

@@ -198,8 +198,8 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
                                              "num_hidden_layers", "num_attention_heads",
                                              "intermediate_size", "max_position_embeddings",
                                              "type_vocab_size"};
-  std::vector<std::string> keys{"preset",  "hf_config", "weights", "save",     "seed",
-                                "dropout", "heads",     "seq_len", "precision"};
+  std::vector<std::string> keys{"preset",  "hf_config",         "weights", "save",    "seed",
+                                "dropout", "attention_dropout", "heads",   "seq_len", "precision"};
   keys.insert(keys.end(), dims.begin(), dims.end());
   reader.require_known_keys(node, "model", keys);
   auto& m = config.model;
@@ -223,6 +223,11 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
     m.dropout = reader.number(node["dropout"], "model.dropout");
     if (m.dropout < 0.0 || m.dropout >= 1.0)
       reader.fail("model.dropout", "expected a value in [0, 1)");
+  }
+  if (node["attention_dropout"]) {
+    m.attention_dropout = reader.number(node["attention_dropout"], "model.attention_dropout");
+    if (*m.attention_dropout < 0.0 || *m.attention_dropout >= 1.0)
+      reader.fail("model.attention_dropout", "expected a value in [0, 1)");
   }
   if (node["seq_len"]) m.seq_len = reader.integer(node["seq_len"], "model.seq_len", 1);
   if (node["precision"]) m.precision = reader.dtype(node["precision"], "model.precision");

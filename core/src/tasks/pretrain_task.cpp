@@ -202,9 +202,11 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   // The data never labels more than data.max_predictions positions per
   // sequence, so the MLM head runs on those rows only.
   const auto make_replica = [&] {
-    return std::make_unique<BertTraining>(device, result.config, shape, settings, precision,
-                                          config.model.dropout, config.model.seed,
-                                          config.data.max_predictions);
+    return std::make_unique<BertTraining>(
+        device, result.config, shape, settings, precision,
+        DropoutSettings{config.model.dropout,
+                        config.model.attention_dropout.value_or(config.model.dropout)},
+        config.model.seed, config.data.max_predictions);
   };
   const int local_replicas = across_processes ? 1 : static_cast<int>(config.batch.replicas);
   if (across_processes && config.batch.replicas != 1 &&

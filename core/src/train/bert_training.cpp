@@ -83,8 +83,9 @@ struct BertTraining::State {
   bool owns(const Param& p) const { return shard_count == 1 || p.owner == shard_rank; }
 
   DType precision = DType::f32;
-  double dropout = 0.0;  // hidden dropout (embeddings, attention and FFN outputs)
-  int rng = -1;          // i32 [seed, micro-batch index] for the dropout streams
+  double dropout = 0.0;            // hidden dropout (embeddings, attention and FFN outputs)
+  double attention_dropout = 0.0;  // on the attention probabilities
+  int rng = -1;                    // i32 [seed, micro-batch index] for the dropout streams
   std::uint64_t seed = 0;
   int dropout_streams = 0;
 
@@ -210,7 +211,8 @@ struct BertTraining::State {
       int qkv_w, qkv_b, qkv_gw, qkv_gb, o_w, o_gw, o_gb, i_w, i_gw, i_gb, f_w, f_gw, f_gb;
       std::array<Param, 2> ln1, ln2;
       int qkv, ctx, probs, a_out, s1, x1, m1, r1, ip, ia, f_out, s2, m2, r2;
-      int a_mask_index, f_mask_index;  // into `masks` (when dropout is on)
+      int a_mask_index, f_mask_index;                // into `masks` (when dropout is on)
+      std::map<std::string, std::string> attention;  // attrs shared by forward and backward
     };
     std::vector<LayerSlots> layers;
     for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
@@ -256,11 +258,18 @@ struct BertTraining::State {
       L.s2 = act(p + "sum2", {t, h});
       L.m2 = act(p + "mean2", {t}), L.r2 = act(p + "rstd2", {t});
       const int next = act(fmt::format("x{}", l + 1), {t, h});
-      const std::map<std::string, std::string> attention{{"batch", std::to_string(b)},
-                                                         {"seq", std::to_string(s)},
-                                                         {"heads", std::to_string(heads)}};
+      std::map<std::string, std::string> attention{{"batch", std::to_string(b)},
+                                                   {"seq", std::to_string(s)},
+                                                   {"heads", std::to_string(heads)}};
+      std::vector<int> attention_in{L.qkv, mask};
+      if (attention_dropout > 0.0) {
+        attention["dropout"] = fmt::format("{:.17g}", attention_dropout);
+        attention["stream"] = std::to_string(dropout_streams++);
+        attention_in.push_back(rng);
+      }
+      L.attention = attention;
       fwd("dense", {x, fw, fb}, {L.qkv});
-      fwd("attention_train", {L.qkv, mask}, {L.ctx, L.probs}, attention);
+      fwd("attention_train", attention_in, {L.ctx, L.probs}, attention);
       fwd("dense", {L.ctx, o[0].weight, o[1].weight}, {L.a_out});
       L.a_mask_index = static_cast<int>(masks.size());
       fwd("add", {dropped(L.a_out, p + "attention out", masks), x}, {L.s1});
@@ -342,9 +351,6 @@ struct BertTraining::State {
     for (std::size_t l = layers.size(); l-- > 0;) {
       const auto& L = layers[l];
       const std::string p = fmt::format("bert.encoder.layer.{}.", l);
-      const std::map<std::string, std::string> attention{{"batch", std::to_string(b)},
-                                                         {"seq", std::to_string(s)},
-                                                         {"heads", std::to_string(heads)}};
       bwd("layernorm_backward", {dx, L.s2, L.ln2[0].weight, L.m2, L.r2},
           {ds2, L.ln2[0].grad, L.ln2[1].grad});
       const int df = dropout > 0 ? undropped(ds2, masks[static_cast<std::size_t>(L.f_mask_index)],
@@ -360,7 +366,9 @@ struct BertTraining::State {
                                              p + "d attention out")
                                  : ds1;
       bwd("dense_backward", {da, L.ctx, L.o_w}, {dctx, L.o_gw, L.o_gb});
-      bwd("attention_backward", {dctx, L.qkv, L.probs}, {dqkv}, attention);
+      std::vector<int> attention_in{dctx, L.qkv, L.probs};
+      if (attention_dropout > 0.0) attention_in.push_back(rng);
+      bwd("attention_backward", attention_in, {dqkv}, L.attention);
       bwd("dense_backward", {dqkv, xs[l], L.qkv_w}, {dxb, L.qkv_gw, L.qkv_gb});
       bwd("add", {dxb, ds1}, {dx});  // the layer input feeds QKV and the residual
     }
@@ -509,14 +517,15 @@ struct BertTraining::State {
 };
 
 BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
-                           OptimizerSettings optimizer, DType precision, double hidden_dropout,
+                           OptimizerSettings optimizer, DType precision, DropoutSettings dropout,
                            std::uint64_t seed, std::int64_t max_predictions)
     : state_(
           std::make_unique<State>(device, config, micro_batch, std::move(optimizer), precision)) {
-  if (hidden_dropout < 0.0 || hidden_dropout >= 1.0) {
-    throw ConfigError(fmt::format("dropout must be in [0, 1), got {}", hidden_dropout));
+  for (const double p : {dropout.hidden, dropout.attention}) {
+    if (p < 0.0 || p >= 1.0) throw ConfigError(fmt::format("dropout must be in [0, 1), got {}", p));
   }
-  state_->dropout = hidden_dropout;
+  state_->dropout = dropout.hidden;
+  state_->attention_dropout = dropout.attention;
   state_->seed = seed;
   if (max_predictions < 0) {
     throw ConfigError(fmt::format("max_predictions must be >= 0, got {}", max_predictions));

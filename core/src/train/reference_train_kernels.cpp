@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "numerics/reference_gemm.hpp"
+#include "polyhal/dropout_mask.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/parallel.hpp"
 #include "polyhal/reference_kernels.hpp"
@@ -248,10 +250,25 @@ std::unique_ptr<Kernel> layernorm_backward(const KernelDesc& d, const ParallelFo
 
 struct AttentionDims {
   std::int64_t b, s, heads, h, d;
+  double dropout;  // attention-probability dropout (0: off)
+  std::uint64_t stream;
+  /// The probabilities' dropout mask when dropout is on; `rng` is the
+  /// input after the op's usual ones.
+  std::optional<DropoutMask> mask(const std::int32_t* rng) const {
+    if (dropout <= 0.0) return std::nullopt;
+    return DropoutMask(rng, stream, dropout);
+  }
 };
 /// `qkv_input` is the index of the QKV tensor among the op's inputs.
 AttentionDims attention_dims(const KernelDesc& desc, std::size_t qkv_input) {
-  AttentionDims a{desc.int_attr("batch"), desc.int_attr("seq"), desc.int_attr("heads"), 0, 0};
+  AttentionDims a{desc.int_attr("batch"),
+                  desc.int_attr("seq"),
+                  desc.int_attr("heads"),
+                  0,
+                  0,
+                  std::stod(desc.attr("dropout", "0")),
+                  0};
+  if (a.dropout > 0.0) a.stream = static_cast<std::uint64_t>(desc.int_attr("stream"));
   a.h = desc.input_shapes.at(qkv_input).at(1) / 3;
   a.d = a.h / a.heads;
   return a;
@@ -264,6 +281,7 @@ std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFo
         const float* qkv = f(in[0]);
         const std::int32_t* mask = ints(in[1]);
         float *ctx = f(o[0]), *probs = f(o[1]);
+        const auto drop = a.mask(a.dropout > 0.0 ? ints(in[2]) : nullptr);
         const float scale = 1.0f / std::sqrt(static_cast<float>(a.d));
         rows(par, a.b * a.heads, [&](std::size_t bh) {
           const std::size_t b = bh / n(a.heads), head = bh % n(a.heads);
@@ -290,10 +308,12 @@ std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFo
             }
             float* out = ctx + (b * n(a.s) + i) * n(a.h) + head * n(a.d);
             std::fill(out, out + a.d, 0.0f);
+            const std::size_t row = (bh * n(a.s) + i) * n(a.s);
             for (std::size_t j = 0; j < n(a.s); ++j) {
               p[j] /= total;
+              const float kept = drop ? p[j] * (*drop)(row + j) : p[j];
               const float* v = base + j * 3 * n(a.h) + 2 * n(a.h) + head * n(a.d);
-              for (std::size_t c = 0; c < n(a.d); ++c) out[c] += p[j] * v[c];
+              for (std::size_t c = 0; c < n(a.d); ++c) out[c] += kept * v[c];
             }
           }
         });
@@ -306,6 +326,7 @@ std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const Paralle
       "attention_backward", 8.0 * static_cast<double>(a.b * a.s * a.s * a.h), [=](auto in, auto o) {
         const float *dctx = f(in[0]), *qkv = f(in[1]), *probs = f(in[2]);
         float* dqkv = f(o[0]);
+        const auto drop = a.mask(a.dropout > 0.0 ? ints(in[3]) : nullptr);
         std::fill(dqkv, dqkv + a.b * a.s * 3 * a.h, 0.0f);
         const float scale = 1.0f / std::sqrt(static_cast<float>(a.d));
         rows(par, a.b * a.heads, [&](std::size_t bh) {
@@ -317,16 +338,18 @@ std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const Paralle
           for (std::size_t i = 0; i < n(a.s); ++i) {
             const float* p = probs + (bh * n(a.s) + i) * n(a.s);
             const float* dout = dctx + (b * n(a.s) + i) * n(a.h) + off;
-            // dV_j += p_ij dout_i ; dp_ij = dout_i . v_j
+            // dV_j += kept_ij dout_i ; dp_ij = m_ij (dout_i . v_j), kept = m p
+            const std::size_t row = (bh * n(a.s) + i) * n(a.s);
             for (std::size_t j = 0; j < n(a.s); ++j) {
+              const float m = drop ? (*drop)(row + j) : 1.0f;
               const float* v = base + j * row3 + 2 * n(a.h) + off;
               float* dv = dbase + j * row3 + 2 * n(a.h) + off;
               float dot = 0;
               for (std::size_t c = 0; c < n(a.d); ++c) {
-                dv[c] += p[j] * dout[c];
+                dv[c] += p[j] * m * dout[c];
                 dot += dout[c] * v[c];
               }
-              dp[j] = dot;
+              dp[j] = dot * m;
             }
             // softmax backward: ds_j = p_j (dp_j - sum_k p_k dp_k), then the 1/sqrt(d) scale
             float weighted = 0;
@@ -554,29 +577,17 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelF
   });
 }
 
-/// Inverted dropout with a counter-based generator: element i of stream
-/// `stream` keeps with probability 1-p from bits of hash(seed, counter,
-/// stream, i), so any thread order and any resume give the same mask.
+/// Inverted dropout (dropout_mask.hpp).
 /// in: X, rng[2] (i32: seed, counter) -> Y, mask (0 or 1/(1-p)).
 std::unique_ptr<Kernel> dropout(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t count = element_count(desc.input_shapes.at(0));
   const double p = std::stod(desc.attr("p", "0"));
   const auto stream = static_cast<std::uint64_t>(desc.int_attr("stream"));
   return std::make_unique<FunctionKernel>("dropout", 0.0, [=](auto in, auto o) {
-    const std::int32_t* rng = ints(in[1]);
-    const std::uint64_t key =
-        (static_cast<std::uint64_t>(static_cast<std::uint32_t>(rng[0])) << 32 |
-         static_cast<std::uint32_t>(rng[1])) ^
-        (stream * 0xd1b54a32d192ed03ull);
-    const auto keep = static_cast<float>(1.0 / (1.0 - p));
-    const auto threshold = static_cast<std::uint64_t>(p * 18446744073709551616.0);
+    const DropoutMask drop(ints(in[1]), stream, p);
     par(count, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) {
-        std::uint64_t z = key + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(i + 1);
-        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-        z ^= z >> 31;
-        const float m = z < threshold ? 0.0f : keep;
+        const float m = drop(static_cast<std::uint64_t>(i));
         f(o[1])[i] = m;
         f(o[0])[i] = f(in[0])[i] * m;
       }

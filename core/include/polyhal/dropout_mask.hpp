@@ -1,0 +1,39 @@
+#pragma once
+/// @file dropout_mask.hpp
+/// The dropout masks of training, shared by every backend so that a CPU run
+/// and a device-model run (and a resumed run) drop the same elements.
+/// Element i of stream `stream` is kept with probability 1-p, decided by a
+/// counter-based hash of (seed, counter, stream, i): no generator state, so
+/// any thread split, any replica and any resume give the same mask, and a
+/// backward pass can regenerate a mask instead of storing it.
+#include <cstdint>
+
+namespace polyhal {
+
+class DropoutMask {
+ public:
+  /// `rng` is the step's i32 pair (seed, counter); `p` in [0, 1).
+  DropoutMask(const std::int32_t* rng, std::uint64_t stream, double p) noexcept
+      : key_((static_cast<std::uint64_t>(static_cast<std::uint32_t>(rng[0])) << 32 |
+              static_cast<std::uint32_t>(rng[1])) ^
+             (stream * 0xd1b54a32d192ed03ull)),
+        threshold_(static_cast<std::uint64_t>(p * 18446744073709551616.0)),
+        keep_(static_cast<float>(1.0 / (1.0 - p))) {}
+
+  /// The multiplier of element i: 0 when dropped, 1/(1-p) when kept
+  /// (inverted dropout: the expectation is unchanged).
+  float operator()(std::uint64_t i) const noexcept {
+    std::uint64_t z = key_ + 0x9e3779b97f4a7c15ull * (i + 1);  // splitmix64
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    z ^= z >> 31;
+    return z < threshold_ ? 0.0f : keep_;
+  }
+
+ private:
+  std::uint64_t key_;
+  std::uint64_t threshold_;
+  float keep_;
+};
+
+}  // namespace polyhal
