@@ -97,14 +97,20 @@ INSTANTIATE_TEST_SUITE_P(GatheredOrEveryRow, GradientGolden, ::testing::Bool());
 
 /// Hidden and attention-probability dropout at different rates, with the
 /// masks the golden script computed from polyhal's generator: the loss and
-/// every gradient match PyTorch, on the CPU kernels and on the reference
-/// kernels a device model runs.
-class DropoutGolden : public ::testing::TestWithParam<const char*> {};
+/// every gradient match PyTorch, on the CPU kernels (AVX-512 masks, and the
+/// portable loop under an AVX2 cap) and on the reference kernels a device
+/// model runs.
+struct DropoutDevice {
+  const char* backend;
+  const char* isa;  // cpu only
+};
+class DropoutGolden : public ::testing::TestWithParam<DropoutDevice> {};
 
 TEST_P(DropoutGolden, LossAndEveryGradientMatchPyTorchWithTheSameMasks) {
   const TrainGolden golden;
   const auto& setting = golden.values.at("dropout.setting").values;  // seed, index, p, p
-  auto device = test::first_device(GetParam());
+  const auto [backend, isa] = GetParam();
+  auto device = isa ? test::first_device(backend, {{"isa", isa}}) : test::first_device(backend);
   BertTraining training(*device, golden.config, golden.shape, OptimizerSettings{}, DType::f32,
                         DropoutSettings{setting[2], setting[3]},
                         static_cast<std::uint64_t>(setting[0]));
@@ -117,7 +123,15 @@ TEST_P(DropoutGolden, LossAndEveryGradientMatchPyTorchWithTheSameMasks) {
   expect_pytorch_step(training, golden, batch, "dropout.", 5e-3);
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuAndReferenceKernels, DropoutGolden, ::testing::Values("cpu", "ipu"));
+INSTANTIATE_TEST_SUITE_P(CpuAndReferenceKernels, DropoutGolden,
+                         ::testing::Values(DropoutDevice{"cpu", "auto"},
+                                           DropoutDevice{"cpu", "avx2"},
+                                           DropoutDevice{"ipu", nullptr}),
+                         [](const auto& test_info) {
+                           return std::string(test_info.param.backend) +
+                                  (test_info.param.isa ? std::string("_") + test_info.param.isa
+                                                       : "");
+                         });
 
 TEST(BertTraining, MoreLabelsThanMaxPredictionsIsRefused) {
   const TrainGolden golden;

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cpu_isa.hpp"
+#include "omp_dropout.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/plugin.hpp"
@@ -114,7 +115,10 @@ double flops_per_cycle(Isa isa, DType type) {
 class CpuDevice final : public Device {
  public:
   CpuDevice(const IsaChoice& choice, dnnl::cpu_isa effective, int threads)
-      : Device(make_properties(choice, effective, threads)), engine_(dnnl::engine::kind::cpu, 0) {
+      : Device(make_properties(choice, effective, threads)),
+        engine_(dnnl::engine::kind::cpu, 0),
+        avx512_(choice.isa == Isa::amx || choice.isa == Isa::avx512_core_bf16 ||
+                choice.isa == Isa::avx512_core) {
     // Portable kernels first, then oneDNN replaces the hot ones.
     const std::vector<DType> types = properties().dtypes;
     register_reference_kernels(registry(), types, MatMulNumerics{}, omp_parallel_for());
@@ -142,11 +146,16 @@ class CpuDevice final : public Device {
       return make_onednn_dense_backward(desc, engine_);
     });
     registry().add("attention_train", DType::f32, [this](const KernelDesc& desc, Device&) {
-      return make_onednn_attention_train(desc, engine_);
+      return make_onednn_attention_train(desc, avx512_, engine_);
     });
     registry().add("attention_backward", DType::f32, [this](const KernelDesc& desc, Device&) {
-      return make_onednn_attention_backward(desc, engine_);
+      return make_onednn_attention_backward(desc, avx512_, engine_);
     });
+    for (const char* op : {"dropout", "dropout_backward"}) {
+      registry().add(op, DType::f32, [this](const KernelDesc& desc, Device&) {
+        return make_omp_dropout(desc, avx512_);
+      });
+    }
     for (const char* op : {"gelu", "gelu_backward"}) {
       registry().add(op, DType::f32, [this](const KernelDesc& desc, Device&) {
         return make_onednn_gelu_train(desc, engine_);
@@ -200,6 +209,7 @@ class CpuDevice final : public Device {
   }
 
   dnnl::engine engine_;
+  bool avx512_;  // the ISA choice allows AVX-512 in our own loops too
 };
 
 class CpuBackend final : public Backend {

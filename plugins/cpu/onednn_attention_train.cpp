@@ -15,6 +15,7 @@
 #include <optional>
 #include <vector>
 
+#include "omp_dropout.hpp"
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/dropout_mask.hpp"
@@ -38,27 +39,32 @@ Gemm batched_product(const KernelDesc& desc, const dnnl::engine& engine,
 /// P * M, the kept probabilities, as a GEMM operand (bf16 scratch or f32).
 class KeptProbabilities {
  public:
-  KeptProbabilities(DType type, std::int64_t count)
+  KeptProbabilities(DType type, std::int64_t count, bool avx512)
       : count_(count),
+        avx512_(avx512),
         f32_(type == DType::bf16 ? 0 : static_cast<std::size_t>(count)),
         bf16_(type == DType::bf16 ? static_cast<std::size_t>(count) : 0) {}
   const void* of(const float* probs, const DropoutMask& mask) {
-    if (!bf16_.empty()) {
-      std::uint16_t* out = bf16_.data();
-#pragma omp parallel for simd schedule(static)
-      for (std::int64_t i = 0; i < count_; ++i)
-        out[i] = detail::bf16_bits_inline(probs[i] * mask(static_cast<std::uint64_t>(i)));
-      return out;
+    constexpr std::int64_t kChunk = 4096;
+    const std::int64_t chunks = (count_ + kChunk - 1) / kChunk;
+    const bool bf16 = !bf16_.empty();
+#pragma omp parallel for schedule(static)
+    for (std::int64_t c = 0; c < chunks; ++c) {
+      const std::int64_t begin = c * kChunk, n = std::min(kChunk, count_ - begin);
+      float kept[kChunk];
+      apply_dropout(mask, static_cast<std::uint64_t>(begin), probs + begin,
+                    bf16 ? kept : f32_.data() + begin, n, avx512_);
+      if (bf16) {
+        for (std::int64_t k = 0; k < n; ++k)
+          bf16_[static_cast<std::size_t>(begin + k)] = detail::bf16_bits_inline(kept[k]);
+      }
     }
-    float* out = f32_.data();
-#pragma omp parallel for simd schedule(static)
-    for (std::int64_t i = 0; i < count_; ++i)
-      out[i] = probs[i] * mask(static_cast<std::uint64_t>(i));
-    return out;
+    return bf16 ? static_cast<const void*>(bf16_.data()) : f32_.data();
   }
 
  private:
   std::int64_t count_;
+  bool avx512_;
   std::vector<float> f32_;
   std::vector<std::uint16_t> bf16_;
 };
@@ -109,7 +115,7 @@ struct Views {
 
 class OneDnnAttentionTrain final : public Kernel {
  public:
-  OneDnnAttentionTrain(const KernelDesc& desc, const dnnl::engine& engine)
+  OneDnnAttentionTrain(const KernelDesc& desc, bool avx512, const dnnl::engine& engine)
       : v_(desc, 0),
         engine_(engine),
         stream_(engine),
@@ -140,7 +146,7 @@ class OneDnnAttentionTrain final : public Kernel {
         probs_mem_(v_.scores(dt::f32), engine, DNNL_MEMORY_NONE),
         qkv_(v_.type, v_.tokens() * 3 * v_.h),
         probs_(v_.type, v_.score_count()),
-        kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0) {}
+        kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0, avx512) {}
 
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
     const auto* qkv = static_cast<const char*>(qkv_.of(in[0].data<float>()));
@@ -185,7 +191,7 @@ class OneDnnAttentionTrain final : public Kernel {
 
 class OneDnnAttentionBackward final : public Kernel {
  public:
-  OneDnnAttentionBackward(const KernelDesc& desc, const dnnl::engine& engine)
+  OneDnnAttentionBackward(const KernelDesc& desc, bool avx512, const dnnl::engine& engine)
       : v_(desc, 1),
         stream_(engine),
         // dV = P^T dctx
@@ -204,7 +210,8 @@ class OneDnnAttentionBackward final : public Kernel {
         dctx_(v_.type, v_.tokens() * v_.h),
         qkv_(v_.type, v_.tokens() * 3 * v_.h),
         probs_(v_.type, v_.score_count()),
-        kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0),
+        kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0, avx512),
+        avx512_(avx512),
         ds_(v_.type, v_.score_count()) {}
 
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
@@ -242,10 +249,7 @@ class OneDnnAttentionBackward final : public Kernel {
     for (std::int64_t r = 0; r < rows; ++r) {
       const float* pr = probs + r * s;
       float* g = dp + r * s;
-      if (mask) {
-        const auto row = static_cast<std::uint64_t>(r * s);
-        for (std::int64_t j = 0; j < s; ++j) g[j] *= (*mask)(row + static_cast<std::uint64_t>(j));
-      }
+      if (mask) apply_dropout(*mask, static_cast<std::uint64_t>(r * s), g, g, s, avx512_);
       double weighted = 0;  // rows of dS sum to 0: keep the cancellation accurate
       for (std::int64_t j = 0; j < s; ++j) weighted += static_cast<double>(pr[j]) * g[j];
       for (std::int64_t j = 0; j < s; ++j)
@@ -258,23 +262,24 @@ class OneDnnAttentionBackward final : public Kernel {
   std::vector<float> dscores_;
   Operand dctx_, qkv_, probs_;
   KeptProbabilities kept_;
+  bool avx512_;
   Operand ds_;
 };
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_onednn_attention_train(const KernelDesc& desc,
+std::unique_ptr<Kernel> make_onednn_attention_train(const KernelDesc& desc, bool avx512,
                                                     const dnnl::engine& engine) {
   if (round_type(desc) == DType::f16)
     throw KernelNotFoundError("cpu: no f16 training; use bf16 or f32");
-  return std::make_unique<OneDnnAttentionTrain>(desc, engine);
+  return std::make_unique<OneDnnAttentionTrain>(desc, avx512, engine);
 }
 
-std::unique_ptr<Kernel> make_onednn_attention_backward(const KernelDesc& desc,
+std::unique_ptr<Kernel> make_onednn_attention_backward(const KernelDesc& desc, bool avx512,
                                                        const dnnl::engine& engine) {
   if (round_type(desc) == DType::f16)
     throw KernelNotFoundError("cpu: no f16 training; use bf16 or f32");
-  return std::make_unique<OneDnnAttentionBackward>(desc, engine);
+  return std::make_unique<OneDnnAttentionBackward>(desc, avx512, engine);
 }
 
 }  // namespace polyhal::cpu

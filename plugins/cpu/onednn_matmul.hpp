@@ -33,9 +33,10 @@ std::unique_ptr<Kernel> make_onednn_dense_backward(const KernelDesc& desc,
                                                    const dnnl::engine& engine);
 
 /// Training attention (train_kernels.hpp "attention_train", "attention_backward").
-std::unique_ptr<Kernel> make_onednn_attention_train(const KernelDesc& desc,
+/// `avx512`: the device's ISA choice allows AVX-512 (for the dropout masks).
+std::unique_ptr<Kernel> make_onednn_attention_train(const KernelDesc& desc, bool avx512,
                                                     const dnnl::engine& engine);
-std::unique_ptr<Kernel> make_onednn_attention_backward(const KernelDesc& desc,
+std::unique_ptr<Kernel> make_onednn_attention_backward(const KernelDesc& desc, bool avx512,
                                                        const dnnl::engine& engine);
 
 /// Training GELU (train_kernels.hpp "gelu", "gelu_backward") through oneDNN eltwise.

@@ -23,12 +23,20 @@ class DropoutMask {
   /// The multiplier of element i: 0 when dropped, 1/(1-p) when kept
   /// (inverted dropout: the expectation is unchanged).
   float operator()(std::uint64_t i) const noexcept {
-    std::uint64_t z = key_ + 0x9e3779b97f4a7c15ull * (i + 1);  // splitmix64
+    return bits(key_, i) < threshold_ ? 0.0f : keep_;
+  }
+
+  /// The parts, for vectorised loops that keep them in registers: element i
+  /// is dropped when bits(key(), i) < threshold(), else multiplied by keep().
+  static constexpr std::uint64_t bits(std::uint64_t key, std::uint64_t i) noexcept {
+    std::uint64_t z = key + 0x9e3779b97f4a7c15ull * (i + 1);  // splitmix64
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    z ^= z >> 31;
-    return z < threshold_ ? 0.0f : keep_;
+    return z ^ (z >> 31);
   }
+  std::uint64_t key() const noexcept { return key_; }
+  std::uint64_t threshold() const noexcept { return threshold_; }
+  float keep() const noexcept { return keep_; }
 
  private:
   std::uint64_t key_;

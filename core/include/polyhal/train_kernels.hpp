@@ -26,8 +26,9 @@
 ///                         nsp_logits[B,2], nsp_labels[B] (i32), loss_scale[1]
 ///                         -> losses[2] (mlm, nsp), dmlm[T,V], dnsp[B,2]
 ///                         (means over counted rows, gradients x loss_scale)
-///   "dropout":            X, rng[2] (i32: seed, counter) -> Y, mask; attrs: p, stream
-///   "dropout_backward":   dY, mask -> dX
+///   "dropout":            X, rng[2] (i32: seed, counter) -> Y; attrs: p, stream
+///   "dropout_backward":   dY, rng[2] -> dX; the forward's attrs: the mask
+///                         (dropout_mask.hpp) is regenerated, never stored
 ///   "sum_of_squares":     X -> [1] sum of X^2 (for the global gradient norm)
 ///   "adamw_update", "lamb_update", "sgd_update":
 ///                         W, grad, m, v, hyper[10] -> W, m, v, grad (in place;

@@ -89,22 +89,22 @@ struct BertTraining::State {
   std::uint64_t seed = 0;
   int dropout_streams = 0;
 
-  /// Y = dropout(X) when dropout is on (returns the slot to use downstream and
-  /// records the mask slot for backward); X itself when off.
-  int dropped(int x, const std::string& name, std::vector<int>& masks) {
+  using Attrs = std::map<std::string, std::string>;
+  /// Y = dropout(X) when dropout is on (returns the slot to use downstream),
+  /// X itself when off. `attrs` receives the op's (p, stream), from which
+  /// backward regenerates the mask: masks are never stored.
+  int dropped(int x, const std::string& name, Attrs& attrs) {
     if (dropout <= 0.0) return x;
     const int y = act(name + " dropped", slots[static_cast<std::size_t>(x)].shape);
-    const int mask_slot = act(name + " dropout mask", slots[static_cast<std::size_t>(x)].shape);
-    fwd("dropout", {x, rng}, {y, mask_slot},
-        {{"p", fmt::format("{:.17g}", dropout)}, {"stream", std::to_string(dropout_streams++)}});
-    masks.push_back(mask_slot);
+    attrs = {{"p", fmt::format("{:.17g}", dropout)}, {"stream", std::to_string(dropout_streams++)}};
+    fwd("dropout", {x, rng}, {y}, attrs);
     return y;
   }
   /// dX = dY * mask when dropout is on; dY itself when off.
-  int undropped(int dy, int mask_slot, const std::string& name) {
+  int undropped(int dy, const Attrs& attrs, const std::string& name) {
     if (dropout <= 0.0) return dy;
     const int dx = act(name, slots[static_cast<std::size_t>(dy)].shape);
-    bwd("dropout_backward", {dy, mask_slot}, {dx});
+    bwd("dropout_backward", {dy, rng}, {dx}, attrs);
     return dx;
   }
 
@@ -198,21 +198,21 @@ struct BertTraining::State {
     fwd("embedding_train", {ids, types, word_w, pos_w, type_w}, {embedded},
         {{"seq", std::to_string(s)}});
     const auto ln0 = layernorm_params("bert.embeddings.LayerNorm");
-    std::vector<int> masks;  // dropout masks in forward order
+
     const int x0_pre = act("x0 pre-dropout", {t, h});
     std::vector<int> xs;
     const int mean0 = act("mean0", {t}), rstd0 = act("rstd0", {t});
     fwd("layernorm_train", {embedded, ln0[0].weight, ln0[1].weight}, {x0_pre, mean0, rstd0},
         {{"eps", eps}});
-    xs.push_back(dropped(x0_pre, "x0", masks));
-    const int embedding_mask = dropout > 0 ? masks.back() : -1;
+    Attrs embedding_dropout;
+    xs.push_back(dropped(x0_pre, "x0", embedding_dropout));
 
     struct LayerSlots {
       int qkv_w, qkv_b, qkv_gw, qkv_gb, o_w, o_gw, o_gb, i_w, i_gw, i_gb, f_w, f_gw, f_gb;
       std::array<Param, 2> ln1, ln2;
       int qkv, ctx, probs, a_out, s1, x1, m1, r1, ip, ia, f_out, s2, m2, r2;
-      int a_mask_index, f_mask_index;                // into `masks` (when dropout is on)
-      std::map<std::string, std::string> attention;  // attrs shared by forward and backward
+      Attrs a_dropout, f_dropout;  // of the output dropouts, when on
+      Attrs attention;             // attrs shared by forward and backward
     };
     std::vector<LayerSlots> layers;
     for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
@@ -271,15 +271,13 @@ struct BertTraining::State {
       fwd("dense", {x, fw, fb}, {L.qkv});
       fwd("attention_train", attention_in, {L.ctx, L.probs}, attention);
       fwd("dense", {L.ctx, o[0].weight, o[1].weight}, {L.a_out});
-      L.a_mask_index = static_cast<int>(masks.size());
-      fwd("add", {dropped(L.a_out, p + "attention out", masks), x}, {L.s1});
+      fwd("add", {dropped(L.a_out, p + "attention out", L.a_dropout), x}, {L.s1});
       fwd("layernorm_train", {L.s1, L.ln1[0].weight, L.ln1[1].weight}, {L.x1, L.m1, L.r1},
           {{"eps", eps}});
       fwd("dense", {L.x1, in[0].weight, in[1].weight}, {L.ip});
       fwd("gelu", {L.ip}, {L.ia});
       fwd("dense", {L.ia, f[0].weight, f[1].weight}, {L.f_out});
-      L.f_mask_index = static_cast<int>(masks.size());
-      fwd("add", {dropped(L.f_out, p + "ffn out", masks), L.x1}, {L.s2});
+      fwd("add", {dropped(L.f_out, p + "ffn out", L.f_dropout), L.x1}, {L.s2});
       fwd("layernorm_train", {L.s2, L.ln2[0].weight, L.ln2[1].weight}, {next, L.m2, L.r2},
           {{"eps", eps}});
       layers.push_back(L);
@@ -353,18 +351,14 @@ struct BertTraining::State {
       const std::string p = fmt::format("bert.encoder.layer.{}.", l);
       bwd("layernorm_backward", {dx, L.s2, L.ln2[0].weight, L.m2, L.r2},
           {ds2, L.ln2[0].grad, L.ln2[1].grad});
-      const int df = dropout > 0 ? undropped(ds2, masks[static_cast<std::size_t>(L.f_mask_index)],
-                                             p + "d ffn out")
-                                 : ds2;
+      const int df = undropped(ds2, L.f_dropout, p + "d ffn out");
       bwd("dense_backward", {df, L.ia, L.f_w}, {dia, L.f_gw, L.f_gb});
       bwd("gelu_backward", {dia, L.ip}, {dip});
       bwd("dense_backward", {dip, L.x1, L.i_w}, {dx1b, L.i_gw, L.i_gb});
       bwd("add", {dx1b, ds2}, {dx1});  // x1 feeds both the FFN and the residual
       bwd("layernorm_backward", {dx1, L.s1, L.ln1[0].weight, L.m1, L.r1},
           {ds1, L.ln1[0].grad, L.ln1[1].grad});
-      const int da = dropout > 0 ? undropped(ds1, masks[static_cast<std::size_t>(L.a_mask_index)],
-                                             p + "d attention out")
-                                 : ds1;
+      const int da = undropped(ds1, L.a_dropout, p + "d attention out");
       bwd("dense_backward", {da, L.ctx, L.o_w}, {dctx, L.o_gw, L.o_gb});
       std::vector<int> attention_in{dctx, L.qkv, L.probs};
       if (attention_dropout > 0.0) attention_in.push_back(rng);
@@ -373,7 +367,7 @@ struct BertTraining::State {
       bwd("add", {dxb, ds1}, {dx});  // the layer input feeds QKV and the residual
     }
     const int demb = act("d embedded", {t, h});
-    const int dx0 = dropout > 0 ? undropped(dx, embedding_mask, "d x0 pre-dropout") : dx;
+    const int dx0 = undropped(dx, embedding_dropout, "d x0 pre-dropout");
     bwd("layernorm_backward", {dx0, embedded, ln0[0].weight, mean0, rstd0},
         {demb, ln0[0].grad, ln0[1].grad});
     bwd("embedding_backward", {demb, ids, types}, {word_g, pos_g, type_g},

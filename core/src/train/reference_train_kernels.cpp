@@ -577,8 +577,9 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelF
   });
 }
 
-/// Inverted dropout (dropout_mask.hpp).
-/// in: X, rng[2] (i32: seed, counter) -> Y, mask (0 or 1/(1-p)).
+/// Inverted dropout (dropout_mask.hpp); "dropout" and "dropout_backward" are
+/// the same product with the same regenerated mask.
+/// in: X (or dY), rng[2] (i32: seed, counter) -> Y = X * mask (or dX).
 std::unique_ptr<Kernel> dropout(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t count = element_count(desc.input_shapes.at(0));
   const double p = std::stod(desc.attr("p", "0"));
@@ -587,19 +588,9 @@ std::unique_ptr<Kernel> dropout(const KernelDesc& desc, const ParallelFor& par) 
     const DropoutMask drop(ints(in[1]), stream, p);
     par(count, [&](std::int64_t begin, std::int64_t end) {
       for (std::int64_t i = begin; i < end; ++i) {
-        const float m = drop(static_cast<std::uint64_t>(i));
-        f(o[1])[i] = m;
-        f(o[0])[i] = f(in[0])[i] * m;
+        f(o[0])[i] = f(in[0])[i] * drop(static_cast<std::uint64_t>(i));
       }
     });
-  });
-}
-
-/// in: dY, mask -> dX = dY * mask.
-std::unique_ptr<Kernel> dropout_backward(const KernelDesc& desc, const ParallelFor& par) {
-  const std::int64_t count = element_count(desc.input_shapes.at(0));
-  return std::make_unique<FunctionKernel>("dropout_backward", 0.0, [=](auto in, auto o) {
-    map2(par, count, f(in[0]), f(in[1]), f(o[0]), [](float dy, float mask) { return dy * mask; });
   });
 }
 
@@ -645,7 +636,7 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
   add("pretraining_loss", pretraining_loss);
   add("sum_of_squares", sum_of_squares);
   add("dropout", dropout);
-  add("dropout_backward", dropout_backward);
+  add("dropout_backward", dropout);
   for (const char* op : {"adamw_update", "lamb_update", "sgd_update"}) add(op, optimizer_update);
 }
 
