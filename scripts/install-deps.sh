@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config file dpkg-dev
   libdnnl-dev libtbb-dev libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  libicu-dev libopenmpi-dev openmpi-bin lintian rpm clang-format
+  libicu-dev libopenmpi-dev openmpi-bin libhdf5-dev lintian rpm clang-format
 )
 missing=()
 for p in "${packages[@]}"; do

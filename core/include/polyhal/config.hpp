@@ -81,6 +81,8 @@ struct DataSection {
   std::uint64_t seed = 0;
   double mask_probability = 0.15;     ///< pretrain: share of tokens masked
   std::int64_t max_predictions = 20;  ///< pretrain: at most this many per sequence
+  std::filesystem::path files;        ///< mlperf_hdf5: a file or a directory of part files
+  bool shuffle = true;                ///< mlperf_hdf5: another sample order each epoch
 };
 
 struct OptimizerSection {

@@ -348,13 +348,15 @@ void read_checkpoint(const YAML::Node& node, ConfigReader& reader, RunConfig& co
 void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
   reader.require_known_keys(node, "data",
                             {"source", "text_file", "vocab", "lower_case", "seed",
-                             "mask_probability", "max_predictions"});
+                             "mask_probability", "max_predictions", "files", "shuffle"});
   auto& d = config.data;
   if (node["source"]) {
     d.source = reader.scalar(node["source"], "data.source");
-    if (d.source != "generated" && d.source != "text" && d.source != "pattern") {
-      reader.fail("data.source",
-                  fmt::format("expected generated, pattern or text, got \"{}\"", d.source));
+    if (d.source != "generated" && d.source != "text" && d.source != "pattern" &&
+        d.source != "mlperf_hdf5") {
+      reader.fail("data.source", fmt::format("expected generated, pattern, mlperf_hdf5 or text, "
+                                             "got \"{}\"",
+                                             d.source));
     }
   }
   if (node["text_file"])
@@ -371,6 +373,12 @@ void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) 
   }
   if (node["max_predictions"]) {
     d.max_predictions = reader.integer(node["max_predictions"], "data.max_predictions", 1);
+  }
+  if (node["files"]) d.files = relative_to(config.file, reader.scalar(node["files"], "data.files"));
+  if (node["shuffle"]) d.shuffle = reader.boolean(node["shuffle"], "data.shuffle");
+  if (d.source == "mlperf_hdf5" && d.files.empty()) {
+    reader.fail("data.files",
+                "required when data.source is mlperf_hdf5 (an .hdf5 file or a directory of them)");
   }
   if (d.source == "text") {
     if (d.text_file.empty()) reader.fail("data.text_file", "required when data.source is text");

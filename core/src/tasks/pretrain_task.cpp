@@ -15,6 +15,7 @@
 #include "polyhal/bert_weights.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/inference_task.hpp"
+#include "polyhal/pretraining_data.hpp"
 
 namespace polyhal {
 namespace {
@@ -199,14 +200,16 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   settings.weight_decay = o.weight_decay;
   settings.momentum = o.momentum;
   settings.max_grad_norm = o.max_grad_norm;
-  // The data never labels more than data.max_predictions positions per
-  // sequence, so the MLM head runs on those rows only.
+  // The data never labels more than max_predictions positions per sequence,
+  // so the MLM head runs on those rows only.
+  const auto data = open_pretraining_data(config, result.config, shape);
+  spdlog::info("data: {}", data->description());
   const auto make_replica = [&] {
     return std::make_unique<BertTraining>(
         device, result.config, shape, settings, precision,
         DropoutSettings{config.model.dropout,
                         config.model.attention_dropout.value_or(config.model.dropout)},
-        config.model.seed, config.data.max_predictions);
+        config.model.seed, data->max_predictions());
   };
   const int local_replicas = across_processes ? 1 : static_cast<int>(config.batch.replicas);
   if (across_processes && config.batch.replicas != 1 &&
@@ -345,8 +348,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
             (static_cast<std::uint64_t>((step - 1) * accumulation + micro)) * replica_count +
             static_cast<std::uint64_t>(comm.rank());
         const auto micro_losses = training.forward_backward(
-            make_pretraining_batch(result.config, shape, config.data, index),
-            static_cast<int>(accumulation), loss_scale);
+            data->batch(index), static_cast<int>(accumulation), loss_scale);
         losses[0] += static_cast<float>(micro_losses.mlm / static_cast<double>(accumulation));
         losses[1] += static_cast<float>(micro_losses.nsp / static_cast<double>(accumulation));
       }

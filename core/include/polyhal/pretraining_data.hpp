@@ -1,0 +1,43 @@
+#pragma once
+/// @file pretraining_data.hpp
+/// Where pre-training micro-batches come from (`data.source`): generated
+/// tokens, a learnable pattern, or MLPerf BERT HDF5 files. Every source is a
+/// function of the micro-batch index, so a resumed run, and every replica,
+/// sees exactly the batches of an uninterrupted single run.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "polyhal/bert_config.hpp"
+#include "polyhal/bert_training.hpp"
+#include "polyhal/config.hpp"
+
+namespace polyhal {
+
+class PretrainingData {
+ public:
+  virtual ~PretrainingData();
+  /// Micro-batch number `index` of the stream. Safe to call from several
+  /// replica threads at once.
+  virtual TrainingBatch batch(std::uint64_t index) const = 0;
+  /// The most labelled positions any sequence can have (sizes the MLM
+  /// head's gather: BertTraining's max_predictions).
+  virtual std::int64_t max_predictions() const = 0;
+  /// One line for the log: what is read, how many samples.
+  virtual std::string description() const = 0;
+};
+
+/// The source `config.data` names, for micro-batches of `shape` on `model`.
+/// Throws ConfigError naming the key (file:line) and the data file when the
+/// data does not fit the model (sequence length, vocabulary).
+std::unique_ptr<PretrainingData> open_pretraining_data(const RunConfig& config,
+                                                       const BertConfig& model, BertShape shape);
+
+/// The sample at stream position `position` of a data set of `size` samples:
+/// epoch = position / size; in order when `shuffle` is false, otherwise a
+/// pseudo-random permutation of the epoch keyed by (seed, epoch): a Feistel
+/// network with cycle walking, so every sample comes once per epoch, in
+/// another order each epoch, without a table of `size` entries.
+std::int64_t sample_at(std::uint64_t position, std::int64_t size, std::uint64_t seed, bool shuffle);
+
+}  // namespace polyhal

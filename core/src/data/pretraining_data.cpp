@@ -1,0 +1,163 @@
+#include "polyhal/pretraining_data.hpp"
+
+#include <fmt/format.h>
+
+#include <utility>
+
+#include "polyhal/error.hpp"
+#include "polyhal/mlperf_hdf5.hpp"
+#include "polyhal/pretrain_task.hpp"
+
+namespace polyhal {
+namespace {
+
+std::uint64_t mix(std::uint64_t z) {  // splitmix64's finaliser
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/// "generated" and "pattern": make_pretraining_batch.
+class SyntheticData final : public PretrainingData {
+ public:
+  SyntheticData(const BertConfig& model, BertShape shape, DataSection data)
+      : model_(model), shape_(shape), data_(std::move(data)) {}
+  TrainingBatch batch(std::uint64_t index) const override {
+    return make_pretraining_batch(model_, shape_, data_, index);
+  }
+  std::int64_t max_predictions() const override { return data_.max_predictions; }
+  std::string description() const override {
+    return fmt::format("{} data (seed {}, {} predictions per sequence)", data_.source, data_.seed,
+                       data_.max_predictions);
+  }
+
+ private:
+  BertConfig model_;
+  BertShape shape_;
+  DataSection data_;
+};
+
+/// The reader of data.files; its errors (which name the data file) are
+/// prefixed with where data.files was set.
+MlperfHdf5Reader open_reader(const RunConfig& config) {
+  try {
+    return MlperfHdf5Reader(config.data.files);
+  } catch (const ConfigError& e) {
+    throw ConfigError(
+        fmt::format("{}: key 'data.files': {}", config.locate("data.files"), e.what()));
+  }
+}
+
+class MlperfData final : public PretrainingData {
+ public:
+  MlperfData(const RunConfig& config, const BertConfig& model, BertShape shape)
+      : reader_(open_reader(config)),
+        vocab_(model.vocab_size),
+        shape_(shape),
+        seed_(config.data.seed),
+        shuffle_(config.data.shuffle),
+        where_(config.locate("data.files")) {
+    if (reader_.seq_len() != shape.seq) {
+      throw ConfigError(fmt::format(
+          "{}: key 'data.files': {} holds sequences of {} tokens, but model.seq_len is {} "
+          "(phase 1 data is seq 128, phase 2 seq 512: use the files of this phase)",
+          where_, reader_.files().front().string(), reader_.seq_len(), shape.seq));
+    }
+  }
+
+  TrainingBatch batch(std::uint64_t index) const override {
+    TrainingBatch out;
+    out.index = index;
+    const auto seq = static_cast<std::size_t>(shape_.seq);
+    for (std::int64_t b = 0; b < shape_.batch; ++b) {
+      const auto position =
+          index * static_cast<std::uint64_t>(shape_.batch) + static_cast<std::uint64_t>(b);
+      const MlperfSample s = reader_.sample(sample_at(position, reader_.size(), seed_, shuffle_));
+      for (const std::int32_t id : s.input_ids) {
+        if (id < 0 || id >= vocab_) {
+          throw ConfigError(fmt::format(
+              "{} (row {}): token id {} outside the model's vocabulary of {} (data tokenised "
+              "with another vocab.txt?)",
+              s.file.string(), s.row, id, vocab_));
+        }
+      }
+      std::vector<std::int32_t> labels(seq, -100);
+      for (std::size_t k = 0; k < s.masked_lm_positions.size(); ++k) {
+        const std::int32_t p = s.masked_lm_positions[k];
+        if (p == 0) continue;  // padding: position 0 is [CLS], never masked
+        if (p < 0 || static_cast<std::size_t>(p) >= seq) {
+          throw ConfigError(
+              fmt::format("{} (row {}): masked_lm_positions[{}] = {} outside the "
+                          "sequence of {}",
+                          s.file.string(), s.row, k, p, seq));
+        }
+        labels[static_cast<std::size_t>(p)] = s.masked_lm_ids[k];
+      }
+      auto append = [](std::vector<std::int32_t>& to, const std::vector<std::int32_t>& from) {
+        to.insert(to.end(), from.begin(), from.end());
+      };
+      append(out.inputs.input_ids, s.input_ids);
+      append(out.inputs.token_type_ids, s.segment_ids);
+      append(out.inputs.attention_mask, s.input_mask);
+      append(out.mlm_labels, labels);
+      out.nsp_labels.push_back(s.next_sentence_label);
+    }
+    return out;
+  }
+  std::int64_t max_predictions() const override { return reader_.max_predictions(); }
+  std::string description() const override {
+    return fmt::format("MLPerf HDF5: {} samples of seq {} ({} predictions) in {} file(s), {}",
+                       reader_.size(), reader_.seq_len(), reader_.max_predictions(),
+                       reader_.files().size(),
+                       shuffle_ ? fmt::format("shuffled per epoch (seed {})", seed_) : "in order");
+  }
+
+ private:
+  MlperfHdf5Reader reader_;
+  std::int64_t vocab_;
+  BertShape shape_;
+  std::uint64_t seed_;
+  bool shuffle_;
+  std::string where_;
+};
+
+}  // namespace
+
+PretrainingData::~PretrainingData() = default;
+
+std::int64_t sample_at(std::uint64_t position, std::int64_t size, std::uint64_t seed,
+                       bool shuffle) {
+  const auto n = static_cast<std::uint64_t>(size);
+  const std::uint64_t epoch = position / n, j = position % n;
+  if (!shuffle || n == 1) return static_cast<std::int64_t>(j);
+  // A 4-round Feistel network is a bijection on [0, 4^half); walking the
+  // cycle until the value falls below n makes it one on [0, n).
+  unsigned bits = 1;
+  while ((std::uint64_t{1} << bits) < n) ++bits;
+  const unsigned half = (bits + 1) / 2;
+  const std::uint64_t mask = (std::uint64_t{1} << half) - 1;
+  const std::uint64_t key = mix(seed * 0x9e3779b97f4a7c15ull + epoch + 1);
+  std::uint64_t x = j;
+  do {
+    std::uint64_t left = x >> half, right = x & mask;
+    for (std::uint64_t round = 0; round < 4; ++round) {
+      const std::uint64_t f = mix(key ^ (round << 56) ^ right) & mask;
+      left = std::exchange(right, left ^ f);
+    }
+    x = left << half | right;
+  } while (x >= n);
+  return static_cast<std::int64_t>(x);
+}
+
+std::unique_ptr<PretrainingData> open_pretraining_data(const RunConfig& config,
+                                                       const BertConfig& model, BertShape shape) {
+  if (config.data.source == "mlperf_hdf5")
+    return std::make_unique<MlperfData>(config, model, shape);
+  if (config.data.source == "generated" || config.data.source == "pattern")
+    return std::make_unique<SyntheticData>(model, shape, config.data);
+  throw ConfigError(fmt::format(
+      "{}: key 'data.source': pre-training reads generated, pattern or mlperf_hdf5, not \"{}\"",
+      config.locate("data.source"), config.data.source));
+}
+
+}  // namespace polyhal

@@ -1,0 +1,69 @@
+#!/usr/bin/python3
+"""Small files in the MLPerf BERT pre-training HDF5 layout (as the MLPerf
+reference's create_pretraining_data.py / chop_hdf5_files.py write them, with
+h5py, the library those scripts use), for polyhal's reader tests.
+
+Run from the repository root:  /usr/bin/python3 tests/data/mlperf/make_mlperf_hdf5.py
+(needs python3-h5py). Sample g of the set (g = 0..7 across both part files):
+  length L = 10 + g % 6; input_ids[p] = 5 + (7 g + p) % 50 for p < L, 0 after
+  input_mask[p] = 1 for p < L; segment_ids[p] = 1 for L // 2 <= p < L
+  masked_lm_positions = [1, 3] (g even) or [2] (g odd), padded with 0 to 4
+  masked_lm_ids = input_ids at those positions + 1, padded with 0
+  next_sentence_labels = g % 2
+"""
+import os
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SEQ, PREDICTIONS = 16, 4
+
+
+def samples(first, count, seq=SEQ):
+    ids = np.zeros((count, seq), np.int64)
+    mask = np.zeros((count, seq), np.int64)
+    segments = np.zeros((count, seq), np.int64)
+    positions = np.zeros((count, PREDICTIONS), np.int64)
+    labels = np.zeros((count, PREDICTIONS), np.int64)
+    nsp = np.zeros((count,), np.int64)
+    for row in range(count):
+        g = first + row
+        length = 10 + g % 6
+        for p in range(length):
+            ids[row, p] = 5 + (7 * g + p) % 50
+            mask[row, p] = 1
+            segments[row, p] = 1 if p >= length // 2 else 0
+        chosen = [1, 3] if g % 2 == 0 else [2]
+        for k, p in enumerate(chosen):
+            positions[row, k] = p
+            labels[row, k] = ids[row, p] + 1
+        nsp[row] = g % 2
+    return ids, mask, segments, positions, labels, nsp
+
+
+def write(path, data, id_type, compression, skip=()):
+    names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+             "next_sentence_labels")
+    types = (id_type, "i1", "i1", id_type, id_type, "i1")
+    with h5py.File(path, "w") as f:
+        for name, values, dtype in zip(names, data, types):
+            if name not in skip:
+                f.create_dataset(name, data=values, dtype=dtype, compression=compression)
+
+
+def main():
+    # The chop_hdf5_files.py layout (i4 ids, gzip) and the NVIDIA one (i2 ids, uncompressed).
+    write(os.path.join(HERE, "part-00000-of-00002.hdf5"), samples(0, 5), "i4", "gzip")
+    write(os.path.join(HERE, "part-00001-of-00002.hdf5"), samples(5, 3), "i2", None)
+    bad = os.path.join(HERE, "bad")
+    os.makedirs(bad, exist_ok=True)
+    write(os.path.join(bad, "seq32.hdf5"), samples(0, 2, seq=32), "i4", None)
+    write(os.path.join(bad, "no_labels.hdf5"), samples(0, 2), "i4", None, skip=("masked_lm_ids",))
+    with open(os.path.join(bad, "not_hdf5.hdf5"), "wb") as f:
+        f.write(b"this is not an HDF5 file\n" * 4)
+    print("wrote", HERE)
+
+
+if __name__ == "__main__":
+    main()
