@@ -1,6 +1,6 @@
 // MLPerf BERT HDF5 reader on the HDF5 C library. Every HDF5 handle is owned
 // by a Handle (closed on scope exit); HDF5's own error printing is switched
-// off around each call (H5E_BEGIN_TRY) so that a bad file gives one message
+// off around each call (quietly) so that a bad file gives one message
 // of ours that names the file and the dataset.
 #include "polyhal/mlperf_hdf5.hpp"
 
@@ -18,6 +18,18 @@
 namespace polyhal {
 namespace {
 
+/// f() with HDF5's automatic error printing off: failures come back as a
+/// negative id or status, and become one message of ours.
+template <typename F>
+auto quietly(F f) {
+  decltype(f()) result{};
+  H5E_BEGIN_TRY {
+    result = f();
+  }
+  H5E_END_TRY;
+  return result;
+}
+
 class Handle {
  public:
   using Closer = herr_t (*)(hid_t);
@@ -32,12 +44,7 @@ class Handle {
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
   ~Handle() {
-    if (id_ >= 0) {
-      H5E_BEGIN_TRY {
-        closer_(id_);
-      }
-      H5E_END_TRY;
-    }
+    if (id_ >= 0) quietly([this] { return closer_(id_); });
   }
   hid_t get() const noexcept { return id_; }
   bool valid() const noexcept { return id_ >= 0; }
@@ -52,11 +59,7 @@ constexpr std::array<const char*, 6> kDatasets{"input_ids",     "input_mask",
                                                "masked_lm_ids", "next_sentence_labels"};
 
 Handle open_file(const std::filesystem::path& path) {
-  hid_t id = H5I_INVALID_HID;
-  H5E_BEGIN_TRY {
-    id = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  }
-  H5E_END_TRY;
+  const hid_t id = quietly([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); });
   if (id < 0) {
     throw ConfigError(fmt::format(
         "{}: cannot open as HDF5 (missing, unreadable, or not an HDF5 file)", path.string()));
@@ -65,11 +68,7 @@ Handle open_file(const std::filesystem::path& path) {
 }
 
 Handle open_dataset(const Handle& file, const std::filesystem::path& path, const char* name) {
-  hid_t id = H5I_INVALID_HID;
-  H5E_BEGIN_TRY {
-    id = H5Dopen2(file.get(), name, H5P_DEFAULT);
-  }
-  H5E_END_TRY;
+  const hid_t id = quietly([&] { return H5Dopen2(file.get(), name, H5P_DEFAULT); });
   if (id < 0) {
     throw ConfigError(fmt::format(
         "{}: no dataset '{}': not MLPerf BERT pre-training data (expected input_ids, "
@@ -173,15 +172,12 @@ struct MlperfHdf5Reader::Impl {
     const std::array<hsize_t, 2> count{1, std::max<hsize_t>(columns, 1)};
     const hsize_t elements = std::max<std::size_t>(columns, 1);
     const Handle memory(H5Screate_simple(1, &elements, nullptr), H5Sclose);
-    herr_t status = -1;
-    H5E_BEGIN_TRY {
-      if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
-                              nullptr) >= 0) {
-        status =
-            H5Dread(dataset.get(), H5T_NATIVE_INT32, memory.get(), space.get(), H5P_DEFAULT, out);
-      }
-    }
-    H5E_END_TRY;
+    const herr_t status = quietly([&] {
+      const herr_t selected = H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(),
+                                                  nullptr, count.data(), nullptr);
+      if (selected < 0) return selected;
+      return H5Dread(dataset.get(), H5T_NATIVE_INT32, memory.get(), space.get(), H5P_DEFAULT, out);
+    });
     if (status < 0) {
       throw ConfigError(fmt::format("{}: cannot read row {} of dataset '{}' (corrupt file?)",
                                     path.string(), row, name));
