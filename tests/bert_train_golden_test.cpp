@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "polyhal/bert_training.hpp"
 #include "polyhal/bert_weights.hpp"
@@ -252,6 +254,57 @@ TEST(BertTraining, DropoutMasksAreKeyedBySeedAndBatchIndex) {
   EXPECT_EQ(a.at("bert.pooler.dense.weight").values, b.at("bert.pooler.dense.weight").values);
   EXPECT_NE(a_loss, c_loss) << "another batch index draws other masks";
 }
+
+}  // namespace
+}  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+/// ||got - want|| / ||want|| over one tensor.
+double relative_l2(const std::vector<float>& got, const std::vector<float>& want) {
+  double diff = 0, norm = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    diff += (static_cast<double>(got[i]) - want[i]) * (static_cast<double>(got[i]) - want[i]);
+    norm += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(diff / std::max(norm, 1e-30));
+}
+
+/// bf16 mixed precision (f32 master weights, bf16 operands and activations,
+/// f32 accumulation) against PyTorch's f32 step: the loss and every gradient
+/// within bf16's precision, on the CPU's oneDNN kernels and on the Gaudi
+/// model's reference kernels.
+class Bf16Step : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Bf16Step, LossAndGradientsStayWithinBf16OfPyTorchF32) {
+  const TrainGolden golden;
+  auto device = test::first_device(GetParam());
+  BertTraining training(*device, golden.config, golden.shape, OptimizerSettings{}, DType::bf16);
+  training.load_weights(golden.weights);
+  const auto losses = training.forward_backward(golden.batch());
+  const auto& want = golden.values.at("loss").values;
+  EXPECT_NEAR(losses.mlm, want[0], 1e-2 * want[0]);
+  EXPECT_NEAR(losses.nsp, want[1], 1e-2 * want[1]);
+  // Measured (CPU and Gaudi model alike): mean 1.3% over the tensors, worst
+  // 6-8% on the query/key weights, whose gradients come through the softmax
+  // derivative and cancel most. The key bias's gradient is mathematically 0
+  // (softmax ignores a shift of all scores): noise on both sides, skipped.
+  double worst = 0, total = 0;
+  int compared = 0;
+  std::string worst_name;
+  for (const auto& [name, grad] : training.gradients()) {
+    if (name.find("attention.self.key.bias") != std::string::npos) continue;
+    const double error = relative_l2(grad.values, golden.values.at("grad." + name).values);
+    if (std::getenv("POLYHAL_PRINT_ERRORS")) std::printf("%-60s %.4f\n", name.c_str(), error);
+    if (error > worst) worst = error, worst_name = name;
+    total += error, ++compared;
+  }
+  EXPECT_LT(worst, 0.12) << worst_name;
+  EXPECT_LT(total / compared, 0.025);
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuAndReference, Bf16Step, ::testing::Values("cpu", "gaudi"));
 
 }  // namespace
 }  // namespace polyhal
