@@ -23,7 +23,8 @@ commands:
             [--compile-only] [--metrics-out FILE]  run the workload a config describes
   validate  --config FILE [--set key.path=value]...  check a config, run nothing
 
-exit codes: 0 ok, 1 failure while running, 2 bad usage or config, 3 plugin or device unavailable
+exit codes: 0 ok, 1 failure while running, 2 bad usage or config, 3 plugin or device unavailable,
+            4 a replica was lost (an MPI rank died or a collective timed out)
 )";
 
 std::filesystem::path executable_dir() {

@@ -9,6 +9,7 @@
 
 #include "cpu_isa.hpp"
 #include "omp_dropout.hpp"
+#include "omp_norm_train.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/plugin.hpp"
@@ -151,6 +152,13 @@ class CpuDevice final : public Device {
     registry().add("attention_backward", DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_attention_backward(desc, avx512_, engine_);
     });
+    registry().add("layernorm_train", DType::f32,
+                   [](const KernelDesc& desc, Device&) { return make_omp_layernorm_train(desc); });
+    registry().add("layernorm_backward", DType::f32, [](const KernelDesc& desc, Device&) {
+      return make_omp_layernorm_backward(desc);
+    });
+    registry().add("add", DType::f32,
+                   [](const KernelDesc& desc, Device&) { return make_omp_add(desc); });
     for (const char* op : {"dropout", "dropout_backward"}) {
       registry().add(op, DType::f32, [this](const KernelDesc& desc, Device&) {
         return make_omp_dropout(desc, avx512_);
