@@ -41,6 +41,14 @@ std::map<std::int64_t, std::pair<double, double>> step_losses(
   return out;
 }
 
+/// Mean MLM loss of steps `from`..`to` (inclusive).
+double mean_mlm_loss(const std::map<std::int64_t, std::pair<double, double>>& losses,
+                     std::int64_t from, std::int64_t to) {
+  double sum = 0;
+  for (std::int64_t s = from; s <= to; ++s) sum += losses.at(s).second;
+  return sum / static_cast<double>(to - from + 1);
+}
+
 TEST(Pretrain, MlmLossFallsByAtLeast1Point5In60StepsOnLearnableData) {
   test::TempDir dir;
   const auto metrics = dir.path() / "m.jsonl";
@@ -49,9 +57,7 @@ TEST(Pretrain, MlmLossFallsByAtLeast1Point5In60StepsOnLearnableData) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto losses = step_losses(metrics);
   ASSERT_EQ(losses.size(), 60u);
-  double first = 0, last = 0;
-  for (std::int64_t s = 1; s <= 5; ++s) first += losses.at(s).second / 5;
-  for (std::int64_t s = 56; s <= 60; ++s) last += losses.at(s).second / 5;
+  const double first = mean_mlm_loss(losses, 1, 5), last = mean_mlm_loss(losses, 56, 60);
   EXPECT_LT(last, first - 1.5) << "mean MLM loss of steps 1-5 " << first << ", of steps 56-60 "
                                << last;
   EXPECT_NE(r.output.find("step 60/60"), std::string::npos) << r.output;
@@ -296,9 +302,7 @@ TEST(PretrainMixedPrecision, Bf16OnTheCpuLearnsLikeF32) {
                              " --set model.precision=bf16 --metrics-out " + metrics.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto losses = step_losses(metrics);
-  double first = 0, last = 0;
-  for (std::int64_t s = 1; s <= 5; ++s) first += losses.at(s).second / 5;
-  for (std::int64_t s = 56; s <= 60; ++s) last += losses.at(s).second / 5;
+  const double first = mean_mlm_loss(losses, 1, 5), last = mean_mlm_loss(losses, 56, 60);
   EXPECT_LT(last, first - 1.5) << first << " -> " << last;
 }
 
@@ -310,9 +314,7 @@ TEST(PretrainMixedPrecision, Bf16OnGaudiTrainsAndBf16OnIpuIsRefused) {
                              metrics.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   const auto losses = step_losses(metrics);
-  double first = 0, last = 0;
-  for (std::int64_t s = 1; s <= 5; ++s) first += losses.at(s).second / 5;
-  for (std::int64_t s = 36; s <= 40; ++s) last += losses.at(s).second / 5;
+  const double first = mean_mlm_loss(losses, 1, 5), last = mean_mlm_loss(losses, 36, 40);
   EXPECT_LT(last, first - 0.3) << first << " -> " << last;
   r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 2\n") +
                         " --backend ipu --set model.precision=bf16");
