@@ -36,7 +36,9 @@
 ///                         hyper = lr, beta1, beta2, eps, weight_decay, step,
 ///                         decay? (0/1), trust ratio? (0/1), grad_scale, momentum
 /// Mixed precision: attr round_to = bf16 | f16 makes an op hold its f32
-/// outputs (and dense's weights) at that precision, f32 math inside.
+/// activation outputs (and dense's weights) at that precision, f32 math
+/// inside. Accumulated gradients ("+="), LayerNorm's mean and rstd, the
+/// losses and the sum of squares stay f32.
 #include "polyhal/kernel.hpp"
 #include "polyhal/parallel.hpp"
 

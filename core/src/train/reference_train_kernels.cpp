@@ -3,6 +3,7 @@
 // Contracts are listed in polyhal/train_kernels.hpp. Weights are run inputs
 // here, not constants: they change every step.
 #include <fmt/format.h>
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -46,17 +47,25 @@ class FunctionKernel final : public Kernel {
   Body body_;
 };
 
-/// Mixed precision on the reference kernels: every f32 output is rounded to
-/// `type` after the op (f32 math inside, values representable in bf16/f16
-/// outside), which is what a bf16/f16 device with f32 accumulation stores.
+/// Mixed precision on the reference kernels: every f32 activation output is
+/// rounded to `type` after the op (f32 math inside, values representable in
+/// bf16/f16 outside), which is what a bf16/f16 device with f32 accumulation
+/// stores. Outputs in `kept_f32` stay f32 (see kept_f32_outputs).
 class RoundedOutputs final : public Kernel {
  public:
-  RoundedOutputs(std::unique_ptr<Kernel> inner, DType type, ParallelFor parallel)
-      : inner_(std::move(inner)), type_(type), parallel_(std::move(parallel)) {}
+  RoundedOutputs(std::unique_ptr<Kernel> inner, DType type, ParallelFor parallel,
+                 std::vector<std::size_t> kept_f32)
+      : inner_(std::move(inner)),
+        type_(type),
+        parallel_(std::move(parallel)),
+        kept_f32_(std::move(kept_f32)) {}
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     inner_->run(inputs, outputs);
-    for (const auto& t : outputs) {
-      if (t.dtype != DType::f32) continue;
+    for (std::size_t o = 0; o < outputs.size(); ++o) {
+      const Tensor& t = outputs[o];
+      if (t.dtype != DType::f32 ||
+          std::find(kept_f32_.begin(), kept_f32_.end(), o) != kept_f32_.end())
+        continue;
       float* v = t.data<float>();
       parallel_(t.numel(), [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) v[i] = round_through(type_, v[i]);
@@ -72,7 +81,20 @@ class RoundedOutputs final : public Kernel {
   std::unique_ptr<Kernel> inner_;
   DType type_;
   ParallelFor parallel_;
+  std::vector<std::size_t> kept_f32_;
 };
+
+/// The outputs of `op` that mixed precision keeps in f32, as bf16/f16
+/// devices and frameworks do: gradients that accumulate across micro-batches
+/// ("+=": rounding them each micro-batch would lose every increment below
+/// 1/256 of the sum), LayerNorm statistics, losses and the gradient norm.
+std::vector<std::size_t> kept_f32_outputs(const std::string& op) {
+  if (op == "dense_backward" || op == "layernorm_backward" || op == "layernorm_train")
+    return {1, 2};
+  if (op == "embedding_backward") return {0, 1, 2};
+  if (op == "take_rows_backward" || op == "pretraining_loss" || op == "sum_of_squares") return {0};
+  return {};
+}
 
 float* f(const Tensor& t) {
   return t.data<float>();
@@ -617,7 +639,8 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
                  [make, parallel](const KernelDesc& d, Device&) -> std::unique_ptr<Kernel> {
                    const DType type = round_type(d);
                    if (type == DType::f32) return make(d, parallel);
-                   return std::make_unique<RoundedOutputs>(make(d, parallel), type, parallel);
+                   return std::make_unique<RoundedOutputs>(make(d, parallel), type, parallel,
+                                                           kept_f32_outputs(d.op));
                  });
   };
   add("dense", dense);
