@@ -47,25 +47,48 @@ class FunctionKernel final : public Kernel {
   Body body_;
 };
 
+/// How mixed precision treats each output of an op (see output_precision).
+struct OutputPrecision {
+  std::vector<std::size_t> accumulated;  // "+=": this op's contribution rounded, the sum f32
+  std::vector<std::size_t> kept_f32;     // statistics, losses, norms
+};
+
+bool listed(const std::vector<std::size_t>& list, std::size_t o) {
+  return std::find(list.begin(), list.end(), o) != list.end();
+}
+
 /// Mixed precision on the reference kernels: every f32 activation output is
 /// rounded to `type` after the op (f32 math inside, values representable in
 /// bf16/f16 outside), which is what a bf16/f16 device with f32 accumulation
-/// stores. Outputs in `kept_f32` stay f32 (see kept_f32_outputs).
+/// stores; accumulated outputs get this op's contribution rounded (where an
+/// f16 overflow shows) and added to an f32 sum; kept outputs stay f32.
 class RoundedOutputs final : public Kernel {
  public:
   RoundedOutputs(std::unique_ptr<Kernel> inner, DType type, ParallelFor parallel,
-                 std::vector<std::size_t> kept_f32)
+                 OutputPrecision precision)
       : inner_(std::move(inner)),
         type_(type),
         parallel_(std::move(parallel)),
-        kept_f32_(std::move(kept_f32)) {}
+        precision_(std::move(precision)) {}
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
+    std::vector<std::vector<float>> before(outputs.size());
+    for (std::size_t o : precision_.accumulated) {  // the op accumulates into zeros:
+      float* v = outputs[o].data<float>();          // its own contribution, exactly
+      before[o].assign(v, v + outputs[o].numel());
+      std::fill(v, v + outputs[o].numel(), 0.0f);
+    }
     inner_->run(inputs, outputs);
     for (std::size_t o = 0; o < outputs.size(); ++o) {
       const Tensor& t = outputs[o];
-      if (t.dtype != DType::f32 ||
-          std::find(kept_f32_.begin(), kept_f32_.end(), o) != kept_f32_.end())
+      if (t.dtype != DType::f32 || listed(precision_.kept_f32, o)) continue;
+      if (listed(precision_.accumulated, o)) {
+        float* v = t.data<float>();
+        const float* old = before[o].data();
+        parallel_(t.numel(), [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t i = begin; i < end; ++i) v[i] = old[i] + round_through(type_, v[i]);
+        });
         continue;
+      }
       float* v = t.data<float>();
       parallel_(t.numel(), [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) v[i] = round_through(type_, v[i]);
@@ -81,18 +104,21 @@ class RoundedOutputs final : public Kernel {
   std::unique_ptr<Kernel> inner_;
   DType type_;
   ParallelFor parallel_;
-  std::vector<std::size_t> kept_f32_;
+  OutputPrecision precision_;
 };
 
-/// The outputs of `op` that mixed precision keeps in f32, as bf16/f16
-/// devices and frameworks do: gradients that accumulate across micro-batches
-/// ("+=": rounding them each micro-batch would lose every increment below
-/// 1/256 of the sum), LayerNorm statistics, losses and the gradient norm.
-std::vector<std::size_t> kept_f32_outputs(const std::string& op) {
-  if (op == "dense_backward" || op == "layernorm_backward" || op == "layernorm_train")
-    return {1, 2};
-  if (op == "embedding_backward") return {0, 1, 2};
-  if (op == "take_rows_backward" || op == "pretraining_loss" || op == "sum_of_squares") return {0};
+/// As bf16/f16 devices and frameworks do: gradients that accumulate across
+/// micro-batches ("+=") sum in f32 (rounding the sum each micro-batch would
+/// lose every increment below 1/256 of it) while each micro-batch's
+/// contribution is computed at the low precision (so an f16 overflow still
+/// shows as inf for loss scaling); LayerNorm statistics, losses and the
+/// gradient norm stay f32.
+OutputPrecision output_precision(const std::string& op) {
+  if (op == "dense_backward" || op == "layernorm_backward") return {{1, 2}, {}};
+  if (op == "embedding_backward") return {{0, 1, 2}, {}};
+  if (op == "take_rows_backward") return {{0}, {}};
+  if (op == "layernorm_train") return {{}, {1, 2}};
+  if (op == "pretraining_loss" || op == "sum_of_squares") return {{}, {0}};
   return {};
 }
 
@@ -640,7 +666,7 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
                    const DType type = round_type(d);
                    if (type == DType::f32) return make(d, parallel);
                    return std::make_unique<RoundedOutputs>(make(d, parallel), type, parallel,
-                                                           kept_f32_outputs(d.op));
+                                                           output_precision(d.op));
                  });
   };
   add("dense", dense);
