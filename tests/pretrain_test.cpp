@@ -49,15 +49,33 @@ double mean_mlm_loss(const std::map<std::int64_t, std::pair<double, double>>& lo
   return sum / static_cast<double>(to - from + 1);
 }
 
+/// A run of `steps` steps on the learnable pattern data with extra launcher
+/// `options`: its output and mean MLM loss over the first and last 5 steps.
+struct LearningRun {
+  test::CommandResult result;
+  std::size_t steps_logged = 0;
+  double first = 0, last = 0;
+};
+LearningRun learn(const test::TempDir& dir, std::int64_t steps, const std::string& options) {
+  const auto metrics = dir.path() / "m.jsonl";
+  LearningRun run{test::run_polyhal("run --config " +
+                                    pretrain_config(dir, fmt::format("steps: {}\n", steps)) +
+                                    options + " --metrics-out " + metrics.string())};
+  if (run.result.exit_code != 0) return run;
+  const auto losses = step_losses(metrics);
+  run.steps_logged = losses.size();
+  run.first = mean_mlm_loss(losses, 1, 5);
+  run.last = mean_mlm_loss(losses, steps - 4, steps);
+  return run;
+}
+
 TEST(Pretrain, MlmLossFallsByAtLeast1Point5In60StepsOnLearnableData) {
   test::TempDir dir;
-  const auto metrics = dir.path() / "m.jsonl";
-  auto r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 60\n") +
-                             " --metrics-out " + metrics.string());
+  const auto run = learn(dir, 60, "");
+  const auto& r = run.result;
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto losses = step_losses(metrics);
-  ASSERT_EQ(losses.size(), 60u);
-  const double first = mean_mlm_loss(losses, 1, 5), last = mean_mlm_loss(losses, 56, 60);
+  ASSERT_EQ(run.steps_logged, 60u);
+  const double first = run.first, last = run.last;
   EXPECT_LT(last, first - 1.5) << "mean MLM loss of steps 1-5 " << first << ", of steps 56-60 "
                                << last;
   EXPECT_NE(r.output.find("step 60/60"), std::string::npos) << r.output;
@@ -297,27 +315,19 @@ TEST(PretrainMixedPrecision, Bf16OnTheCpuLearnsLikeF32) {
   // activations over f32 master weights must learn the pattern data about as
   // well as f32 does (f32 drops the MLM loss by 2.5-3 in 60 steps).
   test::TempDir dir;
-  const auto metrics = dir.path() / "m.jsonl";
-  auto r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 60\n") +
-                             " --set model.precision=bf16 --metrics-out " + metrics.string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto losses = step_losses(metrics);
-  const double first = mean_mlm_loss(losses, 1, 5), last = mean_mlm_loss(losses, 56, 60);
-  EXPECT_LT(last, first - 1.5) << first << " -> " << last;
+  const auto run = learn(dir, 60, " --set model.precision=bf16");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  EXPECT_LT(run.last, run.first - 1.5) << run.first << " -> " << run.last;
 }
 
 TEST(PretrainMixedPrecision, Bf16OnGaudiTrainsAndBf16OnIpuIsRefused) {
   test::TempDir dir;
-  const auto metrics = dir.path() / "m.jsonl";
-  auto r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 40\n") +
-                             " --backend gaudi --set model.precision=bf16 --metrics-out " +
-                             metrics.string());
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  const auto losses = step_losses(metrics);
-  const double first = mean_mlm_loss(losses, 1, 5), last = mean_mlm_loss(losses, 36, 40);
+  const auto run = learn(dir, 40, " --backend gaudi --set model.precision=bf16");
+  ASSERT_EQ(run.result.exit_code, 0) << run.result.output;
+  const double first = run.first, last = run.last;
   EXPECT_LT(last, first - 0.3) << first << " -> " << last;
-  r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 2\n") +
-                        " --backend ipu --set model.precision=bf16");
+  const auto r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 2\n") +
+                                   " --backend ipu --set model.precision=bf16");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("use f16 with loss scaling"), std::string::npos) << r.output;
 }
