@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "polyhal/abi.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/op_schema.hpp"
 
 namespace po = boost::program_options;
 
@@ -71,8 +72,8 @@ int dispatch(int argc, char** argv) {
     return 0;
   }
   if (vm.count("version")) {
-    std::cout << fmt::format("polyhal {} (plugin ABI {}.{})\n", POLYHAL_VERSION, polyhal::kAbiMajor,
-                             polyhal::kAbiMinor);
+    std::cout << fmt::format("polyhal {} (plugin ABI {}.{}, op schema {})\n", POLYHAL_VERSION,
+                             polyhal::kAbiMajor, polyhal::kAbiMinor, polyhal::kOpSchemaVersion);
     return 0;
   }
   auto level = spdlog::level::from_str(log_level);

@@ -49,19 +49,21 @@ TEST(DeviceModel, IpuSystemsOpenOneDevicePerIpu) {
 TEST(DeviceModel, DtypeRulesAreEnforcedAtPrepare) {
   auto ipu = test::first_device("ipu");
   try {
-    ipu->prepare_kernel({"matmul", DType::bf16, {{2, 2}, {2, 2}}, {}});
+    ipu->prepare_kernel({OpKind::matmul, DType::bf16, {{2, 2}, {2, 2}}, MatmulAttrs{}});
     FAIL();
   } catch (const KernelNotFoundError& e) {
     EXPECT_NE(std::string(e.what()).find("it has: f32, f16"), std::string::npos) << e.what();
   }
   auto gaudi1 = test::first_device("gaudi", {{"generation", "gaudi"}});
-  EXPECT_THROW(gaudi1->prepare_kernel({"matmul", DType::f16, {{2, 2}, {2, 2}}, {}}),
+  EXPECT_THROW(
+      gaudi1->prepare_kernel({OpKind::matmul, DType::f16, {{2, 2}, {2, 2}}, MatmulAttrs{}}),
+      KernelNotFoundError);
+  EXPECT_THROW(ipu->prepare_kernel({OpKind::dense, DType::f16, {{2, 2}}, NoAttrs{}}),
                KernelNotFoundError);
-  EXPECT_THROW(ipu->prepare_kernel({"softmax", DType::f16, {{2, 2}}, {}}), KernelNotFoundError);
 }
 
 TEST(DeviceModel, EstimatesComeFromPublishedPeaksOnly) {
-  const KernelDesc big{"matmul", DType::bf16, {{4096, 4096}, {4096, 4096}}, {}};
+  const KernelDesc big{OpKind::matmul, DType::bf16, {{4096, 4096}, {4096, 4096}}, MatmulAttrs{}};
   auto gaudi2 = test::first_device("gaudi");
   const auto seconds = gaudi2->estimate_seconds(big);
   ASSERT_TRUE(seconds.has_value());
@@ -104,7 +106,7 @@ namespace polyhal {
 namespace {
 
 KernelDesc all_reduce_of(std::int64_t elements, int replicas) {
-  return {"all_reduce", DType::f32, {{elements}}, {{"replicas", std::to_string(replicas)}}};
+  return {OpKind::all_reduce, DType::f32, {{elements}}, AllReduceAttrs{replicas}};
 }
 
 TEST(DeviceModel, AllReduceCostFollowsTheLinksAndTheTopology) {

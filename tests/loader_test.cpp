@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <fmt/format.h>
+
+#include "polyhal/boundary_layout.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/plugin_loader.hpp"
 #include "test_support.hpp"
@@ -55,7 +58,7 @@ TEST(Loader, LoadsTheThreeInTreePlugins) {
   expect_other_backends_work(loader);
   for (const auto& c : loader.candidates()) {
     EXPECT_EQ(c.status, PluginCandidate::Status::loaded) << c.path << ": " << c.reason;
-    EXPECT_EQ(c.abi, "1.0");
+    EXPECT_EQ(c.abi, "2.0");
   }
 }
 
@@ -76,7 +79,7 @@ TEST(Loader, RejectsWrongAbiNamingBothVersions) {
   auto loader = plugins.load();
   const auto& c = candidate_named(loader, "wrongabi");
   EXPECT_EQ(c.status, PluginCandidate::Status::rejected);
-  EXPECT_NE(c.reason.find("plugin ABI 2.0, host accepts 1.0-1.0"), std::string::npos) << c.reason;
+  EXPECT_NE(c.reason.find("plugin ABI 3.0, host accepts 2.0-2.0"), std::string::npos) << c.reason;
   expect_other_backends_work(loader);
   try {
     loader.backend("wrongabi");
@@ -85,6 +88,31 @@ TEST(Loader, RejectsWrongAbiNamingBothVersions) {
     EXPECT_NE(std::string(e.what()).find("refused"), std::string::npos) << e.what();
     EXPECT_EQ(e.exit_code(), ExitCode::unavailable);
   }
+}
+
+TEST(Loader, RejectsOtherOpSchemaNamingBothVersions) {
+  PluginDir plugins;
+  plugins.add_fixture("wrongops");
+  auto loader = plugins.load();
+  const auto& c = candidate_named(loader, "wrongops");
+  EXPECT_EQ(c.status, PluginCandidate::Status::rejected);
+  const std::string both = fmt::format("plugin built for op schema {}, host has op schema {}",
+                                       kOpSchemaVersion + 1, kOpSchemaVersion);
+  EXPECT_NE(c.reason.find(both), std::string::npos) << c.reason;
+  EXPECT_THROW(loader.backend("wrongops"), PluginError);
+  expect_other_backends_work(loader);
+}
+
+TEST(Loader, RejectsOtherBoundaryLayout) {
+  PluginDir plugins;
+  plugins.add_fixture("wronglayout");
+  auto loader = plugins.load();
+  const auto& c = candidate_named(loader, "wronglayout");
+  EXPECT_EQ(c.status, PluginCandidate::Status::rejected);
+  EXPECT_NE(c.reason.find(fmt::format("host {:016x}", boundary_layout_fingerprint())),
+            std::string::npos)
+      << c.reason;
+  expect_other_backends_work(loader);
 }
 
 TEST(Loader, RejectsMissingDependencyNamingTheLibrary) {
@@ -163,7 +191,8 @@ TEST(Loader, LibraryStaysLoadedWhileAnyObjectLives) {
     auto backend = PluginLoader::load_file(copy, false, nullptr);
     auto devices = backend->open_devices(resolve_device_options(backend->device_options(), {}));
     buffer = devices[0]->allocate(1024, "test");
-    kernel = devices[0]->prepare_kernel({"matmul", DType::bf16, {{4, 8}, {8, 2}}, {}});
+    kernel =
+        devices[0]->prepare_kernel({OpKind::matmul, DType::bf16, {{4, 8}, {8, 2}}, MatmulAttrs{}});
   }
   EXPECT_TRUE(is_loaded()) << "objects from the plugin are alive";
   kernel.reset();

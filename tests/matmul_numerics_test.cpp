@@ -35,8 +35,8 @@ double exact(const Problem& p, std::int64_t i, std::int64_t j) {
 
 /// Runs C = A x B on `device` and returns C as f32.
 std::vector<float> run_matmul(Device& device, const Problem& p, DType type, DType out) {
-  auto kernel = device.prepare_kernel(
-      {"matmul", type, {{p.m, p.k}, {p.k, p.n}}, {{"out_dtype", std::string(dtype_name(out))}}});
+  auto kernel =
+      device.prepare_kernel({OpKind::matmul, type, {{p.m, p.k}, {p.k, p.n}}, MatmulAttrs{out}});
   Tensor a = device.allocate_tensor(type, {p.m, p.k}, "A");
   Tensor b = device.allocate_tensor(type, {p.k, p.n}, "B");
   Tensor c = device.allocate_tensor(out, {p.m, p.n}, "C");

@@ -18,22 +18,22 @@ inline OpCost op_cost(const KernelDesc& desc) {
   auto numel = [&](std::size_t i) {
     return static_cast<double>(element_count(desc.input_shapes.at(i)));
   };
-  if (desc.op == "matmul") {
+  if (desc.op == OpKind::matmul) {
     const double m = static_cast<double>(desc.input_shapes[0][0]),
                  k = static_cast<double>(desc.input_shapes[0][1]);
     const double n = static_cast<double>(desc.input_shapes[1][1]);
     return {2 * m * n * k, (m * k + k * n + m * n) * element, true};
   }
-  if (desc.op == "linear") {
+  if (desc.op == OpKind::linear) {
     const double m = static_cast<double>(desc.input_shapes[0][0]),
                  k = static_cast<double>(desc.input_shapes[0][1]);
-    const double n = static_cast<double>(desc.int_attr("out_features"));
+    const double n = static_cast<double>(desc.attrs_as<LinearAttrs>().out_features);
     return {2 * m * n * k, (m * k + k * n + m * n) * element, true};
   }
-  if (desc.op == "attention") {
+  if (desc.op == OpKind::attention) {
     const double tokens = static_cast<double>(desc.input_shapes[0][0]);
     const double hidden = static_cast<double>(desc.input_shapes[0][1]) / 3;
-    const double seq = static_cast<double>(desc.int_attr("seq"));
+    const double seq = static_cast<double>(desc.attrs_as<AttentionAttrs>().seq);
     return {4 * tokens * seq * hidden, 4 * tokens * hidden * element, true};
   }
   double bytes = 0;

@@ -124,47 +124,47 @@ class CpuDevice final : public Device {
     const std::vector<DType> types = properties().dtypes;
     register_reference_kernels(registry(), types, MatMulNumerics{}, omp_parallel_for());
     for (DType type : types) {
-      registry().add("matmul", type, [this](const KernelDesc& desc, Device&) {
+      registry().add(OpKind::matmul, type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_matmul(desc, engine_);
       });
-      registry().add("linear", type, [this](const KernelDesc& desc, Device&) {
+      registry().add(OpKind::linear, type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_linear(desc, engine_);
       });
-      registry().add("attention", type, [this](const KernelDesc& desc, Device&) {
+      registry().add(OpKind::attention, type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_attention(desc, engine_);
       });
-      registry().add("layernorm", type, [this](const KernelDesc& desc, Device&) {
+      registry().add(OpKind::layernorm, type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_layernorm(desc, engine_);
       });
-      registry().add("embedding", type,
+      registry().add(OpKind::embedding, type,
                      [](const KernelDesc& desc, Device&) { return make_omp_embedding(desc); });
     }
     // Training GEMMs and attention (f32 tensors; bf16 mixed precision via round_to).
-    registry().add("dense", DType::f32, [this](const KernelDesc& desc, Device&) {
+    registry().add(OpKind::dense, DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_dense(desc, engine_);
     });
-    registry().add("dense_backward", DType::f32, [this](const KernelDesc& desc, Device&) {
+    registry().add(OpKind::dense_backward, DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_dense_backward(desc, engine_);
     });
-    registry().add("attention_train", DType::f32, [this](const KernelDesc& desc, Device&) {
+    registry().add(OpKind::attention_train, DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_attention_train(desc, avx512_, engine_);
     });
-    registry().add("attention_backward", DType::f32, [this](const KernelDesc& desc, Device&) {
+    registry().add(OpKind::attention_backward, DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_attention_backward(desc, avx512_, engine_);
     });
-    registry().add("layernorm_train", DType::f32,
+    registry().add(OpKind::layernorm_train, DType::f32,
                    [](const KernelDesc& desc, Device&) { return make_omp_layernorm_train(desc); });
-    registry().add("layernorm_backward", DType::f32, [](const KernelDesc& desc, Device&) {
+    registry().add(OpKind::layernorm_backward, DType::f32, [](const KernelDesc& desc, Device&) {
       return make_omp_layernorm_backward(desc);
     });
-    registry().add("add", DType::f32,
+    registry().add(OpKind::add, DType::f32,
                    [](const KernelDesc& desc, Device&) { return make_omp_add(desc); });
-    for (const char* op : {"dropout", "dropout_backward"}) {
+    for (OpKind op : {OpKind::dropout, OpKind::dropout_backward}) {
       registry().add(op, DType::f32, [this](const KernelDesc& desc, Device&) {
         return make_omp_dropout(desc, avx512_);
       });
     }
-    for (const char* op : {"gelu", "gelu_backward"}) {
+    for (OpKind op : {OpKind::gelu, OpKind::gelu_backward}) {
       registry().add(op, DType::f32, [this](const KernelDesc& desc, Device&) {
         return make_onednn_gelu_train(desc, engine_);
       });

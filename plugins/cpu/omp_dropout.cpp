@@ -52,11 +52,11 @@ __attribute__((target("avx512f,avx512dq"))) void apply_avx512(const DropoutMask&
 class OmpDropout final : public Kernel {
  public:
   OmpDropout(const KernelDesc& desc, bool avx512)
-      : name_(desc.op),
+      : name_(op_name(desc.op)),
         avx512_(avx512),
         count_(element_count(desc.input_shapes.at(0))),
-        p_(std::stod(desc.attr("p", "0"))),
-        stream_(static_cast<std::uint64_t>(desc.int_attr("stream"))),
+        p_(desc.attrs_as<DropoutAttrs>().p),
+        stream_(desc.attrs_as<DropoutAttrs>().stream),
         bf16_(round_type(desc) == DType::bf16) {}
 
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {

@@ -16,7 +16,7 @@ namespace {
 class OmpEmbedding final : public Kernel {
  public:
   explicit OmpEmbedding(const KernelDesc& desc)
-      : tokens_(desc.input_shapes.at(0).at(0)), seq_(desc.int_attr("seq")) {}
+      : tokens_(desc.input_shapes.at(0).at(0)), seq_(desc.attrs_as<EmbeddingAttrs>().seq) {}
 
   void set_constants(std::span<const Tensor> constants) override {
     hidden_ = check_embedding_tables(constants, seq_);

@@ -46,7 +46,7 @@ class OmpLayerNormTrain final : public Kernel {
   explicit OmpLayerNormTrain(const KernelDesc& desc)
       : m_(desc.input_shapes.at(0).at(0)),
         h_(desc.input_shapes.at(0).at(1)),
-        eps_(std::stod(desc.attr("eps", "1e-12"))),
+        eps_(desc.attrs_as<LayerNormAttrs>().eps),
         bf16_(round_type(desc) == DType::bf16) {}
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
     const float *x = in[0].data<float>(), *gamma = in[1].data<float>(), *beta = in[2].data<float>();

@@ -23,8 +23,8 @@ class OneDnnAttention final : public Kernel {
  public:
   OneDnnAttention(const KernelDesc& desc, const dnnl::engine& engine)
       : engine_(engine), stream_(engine) {
-    const std::int64_t b = desc.int_attr("batch"), s = desc.int_attr("seq"),
-                       heads = desc.int_attr("heads");
+    const auto& attrs = desc.attrs_as<AttentionAttrs>();
+    const std::int64_t b = attrs.batch, s = attrs.seq, heads = attrs.heads;
     const std::int64_t h = desc.input_shapes.at(0).at(1) / 3, d = h / heads;
     batch_ = b;
     seq_ = s;
@@ -152,8 +152,8 @@ class OneDnnLayerNorm final : public Kernel {
     width_ = width;
     const dnnl::memory::desc data_md({rows, width}, onednn_type(desc.dtype),
                                      dnnl::memory::format_tag::ab);
-    const float eps = static_cast<float>(std::stod(desc.attr("eps", "1e-12")));
-    residual_ = desc.attr("residual", "false") == "true";
+    const float eps = static_cast<float>(desc.attrs_as<LayerNormAttrs>().eps);
+    residual_ = desc.attrs_as<LayerNormAttrs>().residual;
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {

@@ -76,14 +76,14 @@ struct Views {
   double dropout;  // attention-probability dropout (0: off)
   std::uint64_t stream;
   Views(const KernelDesc& desc, std::size_t qkv_input)
-      : b(desc.int_attr("batch")),
-        s(desc.int_attr("seq")),
-        heads(desc.int_attr("heads")),
+      : b(desc.attrs_as<AttentionAttrs>().batch),
+        s(desc.attrs_as<AttentionAttrs>().seq),
+        heads(desc.attrs_as<AttentionAttrs>().heads),
         h(desc.input_shapes.at(qkv_input).at(1) / 3),
         d(h / heads),
         type(round_type(desc)),
-        dropout(std::stod(desc.attr("dropout", "0"))),
-        stream(dropout > 0.0 ? static_cast<std::uint64_t>(desc.int_attr("stream")) : 0) {}
+        dropout(desc.attrs_as<AttentionAttrs>().dropout),
+        stream(desc.attrs_as<AttentionAttrs>().stream) {}
   /// The probabilities' mask when dropout is on; `rng` is the input after
   /// the op's usual ones.
   std::optional<DropoutMask> mask(std::span<const Tensor> in, std::size_t rng_input) const {

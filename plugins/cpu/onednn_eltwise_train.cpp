@@ -20,7 +20,7 @@ class OneDnnGelu final : public Kernel {
       : stream_(engine),
         type_(round_type(desc)),
         count_(element_count(desc.input_shapes.at(0))),
-        backward_(desc.op == "gelu_backward") {
+        backward_(desc.op == OpKind::gelu_backward) {
     const dnnl::memory::desc md({count_}, dt::f32, dnnl::memory::format_tag::a);
     create_or_refuse(desc, [&] {
       const dnnl::eltwise_forward::primitive_desc forward(

@@ -19,7 +19,8 @@ class OneDnnLinear final : public Kernel {
   OneDnnLinear(const KernelDesc& desc, const dnnl::engine& engine)
       : engine_(engine), stream_(engine) {
     const std::int64_t m = desc.input_shapes.at(0).at(0), k = desc.input_shapes.at(0).at(1);
-    const std::int64_t n = desc.int_attr("out_features");
+    const auto& attrs = desc.attrs_as<LinearAttrs>();
+    const std::int64_t n = attrs.out_features;
     flops_ = 2.0 * static_cast<double>(m * n) * static_cast<double>(k);
     const auto type = onednn_type(desc.dtype);
     const dnnl::memory::desc src_md({m, k}, type, tag::ab);
@@ -31,16 +32,13 @@ class OneDnnLinear final : public Kernel {
     n_ = n;
     k_ = k;
     dnnl::post_ops post_ops;
-    activation_ = desc.attr("activation", "none");
-    if (activation_ == "gelu") {
+    activation_ = attrs.activation;
+    if (activation_ == Activation::gelu) {
       post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
-    } else if (activation_ == "tanh") {
+    } else if (activation_ == Activation::tanh) {
       post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
-    } else if (activation_ != "none") {
-      throw KernelNotFoundError(
-          fmt::format("{}: unknown activation '{}'", desc.to_string(), activation_));
     }
-    if (desc.attr("residual", "false") == "true") {
+    if (attrs.residual) {
       // Y += R as a binary post-op: the residual costs no extra pass.
       residual_index_ = post_ops.len();
       post_ops.append_binary(dnnl::algorithm::binary_add, dst_md);
@@ -91,7 +89,7 @@ class OneDnnLinear final : public Kernel {
   }
 
   std::string implementation() const override {
-    return fmt::format("onednn {} linear+{}", pd_.impl_info_str(), activation_);
+    return fmt::format("onednn {} linear+{}", pd_.impl_info_str(), activation_name(activation_));
   }
   std::uint64_t workspace_bytes() const override { return pd_.scratchpad_desc().get_size(); }
   double flops() const override { return flops_; }
@@ -107,7 +105,7 @@ class OneDnnLinear final : public Kernel {
   std::unordered_map<int, dnnl::memory> args_;
   Tensor bias_tensor_;  // keeps the bias buffer alive
   std::int64_t n_ = 0, k_ = 0;
-  std::string activation_;
+  Activation activation_ = Activation::none;
   double flops_ = 0.0;
 };
 

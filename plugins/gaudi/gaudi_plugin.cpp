@@ -36,7 +36,7 @@ class GaudiDevice final : public Device {
   }
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
-    if (desc.op == "all_reduce") return all_reduce_seconds(desc);
+    if (desc.op == OpKind::all_reduce) return all_reduce_seconds(desc);
     const auto cost = plugins::op_cost(desc);
     // Matrix work runs on the MME (f16 at the bf16 rate on Gaudi2/3);
     // element-wise ops on the TPCs are modelled as HBM-bound.
@@ -55,7 +55,7 @@ class GaudiDevice final : public Device {
     const auto& g = generation_;
     const double bytes = static_cast<double>(element_count(desc.input_shapes.at(0))) *
                          static_cast<double>(dtype_size(desc.dtype));
-    const std::int64_t replicas = desc.int_attr("replicas");
+    const std::int64_t replicas = desc.attrs_as<AllReduceAttrs>().replicas;
     constexpr std::int64_t kServer = 8;
     const double port = g.roce_port_gbps * 1e9 / 8;
     const plugins::LinkModel scale_up{(g.roce_ports - g.scale_out_ports) * port, 0.7, 10e-6};

@@ -44,7 +44,7 @@ class IpuDevice final : public Device {
   }
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
-    if (desc.op == "all_reduce") return all_reduce_seconds(desc);
+    if (desc.op == OpKind::all_reduce) return all_reduce_seconds(desc);
     const auto cost = plugins::op_cost(desc);
     return plugins::Roofline{peak_for(desc.dtype), Gc200Spec::kMemoryBandwidth, kAchievableFraction,
                              kSyncOverheadSeconds}
@@ -58,7 +58,7 @@ class IpuDevice final : public Device {
   static double all_reduce_seconds(const KernelDesc& desc) {
     const double bytes = static_cast<double>(element_count(desc.input_shapes.at(0))) *
                          static_cast<double>(dtype_size(desc.dtype));
-    const std::int64_t replicas = desc.int_attr("replicas");
+    const std::int64_t replicas = desc.attrs_as<AllReduceAttrs>().replicas;
     constexpr std::int64_t kPod = 64;
     const plugins::LinkModel ipu_links{160e9, 0.7, 2e-6};
     const std::int64_t in_pod = std::min(replicas, kPod);

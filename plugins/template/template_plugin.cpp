@@ -11,7 +11,7 @@ class TemplateDevice final : public polyhal::Device {
   explicit TemplateDevice(std::uint64_t memory_bytes) : Device(properties(memory_bytes)) {
     // Register every (op, dtype) the device implements; the core refuses
     // the rest at prepare time with a clear message.
-    registry().add("matmul", polyhal::DType::f32,
+    registry().add(polyhal::OpKind::matmul, polyhal::DType::f32,
                    [](const polyhal::KernelDesc& desc, polyhal::Device&) {
                      return polyhal::make_reference_matmul(desc, polyhal::MatMulNumerics{});
                    });

@@ -5,9 +5,10 @@
 /// A plugin exports exactly one symbol, the Boost.DLL alias
 /// `polyhal_plugin_entry`, a function returning a pointer to a plain-C
 /// `polyhal_plugin_descriptor`. The host reads the descriptor's size, ABI
-/// version and toolchain identity *before* any C++ object crosses the
-/// boundary, and refuses a plugin that does not match with a sentence naming
-/// both sides. Only then does it call `create_backend`.
+/// version, toolchain identity, op-schema version (op_schema.hpp) and the
+/// sizes of the boundary classes (boundary_layout.hpp) *before* any C++
+/// object crosses the boundary, and refuses a plugin that does not match with
+/// a sentence naming both sides. Only then does it call `create_backend`.
 ///
 /// ABI rules: the major version changes when any class in core/include/polyhal
 /// changes layout or virtual table; the host accepts a plugin with the same
@@ -19,7 +20,7 @@
 namespace polyhal {
 class Backend;
 
-inline constexpr std::uint32_t kAbiMajor = 1;
+inline constexpr std::uint32_t kAbiMajor = 2;
 inline constexpr std::uint32_t kAbiMinor = 0;
 
 /// Identity of the C++ toolchain, compared between host and plugin because
@@ -48,21 +49,24 @@ extern "C" {
 /// Plain-C plugin descriptor. Field order is frozen: new fields go at the end
 /// and `struct_size` tells the host which ones a plugin has.
 struct polyhal_plugin_descriptor {
-  std::uint32_t struct_size;  ///< sizeof(polyhal_plugin_descriptor) in the plugin
-  std::uint32_t abi_major;    ///< polyhal::kAbiMajor the plugin was built with
-  std::uint32_t abi_minor;    ///< polyhal::kAbiMinor the plugin was built with
-  std::uint32_t reserved;     ///< zero
-  const char* name;           ///< backend name users type: "cpu", "ipu", ...
-  const char* version;        ///< plugin version, free text
-  const char* compiler;       ///< POLYHAL_COMPILER_ID
-  const char* stdlib;         ///< POLYHAL_STDLIB_ID
-  const char* summary;        ///< one line for `polyhal plugins`
+  std::uint32_t struct_size;        ///< sizeof(polyhal_plugin_descriptor) in the plugin
+  std::uint32_t abi_major;          ///< polyhal::kAbiMajor the plugin was built with
+  std::uint32_t abi_minor;          ///< polyhal::kAbiMinor the plugin was built with
+  std::uint32_t op_schema_version;  ///< polyhal::kOpSchemaVersion (since ABI 2; was zero)
+  const char* name;                 ///< backend name users type: "cpu", "ipu", ...
+  const char* version;              ///< plugin version, free text
+  const char* compiler;             ///< POLYHAL_COMPILER_ID
+  const char* stdlib;               ///< POLYHAL_STDLIB_ID
+  const char* summary;              ///< one line for `polyhal plugins`
   /// Creates the backend; called only after the host accepted the fields
   /// above. The caller owns the result. May throw polyhal::Error.
   polyhal::Backend* (*create_backend)();
+  /// polyhal::boundary_layout_fingerprint() in the plugin (since ABI 2): the
+  /// sizes and alignments of every class that crosses the boundary.
+  std::uint64_t boundary_layout;
 };
 }
 
 // The boundary struct's size is part of the ABI; change it only with a major bump.
-static_assert(sizeof(polyhal_plugin_descriptor) == 16 + 6 * sizeof(void*),
+static_assert(sizeof(polyhal_plugin_descriptor) == 16 + 6 * sizeof(void*) + 8,
               "polyhal_plugin_descriptor layout changed: bump kAbiMajor");

@@ -2,23 +2,24 @@
 /// @file kernel.hpp
 /// Kernels: one operation on device tensors, prepared once for fixed shapes.
 ///
-/// Ops (inputs; constants bound once with set_constants -> outputs). `dtype`
-/// is the element type of activations and weights; "out_dtype" defaults to it.
-/// Accumulation is f32 unless the device documents otherwise (IPU partials).
-///   "matmul":    A[M,K], B[K,N] -> C[M,N]
-///   "linear":    X[M,K] [, R[M,N] when residual=true]; W[N,K] (Hugging
-///                Face layout), b[N] (f32) -> Y = act(X W^T + b) [+ R], [M,N]
-///                attrs: out_features, activation = none | gelu (exact erf) | tanh
-///   "layernorm": X[M,H] [, R[M,H] when residual=true: normalises X+R];
-///                gamma[H], beta[H] (f32) -> Y[M,H]; attrs: eps
-///   "attention": QKV[B*S, 3H] (q, k, v blocks side by side), mask[B,S] (i32,
-///                1 = attend) -> context[B*S, H]; attrs: batch, seq, heads.
-///                softmax(q k^T / sqrt(d)) v per head, masked keys excluded.
-///   "embedding": ids[B*S], token_types[B*S] (i32); word[V,H], position[P,H],
-///                type[T,H] -> word[id] + position[s] + type[t] as [B*S, H];
-///                attrs: seq
-///   "take_rows": X[R,H] -> Y[R/stride, H], rows 0, stride, 2*stride, ...;
-///                attrs: stride
+/// Inference ops (inputs; constants bound once with set_constants -> outputs),
+/// with their attribute structs from op_schema.hpp. `dtype` is the element
+/// type of activations and weights. Accumulation is f32 unless the device
+/// documents otherwise (IPU partials).
+///   matmul:    A[M,K], B[K,N] -> C[M,N]; MatmulAttrs (out_dtype, default dtype)
+///   linear:    X[M,K] [, R[M,N] when residual]; W[N,K] (Hugging Face
+///              layout), b[N] (f32) -> Y = act(X W^T + b) [+ R], [M,N];
+///              LinearAttrs (out_features, activation none | gelu (exact erf) | tanh)
+///   layernorm: X[M,H] [, R[M,H] when residual: normalises X+R]; gamma[H],
+///              beta[H] (f32) -> Y[M,H]; LayerNormAttrs (eps, residual)
+///   attention: QKV[B*S, 3H] (q, k, v blocks side by side), mask[B,S] (i32,
+///              1 = attend) -> context[B*S, H]; AttentionAttrs (batch, seq,
+///              heads). softmax(q k^T / sqrt(d)) v per head, masked keys excluded.
+///   embedding: ids[B*S], token_types[B*S] (i32); word[V,H], position[P,H],
+///              type[T,H] -> word[id] + position[s] + type[t] as [B*S, H];
+///              EmbeddingAttrs (seq)
+///   take_rows: X[R,H] -> Y[R/stride, H], rows 0, stride, 2*stride, ...;
+///              RowStrideAttrs (stride)
 #include <functional>
 #include <map>
 #include <memory>
@@ -27,27 +28,41 @@
 #include <vector>
 
 #include "polyhal/dtype.hpp"
+#include "polyhal/op_schema.hpp"
 #include "polyhal/tensor.hpp"
 
 namespace polyhal {
 
 class Device;
 
-/// What to prepare: op name, element type and fixed input shapes.
+/// What to prepare: op, element type, fixed input shapes and the op's
+/// attribute struct (op_schema.hpp). Device::prepare_kernel refuses a desc
+/// whose attrs are not the struct its op takes.
 struct KernelDesc {
-  std::string op;
+  OpKind op = OpKind::matmul;
   DType dtype = DType::f32;
   std::vector<Shape> input_shapes;
-  std::map<std::string, std::string> attrs;
+  OpAttrs attrs;
+  /// Mixed precision on f32 training ops: the precision the op holds its
+  /// activation outputs at (f32 math inside); f32 = no rounding.
+  DType round_to = DType::f32;
 
-  /// attrs[key] or `fallback`.
-  std::string attr(const std::string& key, const std::string& fallback) const;
-  /// attrs[key] as an integer; throws RuntimeFailure if absent or malformed.
-  std::int64_t int_attr(const std::string& key) const;
-  /// attrs["out_dtype"] parsed, or `dtype`.
+  /// The attribute struct; throws RuntimeFailure naming the op if `attrs`
+  /// holds another one.
+  template <class Attrs>
+  const Attrs& attrs_as() const {
+    if (const Attrs* a = std::get_if<Attrs>(&attrs)) return *a;
+    throw_attrs_mismatch(OpAttrs(Attrs{}).index());
+  }
+  /// matmul's out_dtype, or `dtype`.
   DType out_dtype() const;
   /// "matmul bf16 [128, 64] x [64, 32]"
   std::string to_string() const;
+  /// Throws RuntimeFailure unless `attrs` is the struct `op` takes.
+  void check_attrs() const;
+
+ private:
+  [[noreturn]] void throw_attrs_mismatch(std::size_t wanted) const;
 };
 
 /// A kernel prepared for one KernelDesc. Preparation did the expensive work
@@ -75,16 +90,16 @@ using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelDesc&, D
 /// opens a device; read by the core at prepare time.
 class KernelRegistry {
  public:
-  void add(const std::string& op, DType dtype, KernelFactory factory);
+  void add(OpKind op, DType dtype, KernelFactory factory);
   /// nullptr if there is no such kernel.
-  const KernelFactory* find(const std::string& op, DType dtype) const;
+  const KernelFactory* find(OpKind op, DType dtype) const;
   /// The dtypes for which `op` has a kernel (empty if none).
-  std::vector<DType> dtypes_for(const std::string& op) const;
-  /// All registered op names.
-  std::vector<std::string> ops() const;
+  std::vector<DType> dtypes_for(OpKind op) const;
+  /// All registered ops, in enum order.
+  std::vector<OpKind> ops() const;
 
  private:
-  std::map<std::pair<std::string, DType>, KernelFactory> factories_;
+  std::map<std::pair<OpKind, DType>, KernelFactory> factories_;
 };
 
 }  // namespace polyhal

@@ -2,23 +2,26 @@
 /// @file train_kernels.hpp
 /// Training ops (all tensors f32 unless noted; "+=" outputs accumulate, so
 /// gradient accumulation needs no extra pass; weights are run inputs because
-/// they change every step):
+/// they change every step). Attribute structs are in op_schema.hpp; an op
+/// without one below takes NoAttrs:
 ///   "dense":              X[M,K], W[N,K], b[N] -> Y[M,N] = X W^T + b
 ///   "dense_backward":     dY[M,N], X[M,K], W[N,K] -> dX[M,K], dW[N,K] +=, db[N] +=
 ///   "gelu", "tanh":       X -> Y;  "add": A, B -> A + B (same shape)
 ///   "gelu_backward":      dY, X -> dX;  "tanh_backward": dY, Y -> dX
-///   "layernorm_train":    X[M,H], gamma, beta -> Y, mean[M], rstd[M]; attrs: eps
+///   "layernorm_train":    X[M,H], gamma, beta -> Y, mean[M], rstd[M]; LayerNormAttrs
 ///   "layernorm_backward": dY, X, gamma, mean, rstd -> dX, dgamma +=, dbeta +=
 ///   "attention_train":    QKV[B*S,3H], mask[B,S] (i32) [, rng[2]] -> ctx[B*S,H],
 ///                         probs[B,heads,S,S] (before dropout)
 ///   "attention_backward": dctx, QKV, probs [, rng[2]] -> dQKV (overwritten)
-///                         attrs batch, seq, heads; with attr dropout = p > 0
-///                         (and stream) the probabilities are dropped with
+///                         AttentionAttrs; with dropout = p > 0 (and
+///                         stream) the probabilities are dropped with
 ///                         DropoutMask(rng, stream, p) before multiplying V:
 ///                         the mask is regenerated in backward, never stored
-///   "embedding_train":    ids, types (i32), word, position, type -> X[B*S,H]
-///   "embedding_backward": dX, ids, types -> dword +=, dposition +=, dtype +=
-///   "take_rows_backward": dY[R,H] -> dX rows 0, stride, ... +=; attrs: stride
+///   "embedding_train":    ids, types (i32), word, position, type -> X[B*S,H];
+///                         EmbeddingAttrs
+///   "embedding_backward": dX, ids, types -> dword +=, dposition +=, dtype +=;
+///                         EmbeddingAttrs
+///   "take_rows_backward": dY[R,H] -> dX rows 0, stride, ... +=; RowStrideAttrs
 ///   "gather_rows":        X[T,H], positions[R] (i32) -> Y[R,H] (row r = X[positions[r]])
 ///   "gather_rows_backward": dY[R,H], positions[R] -> dX[T,H] (overwritten: zero
 ///                         except the sum of the dY rows gathered from each row)
@@ -26,19 +29,21 @@
 ///                         nsp_logits[B,2], nsp_labels[B] (i32), loss_scale[1]
 ///                         -> losses[2] (mlm, nsp), dmlm[T,V], dnsp[B,2]
 ///                         (means over counted rows, gradients x loss_scale)
-///   "dropout":            X, rng[2] (i32: seed, counter) -> Y; attrs: p, stream
-///   "dropout_backward":   dY, rng[2] -> dX; the forward's attrs: the mask
+///   "dropout":            X, rng[2] (i32: seed, counter) -> Y; DropoutAttrs
+///   "dropout_backward":   dY, rng[2] -> dX; the forward's DropoutAttrs: the mask
 ///                         (dropout_mask.hpp) is regenerated, never stored
 ///   "sum_of_squares":     X -> [1] sum of X^2 (for the global gradient norm)
 ///   "adamw_update", "lamb_update", "sgd_update":
-///                         W, grad, m, v, hyper[10] -> W, m, v, grad (in place;
-///                         grad is zeroed, ready for the next accumulation)
-///                         hyper = lr, beta1, beta2, eps, weight_decay, step,
-///                         decay? (0/1), trust ratio? (0/1), grad_scale, momentum
-/// Mixed precision: attr round_to = bf16 | f16 makes an op hold its f32
+///                         W, grad, m, v, step[kOptimizerStepWords] (i64: an
+///                         OptimizerStep) -> W, m, v, grad (in place; grad is
+///                         zeroed, ready for the next accumulation);
+///                         OptimizerUpdateAttrs (betas, epsilon, decay, ...)
+/// Mixed precision: KernelDesc::round_to = bf16 | f16 makes an op hold its f32
 /// activation outputs (and dense's weights) at that precision, f32 math
 /// inside. Accumulated gradients ("+="), LayerNorm's mean and rstd, the
 /// losses and the sum of squares stay f32.
+#include <array>
+
 #include "polyhal/kernel.hpp"
 #include "polyhal/parallel.hpp"
 
@@ -48,9 +53,15 @@ namespace polyhal {
 /// `parallel` (oneTBB when empty).
 void register_reference_train_kernels(KernelRegistry& registry, ParallelFor parallel = {});
 
-/// The precision an op holds its outputs at: attr round_to, f32 when absent.
+/// The precision an op holds its outputs at (KernelDesc::round_to).
 inline DType round_type(const KernelDesc& desc) {
-  return parse_dtype(desc.attr("round_to", "f32")).value_or(DType::f32);
+  return desc.round_to;
 }
+
+/// The OptimizerStep in an update kernel's step tensor (i64 x
+/// kOptimizerStepWords); throws RuntimeFailure for a tensor of another size.
+OptimizerStep read_optimizer_step(const Tensor& step);
+/// Writes `step` into host words for that tensor.
+std::array<std::int64_t, kOptimizerStepWords> optimizer_step_words(const OptimizerStep& step);
 
 }  // namespace polyhal

@@ -6,14 +6,6 @@
 #include "polyhal/error.hpp"
 
 namespace polyhal {
-namespace {
-
-std::map<std::string, std::string> attrs(
-    std::initializer_list<std::pair<const std::string, std::string>> list) {
-  return list;
-}
-
-}  // namespace
 
 struct BertInference::State {
   Device& device;
@@ -47,53 +39,43 @@ struct BertInference::State {
   }
 
   std::shared_ptr<Kernel> linear(std::int64_t rows, std::int64_t in, std::int64_t out,
-                                 const std::string& act, bool residual = false) {
-    return prepare_step({"linear",
-                         precision,
-                         {{rows, in}},
-                         attrs({{"out_features", std::to_string(out)},
-                                {"activation", act},
-                                {"residual", residual ? "true" : "false"}})});
+                                 Activation act, bool residual = false) {
+    return prepare_step({OpKind::linear, precision, {{rows, in}}, LinearAttrs{out, act, residual}});
   }
   std::shared_ptr<Kernel> layernorm(std::int64_t rows, bool residual) {
     return prepare_step(
-        {"layernorm", precision,
+        {OpKind::layernorm, precision,
          residual ? std::vector<Shape>{{rows, config.hidden_size}, {rows, config.hidden_size}}
                   : std::vector<Shape>{{rows, config.hidden_size}},
-         attrs({{"residual", residual ? "true" : "false"},
-                {"eps", fmt::format("{:.17g}", config.layer_norm_eps)}})});
+         LayerNormAttrs{config.layer_norm_eps, residual}});
   }
 
   void prepare() {
     const std::int64_t t = tokens, h = config.hidden_size, i = config.intermediate_size;
-    embedding = prepare_step(
-        {"embedding", precision, {{t}, {t}}, attrs({{"seq", std::to_string(shape.seq)}})});
+    embedding = prepare_step({OpKind::embedding, precision, {{t}, {t}}, EmbeddingAttrs{shape.seq}});
     embedding_norm = layernorm(t, false);
     for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
       Layer layer;
-      layer.qkv = linear(t, h, 3 * h, "none");
+      layer.qkv = linear(t, h, 3 * h, Activation::none);
       layer.attention =
-          prepare_step({"attention",
+          prepare_step({OpKind::attention,
                         precision,
                         {{t, 3 * h}, {shape.batch, shape.seq}},
-                        attrs({{"batch", std::to_string(shape.batch)},
-                               {"seq", std::to_string(shape.seq)},
-                               {"heads", std::to_string(config.num_attention_heads)}})});
-      layer.output = linear(t, h, h, "none", /*residual=*/true);
+                        AttentionAttrs{shape.batch, shape.seq, config.num_attention_heads}});
+      layer.output = linear(t, h, h, Activation::none, /*residual=*/true);
       layer.norm1 = layernorm(t, false);
-      layer.intermediate = linear(t, h, i, "gelu");
-      layer.ffn_output = linear(t, i, h, "none", /*residual=*/true);
+      layer.intermediate = linear(t, h, i, Activation::gelu);
+      layer.ffn_output = linear(t, i, h, Activation::none, /*residual=*/true);
       layer.norm2 = layernorm(t, false);
       layers.push_back(std::move(layer));
     }
-    take_cls = prepare_step(
-        {"take_rows", precision, {{t, h}}, attrs({{"stride", std::to_string(shape.seq)}})});
-    pooler = linear(shape.batch, h, h, "tanh");
+    take_cls = prepare_step({OpKind::take_rows, precision, {{t, h}}, RowStrideAttrs{shape.seq}});
+    pooler = linear(shape.batch, h, h, Activation::tanh);
     if (with_heads) {
-      nsp = linear(shape.batch, h, 2, "none");
-      mlm_transform = linear(t, h, h, "gelu");
+      nsp = linear(shape.batch, h, 2, Activation::none);
+      mlm_transform = linear(t, h, h, Activation::gelu);
       mlm_norm = layernorm(t, false);
-      mlm_decoder = linear(t, h, config.vocab_size, "none");
+      mlm_decoder = linear(t, h, config.vocab_size, Activation::none);
     }
   }
 

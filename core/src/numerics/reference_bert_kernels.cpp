@@ -40,13 +40,10 @@ class ReferenceLinear final : public Kernel {
     require_shape(desc, 0, 2);
     m_ = desc.input_shapes[0][0];
     k_ = desc.input_shapes[0][1];
-    n_ = desc.int_attr("out_features");
-    activation_ = desc.attr("activation", "none");
-    residual_ = desc.attr("residual", "false") == "true";
-    if (activation_ != "none" && activation_ != "gelu" && activation_ != "tanh") {
-      throw RuntimeFailure(
-          fmt::format("{}: unknown activation '{}'", desc.to_string(), activation_));
-    }
+    const auto& attrs = desc.attrs_as<LinearAttrs>();
+    n_ = attrs.out_features;
+    activation_ = attrs.activation;
+    residual_ = attrs.residual;
   }
 
   void set_constants(std::span<const Tensor> constants) override {
@@ -83,7 +80,9 @@ class ReferenceLinear final : public Kernel {
         float* row = y_.data() + i * size_of(n_);
         for (std::size_t j = 0; j < size_of(n_); ++j) {
           const float v = row[j] + bias_[j];
-          row[j] = activation_ == "gelu" ? gelu_erf(v) : activation_ == "tanh" ? std::tanh(v) : v;
+          row[j] = activation_ == Activation::gelu   ? gelu_erf(v)
+                   : activation_ == Activation::tanh ? std::tanh(v)
+                                                     : v;
           if (residual_) row[j] += residual_values_[i * size_of(n_) + j];
         }
       }
@@ -94,7 +93,7 @@ class ReferenceLinear final : public Kernel {
 
   std::string implementation() const override {
     return fmt::format("reference linear {} accumulate {} activation {}", dtype_name(desc_.dtype),
-                       dtype_name(numerics_.accumulate), activation_);
+                       dtype_name(numerics_.accumulate), activation_name(activation_));
   }
   std::uint64_t workspace_bytes() const override {
     return static_cast<std::uint64_t>(m_ * k_ + m_ * n_ + k_ * n_ + n_) * sizeof(float);
@@ -107,7 +106,7 @@ class ReferenceLinear final : public Kernel {
   KernelDesc desc_;
   MatMulNumerics numerics_;
   std::int64_t m_ = 0, n_ = 0, k_ = 0;
-  std::string activation_;
+  Activation activation_ = Activation::none;
   bool residual_ = false;
   std::vector<float> weight_t_, bias_, x_, y_, residual_values_;
   std::uint64_t runs_ = 0;
@@ -120,8 +119,8 @@ class ReferenceLayerNorm final : public Kernel {
     require_shape(desc, 0, 2);
     rows_ = desc.input_shapes[0][0];
     width_ = desc.input_shapes[0][1];
-    residual_ = desc.attr("residual", "false") == "true";
-    eps_ = std::stod(desc.attr("eps", "1e-12"));
+    residual_ = desc.attrs_as<LayerNormAttrs>().residual;
+    eps_ = desc.attrs_as<LayerNormAttrs>().eps;
   }
 
   void set_constants(std::span<const Tensor> constants) override {
@@ -189,9 +188,10 @@ class ReferenceLayerNorm final : public Kernel {
 class ReferenceAttention final : public Kernel {
  public:
   explicit ReferenceAttention(const KernelDesc& desc) : desc_(desc) {
-    batch_ = desc.int_attr("batch");
-    seq_ = desc.int_attr("seq");
-    heads_ = desc.int_attr("heads");
+    const auto& attrs = desc.attrs_as<AttentionAttrs>();
+    batch_ = attrs.batch;
+    seq_ = attrs.seq;
+    heads_ = attrs.heads;
     require_shape(desc, 0, 2);
     hidden_ = desc.input_shapes[0][1] / 3;
     if (desc.input_shapes[0][0] != batch_ * seq_ || hidden_ % heads_ != 0) {
@@ -272,7 +272,7 @@ class ReferenceEmbedding final : public Kernel {
   explicit ReferenceEmbedding(const KernelDesc& desc) : desc_(desc) {
     require_shape(desc, 0, 1);
     tokens_ = desc.input_shapes[0][0];
-    seq_ = desc.int_attr("seq");
+    seq_ = desc.attrs_as<EmbeddingAttrs>().seq;
   }
 
   void set_constants(std::span<const Tensor> constants) override {
@@ -317,7 +317,8 @@ class ReferenceEmbedding final : public Kernel {
 
 class ReferenceTakeRows final : public Kernel {
  public:
-  explicit ReferenceTakeRows(const KernelDesc& desc) : stride_(desc.int_attr("stride")) {
+  explicit ReferenceTakeRows(const KernelDesc& desc)
+      : stride_(desc.attrs_as<RowStrideAttrs>().stride) {
     require_shape(desc, 0, 2);
   }
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
@@ -369,22 +370,22 @@ void register_reference_kernels(KernelRegistry& registry, const std::vector<DTyp
   for (DType type : dtypes) {
     const MatMulNumerics for_type{type == DType::f16 ? numerics.accumulate : DType::f32,
                                   numerics.stochastic_rounding, numerics.seed};
-    registry.add("matmul", type, [for_type](const KernelDesc& d, Device&) {
+    registry.add(OpKind::matmul, type, [for_type](const KernelDesc& d, Device&) {
       return make_reference_matmul(d, for_type);
     });
-    registry.add("linear", type, [for_type](const KernelDesc& d, Device&) {
+    registry.add(OpKind::linear, type, [for_type](const KernelDesc& d, Device&) {
       return std::make_unique<ReferenceLinear>(d, for_type);
     });
-    registry.add("layernorm", type, [](const KernelDesc& d, Device&) {
+    registry.add(OpKind::layernorm, type, [](const KernelDesc& d, Device&) {
       return std::make_unique<ReferenceLayerNorm>(d);
     });
-    registry.add("attention", type, [](const KernelDesc& d, Device&) {
+    registry.add(OpKind::attention, type, [](const KernelDesc& d, Device&) {
       return std::make_unique<ReferenceAttention>(d);
     });
-    registry.add("embedding", type, [](const KernelDesc& d, Device&) {
+    registry.add(OpKind::embedding, type, [](const KernelDesc& d, Device&) {
       return std::make_unique<ReferenceEmbedding>(d);
     });
-    registry.add("take_rows", type, [](const KernelDesc& d, Device&) {
+    registry.add(OpKind::take_rows, type, [](const KernelDesc& d, Device&) {
       return std::make_unique<ReferenceTakeRows>(d);
     });
   }

@@ -16,8 +16,7 @@ class ReferenceMatMul final : public Kernel {
   ReferenceMatMul(const KernelDesc& desc, MatMulNumerics numerics)
       : dims_(matmul_dims(desc)),
         in_type_(desc.dtype),
-        out_type_(parse_dtype(desc.attr("out_dtype", std::string(dtype_name(desc.dtype))))
-                      .value_or(desc.dtype)),
+        out_type_(desc.out_dtype()),
         numerics_(numerics) {
     if (!is_floating(in_type_)) {
       throw RuntimeFailure(

@@ -124,6 +124,7 @@ MemoryStats Device::memory_stats() const noexcept {
 }
 
 std::shared_ptr<Kernel> Device::prepare_kernel(const KernelDesc& desc) {
+  desc.check_attrs();
   const KernelFactory* factory = kernels_.find(desc.op, desc.dtype);
   if (factory == nullptr) {
     std::string available;
@@ -132,9 +133,10 @@ std::shared_ptr<Kernel> Device::prepare_kernel(const KernelDesc& desc) {
     }
     std::string message =
         available.empty()
-            ? fmt::format("{} ({}) has no kernel for op '{}'", name(), properties_.backend, desc.op)
+            ? fmt::format("{} ({}) has no kernel for op '{}'", name(), properties_.backend,
+                          op_name(desc.op))
             : fmt::format("{} ({}) has no '{}' kernel for dtype {}; it has: {}", name(),
-                          properties_.backend, desc.op, dtype_name(desc.dtype), available);
+                          properties_.backend, op_name(desc.op), dtype_name(desc.dtype), available);
     const std::string advice = kernel_advice(desc);
     if (!advice.empty()) message += ". " + advice;
     throw KernelNotFoundError(message);

@@ -14,50 +14,48 @@ void Kernel::set_constants(std::span<const Tensor> constants) {
   if (!constants.empty()) throw RuntimeFailure(implementation() + " takes no constants");
 }
 
-std::int64_t KernelDesc::int_attr(const std::string& key) const {
-  auto it = attrs.find(key);
-  if (it == attrs.end())
-    throw RuntimeFailure(fmt::format("{}: attribute '{}' is required", to_string(), key));
-  try {
-    return std::stoll(it->second);
-  } catch (const std::exception&) {
-    throw RuntimeFailure(
-        fmt::format("{}: attribute '{}' is not an integer: {}", to_string(), key, it->second));
+DType KernelDesc::out_dtype() const {
+  if (const auto* m = std::get_if<MatmulAttrs>(&attrs); m != nullptr && m->out_dtype) {
+    return *m->out_dtype;
+  }
+  return dtype;
+}
+
+void KernelDesc::throw_attrs_mismatch(std::size_t wanted) const {
+  throw RuntimeFailure(fmt::format("{}: the kernel reads {}, the op was given {}", to_string(),
+                                   op_attrs_name(wanted), op_attrs_name(attrs.index())));
+}
+
+void KernelDesc::check_attrs() const {
+  const std::size_t wanted = op_attrs_index(op);
+  if (wanted == std::variant_npos) {
+    throw RuntimeFailure(fmt::format("op number {} is not in op schema {}",
+                                     static_cast<unsigned>(op), kOpSchemaVersion));
+  }
+  if (attrs.index() != wanted) {
+    throw RuntimeFailure(fmt::format("{}: op '{}' takes {}, was given {}", to_string(), op_name(op),
+                                     op_attrs_name(wanted), op_attrs_name(attrs.index())));
   }
 }
 
-DType KernelDesc::out_dtype() const {
-  auto it = attrs.find("out_dtype");
-  if (it == attrs.end()) return dtype;
-  auto parsed = parse_dtype(it->second);
-  if (!parsed)
-    throw RuntimeFailure(fmt::format("{}: unknown out_dtype {}", to_string(), it->second));
-  return *parsed;
-}
-
-std::string KernelDesc::attr(const std::string& key, const std::string& fallback) const {
-  auto it = attrs.find(key);
-  return it == attrs.end() ? fallback : it->second;
-}
-
 std::string KernelDesc::to_string() const {
-  std::string text = fmt::format("{} {}", op, dtype_name(dtype));
+  std::string text = fmt::format("{} {}", op_name(op), dtype_name(dtype));
   for (std::size_t i = 0; i < input_shapes.size(); ++i) {
     text += (i == 0 ? " " : " x ") + shape_string(input_shapes[i]);
   }
   return text;
 }
 
-void KernelRegistry::add(const std::string& op, DType dtype, KernelFactory factory) {
+void KernelRegistry::add(OpKind op, DType dtype, KernelFactory factory) {
   factories_[{op, dtype}] = std::move(factory);
 }
 
-const KernelFactory* KernelRegistry::find(const std::string& op, DType dtype) const {
+const KernelFactory* KernelRegistry::find(OpKind op, DType dtype) const {
   auto it = factories_.find({op, dtype});
   return it == factories_.end() ? nullptr : &it->second;
 }
 
-std::vector<DType> KernelRegistry::dtypes_for(const std::string& op) const {
+std::vector<DType> KernelRegistry::dtypes_for(OpKind op) const {
   std::vector<DType> result;
   for (const auto& [key, factory] : factories_) {
     if (key.first == op) result.push_back(key.second);
@@ -65,10 +63,10 @@ std::vector<DType> KernelRegistry::dtypes_for(const std::string& op) const {
   return result;
 }
 
-std::vector<std::string> KernelRegistry::ops() const {
-  std::set<std::string> names;
-  for (const auto& [key, factory] : factories_) names.insert(key.first);
-  return {names.begin(), names.end()};
+std::vector<OpKind> KernelRegistry::ops() const {
+  std::set<OpKind> kinds;
+  for (const auto& [key, factory] : factories_) kinds.insert(key.first);
+  return {kinds.begin(), kinds.end()};
 }
 
 }  // namespace polyhal

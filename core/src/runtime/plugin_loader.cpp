@@ -11,6 +11,7 @@
 #include <fstream>
 
 #include "polyhal/abi.hpp"
+#include "polyhal/boundary_layout.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
@@ -62,9 +63,10 @@ std::string dlopen_failure_reason(const std::filesystem::path& file) {
 }
 
 std::string check_descriptor(const polyhal_plugin_descriptor& d) {
-  if (d.struct_size < sizeof(polyhal_plugin_descriptor)) {
-    return fmt::format("descriptor is {} bytes, host needs at least {}: plugin ABI too old",
-                       d.struct_size, sizeof(polyhal_plugin_descriptor));
+  // The first four fields are frozen across every ABI: the version is read
+  // before trusting the descriptor's size.
+  if (d.struct_size < offsetof(polyhal_plugin_descriptor, name)) {
+    return fmt::format("descriptor is {} bytes: not a polyhal plugin descriptor", d.struct_size);
   }
   if (d.abi_major != kAbiMajor || d.abi_minor > kAbiMinor) {
     return fmt::format(
@@ -72,12 +74,29 @@ std::string check_descriptor(const polyhal_plugin_descriptor& d) {
         "polyhal, or rebuild the plugin against polyhal-dev",
         d.abi_major, d.abi_minor, kAbiMajor, kAbiMajor, kAbiMinor);
   }
+  if (d.struct_size < sizeof(polyhal_plugin_descriptor)) {
+    return fmt::format("descriptor is {} bytes, host needs at least {}: plugin ABI too old",
+                       d.struct_size, sizeof(polyhal_plugin_descriptor));
+  }
   const std::string stdlib = d.stdlib != nullptr ? d.stdlib : "(none)";
   if (stdlib != POLYHAL_STDLIB_ID) {
     return fmt::format(
         "plugin built with C++ library '{}', host uses '{}': rebuild the plugin with "
         "the host's toolchain",
         stdlib, POLYHAL_STDLIB_ID);
+  }
+  if (d.op_schema_version != kOpSchemaVersion) {
+    return fmt::format(
+        "plugin built for op schema {}, host has op schema {}: its kernels were written for "
+        "other ops; install the plugin package built for this polyhal, or rebuild the plugin "
+        "against polyhal-dev",
+        d.op_schema_version, kOpSchemaVersion);
+  }
+  if (d.boundary_layout != boundary_layout_fingerprint()) {
+    return fmt::format(
+        "plugin's boundary classes have another layout (fingerprint {:016x}, host {:016x}): it "
+        "was built against other polyhal headers; rebuild it against polyhal-dev",
+        d.boundary_layout, boundary_layout_fingerprint());
   }
   if (d.name == nullptr || d.create_backend == nullptr) {
     return "descriptor has no name or no create_backend function";

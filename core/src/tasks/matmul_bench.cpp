@@ -32,10 +32,7 @@ std::vector<MatmulShapeResult> run_matmul_bench(Device& device, const MatmulBenc
   const DType out_type = config.out_dtype.value_or(config.dtype);
   std::vector<MatmulShapeResult> results;
   for (const auto& [m, n, k] : config.shapes) {
-    KernelDesc desc{"matmul",
-                    config.dtype,
-                    {{m, k}, {k, n}},
-                    {{"out_dtype", std::string(dtype_name(out_type))}}};
+    KernelDesc desc{OpKind::matmul, config.dtype, {{m, k}, {k, n}}, MatmulAttrs{out_type}};
     MatmulShapeResult result;
     result.mnk = {m, n, k};
     auto kernel = device.prepare_kernel(desc);

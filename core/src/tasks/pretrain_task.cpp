@@ -245,11 +245,8 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   result.parameters = replicas.front()->parameter_count();
   if (total_replicas > 1) {
     // f32 master gradients, as polyhal all-reduces them.
-    result.estimated_all_reduce_seconds =
-        device.estimate_seconds(KernelDesc{"all_reduce",
-                                           DType::f32,
-                                           {{result.parameters}},
-                                           {{"replicas", std::to_string(total_replicas)}}});
+    result.estimated_all_reduce_seconds = device.estimate_seconds(KernelDesc{
+        OpKind::all_reduce, DType::f32, {{result.parameters}}, AllReduceAttrs{total_replicas}});
   }
   if (sharded) {
     result.unsharded_memory = result.memory;

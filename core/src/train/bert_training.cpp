@@ -9,6 +9,7 @@
 
 #include "polyhal/bert_weights.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/train_kernels.hpp"
 
 namespace polyhal {
 namespace {
@@ -50,6 +51,14 @@ struct Param {
   int owner = 0;  // the replica that updates it when optimizer state is sharded
 };
 
+/// The update op of an optimizer kind (lamb | adamw | sgd).
+OpKind optimizer_op(const std::string& kind) {
+  if (kind == "lamb") return OpKind::lamb_update;
+  if (kind == "adamw") return OpKind::adamw_update;
+  if (kind == "sgd") return OpKind::sgd_update;
+  throw ConfigError(fmt::format("optimizer.kind: unknown optimizer '{}' (lamb, adamw, sgd)", kind));
+}
+
 bool decays(const std::string& name) {
   return !name.ends_with(".bias") && name.find("LayerNorm") == std::string::npos;
 }
@@ -89,22 +98,21 @@ struct BertTraining::State {
   std::uint64_t seed = 0;
   int dropout_streams = 0;
 
-  using Attrs = std::map<std::string, std::string>;
   /// Y = dropout(X) when dropout is on (returns the slot to use downstream),
   /// X itself when off. `attrs` receives the op's (p, stream), from which
   /// backward regenerates the mask: masks are never stored.
-  int dropped(int x, const std::string& name, Attrs& attrs) {
+  int dropped(int x, const std::string& name, DropoutAttrs& attrs) {
     if (dropout <= 0.0) return x;
     const int y = act(name + " dropped", slots[static_cast<std::size_t>(x)].shape);
-    attrs = {{"p", fmt::format("{:.17g}", dropout)}, {"stream", std::to_string(dropout_streams++)}};
-    fwd("dropout", {x, rng}, {y}, attrs);
+    attrs = {dropout, static_cast<std::uint64_t>(dropout_streams++)};
+    fwd(OpKind::dropout, {x, rng}, {y}, attrs);
     return y;
   }
   /// dX = dY * mask when dropout is on; dY itself when off.
-  int undropped(int dy, const Attrs& attrs, const std::string& name) {
+  int undropped(int dy, const DropoutAttrs& attrs, const std::string& name) {
     if (dropout <= 0.0) return dy;
     const int dx = act(name, slots[static_cast<std::size_t>(dy)].shape);
-    bwd("dropout_backward", {dy, rng}, {dx}, attrs);
+    bwd(OpKind::dropout_backward, {dy, rng}, {dx}, attrs);
     return dx;
   }
 
@@ -140,19 +148,21 @@ struct BertTraining::State {
     return params.back();
   }
 
-  void add(std::vector<Op>& list, const std::string& op, std::vector<int> in, std::vector<int> out,
-           std::map<std::string, std::string> attrs = {}) {
-    KernelDesc desc{op, DType::f32, {}, std::move(attrs)};
-    if (precision != DType::f32) desc.attrs["round_to"] = std::string(dtype_name(precision));
+  void add(std::vector<Op>& list, OpKind op, std::vector<int> in, std::vector<int> out,
+           OpAttrs attrs) {
+    KernelDesc desc{op, DType::f32, {}, std::move(attrs), precision};
     for (int i : in) desc.input_shapes.push_back(slots[static_cast<std::size_t>(i)].shape);
-    list.push_back({device.prepare_kernel(desc), std::move(in), std::move(out), {}, {}, op});
+    list.push_back({device.prepare_kernel(desc),
+                    std::move(in),
+                    std::move(out),
+                    {},
+                    {},
+                    std::string(op_name(op))});
   }
-  void fwd(const std::string& op, std::vector<int> in, std::vector<int> out,
-           std::map<std::string, std::string> a = {}) {
+  void fwd(OpKind op, std::vector<int> in, std::vector<int> out, OpAttrs a = NoAttrs{}) {
     add(forward, op, std::move(in), std::move(out), std::move(a));
   }
-  void bwd(const std::string& op, std::vector<int> in, std::vector<int> out,
-           std::map<std::string, std::string> a = {}) {
+  void bwd(OpKind op, std::vector<int> in, std::vector<int> out, OpAttrs a = NoAttrs{}) {
     add(backward, op, std::move(in), std::move(out), std::move(a));
   }
 
@@ -160,7 +170,7 @@ struct BertTraining::State {
     const std::int64_t t = tokens, h = config.hidden_size, i = config.intermediate_size,
                        v = config.vocab_size;
     const std::int64_t b = shape.batch, s = shape.seq, heads = config.num_attention_heads;
-    const std::string eps = fmt::format("{:.17g}", config.layer_norm_eps);
+    const LayerNormAttrs eps{config.layer_norm_eps, false};
     ids = slot("input_ids", "activations", {t}, DType::i32);
     types = slot("token_type_ids", "activations", {t}, DType::i32);
     mask = slot("attention_mask", "activations", {b, s}, DType::i32);
@@ -169,7 +179,7 @@ struct BertTraining::State {
     nsp_labels = slot("nsp_labels", "activations", {b}, DType::i32);
     loss_scale = act("loss scale", {1});
     losses = act("losses", {2});
-    hyper = act("optimizer hyper-parameters", {10});
+    hyper = slot("optimizer step", "activations", {kOptimizerStepWords}, DType::i64);
     rng = slot("dropout rng", "activations", {2}, DType::i32);
     norm_out = act("gradient sum of squares", {1});
 
@@ -195,24 +205,24 @@ struct BertTraining::State {
 
     // ---- forward -----------------------------------------------------------
     const int embedded = act("embedded", {t, h});
-    fwd("embedding_train", {ids, types, word_w, pos_w, type_w}, {embedded},
-        {{"seq", std::to_string(s)}});
+    fwd(OpKind::embedding_train, {ids, types, word_w, pos_w, type_w}, {embedded},
+        EmbeddingAttrs{s});
     const auto ln0 = layernorm_params("bert.embeddings.LayerNorm");
 
     const int x0_pre = act("x0 pre-dropout", {t, h});
     std::vector<int> xs;
     const int mean0 = act("mean0", {t}), rstd0 = act("rstd0", {t});
-    fwd("layernorm_train", {embedded, ln0[0].weight, ln0[1].weight}, {x0_pre, mean0, rstd0},
-        {{"eps", eps}});
-    Attrs embedding_dropout;
+    fwd(OpKind::layernorm_train, {embedded, ln0[0].weight, ln0[1].weight}, {x0_pre, mean0, rstd0},
+        eps);
+    DropoutAttrs embedding_dropout;
     xs.push_back(dropped(x0_pre, "x0", embedding_dropout));
 
     struct LayerSlots {
       int qkv_w, qkv_b, qkv_gw, qkv_gb, o_w, o_gw, o_gb, i_w, i_gw, i_gb, f_w, f_gw, f_gb;
       std::array<Param, 2> ln1, ln2;
       int qkv, ctx, probs, a_out, s1, x1, m1, r1, ip, ia, f_out, s2, m2, r2;
-      Attrs a_dropout, f_dropout;  // of the output dropouts, when on
-      Attrs attention;             // attrs shared by forward and backward
+      DropoutAttrs a_dropout, f_dropout;  // of the output dropouts, when on
+      AttentionAttrs attention;           // attrs shared by forward and backward
     };
     std::vector<LayerSlots> layers;
     for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
@@ -258,28 +268,26 @@ struct BertTraining::State {
       L.s2 = act(p + "sum2", {t, h});
       L.m2 = act(p + "mean2", {t}), L.r2 = act(p + "rstd2", {t});
       const int next = act(fmt::format("x{}", l + 1), {t, h});
-      std::map<std::string, std::string> attention{{"batch", std::to_string(b)},
-                                                   {"seq", std::to_string(s)},
-                                                   {"heads", std::to_string(heads)}};
+      AttentionAttrs attention{b, s, heads, 0.0, 0};
       std::vector<int> attention_in{L.qkv, mask};
       if (attention_dropout > 0.0) {
-        attention["dropout"] = fmt::format("{:.17g}", attention_dropout);
-        attention["stream"] = std::to_string(dropout_streams++);
+        attention.dropout = attention_dropout;
+        attention.stream = static_cast<std::uint64_t>(dropout_streams++);
         attention_in.push_back(rng);
       }
       L.attention = attention;
-      fwd("dense", {x, fw, fb}, {L.qkv});
-      fwd("attention_train", attention_in, {L.ctx, L.probs}, attention);
-      fwd("dense", {L.ctx, o[0].weight, o[1].weight}, {L.a_out});
-      fwd("add", {dropped(L.a_out, p + "attention out", L.a_dropout), x}, {L.s1});
-      fwd("layernorm_train", {L.s1, L.ln1[0].weight, L.ln1[1].weight}, {L.x1, L.m1, L.r1},
-          {{"eps", eps}});
-      fwd("dense", {L.x1, in[0].weight, in[1].weight}, {L.ip});
-      fwd("gelu", {L.ip}, {L.ia});
-      fwd("dense", {L.ia, f[0].weight, f[1].weight}, {L.f_out});
-      fwd("add", {dropped(L.f_out, p + "ffn out", L.f_dropout), L.x1}, {L.s2});
-      fwd("layernorm_train", {L.s2, L.ln2[0].weight, L.ln2[1].weight}, {next, L.m2, L.r2},
-          {{"eps", eps}});
+      fwd(OpKind::dense, {x, fw, fb}, {L.qkv});
+      fwd(OpKind::attention_train, attention_in, {L.ctx, L.probs}, attention);
+      fwd(OpKind::dense, {L.ctx, o[0].weight, o[1].weight}, {L.a_out});
+      fwd(OpKind::add, {dropped(L.a_out, p + "attention out", L.a_dropout), x}, {L.s1});
+      fwd(OpKind::layernorm_train, {L.s1, L.ln1[0].weight, L.ln1[1].weight}, {L.x1, L.m1, L.r1},
+          eps);
+      fwd(OpKind::dense, {L.x1, in[0].weight, in[1].weight}, {L.ip});
+      fwd(OpKind::gelu, {L.ip}, {L.ia});
+      fwd(OpKind::dense, {L.ia, f[0].weight, f[1].weight}, {L.f_out});
+      fwd(OpKind::add, {dropped(L.f_out, p + "ffn out", L.f_dropout), L.x1}, {L.s2});
+      fwd(OpKind::layernorm_train, {L.s2, L.ln2[0].weight, L.ln2[1].weight}, {next, L.m2, L.r2},
+          eps);
       layers.push_back(L);
       xs.push_back(next);
     }
@@ -305,17 +313,19 @@ struct BertTraining::State {
     if (max_predictions > 0) {
       mlm_positions = slot("mlm positions", "activations", {predicted}, DType::i32);
       head_input = act("masked rows", {predicted, h});
-      fwd("gather_rows", {x_last, mlm_positions}, {head_input});
+      fwd(OpKind::gather_rows, {x_last, mlm_positions}, {head_input});
     }
-    fwd("take_rows", {x_last}, {cls}, {{"stride", std::to_string(s)}});
-    fwd("dense", {cls, pool[0].weight, pool[1].weight}, {pooled_pre});
-    fwd("tanh", {pooled_pre}, {pooled});
-    fwd("dense", {pooled, nsp_head[0].weight, nsp_head[1].weight}, {nsp});
-    fwd("dense", {head_input, transform[0].weight, transform[1].weight}, {tp});
-    fwd("gelu", {tp}, {ta});
-    fwd("layernorm_train", {ta, ln_t[0].weight, ln_t[1].weight}, {tl, mt, rt}, {{"eps", eps}});
-    fwd("dense", {tl, word_w, vocab_bias.weight}, {mlm});  // decoder tied to the word embeddings
-    fwd("pretraining_loss", {mlm, mlm_labels, nsp, nsp_labels, loss_scale}, {losses, dmlm, dnsp});
+    fwd(OpKind::take_rows, {x_last}, {cls}, RowStrideAttrs{s});
+    fwd(OpKind::dense, {cls, pool[0].weight, pool[1].weight}, {pooled_pre});
+    fwd(OpKind::tanh, {pooled_pre}, {pooled});
+    fwd(OpKind::dense, {pooled, nsp_head[0].weight, nsp_head[1].weight}, {nsp});
+    fwd(OpKind::dense, {head_input, transform[0].weight, transform[1].weight}, {tp});
+    fwd(OpKind::gelu, {tp}, {ta});
+    fwd(OpKind::layernorm_train, {ta, ln_t[0].weight, ln_t[1].weight}, {tl, mt, rt}, eps);
+    fwd(OpKind::dense, {tl, word_w, vocab_bias.weight},
+        {mlm});  // decoder tied to the word embeddings
+    fwd(OpKind::pretraining_loss, {mlm, mlm_labels, nsp, nsp_labels, loss_scale},
+        {losses, dmlm, dnsp});
 
     // ---- backward: the forward list in reverse ------------------------------
     const int dtl = act("d transform normed", {predicted, h}),
@@ -323,23 +333,24 @@ struct BertTraining::State {
     const int dtp = act("d transform pre", {predicted, h}), dx = act("d x", {t, h});
     const int dpooled = act("d pooled", {b, h}), dpp = act("d pooled pre", {b, h}),
               dcls = act("d cls", {b, h});
-    bwd("dense_backward", {dmlm, tl, word_w}, {dtl, word_g, vocab_bias.grad});
-    bwd("layernorm_backward", {dtl, ta, ln_t[0].weight, mt, rt}, {dta, ln_t[0].grad, ln_t[1].grad});
-    bwd("gelu_backward", {dta, tp}, {dtp});
+    bwd(OpKind::dense_backward, {dmlm, tl, word_w}, {dtl, word_g, vocab_bias.grad});
+    bwd(OpKind::layernorm_backward, {dtl, ta, ln_t[0].weight, mt, rt},
+        {dta, ln_t[0].grad, ln_t[1].grad});
+    bwd(OpKind::gelu_backward, {dta, tp}, {dtp});
     if (max_predictions > 0) {
       const int dhead = act("d masked rows", {predicted, h});
-      bwd("dense_backward", {dtp, head_input, transform[0].weight},
+      bwd(OpKind::dense_backward, {dtp, head_input, transform[0].weight},
           {dhead, transform[0].grad, transform[1].grad});
-      bwd("gather_rows_backward", {dhead, mlm_positions}, {dx});
+      bwd(OpKind::gather_rows_backward, {dhead, mlm_positions}, {dx});
     } else {
-      bwd("dense_backward", {dtp, x_last, transform[0].weight},
+      bwd(OpKind::dense_backward, {dtp, x_last, transform[0].weight},
           {dx, transform[0].grad, transform[1].grad});
     }
-    bwd("dense_backward", {dnsp, pooled, nsp_head[0].weight},
+    bwd(OpKind::dense_backward, {dnsp, pooled, nsp_head[0].weight},
         {dpooled, nsp_head[0].grad, nsp_head[1].grad});
-    bwd("tanh_backward", {dpooled, pooled}, {dpp});
-    bwd("dense_backward", {dpp, cls, pool[0].weight}, {dcls, pool[0].grad, pool[1].grad});
-    bwd("take_rows_backward", {dcls}, {dx}, {{"stride", std::to_string(s)}});
+    bwd(OpKind::tanh_backward, {dpooled, pooled}, {dpp});
+    bwd(OpKind::dense_backward, {dpp, cls, pool[0].weight}, {dcls, pool[0].grad, pool[1].grad});
+    bwd(OpKind::take_rows_backward, {dcls}, {dx}, RowStrideAttrs{s});
     const int ds2 = act("d sum2", {t, h}), dia = act("d ffn act", {t, i}),
               dip = act("d ffn pre", {t, i});
     const int dx1 = act("d x1", {t, h}), dx1b = act("d x1 via ffn", {t, h}),
@@ -349,40 +360,45 @@ struct BertTraining::State {
     for (std::size_t l = layers.size(); l-- > 0;) {
       const auto& L = layers[l];
       const std::string p = fmt::format("bert.encoder.layer.{}.", l);
-      bwd("layernorm_backward", {dx, L.s2, L.ln2[0].weight, L.m2, L.r2},
+      bwd(OpKind::layernorm_backward, {dx, L.s2, L.ln2[0].weight, L.m2, L.r2},
           {ds2, L.ln2[0].grad, L.ln2[1].grad});
       const int df = undropped(ds2, L.f_dropout, p + "d ffn out");
-      bwd("dense_backward", {df, L.ia, L.f_w}, {dia, L.f_gw, L.f_gb});
-      bwd("gelu_backward", {dia, L.ip}, {dip});
-      bwd("dense_backward", {dip, L.x1, L.i_w}, {dx1b, L.i_gw, L.i_gb});
-      bwd("add", {dx1b, ds2}, {dx1});  // x1 feeds both the FFN and the residual
-      bwd("layernorm_backward", {dx1, L.s1, L.ln1[0].weight, L.m1, L.r1},
+      bwd(OpKind::dense_backward, {df, L.ia, L.f_w}, {dia, L.f_gw, L.f_gb});
+      bwd(OpKind::gelu_backward, {dia, L.ip}, {dip});
+      bwd(OpKind::dense_backward, {dip, L.x1, L.i_w}, {dx1b, L.i_gw, L.i_gb});
+      bwd(OpKind::add, {dx1b, ds2}, {dx1});  // x1 feeds both the FFN and the residual
+      bwd(OpKind::layernorm_backward, {dx1, L.s1, L.ln1[0].weight, L.m1, L.r1},
           {ds1, L.ln1[0].grad, L.ln1[1].grad});
       const int da = undropped(ds1, L.a_dropout, p + "d attention out");
-      bwd("dense_backward", {da, L.ctx, L.o_w}, {dctx, L.o_gw, L.o_gb});
+      bwd(OpKind::dense_backward, {da, L.ctx, L.o_w}, {dctx, L.o_gw, L.o_gb});
       std::vector<int> attention_in{dctx, L.qkv, L.probs};
       if (attention_dropout > 0.0) attention_in.push_back(rng);
-      bwd("attention_backward", attention_in, {dqkv}, L.attention);
-      bwd("dense_backward", {dqkv, xs[l], L.qkv_w}, {dxb, L.qkv_gw, L.qkv_gb});
-      bwd("add", {dxb, ds1}, {dx});  // the layer input feeds QKV and the residual
+      bwd(OpKind::attention_backward, attention_in, {dqkv}, L.attention);
+      bwd(OpKind::dense_backward, {dqkv, xs[l], L.qkv_w}, {dxb, L.qkv_gw, L.qkv_gb});
+      bwd(OpKind::add, {dxb, ds1}, {dx});  // the layer input feeds QKV and the residual
     }
     const int demb = act("d embedded", {t, h});
     const int dx0 = undropped(dx, embedding_dropout, "d x0 pre-dropout");
-    bwd("layernorm_backward", {dx0, embedded, ln0[0].weight, mean0, rstd0},
+    bwd(OpKind::layernorm_backward, {dx0, embedded, ln0[0].weight, mean0, rstd0},
         {demb, ln0[0].grad, ln0[1].grad});
-    bwd("embedding_backward", {demb, ids, types}, {word_g, pos_g, type_g},
-        {{"seq", std::to_string(s)}});
+    bwd(OpKind::embedding_backward, {demb, ids, types}, {word_g, pos_g, type_g}, EmbeddingAttrs{s});
 
-    const std::string update = optimizer.kind + "_update";
+    const OpKind update = optimizer_op(optimizer.kind);
+    const OptimizerHyperParameters hyper_parameters{optimizer.beta1, optimizer.beta2,
+                                                    optimizer.epsilon, optimizer.weight_decay,
+                                                    optimizer.momentum};
     for (const auto& p : params) {
       KernelDesc desc{update,
                       DType::f32,
                       {slots[static_cast<std::size_t>(p.weight)].shape,
                        slots[static_cast<std::size_t>(p.grad)].shape},
-                      {}};
+                      OptimizerUpdateAttrs{hyper_parameters, p.decay, p.decay}};
       updates.push_back(device.prepare_kernel(desc));
-      norms.push_back(device.prepare_kernel(KernelDesc{
-          "sum_of_squares", DType::f32, {slots[static_cast<std::size_t>(p.grad)].shape}, {}}));
+      norms.push_back(
+          device.prepare_kernel(KernelDesc{OpKind::sum_of_squares,
+                                           DType::f32,
+                                           {slots[static_cast<std::size_t>(p.grad)].shape},
+                                           NoAttrs{}}));
     }
   }
 
@@ -651,14 +667,9 @@ std::optional<double> BertTraining::apply_optimizer(double learning_rate, double
   const double norm = std::sqrt(sum) / loss_scale;
   const double clip = o.max_grad_norm > 0 && norm > o.max_grad_norm ? o.max_grad_norm / norm : 1.0;
   const double scale = clip / loss_scale;
+  const auto words = optimizer_step_words({learning_rate, scale, s.steps, 0});
+  s.upload(s.hyper, std::vector<std::int64_t>(words.begin(), words.end()));
   for (std::size_t i = 0; i < s.params.size(); ++i) {
-    const bool decay = s.params[i].decay;
-    s.upload(s.hyper,
-             std::vector<float>{static_cast<float>(learning_rate), static_cast<float>(o.beta1),
-                                static_cast<float>(o.beta2), static_cast<float>(o.epsilon),
-                                static_cast<float>(o.weight_decay), static_cast<float>(s.steps),
-                                decay ? 1.0f : 0.0f, decay ? 1.0f : 0.0f, static_cast<float>(scale),
-                                static_cast<float>(o.momentum)});
     if (s.owns(s.params[i])) {
       s.updates[i]->run(s.update_inputs[i], s.update_outputs[i]);  // also zeroes the gradient
     } else {

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -37,7 +38,7 @@ class FunctionKernel final : public Kernel {
 
  private:
   void require_f32(const Tensor& t) const {
-    if (t.dtype != DType::f32 && t.dtype != DType::i32) {
+    if (t.dtype != DType::f32 && t.dtype != DType::i32 && t.dtype != DType::i64) {
       throw RuntimeFailure(
           fmt::format("reference {} trains in f32, got a {} tensor", name_, dtype_name(t.dtype)));
     }
@@ -113,13 +114,23 @@ class RoundedOutputs final : public Kernel {
 /// contribution is computed at the low precision (so an f16 overflow still
 /// shows as inf for loss scaling); LayerNorm statistics, losses and the
 /// gradient norm stay f32.
-OutputPrecision output_precision(const std::string& op) {
-  if (op == "dense_backward" || op == "layernorm_backward") return {{1, 2}, {}};
-  if (op == "embedding_backward") return {{0, 1, 2}, {}};
-  if (op == "take_rows_backward") return {{0}, {}};
-  if (op == "layernorm_train") return {{}, {1, 2}};
-  if (op == "pretraining_loss" || op == "sum_of_squares") return {{}, {0}};
-  return {};
+OutputPrecision output_precision(OpKind op) {
+  switch (op) {
+    case OpKind::dense_backward:
+    case OpKind::layernorm_backward:
+      return {{1, 2}, {}};
+    case OpKind::embedding_backward:
+      return {{0, 1, 2}, {}};
+    case OpKind::take_rows_backward:
+      return {{0}, {}};
+    case OpKind::layernorm_train:
+      return {{}, {1, 2}};
+    case OpKind::pretraining_loss:
+    case OpKind::sum_of_squares:
+      return {{}, {0}};
+    default:
+      return {};
+  }
 }
 
 float* f(const Tensor& t) {
@@ -214,24 +225,24 @@ void map2(const ParallelFor& par, std::int64_t count, const float* a, const floa
 
 std::unique_ptr<Kernel> elementwise(const KernelDesc& d, const ParallelFor& par) {
   const std::int64_t count = element_count(d.input_shapes.at(0));
-  const std::string op = d.op;
-  return std::make_unique<FunctionKernel>(op, 0.0, [=](auto in, auto o) {
+  const OpKind op = d.op;
+  return std::make_unique<FunctionKernel>(std::string(op_name(op)), 0.0, [=](auto in, auto o) {
     const float* a = f(in[0]);
     const float* b = in.size() > 1 ? f(in[1]) : nullptr;
     float* y = f(o[0]);
-    if (op == "gelu") {
+    if (op == OpKind::gelu) {
       map2(par, count, a, b, y,
            [](float x, float) { return 0.5f * x * (1.0f + std::erf(x * kInvSqrt2)); });
-    } else if (op == "gelu_backward") {  // in: dY, X
+    } else if (op == OpKind::gelu_backward) {  // in: dY, X
       map2(par, count, a, b, y, [](float dy, float x) {
         const float cdf = 0.5f * (1.0f + std::erf(x * kInvSqrt2));
         return dy * (cdf + x * kInvSqrt2Pi * std::exp(-0.5f * x * x));
       });
-    } else if (op == "tanh") {
+    } else if (op == OpKind::tanh) {
       map2(par, count, a, b, y, [](float x, float) { return std::tanh(x); });
-    } else if (op == "tanh_backward") {  // in: dY, Y
+    } else if (op == OpKind::tanh_backward) {  // in: dY, Y
       map2(par, count, a, b, y, [](float dy, float yv) { return dy * (1.0f - yv * yv); });
-    } else if (op == "add") {
+    } else if (op == OpKind::add) {
       map2(par, count, a, b, y, [](float x, float z) { return x + z; });
     }
   });
@@ -239,7 +250,7 @@ std::unique_ptr<Kernel> elementwise(const KernelDesc& d, const ParallelFor& par)
 
 std::unique_ptr<Kernel> layernorm_train(const KernelDesc& d, const ParallelFor& par) {
   const std::int64_t m = d.input_shapes.at(0).at(0), h = d.input_shapes.at(0).at(1);
-  const double eps = std::stod(d.attr("eps", "1e-12"));
+  const double eps = d.attrs_as<LayerNormAttrs>().eps;
   return std::make_unique<FunctionKernel>("layernorm_train", 0.0, [=](auto in, auto o) {
     const float *x = f(in[0]), *gamma = f(in[1]), *beta = f(in[2]);
     float *y = f(o[0]), *mean_out = f(o[1]), *rstd_out = f(o[2]);
@@ -309,14 +320,8 @@ struct AttentionDims {
 };
 /// `qkv_input` is the index of the QKV tensor among the op's inputs.
 AttentionDims attention_dims(const KernelDesc& desc, std::size_t qkv_input) {
-  AttentionDims a{desc.int_attr("batch"),
-                  desc.int_attr("seq"),
-                  desc.int_attr("heads"),
-                  0,
-                  0,
-                  std::stod(desc.attr("dropout", "0")),
-                  0};
-  if (a.dropout > 0.0) a.stream = static_cast<std::uint64_t>(desc.int_attr("stream"));
+  const auto& attrs = desc.attrs_as<AttentionAttrs>();
+  AttentionDims a{attrs.batch, attrs.seq, attrs.heads, 0, 0, attrs.dropout, attrs.stream};
   a.h = desc.input_shapes.at(qkv_input).at(1) / 3;
   a.d = a.h / a.heads;
   return a;
@@ -420,7 +425,8 @@ std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const Paralle
 }
 
 std::unique_ptr<Kernel> embedding_train(const KernelDesc& desc, const ParallelFor& par) {
-  const std::int64_t tokens = desc.input_shapes.at(0).at(0), seq = desc.int_attr("seq");
+  const std::int64_t tokens = desc.input_shapes.at(0).at(0),
+                     seq = desc.attrs_as<EmbeddingAttrs>().seq;
   return std::make_unique<FunctionKernel>("embedding_train", 0.0, [=](auto in, auto o) {
     const std::int32_t *ids = ints(in[0]), *types = ints(in[1]);
     check_embedding_ids(ids, types, tokens, in.subspan(2, 3));
@@ -438,7 +444,7 @@ std::unique_ptr<Kernel> embedding_train(const KernelDesc& desc, const ParallelFo
 
 std::unique_ptr<Kernel> embedding_backward(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t tokens = desc.input_shapes.at(0).at(0), h = desc.input_shapes.at(0).at(1);
-  const std::int64_t seq = desc.int_attr("seq");
+  const std::int64_t seq = desc.attrs_as<EmbeddingAttrs>().seq;
   return std::make_unique<FunctionKernel>("embedding_backward", 0.0, [=](auto in, auto o) {
     const float* dy = f(in[0]);
     const std::int32_t *ids = ints(in[1]), *types = ints(in[2]);
@@ -455,7 +461,8 @@ std::unique_ptr<Kernel> embedding_backward(const KernelDesc& desc, const Paralle
 }
 
 std::unique_ptr<Kernel> take_rows_backward(const KernelDesc& desc, const ParallelFor& par) {
-  const std::int64_t stride = desc.int_attr("stride"), rows_out = desc.input_shapes.at(0).at(0);
+  const std::int64_t stride = desc.attrs_as<RowStrideAttrs>().stride,
+                     rows_out = desc.input_shapes.at(0).at(0);
   const std::int64_t h = desc.input_shapes.at(0).at(1);
   return std::make_unique<FunctionKernel>("take_rows_backward", 0.0, [=](auto in, auto o) {
     rows(par, rows_out, [&](std::size_t r) {
@@ -545,29 +552,36 @@ std::unique_ptr<Kernel> pretraining_loss(const KernelDesc& desc, const ParallelF
   });
 }
 
-/// One optimizer step for one parameter tensor, in place. hyper = [lr, beta1,
-/// beta2, eps, weight_decay, step, decay?, trust?, grad_scale, momentum].
+/// One optimizer step for one parameter tensor, in place: constant
+/// hyper-parameters from OptimizerUpdateAttrs, lr / step / gradient scale
+/// from the OptimizerStep tensor (input 4).
 /// LAMB needs the norms of the weights and of the whole update before it can
 /// apply any of it: the first pass updates m and v and sums the norms, the
 /// second recomputes the update from them (cheaper than storing it).
 std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t count = element_count(desc.input_shapes.at(0));
-  const std::string kind = desc.op;
-  return std::make_unique<FunctionKernel>(kind, 0.0, [=](auto in, auto o) {
+  const OpKind kind = desc.op;
+  const OptimizerUpdateAttrs attrs = desc.attrs_as<OptimizerUpdateAttrs>();
+  // The element math is f32, as PyTorch's optimizers do.
+  const auto beta1 = static_cast<float>(attrs.hyper.beta1),
+             beta2 = static_cast<float>(attrs.hyper.beta2),
+             eps = static_cast<float>(attrs.hyper.epsilon),
+             momentum = static_cast<float>(attrs.hyper.momentum);
+  const float decay = attrs.decay ? static_cast<float>(attrs.hyper.weight_decay) : 0.0f;
+  const bool trust = attrs.trust_ratio;
+  return std::make_unique<FunctionKernel>(std::string(op_name(kind)), 0.0, [=](auto in, auto o) {
     float *w = f(o[0]), *m = f(o[1]), *v = f(o[2]);
     const float* g = f(in[1]);
     float* consumed = f(o[3]);  // the gradient, zeroed once read for the next accumulation
-    const float* hp = f(in[4]);
-    const float lr = hp[0], beta1 = hp[1], beta2 = hp[2], eps = hp[3];
-    const float decay = hp[6] != 0.0f ? hp[4] : 0.0f;
-    const bool trust = hp[7] != 0.0f;
-    const float grad_scale = hp[8];
-    const double step = hp[5];
-    if (kind == "sgd_update") {  // m is the momentum buffer
+    const OptimizerStep now = read_optimizer_step(in[4]);
+    const auto lr = static_cast<float>(now.learning_rate);
+    const auto grad_scale = static_cast<float>(now.grad_scale);
+    const auto step = static_cast<double>(now.step);
+    if (kind == OpKind::sgd_update) {  // m is the momentum buffer
       par(count, [&](std::int64_t begin, std::int64_t end) {
         for (std::int64_t i = begin; i < end; ++i) {
           const float grad = g[i] * grad_scale + decay * w[i];
-          m[i] = hp[9] * m[i] + grad;
+          m[i] = momentum * m[i] + grad;
           w[i] -= lr * m[i];
           consumed[i] = 0.0f;
         }
@@ -578,7 +592,7 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelF
     // beta2 near 1), the per-element math in f32 as PyTorch's optimizers do.
     const auto inv_c1 = static_cast<float>(1.0 / (1.0 - std::pow(beta1, step)));
     const auto inv_c2 = static_cast<float>(1.0 / (1.0 - std::pow(beta2, step)));
-    const bool lamb = kind == "lamb_update";
+    const bool lamb = kind == OpKind::lamb_update;
     // Adam's direction from the updated moments, plus LAMB's decoupled decay.
     const auto direction = [=](std::int64_t i) {
       float u = m[i] * inv_c1 / (std::sqrt(v[i] * inv_c2) + eps);
@@ -630,8 +644,8 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelF
 /// in: X (or dY), rng[2] (i32: seed, counter) -> Y = X * mask (or dX).
 std::unique_ptr<Kernel> dropout(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t count = element_count(desc.input_shapes.at(0));
-  const double p = std::stod(desc.attr("p", "0"));
-  const auto stream = static_cast<std::uint64_t>(desc.int_attr("stream"));
+  const double p = desc.attrs_as<DropoutAttrs>().p;
+  const std::uint64_t stream = desc.attrs_as<DropoutAttrs>().stream;
   return std::make_unique<FunctionKernel>("dropout", 0.0, [=](auto in, auto o) {
     const DropoutMask drop(ints(in[1]), stream, p);
     par(count, [&](std::int64_t begin, std::int64_t end) {
@@ -657,9 +671,25 @@ std::unique_ptr<Kernel> sum_of_squares(const KernelDesc& desc, const ParallelFor
 
 }  // namespace
 
+OptimizerStep read_optimizer_step(const Tensor& step) {
+  if (step.dtype != DType::i64 || step.numel() != kOptimizerStepWords) {
+    throw RuntimeFailure(fmt::format("optimizer step tensor must be i64[{}], got {}[{}]",
+                                     kOptimizerStepWords, dtype_name(step.dtype), step.numel()));
+  }
+  OptimizerStep values;
+  std::memcpy(&values, step.buffer->data(), sizeof values);
+  return values;
+}
+
+std::array<std::int64_t, kOptimizerStepWords> optimizer_step_words(const OptimizerStep& step) {
+  std::array<std::int64_t, kOptimizerStepWords> words{};
+  std::memcpy(words.data(), &step, sizeof step);
+  return words;
+}
+
 void register_reference_train_kernels(KernelRegistry& registry, ParallelFor parallel) {
   if (!parallel) parallel = tbb_parallel_for();
-  const auto add = [&](const char* op,
+  const auto add = [&](OpKind op,
                        std::unique_ptr<Kernel> (*make)(const KernelDesc&, const ParallelFor&)) {
     registry.add(op, DType::f32,
                  [make, parallel](const KernelDesc& d, Device&) -> std::unique_ptr<Kernel> {
@@ -669,24 +699,26 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
                                                            output_precision(d.op));
                  });
   };
-  add("dense", dense);
-  add("dense_backward", dense_backward);
-  for (const char* op : {"gelu", "gelu_backward", "tanh", "tanh_backward", "add"})
+  add(OpKind::dense, dense);
+  add(OpKind::dense_backward, dense_backward);
+  for (OpKind op :
+       {OpKind::gelu, OpKind::gelu_backward, OpKind::tanh, OpKind::tanh_backward, OpKind::add})
     add(op, elementwise);
-  add("layernorm_train", layernorm_train);
-  add("layernorm_backward", layernorm_backward);
-  add("attention_train", attention_train);
-  add("attention_backward", attention_backward);
-  add("embedding_train", embedding_train);
-  add("embedding_backward", embedding_backward);
-  add("take_rows_backward", take_rows_backward);
-  add("gather_rows", gather_rows);
-  add("gather_rows_backward", gather_rows_backward);
-  add("pretraining_loss", pretraining_loss);
-  add("sum_of_squares", sum_of_squares);
-  add("dropout", dropout);
-  add("dropout_backward", dropout);
-  for (const char* op : {"adamw_update", "lamb_update", "sgd_update"}) add(op, optimizer_update);
+  add(OpKind::layernorm_train, layernorm_train);
+  add(OpKind::layernorm_backward, layernorm_backward);
+  add(OpKind::attention_train, attention_train);
+  add(OpKind::attention_backward, attention_backward);
+  add(OpKind::embedding_train, embedding_train);
+  add(OpKind::embedding_backward, embedding_backward);
+  add(OpKind::take_rows_backward, take_rows_backward);
+  add(OpKind::gather_rows, gather_rows);
+  add(OpKind::gather_rows_backward, gather_rows_backward);
+  add(OpKind::pretraining_loss, pretraining_loss);
+  add(OpKind::sum_of_squares, sum_of_squares);
+  add(OpKind::dropout, dropout);
+  add(OpKind::dropout_backward, dropout);
+  for (OpKind op : {OpKind::adamw_update, OpKind::lamb_update, OpKind::sgd_update})
+    add(op, optimizer_update);
 }
 
 }  // namespace polyhal

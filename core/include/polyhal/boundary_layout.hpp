@@ -1,0 +1,68 @@
+#pragma once
+/// @file boundary_layout.hpp
+/// Size guards for every class that crosses the plugin boundary.
+///
+/// The plugin descriptor carries boundary_layout_fingerprint() as the plugin
+/// saw it; the host refuses a plugin whose fingerprint differs from its own
+/// (a header changed under a plugin that was not rebuilt), naming both. On
+/// the reference platform (x86-64, libstdc++) each size is also pinned by a
+/// static_assert in core/src/runtime/boundary_layout.cpp, so a change to any
+/// of these classes fails the build until kAbiMajor is bumped and
+/// docs/abi-changelog.md says why.
+#include <cstdint>
+
+#include "polyhal/backend.hpp"
+#include "polyhal/collective.hpp"
+#include "polyhal/device.hpp"
+#include "polyhal/kernel.hpp"
+#include "polyhal/op_schema.hpp"
+#include "polyhal/property.hpp"
+#include "polyhal/tensor.hpp"
+
+namespace polyhal {
+
+/// Calls `visit(name, sizeof, alignof)` for each boundary class, in a fixed order.
+template <class Visit>
+constexpr void for_each_boundary_class(Visit&& visit) {
+#define POLYHAL_BOUNDARY_CLASS(T) visit(#T, sizeof(T), alignof(T))
+  POLYHAL_BOUNDARY_CLASS(Backend);
+  POLYHAL_BOUNDARY_CLASS(OptionSpec);
+  POLYHAL_BOUNDARY_CLASS(Device);
+  POLYHAL_BOUNDARY_CLASS(DeviceProperties);
+  POLYHAL_BOUNDARY_CLASS(MemoryStats);
+  POLYHAL_BOUNDARY_CLASS(MemoryItem);
+  POLYHAL_BOUNDARY_CLASS(MemoryReport);
+  POLYHAL_BOUNDARY_CLASS(Property);
+  POLYHAL_BOUNDARY_CLASS(Kernel);
+  POLYHAL_BOUNDARY_CLASS(KernelDesc);
+  POLYHAL_BOUNDARY_CLASS(KernelRegistry);
+  POLYHAL_BOUNDARY_CLASS(OpAttrs);
+  POLYHAL_BOUNDARY_CLASS(LinearAttrs);
+  POLYHAL_BOUNDARY_CLASS(LayerNormAttrs);
+  POLYHAL_BOUNDARY_CLASS(AttentionAttrs);
+  POLYHAL_BOUNDARY_CLASS(DropoutAttrs);
+  POLYHAL_BOUNDARY_CLASS(OptimizerUpdateAttrs);
+  POLYHAL_BOUNDARY_CLASS(OptimizerStep);
+  POLYHAL_BOUNDARY_CLASS(Buffer);
+  POLYHAL_BOUNDARY_CLASS(Tensor);
+  POLYHAL_BOUNDARY_CLASS(Communicator);
+#undef POLYHAL_BOUNDARY_CLASS
+}
+
+/// FNV-1a over the sizes and alignments of the boundary classes.
+constexpr std::uint64_t boundary_layout_fingerprint() {
+  std::uint64_t hash = 14695981039346656037ull;
+  const auto mix = [&hash](std::uint64_t value) {
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= (value >> (8 * byte)) & 0xffu;
+      hash *= 1099511628211ull;
+    }
+  };
+  for_each_boundary_class([&](const char*, std::size_t size, std::size_t align) {
+    mix(size);
+    mix(align);
+  });
+  return hash;
+}
+
+}  // namespace polyhal

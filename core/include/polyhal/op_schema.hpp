@@ -1,0 +1,174 @@
+#pragma once
+/// @file op_schema.hpp
+/// The typed op schema: every op a Kernel can implement is an OpKind, and
+/// each OpKind takes exactly one attribute struct (OpAttrs holds it). Nothing
+/// numeric passes through a string: a kernel reads its attributes with
+/// `desc.attrs_as<LinearAttrs>()`.
+///
+/// The schema is versioned apart from the C++ ABI (kOpSchemaVersion, carried
+/// in the plugin descriptor): the enum's values and each op's attributes and
+/// tensor contract are what a plugin's kernels were written against. The host
+/// accepts only a plugin built with the same op-schema version, before any
+/// object crosses (docs/abi-changelog.md lists the versions).
+///
+/// Tensor contracts of the inference ops are in kernel.hpp, of the training
+/// ops in train_kernels.hpp.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <variant>
+
+#include "polyhal/dtype.hpp"
+
+namespace polyhal {
+
+/// Version of the op schema below. Bump it whenever an OpKind is added,
+/// removed or reordered, an attribute struct changes, or an op's tensor
+/// contract changes; record the change in docs/abi-changelog.md.
+/// 1: string op names with string attributes (ABI 1.x). 2: this header.
+inline constexpr std::uint32_t kOpSchemaVersion = 2;
+
+/// Every op of the schema. Values are part of the op schema: append only
+/// together with a kOpSchemaVersion bump.
+enum class OpKind : std::uint16_t {
+  // Inference (kernel.hpp): weights bound once as constants.
+  matmul,
+  linear,
+  layernorm,
+  attention,
+  embedding,
+  take_rows,
+  // Training (train_kernels.hpp): weights are run inputs.
+  dense,
+  dense_backward,
+  gelu,
+  gelu_backward,
+  tanh,
+  tanh_backward,
+  add,
+  layernorm_train,
+  layernorm_backward,
+  attention_train,
+  attention_backward,
+  embedding_train,
+  embedding_backward,
+  take_rows_backward,
+  gather_rows,
+  gather_rows_backward,
+  pretraining_loss,
+  dropout,
+  dropout_backward,
+  sum_of_squares,
+  adamw_update,
+  lamb_update,
+  sgd_update,
+  // Cost-only: device models estimate it; no kernel runs it (collective.hpp does).
+  all_reduce,
+};
+
+/// Number of OpKind values.
+inline constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::all_reduce) + 1;
+
+/// Every OpKind, in enum order.
+std::span<const OpKind> all_op_kinds() noexcept;
+/// The op's name as users and docs see it: "linear", "layernorm_backward".
+std::string_view op_name(OpKind op) noexcept;
+/// Inverse of op_name; nullopt for an unknown name.
+std::optional<OpKind> parse_op_kind(std::string_view name) noexcept;
+
+/// Activation fused into a linear op's epilogue.
+enum class Activation : std::uint8_t { none, gelu, tanh };
+std::string_view activation_name(Activation a) noexcept;
+
+/// Ops without attributes (element-wise ops, losses, gathers, sums).
+struct NoAttrs {};
+
+/// matmul: C = A B. out_dtype: the element type of C (defaults to the desc's dtype).
+struct MatmulAttrs {
+  std::optional<DType> out_dtype;
+};
+
+/// linear: Y = act(X W^T + b) [+ R].
+struct LinearAttrs {
+  std::int64_t out_features = 0;
+  Activation activation = Activation::none;
+  bool residual = false;  ///< a second input R is added in the epilogue
+};
+
+/// layernorm (residual: normalises X + R), layernorm_train.
+struct LayerNormAttrs {
+  double eps = 1e-12;
+  bool residual = false;  ///< inference layernorm only
+};
+
+/// attention, attention_train, attention_backward. dropout > 0 (training
+/// ops only) drops the probabilities with DropoutMask(rng, stream, dropout).
+struct AttentionAttrs {
+  std::int64_t batch = 0, seq = 0, heads = 0;
+  double dropout = 0.0;
+  std::uint64_t stream = 0;
+};
+
+/// embedding, embedding_train, embedding_backward: position = row % seq.
+struct EmbeddingAttrs {
+  std::int64_t seq = 0;
+};
+
+/// take_rows, take_rows_backward: rows 0, stride, 2*stride, ...
+struct RowStrideAttrs {
+  std::int64_t stride = 0;
+};
+
+/// dropout, dropout_backward: inverted dropout with probability p; the mask
+/// is DropoutMask(rng, stream, p) (dropout_mask.hpp), regenerated in backward.
+struct DropoutAttrs {
+  double p = 0.0;
+  std::uint64_t stream = 0;
+};
+
+/// The optimizer's constant hyper-parameters (those that do not change from
+/// step to step). lr, the step count and the gradient scale change every
+/// step and reach the kernel as an OptimizerStep tensor.
+struct OptimizerHyperParameters {
+  double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6;
+  double weight_decay = 0.0;
+  double momentum = 0.9;  ///< sgd only
+};
+
+/// adamw_update, lamb_update, sgd_update for one parameter tensor.
+struct OptimizerUpdateAttrs {
+  OptimizerHyperParameters hyper;
+  bool decay = true;        ///< weight decay applies (not for biases and LayerNorm)
+  bool trust_ratio = true;  ///< LAMB's per-tensor trust ratio applies
+};
+
+/// all_reduce (estimate only): over `replicas` ranks.
+struct AllReduceAttrs {
+  std::int64_t replicas = 1;
+};
+
+/// Exactly one of these per op; op_attrs_index() says which.
+using OpAttrs =
+    std::variant<NoAttrs, MatmulAttrs, LinearAttrs, LayerNormAttrs, AttentionAttrs, EmbeddingAttrs,
+                 RowStrideAttrs, DropoutAttrs, OptimizerUpdateAttrs, AllReduceAttrs>;
+
+/// The OpAttrs alternative `op` takes (its variant index).
+std::size_t op_attrs_index(OpKind op) noexcept;
+/// The attribute struct's name for messages: "LinearAttrs".
+std::string_view op_attrs_name(std::size_t variant_index) noexcept;
+
+/// The per-step optimizer values. The update kernels read them from a
+/// tensor of kOptimizerStepWords i64 elements holding this struct's bytes
+/// (written with write_optimizer_step), so they change every step without
+/// preparing the kernel again.
+struct OptimizerStep {
+  double learning_rate = 0.0;
+  double grad_scale = 1.0;  ///< gradients are multiplied by it (1 / loss scale, 1 / replicas)
+  std::int64_t step = 1;    ///< 1-based, for Adam's bias corrections
+  std::int64_t reserved = 0;
+};
+inline constexpr std::int64_t kOptimizerStepWords = sizeof(OptimizerStep) / sizeof(std::int64_t);
+static_assert(sizeof(OptimizerStep) == 32, "OptimizerStep is part of the op schema");
+
+}  // namespace polyhal

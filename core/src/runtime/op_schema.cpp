@@ -1,0 +1,111 @@
+#include "polyhal/op_schema.hpp"
+
+#include <array>
+
+namespace polyhal {
+namespace {
+
+struct OpEntry {
+  OpKind op;
+  std::string_view name;
+  std::size_t attrs;  // OpAttrs index
+};
+
+template <class T>
+constexpr std::size_t index_of() {
+  return OpAttrs(T{}).index();
+}
+
+// One row per OpKind, in enum order (checked below).
+constexpr std::array<OpEntry, kOpKindCount> kOps{{
+    {OpKind::matmul, "matmul", index_of<MatmulAttrs>()},
+    {OpKind::linear, "linear", index_of<LinearAttrs>()},
+    {OpKind::layernorm, "layernorm", index_of<LayerNormAttrs>()},
+    {OpKind::attention, "attention", index_of<AttentionAttrs>()},
+    {OpKind::embedding, "embedding", index_of<EmbeddingAttrs>()},
+    {OpKind::take_rows, "take_rows", index_of<RowStrideAttrs>()},
+    {OpKind::dense, "dense", index_of<NoAttrs>()},
+    {OpKind::dense_backward, "dense_backward", index_of<NoAttrs>()},
+    {OpKind::gelu, "gelu", index_of<NoAttrs>()},
+    {OpKind::gelu_backward, "gelu_backward", index_of<NoAttrs>()},
+    {OpKind::tanh, "tanh", index_of<NoAttrs>()},
+    {OpKind::tanh_backward, "tanh_backward", index_of<NoAttrs>()},
+    {OpKind::add, "add", index_of<NoAttrs>()},
+    {OpKind::layernorm_train, "layernorm_train", index_of<LayerNormAttrs>()},
+    {OpKind::layernorm_backward, "layernorm_backward", index_of<NoAttrs>()},
+    {OpKind::attention_train, "attention_train", index_of<AttentionAttrs>()},
+    {OpKind::attention_backward, "attention_backward", index_of<AttentionAttrs>()},
+    {OpKind::embedding_train, "embedding_train", index_of<EmbeddingAttrs>()},
+    {OpKind::embedding_backward, "embedding_backward", index_of<EmbeddingAttrs>()},
+    {OpKind::take_rows_backward, "take_rows_backward", index_of<RowStrideAttrs>()},
+    {OpKind::gather_rows, "gather_rows", index_of<NoAttrs>()},
+    {OpKind::gather_rows_backward, "gather_rows_backward", index_of<NoAttrs>()},
+    {OpKind::pretraining_loss, "pretraining_loss", index_of<NoAttrs>()},
+    {OpKind::dropout, "dropout", index_of<DropoutAttrs>()},
+    {OpKind::dropout_backward, "dropout_backward", index_of<DropoutAttrs>()},
+    {OpKind::sum_of_squares, "sum_of_squares", index_of<NoAttrs>()},
+    {OpKind::adamw_update, "adamw_update", index_of<OptimizerUpdateAttrs>()},
+    {OpKind::lamb_update, "lamb_update", index_of<OptimizerUpdateAttrs>()},
+    {OpKind::sgd_update, "sgd_update", index_of<OptimizerUpdateAttrs>()},
+    {OpKind::all_reduce, "all_reduce", index_of<AllReduceAttrs>()},
+}};
+
+constexpr bool in_enum_order() {
+  for (std::size_t i = 0; i < kOps.size(); ++i) {
+    if (static_cast<std::size_t>(kOps[i].op) != i) return false;
+  }
+  return true;
+}
+static_assert(in_enum_order(), "kOps must list every OpKind in enum order");
+
+constexpr std::array<OpKind, kOpKindCount> kAllOps = [] {
+  std::array<OpKind, kOpKindCount> all{};
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = kOps[i].op;
+  return all;
+}();
+
+constexpr std::array<std::string_view, std::variant_size_v<OpAttrs>> kAttrsNames{
+    "NoAttrs",        "MatmulAttrs",    "LinearAttrs",  "LayerNormAttrs",       "AttentionAttrs",
+    "EmbeddingAttrs", "RowStrideAttrs", "DropoutAttrs", "OptimizerUpdateAttrs", "AllReduceAttrs"};
+
+}  // namespace
+
+std::span<const OpKind> all_op_kinds() noexcept {
+  return kAllOps;
+}
+
+std::string_view op_name(OpKind op) noexcept {
+  const auto i = static_cast<std::size_t>(op);
+  return i < kOps.size() ? kOps[i].name : std::string_view("unknown-op");
+}
+
+std::optional<OpKind> parse_op_kind(std::string_view name) noexcept {
+  for (const auto& entry : kOps) {
+    if (entry.name == name) return entry.op;
+  }
+  return std::nullopt;
+}
+
+std::size_t op_attrs_index(OpKind op) noexcept {
+  const auto i = static_cast<std::size_t>(op);
+  return i < kOps.size() ? kOps[i].attrs : std::variant_npos;
+}
+
+std::string_view op_attrs_name(std::size_t variant_index) noexcept {
+  return variant_index < kAttrsNames.size() ? kAttrsNames[variant_index]
+                                            : std::string_view("unknown attributes");
+}
+
+std::string_view activation_name(Activation a) noexcept {
+  switch (a) {
+    case Activation::none:
+      return "none";
+    case Activation::gelu:
+      return "gelu";
+    case Activation::tanh:
+      return "tanh";
+  }
+  return "?";
+}
+
+}  // namespace polyhal
