@@ -150,6 +150,43 @@ TEST(BertTraining, MoreLabelsThanMaxPredictionsIsRefused) {
   }
 }
 
+// Planning is declaration only: BERT-Large phase 1 (micro-batch 64) is
+// planned on every backend without preparing a kernel or allocating a byte
+// on the device, and the plan is the one the step would allocate.
+TEST(BertTraining, PlanningAllocatesNothing) {
+  for (const char* backend : {"cpu", "ipu", "gaudi"}) {
+    auto device = test::first_device(backend);
+    const DType precision = std::string(backend) == "ipu" ? DType::f16 : DType::bf16;
+    BertTraining training(*device, bert_preset("large"), {64, 128}, OptimizerSettings{}, precision,
+                          {0.1, 0.1}, 0, 20);
+    const MemoryReport plan = training.plan_memory();
+    EXPECT_EQ(device->memory_stats().in_use_bytes, 0u) << backend;
+    EXPECT_GT(plan.required_bytes, 15ull << 30) << backend;
+    for (const auto& op : training.profile()) {
+      if (op.op != "optimizer") {
+        EXPECT_EQ(op.implementation, "not prepared") << op.op;
+      }
+    }
+  }
+}
+
+// An op the device lacks is named at plan time, before any allocation, with
+// the dtypes the device does have.
+TEST(BertTraining, MissingKernelIsNamedAtPlanTime) {
+  auto ipu = test::first_device("ipu");
+  try {
+    ipu->check_kernel({OpKind::linear, DType::bf16, {{2, 2}}, LinearAttrs{2}});
+    FAIL() << "the IPU has no bf16";
+  } catch (const KernelNotFoundError& e) {
+    EXPECT_NE(std::string(e.what()).find("no 'linear' kernel for dtype bf16; it has: f32, f16"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(ipu->memory_stats().in_use_bytes, 0u);
+  EXPECT_THROW(ipu->check_kernel({OpKind::linear, DType::f16, {{2, 2}}, NoAttrs{}}),
+               RuntimeFailure);
+}
+
 class OptimizerGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(OptimizerGolden, WeightsAfterOneStepMatchPyTorch) {

@@ -100,6 +100,10 @@ class Device {
   /// Prepares a kernel for fixed shapes. Throws KernelNotFoundError (with the
   /// dtypes that do exist, and the device's advice) if there is none.
   std::shared_ptr<Kernel> prepare_kernel(const KernelDesc& desc);
+  /// The checks of prepare_kernel without preparing anything (plan time,
+  /// `--compile-only`, `validate`): the desc's attributes are its op's, and
+  /// the device has a kernel for (op, dtype); throws as prepare_kernel does.
+  void check_kernel(const KernelDesc& desc) const;
 
   /// Plans memory for `items` without allocating. The default compares the
   /// sum with capacity; device models add their own rules and advice.

@@ -60,6 +60,8 @@ struct KernelDesc {
   std::string to_string() const;
   /// Throws RuntimeFailure unless `attrs` is the struct `op` takes.
   void check_attrs() const;
+  /// Same op, dtype, shapes, attributes and rounding: one kernel serves both.
+  bool operator==(const KernelDesc&) const = default;
 
  private:
   [[noreturn]] void throw_attrs_mismatch(std::size_t wanted) const;

@@ -82,11 +82,14 @@ enum class Activation : std::uint8_t { none, gelu, tanh };
 std::string_view activation_name(Activation a) noexcept;
 
 /// Ops without attributes (element-wise ops, losses, gathers, sums).
-struct NoAttrs {};
+struct NoAttrs {
+  bool operator==(const NoAttrs&) const = default;
+};
 
 /// matmul: C = A B. out_dtype: the element type of C (defaults to the desc's dtype).
 struct MatmulAttrs {
   std::optional<DType> out_dtype;
+  bool operator==(const MatmulAttrs&) const = default;
 };
 
 /// linear: Y = act(X W^T + b) [+ R].
@@ -94,12 +97,14 @@ struct LinearAttrs {
   std::int64_t out_features = 0;
   Activation activation = Activation::none;
   bool residual = false;  ///< a second input R is added in the epilogue
+  bool operator==(const LinearAttrs&) const = default;
 };
 
 /// layernorm (residual: normalises X + R), layernorm_train.
 struct LayerNormAttrs {
   double eps = 1e-12;
   bool residual = false;  ///< inference layernorm only
+  bool operator==(const LayerNormAttrs&) const = default;
 };
 
 /// attention, attention_train, attention_backward. dropout > 0 (training
@@ -108,16 +113,19 @@ struct AttentionAttrs {
   std::int64_t batch = 0, seq = 0, heads = 0;
   double dropout = 0.0;
   std::uint64_t stream = 0;
+  bool operator==(const AttentionAttrs&) const = default;
 };
 
 /// embedding, embedding_train, embedding_backward: position = row % seq.
 struct EmbeddingAttrs {
   std::int64_t seq = 0;
+  bool operator==(const EmbeddingAttrs&) const = default;
 };
 
 /// take_rows, take_rows_backward: rows 0, stride, 2*stride, ...
 struct RowStrideAttrs {
   std::int64_t stride = 0;
+  bool operator==(const RowStrideAttrs&) const = default;
 };
 
 /// dropout, dropout_backward: inverted dropout with probability p; the mask
@@ -125,6 +133,7 @@ struct RowStrideAttrs {
 struct DropoutAttrs {
   double p = 0.0;
   std::uint64_t stream = 0;
+  bool operator==(const DropoutAttrs&) const = default;
 };
 
 /// The optimizer's constant hyper-parameters (those that do not change from
@@ -134,6 +143,7 @@ struct OptimizerHyperParameters {
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6;
   double weight_decay = 0.0;
   double momentum = 0.9;  ///< sgd only
+  bool operator==(const OptimizerHyperParameters&) const = default;
 };
 
 /// adamw_update, lamb_update, sgd_update for one parameter tensor.
@@ -141,11 +151,13 @@ struct OptimizerUpdateAttrs {
   OptimizerHyperParameters hyper;
   bool decay = true;        ///< weight decay applies (not for biases and LayerNorm)
   bool trust_ratio = true;  ///< LAMB's per-tensor trust ratio applies
+  bool operator==(const OptimizerUpdateAttrs&) const = default;
 };
 
 /// all_reduce (estimate only): over `replicas` ranks.
 struct AllReduceAttrs {
   std::int64_t replicas = 1;
+  bool operator==(const AllReduceAttrs&) const = default;
 };
 
 /// Exactly one of these per op; op_attrs_index() says which.

@@ -124,9 +124,13 @@ MemoryStats Device::memory_stats() const noexcept {
 }
 
 std::shared_ptr<Kernel> Device::prepare_kernel(const KernelDesc& desc) {
+  check_kernel(desc);
+  return anchor_to_library((*kernels_.find(desc.op, desc.dtype))(desc, *this), library_anchor_);
+}
+
+void Device::check_kernel(const KernelDesc& desc) const {
   desc.check_attrs();
-  const KernelFactory* factory = kernels_.find(desc.op, desc.dtype);
-  if (factory == nullptr) {
+  if (kernels_.find(desc.op, desc.dtype) == nullptr) {
     std::string available;
     for (DType t : kernels_.dtypes_for(desc.op)) {
       available += (available.empty() ? "" : ", ") + std::string(dtype_name(t));
@@ -141,7 +145,6 @@ std::shared_ptr<Kernel> Device::prepare_kernel(const KernelDesc& desc) {
     if (!advice.empty()) message += ". " + advice;
     throw KernelNotFoundError(message);
   }
-  return anchor_to_library((*factory)(desc, *this), library_anchor_);
 }
 
 MemoryReport Device::plan_memory(const std::vector<MemoryItem>& items) const {

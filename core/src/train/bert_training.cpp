@@ -27,7 +27,11 @@ struct Slot {
   Tensor tensor;
 };
 
+/// One step of the program: declared (desc, checked against the device) at
+/// construction, its kernel prepared only when the program is allocated, so
+/// planning (`--compile-only`) prepares nothing.
 struct Op {
+  KernelDesc desc;
   std::shared_ptr<Kernel> kernel;
   std::vector<int> inputs, outputs;
   std::vector<Tensor> bound_inputs, bound_outputs;
@@ -74,8 +78,9 @@ struct BertTraining::State {
   std::vector<Slot> slots;
   std::vector<Op> forward, backward;
   std::vector<Param> params;
-  std::vector<std::shared_ptr<Kernel>> updates;  // one per param
-  std::vector<std::shared_ptr<Kernel>> norms;    // sum of squares, one per param
+  std::vector<KernelDesc> update_descs, norm_descs;  // one per param
+  std::vector<std::shared_ptr<Kernel>> updates;      // prepared with the program
+  std::vector<std::shared_ptr<Kernel>> norms;        // sum of squares, one per param
   int norm_out = -1;
   std::vector<std::vector<Tensor>> update_inputs, update_outputs;
   int ids, types, mask, mlm_labels, nsp_labels, loss_scale, losses, hyper;
@@ -152,12 +157,9 @@ struct BertTraining::State {
            OpAttrs attrs) {
     KernelDesc desc{op, DType::f32, {}, std::move(attrs), precision};
     for (int i : in) desc.input_shapes.push_back(slots[static_cast<std::size_t>(i)].shape);
-    list.push_back({device.prepare_kernel(desc),
-                    std::move(in),
-                    std::move(out),
-                    {},
-                    {},
-                    std::string(op_name(op))});
+    device.check_kernel(desc);
+    list.push_back(
+        {desc, nullptr, std::move(in), std::move(out), {}, {}, std::string(op_name(op))});
   }
   void fwd(OpKind op, std::vector<int> in, std::vector<int> out, OpAttrs a = NoAttrs{}) {
     add(forward, op, std::move(in), std::move(out), std::move(a));
@@ -393,13 +395,35 @@ struct BertTraining::State {
                       {slots[static_cast<std::size_t>(p.weight)].shape,
                        slots[static_cast<std::size_t>(p.grad)].shape},
                       OptimizerUpdateAttrs{hyper_parameters, p.decay, p.decay}};
-      updates.push_back(device.prepare_kernel(desc));
-      norms.push_back(
-          device.prepare_kernel(KernelDesc{OpKind::sum_of_squares,
-                                           DType::f32,
-                                           {slots[static_cast<std::size_t>(p.grad)].shape},
-                                           NoAttrs{}}));
+      device.check_kernel(desc);
+      update_descs.push_back(std::move(desc));
+      KernelDesc norm{OpKind::sum_of_squares,
+                      DType::f32,
+                      {slots[static_cast<std::size_t>(p.grad)].shape},
+                      NoAttrs{}};
+      device.check_kernel(norm);
+      norm_descs.push_back(std::move(norm));
     }
+  }
+
+  /// Prepares every kernel of the program. Ops with equal descs (the same
+  /// op at the same shapes in every encoder layer) share one kernel: they
+  /// run one after another, and preparing (oneDNN primitive creation,
+  /// scratch) once instead of once per layer saves time and memory.
+  void prepare_kernels() {
+    std::vector<std::pair<KernelDesc, std::shared_ptr<Kernel>>> prepared;
+    const auto kernel_for = [&](const KernelDesc& desc) {
+      for (const auto& [known, kernel] : prepared) {
+        if (known == desc) return kernel;
+      }
+      prepared.emplace_back(desc, device.prepare_kernel(desc));
+      return prepared.back().second;
+    };
+    for (auto* list : {&forward, &backward}) {
+      for (auto& op : *list) op.kernel = kernel_for(op.desc);
+    }
+    for (const auto& desc : update_descs) updates.push_back(kernel_for(desc));
+    for (const auto& desc : norm_descs) norms.push_back(kernel_for(desc));
   }
 
   /// What a device holds: f32 master weights, gradients and optimizer state;
@@ -427,6 +451,7 @@ struct BertTraining::State {
   }
 
   void allocate() {
+    prepare_kernels();
     for (auto& s : slots) {
       if (s.view_of < 0 && !s.elsewhere)
         s.tensor = device.allocate_tensor(s.dtype, s.shape, s.name);
@@ -628,7 +653,8 @@ std::vector<OpTime> BertTraining::profile() const {
   for (const auto* list : {&state_->forward, &state_->backward}) {
     for (const auto& op : *list) {
       auto& t = by_op[op.name];
-      if (t.op.empty()) t = {op.name, op.kernel->implementation(), 0, 0};
+      if (t.op.empty())
+        t = {op.name, op.kernel ? op.kernel->implementation() : "not prepared", 0, 0};
       t.calls += op.calls;
       t.seconds += op.seconds;
     }
