@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <iostream>
 
@@ -338,6 +339,60 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   return 0;
 }
 
+/// A task the launcher can run: `plan` is the plan-time check that
+/// `validate` runs (the program declared on the opened device, every op
+/// checked against its kernels, data sources opened, nothing allocated);
+/// `run` runs it (or plans only, with --compile-only) and reports.
+struct TaskEntry {
+  std::string_view name;
+  bool multi_process;  ///< runs as one replica per mpirun rank (collective: mpi)
+  std::string (*plan)(Device& device, const RunConfig& config);
+  int (*run)(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
+             Communicator* world);
+};
+
+std::string fit_summary(const MemoryReport& memory) {
+  return fmt::format("{} of {} on {}: {}", mib(memory.required_bytes), mib(memory.capacity_bytes),
+                     memory.device, memory.fits ? "fits" : "does not fit");
+}
+
+/// The tasks, by config key `task`. A new task is its run/plan functions
+/// and one line here.
+constexpr std::array kTasks{
+    TaskEntry{
+        "matmul-bench", false,
+        [](Device& device, const RunConfig& config) {
+          bool fits = true;
+          for (const auto& r : run_matmul_bench(device, config.matmul_bench, true))
+            fits = fits && r.memory.fits;
+          return std::string(fits ? "every shape fits" : "a shape does not fit");
+        },
+        [](Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
+           Communicator*) { return run_matmul(device, config, run, metrics); }},
+    TaskEntry{
+        "inference", false,
+        [](Device& device, const RunConfig& config) {
+          return fit_summary(run_inference(device, config, true).memory);
+        },
+        [](Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
+           Communicator*) { return run_bert_inference(device, config, run, metrics); }},
+    TaskEntry{"pretrain", true,
+              [](Device& device, const RunConfig& config) {
+                return fit_summary(run_pretraining(device, config, true, {}, nullptr).memory);
+              },
+              run_bert_pretraining},
+};
+
+const TaskEntry& task_named(const RunConfig& config) {
+  for (const auto& task : kTasks) {
+    if (task.name == config.task) return task;
+  }
+  std::vector<std::string_view> names;
+  for (const auto& task : kTasks) names.push_back(task.name);
+  throw ConfigError(fmt::format("{}: key 'task': unknown task '{}' (tasks: {})",
+                                config.locate("task"), config.task, fmt::join(names, ", ")));
+}
+
 }  // namespace
 
 int list_plugins(const CommonOptions& common) {
@@ -399,9 +454,12 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
   PluginLoader loader(
       search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
   auto backend = loader.backend(config.backend);
-  config.resolve_device(backend->device_options());
-  std::cout << fmt::format("{}: ok (backend {}, task {})\n", run.config.string(), config.backend,
-                           config.task);
+  const auto device = open_first_device(*backend, config.resolve_device(backend->device_options()));
+  // The run's plan-time checks: an op the device lacks, data that cannot be
+  // read or a model that cannot be built fails here as it would at `run`.
+  const std::string plan = task_named(config).plan(*device, config);
+  std::cout << fmt::format("{}: ok (backend {}, task {}; {})\n", run.config.string(),
+                           config.backend, config.task, plan);
   return 0;
 }
 
@@ -411,7 +469,8 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
 /// tears the whole job down (MPI_Abort) with that error's exit code, so no
 /// rank is left waiting for a peer that will never come.
 int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunConfig config) {
-  if (config.task != "pretrain") {
+  const TaskEntry& task = task_named(config);
+  if (!task.multi_process) {
     throw ConfigError(fmt::format("{}: key 'collective': mpi applies to task pretrain, not {}",
                                   config.locate("collective"), config.task));
   }
@@ -436,7 +495,7 @@ int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunC
     auto device = open_configured_device(common, config);
     spdlog::info("rank {} of {}: backend {} device {}", rank, mpi.size(), config.backend,
                  device->name());
-    const int code = run_bert_pretraining(*device, config, options, metrics, world.get());
+    const int code = task.run(*device, config, options, metrics, world.get());
     world->barrier();  // nobody finalises while a peer still needs it
     std::cout.rdbuf(saved_cout);
     return code;
@@ -461,12 +520,7 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
 
   spdlog::info("backend {} device {} ({}, mode {})", config.backend, device->name(),
                device->properties().product, device_mode_name(device->properties().mode));
-  if (config.task == "matmul-bench") return run_matmul(*device, config, run, metrics);
-  if (config.task == "inference") return run_bert_inference(*device, config, run, metrics);
-  if (config.task == "pretrain")
-    return run_bert_pretraining(*device, config, run, metrics, nullptr);
-  throw ConfigError(
-      fmt::format("{}: key 'task': unknown task '{}'", config.locate("task"), config.task));
+  return task_named(config).run(*device, config, run, metrics, nullptr);
 }
 
 }  // namespace polyhal::launcher

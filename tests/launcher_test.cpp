@@ -69,6 +69,24 @@ TEST(Launcher, BadDeviceOptionValueIsAConfigError) {
       << r.output;
 }
 
+// validate runs the task's plan-time checks on the opened device: an op the
+// device lacks is named with what it has, before anything is allocated, and
+// a good config reports whether it fits.
+TEST(Launcher, ValidatePlansTheTaskOnTheDevice) {
+  const std::string config = std::string(POLYHAL_SOURCE_DIR) + "/configs/";
+  auto r = run_polyhal("validate --config " + config +
+                       "inference-bert-base-seq128-ipu.yaml --set model.precision=bf16");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("has no 'embedding' kernel for dtype bf16; it has: f32, f16"),
+            std::string::npos)
+      << r.output;
+  r = run_polyhal("validate --config " + config + "pretrain-bert-large-phase1-ipu.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("task pretrain; 15527.1 MiB of 807.3 MiB on ipu0: does not fit"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(Launcher, MissingBackendExitsThree) {
   test::TempDir dir;
   auto r = run_polyhal("run --config " + config_file(dir, "tpu"));
