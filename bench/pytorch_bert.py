@@ -5,7 +5,35 @@ import os
 import sys
 import time
 
-import torch
+OPENBLAS = "/usr/lib/x86_64-linux-gnu/openblas-openmp/libblas.so.3"
+
+
+def use_openblas():
+    """Re-executes the calling script with OpenBLAS (Debian's
+    libopenblas0-openmp) preloaded, before torch is imported. Debian's
+    python3-torch takes fp32 BLAS from the system libblas.so.3, which is the
+    netlib reference BLAS unless OpenBLAS is selected: without this PyTorch's
+    f32 GEMMs run many times slower than PyTorch at its best. Exits with the
+    package to install when OpenBLAS is missing (a handicapped baseline is
+    worse than none)."""
+    if os.environ.get("POLYHAL_BENCH_OPENBLAS") == "1":
+        return
+    if not os.path.exists(OPENBLAS):
+        sys.exit(f"{OPENBLAS} not found: apt-get install libopenblas0-openmp (PyTorch's baseline BLAS)")
+    preload = " ".join(p for p in (OPENBLAS, os.environ.get("LD_PRELOAD", "")) if p)
+    env = dict(os.environ, LD_PRELOAD=preload, POLYHAL_BENCH_OPENBLAS="1")
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def blas_library():
+    """The BLAS shared library mapped into this process (what PyTorch's fp32 GEMMs call)."""
+    with open("/proc/self/maps") as maps:
+        paths = {line.split()[-1] for line in maps if "blas" in line.split()[-1]}
+    return ", ".join(sorted(paths)) or "none"
+
+
+use_openblas()
+import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden"))
 from make_bert_golden import Bert  # noqa: E402

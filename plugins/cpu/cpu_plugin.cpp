@@ -10,6 +10,7 @@
 #include "cpu_isa.hpp"
 #include "omp_dropout.hpp"
 #include "omp_norm_train.hpp"
+#include "omp_optimizer.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/plugin.hpp"
@@ -156,6 +157,17 @@ class CpuDevice final : public Device {
                    [](const KernelDesc& desc, Device&) { return make_omp_layernorm_train(desc); });
     registry().add(OpKind::layernorm_backward, DType::f32, [](const KernelDesc& desc, Device&) {
       return make_omp_layernorm_backward(desc);
+    });
+    if (avx512_) {
+      for (OpKind op : {OpKind::lamb_update, OpKind::adamw_update}) {
+        registry().add(op, DType::f32,
+                       [](const KernelDesc& desc, Device&) { return make_omp_adam_update(desc); });
+      }
+      registry().add(OpKind::sum_of_squares, DType::f32,
+                     [](const KernelDesc& desc, Device&) { return make_omp_sum_of_squares(desc); });
+    }
+    registry().add(OpKind::embedding_backward, DType::f32, [](const KernelDesc& desc, Device&) {
+      return make_omp_embedding_backward(desc);
     });
     registry().add(OpKind::add, DType::f32,
                    [](const KernelDesc& desc, Device&) { return make_omp_add(desc); });

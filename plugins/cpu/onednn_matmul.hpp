@@ -26,6 +26,8 @@ ParallelFor omp_parallel_for();
 
 /// embedding (kernel.hpp) on the OpenMP pool.
 std::unique_ptr<Kernel> make_omp_embedding(const KernelDesc& desc);
+/// embedding_backward touching only the rows a micro-batch used.
+std::unique_ptr<Kernel> make_omp_embedding_backward(const KernelDesc& desc);
 
 /// Training GEMMs (train_kernels.hpp "dense", "dense_backward") through oneDNN.
 std::unique_ptr<Kernel> make_onednn_dense(const KernelDesc& desc, const dnnl::engine& engine);

@@ -69,11 +69,14 @@ class Bert(torch.nn.Module):
         self.mlm_bias = torch.nn.Parameter(torch.zeros(c["vocab_size"]))
         self.nsp = torch.nn.Linear(h, 2)
 
-    def forward(self, ids, types, mask, drop=None):
+    def forward(self, ids, types, mask, drop=None, positions=None):
         """`drop(kind, tensor)`, when given, applies dropout: kind "hidden" after
         the embeddings' LayerNorm and on the attention and FFN outputs, kind
         "attention" on the attention probabilities, called in that forward
-        order (which numbers polyhal's dropout streams)."""
+        order (which numbers polyhal's dropout streams). `positions`, when
+        given, are the rows of the flattened (batch * seq) encoder output the
+        MLM head runs on (the labelled positions, as polyhal's gathered head);
+        otherwise it runs on every position."""
         drop = drop or (lambda kind, t: t)
         b, s = ids.shape
         heads = self.c["num_attention_heads"]
@@ -92,7 +95,8 @@ class Bert(torch.nn.Module):
             f = torch.nn.functional.gelu(l.intermediate(x1))
             x = l.output_norm(drop("hidden", l.output(f)) + x1)
         pooled = torch.tanh(self.pooler(x[:, 0]))
-        t = self.transform_norm(torch.nn.functional.gelu(self.transform(x)))
+        rows = x if positions is None else x.reshape(b * s, -1)[positions]
+        t = self.transform_norm(torch.nn.functional.gelu(self.transform(rows)))
         mlm = torch.matmul(t, self.word.weight.t()) + self.mlm_bias
         return x, pooled, mlm, self.nsp(pooled)
 

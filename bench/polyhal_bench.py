@@ -1,0 +1,36 @@
+"""Running polyhal from the side-by-side benchmarks: one workload with its
+metrics, and the oneDNN GEMM ceiling (polyhal matmul-bench on given shapes)."""
+import json
+import os
+import subprocess
+import tempfile
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def run(build, args):
+    """`polyhal run ARGS --metrics-out F`, returning F's JSON lines. LD_PRELOAD
+    (the OpenBLAS given to PyTorch) is not passed on: polyhal does not use it."""
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = os.path.join(tmp, "m.jsonl")
+        subprocess.run([os.path.join(build, "launcher", "polyhal"), "run", "--metrics-out", metrics] + args,
+                       check=True, stdout=subprocess.DEVNULL, env=env)
+        with open(metrics) as f:
+            return [json.loads(line) for line in f]
+
+
+def gemm_rates(build, shapes, threads, iterations=20):
+    """GFLOP/s of oneDNN's bf16 matmul (f32 out) at each (m, n, k) in `shapes`,
+    measured by polyhal's matmul-bench on the cpu plugin."""
+    distinct = sorted(set(shapes))
+    listed = "[" + ",".join(f"[{m},{n},{k}]" for m, n, k in distinct) + "]"
+    rows = run(build, ["--config", os.path.join(ROOT, "configs", "matmul-bench-cpu.yaml"), "--set",
+                       f"matmul_bench.shapes={listed}", "--set", f"matmul_bench.iterations={iterations}", "--set",
+                       f"device.threads={threads}"])
+    return {(r["m"], r["n"], r["k"]): r["gflops"] for r in rows if r.get("event") == "matmul"}
+
+
+def ceiling_seconds(gemms, rates):
+    """Time of `gemms` [(m, n, k, count)] at the measured `rates` (GFLOP/s per shape)."""
+    return sum(count * 2.0 * m * n * k / (rates[(m, n, k)] * 1e9) for m, n, k, count in gemms)
