@@ -86,7 +86,7 @@ void print_memory(const MemoryReport& report) {
                            mib(report.required_bytes), mib(report.capacity_bytes),
                            report.fits ? "fits" : "DOES NOT FIT");
   for (const auto& item : report.items) {
-    std::cout << fmt::format("    {:<12} {:<16} {:>12}\n", item.category, item.name,
+    std::cout << fmt::format("    {:<22} {:<6} {:>12}\n", item.category, item.name,
                              mib(item.bytes));
   }
   for (const auto& note : report.notes) std::cout << "    note: " << note << '\n';

@@ -237,6 +237,10 @@ std::optional<OpCase> make_case(OpKind op, DType type, const Dims& d, Values& v,
       c.inputs = {f32({t, h})};
       c.outputs = {zeros({1})};
       break;
+    case OpKind::cast:
+      c.inputs = {f32({t, h}, -3.0f, 3.0f)};
+      c.outputs = {f32({t, h})};
+      break;
     case OpKind::adamw_update:
     case OpKind::lamb_update:
     case OpKind::sgd_update: {
@@ -309,6 +313,23 @@ const GradPair* pair_of_backward(OpKind op) {
     if (p.backward == op) return &p;
   }
   return nullptr;
+}
+
+bool is_float(DType type) {
+  return type == DType::f32 || type == DType::bf16 || type == DType::f16;
+}
+
+/// Re-encodes a training op's tensors in the dtypes the op stores them at
+/// under its round_to (operand_types), as a training program allocates them.
+void store_as_operand_types(OpCase& c) {
+  if (c.desc.op < OpKind::dense) return;  // inference ops: everything at desc.dtype
+  const OperandTypes types = operand_types(c.desc);
+  const auto recode = [](HostValues& h, DType type) {
+    if (h.type != type && is_float(h.type) && is_float(type))
+      h = floats(type, h.shape, as_floats(h));
+  };
+  for (std::size_t k = 0; k < c.inputs.size(); ++k) recode(c.inputs[k], types.inputs.at(k));
+  for (std::size_t k = 0; k < c.outputs.size(); ++k) recode(c.outputs[k], types.outputs.at(k));
 }
 
 /// Runs a case on `device`; returns the outputs.
@@ -417,6 +438,7 @@ void compare(Device& device, Device& reference, OpKind op, DType type, DType rou
     auto forward = make_case(pair->forward, type, dims, values, 0.1);
     if (!forward) return;
     forward->desc.round_to = round_to;
+    store_as_operand_types(*forward);
     const auto out = run_case(reference, *forward);
     const auto& y = out[static_cast<std::size_t>(pair->dy_of)];
     const HostValues dy = floats(DType::f32, y.shape, values.uniform(element_count(y.shape)));
@@ -426,6 +448,7 @@ void compare(Device& device, Device& reference, OpKind op, DType type, DType rou
     if (!c) return;
     c->desc.round_to = round_to;
   }
+  store_as_operand_types(*c);
   std::vector<HostValues> got, want;
   try {
     got = run_case(device, *c);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "cpu_isa.hpp"
+#include "omp_convert.hpp"
 #include "omp_dropout.hpp"
 #include "omp_norm_train.hpp"
 #include "omp_optimizer.hpp"
@@ -15,6 +16,7 @@
 #include "polyhal/error.hpp"
 #include "polyhal/plugin.hpp"
 #include "polyhal/reference_kernels.hpp"
+#include "polyhal/train_kernels.hpp"
 
 namespace polyhal::cpu {
 namespace {
@@ -147,17 +149,27 @@ class CpuDevice final : public Device {
     registry().add(OpKind::dense_backward, DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_dense_backward(desc, engine_);
     });
-    registry().add(OpKind::attention_train, DType::f32, [this](const KernelDesc& desc, Device&) {
-      return make_onednn_attention_train(desc, avx512_, engine_);
-    });
-    registry().add(OpKind::attention_backward, DType::f32, [this](const KernelDesc& desc, Device&) {
-      return make_onednn_attention_backward(desc, avx512_, engine_);
-    });
+    // Training kernels whose bf16 path is the f32 kernel on widened
+    // operands (with_stored_precision): the attention. The others read
+    // and write bf16 storage themselves.
+    const auto stored = [](std::unique_ptr<Kernel> f32_kernel, const KernelDesc& desc) {
+      return with_stored_precision(std::move(f32_kernel), desc, omp_parallel_for());
+    };
+    registry().add(OpKind::attention_train, DType::f32,
+                   [this, stored](const KernelDesc& desc, Device&) {
+                     return stored(make_onednn_attention_train(desc, avx512_, engine_), desc);
+                   });
+    registry().add(OpKind::attention_backward, DType::f32,
+                   [this, stored](const KernelDesc& desc, Device&) {
+                     return stored(make_onednn_attention_backward(desc, avx512_, engine_), desc);
+                   });
     registry().add(OpKind::layernorm_train, DType::f32,
                    [](const KernelDesc& desc, Device&) { return make_omp_layernorm_train(desc); });
     registry().add(OpKind::layernorm_backward, DType::f32, [](const KernelDesc& desc, Device&) {
       return make_omp_layernorm_backward(desc);
     });
+    registry().add(OpKind::cast, DType::f32,
+                   [](const KernelDesc& desc, Device&) { return make_omp_cast(desc); });
     if (avx512_) {
       for (OpKind op : {OpKind::lamb_update, OpKind::adamw_update}) {
         registry().add(op, DType::f32,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include "omp_convert.hpp"
@@ -26,6 +27,34 @@ template <bool RoundToBf16>
     const float v = x[k] * (DropoutMask::bits(key, i) < threshold ? 0.0f : keep);
     y[k] = RoundToBf16 ? detail::round_bf16_inline(v) : v;
   }
+}
+
+/// The same on bf16 storage: widen, multiply, round to nearest even.
+[[gnu::always_inline]] inline void dropout_loop_bf16(const DropoutMask& mask, std::uint64_t first,
+                                                     const std::uint16_t* x, std::uint16_t* y,
+                                                     std::int64_t count) {
+  const std::uint64_t key = mask.key(), threshold = mask.threshold();
+  const float keep = mask.keep();
+#pragma omp simd
+  for (std::int64_t k = 0; k < count; ++k) {
+    const auto i = first + static_cast<std::uint64_t>(k);
+    const float v = std::bit_cast<float>(static_cast<std::uint32_t>(x[k]) << 16) *
+                    (DropoutMask::bits(key, i) < threshold ? 0.0f : keep);
+    y[k] = detail::bf16_bits_inline(v);
+  }
+}
+
+void apply_portable_bf16(const DropoutMask& mask, std::uint64_t first, const std::uint16_t* x,
+                         std::uint16_t* y, std::int64_t count) {
+  dropout_loop_bf16(mask, first, x, y, count);
+}
+
+__attribute__((target("avx512f,avx512dq"))) void apply_avx512_bf16(const DropoutMask& mask,
+                                                                   std::uint64_t first,
+                                                                   const std::uint16_t* x,
+                                                                   std::uint16_t* y,
+                                                                   std::int64_t count) {
+  dropout_loop_bf16(mask, first, x, y, count);
 }
 
 void apply_portable(const DropoutMask& mask, std::uint64_t first, const float* x, float* y,
@@ -57,19 +86,32 @@ class OmpDropout final : public Kernel {
         count_(element_count(desc.input_shapes.at(0))),
         p_(desc.attrs_as<DropoutAttrs>().p),
         stream_(desc.attrs_as<DropoutAttrs>().stream),
-        bf16_(round_type(desc) == DType::bf16) {}
+        desc_(desc),
+        types_(operand_types(desc)) {}
 
+  /// in: X (stored at round_to), rng (i32) -> Y (stored at round_to).
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
+    check_operand_types(desc_, types_, in, out);
     const DropoutMask mask(in[1].data<std::int32_t>(), stream_, p_);
-    const float* x = in[0].data<float>();
-    float* y = out[0].data<float>();
+    const bool bf16 = in[0].dtype == DType::bf16;
     constexpr std::int64_t kChunk = 16384;
     const std::int64_t chunks = (count_ + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static)
     for (std::int64_t c = 0; c < chunks; ++c) {
       const std::int64_t begin = c * kChunk, n = std::min(kChunk, count_ - begin);
-      apply_dropout(mask, static_cast<std::uint64_t>(begin), x + begin, y + begin, n, avx512_,
-                    bf16_);
+      const auto first = static_cast<std::uint64_t>(begin);
+      if (bf16) {
+        const auto* x = in[0].data<std::uint16_t>() + begin;
+        auto* y = out[0].data<std::uint16_t>() + begin;
+        if (avx512_) {
+          apply_avx512_bf16(mask, first, x, y, n);
+        } else {
+          apply_portable_bf16(mask, first, x, y, n);
+        }
+      } else {
+        apply_dropout(mask, first, in[0].data<float>() + begin, out[0].data<float>() + begin, n,
+                      avx512_);
+      }
     }
   }
   std::string implementation() const override {
@@ -85,7 +127,8 @@ class OmpDropout final : public Kernel {
   std::int64_t count_;
   double p_;
   std::uint64_t stream_;
-  bool bf16_;
+  KernelDesc desc_;
+  OperandTypes types_;
 };
 
 }  // namespace

@@ -18,7 +18,7 @@ void apply_dropout(const DropoutMask& mask, std::uint64_t first, const float* x,
                    std::int64_t count, bool avx512, bool round_to_bf16 = false);
 
 /// train_kernels.hpp "dropout" and "dropout_backward" (the same product):
-/// X, rng -> X * mask, rounded to bf16 with round_to=bf16.
+/// X, rng -> X * mask, on f32 or (round_to=bf16) bf16 storage.
 std::unique_ptr<Kernel> make_omp_dropout(const KernelDesc& desc, bool avx512);
 
 }  // namespace polyhal::cpu

@@ -13,6 +13,7 @@
 #include <omp.h>
 
 #include <array>
+#include <bit>
 #include <unordered_map>
 #include <vector>
 
@@ -38,7 +39,9 @@ struct RowUse {
 class OmpEmbeddingBackward final : public Kernel {
  public:
   explicit OmpEmbeddingBackward(const KernelDesc& desc)
-      : tokens_(desc.input_shapes.at(0).at(0)),
+      : desc_(desc),
+        types_(operand_types(desc)),
+        tokens_(desc.input_shapes.at(0).at(0)),
         hidden_(desc.input_shapes.at(0).at(1)),
         seq_(desc.attrs_as<EmbeddingAttrs>().seq),
         rounded_(round_type(desc) == DType::bf16) {
@@ -46,9 +49,17 @@ class OmpEmbeddingBackward final : public Kernel {
       throw KernelNotFoundError("cpu embedding_backward: no f16 training; use bf16 or f32");
   }
 
-  /// in: dY [tokens, H], ids, types (i32) -> out: += dWord, dPosition, dType.
+  /// in: dY [tokens, H] (stored at round_to), ids, types (i32) -> out: +=
+  /// dWord, dPosition, dType (f32).
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
-    const float* dy = in[0].data<float>();
+    check_operand_types(desc_, types_, in, out);
+    const bool bf16 = in[0].dtype == DType::bf16;
+    const float* dy32 = in[0].data<float>();
+    const auto* dy16 = in[0].data<std::uint16_t>();
+    const auto dy = [&](std::int64_t index) {
+      return bf16 ? std::bit_cast<float>(static_cast<std::uint32_t>(dy16[index]) << 16)
+                  : dy32[index];
+    };
     const auto* ids = in[1].data<std::int32_t>();
     const auto* types = in[2].data<std::int32_t>();
     std::array<RowUse, 3> use;
@@ -83,12 +94,12 @@ class OmpEmbeddingBackward final : public Kernel {
                          last = std::min(hidden_, item.first_column + kColumnBlock);
       if (!rounded_) {
         for (std::int64_t t : u.tokens[item.row])
-          for (std::int64_t c = first; c < last; ++c) grad[c] += dy[t * hidden_ + c];
+          for (std::int64_t c = first; c < last; ++c) grad[c] += dy(t * hidden_ + c);
         continue;
       }
       float sum[kColumnBlock] = {};
       for (std::int64_t t : u.tokens[item.row])
-        for (std::int64_t c = first; c < last; ++c) sum[c - first] += dy[t * hidden_ + c];
+        for (std::int64_t c = first; c < last; ++c) sum[c - first] += dy(t * hidden_ + c);
       for (std::int64_t c = first; c < last; ++c)
         grad[c] += detail::round_bf16_inline(sum[c - first]);
     }
@@ -112,6 +123,8 @@ class OmpEmbeddingBackward final : public Kernel {
     use.tokens[it->second].push_back(t);
   }
 
+  KernelDesc desc_;
+  OperandTypes types_;
   std::int64_t tokens_, hidden_, seq_;
   bool rounded_;
 };

@@ -1,10 +1,10 @@
 // GELU for training on the CPU (train_kernels.hpp "gelu", "gelu_backward")
 // through oneDNN's JIT eltwise primitives (exact erf form, as BERT uses):
-// vectorised erf instead of a libm call per element. f32 data; with
-// round_to=bf16 the result is rounded to bf16 like every mixed-precision op.
+// vectorised erf instead of a libm call per element. f32 storage, or bf16
+// with round_to=bf16 (oneDNN computes in f32 and rounds to nearest even).
 #include <fmt/format.h>
 
-#include "omp_convert.hpp"
+#include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/train_kernels.hpp"
@@ -17,11 +17,12 @@ using dt = dnnl::memory::data_type;
 class OneDnnGelu final : public Kernel {
  public:
   OneDnnGelu(const KernelDesc& desc, const dnnl::engine& engine)
-      : stream_(engine),
-        type_(round_type(desc)),
+      : desc_(desc),
+        types_(operand_types(desc)),
+        stream_(engine),
         count_(element_count(desc.input_shapes.at(0))),
         backward_(desc.op == OpKind::gelu_backward) {
-    const dnnl::memory::desc md({count_}, dt::f32, dnnl::memory::format_tag::a);
+    const dnnl::memory::desc md({count_}, operand_type(desc.round_to), dnnl::memory::format_tag::a);
     create_or_refuse(desc, [&] {
       const dnnl::eltwise_forward::primitive_desc forward(
           dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
@@ -44,17 +45,17 @@ class OneDnnGelu final : public Kernel {
   }
 
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
-    a_.set_data_handle(in[0].data<float>());
-    out_.set_data_handle(out[0].data<float>());
+    check_operand_types(desc_, types_, in, out);
+    a_.set_data_handle(in[0].buffer->data());
+    out_.set_data_handle(out[0].buffer->data());
     if (backward_) {  // in: dY, X
-      b_.set_data_handle(in[1].data<float>());
+      b_.set_data_handle(in[1].buffer->data());
       backward_prim_.execute(
           stream_, {{DNNL_ARG_DIFF_DST, a_}, {DNNL_ARG_SRC, b_}, {DNNL_ARG_DIFF_SRC, out_}});
     } else {
       forward_prim_.execute(stream_, {{DNNL_ARG_SRC, a_}, {DNNL_ARG_DST, out_}});
     }
     stream_.wait();
-    if (type_ == DType::bf16) round_to_bf16(out[0].data<float>(), count_);
   }
   std::string implementation() const override {
     return fmt::format("onednn {} {}", backward_ ? "gelu_backward" : "gelu",
@@ -62,8 +63,9 @@ class OneDnnGelu final : public Kernel {
   }
 
  private:
+  KernelDesc desc_;
+  OperandTypes types_;
   dnnl::stream stream_;
-  DType type_;
   std::int64_t count_;
   bool backward_;
   dnnl::eltwise_forward::primitive_desc forward_pd_;

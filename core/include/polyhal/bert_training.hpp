@@ -63,8 +63,11 @@ struct DropoutSettings {
 
 class BertTraining {
  public:
-  /// `precision` f32, or bf16 / f16 for mixed precision: f32 master weights
-  /// and optimizer, weights and activations held at `precision` in the step.
+  /// `precision` f32, or bf16 / f16 for mixed precision: f32 master weights,
+  /// weight gradients and optimizer state; activations and their gradients
+  /// stored at `precision`, and the GEMMs read a compute copy of the weights
+  /// at `precision`, cast from the masters after every optimizer step
+  /// (train_kernels.hpp operand_types). LayerNorm statistics and losses f32.
   /// `dropout`: masks keyed by (seed, batch index, position in the step),
   /// so any replica, thread split or resume draws the same ones.
   /// `max_predictions` > 0: the MLM head (transform, decoder, loss) runs

@@ -26,8 +26,10 @@ namespace polyhal {
 /// Version of the op schema below. Bump it whenever an OpKind is added,
 /// removed or reordered, an attribute struct changes, or an op's tensor
 /// contract changes; record the change in docs/abi-changelog.md.
-/// 1: string op names with string attributes (ABI 1.x). 2: this header.
-inline constexpr std::uint32_t kOpSchemaVersion = 2;
+/// 1: string op names with string attributes (ABI 1.x). 2: typed ops.
+/// 3: mixed-precision activations stored at bf16/f16 (train_kernels.hpp
+/// operand_types) and the `cast` op.
+inline constexpr std::uint32_t kOpSchemaVersion = 3;
 
 /// Every op of the schema. Values are part of the op schema: append only
 /// together with a kOpSchemaVersion bump.
@@ -63,6 +65,7 @@ enum class OpKind : std::uint16_t {
   adamw_update,
   lamb_update,
   sgd_update,
+  cast,
   // Cost-only: device models estimate it; no kernel runs it (collective.hpp does).
   all_reduce,
 };

@@ -38,11 +38,18 @@
 ///                         OptimizerStep) -> W, m, v, grad (in place; grad is
 ///                         zeroed, ready for the next accumulation);
 ///                         OptimizerUpdateAttrs (betas, epsilon, decay, ...)
-/// Mixed precision: KernelDesc::round_to = bf16 | f16 makes an op hold its f32
-/// activation outputs (and dense's weights) at that precision, f32 math
-/// inside. Accumulated gradients ("+="), LayerNorm's mean and rstd, the
-/// losses and the sum of squares stay f32.
+///   "cast":               X (f32) -> Y (stored at round_to), round to nearest even
+/// Mixed precision: KernelDesc::round_to = bf16 | f16 stores the op's
+/// activation operands at that dtype (operand_types() lists every operand):
+/// activations and their gradients, and dense's weights (the program's
+/// compute copy, refreshed by "cast" after each optimizer step). The math
+/// inside is f32. Master weights, accumulated weight gradients ("+=", an
+/// op's contribution rounded to round_to, the sum f32), optimizer state,
+/// LayerNorm's mean and rstd, the losses, the loss scale and the sum of
+/// squares stay f32. KernelDesc::dtype stays f32 for every training op.
 #include <array>
+#include <memory>
+#include <vector>
 
 #include "polyhal/kernel.hpp"
 #include "polyhal/parallel.hpp"
@@ -57,6 +64,32 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
 inline DType round_type(const KernelDesc& desc) {
   return desc.round_to;
 }
+
+/// The storage dtype of every operand of a training op (and of take_rows
+/// in a training program), under the desc's round_to: what the program
+/// allocates and what kernels may assume. Optional trailing inputs (the
+/// attention's rng) are listed; a shorter input list is fine.
+struct OperandTypes {
+  std::vector<DType> inputs, outputs;
+  /// Outputs that accumulate ("+="): their previous contents are kept.
+  std::vector<std::size_t> accumulated;
+};
+/// Throws std::invalid_argument for an op that is not a training op.
+OperandTypes operand_types(const KernelDesc& desc);
+/// Throws RuntimeFailure naming the op and operand when a tensor's dtype is
+/// not the one operand_types(desc) lists (or there are too many tensors).
+void check_operand_types(const KernelDesc& desc, const OperandTypes& types,
+                         std::span<const Tensor> inputs, std::span<const Tensor> outputs);
+
+/// Runs `f32_kernel` (an implementation on f32 tensors) on the storage
+/// operand_types(desc) gives: low-precision inputs are widened into f32
+/// scratch, low-precision outputs narrowed back (round to nearest even), and
+/// accumulated f32 outputs get the op's contribution rounded to round_to
+/// before it is added, which is the reference's mixed-precision rule. Also
+/// checks each tensor's dtype against operand_types. Returns `f32_kernel`
+/// itself when round_to is f32. A kernel runs one call at a time.
+std::unique_ptr<Kernel> with_stored_precision(std::unique_ptr<Kernel> f32_kernel,
+                                              const KernelDesc& desc, ParallelFor parallel);
 
 /// The OptimizerStep in an update kernel's step tensor (i64 x
 /// kOptimizerStepWords); throws RuntimeFailure for a tensor of another size.

@@ -219,7 +219,14 @@ void convert(const void* src, DType from, void* dst, DType to, std::size_t count
   if (from == DType::f32 && to == DType::bf16) {
     const auto* s = static_cast<const float*>(src);
     auto* d = static_cast<std::uint16_t*>(dst);
-    for (std::size_t i = 0; i < count; ++i) d[i] = f32_to_bf16_bits(s[i]);
+    for (std::size_t i = 0; i < count; ++i) d[i] = detail::bf16_bits_inline(s[i]);
+    return;
+  }
+  if (from == DType::bf16 && to == DType::f32) {  // exact: the bf16 bits are the f32's top half
+    const auto* s = static_cast<const std::uint16_t*>(src);
+    auto* d = static_cast<float*>(dst);
+    for (std::size_t i = 0; i < count; ++i)
+      d[i] = std::bit_cast<float>(static_cast<std::uint32_t>(s[i]) << 16);
     return;
   }
   if (from == DType::f32 && to == DType::f16) {

@@ -47,6 +47,7 @@ constexpr std::array<OpEntry, kOpKindCount> kOps{{
     {OpKind::adamw_update, "adamw_update", index_of<OptimizerUpdateAttrs>()},
     {OpKind::lamb_update, "lamb_update", index_of<OptimizerUpdateAttrs>()},
     {OpKind::sgd_update, "sgd_update", index_of<OptimizerUpdateAttrs>()},
+    {OpKind::cast, "cast", index_of<NoAttrs>()},
     {OpKind::all_reduce, "all_reduce", index_of<AllReduceAttrs>()},
 }};
 

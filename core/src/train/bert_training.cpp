@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <stdexcept>
 
 #include "polyhal/bert_weights.hpp"
 #include "polyhal/error.hpp"
@@ -15,16 +16,19 @@ namespace polyhal {
 namespace {
 
 /// A tensor of the training program: declared (shape, category) at prepare,
-/// allocated at load; `view_of` >= 0 makes it rows of another slot.
+/// allocated at load; `view_of` >= 0 makes it rows of another slot. An
+/// activation's dtype is not declared: the ops that read and write it give
+/// it (operand_types), and they must agree.
 struct Slot {
   std::string name;
-  std::string category;  // weights, gradients, optimizer state, activations
+  std::string category;  // weights, weights (compute copy), gradients, optimizer state, activations
   DType dtype = DType::f32;
   Shape shape;
   int view_of = -1;
   std::int64_t view_begin = 0;
   bool elsewhere = false;  // optimizer state another replica holds (sharding)
   Tensor tensor;
+  bool typed = true;  // false until an op's operand_types gives the dtype
 };
 
 /// One step of the program: declared (desc, checked against the device) at
@@ -77,6 +81,10 @@ struct BertTraining::State {
   std::int64_t tokens;
   std::vector<Slot> slots;
   std::vector<Op> forward, backward;
+  /// Refreshes the compute copy of the weights (cast to the precision)
+  /// after loading and after every optimizer step; empty in f32.
+  std::vector<Op> refresh;
+  std::map<int, int> compute_copies;  // master weight slot -> its compute copy
   std::vector<Param> params;
   std::vector<KernelDesc> update_descs, norm_descs;  // one per param
   std::vector<std::shared_ptr<Kernel>> updates;      // prepared with the program
@@ -133,7 +141,24 @@ struct BertTraining::State {
     slots.push_back({name, category, type, std::move(s), -1, 0, false, {}});
     return static_cast<int>(slots.size()) - 1;
   }
-  int act(const std::string& name, Shape s) { return slot(name, "activations", std::move(s)); }
+  int act(const std::string& name, Shape s) {
+    const int index = slot(name, "activations", std::move(s));
+    slots.back().typed = false;
+    return index;
+  }
+  /// The weight a GEMM reads: the master itself in f32, else a compute copy
+  /// at the precision, cast from the master after every update (so a GEMM
+  /// never narrows the weights itself).
+  int compute(int master) {
+    if (precision == DType::f32) return master;
+    if (auto it = compute_copies.find(master); it != compute_copies.end()) return it->second;
+    const Slot& m = slots[static_cast<std::size_t>(master)];
+    const int copy = slot(m.name + " (compute copy)", "weights (compute copy)", m.shape);
+    slots.back().typed = false;
+    add(refresh, OpKind::cast, {master}, {copy}, NoAttrs{});
+    compute_copies[master] = copy;
+    return copy;
+  }
   int view(int of, std::int64_t begin, std::int64_t rows, const std::string& name) {
     Slot v = slots[static_cast<std::size_t>(of)];
     v.name = name;
@@ -156,6 +181,10 @@ struct BertTraining::State {
   void add(std::vector<Op>& list, OpKind op, std::vector<int> in, std::vector<int> out,
            OpAttrs attrs) {
     KernelDesc desc{op, DType::f32, {}, std::move(attrs), precision};
+    if (op == OpKind::take_rows) {  // an inference op: its dtype is its storage
+      desc.dtype = precision;
+      desc.round_to = DType::f32;
+    }
     for (int i : in) desc.input_shapes.push_back(slots[static_cast<std::size_t>(i)].shape);
     device.check_kernel(desc);
     list.push_back(
@@ -248,15 +277,15 @@ struct BertTraining::State {
                           slot("m." + name + ".bias", "optimizer state", {h}),
                           slot("v." + name + ".bias", "optimizer state", {h}), false});
       }
-      L.qkv_w = fw, L.qkv_b = fb, L.qkv_gw = gw, L.qkv_gb = gb;
+      L.qkv_w = compute(fw), L.qkv_b = fb, L.qkv_gw = gw, L.qkv_gb = gb;
       const auto o = dense_params(p + "attention.output.dense", h, h);
       L.ln1 = layernorm_params(p + "attention.output.LayerNorm");
       const auto in = dense_params(p + "intermediate.dense", i, h);
       const auto f = dense_params(p + "output.dense", h, i);
       L.ln2 = layernorm_params(p + "output.LayerNorm");
-      L.o_w = o[0].weight, L.o_gw = o[0].grad, L.o_gb = o[1].grad;
-      L.i_w = in[0].weight, L.i_gw = in[0].grad, L.i_gb = in[1].grad;
-      L.f_w = f[0].weight, L.f_gw = f[0].grad, L.f_gb = f[1].grad;
+      L.o_w = compute(o[0].weight), L.o_gw = o[0].grad, L.o_gb = o[1].grad;
+      L.i_w = compute(in[0].weight), L.i_gw = in[0].grad, L.i_gb = in[1].grad;
+      L.f_w = compute(f[0].weight), L.f_gw = f[0].grad, L.f_gb = f[1].grad;
       const int x = xs.back();
       L.qkv = act(p + "qkv", {t, 3 * h});
       L.ctx = act(p + "context", {t, h});
@@ -278,15 +307,15 @@ struct BertTraining::State {
         attention_in.push_back(rng);
       }
       L.attention = attention;
-      fwd(OpKind::dense, {x, fw, fb}, {L.qkv});
+      fwd(OpKind::dense, {x, compute(fw), fb}, {L.qkv});
       fwd(OpKind::attention_train, attention_in, {L.ctx, L.probs}, attention);
-      fwd(OpKind::dense, {L.ctx, o[0].weight, o[1].weight}, {L.a_out});
+      fwd(OpKind::dense, {L.ctx, compute(o[0].weight), o[1].weight}, {L.a_out});
       fwd(OpKind::add, {dropped(L.a_out, p + "attention out", L.a_dropout), x}, {L.s1});
       fwd(OpKind::layernorm_train, {L.s1, L.ln1[0].weight, L.ln1[1].weight}, {L.x1, L.m1, L.r1},
           eps);
-      fwd(OpKind::dense, {L.x1, in[0].weight, in[1].weight}, {L.ip});
+      fwd(OpKind::dense, {L.x1, compute(in[0].weight), in[1].weight}, {L.ip});
       fwd(OpKind::gelu, {L.ip}, {L.ia});
-      fwd(OpKind::dense, {L.ia, f[0].weight, f[1].weight}, {L.f_out});
+      fwd(OpKind::dense, {L.ia, compute(f[0].weight), f[1].weight}, {L.f_out});
       fwd(OpKind::add, {dropped(L.f_out, p + "ffn out", L.f_dropout), L.x1}, {L.s2});
       fwd(OpKind::layernorm_train, {L.s2, L.ln2[0].weight, L.ln2[1].weight}, {next, L.m2, L.r2},
           eps);
@@ -318,13 +347,13 @@ struct BertTraining::State {
       fwd(OpKind::gather_rows, {x_last, mlm_positions}, {head_input});
     }
     fwd(OpKind::take_rows, {x_last}, {cls}, RowStrideAttrs{s});
-    fwd(OpKind::dense, {cls, pool[0].weight, pool[1].weight}, {pooled_pre});
+    fwd(OpKind::dense, {cls, compute(pool[0].weight), pool[1].weight}, {pooled_pre});
     fwd(OpKind::tanh, {pooled_pre}, {pooled});
-    fwd(OpKind::dense, {pooled, nsp_head[0].weight, nsp_head[1].weight}, {nsp});
-    fwd(OpKind::dense, {head_input, transform[0].weight, transform[1].weight}, {tp});
+    fwd(OpKind::dense, {pooled, compute(nsp_head[0].weight), nsp_head[1].weight}, {nsp});
+    fwd(OpKind::dense, {head_input, compute(transform[0].weight), transform[1].weight}, {tp});
     fwd(OpKind::gelu, {tp}, {ta});
     fwd(OpKind::layernorm_train, {ta, ln_t[0].weight, ln_t[1].weight}, {tl, mt, rt}, eps);
-    fwd(OpKind::dense, {tl, word_w, vocab_bias.weight},
+    fwd(OpKind::dense, {tl, compute(word_w), vocab_bias.weight},
         {mlm});  // decoder tied to the word embeddings
     fwd(OpKind::pretraining_loss, {mlm, mlm_labels, nsp, nsp_labels, loss_scale},
         {losses, dmlm, dnsp});
@@ -335,23 +364,24 @@ struct BertTraining::State {
     const int dtp = act("d transform pre", {predicted, h}), dx = act("d x", {t, h});
     const int dpooled = act("d pooled", {b, h}), dpp = act("d pooled pre", {b, h}),
               dcls = act("d cls", {b, h});
-    bwd(OpKind::dense_backward, {dmlm, tl, word_w}, {dtl, word_g, vocab_bias.grad});
+    bwd(OpKind::dense_backward, {dmlm, tl, compute(word_w)}, {dtl, word_g, vocab_bias.grad});
     bwd(OpKind::layernorm_backward, {dtl, ta, ln_t[0].weight, mt, rt},
         {dta, ln_t[0].grad, ln_t[1].grad});
     bwd(OpKind::gelu_backward, {dta, tp}, {dtp});
     if (max_predictions > 0) {
       const int dhead = act("d masked rows", {predicted, h});
-      bwd(OpKind::dense_backward, {dtp, head_input, transform[0].weight},
+      bwd(OpKind::dense_backward, {dtp, head_input, compute(transform[0].weight)},
           {dhead, transform[0].grad, transform[1].grad});
       bwd(OpKind::gather_rows_backward, {dhead, mlm_positions}, {dx});
     } else {
-      bwd(OpKind::dense_backward, {dtp, x_last, transform[0].weight},
+      bwd(OpKind::dense_backward, {dtp, x_last, compute(transform[0].weight)},
           {dx, transform[0].grad, transform[1].grad});
     }
-    bwd(OpKind::dense_backward, {dnsp, pooled, nsp_head[0].weight},
+    bwd(OpKind::dense_backward, {dnsp, pooled, compute(nsp_head[0].weight)},
         {dpooled, nsp_head[0].grad, nsp_head[1].grad});
     bwd(OpKind::tanh_backward, {dpooled, pooled}, {dpp});
-    bwd(OpKind::dense_backward, {dpp, cls, pool[0].weight}, {dcls, pool[0].grad, pool[1].grad});
+    bwd(OpKind::dense_backward, {dpp, cls, compute(pool[0].weight)},
+        {dcls, pool[0].grad, pool[1].grad});
     bwd(OpKind::take_rows_backward, {dcls}, {dx}, RowStrideAttrs{s});
     const int ds2 = act("d sum2", {t, h}), dia = act("d ffn act", {t, i}),
               dip = act("d ffn pre", {t, i});
@@ -404,6 +434,33 @@ struct BertTraining::State {
       device.check_kernel(norm);
       norm_descs.push_back(std::move(norm));
     }
+    assign_storage_types();
+  }
+
+  /// Gives every activation (and compute copy) the dtype its ops store it
+  /// at (operand_types), and checks that every op agrees with every
+  /// declared dtype: a disagreement is a bug in the program above.
+  void assign_storage_types() {
+    const auto give = [&](int index, DType type, const Op& op) {
+      Slot& s = slots[static_cast<std::size_t>(index)];
+      if (!s.typed) {
+        s.dtype = type;
+        s.typed = true;
+      } else if (s.dtype != type) {
+        throw std::logic_error(fmt::format("training program: '{}' is {} but {} stores it as {}",
+                                           s.name, dtype_name(s.dtype), op.name, dtype_name(type)));
+      }
+    };
+    for (const auto* list : {&forward, &backward, &refresh}) {
+      for (const auto& op : *list) {
+        const OperandTypes storage = operand_types(op.desc);
+        for (std::size_t k = 0; k < op.inputs.size(); ++k)
+          give(op.inputs[k], storage.inputs.at(k), op);
+        for (std::size_t k = 0; k < op.outputs.size(); ++k)
+          give(op.outputs[k], storage.outputs.at(k), op);
+      }
+    }
+    for (auto& s : slots) s.typed = true;  // read by no op (the norm's output): f32
   }
 
   /// Prepares every kernel of the program. Ops with equal descs (the same
@@ -419,34 +476,28 @@ struct BertTraining::State {
       prepared.emplace_back(desc, device.prepare_kernel(desc));
       return prepared.back().second;
     };
-    for (auto* list : {&forward, &backward}) {
+    for (auto* list : {&forward, &backward, &refresh}) {
       for (auto& op : *list) op.kernel = kernel_for(op.desc);
     }
     for (const auto& desc : update_descs) updates.push_back(kernel_for(desc));
     for (const auto& desc : norm_descs) norms.push_back(kernel_for(desc));
   }
 
-  /// What a device holds: f32 master weights, gradients and optimizer state;
-  /// with mixed precision the activations at the compute precision plus a
-  /// compute copy of the weights (the host reference emulates this in f32).
+  /// What allocate() takes, from the same slots: f32 master weights,
+  /// gradients and optimizer state; with mixed precision the activations
+  /// and the GEMMs' compute copy of the weights at the precision, LayerNorm
+  /// statistics and losses in f32, inputs in i32. One item per (category,
+  /// dtype).
   std::vector<MemoryItem> memory_items() const {
-    std::map<std::string, std::uint64_t> bytes;
+    std::map<std::pair<std::string, DType>, std::uint64_t> bytes;
     for (const auto& s : slots) {
       if (s.view_of >= 0 || s.elsewhere) continue;
-      const bool low =
-          precision != DType::f32 && s.category == "activations" && s.dtype == DType::f32;
-      const std::size_t element = low ? dtype_size(precision) : dtype_size(s.dtype);
-      bytes[s.category] += static_cast<std::uint64_t>(element_count(s.shape)) * element;
-      if (precision != DType::f32 && s.category == "weights") {
-        bytes["weights (compute copy)"] +=
-            static_cast<std::uint64_t>(element_count(s.shape)) * dtype_size(precision);
-      }
+      bytes[{s.category, s.dtype}] +=
+          static_cast<std::uint64_t>(element_count(s.shape)) * dtype_size(s.dtype);
     }
     std::vector<MemoryItem> items;
-    for (const auto& [category, total] : bytes) {
-      const bool compute = category == "activations" || category == "weights (compute copy)";
-      items.push_back({category, std::string(dtype_name(compute ? precision : DType::f32)), total});
-    }
+    for (const auto& [key, total] : bytes)
+      items.push_back({key.first, std::string(dtype_name(key.second)), total});
     return items;
   }
 
@@ -471,6 +522,7 @@ struct BertTraining::State {
     };
     bind(forward);
     bind(backward);
+    bind(refresh);
     for (const auto& p : params) {
       const auto& w = slots[static_cast<std::size_t>(p.weight)].tensor;
       const auto& g = slots[static_cast<std::size_t>(p.grad)].tensor;
@@ -485,6 +537,11 @@ struct BertTraining::State {
   template <class T>
   void upload(int index, const std::vector<T>& values) {
     const auto& t = slots[static_cast<std::size_t>(index)].tensor;
+    if (sizeof(T) != dtype_size(t.dtype)) {
+      throw std::logic_error(fmt::format("{}: host values of {} bytes for a {} tensor",
+                                         slots[static_cast<std::size_t>(index)].name, sizeof(T),
+                                         dtype_name(t.dtype)));
+    }
     if (values.size() != static_cast<std::size_t>(t.numel())) {
       throw RuntimeFailure(fmt::format("{}: expected {} values, got {}",
                                        slots[static_cast<std::size_t>(index)].name, t.numel(),
@@ -601,6 +658,7 @@ void BertTraining::load_weights(const TensorMap& weights) {
     s.zero(p.m);
     s.zero(p.v);
   }
+  State::run(s.refresh);
   s.steps = 0;
   s.loaded = true;
 }
@@ -650,7 +708,7 @@ void BertTraining::all_reduce_gradients(Communicator& replicas) {
 
 std::vector<OpTime> BertTraining::profile() const {
   std::map<std::string, OpTime> by_op;
-  for (const auto* list : {&state_->forward, &state_->backward}) {
+  for (const auto* list : {&state_->forward, &state_->backward, &state_->refresh}) {
     for (const auto& op : *list) {
       auto& t = by_op[op.name];
       if (t.op.empty())
@@ -709,6 +767,7 @@ std::optional<double> BertTraining::apply_optimizer(double learning_rate, double
                           p.owner);
     }
   }
+  State::run(s.refresh);
   return norm;
 }
 

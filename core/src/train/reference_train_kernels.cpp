@@ -48,91 +48,6 @@ class FunctionKernel final : public Kernel {
   Body body_;
 };
 
-/// How mixed precision treats each output of an op (see output_precision).
-struct OutputPrecision {
-  std::vector<std::size_t> accumulated;  // "+=": this op's contribution rounded, the sum f32
-  std::vector<std::size_t> kept_f32;     // statistics, losses, norms
-};
-
-bool listed(const std::vector<std::size_t>& list, std::size_t o) {
-  return std::find(list.begin(), list.end(), o) != list.end();
-}
-
-/// Mixed precision on the reference kernels: every f32 activation output is
-/// rounded to `type` after the op (f32 math inside, values representable in
-/// bf16/f16 outside), which is what a bf16/f16 device with f32 accumulation
-/// stores; accumulated outputs get this op's contribution rounded (where an
-/// f16 overflow shows) and added to an f32 sum; kept outputs stay f32.
-class RoundedOutputs final : public Kernel {
- public:
-  RoundedOutputs(std::unique_ptr<Kernel> inner, DType type, ParallelFor parallel,
-                 OutputPrecision precision)
-      : inner_(std::move(inner)),
-        type_(type),
-        parallel_(std::move(parallel)),
-        precision_(std::move(precision)) {}
-  void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
-    std::vector<std::vector<float>> before(outputs.size());
-    for (std::size_t o : precision_.accumulated) {  // the op accumulates into zeros:
-      float* v = outputs[o].data<float>();          // its own contribution, exactly
-      before[o].assign(v, v + outputs[o].numel());
-      std::fill(v, v + outputs[o].numel(), 0.0f);
-    }
-    inner_->run(inputs, outputs);
-    for (std::size_t o = 0; o < outputs.size(); ++o) {
-      const Tensor& t = outputs[o];
-      if (t.dtype != DType::f32 || listed(precision_.kept_f32, o)) continue;
-      if (listed(precision_.accumulated, o)) {
-        float* v = t.data<float>();
-        const float* old = before[o].data();
-        parallel_(t.numel(), [&](std::int64_t begin, std::int64_t end) {
-          for (std::int64_t i = begin; i < end; ++i) v[i] = old[i] + round_through(type_, v[i]);
-        });
-        continue;
-      }
-      float* v = t.data<float>();
-      parallel_(t.numel(), [&](std::int64_t begin, std::int64_t end) {
-        for (std::int64_t i = begin; i < end; ++i) v[i] = round_through(type_, v[i]);
-      });
-    }
-  }
-  std::string implementation() const override {
-    return inner_->implementation() + " (outputs in " + std::string(dtype_name(type_)) + ")";
-  }
-  double flops() const override { return inner_->flops(); }
-
- private:
-  std::unique_ptr<Kernel> inner_;
-  DType type_;
-  ParallelFor parallel_;
-  OutputPrecision precision_;
-};
-
-/// As bf16/f16 devices and frameworks do: gradients that accumulate across
-/// micro-batches ("+=") sum in f32 (rounding the sum each micro-batch would
-/// lose every increment below 1/256 of it) while each micro-batch's
-/// contribution is computed at the low precision (so an f16 overflow still
-/// shows as inf for loss scaling); LayerNorm statistics, losses and the
-/// gradient norm stay f32.
-OutputPrecision output_precision(OpKind op) {
-  switch (op) {
-    case OpKind::dense_backward:
-    case OpKind::layernorm_backward:
-      return {{1, 2}, {}};
-    case OpKind::embedding_backward:
-      return {{0, 1, 2}, {}};
-    case OpKind::take_rows_backward:
-      return {{0}, {}};
-    case OpKind::layernorm_train:
-      return {{}, {1, 2}};
-    case OpKind::pretraining_loss:
-    case OpKind::sum_of_squares:
-      return {{}, {0}};
-    default:
-      return {};
-  }
-}
-
 float* f(const Tensor& t) {
   return t.data<float>();
 }
@@ -656,6 +571,16 @@ std::unique_ptr<Kernel> dropout(const KernelDesc& desc, const ParallelFor& par) 
   });
 }
 
+/// X -> Y, f32 to f32: with_stored_precision narrows Y to round_to.
+std::unique_ptr<Kernel> cast(const KernelDesc& desc, const ParallelFor& par) {
+  const std::int64_t count = element_count(desc.input_shapes.at(0));
+  return std::make_unique<FunctionKernel>("cast", 0.0, [=](auto in, auto o) {
+    par(count, [&](std::int64_t begin, std::int64_t end) {
+      std::copy(f(in[0]) + begin, f(in[0]) + end, f(o[0]) + begin);
+    });
+  });
+}
+
 std::unique_ptr<Kernel> sum_of_squares(const KernelDesc& desc, const ParallelFor& par) {
   const std::int64_t count = element_count(desc.input_shapes.at(0));
   return std::make_unique<FunctionKernel>("sum_of_squares", 0.0, [=](auto in, auto o) {
@@ -693,10 +618,7 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
                        std::unique_ptr<Kernel> (*make)(const KernelDesc&, const ParallelFor&)) {
     registry.add(op, DType::f32,
                  [make, parallel](const KernelDesc& d, Device&) -> std::unique_ptr<Kernel> {
-                   const DType type = round_type(d);
-                   if (type == DType::f32) return make(d, parallel);
-                   return std::make_unique<RoundedOutputs>(make(d, parallel), type, parallel,
-                                                           output_precision(d.op));
+                   return with_stored_precision(make(d, parallel), d, parallel);
                  });
   };
   add(OpKind::dense, dense);
@@ -719,6 +641,7 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
   add(OpKind::dropout_backward, dropout);
   for (OpKind op : {OpKind::adamw_update, OpKind::lamb_update, OpKind::sgd_update})
     add(op, optimizer_update);
+  add(OpKind::cast, cast);
 }
 
 }  // namespace polyhal
