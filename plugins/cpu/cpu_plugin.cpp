@@ -149,20 +149,14 @@ class CpuDevice final : public Device {
     registry().add(OpKind::dense_backward, DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_dense_backward(desc, engine_);
     });
-    // Training kernels whose bf16 path is the f32 kernel on widened
-    // operands (with_stored_precision): the attention. The others read
-    // and write bf16 storage themselves.
-    const auto stored = [](std::unique_ptr<Kernel> f32_kernel, const KernelDesc& desc) {
-      return with_stored_precision(std::move(f32_kernel), desc, omp_parallel_for());
-    };
-    registry().add(OpKind::attention_train, DType::f32,
-                   [this, stored](const KernelDesc& desc, Device&) {
-                     return stored(make_onednn_attention_train(desc, avx512_, engine_), desc);
-                   });
-    registry().add(OpKind::attention_backward, DType::f32,
-                   [this, stored](const KernelDesc& desc, Device&) {
-                     return stored(make_onednn_attention_backward(desc, avx512_, engine_), desc);
-                   });
+    // Every CPU training kernel reads and writes bf16 storage itself
+    // (operand_types); the rest come from the reference kernels.
+    registry().add(OpKind::attention_train, DType::f32, [this](const KernelDesc& desc, Device&) {
+      return make_onednn_attention_train(desc, avx512_, engine_);
+    });
+    registry().add(OpKind::attention_backward, DType::f32, [this](const KernelDesc& desc, Device&) {
+      return make_onednn_attention_backward(desc, avx512_, engine_);
+    });
     registry().add(OpKind::layernorm_train, DType::f32,
                    [](const KernelDesc& desc, Device&) { return make_omp_layernorm_train(desc); });
     registry().add(OpKind::layernorm_backward, DType::f32, [](const KernelDesc& desc, Device&) {

@@ -101,13 +101,8 @@ class OmpDropout final : public Kernel {
       const std::int64_t begin = c * kChunk, n = std::min(kChunk, count_ - begin);
       const auto first = static_cast<std::uint64_t>(begin);
       if (bf16) {
-        const auto* x = in[0].data<std::uint16_t>() + begin;
-        auto* y = out[0].data<std::uint16_t>() + begin;
-        if (avx512_) {
-          apply_avx512_bf16(mask, first, x, y, n);
-        } else {
-          apply_portable_bf16(mask, first, x, y, n);
-        }
+        apply_dropout_bf16(mask, first, in[0].data<std::uint16_t>() + begin,
+                           out[0].data<std::uint16_t>() + begin, n, avx512_);
       } else {
         apply_dropout(mask, first, in[0].data<float>() + begin, out[0].data<float>() + begin, n,
                       avx512_);
@@ -139,6 +134,15 @@ void apply_dropout(const DropoutMask& mask, std::uint64_t first, const float* x,
     apply_avx512(mask, first, x, y, count, round_to_bf16);
   } else {
     apply_portable(mask, first, x, y, count, round_to_bf16);
+  }
+}
+
+void apply_dropout_bf16(const DropoutMask& mask, std::uint64_t first, const std::uint16_t* x,
+                        std::uint16_t* y, std::int64_t count, bool avx512) {
+  if (avx512) {
+    apply_avx512_bf16(mask, first, x, y, count);
+  } else {
+    apply_portable_bf16(mask, first, x, y, count);
   }
 }
 

@@ -17,6 +17,10 @@ namespace polyhal::cpu {
 void apply_dropout(const DropoutMask& mask, std::uint64_t first, const float* x, float* y,
                    std::int64_t count, bool avx512, bool round_to_bf16 = false);
 
+/// The same on bf16 storage (bits): widen, multiply, round to nearest even.
+void apply_dropout_bf16(const DropoutMask& mask, std::uint64_t first, const std::uint16_t* x,
+                        std::uint16_t* y, std::int64_t count, bool avx512);
+
 /// train_kernels.hpp "dropout" and "dropout_backward" (the same product):
 /// X, rng -> X * mask, on f32 or (round_to=bf16) bf16 storage.
 std::unique_ptr<Kernel> make_omp_dropout(const KernelDesc& desc, bool avx512);

@@ -5,16 +5,19 @@
 //   forward:  probs = softmax(Q K^T / sqrt(d) + mask);  ctx = probs V
 //   backward: dV = P^T dctx;  dP = dctx V^T;  dS = P (dP - rowsum(P dP)) / sqrt(d)
 //             dQ = dS K;  dK = dS^T Q
-// With round_to=bf16 the operands are narrowed to bf16 scratch and outputs
-// rounded to bf16, as on every mixed-precision op. With attention dropout the
-// kept probabilities P*M feed the V products and dP is masked the same way;
-// the mask M is regenerated from (rng, stream) in backward, never stored.
+// With round_to=bf16 QKV, ctx, probs, dctx and dQKV are bf16 tensors
+// (operand_types) read and written in place; the scores, their softmax and
+// dP are f32 scratch, rounded to bf16 where they leave the kernel or feed a
+// GEMM. With attention dropout the kept probabilities P*M feed the V
+// products and dP is masked the same way; the mask M is regenerated from
+// (rng, stream) in backward, never stored.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <optional>
 #include <vector>
 
+#include "omp_convert.hpp"
 #include "omp_dropout.hpp"
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
@@ -36,37 +39,37 @@ Gemm batched_product(const KernelDesc& desc, const dnnl::engine& engine,
   return create_or_refuse(desc, [&] { return Gemm(engine, a, b, c, false); });
 }
 
-/// P * M, the kept probabilities, as a GEMM operand (bf16 scratch or f32).
+/// P * M, the kept probabilities, as a GEMM operand: bf16 or f32 scratch
+/// filled from probabilities stored in that type.
 class KeptProbabilities {
  public:
   KeptProbabilities(DType type, std::int64_t count, bool avx512)
       : count_(count),
         avx512_(avx512),
-        f32_(type == DType::bf16 ? 0 : static_cast<std::size_t>(count)),
-        bf16_(type == DType::bf16 ? static_cast<std::size_t>(count) : 0) {}
-  const void* of(const float* probs, const DropoutMask& mask) {
+        bytes_(static_cast<std::size_t>(count) * (type == DType::bf16 ? 2 : 4)) {}
+  const void* of(const Tensor& probs, const DropoutMask& mask) {
     constexpr std::int64_t kChunk = 4096;
     const std::int64_t chunks = (count_ + kChunk - 1) / kChunk;
-    const bool bf16 = !bf16_.empty();
+    const bool bf16 = probs.dtype == DType::bf16;
 #pragma omp parallel for schedule(static)
     for (std::int64_t c = 0; c < chunks; ++c) {
       const std::int64_t begin = c * kChunk, n = std::min(kChunk, count_ - begin);
-      float kept[kChunk];
-      apply_dropout(mask, static_cast<std::uint64_t>(begin), probs + begin,
-                    bf16 ? kept : f32_.data() + begin, n, avx512_);
+      const auto first = static_cast<std::uint64_t>(begin);
       if (bf16) {
-        for (std::int64_t k = 0; k < n; ++k)
-          bf16_[static_cast<std::size_t>(begin + k)] = detail::bf16_bits_inline(kept[k]);
+        apply_dropout_bf16(mask, first, probs.data<std::uint16_t>() + begin,
+                           reinterpret_cast<std::uint16_t*>(bytes_.data()) + begin, n, avx512_);
+      } else {
+        apply_dropout(mask, first, probs.data<float>() + begin,
+                      reinterpret_cast<float*>(bytes_.data()) + begin, n, avx512_);
       }
     }
-    return bf16 ? static_cast<const void*>(bf16_.data()) : f32_.data();
+    return bytes_.data();
   }
 
  private:
   std::int64_t count_;
   bool avx512_;
-  std::vector<float> f32_;
-  std::vector<std::uint16_t> bf16_;
+  std::vector<std::byte> bytes_;
 };
 
 /// Shapes and the strided views every attention GEMM uses.
@@ -116,7 +119,9 @@ struct Views {
 class OneDnnAttentionTrain final : public Kernel {
  public:
   OneDnnAttentionTrain(const KernelDesc& desc, bool avx512, const dnnl::engine& engine)
-      : v_(desc, 0),
+      : desc_(desc),
+        types_(operand_types(desc)),
+        v_(desc, 0),
         engine_(engine),
         stream_(engine),
         scores_(create_or_refuse(desc,
@@ -131,7 +136,7 @@ class OneDnnAttentionTrain final : public Kernel {
                                                false, false, attr);
                                  })),
         context_(batched_product(desc, engine, v_.scores(v_.operand()), v_.qkv_part(v_.operand()),
-                                 v_.context(dt::f32))),
+                                 v_.context(v_.operand()))),
         softmax_pd_(create_or_refuse(desc,
                                      [&] {
                                        return dnnl::softmax_v2_forward::primitive_desc(
@@ -144,31 +149,32 @@ class OneDnnAttentionTrain final : public Kernel {
         softmax_(softmax_pd_),
         mask_(mask_md(), engine),
         probs_mem_(v_.scores(dt::f32), engine, DNNL_MEMORY_NONE),
-        qkv_(v_.type, v_.tokens() * 3 * v_.h),
-        probs_(v_.type, v_.score_count()),
+        scores_f32_(v_.type == DType::bf16 ? static_cast<std::size_t>(v_.score_count()) : 0),
         kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0, avx512) {}
 
+  /// in: QKV (stored at round_to), mask (i32) [, rng] -> ctx, probs (stored at round_to).
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
-    const auto* qkv = static_cast<const char*>(qkv_.of(in[0].data<float>()));
-    const std::size_t element = v_.type == DType::bf16 ? 2 : 4;
-    const auto third = static_cast<std::size_t>(v_.h) * element;
+    check_operand_types(desc_, types_, in, out);
+    const auto* qkv = static_cast<const char*>(in[0].buffer->data());
+    const auto third = static_cast<std::size_t>(v_.h) * dtype_size(in[0].dtype);
     // Hugging Face's additive mask: 0 where attended, the lowest f32 where not.
     const auto* mask = in[1].data<std::int32_t>();
     auto* additive = static_cast<float*>(mask_.get_data_handle());
     for (std::int64_t i = 0; i < v_.tokens(); ++i)
       additive[i] = mask[i] != 0 ? 0.0f : -3.4028234663852886e38f;
-    float* probs = out[1].data<float>();
-    scores_.run(stream_, qkv, qkv + third, probs,
+    // Scores and softmax in f32: the output itself in f32, else scratch.
+    const bool bf16 = v_.type == DType::bf16;
+    float* scores = bf16 ? scores_f32_.data() : out[1].data<float>();
+    scores_.run(stream_, qkv, qkv + third, scores,
                 {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_}});
-    probs_mem_.set_data_handle(probs);
+    probs_mem_.set_data_handle(scores);
     softmax_.execute(stream_, {{DNNL_ARG_SRC, probs_mem_}, {DNNL_ARG_DST, probs_mem_}});
     stream_.wait();
-    if (v_.type == DType::bf16) round_to_bf16(probs, v_.score_count());
+    if (bf16) to_bf16(scores, out[1].data<std::uint16_t>(), v_.score_count());
     const auto mask_of_probs = v_.mask(in, 2);
-    const void* p = mask_of_probs ? kept_.of(probs, *mask_of_probs) : probs_.of(probs);
-    context_.run(stream_, p, qkv + 2 * third, out[0].data<float>());
+    const void* p = mask_of_probs ? kept_.of(out[1], *mask_of_probs) : out[1].buffer->data();
+    context_.run(stream_, p, qkv + 2 * third, out[0].buffer->data());
     stream_.wait();
-    if (v_.type == DType::bf16) round_to_bf16(out[0].data<float>(), v_.tokens() * v_.h);
   }
   std::string implementation() const override {
     return fmt::format("onednn attention_train [{} | {} | {}]", scores_.pd.impl_info_str(),
@@ -178,6 +184,8 @@ class OneDnnAttentionTrain final : public Kernel {
 
  private:
   dnnl::memory::desc mask_md() const { return {{v_.b, 1, 1, v_.s}, dt::f32, tag::abcd}; }
+  KernelDesc desc_;
+  OperandTypes types_;
   Views v_;
   dnnl::engine engine_;
   dnnl::stream stream_;
@@ -185,54 +193,56 @@ class OneDnnAttentionTrain final : public Kernel {
   dnnl::softmax_v2_forward::primitive_desc softmax_pd_;
   dnnl::softmax_v2_forward softmax_;
   dnnl::memory mask_, probs_mem_;
-  Operand qkv_, probs_;
+  std::vector<float> scores_f32_;  // bf16 only: the softmax before rounding
   KeptProbabilities kept_;
 };
 
 class OneDnnAttentionBackward final : public Kernel {
  public:
   OneDnnAttentionBackward(const KernelDesc& desc, bool avx512, const dnnl::engine& engine)
-      : v_(desc, 1),
+      : desc_(desc),
+        types_(operand_types(desc)),
+        v_(desc, 1),
         stream_(engine),
         // dV = P^T dctx
         dv_(batched_product(desc, engine, v_.scores_t(v_.operand()), v_.context(v_.operand()),
-                            v_.qkv_part(dt::f32))),
+                            v_.qkv_part(v_.operand()))),
         // dP = dctx V^T
         dp_(batched_product(desc, engine, v_.context(v_.operand()), v_.qkv_part_t(v_.operand()),
                             v_.scores(dt::f32))),
         // dQ = dS K
         dq_(batched_product(desc, engine, v_.scores(v_.operand()), v_.qkv_part(v_.operand()),
-                            v_.qkv_part(dt::f32))),
+                            v_.qkv_part(v_.operand()))),
         // dK = dS^T Q
         dk_(batched_product(desc, engine, v_.scores_t(v_.operand()), v_.qkv_part(v_.operand()),
-                            v_.qkv_part(dt::f32))),
+                            v_.qkv_part(v_.operand()))),
         dscores_(static_cast<std::size_t>(v_.score_count())),
-        dctx_(v_.type, v_.tokens() * v_.h),
-        qkv_(v_.type, v_.tokens() * 3 * v_.h),
-        probs_(v_.type, v_.score_count()),
         kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0, avx512),
         avx512_(avx512),
         ds_(v_.type, v_.score_count()) {}
 
+  /// in: dctx, QKV, probs (stored at round_to) [, rng] -> dQKV (stored at round_to).
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
-    const void* dctx = dctx_.of(in[0].data<float>());
-    const auto* qkv = static_cast<const char*>(qkv_.of(in[1].data<float>()));
-    const float* probs = in[2].data<float>();
+    check_operand_types(desc_, types_, in, out);
+    const void* dctx = in[0].buffer->data();
+    const auto* qkv = static_cast<const char*>(in[1].buffer->data());
     const auto mask = v_.mask(in, 3);
-    const void* p = mask ? kept_.of(probs, *mask) : probs_.of(probs);
-    const std::size_t element = v_.type == DType::bf16 ? 2 : 4;
-    const auto third = static_cast<std::size_t>(v_.h) * element;
-    auto* dqkv = out[0].data<float>();
+    const void* p = mask ? kept_.of(in[2], *mask) : in[2].buffer->data();
+    const auto third = static_cast<std::size_t>(v_.h) * dtype_size(in[1].dtype);
+    auto* dqkv = static_cast<char*>(out[0].buffer->data());
     float* dp = dscores_.data();
-    dv_.run(stream_, p, dctx, dqkv + 2 * v_.h);
+    dv_.run(stream_, p, dctx, dqkv + 2 * third);
     dp_.run(stream_, dctx, qkv + 2 * third, dp);
     stream_.wait();
-    softmax_backward(probs, mask ? &*mask : nullptr, dp);
+    if (in[2].dtype == DType::bf16) {
+      softmax_backward(in[2].data<std::uint16_t>(), mask ? &*mask : nullptr, dp);
+    } else {
+      softmax_backward(in[2].data<float>(), mask ? &*mask : nullptr, dp);
+    }
     const void* ds = ds_.of(dp);
     dq_.run(stream_, ds, qkv + third, dqkv);
-    dk_.run(stream_, ds, qkv, dqkv + v_.h);
+    dk_.run(stream_, ds, qkv, dqkv + third);
     stream_.wait();
-    if (v_.type == DType::bf16) round_to_bf16(dqkv, v_.tokens() * 3 * v_.h);
   }
   std::string implementation() const override {
     return fmt::format("onednn attention_backward {}", dp_.pd.impl_info_str());
@@ -242,25 +252,27 @@ class OneDnnAttentionBackward final : public Kernel {
  private:
   /// dP -> dS in place, row by row: dS = P (dP - sum_j P dP) / sqrt(d),
   /// with dP = M dP first when the probabilities were dropped.
-  void softmax_backward(const float* probs, const DropoutMask* mask, float* dp) const {
+  template <class T>
+  void softmax_backward(const T* probs, const DropoutMask* mask, float* dp) const {
     const std::int64_t rows = v_.b * v_.heads * v_.s, s = v_.s;
     const float scale = v_.scale();
 #pragma omp parallel for schedule(static)
     for (std::int64_t r = 0; r < rows; ++r) {
-      const float* pr = probs + r * s;
+      const T* pr = probs + r * s;
       float* g = dp + r * s;
       if (mask) apply_dropout(*mask, static_cast<std::uint64_t>(r * s), g, g, s, avx512_);
       double weighted = 0;  // rows of dS sum to 0: keep the cancellation accurate
-      for (std::int64_t j = 0; j < s; ++j) weighted += static_cast<double>(pr[j]) * g[j];
+      for (std::int64_t j = 0; j < s; ++j) weighted += static_cast<double>(load_f32(pr, j)) * g[j];
       for (std::int64_t j = 0; j < s; ++j)
-        g[j] = static_cast<float>(pr[j] * (g[j] - weighted)) * scale;
+        g[j] = static_cast<float>(load_f32(pr, j) * (g[j] - weighted)) * scale;
     }
   }
+  KernelDesc desc_;
+  OperandTypes types_;
   Views v_;
   dnnl::stream stream_;
   Gemm dv_, dp_, dq_, dk_;
   std::vector<float> dscores_;
-  Operand dctx_, qkv_, probs_;
   KeptProbabilities kept_;
   bool avx512_;
   Operand ds_;
