@@ -249,8 +249,9 @@ std::optional<OpCase> make_case(OpKind op, DType type, const Dims& d, Values& v,
       c.inputs = {f32({i, h}), f32({i, h}), f32({i, h}, -0.1f, 0.1f), f32({i, h}, 0.0f, 0.1f),
                   integers(DType::i64, {kOptimizerStepWords},
                            std::vector<std::int64_t>(step.begin(), step.end()))};
-      c.outputs = {c.inputs[0], c.inputs[2], c.inputs[3], c.inputs[1]};
-      c.aliases = {0, 2, 3, 1};
+      // The fifth output is the weights' compute copy (at round_to).
+      c.outputs = {c.inputs[0], c.inputs[2], c.inputs[3], c.inputs[1], zeros({i, h})};
+      c.aliases = {0, 2, 3, 1, -1};
       break;
     }
     default:

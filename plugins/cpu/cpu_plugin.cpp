@@ -162,6 +162,8 @@ class CpuDevice final : public Device {
     registry().add(OpKind::layernorm_backward, DType::f32, [](const KernelDesc& desc, Device&) {
       return make_omp_layernorm_backward(desc);
     });
+    registry().add(OpKind::pretraining_loss, DType::f32,
+                   [](const KernelDesc& desc, Device&) { return make_omp_pretraining_loss(desc); });
     registry().add(OpKind::cast, DType::f32,
                    [](const KernelDesc& desc, Device&) { return make_omp_cast(desc); });
     if (avx512_) {

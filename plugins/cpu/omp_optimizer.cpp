@@ -16,8 +16,10 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 
 #include "omp_optimizer.hpp"
 #include "onednn_matmul.hpp"
@@ -148,6 +150,26 @@ __attribute__((target("avx512f"))) void update_in_one_pass(const AdamScalars& a,
   }
 }
 
+/// copy[i] = bf16 of w[i] (round to nearest even), the GEMMs' compute copy.
+__attribute__((target("avx512f"))) void write_compute_copy(const float* w, std::uint16_t* copy,
+                                                           std::int64_t begin, std::int64_t end) {
+  for (std::int64_t i = begin; i < end; ++i) copy[i] = detail::bf16_bits_inline(w[i]);
+}
+
+/// Runs `update(begin, end)` over [begin, end) in cache-sized blocks, each
+/// followed by its part of the compute copy (when there is one) while the
+/// new weights are still in cache.
+template <class Update>
+void in_blocks(std::int64_t begin, std::int64_t end, const float* w, std::uint16_t* copy,
+               Update&& update) {
+  constexpr std::int64_t kBlock = 4096;
+  for (std::int64_t first = begin; first < end; first += kBlock) {
+    const std::int64_t last = std::min(end, first + kBlock);
+    update(first, last);
+    if (copy) write_compute_copy(w, copy, first, last);
+  }
+}
+
 __attribute__((target("avx512f"))) double sum_squares(const float* x, std::int64_t begin,
                                                       std::int64_t end) {
   __m512d lanes = _mm512_setzero_pd();
@@ -169,8 +191,22 @@ class OmpAdamUpdate final : public Kernel {
         attrs_(desc.attrs_as<OptimizerUpdateAttrs>()),
         parallel_(omp_parallel_for()) {}
 
-  /// in: w, g, m, v, step -> out: w, m, v, g (zeroed once read).
+  /// in: w, g, m, v, step -> out: w, m, v, g (zeroed once read) [, the
+  /// weights' bf16 compute copy, written from the updated weights].
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
+    update(in, out);
+    if (out.size() > 4 && out[4].dtype == DType::f32)  // a copy at f32: the weights themselves
+      std::memcpy(out[4].buffer->data(), out[0].buffer->data(), out[0].bytes());
+  }
+
+  std::string implementation() const override {
+    return std::string("openmp ") + (lamb_ ? "lamb_update" : "adamw_update") + " avx512";
+  }
+
+ private:
+  void update(std::span<const Tensor> in, std::span<const Tensor> out) {
+    std::uint16_t* copy =
+        out.size() > 4 && out[4].dtype == DType::bf16 ? out[4].data<std::uint16_t>() : nullptr;
     float *w = out[0].data<float>(), *m = out[1].data<float>(), *v = out[2].data<float>();
     const float* g = in[1].data<float>();
     float* consumed = out[3].data<float>();
@@ -198,20 +234,19 @@ class OmpAdamUpdate final : public Kernel {
       if (norms[0] > 0 && norms[1] > 0) ratio = std::sqrt(norms[0]) / std::sqrt(norms[1]);
       const auto rate = static_cast<float>(lr * ratio);
       parallel_(count_, [&](std::int64_t begin, std::int64_t end) {
-        apply_direction(a, m, v, w, consumed, rate, begin, end);
+        in_blocks(begin, end, w, copy, [&](std::int64_t first, std::int64_t last) {
+          apply_direction(a, m, v, w, consumed, rate, first, last);
+        });
       });
       return;
     }
     parallel_(count_, [&](std::int64_t begin, std::int64_t end) {
-      update_in_one_pass(a, g, m, v, w, consumed, lr, begin, end);
+      in_blocks(begin, end, w, copy, [&](std::int64_t first, std::int64_t last) {
+        update_in_one_pass(a, g, m, v, w, consumed, lr, first, last);
+      });
     });
   }
 
-  std::string implementation() const override {
-    return std::string("openmp ") + (lamb_ ? "lamb_update" : "adamw_update") + " avx512";
-  }
-
- private:
   std::int64_t count_;
   bool lamb_;
   OptimizerUpdateAttrs attrs_;

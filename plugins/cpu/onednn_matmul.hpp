@@ -26,6 +26,8 @@ ParallelFor omp_parallel_for();
 
 /// embedding (kernel.hpp) on the OpenMP pool.
 std::unique_ptr<Kernel> make_omp_embedding(const KernelDesc& desc);
+/// pretraining_loss (MLM + NSP cross-entropy) on f32 or bf16 storage.
+std::unique_ptr<Kernel> make_omp_pretraining_loss(const KernelDesc& desc);
 /// embedding_backward touching only the rows a micro-batch used.
 std::unique_ptr<Kernel> make_omp_embedding_backward(const KernelDesc& desc);
 

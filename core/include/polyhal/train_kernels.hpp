@@ -36,7 +36,8 @@
 ///   "adamw_update", "lamb_update", "sgd_update":
 ///                         W, grad, m, v, step[kOptimizerStepWords] (i64: an
 ///                         OptimizerStep) -> W, m, v, grad (in place; grad is
-///                         zeroed, ready for the next accumulation);
+///                         zeroed, ready for the next accumulation) [, W's
+///                         compute copy at round_to, from the updated W];
 ///                         OptimizerUpdateAttrs (betas, epsilon, decay, ...)
 ///   "cast":               X (f32) -> Y (stored at round_to), round to nearest even
 /// Mixed precision: KernelDesc::round_to = bf16 | f16 stores the op's

@@ -57,6 +57,7 @@ struct Param {
   int weight, grad, m, v;
   bool decay;     // weight decay and LAMB trust ratio apply
   int owner = 0;  // the replica that updates it when optimizer state is sharded
+  int copy = -1;  // its compute copy (or rows of it), written by the update; -1: none
 };
 
 /// The update op of an optimizer kind (lamb | adamw | sgd).
@@ -419,12 +420,16 @@ struct BertTraining::State {
     const OptimizerHyperParameters hyper_parameters{optimizer.beta1, optimizer.beta2,
                                                     optimizer.epsilon, optimizer.weight_decay,
                                                     optimizer.momentum};
-    for (const auto& p : params) {
+    for (auto& p : params) {
+      // The update also writes the weights' compute copy when the GEMMs
+      // read one: no separate cast pass over the weights after each step.
+      p.copy = compute_copy_rows(p.weight);
       KernelDesc desc{update,
                       DType::f32,
                       {slots[static_cast<std::size_t>(p.weight)].shape,
                        slots[static_cast<std::size_t>(p.grad)].shape},
-                      OptimizerUpdateAttrs{hyper_parameters, p.decay, p.decay}};
+                      OptimizerUpdateAttrs{hyper_parameters, p.decay, p.decay},
+                      p.copy >= 0 ? precision : DType::f32};
       device.check_kernel(desc);
       update_descs.push_back(std::move(desc));
       KernelDesc norm{OpKind::sum_of_squares,
@@ -435,6 +440,19 @@ struct BertTraining::State {
       norm_descs.push_back(std::move(norm));
     }
     assign_storage_types();
+  }
+
+  /// The compute copy of a weight slot, or the same rows of the compute copy
+  /// of the fused tensor it is a view of; -1 when GEMMs read no copy of it.
+  int compute_copy_rows(int weight) {
+    const Slot& w = slots[static_cast<std::size_t>(weight)];
+    const int master = w.view_of >= 0 ? w.view_of : weight;
+    const auto it = compute_copies.find(master);
+    if (it == compute_copies.end()) return -1;
+    if (w.view_of < 0) return it->second;
+    const int rows = view(it->second, w.view_begin, w.shape[0], w.name + " (compute copy)");
+    slots[static_cast<std::size_t>(rows)].dtype = precision;
+    return rows;
   }
 
   /// Gives every activation (and compute copy) the dtype its ops store it
@@ -530,6 +548,8 @@ struct BertTraining::State {
       const auto& v = slots[static_cast<std::size_t>(p.v)].tensor;
       update_inputs.push_back({w, g, m, v, slots[static_cast<std::size_t>(hyper)].tensor});
       update_outputs.push_back({w, m, v, g});
+      if (p.copy >= 0)
+        update_outputs.back().push_back(slots[static_cast<std::size_t>(p.copy)].tensor);
     }
   }
 
@@ -767,7 +787,9 @@ std::optional<double> BertTraining::apply_optimizer(double learning_rate, double
                           p.owner);
     }
   }
-  State::run(s.refresh);
+  // The updates wrote the compute copies of the weights they changed; with
+  // sharding the other replicas' tensors arrived by broadcast, in f32 only.
+  if (s.shard_count > 1) State::run(s.refresh);
   return norm;
 }
 

@@ -430,7 +430,14 @@ std::unique_ptr<Kernel> gather_rows_backward(const KernelDesc& desc, const Paral
 double cross_entropy(const ParallelFor& par, const float* logits, const std::int32_t* labels,
                      std::int64_t count, std::int64_t classes, float* dlogits, float scale) {
   std::int64_t counted = 0;
-  for (std::int64_t i = 0; i < count; ++i) counted += labels[i] != -100;
+  for (std::int64_t i = 0; i < count; ++i) {
+    if (labels[i] == -100) continue;
+    if (labels[i] < 0 || labels[i] >= classes) {  // a crafted data file: never index with it
+      throw RuntimeFailure(
+          fmt::format("label {} of row {} is outside [0, {}) (or -100)", labels[i], i, classes));
+    }
+    ++counted;
+  }
   std::vector<double> row_loss(n(count));
   rows(par, count, [&](std::size_t i) {
     const float* row = logits + i * n(classes);
@@ -484,7 +491,7 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelF
              momentum = static_cast<float>(attrs.hyper.momentum);
   const float decay = attrs.decay ? static_cast<float>(attrs.hyper.weight_decay) : 0.0f;
   const bool trust = attrs.trust_ratio;
-  return std::make_unique<FunctionKernel>(std::string(op_name(kind)), 0.0, [=](auto in, auto o) {
+  const auto update = [=](std::span<const Tensor> in, std::span<const Tensor> o) {
     float *w = f(o[0]), *m = f(o[1]), *v = f(o[2]);
     const float* g = f(in[1]);
     float* consumed = f(o[3]);  // the gradient, zeroed once read for the next accumulation
@@ -551,6 +558,14 @@ std::unique_ptr<Kernel> optimizer_update(const KernelDesc& desc, const ParallelF
         consumed[i] = 0.0f;
       }
     });
+  };
+  return std::make_unique<FunctionKernel>(std::string(op_name(kind)), 0.0, [=](auto in, auto o) {
+    update(in, o);
+    if (o.size() > 4) {  // the compute copy (with_stored_precision narrows it)
+      par(count, [&](std::int64_t begin, std::int64_t end) {
+        std::copy(f(o[0]) + begin, f(o[0]) + end, f(o[4]) + begin);
+      });
+    }
   });
 }
 

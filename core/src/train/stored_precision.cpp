@@ -54,7 +54,7 @@ OperandTypes operand_types(const KernelDesc& desc) {
     case OpKind::adamw_update:
     case OpKind::lamb_update:
     case OpKind::sgd_update:
-      return {{f, f, f, f, DType::i64}, {f, f, f, f}, {}};
+      return {{f, f, f, f, DType::i64}, {f, f, f, f, low}, {}};
     case OpKind::cast:
       return {{f}, {low}, {}};
     default:
