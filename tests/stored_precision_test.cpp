@@ -3,11 +3,14 @@
 // and crafted labels are refused instead of indexing out of bounds.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
+#include <map>
 
 #include "polyhal/bert_training.hpp"
 #include "polyhal/bert_weights.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/pretrain_task.hpp"
 #include "polyhal/train_kernels.hpp"
 #include "test_support.hpp"
 
@@ -99,6 +102,52 @@ TEST(StoredPrecision, LossRefusesLabelOutsideTheVocabulary) {
       EXPECT_NE(std::string(e.what()).find("label 7 of row 1 is outside [0, 5)"), std::string::npos)
           << e.what();
     }
+  }
+}
+
+/// Losses and the word-embedding gradient of one f16 micro-batch on an IPU
+/// opened with device options `options`.
+std::pair<StepLosses, std::vector<float>> ipu_f16_step(
+    const std::map<std::string, std::string>& options) {
+  auto ipu = test::first_device("ipu", options);
+  const BertConfig config = bert_preset("tiny");
+  const BertShape shape{2, 32};
+  BertTraining training(*ipu, config, shape, OptimizerSettings{}, DType::f16, {}, 0, 5);
+  training.load_weights(init_bert_weights(config, 1));
+  DataSection data;
+  data.max_predictions = 5;
+  const StepLosses losses =
+      training.forward_backward(make_pretraining_batch(config, shape, data, 0), 1, 1024.0);
+  return {losses,
+          training.gradients().at("bert.encoder.layer.0.attention.self.query.weight").values};
+}
+
+double max_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, std::abs(static_cast<double>(a[i]) - b[i]));
+  return worst;
+}
+
+// The IPU's f16 partials and stochastic rounding reach the training ops:
+// each changes the step's gradients (a little), the same options give the
+// same bits twice, and everything stays finite.
+TEST(StoredPrecision, IpuNumericsApplyToTrainingOps) {
+  const auto plain = ipu_f16_step({});
+  const auto again = ipu_f16_step({});
+  const auto partials = ipu_f16_step({{"partials", "f16"}});
+  const auto rounding = ipu_f16_step({{"stochastic_rounding", "true"}});
+  EXPECT_EQ(plain.second, again.second);
+  EXPECT_EQ(plain.first.total(), again.first.total());
+  double scale = 0;
+  for (float g : plain.second) scale = std::max(scale, std::abs(static_cast<double>(g)));
+  ASSERT_GT(scale, 0.0);
+  for (const auto* other : {&partials, &rounding}) {
+    const double diff = max_difference(plain.second, other->second);
+    EXPECT_GT(diff, 0.0) << "the device option changed nothing in training";
+    EXPECT_LT(diff, 0.1 * scale);
+    EXPECT_TRUE(std::isfinite(other->first.total()));
+    EXPECT_NEAR(other->first.total(), plain.first.total(), 0.05);
   }
 }
 

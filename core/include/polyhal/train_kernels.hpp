@@ -54,12 +54,17 @@
 
 #include "polyhal/kernel.hpp"
 #include "polyhal/parallel.hpp"
+#include "polyhal/reference_kernels.hpp"
 
 namespace polyhal {
 
 /// Registers the f32 reference implementation of every training op, run on
-/// `parallel` (oneTBB when empty).
-void register_reference_train_kernels(KernelRegistry& registry, ParallelFor parallel = {});
+/// `parallel` (oneTBB when empty). Under round_to f16, `numerics` applies as
+/// on the inference matmuls: f16 partials in every GEMM-like sum (dense,
+/// dense_backward, attention forward and backward) and stochastic rounding
+/// of every f16 output.
+void register_reference_train_kernels(KernelRegistry& registry, ParallelFor parallel = {},
+                                      MatMulNumerics numerics = {});
 
 /// The precision an op holds its outputs at (KernelDesc::round_to).
 inline DType round_type(const KernelDesc& desc) {
@@ -88,9 +93,12 @@ void check_operand_types(const KernelDesc& desc, const OperandTypes& types,
 /// accumulated f32 outputs get the op's contribution rounded to round_to
 /// before it is added, which is the reference's mixed-precision rule. Also
 /// checks each tensor's dtype against operand_types. Returns `f32_kernel`
-/// itself when round_to is f32. A kernel runs one call at a time.
+/// itself when round_to is f32. A kernel runs one call at a time. With
+/// `numerics.stochastic_rounding`, f16 outputs are rounded stochastically
+/// (seeded by numerics.seed and the call), as the IPU does.
 std::unique_ptr<Kernel> with_stored_precision(std::unique_ptr<Kernel> f32_kernel,
-                                              const KernelDesc& desc, ParallelFor parallel);
+                                              const KernelDesc& desc, ParallelFor parallel,
+                                              MatMulNumerics numerics = {});
 
 /// The OptimizerStep in an update kernel's step tensor (i64 x
 /// kOptimizerStepWords); throws RuntimeFailure for a tensor of another size.

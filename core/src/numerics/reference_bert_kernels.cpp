@@ -365,7 +365,7 @@ void check_embedding_ids(const std::int32_t* ids, const std::int32_t* types, std
 void register_reference_kernels(KernelRegistry& registry, const std::vector<DType>& dtypes,
                                 MatMulNumerics numerics, ParallelFor parallel) {
   if (std::find(dtypes.begin(), dtypes.end(), DType::f32) != dtypes.end()) {
-    register_reference_train_kernels(registry, std::move(parallel));
+    register_reference_train_kernels(registry, std::move(parallel), numerics);
   }
   for (DType type : dtypes) {
     const MatMulNumerics for_type{type == DType::f16 ? numerics.accumulate : DType::f32,

@@ -73,7 +73,13 @@ constexpr std::int64_t kSumGrain = 1 << 15;
 constexpr float kInvSqrt2 = 0.70710678118654752f;
 constexpr float kInvSqrt2Pi = 0.39894228040143268f;
 
-std::unique_ptr<Kernel> dense(const KernelDesc& d, const ParallelFor& par) {
+/// sum + term, rounded to f16 with f16 partials (the IPU's half accumulation).
+inline float accumulate(bool f16_partials, float sum, float term) {
+  const float s = sum + term;
+  return f16_partials ? round_through(DType::f16, s) : s;
+}
+
+std::unique_ptr<Kernel> dense(const KernelDesc& d, const ParallelFor& par, bool f16_partials) {
   const std::int64_t m = d.input_shapes.at(0).at(0), k = d.input_shapes.at(0).at(1),
                      out = d.input_shapes.at(1).at(0);
   auto wt = std::make_shared<std::vector<float>>(n(k * out));
@@ -86,7 +92,7 @@ std::unique_ptr<Kernel> dense(const KernelDesc& d, const ParallelFor& par) {
           for (std::size_t r = 0; r < n(out); ++r)
             (*wt)[c * n(out) + r] = round_through(type, w[r * n(k) + c]);
         });
-        detail::reference_gemm(f(in[0]), wt->data(), f(o[0]), n(m), n(out), n(k), false);
+        detail::reference_gemm(f(in[0]), wt->data(), f(o[0]), n(m), n(out), n(k), f16_partials);
         const float* b = f(in[2]);
         float* y = f(o[0]);
         rows(par, m, [&](std::size_t i) {
@@ -95,7 +101,8 @@ std::unique_ptr<Kernel> dense(const KernelDesc& d, const ParallelFor& par) {
       });
 }
 
-std::unique_ptr<Kernel> dense_backward(const KernelDesc& d, const ParallelFor& par) {
+std::unique_ptr<Kernel> dense_backward(const KernelDesc& d, const ParallelFor& par,
+                                       bool f16_partials) {
   const std::int64_t m = d.input_shapes.at(0).at(0), out = d.input_shapes.at(0).at(1),
                      k = d.input_shapes.at(1).at(1);
   auto scratch = std::make_shared<std::vector<float>>(n(m * out + out * k));  // dY^T, dW step
@@ -112,14 +119,14 @@ std::unique_ptr<Kernel> dense_backward(const KernelDesc& d, const ParallelFor& p
         }
         float *dx = f(o[0]), *dw = f(o[1]), *db = f(o[2]);
         // dX = dY W           [M,N] x [N,K]
-        detail::reference_gemm(dy, w, dx, n(m), n(k), n(out), false);
+        detail::reference_gemm(dy, w, dx, n(m), n(k), n(out), f16_partials);
         // dW += dY^T X         [N,M] x [M,K]; db += sum over rows of dY
         float* dy_t = scratch->data();
         rows(par, out, [&](std::size_t j) {
           for (std::size_t i = 0; i < n(m); ++i) dy_t[j * n(m) + i] = dy[i * n(out) + j];
         });
         float* dw_step = scratch->data() + m * out;
-        detail::reference_gemm(dy_t, x, dw_step, n(out), n(k), n(m), false);
+        detail::reference_gemm(dy_t, x, dw_step, n(out), n(k), n(m), f16_partials);
         rows(par, out, [&](std::size_t j) {
           for (std::size_t c = 0; c < n(k); ++c) dw[j * n(k) + c] += dw_step[j * n(k) + c];
           double sum = 0;
@@ -242,7 +249,8 @@ AttentionDims attention_dims(const KernelDesc& desc, std::size_t qkv_input) {
   return a;
 }
 
-std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFor& par) {
+std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFor& par,
+                                        bool f16_partials) {
   const auto a = attention_dims(desc, 0);
   return std::make_unique<FunctionKernel>(
       "attention_train", 4.0 * static_cast<double>(a.b * a.s * a.s * a.h), [=](auto in, auto o) {
@@ -265,7 +273,8 @@ std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFo
               }
               const float* k = base + j * 3 * n(a.h) + n(a.h) + head * n(a.d);
               float dot = 0;
-              for (std::size_t c = 0; c < n(a.d); ++c) dot += q[c] * k[c];
+              for (std::size_t c = 0; c < n(a.d); ++c)
+                dot = accumulate(f16_partials, dot, q[c] * k[c]);
               p[j] = dot * scale;
               max_score = std::max(max_score, p[j]);
             }
@@ -281,14 +290,16 @@ std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFo
               p[j] /= total;
               const float kept = drop ? p[j] * (*drop)(row + j) : p[j];
               const float* v = base + j * 3 * n(a.h) + 2 * n(a.h) + head * n(a.d);
-              for (std::size_t c = 0; c < n(a.d); ++c) out[c] += kept * v[c];
+              for (std::size_t c = 0; c < n(a.d); ++c)
+                out[c] = accumulate(f16_partials, out[c], kept * v[c]);
             }
           }
         });
       });
 }
 
-std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const ParallelFor& par) {
+std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const ParallelFor& par,
+                                           bool f16_partials) {
   const auto a = attention_dims(desc, 1);
   return std::make_unique<FunctionKernel>(
       "attention_backward", 8.0 * static_cast<double>(a.b * a.s * a.s * a.h), [=](auto in, auto o) {
@@ -314,8 +325,8 @@ std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const Paralle
               float* dv = dbase + j * row3 + 2 * n(a.h) + off;
               float dot = 0;
               for (std::size_t c = 0; c < n(a.d); ++c) {
-                dv[c] += p[j] * m * dout[c];
-                dot += dout[c] * v[c];
+                dv[c] = accumulate(f16_partials, dv[c], p[j] * m * dout[c]);
+                dot = accumulate(f16_partials, dot, dout[c] * v[c]);
               }
               dp[j] = dot * m;
             }
@@ -330,8 +341,8 @@ std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const Paralle
               const float* k = base + j * row3 + n(a.h) + off;
               float* dk = dbase + j * row3 + n(a.h) + off;
               for (std::size_t c = 0; c < n(a.d); ++c) {
-                dq[c] += ds * k[c];
-                dk[c] += ds * q[c];
+                dq[c] = accumulate(f16_partials, dq[c], ds * k[c]);
+                dk[c] = accumulate(f16_partials, dk[c], ds * q[c]);
               }
             }
           }
@@ -627,24 +638,37 @@ std::array<std::int64_t, kOptimizerStepWords> optimizer_step_words(const Optimiz
   return words;
 }
 
-void register_reference_train_kernels(KernelRegistry& registry, ParallelFor parallel) {
+void register_reference_train_kernels(KernelRegistry& registry, ParallelFor parallel,
+                                      MatMulNumerics numerics) {
   if (!parallel) parallel = tbb_parallel_for();
   const auto add = [&](OpKind op,
                        std::unique_ptr<Kernel> (*make)(const KernelDesc&, const ParallelFor&)) {
-    registry.add(op, DType::f32,
-                 [make, parallel](const KernelDesc& d, Device&) -> std::unique_ptr<Kernel> {
-                   return with_stored_precision(make(d, parallel), d, parallel);
-                 });
+    registry.add(
+        op, DType::f32,
+        [make, parallel, numerics](const KernelDesc& d, Device&) -> std::unique_ptr<Kernel> {
+          return with_stored_precision(make(d, parallel), d, parallel, numerics);
+        });
   };
-  add(OpKind::dense, dense);
-  add(OpKind::dense_backward, dense_backward);
+  // The GEMM-like ops sum in f16 when the device has f16 partials and the
+  // op computes at f16.
+  const auto add_gemm = [&](OpKind op, std::unique_ptr<Kernel> (*make)(const KernelDesc&,
+                                                                       const ParallelFor&, bool)) {
+    registry.add(
+        op, DType::f32,
+        [make, parallel, numerics](const KernelDesc& d, Device&) -> std::unique_ptr<Kernel> {
+          const bool partials = round_type(d) == DType::f16 && numerics.accumulate == DType::f16;
+          return with_stored_precision(make(d, parallel, partials), d, parallel, numerics);
+        });
+  };
+  add_gemm(OpKind::dense, dense);
+  add_gemm(OpKind::dense_backward, dense_backward);
   for (OpKind op :
        {OpKind::gelu, OpKind::gelu_backward, OpKind::tanh, OpKind::tanh_backward, OpKind::add})
     add(op, elementwise);
   add(OpKind::layernorm_train, layernorm_train);
   add(OpKind::layernorm_backward, layernorm_backward);
-  add(OpKind::attention_train, attention_train);
-  add(OpKind::attention_backward, attention_backward);
+  add_gemm(OpKind::attention_train, attention_train);
+  add_gemm(OpKind::attention_backward, attention_backward);
   add(OpKind::embedding_train, embedding_train);
   add(OpKind::embedding_backward, embedding_backward);
   add(OpKind::take_rows_backward, take_rows_backward);

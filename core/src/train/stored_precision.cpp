@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "numerics/reference_gemm.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/train_kernels.hpp"
 
@@ -106,12 +107,14 @@ Tensor scratch_tensor(std::vector<float>& storage, const Tensor& like) {
 
 class StoredPrecision final : public Kernel {
  public:
-  StoredPrecision(std::unique_ptr<Kernel> inner, const KernelDesc& desc, ParallelFor parallel)
+  StoredPrecision(std::unique_ptr<Kernel> inner, const KernelDesc& desc, ParallelFor parallel,
+                  MatMulNumerics numerics)
       : inner_(std::move(inner)),
         desc_(desc),
         low_(desc.round_to),
         types_(operand_types(desc)),
-        parallel_(std::move(parallel)) {}
+        parallel_(std::move(parallel)),
+        numerics_(numerics) {}
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     check_operand_types(desc_, types_, inputs, outputs);
@@ -148,6 +151,7 @@ class StoredPrecision final : public Kernel {
       }
       if (is_low(outputs[k].dtype)) narrow(v, outputs[k]);
     }
+    ++runs_;
   }
   std::string implementation() const override {
     return inner_->implementation() + " (stored in " + std::string(dtype_name(low_)) + ")";
@@ -169,6 +173,11 @@ class StoredPrecision final : public Kernel {
     });
   }
   void narrow(const float* from, const Tensor& to) const {
+    if (numerics_.stochastic_rounding && to.dtype == DType::f16) {  // one counter-based stream
+      detail::store_rounded(from, to.buffer->data(), to.dtype, static_cast<std::size_t>(to.numel()),
+                            numerics_, runs_ * 64 + static_cast<std::uint64_t>(desc_.op));
+      return;
+    }
     const auto size = dtype_size(to.dtype);
     auto* bytes = static_cast<std::byte*>(to.buffer->data());
     parallel_(to.numel(), [&](std::int64_t begin, std::int64_t end) {
@@ -182,6 +191,8 @@ class StoredPrecision final : public Kernel {
   DType low_;
   OperandTypes types_;
   ParallelFor parallel_;
+  MatMulNumerics numerics_;
+  std::uint64_t runs_ = 0;  // calls so far: the stochastic rounding stream of each
   std::vector<std::vector<float>> scratch_;
 };
 
@@ -194,10 +205,12 @@ void check_operand_types(const KernelDesc& desc, const OperandTypes& types,
 }
 
 std::unique_ptr<Kernel> with_stored_precision(std::unique_ptr<Kernel> f32_kernel,
-                                              const KernelDesc& desc, ParallelFor parallel) {
+                                              const KernelDesc& desc, ParallelFor parallel,
+                                              MatMulNumerics numerics) {
   if (desc.round_to == DType::f32) return f32_kernel;
   if (!parallel) parallel = tbb_parallel_for();
-  return std::make_unique<StoredPrecision>(std::move(f32_kernel), desc, std::move(parallel));
+  return std::make_unique<StoredPrecision>(std::move(f32_kernel), desc, std::move(parallel),
+                                           numerics);
 }
 
 }  // namespace polyhal
