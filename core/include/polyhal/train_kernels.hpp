@@ -71,16 +71,16 @@ inline DType round_type(const KernelDesc& desc) {
   return desc.round_to;
 }
 
-/// The storage dtype of every operand of a training op (and of take_rows
-/// in a training program), under the desc's round_to: what the program
+/// The storage dtype of every operand of an op: for a training op under the
+/// desc's round_to, for an inference op its dtype (ids i32): what a program
 /// allocates and what kernels may assume. Optional trailing inputs (the
-/// attention's rng) are listed; a shorter input list is fine.
+/// attention's rng, a fused residual) are listed; a shorter list is fine.
 struct OperandTypes {
   std::vector<DType> inputs, outputs;
   /// Outputs that accumulate ("+="): their previous contents are kept.
   std::vector<std::size_t> accumulated;
 };
-/// Throws std::invalid_argument for an op that is not a training op.
+/// Throws std::invalid_argument for an op no kernel runs (all_reduce).
 OperandTypes operand_types(const KernelDesc& desc);
 /// Throws RuntimeFailure naming the op and operand when a tensor's dtype is
 /// not the one operand_types(desc) lists (or there are too many tensors).

@@ -15,9 +15,20 @@ namespace polyhal {
 
 OperandTypes operand_types(const KernelDesc& desc) {
   const DType low = desc.round_to, f = DType::f32, i = DType::i32;
+  const DType t = desc.dtype;
   switch (desc.op) {
-    case OpKind::take_rows:  // an inference op: everything at its dtype
-      return {{desc.dtype}, {desc.dtype}, {}};
+    // Inference ops compute in their dtype (constants are not operands).
+    case OpKind::matmul:
+      return {{t, t}, {desc.out_dtype()}, {}};
+    case OpKind::linear:
+    case OpKind::layernorm:
+      return {{t, t}, {t}, {}};  // the second input: the fused residual
+    case OpKind::attention:
+      return {{t, i}, {t}, {}};
+    case OpKind::embedding:
+      return {{i, i}, {t}, {}};
+    case OpKind::take_rows:
+      return {{t}, {t}, {}};
     case OpKind::dense:
       return {{low, low, f}, {low}, {}};
     case OpKind::dense_backward:
@@ -60,7 +71,7 @@ OperandTypes operand_types(const KernelDesc& desc) {
       return {{f}, {low}, {}};
     default:
       throw std::invalid_argument(
-          fmt::format("operand_types: {} is not a training op", op_name(desc.op)));
+          fmt::format("operand_types: {} runs no kernel", op_name(desc.op)));
   }
 }
 

@@ -1,0 +1,417 @@
+#include "model/bert_program.hpp"
+
+#include <fmt/format.h>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <stdexcept>
+
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+namespace {
+
+bool decays(const std::string& name) {
+  return !name.ends_with(".bias") && name.find("LayerNorm") == std::string::npos;
+}
+
+/// Lowers BERT's layers to ops. Forward ops go to Phase::forward as they are
+/// declared; in training each also records how to emit its backward, and
+/// finish() emits those in reverse. A tensor read by several ops gets the
+/// sum of their gradients (contribute()).
+class Builder {
+ public:
+  Builder(BertProgram& out, const BertProgramOptions& options)
+      : out_(out), p_(out.program), o_(options), training_(options.training) {}
+
+  // ---- tensors ------------------------------------------------------------
+
+  /// An activation: in training one per declaration (backward reads it), in
+  /// inference one per role, reused by every layer (layer l's "qkv" is layer
+  /// l-1's buffer), which is all a forward pass needs.
+  int act(const std::string& role, Shape shape) {
+    if (training_) return p_.activation(prefix_ + role, std::move(shape));
+    if (auto it = shared_.find(role); it != shared_.end()) {
+      if (p_.shape(it->second) != shape)
+        throw std::logic_error(fmt::format("bert program: role '{}' with two shapes", role));
+      return it->second;
+    }
+    const int t = p_.activation(role, std::move(shape));
+    shared_[role] = t;
+    return t;
+  }
+
+  /// A parameter: in training an f32 master and its f32 gradient; in
+  /// inference matrices at the compute precision, vectors in f32.
+  int param(const std::string& name, Shape shape) {
+    const DType type = training_ || shape.size() != 2 ? DType::f32 : p_.precision();
+    const int w = p_.tensor(name, "weights", shape, type);
+    int g = -1;
+    if (training_) g = p_.tensor("grad." + name, "gradients", std::move(shape), DType::f32);
+    out_.parameters.push_back({name, w, g, decays(name)});
+    grads_[w] = g;
+    return w;
+  }
+  std::pair<int, int> dense_params(const std::string& prefix, std::int64_t out, std::int64_t in) {
+    const int w = param(prefix + ".weight", {out, in});
+    return {w, param(prefix + ".bias", {out})};
+  }
+  std::pair<int, int> norm_params(const std::string& prefix) {
+    const std::int64_t h = o_.config.hidden_size;
+    const int gamma = param(prefix + ".weight", {h});
+    return {gamma, param(prefix + ".bias", {h})};
+  }
+  /// Q, K and V as row views of one [3H, H] weight and [3H] bias: one GEMM.
+  /// Each view is a parameter of its own (LAMB's trust ratio per tensor,
+  /// Hugging Face names in checkpoints).
+  std::pair<int, int> fused_qkv(const std::string& prefix) {
+    const std::int64_t h = o_.config.hidden_size;
+    const DType wtype = training_ ? DType::f32 : p_.precision();
+    const int w = p_.tensor(prefix + "qkv.weight", "weights", {3 * h, h}, wtype);
+    const int b = p_.tensor(prefix + "qkv.bias", "weights", {3 * h}, DType::f32);
+    int gw = -1, gb = -1;
+    if (training_) {
+      gw = p_.tensor("grad." + prefix + "qkv.weight", "gradients", {3 * h, h}, DType::f32);
+      gb = p_.tensor("grad." + prefix + "qkv.bias", "gradients", {3 * h}, DType::f32);
+    }
+    const char* parts[3] = {"query", "key", "value"};
+    for (std::int64_t q = 0; q < 3; ++q) {
+      const std::string name = prefix + "attention.self." + parts[q];
+      for (const auto& [tensor, grad, suffix] :
+           {std::tuple{w, gw, ".weight"}, std::tuple{b, gb, ".bias"}}) {
+        out_.parameters.push_back(
+            {name + suffix, p_.view(tensor, q * h, h, name + suffix),
+             training_ ? p_.view(grad, q * h, h, "grad." + name + suffix) : -1,
+             std::string(suffix) == ".weight"});
+      }
+    }
+    grads_[w] = gw;
+    grads_[b] = gb;
+    return {w, b};
+  }
+
+  // ---- layers: each lowers to inference or training ops -------------------
+
+  int embeddings() {
+    const std::int64_t h = o_.config.hidden_size, t = tokens(), s = o_.shape.seq;
+    word_ = param("bert.embeddings.word_embeddings.weight", {o_.config.vocab_size, h});
+    const int position =
+        param("bert.embeddings.position_embeddings.weight", {o_.config.max_position_embeddings, h});
+    const int type =
+        param("bert.embeddings.token_type_embeddings.weight", {o_.config.type_vocab_size, h});
+    const auto [gamma, beta] = norm_params("bert.embeddings.LayerNorm");
+    const int summed = act("block", {t, h});
+    if (!training_) {
+      p_.op(Phase::forward, OpKind::embedding, {out_.ids, out_.types}, {summed}, EmbeddingAttrs{s},
+            {word_, position, type});
+      return layernorm(summed, gamma, beta, "hidden");
+    }
+    p_.op(Phase::forward, OpKind::embedding_train, {out_.ids, out_.types, word_, position, type},
+          {summed}, EmbeddingAttrs{s});
+    backward([=, this] {
+      p_.op(Phase::backward, OpKind::embedding_backward, {grad(summed), out_.ids, out_.types},
+            {grads_.at(word_), grads_.at(position), grads_.at(type)}, EmbeddingAttrs{s});
+    });
+    return dropout(layernorm(summed, gamma, beta, "hidden"), "hidden dropped");
+  }
+
+  int encoder_layer(std::int64_t layer, int x) {
+    const std::int64_t h = o_.config.hidden_size, i = o_.config.intermediate_size;
+    prefix_ = fmt::format("bert.encoder.layer.{}.", layer);
+    const std::string p = prefix_;
+    const auto [qkv_w, qkv_b] = fused_qkv(p);
+    const auto [o_w, o_b] = dense_params(p + "attention.output.dense", h, h);
+    const auto [g1, b1] = norm_params(p + "attention.output.LayerNorm");
+    const auto [i_w, i_b] = dense_params(p + "intermediate.dense", i, h);
+    const auto [f_w, f_b] = dense_params(p + "output.dense", h, i);
+    const auto [g2, b2] = norm_params(p + "output.LayerNorm");
+    const int qkv = linear(x, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv");
+    const int context = attention(qkv);
+    const int s1 = linear(context, o_w, o_b, h, Activation::none, x, "attention out");
+    const int x1 = layernorm(s1, g1, b1, "block");
+    const int f = linear(x1, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate");
+    const int s2 = linear(f, f_w, f_b, h, Activation::none, x1, "ffn out");
+    const int next = layernorm(s2, g2, b2, "hidden");
+    prefix_.clear();
+    return next;
+  }
+
+  /// Pooler, NSP and MLM heads; in training also the loss, whose logit
+  /// gradients start backward.
+  void heads(int x) {
+    const std::int64_t h = o_.config.hidden_size, v = o_.config.vocab_size, b = o_.shape.batch;
+    const bool heads = training_ || o_.heads;
+    const auto [pool_w, pool_b] = dense_params("bert.pooler.dense", h, h);
+    int transform_w = -1, transform_b = -1, gamma = -1, beta = -1, vocab_bias = -1, nsp_w = -1,
+        nsp_b = -1;
+    if (heads) {
+      std::tie(transform_w, transform_b) = dense_params("cls.predictions.transform.dense", h, h);
+      std::tie(gamma, beta) = norm_params("cls.predictions.transform.LayerNorm");
+      vocab_bias = param("cls.predictions.bias", {v});
+      std::tie(nsp_w, nsp_b) = dense_params("cls.seq_relationship", 2, h);
+    }
+    // [CLS] rows first: in training their gradient is added (take_rows_backward
+    // "+=") into the one the MLM head's backward writes before it.
+    const int cls = act("cls", {b, h});
+    p_.op(Phase::forward, OpKind::take_rows, {x}, {cls}, RowStrideAttrs{o_.shape.seq});
+    if (training_) {
+      backward([=, this] {
+        p_.op(Phase::backward, OpKind::take_rows_backward, {grad(cls)}, {accumulator(x)},
+              RowStrideAttrs{o_.shape.seq});
+      });
+    }
+    out_.pooled = linear(cls, pool_w, pool_b, h, Activation::tanh, std::nullopt, "pooled");
+    out_.hidden = x;
+    if (!heads) return;
+    out_.nsp_logits =
+        linear(out_.pooled, nsp_w, nsp_b, 2, Activation::none, std::nullopt, "nsp logits");
+    int rows = x;
+    if (training_ && o_.max_predictions > 0) {  // the labelled positions only
+      const std::int64_t predicted = b * o_.max_predictions;
+      out_.mlm_positions = p_.tensor("mlm positions", "inputs", {predicted}, DType::i32);
+      rows = act("masked rows", {predicted, h});
+      p_.op(Phase::forward, OpKind::gather_rows, {x, out_.mlm_positions}, {rows});
+      backward([=, this] {
+        const int dx = fresh_gradient(x);
+        p_.op(Phase::backward, OpKind::gather_rows_backward, {grad(rows), out_.mlm_positions},
+              {dx});
+        contribute(x, dx);
+      });
+    }
+    const int transformed =
+        linear(rows, transform_w, transform_b, h, Activation::gelu, std::nullopt, "mlm transform");
+    const int normed = layernorm(transformed, gamma, beta, "mlm normed");
+    // The decoder is tied to the word embeddings.
+    out_.mlm_logits =
+        linear(normed, word_, vocab_bias, v, Activation::none, std::nullopt, "mlm logits");
+    if (training_) loss();
+  }
+
+  /// Emits the recorded backward ops, last forward op first, and types the
+  /// program's tensors.
+  void finish() {
+    for (auto it = backward_.rbegin(); it != backward_.rend(); ++it) (*it)();
+    p_.finish();
+  }
+
+ private:
+  std::int64_t tokens() const { return o_.shape.batch * o_.shape.seq; }
+
+  /// y = act(x W^T + b) [+ residual]. Inference: one linear op with the
+  /// activation and residual in its epilogue, W and b its constants.
+  /// Training: dense on the weights' compute copy, then the activation, then
+  /// (before a residual) hidden dropout and the add, each with its backward.
+  int linear(int x, int w, int bias, std::int64_t out, Activation activation,
+             std::optional<int> residual, const std::string& role) {
+    const std::int64_t rows = p_.shape(x)[0];
+    if (!training_) {
+      const int y = act(role, {rows, out});
+      std::vector<int> inputs{x};
+      if (residual) inputs.push_back(*residual);
+      p_.op(Phase::forward, OpKind::linear, std::move(inputs), {y},
+            LinearAttrs{out, activation, residual.has_value()}, {w, bias});
+      return y;
+    }
+    const int weight = p_.compute_copy(w);
+    const bool more = activation != Activation::none || residual.has_value();
+    int y = act(more ? role + " pre" : role, {rows, out});
+    p_.op(Phase::forward, OpKind::dense, {x, weight, bias}, {y});
+    backward([=, this] {
+      const int dx = fresh_gradient(x);
+      p_.op(Phase::backward, OpKind::dense_backward, {grad(y), x, weight},
+            {dx, grads_.at(w), grads_.at(bias)});
+      contribute(x, dx);
+    });
+    if (activation == Activation::gelu) y = unary(OpKind::gelu, y, role);
+    if (activation == Activation::tanh) y = unary(OpKind::tanh, y, role);
+    if (residual) y = add(dropout(y, role + " dropped"), *residual, role);
+    return y;
+  }
+
+  /// gelu or tanh, with its backward (gelu's reads the input, tanh's the output).
+  int unary(OpKind op, int x, const std::string& role) {
+    const int y = act(role, p_.shape(x));
+    p_.op(Phase::forward, op, {x}, {y});
+    backward([=, this] {
+      const int dx = fresh_gradient(x);
+      const bool gelu = op == OpKind::gelu;
+      p_.op(Phase::backward, gelu ? OpKind::gelu_backward : OpKind::tanh_backward,
+            {grad(y), gelu ? x : y}, {dx});
+      contribute(x, dx);
+    });
+    return y;
+  }
+
+  int add(int a, int b, const std::string& role) {
+    const int y = act(role, p_.shape(a));
+    p_.op(Phase::forward, OpKind::add, {a, b}, {y});
+    backward([=, this] {
+      contribute(a, grad(y));
+      contribute(b, grad(y));
+    });
+    return y;
+  }
+
+  /// Hidden dropout (training, p > 0): the mask is keyed by (rng, stream),
+  /// numbered in declaration order, and regenerated in backward.
+  int dropout(int x, const std::string& role) {
+    if (!training_ || o_.dropout <= 0.0) return x;
+    const int y = act(role, p_.shape(x));
+    const DropoutAttrs attrs{o_.dropout, streams_++};
+    p_.op(Phase::forward, OpKind::dropout, {x, out_.rng}, {y}, attrs);
+    backward([=, this] {
+      const int dx = fresh_gradient(x);
+      p_.op(Phase::backward, OpKind::dropout_backward, {grad(y), out_.rng}, {dx}, attrs);
+      contribute(x, dx);
+    });
+    return y;
+  }
+
+  int layernorm(int x, int gamma, int beta, const std::string& role) {
+    const LayerNormAttrs attrs{o_.config.layer_norm_eps, false};
+    const int y = act(role, p_.shape(x));
+    if (!training_) {
+      p_.op(Phase::forward, OpKind::layernorm, {x}, {y}, attrs, {gamma, beta});
+      return y;
+    }
+    const std::int64_t rows = p_.shape(x)[0];
+    const int mean = act(role + " mean", {rows}), rstd = act(role + " rstd", {rows});
+    p_.op(Phase::forward, OpKind::layernorm_train, {x, gamma, beta}, {y, mean, rstd}, attrs);
+    backward([=, this] {
+      const int dx = fresh_gradient(x);
+      p_.op(Phase::backward, OpKind::layernorm_backward, {grad(y), x, gamma, mean, rstd},
+            {dx, grads_.at(gamma), grads_.at(beta)});
+      contribute(x, dx);
+    });
+    return y;
+  }
+
+  int attention(int qkv) {
+    const std::int64_t b = o_.shape.batch, s = o_.shape.seq, h = o_.config.hidden_size;
+    const std::int64_t heads = o_.config.num_attention_heads;
+    const int context = act("context", {b * s, h});
+    if (!training_) {
+      p_.op(Phase::forward, OpKind::attention, {qkv, out_.mask}, {context},
+            AttentionAttrs{b, s, heads});
+      return context;
+    }
+    AttentionAttrs attrs{b, s, heads, 0.0, 0};
+    std::vector<int> inputs{qkv, out_.mask};
+    if (o_.attention_dropout > 0.0) {
+      attrs.dropout = o_.attention_dropout;
+      attrs.stream = streams_++;
+      inputs.push_back(out_.rng);
+    }
+    const int probs = act("probs", {b, heads, s, s});
+    p_.op(Phase::forward, OpKind::attention_train, inputs, {context, probs}, attrs);
+    backward([=, this] {
+      const int dqkv = fresh_gradient(qkv);
+      std::vector<int> in{grad(context), qkv, probs};
+      if (attrs.dropout > 0.0) in.push_back(out_.rng);
+      p_.op(Phase::backward, OpKind::attention_backward, std::move(in), {dqkv}, attrs);
+      contribute(qkv, dqkv);
+    });
+    return context;
+  }
+
+  /// MLM + NSP loss; its outputs are the gradients of the logits.
+  void loss() {
+    const std::int64_t b = o_.shape.batch;
+    const std::int64_t labels = o_.max_predictions > 0 ? b * o_.max_predictions : tokens();
+    out_.mlm_labels = p_.tensor("mlm labels", "inputs", {labels}, DType::i32);
+    out_.nsp_labels = p_.tensor("nsp labels", "inputs", {b}, DType::i32);
+    out_.loss_scale = p_.tensor("loss scale", "inputs", {1}, DType::f32);
+    out_.losses = p_.activation("losses", {2});
+    const int dmlm = fresh_gradient(out_.mlm_logits), dnsp = fresh_gradient(out_.nsp_logits);
+    p_.op(Phase::forward, OpKind::pretraining_loss,
+          {out_.mlm_logits, out_.mlm_labels, out_.nsp_logits, out_.nsp_labels, out_.loss_scale},
+          {out_.losses, dmlm, dnsp});
+    contribute(out_.mlm_logits, dmlm);
+    contribute(out_.nsp_logits, dnsp);
+  }
+
+  void backward(std::function<void()> emit) { backward_.push_back(std::move(emit)); }
+
+  /// A new tensor for a gradient of `of`, written by one backward op.
+  int fresh_gradient(int of) {
+    const int g = p_.activation("d " + p_.name(of), p_.shape(of), /*transient=*/true);
+    fresh_.insert(g);
+    return g;
+  }
+  /// The gradient of `t` so far (every op reading `t` has contributed: they
+  /// come later in forward order, so earlier in backward).
+  int grad(int t) const {
+    const auto it = gradient_.find(t);
+    if (it == gradient_.end())
+      throw std::logic_error(fmt::format("bert program: no gradient reaches '{}'", p_.name(t)));
+    return it->second;
+  }
+  /// Adds `g` to the gradient of `t`: the first contribution is used as it
+  /// is (no copy), a later one is summed into a new tensor.
+  void contribute(int t, int g) {
+    const auto it = gradient_.find(t);
+    if (it == gradient_.end()) {
+      gradient_[t] = g;
+      if (!used_.insert(g).second) fresh_.erase(g);  // now shared by two tensors
+      return;
+    }
+    const int sum = fresh_gradient(t);
+    p_.op(Phase::backward, OpKind::add, {it->second, g}, {sum});
+    it->second = sum;
+    used_.insert(sum);
+  }
+  /// The gradient of `t` for an op that adds into it in place: it must
+  /// exist and belong to `t` alone.
+  int accumulator(int t) const {
+    const int g = grad(t);
+    if (!fresh_.contains(g))
+      throw std::logic_error(
+          fmt::format("bert program: '{}' has no own gradient to add into", p_.name(t)));
+    return g;
+  }
+
+  BertProgram& out_;
+  Program& p_;
+  const BertProgramOptions& o_;
+  bool training_;
+  std::string prefix_;
+  std::map<std::string, int> shared_;  // inference: role -> its tensor
+  std::map<int, int> grads_;           // parameter -> its gradient
+  std::map<int, int> gradient_;        // activation -> its gradient so far
+  std::set<int> fresh_, used_;         // gradients written by one op / assigned to a tensor
+  std::vector<std::function<void()>> backward_;
+  std::uint64_t streams_ = 0;
+  int word_ = -1;
+};
+
+}  // namespace
+
+std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
+                                          const BertProgramOptions& options) {
+  const BertConfig& c = options.config;
+  c.validate("model");
+  if (options.shape.batch < 1 || options.shape.seq < 1)
+    throw ConfigError("batch and sequence length must be positive");
+  if (options.shape.seq > c.max_position_embeddings) {
+    throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}",
+                                  options.shape.seq, c.max_position_embeddings));
+  }
+  auto out = std::make_unique<BertProgram>(device, precision);
+  Program& p = out->program;
+  const std::int64_t t = options.shape.batch * options.shape.seq;
+  out->ids = p.tensor("input_ids", "inputs", {t}, DType::i32);
+  out->types = p.tensor("token_type_ids", "inputs", {t}, DType::i32);
+  out->mask =
+      p.tensor("attention_mask", "inputs", {options.shape.batch, options.shape.seq}, DType::i32);
+  if (options.training) out->rng = p.tensor("dropout rng", "inputs", {2}, DType::i32);
+  Builder builder(*out, options);
+  int x = builder.embeddings();
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) x = builder.encoder_layer(l, x);
+  builder.heads(x);
+  builder.finish();
+  return out;
+}
+
+}  // namespace polyhal

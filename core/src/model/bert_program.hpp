@@ -1,0 +1,56 @@
+#pragma once
+// BERT (BertForPreTraining) declared once as a Program: embeddings, encoder
+// layer, pooler and heads are each written once (bert_program.cpp) and
+// lowered either to inference ops (fused linear epilogues, weights bound as
+// kernel constants, activations reused from layer to layer) or to training
+// ops that keep what backward needs, with the backward of every op recorded
+// as it is declared and emitted in reverse at the end.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/program.hpp"
+#include "polyhal/bert_config.hpp"
+#include "polyhal/bert_inference.hpp"
+
+namespace polyhal {
+
+struct BertProgramOptions {
+  BertConfig config;
+  BertShape shape;
+  bool training = false;  ///< forward + backward + loss; else the forward pass only
+  bool heads = false;     ///< inference: the MLM and NSP heads (training always has them)
+  /// Training: > 0 runs the MLM head on at most this many gathered
+  /// positions per sequence; 0 on every position.
+  std::int64_t max_predictions = 0;
+  double dropout = 0.0;            ///< training: hidden dropout
+  double attention_dropout = 0.0;  ///< training: attention-probability dropout
+};
+
+/// A trainable (or, in inference, loadable) tensor under its Hugging Face name.
+struct BertParameter {
+  std::string name;
+  int weight = -1;
+  int grad = -1;       ///< training: its f32 gradient (a view for Q, K and V)
+  bool decay = false;  ///< weight decay and LAMB's trust ratio apply
+};
+
+/// The declared program and the tensors callers upload and read.
+struct BertProgram {
+  explicit BertProgram(Device& device, DType precision) : program(device, precision) {}
+  Program program;
+  std::vector<BertParameter> parameters;
+  int ids = -1, types = -1, mask = -1;
+  int hidden = -1, pooled = -1, mlm_logits = -1, nsp_logits = -1;  // forward outputs
+  // Training only.
+  int mlm_labels = -1, mlm_positions = -1, nsp_labels = -1, loss_scale = -1, losses = -1;
+  int rng = -1;  ///< i32 [seed, micro-batch index] keying the dropout masks
+};
+
+/// Declares BERT on `device` at `precision` (checked op by op against the
+/// device, nothing prepared or allocated). Throws ConfigError for options
+/// the model cannot take.
+std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
+                                          const BertProgramOptions& options);
+
+}  // namespace polyhal

@@ -1,0 +1,323 @@
+#include "model/program.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <stdexcept>
+
+#include "polyhal/error.hpp"
+#include "polyhal/train_kernels.hpp"
+
+namespace polyhal {
+
+int Program::tensor(const std::string& name, const std::string& category, Shape shape, DType type) {
+  Slot slot;
+  slot.name = name;
+  slot.category = category;
+  slot.dtype = type;
+  slot.shape = std::move(shape);
+  slots_.push_back(std::move(slot));
+  return static_cast<int>(slots_.size()) - 1;
+}
+
+int Program::activation(const std::string& name, Shape shape, bool transient) {
+  const int t = tensor(name, "activations", std::move(shape), DType::f32);
+  at(t).typed = false;
+  at(t).transient = transient;
+  return t;
+}
+
+int Program::view(int of, std::int64_t begin, std::int64_t rows, const std::string& name) {
+  Slot v = at(of);
+  v.name = name;
+  v.view_of = of;
+  v.view_begin = begin;
+  v.shape[0] = rows;
+  v.tensor = {};
+  slots_.push_back(std::move(v));
+  return static_cast<int>(slots_.size()) - 1;
+}
+
+int Program::compute_copy(int master) {
+  if (precision_ == DType::f32) return master;
+  if (auto it = compute_copies_.find(master); it != compute_copies_.end()) return it->second;
+  const int copy =
+      tensor(name(master) + " (compute copy)", "weights (compute copy)", shape(master), precision_);
+  op(Phase::refresh, OpKind::cast, {master}, {copy});
+  compute_copies_[master] = copy;
+  return copy;
+}
+
+std::optional<int> Program::compute_copy_rows(int weight) {
+  const Slot& w = at(weight);
+  const int master = w.view_of >= 0 ? w.view_of : weight;
+  const auto it = compute_copies_.find(master);
+  if (it == compute_copies_.end()) return std::nullopt;
+  if (w.view_of < 0) return it->second;
+  return view(it->second, w.view_begin, w.shape[0], w.name + " (compute copy)");
+}
+
+void Program::set_elsewhere(int t, bool elsewhere) {
+  if (allocated_) throw std::logic_error("Program: set_elsewhere after allocate");
+  at(t).elsewhere = elsewhere;
+}
+
+void Program::op(Phase phase, OpKind kind, std::vector<int> inputs, std::vector<int> outputs,
+                 OpAttrs attrs, std::vector<int> constants) {
+  KernelDesc desc{kind, DType::f32, {}, std::move(attrs), precision_};
+  if (kind < OpKind::dense) {  // an inference op: computes in its dtype
+    desc.dtype = precision_;
+    desc.round_to = DType::f32;
+  }
+  for (int i : inputs) desc.input_shapes.push_back(shape(i));
+  // A linear's desc lists its input rows only (kernel.hpp): the fused
+  // residual has the output's shape.
+  if (kind == OpKind::linear) desc.input_shapes.resize(1);
+  device_.check_kernel(desc);
+  list(phase).push_back({std::move(desc),
+                         std::move(inputs),
+                         std::move(outputs),
+                         std::move(constants),
+                         nullptr,
+                         {},
+                         {},
+                         0,
+                         0});
+}
+
+int Program::side_kernel(KernelDesc desc) {
+  device_.check_kernel(desc);
+  side_kernels_.push_back({std::move(desc), nullptr});
+  return static_cast<int>(side_kernels_.size()) - 1;
+}
+
+void Program::finish() {
+  const auto give = [&](int index, DType type, const Op& op) {
+    Slot& s = at(index);
+    if (s.view_of >= 0) return;  // a view has its tensor's dtype
+    if (!s.typed) {
+      s.dtype = type;
+      s.typed = true;
+    } else if (s.dtype != type) {
+      throw std::logic_error(fmt::format("program: '{}' is {} but {} stores it as {}", s.name,
+                                         dtype_name(s.dtype), op_name(op.desc.op),
+                                         dtype_name(type)));
+    }
+  };
+  for (const auto& ops : lists_) {
+    for (const auto& op : ops) {
+      const OperandTypes storage = operand_types(op.desc);
+      for (std::size_t k = 0; k < op.inputs.size(); ++k)
+        give(op.inputs[k], storage.inputs.at(k), op);
+      for (std::size_t k = 0; k < op.outputs.size(); ++k)
+        give(op.outputs[k], storage.outputs.at(k), op);
+    }
+  }
+  for (auto& s : slots_) s.typed = true;  // read by no op (a norm's output): f32
+  share_transient_memory();
+}
+
+void Program::share_transient_memory() {
+  // Position of every op in the run order (forward, then backward); the
+  // first and last position each transient tensor is written or read.
+  std::map<int, std::pair<std::size_t, std::size_t>> live;
+  std::size_t position = 0;
+  for (const Phase phase : {Phase::forward, Phase::backward}) {
+    for (const auto& op : list(phase)) {
+      for (const auto* operands : {&op.inputs, &op.outputs}) {
+        for (int t : *operands) {
+          if (!at(t).transient) continue;
+          auto [it, inserted] = live.try_emplace(t, position, position);
+          it->second.second = position;
+        }
+      }
+      ++position;
+    }
+  }
+  std::vector<std::pair<std::size_t, int>> by_start;
+  for (const auto& [t, span] : live) by_start.emplace_back(span.first, t);
+  std::sort(by_start.begin(), by_start.end());
+  struct Shared {
+    int slot;
+    std::size_t busy_until;  // last position its current occupant is used
+  };
+  std::vector<Shared> buffers;
+  for (const auto& [start, t] : by_start) {
+    Shared* reuse = nullptr;
+    for (auto& b : buffers) {
+      if (b.busy_until < start && at(b.slot).shape == at(t).shape &&
+          at(b.slot).dtype == at(t).dtype) {
+        reuse = &b;
+        break;
+      }
+    }
+    if (reuse == nullptr) {
+      buffers.push_back({t, live.at(t).second});
+      continue;
+    }
+    Slot& s = at(t);  // the whole of the buffer: a view of all its rows
+    s.view_of = reuse->slot;
+    s.view_begin = 0;
+    reuse->busy_until = live.at(t).second;
+  }
+}
+
+std::vector<MemoryItem> Program::memory_items() const {
+  std::map<std::pair<std::string, DType>, std::uint64_t> bytes;
+  for (const auto& s : slots_) {
+    if (s.view_of >= 0 || s.elsewhere) continue;
+    bytes[{s.category, s.dtype}] +=
+        static_cast<std::uint64_t>(element_count(s.shape)) * dtype_size(s.dtype);
+  }
+  std::vector<MemoryItem> items;
+  for (const auto& [key, total] : bytes)
+    items.push_back({key.first, std::string(dtype_name(key.second)), total});
+  return items;
+}
+
+std::optional<double> Program::estimate_seconds(Phase phase) const {
+  double total = 0;
+  for (const auto& op : lists_[static_cast<std::size_t>(phase)]) {
+    const auto seconds = device_.estimate_seconds(op.desc);
+    if (!seconds) return std::nullopt;
+    total += *seconds;
+  }
+  return total;
+}
+
+void Program::allocate() {
+  if (allocated_) return;
+  prepare_kernels();
+  for (auto& s : slots_) {
+    if (s.view_of < 0 && !s.elsewhere) s.tensor = device_.allocate_tensor(s.dtype, s.shape, s.name);
+  }
+  for (auto& s : slots_) {
+    if (s.view_of >= 0) s.tensor = row_slice(at(s.view_of).tensor, s.view_begin, s.shape[0]);
+  }
+  for (auto& ops : lists_) {
+    for (auto& op : ops) {
+      for (int i : op.inputs) op.bound_inputs.push_back(at(i).tensor);
+      for (int o : op.outputs) op.bound_outputs.push_back(at(o).tensor);
+    }
+  }
+  allocated_ = true;
+}
+
+void Program::bind_constants() {
+  if (!allocated_) throw std::logic_error("Program: bind_constants before allocate");
+  for (auto& ops : lists_) {
+    for (auto& op : ops) {
+      if (op.constants.empty()) continue;
+      std::vector<Tensor> constants;
+      for (int c : op.constants) constants.push_back(at(c).tensor);
+      op.kernel->set_constants(constants);
+    }
+  }
+}
+
+void Program::run(Phase phase) {
+  for (auto& op : list(phase)) {
+    const auto start = std::chrono::steady_clock::now();
+    op.kernel->run(op.bound_inputs, op.bound_outputs);
+    op.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    ++op.calls;
+  }
+}
+
+std::map<std::string, OpTime> Program::profile() const {
+  std::map<std::string, OpTime> by_op;
+  for (const auto& ops : lists_) {
+    for (const auto& op : ops) {
+      const std::string name(op_name(op.desc.op));
+      auto& t = by_op[name];
+      if (t.op.empty()) t = {name, op.kernel ? op.kernel->implementation() : "not prepared", 0, 0};
+      t.calls += op.calls;
+      t.seconds += op.seconds;
+    }
+  }
+  return by_op;
+}
+
+void Program::upload_bytes(int t, const void* data, std::size_t element, std::size_t count) {
+  const Slot& s = at(t);
+  if (element != dtype_size(s.tensor.dtype)) {
+    throw std::logic_error(fmt::format("{}: host values of {} bytes for a {} tensor", s.name,
+                                       element, dtype_name(s.tensor.dtype)));
+  }
+  if (count != static_cast<std::size_t>(s.tensor.numel())) {
+    throw RuntimeFailure(
+        fmt::format("{}: expected {} values, got {}", s.name, s.tensor.numel(), count));
+  }
+  device_.copy_from_host(*s.tensor.buffer, data, s.tensor.bytes());
+}
+
+void Program::upload_floats(int t, const std::vector<float>& values) {
+  const Tensor& tensor = at(t).tensor;
+  if (values.size() != static_cast<std::size_t>(tensor.numel())) {
+    throw RuntimeFailure(
+        fmt::format("{}: expected {} values, got {}", name(t), tensor.numel(), values.size()));
+  }
+  std::vector<std::byte> staging(tensor.bytes());
+  convert(values.data(), DType::f32, staging.data(), tensor.dtype, values.size());
+  device_.copy_from_host(*tensor.buffer, staging.data(), staging.size());
+}
+
+std::vector<float> Program::read_floats(int t) const {
+  const Tensor& tensor = at(t).tensor;
+  std::vector<std::byte> staging(tensor.bytes());
+  device_.copy_to_host(staging.data(), *tensor.buffer, staging.size());
+  std::vector<float> out(static_cast<std::size_t>(tensor.numel()));
+  convert(staging.data(), tensor.dtype, out.data(), DType::f32, out.size());
+  return out;
+}
+
+void Program::prepare_kernels() {
+  if (prepared_) return;
+  // Ops with equal descs (the same op at the same shapes in every encoder
+  // layer) share one kernel: they run one after another, and preparing
+  // (oneDNN primitive creation, scratch) once instead of once per layer
+  // saves time and memory. An op with constants owns its kernel (the
+  // constants are bound into it).
+  std::vector<std::pair<KernelDesc, std::shared_ptr<Kernel>>> shared;
+  const auto kernel_for = [&](const KernelDesc& desc) {
+    for (const auto& [known, kernel] : shared) {
+      if (known == desc) return kernel;
+    }
+    shared.emplace_back(desc, device_.prepare_kernel(desc));
+    return shared.back().second;
+  };
+  for (auto& ops : lists_) {
+    for (auto& op : ops) {
+      op.kernel = op.constants.empty() ? kernel_for(op.desc) : device_.prepare_kernel(op.desc);
+    }
+  }
+  for (auto& side : side_kernels_) side.kernel = kernel_for(side.desc);
+  prepared_ = true;
+}
+
+std::uint64_t Program::largest_workspace() const {
+  std::uint64_t largest = 0;
+  for (const auto& ops : lists_) {
+    for (const auto& op : ops) {
+      if (op.kernel) largest = std::max(largest, op.kernel->workspace_bytes());
+    }
+  }
+  return largest;
+}
+
+std::vector<float> Program::download(int t) const {
+  const Tensor& tensor = at(t).tensor;
+  if (tensor.dtype != DType::f32)
+    throw std::logic_error(
+        fmt::format("{}: download of a {} tensor", name(t), dtype_name(tensor.dtype)));
+  std::vector<float> out(static_cast<std::size_t>(tensor.numel()));
+  device_.copy_to_host(out.data(), *tensor.buffer, tensor.bytes());
+  return out;
+}
+
+void Program::zero(int t) {
+  upload(t, std::vector<float>(static_cast<std::size_t>(element_count(shape(t)))));
+}
+
+}  // namespace polyhal

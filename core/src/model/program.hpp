@@ -1,0 +1,157 @@
+#pragma once
+// A model as a program: a table of tensors and lists of ops over them,
+// declared once and then planned (memory_items, estimate_seconds: nothing
+// prepared or allocated), allocated (kernels prepared, tensors allocated,
+// ops bound) and run list by list. BERT's inference and training are both
+// programs (bert_program.hpp declares them); the memory plan and the
+// allocation come from the same table.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "polyhal/bert_training.hpp"
+#include "polyhal/device.hpp"
+#include "polyhal/kernel.hpp"
+
+namespace polyhal {
+
+/// The op lists of a program, run separately.
+enum class Phase : std::uint8_t {
+  forward,
+  backward,
+  refresh,  ///< the compute copies of the weights, from the f32 masters
+};
+
+class Program {
+ public:
+  /// `precision`: the compute precision; training ops store activations at
+  /// it (KernelDesc::round_to), inference ops compute in it (KernelDesc::dtype).
+  Program(Device& device, DType precision) : device_(device), precision_(precision) {}
+
+  Device& device() const { return device_; }
+  DType precision() const { return precision_; }
+
+  /// A tensor of a known dtype, counted under `category` in the memory plan
+  /// ("weights", "gradients", "optimizer state", "activations", "inputs").
+  int tensor(const std::string& name, const std::string& category, Shape shape, DType type);
+  /// An activation whose dtype its ops give (operand_types), checked to
+  /// agree. A `transient` one (a gradient of an activation) shares memory
+  /// with other transient tensors of its shape whose uses are over
+  /// (finish() assigns them by a linear scan over the op lists).
+  int activation(const std::string& name, Shape shape, bool transient = false);
+  /// Rows [begin, begin + rows) of tensor `of`, sharing its memory.
+  int view(int of, std::int64_t begin, std::int64_t rows, const std::string& name);
+  /// The weight a training GEMM reads: `master` itself in f32, else its
+  /// compute copy at the precision (one per master), refreshed by the
+  /// Phase::refresh ops and by the optimizer's update.
+  int compute_copy(int master);
+  /// The compute copy of `weight` (or the same rows of its master's copy
+  /// when `weight` is a view); nullopt when no GEMM reads a copy of it.
+  std::optional<int> compute_copy_rows(int weight);
+  /// Excluded from the plan and never allocated (optimizer state another
+  /// replica holds).
+  void set_elsewhere(int t, bool elsewhere);
+
+  const std::string& name(int t) const { return at(t).name; }
+  const Shape& shape(int t) const { return at(t).shape; }
+  const std::string& category(int t) const { return at(t).category; }
+  bool is_view(int t) const { return at(t).view_of >= 0; }
+  /// The tensor a view is rows of.
+  int view_base(int t) const { return at(t).view_of; }
+  /// The allocated tensor (after allocate()).
+  const Tensor& bound(int t) const { return at(t).tensor; }
+
+  /// Declares an op in `phase`: checked against the device now (plan time),
+  /// prepared at allocate(). Training ops (OpKind::dense and later) take
+  /// dtype f32 and round_to = the precision; `constants` are tensors bound
+  /// with Kernel::set_constants (inference weights).
+  void op(Phase phase, OpKind op, std::vector<int> inputs, std::vector<int> outputs,
+          OpAttrs attrs = NoAttrs{}, std::vector<int> constants = {});
+  /// A kernel outside the op lists (optimizer updates, norms): checked now,
+  /// prepared at allocate() from the same pool.
+  int side_kernel(KernelDesc desc);
+  const std::shared_ptr<Kernel>& side(int index) const {
+    return side_kernels_[static_cast<std::size_t>(index)].kernel;
+  }
+
+  /// Ends the declaration: every activation gets its storage dtype.
+  void finish();
+  /// The plan: one item per (category, dtype), from the table.
+  std::vector<MemoryItem> memory_items() const;
+  /// Sum of the device's estimates over the ops of `phase`; nullopt if any is unknown.
+  std::optional<double> estimate_seconds(Phase phase) const;
+  /// Prepares every kernel (ops with equal descs and no constants share
+  /// one) without allocating a tensor. Once; allocate() calls it.
+  void prepare_kernels();
+  /// The largest scratch of a prepared kernel (0 before prepare_kernels()).
+  std::uint64_t largest_workspace() const;
+  /// Prepares kernels, allocates every tensor, binds every op. Once.
+  void allocate();
+  bool allocated() const { return allocated_; }
+  /// Hands every op its constants (Kernel::set_constants), after their
+  /// values were uploaded: kernels may pack them.
+  void bind_constants();
+  /// Runs the ops of `phase` in order, timing each.
+  void run(Phase phase);
+  /// Time per op kind over every run so far, all phases.
+  std::map<std::string, OpTime> profile() const;
+
+  /// Host values into a tensor (T's size must match its dtype).
+  template <class T>
+  void upload(int t, const std::vector<T>& values) {
+    upload_bytes(t, values.data(), sizeof(T), values.size());
+  }
+  /// f32 values of an f32 tensor.
+  std::vector<float> download(int t) const;
+  /// f32 values converted into a tensor of any float dtype (round to nearest even).
+  void upload_floats(int t, const std::vector<float>& values);
+  /// A float tensor's values as f32.
+  std::vector<float> read_floats(int t) const;
+  /// Zeroes an f32 tensor.
+  void zero(int t);
+
+ private:
+  struct Slot {
+    std::string name;
+    std::string category;
+    DType dtype = DType::f32;
+    Shape shape;
+    int view_of = -1;
+    std::int64_t view_begin = 0;
+    bool elsewhere = false;
+    bool typed = true;  // false until an op's operand_types gives the dtype
+    bool transient = false;
+    Tensor tensor;
+  };
+  struct Op {
+    KernelDesc desc;
+    std::vector<int> inputs, outputs, constants;
+    std::shared_ptr<Kernel> kernel;
+    std::vector<Tensor> bound_inputs, bound_outputs;
+    double seconds = 0;
+    std::int64_t calls = 0;
+  };
+  struct SideKernel {
+    KernelDesc desc;
+    std::shared_ptr<Kernel> kernel;
+  };
+
+  const Slot& at(int t) const { return slots_.at(static_cast<std::size_t>(t)); }
+  Slot& at(int t) { return slots_.at(static_cast<std::size_t>(t)); }
+  std::vector<Op>& list(Phase phase) { return lists_[static_cast<std::size_t>(phase)]; }
+  void upload_bytes(int t, const void* data, std::size_t element, std::size_t count);
+  void share_transient_memory();
+
+  Device& device_;
+  DType precision_;
+  std::vector<Slot> slots_;
+  std::vector<Op> lists_[3];
+  std::vector<SideKernel> side_kernels_;
+  std::map<int, int> compute_copies_;  // master weight -> its compute copy
+  bool prepared_ = false, allocated_ = false;
+};
+
+}  // namespace polyhal
