@@ -14,6 +14,7 @@
 #include "polyhal/collective.hpp"
 #include "polyhal/config.hpp"
 #include "polyhal/device.hpp"
+#include "polyhal/pretraining_data.hpp"
 
 namespace polyhal {
 
@@ -63,15 +64,6 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
 /// over warmup_steps, then the schedule (polynomial decay to
 /// end_learning_rate, natural exponential, a step list, or constant).
 double learning_rate_at(const OptimizerSection& optimizer, std::int64_t step, std::int64_t total);
-
-/// Micro-batch number `index` of the data stream: [CLS] A [SEP] B [SEP],
-/// 15%-style masking (80% [MASK], 10% random, 10% kept, at most
-/// max_predictions), NSP labels. Depends only on (data.seed, index), so a
-/// resumed run sees exactly the batches an uninterrupted one would.
-/// "generated": random tokens (benchmarks); "pattern": learnable (each
-/// segment repeats one word; "is next" when B repeats A's word).
-TrainingBatch make_pretraining_batch(const BertConfig& config, BertShape shape,
-                                     const DataSection& data, std::uint64_t index);
 
 /// The newest complete checkpoint in `dir` (checkpoint-NNNNNNNN.safetensors), if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);

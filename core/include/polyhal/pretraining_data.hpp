@@ -27,6 +27,15 @@ class PretrainingData {
   virtual std::string description() const = 0;
 };
 
+/// Micro-batch number `index` of the data stream: [CLS] A [SEP] B [SEP],
+/// 15%-style masking (80% [MASK], 10% random, 10% kept, at most
+/// max_predictions), NSP labels. Depends only on (data.seed, index), so a
+/// resumed run sees exactly the batches an uninterrupted one would.
+/// "generated": random tokens (benchmarks); "pattern": learnable (each
+/// segment repeats one word; "is next" when B repeats A's word).
+TrainingBatch make_pretraining_batch(const BertConfig& config, BertShape shape,
+                                     const DataSection& data, std::uint64_t index);
+
 /// The source `config.data` names, for micro-batches of `shape` on `model`.
 /// Throws ConfigError naming the key (file:line) and the data file when the
 /// data does not fit the model (sequence length, vocabulary).

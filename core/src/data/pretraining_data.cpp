@@ -6,7 +6,6 @@
 
 #include "polyhal/error.hpp"
 #include "polyhal/mlperf_hdf5.hpp"
-#include "polyhal/pretrain_task.hpp"
 
 namespace polyhal {
 namespace {
