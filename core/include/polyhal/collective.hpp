@@ -52,7 +52,7 @@ class InProcessGroup {
   /// The communicator for `rank`; it refers to this group, which must outlive it.
   std::unique_ptr<Communicator> communicator(int rank);
   /// Rank `rank` leaves for good after a failure outside a collective: every
-  /// other rank's current or next collective throws RuntimeFailure naming it,
+  /// other rank's current or next collective throws ReplicaStopped naming it,
   /// instead of waiting forever. Call once, from the failing rank's thread.
   void abandon(int rank);
 

@@ -87,4 +87,16 @@ class RuntimeFailure : public Error {
   ~RuntimeFailure() override;
 };
 
+/// A replica stopped because another replica of its group failed first:
+/// a consequence, never the cause (ReplicaGroup reports the cause).
+class ReplicaStopped : public RuntimeFailure {
+ public:
+  ReplicaStopped(int rank, int failed_rank);
+  ~ReplicaStopped() override;
+  int failed_rank() const noexcept { return failed_rank_; }
+
+ private:
+  int failed_rank_;
+};
+
 }  // namespace polyhal

@@ -14,6 +14,7 @@
 #include "polyhal/collective.hpp"
 #include "polyhal/config.hpp"
 #include "polyhal/device.hpp"
+#include "polyhal/lr_schedule.hpp"
 #include "polyhal/pretraining_data.hpp"
 
 namespace polyhal {
@@ -59,11 +60,6 @@ using PretrainObserver = std::function<void(const PretrainStep&, std::int64_t to
 PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
                                const PretrainObserver& observer,
                                Communicator* across_processes = nullptr);
-
-/// Learning rate at optimizer step `step` (1-based) of `total`: linear warm-up
-/// over warmup_steps, then the schedule (polynomial decay to
-/// end_learning_rate, natural exponential, a step list, or constant).
-double learning_rate_at(const OptimizerSection& optimizer, std::int64_t step, std::int64_t total);
 
 /// The newest complete checkpoint in `dir` (checkpoint-NNNNNNNN.safetensors), if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);

@@ -33,8 +33,7 @@ struct InProcessGroup::State {
   void meet(int rank) {
     meeting.arrive_and_wait();
     if (abandoned.load()) {
-      throw RuntimeFailure(fmt::format("replica {}: replica {} failed; stopping with it", rank,
-                                       abandoned_by.load()));
+      throw ReplicaStopped(rank, abandoned_by.load());
     }
   }
 };

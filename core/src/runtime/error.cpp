@@ -1,5 +1,7 @@
 #include "polyhal/error.hpp"
 
+#include <fmt/format.h>
+
 // Out-of-line destructors give each exception one typeinfo in libpolyhal, so
 // a plugin's throw is caught by the launcher's catch.
 namespace polyhal {
@@ -23,5 +25,10 @@ OutOfDeviceMemoryError::OutOfDeviceMemoryError(const std::string& m)
 OutOfDeviceMemoryError::~OutOfDeviceMemoryError() = default;
 RuntimeFailure::RuntimeFailure(const std::string& m) : Error(ExitCode::failure, m) {}
 RuntimeFailure::~RuntimeFailure() = default;
+ReplicaStopped::ReplicaStopped(int rank, int failed_rank)
+    : RuntimeFailure(
+          fmt::format("replica {}: replica {} failed; stopping with it", rank, failed_rank)),
+      failed_rank_(failed_rank) {}
+ReplicaStopped::~ReplicaStopped() = default;
 
 }  // namespace polyhal
