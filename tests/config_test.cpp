@@ -32,6 +32,30 @@ std::string error_of(const std::string& yaml, const std::vector<std::string>& ov
   return "no error";
 }
 
+// A task brings its schema: the reader accepts any task it is given, reads
+// the sections that task declares and refuses the others and missing
+// required ones, naming file, line and key.
+TEST(Config, TasksComeWithTheirSchema) {
+  test::TempDir dir;
+  const std::vector<TaskSchema> tasks{{"echo", {"model", "data"}, {"model"}}};
+  const auto config = load_run_config(
+      dir.write("c.yaml", "backend: cpu\ntask: echo\nmodel: {preset: tiny}\n"), {}, tasks);
+  EXPECT_EQ(config.task, "echo");
+  EXPECT_EQ(config.model.preset, "tiny");
+  try {
+    load_run_config(dir.write("d.yaml", "backend: cpu\ntask: echo\nmodel: {}\nsteps: 3\n"), {},
+                    tasks);
+    FAIL() << "a section the task does not read was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("d.yaml:4: key 'steps': not used by task echo"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(load_run_config(dir.write("e.yaml", "backend: cpu\ntask: echo\n"), {}, tasks),
+               ConfigError);
+  EXPECT_THROW(load_run_config(dir.write("f.yaml", kGood), {}, tasks), ConfigError);
+}
+
 TEST(Config, ReadsAValidFile) {
   test::TempDir dir;
   const auto config = load_run_config(dir.write("c.yaml", kGood));

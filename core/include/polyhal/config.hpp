@@ -146,16 +146,26 @@ struct RunConfig {
   std::map<std::string, std::string> overrides;  ///< key path -> "--set ..." text
 };
 
-/// The tasks this version runs.
-inline const std::set<std::string>& known_tasks() {
-  static const std::set<std::string> tasks{"matmul-bench", "inference", "pretrain"};
-  return tasks;
-}
+/// What a task reads from the config (its schema): the sections besides the
+/// common ones (backend, plugin_paths, device, task, log), and which of
+/// them it cannot run without. A section present that its task does not
+/// read is an error naming file, line and key.
+struct TaskSchema {
+  std::string name;                   ///< the config key `task`
+  std::vector<std::string> sections;  ///< of matmul_bench, model, batch, collective,
+                                      ///< data, inference, optimizer, steps, checkpoint
+  std::vector<std::string> required;
+};
 
-/// Loads and validates `file`, then applies `overrides` ("a.b=value", value in
-/// YAML syntax). Throws ConfigError.
+/// The schemas of the tasks built into this version (matmul-bench,
+/// inference, pretrain). The launcher passes its task registry's instead.
+const std::vector<TaskSchema>& builtin_task_schemas();
+
+/// Loads and validates `file` for one of `tasks`, then applies `overrides`
+/// ("a.b=value", value in YAML syntax). Throws ConfigError.
 RunConfig load_run_config(const std::filesystem::path& file,
-                          const std::vector<std::string>& overrides = {});
+                          const std::vector<std::string>& overrides = {},
+                          const std::vector<TaskSchema>& tasks = builtin_task_schemas());
 
 /// Checks one option value; returns the problem ("expected an integer, got
 /// \"x\"") or an empty string.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <functional>
 
 #include "polyhal/bert_config.hpp"
 #include "polyhal/config.hpp"
@@ -335,6 +336,20 @@ void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& con
   }
 }
 
+void read_inference(const YAML::Node& inference, ConfigReader& reader, RunConfig& config) {
+  reader.require_known_keys(inference, "inference", {"iterations", "warmup", "output"});
+  if (inference["iterations"]) {
+    config.inference.iterations =
+        static_cast<int>(reader.integer(inference["iterations"], "inference.iterations", 1));
+  }
+  if (inference["warmup"]) {
+    config.inference.warmup =
+        static_cast<int>(reader.integer(inference["warmup"], "inference.warmup", 0));
+  }
+  if (inference["output"])
+    config.inference.output = reader.scalar(inference["output"], "inference.output");
+}
+
 void read_checkpoint(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
   reader.require_known_keys(node, "checkpoint", {"dir", "every", "resume", "init"});
   auto& c = config.checkpoint;
@@ -452,8 +467,19 @@ DeviceOptions RunConfig::resolve_device(const std::vector<OptionSpec>& specs) co
   return resolved;
 }
 
+const std::vector<TaskSchema>& builtin_task_schemas() {
+  static const std::vector<TaskSchema> schemas{
+      {"matmul-bench", {"matmul_bench"}, {"matmul_bench"}},
+      {"inference", {"model", "batch", "collective", "data", "inference"}, {}},
+      {"pretrain",
+       {"model", "batch", "collective", "data", "optimizer", "steps", "checkpoint"},
+       {}}};
+  return schemas;
+}
+
 RunConfig load_run_config(const std::filesystem::path& file,
-                          const std::vector<std::string>& overrides) {
+                          const std::vector<std::string>& overrides,
+                          const std::vector<TaskSchema>& tasks) {
   RunConfig config;
   config.file = file;
   YAML::Node root;
@@ -500,60 +526,50 @@ RunConfig load_run_config(const std::filesystem::path& file,
       config.device[name] = reader.scalar(entry.second, "device." + name);
     }
   }
+  std::vector<std::string> names;
+  for (const auto& schema : tasks) names.push_back(schema.name);
+  std::sort(names.begin(), names.end());
   if (!root["task"])
-    reader.fail("task", fmt::format("required: one of {}", fmt::join(known_tasks(), ", ")));
+    reader.fail("task", fmt::format("required: one of {}", fmt::join(names, ", ")));
   config.task = reader.scalar(root["task"], "task");
-  if (!known_tasks().contains(config.task)) {
+  const auto schema = std::find_if(tasks.begin(), tasks.end(),
+                                   [&](const TaskSchema& s) { return s.name == config.task; });
+  if (schema == tasks.end()) {
     reader.fail("task", fmt::format("unknown task \"{}\"; this version runs: {}", config.task,
-                                    fmt::join(known_tasks(), ", ")));
+                                    fmt::join(names, ", ")));
   }
-  if (config.task == "matmul-bench") {
-    if (!root["matmul_bench"]) reader.fail("matmul_bench", "required by task matmul-bench");
-    read_matmul_bench(root["matmul_bench"], reader, config.matmul_bench);
+  const auto reads = [&](const std::string& section) {
+    return std::find(schema->sections.begin(), schema->sections.end(), section) !=
+           schema->sections.end();
+  };
+  for (const auto& section : schema->required) {
+    if (!root[section]) reader.fail(section, fmt::format("required by task {}", config.task));
   }
-  const bool bert_task = config.task == "inference" || config.task == "pretrain";
-  if (bert_task) {
-    if (root["model"]) read_model(root["model"], reader, config);
-    if (root["batch"]) read_batch(root["batch"], reader, config);
-    if (root["collective"]) read_collective(root["collective"], reader, config);
-    if (root["data"]) read_data(root["data"], reader, config);
-    if (config.task == "inference" && config.batch.replicas != 1) {
-      reader.fail("batch.replicas",
-                  "inference runs one replica; run several processes for throughput");
-    }
+  // Every section a task may read, in the order their readers depend on
+  // each other (data after model); one the task does not read is an error.
+  const std::vector<std::pair<std::string, std::function<void(const YAML::Node&)>>> sections{
+      {"matmul_bench",
+       [&](const YAML::Node& n) { read_matmul_bench(n, reader, config.matmul_bench); }},
+      {"model", [&](const YAML::Node& n) { read_model(n, reader, config); }},
+      {"batch", [&](const YAML::Node& n) { read_batch(n, reader, config); }},
+      {"collective", [&](const YAML::Node& n) { read_collective(n, reader, config); }},
+      {"data", [&](const YAML::Node& n) { read_data(n, reader, config); }},
+      {"inference", [&](const YAML::Node& n) { read_inference(n, reader, config); }},
+      {"optimizer", [&](const YAML::Node& n) { read_optimizer(n, reader, config); }},
+      {"steps", [&](const YAML::Node& n) { config.steps = reader.integer(n, "steps", 1); }},
+      {"checkpoint", [&](const YAML::Node& n) { read_checkpoint(n, reader, config); }},
+  };
+  for (const auto& [section, read] : sections) {
+    if (!root[section]) continue;
+    if (!reads(section)) reader.fail(section, fmt::format("not used by task {}", config.task));
+    read(root[section]);
   }
-  if (config.task == "inference" && root["inference"]) {
-    const YAML::Node inference = root["inference"];
-    reader.require_known_keys(inference, "inference", {"iterations", "warmup", "output"});
-    if (inference["iterations"]) {
-      config.inference.iterations =
-          static_cast<int>(reader.integer(inference["iterations"], "inference.iterations", 1));
-    }
-    if (inference["warmup"]) {
-      config.inference.warmup =
-          static_cast<int>(reader.integer(inference["warmup"], "inference.warmup", 0));
-    }
-    if (inference["output"])
-      config.inference.output = reader.scalar(inference["output"], "inference.output");
+  if (config.task == "inference" && config.batch.replicas != 1) {
+    reader.fail("batch.replicas",
+                "inference runs one replica; run several processes for throughput");
   }
-  if (config.task == "pretrain") {
-    if (root["optimizer"]) read_optimizer(root["optimizer"], reader, config);
-    if (root["steps"]) config.steps = reader.integer(root["steps"], "steps", 1);
-    if (root["checkpoint"]) read_checkpoint(root["checkpoint"], reader, config);
-    if (config.data.source == "text")
-      reader.fail("data.source", "pretrain reads generated or pattern data");
-  }
-  const std::map<std::string, std::vector<std::string>> sections_of_task{
-      {"matmul-bench", {"matmul_bench"}},
-      {"inference", {"model", "batch", "data", "inference"}},
-      {"pretrain", {"model", "batch", "data", "optimizer", "steps", "checkpoint"}}};
-  for (const char* section : {"matmul_bench", "model", "batch", "data", "inference", "optimizer",
-                              "steps", "checkpoint"}) {
-    const auto& used = sections_of_task.at(config.task);
-    if (root[section] && std::find(used.begin(), used.end(), section) == used.end()) {
-      reader.fail(section, fmt::format("not used by task {}", config.task));
-    }
-  }
+  if (config.task == "pretrain" && config.data.source == "text")
+    reader.fail("data.source", "pretrain reads generated or pattern data");
   if (root["log"]) {
     const YAML::Node log = root["log"];
     reader.require_known_keys(log, "log", {"level", "file", "every"});

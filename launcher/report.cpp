@@ -1,0 +1,34 @@
+#include "report.hpp"
+
+#include <fmt/format.h>
+
+#include <iostream>
+
+namespace polyhal::launcher {
+
+std::string mib(std::uint64_t bytes) {
+  return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+void print_memory(const MemoryReport& report) {
+  std::cout << fmt::format("  memory on {}: {} of {} -> {}\n", report.device,
+                           mib(report.required_bytes), mib(report.capacity_bytes),
+                           report.fits ? "fits" : "DOES NOT FIT");
+  for (const auto& item : report.items) {
+    std::cout << fmt::format("    {:<22} {:<6} {:>12}\n", item.category, item.name,
+                             mib(item.bytes));
+  }
+  for (const auto& note : report.notes) std::cout << "    note: " << note << '\n';
+}
+
+std::string fit_summary(const MemoryReport& memory) {
+  return fmt::format("{} of {} on {}: {}", mib(memory.required_bytes), mib(memory.capacity_bytes),
+                     memory.device, memory.fits ? "fits" : "does not fit");
+}
+
+std::string clock_text(double seconds) {
+  const auto total = static_cast<long long>(seconds + 0.5);
+  return fmt::format("{}:{:02d}:{:02d}", total / 3600, (total / 60) % 60, total % 60);
+}
+
+}  // namespace polyhal::launcher

@@ -1,0 +1,111 @@
+// Task `inference`: BERT forward passes, measured (or estimated on a
+// device model), or text in and pooled outputs / mask predictions out.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "metrics_writer.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/inference_task.hpp"
+#include "report.hpp"
+#include "task.hpp"
+
+namespace polyhal::launcher {
+namespace {
+
+/// The built-in schema of `inference` (config.hpp).
+const TaskSchema& builtin_schema() {
+  for (const auto& schema : builtin_task_schemas())
+    if (schema.name == "inference") return schema;
+  throw std::logic_error("no built-in schema for inference");
+}
+
+int run_bert_inference(Device& device, const RunConfig& config, const RunOptions& run,
+                       MetricsWriter& metrics) {
+  const auto& p = device.properties();
+  const bool model = p.mode == DeviceMode::model;
+  const auto r = run_inference(device, config, run.compile_only);
+  const std::string precision(dtype_name(config.model.precision));
+  std::cout << fmt::format("inference: BERT {} (L{} H{} A{}), seq {}, batch {}, {} on {} ({}{})\n",
+                           r.model_name, r.config.num_hidden_layers, r.config.hidden_size,
+                           r.config.num_attention_heads, r.seq, r.batch, precision, p.name,
+                           p.product, model ? ", device model" : "");
+  print_memory(r.memory);
+  nlohmann::json summary{{"backend", config.backend},
+                         {"device", p.name},
+                         {"product", p.product},
+                         {"mode", std::string(device_mode_name(p.mode))},
+                         {"task", config.task},
+                         {"model", "bert-" + r.model_name},
+                         {"precision", precision},
+                         {"seq_len", r.seq},
+                         {"global_batch", r.batch},
+                         {"micro_batch", r.batch},
+                         {"replicas", 1},
+                         {"compile_only", run.compile_only},
+                         {"fits", r.memory.fits},
+                         {"memory_required_bytes", r.memory.required_bytes}};
+  if (r.estimated_batch_seconds) {
+    const double estimated = static_cast<double>(r.batch) / *r.estimated_batch_seconds;
+    summary["estimated_sequences_per_second"] = estimated;
+    std::cout << fmt::format(
+        "  estimated (device model, not measured): {:.1f} sequences/s, {:.3f} ms per batch\n",
+        estimated, *r.estimated_batch_seconds * 1e3);
+  }
+  if (!r.batch_seconds.empty()) {
+    double total = 0;
+    for (double s : r.batch_seconds) total += s;
+    const double per_second =
+        static_cast<double>(r.batch) * static_cast<double>(r.batch_seconds.size()) / total;
+    const double p50 = percentile(r.batch_seconds, 50) * 1e3,
+                 p99 = percentile(r.batch_seconds, 99) * 1e3;
+    if (model) {
+      summary["host_simulation_seconds_per_batch"] =
+          total / static_cast<double>(r.batch_seconds.size());
+      std::cout << fmt::format(
+          "  host simulation: {:.1f} ms per batch (this host running the model, not the device)\n",
+          total / static_cast<double>(r.batch_seconds.size()) * 1e3);
+    } else {
+      summary["sequences_per_second"] = per_second;
+      summary["latency_p50_ms"] = p50;
+      summary["latency_p99_ms"] = p99;
+      summary["model_tflops"] =
+          r.flops_per_batch * static_cast<double>(r.batch_seconds.size()) / total / 1e12;
+      std::cout << fmt::format(
+          "  measured: {:.1f} sequences/s; latency per batch p50 {:.2f} ms, p99 {:.2f} ms "
+          "({} batches); {:.2f} TFLOP/s model FLOPs\n",
+          per_second, p50, p99, r.batch_seconds.size(),
+          r.flops_per_batch * static_cast<double>(r.batch_seconds.size()) / total / 1e12);
+    }
+  }
+  if (r.text_examples > 0) {
+    std::cout << fmt::format("  wrote {} examples to {}\n", r.text_examples,
+                             config.inference.output.string());
+  }
+  metrics.write_summary(summary);
+  if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
+  return 0;
+}
+
+class InferenceTask final : public Task {
+ public:
+  const TaskSchema& schema() const override { return builtin_schema(); }
+  std::string plan(Device& device, const RunConfig& config) const override {
+    return fit_summary(run_inference(device, config, true).memory);
+  }
+  int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
+          Communicator*) const override {
+    return run_bert_inference(device, config, run, metrics);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_inference_task() {
+  return std::make_unique<InferenceTask>();
+}
+
+}  // namespace polyhal::launcher

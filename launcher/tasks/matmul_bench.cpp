@@ -1,0 +1,107 @@
+// Task `matmul-bench`: GEMMs at given shapes, measured or estimated.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "metrics_writer.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/matmul_bench.hpp"
+#include "report.hpp"
+#include "task.hpp"
+
+namespace polyhal::launcher {
+namespace {
+
+/// The built-in schema of `matmul-bench` (config.hpp).
+const TaskSchema& builtin_schema() {
+  for (const auto& schema : builtin_task_schemas())
+    if (schema.name == "matmul-bench") return schema;
+  throw std::logic_error("no built-in schema for matmul-bench");
+}
+
+int run_matmul(Device& device, const RunConfig& config, const RunOptions& run,
+               MetricsWriter& metrics) {
+  const auto& p = device.properties();
+  const bool model = p.mode == DeviceMode::model;
+  const auto results = run_matmul_bench(device, config.matmul_bench, run.compile_only);
+  std::cout << fmt::format("matmul-bench on {} ({}{}), dtype {}\n", p.name, p.product,
+                           model ? ", device model" : "", dtype_name(config.matmul_bench.dtype));
+  bool all_fit = true;
+  double best = 0.0;
+  for (const auto& r : results) {
+    const auto [m, n, k] = r.mnk;
+    std::cout << fmt::format("M={} N={} K={}  kernel: {}\n", m, n, k, r.implementation);
+    print_memory(r.memory);
+    all_fit = all_fit && r.memory.fits;
+    nlohmann::json record{{"event", "matmul"},
+                          {"m", m},
+                          {"n", n},
+                          {"k", k},
+                          {"implementation", r.implementation},
+                          {"fits", r.memory.fits},
+                          {"memory_required_bytes", r.memory.required_bytes}};
+    if (r.host_seconds_per_run) {
+      const double host_gflops = r.flops_per_run / *r.host_seconds_per_run / 1e9;
+      record["host_seconds_per_run"] = *r.host_seconds_per_run;
+      if (model) {
+        record["host_simulation_gflops"] = host_gflops;
+        std::cout << fmt::format(
+            "  host simulation: {:.3f} ms/run ({:.2f} GFLOP/s on this host, not the device)\n",
+            *r.host_seconds_per_run * 1e3, host_gflops);
+      } else {
+        record["gflops"] = host_gflops;
+        best = std::max(best, host_gflops);
+        std::cout << fmt::format("  measured: {:.3f} ms/run, {:.2f} GFLOP/s\n",
+                                 *r.host_seconds_per_run * 1e3, host_gflops);
+      }
+    }
+    if (r.estimated_seconds_per_run) {
+      const double estimated = r.flops_per_run / *r.estimated_seconds_per_run / 1e9;
+      record["estimated_gflops"] = estimated;
+      best = std::max(best, estimated);
+      std::cout << fmt::format(
+          "  estimated (device model, not measured): {:.4f} ms/run, {:.1f} GFLOP/s\n",
+          *r.estimated_seconds_per_run * 1e3, estimated);
+    }
+    metrics.write(record);
+  }
+  nlohmann::json summary{{"backend", config.backend},
+                         {"device", p.name},
+                         {"product", p.product},
+                         {"mode", std::string(device_mode_name(p.mode))},
+                         {"task", config.task},
+                         {"model", "matmul"},
+                         {"precision", std::string(dtype_name(config.matmul_bench.dtype))},
+                         {"compile_only", run.compile_only},
+                         {"fits", all_fit}};
+  if (!run.compile_only) summary[model ? "estimated_gflops" : "gflops"] = best;
+  metrics.write_summary(summary);
+  if (run.compile_only && !all_fit) return static_cast<int>(ExitCode::failure);
+  return 0;
+}
+
+class MatmulBenchTask final : public Task {
+ public:
+  const TaskSchema& schema() const override { return builtin_schema(); }
+  std::string plan(Device& device, const RunConfig& config) const override {
+    bool fits = true;
+    for (const auto& r : run_matmul_bench(device, config.matmul_bench, true))
+      fits = fits && r.memory.fits;
+    return fits ? "every shape fits" : "a shape does not fit";
+  }
+  int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
+          Communicator*) const override {
+    return run_matmul(device, config, run, metrics);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_matmul_bench_task() {
+  return std::make_unique<MatmulBenchTask>();
+}
+
+}  // namespace polyhal::launcher

@@ -1,0 +1,161 @@
+// Task `pretrain`: BERT MLM + NSP pre-training with progress, metrics and
+// checkpoints; one replica per mpirun rank under `collective: mpi`.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include <unistd.h>
+#include "metrics_writer.hpp"
+#include "polyhal/error.hpp"
+#include "report.hpp"
+#include "task.hpp"
+
+#include "polyhal/pretrain_task.hpp"
+
+namespace polyhal::launcher {
+namespace {
+
+/// The built-in schema of `pretrain` (config.hpp).
+const TaskSchema& builtin_schema() {
+  for (const auto& schema : builtin_task_schemas())
+    if (schema.name == "pretrain") return schema;
+  throw std::logic_error("no built-in schema for pretrain");
+}
+
+int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptions& run,
+                         MetricsWriter& metrics, Communicator* world) {
+  const auto& p = device.properties();
+  const bool model = p.mode == DeviceMode::model;
+  const std::int64_t replicas = world ? world->size() : config.batch.replicas;
+  const std::int64_t global_batch = replicas * config.batch.grad_accum * config.batch.micro;
+  const bool terminal = ::isatty(STDOUT_FILENO) != 0;
+  double elapsed = 0;
+  std::int64_t timed = 0;
+  const auto observer = [&](const PretrainStep& step, std::int64_t total) {
+    elapsed += step.seconds;
+    ++timed;
+    const double per_step = elapsed / static_cast<double>(timed);
+    const double sequences = static_cast<double>(global_batch) / step.seconds;
+    metrics.write(
+        {{"event", "step"},
+         {"step", step.step},
+         {"loss", step.loss()},
+         {"mlm_loss", step.mlm_loss},
+         {"nsp_loss", step.nsp_loss},
+         {"learning_rate", step.learning_rate},
+         {"grad_norm", step.skipped ? nlohmann::json(nullptr) : nlohmann::json(step.grad_norm)},
+         {"loss_scale", step.loss_scale},
+         {"skipped", step.skipped},
+         {model ? "host_simulation_seconds" : "seconds", step.seconds}});
+    const bool show = step.step % config.log_every == 0 || step.step == total;
+    if (!show && !terminal) return;
+    const std::string line =
+        fmt::format("step {}/{}  loss {:.4f} (mlm {:.4f}, nsp {:.4f})  lr {:.3g}  {}  ETA {}",
+                    step.step, total, step.loss(), step.mlm_loss, step.nsp_loss, step.learning_rate,
+                    model ? fmt::format("host simulation {:.2f} s/step", step.seconds)
+                          : fmt::format("{:.1f} sequences/s", sequences),
+                    clock_text(per_step * static_cast<double>(total - step.step)));
+    std::cout << (terminal ? "\r" : "") << line << (terminal && !show ? "" : "\n") << std::flush;
+  };
+  std::cout << fmt::format(
+      "pretrain: BERT {} seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, "
+      "{}, {} on {} ({})\n",
+      config.model.hf_config.empty() ? config.model.preset : "custom", config.model.seq_len,
+      config.batch.micro, config.batch.grad_accum, replicas, global_batch, config.optimizer.name,
+      dtype_name(config.model.precision), p.name, p.product);
+  const auto r = run_pretraining(device, config, run.compile_only, observer, world);
+  print_memory(r.memory);
+  if (r.estimated_all_reduce_seconds) {
+    std::cout << fmt::format(
+        "  estimated gradient all-reduce: {:.2f} ms per optimizer step ({:.1f} MiB f32 over {} "
+        "replicas, {} model's links; estimate, not measured)\n",
+        *r.estimated_all_reduce_seconds * 1e3,
+        static_cast<double>(r.parameters) * 4.0 / (1024.0 * 1024.0), replicas, p.name);
+  }
+  if (r.unsharded_memory) {
+    const auto state_bytes = [](const MemoryReport& m) {
+      std::uint64_t bytes = 0;
+      for (const auto& item : m.items)
+        if (item.category == "optimizer state") bytes += item.bytes;
+      return bytes;
+    };
+    const double mib = 1024.0 * 1024.0;
+    const auto sharded = state_bytes(r.memory), whole = state_bytes(*r.unsharded_memory);
+    std::cout << fmt::format(
+        "  optimizer state sharded over {} replicas: {:.1f} MiB per replica instead of {:.1f} MiB "
+        "(saves {:.1f} MiB: {:.1f} MiB per replica in all instead of {:.1f} MiB)\n",
+        replicas, static_cast<double>(sharded) / mib, static_cast<double>(whole) / mib,
+        static_cast<double>(whole - sharded) / mib,
+        static_cast<double>(r.memory.required_bytes) / mib,
+        static_cast<double>(r.unsharded_memory->required_bytes) / mib);
+  }
+  nlohmann::json summary{{"backend", config.backend},
+                         {"device", p.name},
+                         {"mode", std::string(device_mode_name(p.mode))},
+                         {"task", config.task},
+                         {"model", "bert-" + r.model_name},
+                         {"precision", std::string(dtype_name(config.model.precision))},
+                         {"seq_len", config.model.seq_len},
+                         {"micro_batch", config.batch.micro},
+                         {"grad_accum", config.batch.grad_accum},
+                         {"replicas", replicas},
+                         {"collective", config.collective.engine},
+                         {"global_batch", global_batch},
+                         {"optimizer", config.optimizer.name},
+                         {"compile_only", run.compile_only},
+                         {"fits", r.memory.fits},
+                         {"first_step", r.first_step}};
+  if (r.estimated_all_reduce_seconds)
+    summary["estimated_all_reduce_seconds"] = *r.estimated_all_reduce_seconds;
+  if (!r.steps.empty()) {
+    double total = 0;
+    for (const auto& s : r.steps) total += s.seconds;
+    const double sequences =
+        static_cast<double>(global_batch * static_cast<std::int64_t>(r.steps.size())) / total;
+    summary["final_loss"] = r.steps.back().loss();
+    summary["steps_run"] = r.steps.size();
+    if (!model) summary["sequences_per_second"] = sequences;
+    if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
+  }
+  if (!r.profile.empty()) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& t : r.profile) {
+      ops.push_back({{"op", t.op}, {"calls", t.calls}, {"seconds", t.seconds}});
+      spdlog::debug("profile {:<22} {:>6} calls {:>9.3f} s  {}", t.op, t.calls, t.seconds,
+                    t.implementation);
+    }
+    summary[model ? "host_simulation_profile" : "profile"] = ops;
+  }
+  if (!r.checkpoints.empty())
+    std::cout << fmt::format("  last checkpoint: {}\n", r.checkpoints.back().string());
+  if (!r.exported.empty()) {
+    std::cout << fmt::format("  Hugging Face weights: {}\n", r.exported.string());
+  }
+  metrics.write_summary(summary);
+  if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
+  return 0;
+}
+
+class PretrainTask final : public Task {
+ public:
+  const TaskSchema& schema() const override { return builtin_schema(); }
+  bool multi_process() const override { return true; }
+  std::string plan(Device& device, const RunConfig& config) const override {
+    return fit_summary(run_pretraining(device, config, true, {}, nullptr).memory);
+  }
+  int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
+          Communicator* world) const override {
+    return run_bert_pretraining(device, config, run, metrics, world);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_pretrain_task() {
+  return std::make_unique<PretrainTask>();
+}
+
+}  // namespace polyhal::launcher
