@@ -16,13 +16,6 @@
 namespace polyhal::launcher {
 namespace {
 
-/// The built-in schema of `inference` (config.hpp).
-const TaskSchema& builtin_schema() {
-  for (const auto& schema : builtin_task_schemas())
-    if (schema.name == "inference") return schema;
-  throw std::logic_error("no built-in schema for inference");
-}
-
 int run_bert_inference(Device& device, const RunConfig& config, const RunOptions& run,
                        MetricsWriter& metrics) {
   const auto& p = device.properties();
@@ -92,7 +85,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
 
 class InferenceTask final : public Task {
  public:
-  const TaskSchema& schema() const override { return builtin_schema(); }
+  const TaskSchema& schema() const override { return builtin_task_schema("inference"); }
   std::string plan(Device& device, const RunConfig& config) const override {
     return fit_summary(run_inference(device, config, true).memory);
   }

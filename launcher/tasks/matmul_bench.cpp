@@ -15,13 +15,6 @@
 namespace polyhal::launcher {
 namespace {
 
-/// The built-in schema of `matmul-bench` (config.hpp).
-const TaskSchema& builtin_schema() {
-  for (const auto& schema : builtin_task_schemas())
-    if (schema.name == "matmul-bench") return schema;
-  throw std::logic_error("no built-in schema for matmul-bench");
-}
-
 int run_matmul(Device& device, const RunConfig& config, const RunOptions& run,
                MetricsWriter& metrics) {
   const auto& p = device.properties();
@@ -85,7 +78,7 @@ int run_matmul(Device& device, const RunConfig& config, const RunOptions& run,
 
 class MatmulBenchTask final : public Task {
  public:
-  const TaskSchema& schema() const override { return builtin_schema(); }
+  const TaskSchema& schema() const override { return builtin_task_schema("matmul-bench"); }
   std::string plan(Device& device, const RunConfig& config) const override {
     bool fits = true;
     for (const auto& r : run_matmul_bench(device, config.matmul_bench, true))

@@ -18,13 +18,6 @@
 namespace polyhal::launcher {
 namespace {
 
-/// The built-in schema of `pretrain` (config.hpp).
-const TaskSchema& builtin_schema() {
-  for (const auto& schema : builtin_task_schemas())
-    if (schema.name == "pretrain") return schema;
-  throw std::logic_error("no built-in schema for pretrain");
-}
-
 int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptions& run,
                          MetricsWriter& metrics, Communicator* world) {
   const auto& p = device.properties();
@@ -141,7 +134,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
 
 class PretrainTask final : public Task {
  public:
-  const TaskSchema& schema() const override { return builtin_schema(); }
+  const TaskSchema& schema() const override { return builtin_task_schema("pretrain"); }
   bool multi_process() const override { return true; }
   std::string plan(Device& device, const RunConfig& config) const override {
     return fit_summary(run_pretraining(device, config, true, {}, nullptr).memory);

@@ -160,6 +160,8 @@ struct TaskSchema {
 /// The schemas of the tasks built into this version (matmul-bench,
 /// inference, pretrain). The launcher passes its task registry's instead.
 const std::vector<TaskSchema>& builtin_task_schemas();
+/// The built-in schema named `name`; std::invalid_argument if there is none.
+const TaskSchema& builtin_task_schema(const std::string& name);
 
 /// Loads and validates `file` for one of `tasks`, then applies `overrides`
 /// ("a.b=value", value in YAML syntax). Throws ConfigError.

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <functional>
+#include <stdexcept>
 
 #include "polyhal/bert_config.hpp"
 #include "polyhal/config.hpp"
@@ -475,6 +476,12 @@ const std::vector<TaskSchema>& builtin_task_schemas() {
        {"model", "batch", "collective", "data", "optimizer", "steps", "checkpoint"},
        {}}};
   return schemas;
+}
+
+const TaskSchema& builtin_task_schema(const std::string& name) {
+  for (const auto& schema : builtin_task_schemas())
+    if (schema.name == name) return schema;
+  throw std::invalid_argument("no built-in task schema named " + name);
 }
 
 RunConfig load_run_config(const std::filesystem::path& file,
