@@ -1,0 +1,130 @@
+// GLUE TSV files: columns split on tabs only (csv.reader with quotechar None,
+// as the reference readers), one example per line.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+
+#include "polyhal/error.hpp"
+#include "polyhal/glue_data.hpp"
+
+namespace polyhal {
+namespace {
+
+/// One GLUE line can be long (a QNLI paragraph), never this long.
+constexpr std::size_t kMaxLineBytes = 1 << 20;
+
+const std::vector<GlueTaskInfo>& tasks() {
+  // Columns as BERT's run_classifier.py / Hugging Face's glue.py read them.
+  static const std::vector<GlueTaskInfo> all{
+      {"cola", {"0", "1"}, false, {"matthews"}, false, 3, -1, 1},
+      {"sst-2", {"0", "1"}, false, {"accuracy"}, true, 0, -1, 1},
+      {"mrpc", {"0", "1"}, true, {"accuracy", "f1"}, true, 3, 4, 0},
+      {"sts-b", {}, true, {"pearson", "spearman"}, true, 7, 8, -1},
+      {"qqp", {"0", "1"}, true, {"accuracy", "f1"}, true, 3, 4, 5},
+      {"mnli", {"contradiction", "entailment", "neutral"}, true, {"accuracy"}, true, 8, 9, -1},
+      {"mnli-mm", {"contradiction", "entailment", "neutral"}, true, {"accuracy"}, true, 8, 9, -1},
+      {"qnli", {"entailment", "not_entailment"}, true, {"accuracy"}, true, 1, 2, -1},
+      {"rte", {"entailment", "not_entailment"}, true, {"accuracy"}, true, 1, 2, -1},
+      {"wnli", {"0", "1"}, true, {"accuracy"}, true, 1, 2, -1},
+  };
+  return all;
+}
+
+std::vector<std::string> split_tabs(const std::string& line) {
+  std::vector<std::string> columns;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t tab = line.find('\t', start);
+    columns.push_back(
+        line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
+    if (tab == std::string::npos) return columns;
+    start = tab + 1;
+  }
+}
+
+}  // namespace
+
+const GlueTaskInfo& glue_task(const std::string& name) {
+  std::string key;
+  for (char c : name) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (key == "sst2") key = "sst-2";
+  if (key == "stsb") key = "sts-b";
+  if (key == "mnli_mismatched" || key == "mnli-mismatched") key = "mnli-mm";
+  if (key == "mnli_matched" || key == "mnli-matched") key = "mnli";
+  std::vector<std::string> names;
+  for (const auto& task : tasks()) {
+    if (task.name == key) return task;
+    names.push_back(task.name);
+  }
+  throw ConfigError(
+      fmt::format("unknown GLUE task '{}' (tasks: {})", name, fmt::join(names, ", ")));
+}
+
+GlueFile read_glue_tsv(const std::filesystem::path& file, const GlueTaskInfo& task, bool labelled) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("{}: cannot read the GLUE file", file.string()));
+  GlueFile out;
+  std::string line;
+  std::int64_t number = 0;
+  // A test file has a header and (index, sentence[, sentence]) columns.
+  const bool header = task.header || !labelled;
+  // Test files: CoLA and SST-2 are (index, sentence), QQP (id, question1,
+  // question2); the others keep the columns of their dev files.
+  int a = task.text_a, b = task.text_b;
+  if (!labelled && (task.name == "cola" || task.name == "sst-2")) a = 1;
+  if (!labelled && task.name == "qqp") a = 1, b = 2;
+  while (std::getline(in, line)) {
+    ++number;
+    if (line.size() > kMaxLineBytes)
+      throw ConfigError(
+          fmt::format("{}:{}: line longer than {} bytes", file.string(), number, kMaxLineBytes));
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (number == 1 && header) continue;
+    if (line.empty()) continue;
+    const auto columns = split_tabs(line);
+    const auto count = static_cast<int>(columns.size());
+    const int label_column = labelled ? (task.label < 0 ? count + task.label : task.label) : -1;
+    const int needed = std::max({a, task.pair ? b : -1, label_column}) + 1;
+    if (count < needed || (labelled && label_column < 0)) {
+      if (task.name == "qqp") {  // the reference skips QQP's short rows
+        ++out.skipped;
+        continue;
+      }
+      throw ConfigError(
+          fmt::format("{}:{}: {} has {} tab-separated columns, {} expects at least {}",
+                      file.string(), number, "the row", count, task.name, needed));
+    }
+    GlueExample example;
+    example.line = number;
+    example.text_a = columns[static_cast<std::size_t>(a)];
+    if (task.pair) example.text_b = columns[static_cast<std::size_t>(b)];
+    if (labelled) {
+      const std::string& value = columns[static_cast<std::size_t>(label_column)];
+      if (task.labels.empty()) {
+        double score = 0;
+        const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), score);
+        if (error != std::errc() || end != value.data() + value.size() || !std::isfinite(score)) {
+          throw ConfigError(
+              fmt::format("{}:{}: score \"{}\" is not a number", file.string(), number, value));
+        }
+        example.score = score;
+      } else {
+        const auto it = std::find(task.labels.begin(), task.labels.end(), value);
+        if (it == task.labels.end()) {
+          throw ConfigError(fmt::format("{}:{}: label \"{}\" is not one of {}'s labels ({})",
+                                        file.string(), number, value, task.name,
+                                        fmt::join(task.labels, ", ")));
+        }
+        example.label = it - task.labels.begin();
+      }
+    }
+    out.examples.push_back(std::move(example));
+  }
+  return out;
+}
+
+}  // namespace polyhal
