@@ -241,6 +241,27 @@ std::optional<OpCase> make_case(OpKind op, DType type, const Dims& d, Values& v,
       c.inputs = {f32({t, h}, -3.0f, 3.0f)};
       c.outputs = {f32({t, h})};
       break;
+    case OpKind::span_loss: {  // one position past the sequence: ignored; one negative: clamped
+      auto positions = v.ints(b * 2, 0, static_cast<std::int32_t>(s) - 1);
+      positions[0] = static_cast<std::int32_t>(s);
+      if (positions.size() > 3) positions[3] = -4;
+      c.inputs = {f32({t, 2}, -3.0f, 3.0f), integers(DType::i32, {b, 2}, positions),
+                  floats(DType::f32, {1}, {1.0f})};
+      c.outputs = {zeros({1}), f32({t, 2})};
+      break;
+    }
+    case OpKind::classification_loss: {
+      auto labels = v.ints(t, 0, 2);
+      labels[0] = kIgnore;
+      c.inputs = {f32({t, 3}, -3.0f, 3.0f), integers(DType::i32, {t}, labels),
+                  floats(DType::f32, {1}, {1.0f})};
+      c.outputs = {zeros({1}), f32({t, 3})};
+      break;
+    }
+    case OpKind::regression_loss:
+      c.inputs = {f32({t, 1}, 0.0f, 5.0f), f32({t}, 0.0f, 5.0f), floats(DType::f32, {1}, {1.0f})};
+      c.outputs = {zeros({1}), f32({t, 1})};
+      break;
     case OpKind::adamw_update:
     case OpKind::lamb_update:
     case OpKind::sgd_update: {

@@ -25,12 +25,26 @@
 
 namespace polyhal {
 
-/// One micro-batch: inputs plus labels (batch x seq and batch).
+/// One micro-batch: inputs plus the labels its head needs.
 struct TrainingBatch {
   BertInputs inputs;
-  std::vector<std::int32_t> mlm_labels;  ///< token id to predict, -100 elsewhere
-  std::vector<std::int32_t> nsp_labels;  ///< 0 = is next, 1 = random
-  std::uint64_t index = 0;               ///< position in the data stream: keys the dropout masks
+  std::vector<std::int32_t> mlm_labels;  ///< pre-training: token id to predict, -100 elsewhere
+  std::vector<std::int32_t> nsp_labels;  ///< pre-training: 0 = is next, 1 = random
+  /// Question answering: the answer's first and last token per sequence
+  /// (clamped to [0, seq]; seq means none, as Hugging Face).
+  std::vector<std::int32_t> start_positions{}, end_positions{};
+  std::vector<std::int32_t> labels{};  ///< classification: class per sequence (-100 ignored)
+  std::vector<float> targets{};        ///< regression (num_labels 1): target per sequence
+  std::uint64_t index = 0;             ///< position in the data stream: keys the dropout masks
+};
+
+/// What the encoder is trained for, with Hugging Face's heads and weight
+/// names: BertForPreTraining (MLM + NSP), BertForQuestionAnswering
+/// (`qa_outputs`, no pooler) or BertForSequenceClassification (`classifier`
+/// on the pooled output; num_labels 1 is regression with mean squared error).
+struct TrainingHead {
+  enum class Kind { pretraining, question_answering, classification } kind = Kind::pretraining;
+  std::int64_t num_labels = 2;
 };
 
 struct OptimizerSettings {
@@ -51,8 +65,9 @@ struct OpTime {
 };
 
 struct StepLosses {
-  double mlm = 0, nsp = 0;
-  double total() const { return mlm + nsp; }
+  double mlm = 0, nsp = 0;  ///< pre-training
+  double task = 0;          ///< a fine-tuning head's loss
+  double total() const { return mlm + nsp + task; }
 };
 
 /// Dropout probabilities, each in [0, 1); 0 turns that dropout off.
@@ -78,7 +93,7 @@ class BertTraining {
   BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                OptimizerSettings optimizer, DType precision = DType::f32,
                DropoutSettings dropout = {}, std::uint64_t seed = 0,
-               std::int64_t max_predictions = 0);
+               std::int64_t max_predictions = 0, TrainingHead head = {});
   ~BertTraining();
   BertTraining(const BertTraining&) = delete;
   BertTraining& operator=(const BertTraining&) = delete;

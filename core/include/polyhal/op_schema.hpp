@@ -28,8 +28,9 @@ namespace polyhal {
 /// contract changes; record the change in docs/abi-changelog.md.
 /// 1: string op names with string attributes (ABI 1.x). 2: typed ops.
 /// 3: mixed-precision activations stored at bf16/f16 (train_kernels.hpp
-/// operand_types) and the `cast` op.
-inline constexpr std::uint32_t kOpSchemaVersion = 3;
+/// operand_types) and the `cast` op. 4: the fine-tuning losses span_loss,
+/// classification_loss and regression_loss.
+inline constexpr std::uint32_t kOpSchemaVersion = 4;
 
 /// Every op of the schema. Values are part of the op schema: append only
 /// together with a kOpSchemaVersion bump.
@@ -66,6 +67,9 @@ enum class OpKind : std::uint16_t {
   lamb_update,
   sgd_update,
   cast,
+  span_loss,
+  classification_loss,
+  regression_loss,
   // Cost-only: device models estimate it; no kernel runs it (collective.hpp does).
   all_reduce,
 };

@@ -40,6 +40,15 @@
 ///                         compute copy at round_to, from the updated W];
 ///                         OptimizerUpdateAttrs (betas, epsilon, decay, ...)
 ///   "cast":               X (f32) -> Y (stored at round_to), round to nearest even
+///   "span_loss":          logits[B*S,2] (start, end), positions[B,2] (i32), loss_scale[1]
+///                         -> loss[1] = (CE over each sequence's start logits +
+///                         CE over its end logits) / 2, means over sequences,
+///                         positions clamped to [0, S] and S ignored (Hugging
+///                         Face's BertForQuestionAnswering); dlogits
+///   "classification_loss": logits[B,C], labels[B] (i32, -100 ignored), loss_scale[1]
+///                         -> loss[1] (mean CE), dlogits
+///   "regression_loss":    predictions[B,1], targets[B] (f32), loss_scale[1]
+///                         -> loss[1] (mean squared error, STS-B), dpredictions
 /// Mixed precision: KernelDesc::round_to = bf16 | f16 stores the op's
 /// activation operands at that dtype (operand_types() lists every operand):
 /// activations and their gradients, and dense's weights (the program's

@@ -141,6 +141,66 @@ class Builder {
   /// Pooler, NSP and MLM heads; in training also the loss, whose logit
   /// gradients start backward.
   void heads(int x) {
+    out_.hidden = x;
+    if (o_.head == BertHead::question_answering) return question_answering(x);
+    if (o_.head == BertHead::classification) return classification(x);
+    pretraining_heads(x);
+  }
+
+  /// qa_outputs over every token: start and end logits; span loss in training.
+  void question_answering(int x) {
+    const std::int64_t h = o_.config.hidden_size, b = o_.shape.batch;
+    const auto [w, bias] = dense_params("qa_outputs", 2, h);
+    out_.head_logits = linear(x, w, bias, 2, Activation::none, std::nullopt, "qa logits");
+    if (!training_) return;
+    out_.span_positions = p_.tensor("span positions", "inputs", {b, 2}, DType::i32);
+    head_loss(OpKind::span_loss, out_.span_positions);
+  }
+
+  /// The pooled [CLS] output, hidden dropout, then `classifier`.
+  void classification(int x) {
+    const std::int64_t h = o_.config.hidden_size, b = o_.shape.batch;
+    const auto [pool_w, pool_b] = dense_params("bert.pooler.dense", h, h);
+    const auto [w, bias] = dense_params("classifier", o_.num_labels, h);
+    int cls = -1;
+    if (training_) {  // gathered, so backward writes the whole gradient of x
+      out_.cls_positions = p_.tensor("cls positions", "inputs", {b}, DType::i32);
+      cls = act("cls", {b, h});
+      p_.op(Phase::forward, OpKind::gather_rows, {x, out_.cls_positions}, {cls});
+      backward([=, this] {
+        const int dx = fresh_gradient(x);
+        p_.op(Phase::backward, OpKind::gather_rows_backward, {grad(cls), out_.cls_positions}, {dx});
+        contribute(x, dx);
+      });
+    } else {
+      cls = act("cls", {b, h});
+      p_.op(Phase::forward, OpKind::take_rows, {x}, {cls}, RowStrideAttrs{o_.shape.seq});
+    }
+    out_.pooled = linear(cls, pool_w, pool_b, h, Activation::tanh, std::nullopt, "pooled");
+    const int dropped = dropout(out_.pooled, "pooled dropped");
+    out_.head_logits =
+        linear(dropped, w, bias, o_.num_labels, Activation::none, std::nullopt, "logits");
+    if (!training_) return;
+    if (o_.num_labels == 1) {
+      out_.targets = p_.tensor("regression targets", "inputs", {b}, DType::f32);
+      head_loss(OpKind::regression_loss, out_.targets);
+    } else {
+      out_.labels = p_.tensor("labels", "inputs", {b}, DType::i32);
+      head_loss(OpKind::classification_loss, out_.labels);
+    }
+  }
+
+  /// A fine-tuning loss on the head's logits; its output is their gradient.
+  void head_loss(OpKind op, int labels) {
+    out_.loss_scale = p_.tensor("loss scale", "inputs", {1}, DType::f32);
+    out_.head_loss = p_.activation("loss", {1});
+    const int dlogits = fresh_gradient(out_.head_logits);
+    p_.op(Phase::forward, op, {out_.head_logits, labels, out_.loss_scale},
+          {out_.head_loss, dlogits});
+    contribute(out_.head_logits, dlogits);
+  }
+
+  void pretraining_heads(int x) {
     const std::int64_t h = o_.config.hidden_size, v = o_.config.vocab_size, b = o_.shape.batch;
     const bool heads = training_ || o_.heads;
     const auto [pool_w, pool_b] = dense_params("bert.pooler.dense", h, h);
@@ -163,7 +223,6 @@ class Builder {
       });
     }
     out_.pooled = linear(cls, pool_w, pool_b, h, Activation::tanh, std::nullopt, "pooled");
-    out_.hidden = x;
     if (!heads) return;
     out_.nsp_logits =
         linear(out_.pooled, nsp_w, nsp_b, 2, Activation::none, std::nullopt, "nsp logits");
@@ -394,6 +453,8 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   c.validate("model");
   if (options.shape.batch < 1 || options.shape.seq < 1)
     throw ConfigError("batch and sequence length must be positive");
+  if (options.head == BertHead::classification && options.num_labels < 1)
+    throw ConfigError(fmt::format("num_labels must be >= 1, got {}", options.num_labels));
   if (options.shape.seq > c.max_position_embeddings) {
     throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}",
                                   options.shape.seq, c.max_position_embeddings));

@@ -15,11 +15,21 @@
 
 namespace polyhal {
 
+/// What sits on the encoder (Hugging Face's model classes and weight names):
+/// BertForPreTraining's MLM + NSP heads; BertForQuestionAnswering's
+/// `qa_outputs` Linear(H, 2) over every token (start, end logits; no
+/// pooler); BertForSequenceClassification's `classifier` Linear(H,
+/// num_labels) on the pooled output after hidden dropout (num_labels 1:
+/// regression with mean squared error, as STS-B).
+enum class BertHead : std::uint8_t { pretraining, question_answering, classification };
+
 struct BertProgramOptions {
   BertConfig config;
   BertShape shape;
   bool training = false;  ///< forward + backward + loss; else the forward pass only
-  bool heads = false;     ///< inference: the MLM and NSP heads (training always has them)
+  bool heads = false;     ///< inference: the head's outputs (training always has them)
+  BertHead head = BertHead::pretraining;
+  std::int64_t num_labels = 2;  ///< classification: 1 means regression
   /// Training: > 0 runs the MLM head on at most this many gathered
   /// positions per sequence; 0 on every position.
   std::int64_t max_predictions = 0;
@@ -45,6 +55,13 @@ struct BertProgram {
   // Training only.
   int mlm_labels = -1, mlm_positions = -1, nsp_labels = -1, loss_scale = -1, losses = -1;
   int rng = -1;  ///< i32 [seed, micro-batch index] keying the dropout masks
+  // Fine-tuning heads.
+  int head_logits = -1;     ///< [B*S, 2] start/end logits, or [B, num_labels]
+  int head_loss = -1;       ///< training: f32 [1]
+  int span_positions = -1;  ///< question answering: i32 [B, 2] start, end
+  int labels = -1;          ///< classification: i32 [B]
+  int targets = -1;         ///< regression: f32 [B]
+  int cls_positions = -1;   ///< classification training: i32 [B] rows 0, S, 2S, ... of the tokens
 };
 
 /// Declares BERT on `device` at `precision` (checked op by op against the

@@ -48,6 +48,9 @@ constexpr std::array<OpEntry, kOpKindCount> kOps{{
     {OpKind::lamb_update, "lamb_update", index_of<OptimizerUpdateAttrs>()},
     {OpKind::sgd_update, "sgd_update", index_of<OptimizerUpdateAttrs>()},
     {OpKind::cast, "cast", index_of<NoAttrs>()},
+    {OpKind::span_loss, "span_loss", index_of<NoAttrs>()},
+    {OpKind::classification_loss, "classification_loss", index_of<NoAttrs>()},
+    {OpKind::regression_loss, "regression_loss", index_of<NoAttrs>()},
     {OpKind::all_reduce, "all_reduce", index_of<AllReduceAttrs>()},
 }};
 

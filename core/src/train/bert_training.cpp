@@ -57,6 +57,7 @@ struct BertTraining::State {
   /// gathered (as the seeds' data does); 0: on every position.
   std::int64_t max_predictions = 0;
   std::uint64_t seed = 0;
+  BertHead head = BertHead::pretraining;
   std::int64_t steps = 0;
   bool loaded = false;
   int shard_rank = 0, shard_count = 1;  // optimizer-state sharding (1: every replica holds all)
@@ -144,6 +145,39 @@ struct BertTraining::State {
     return {positions, gathered};
   }
 
+  /// Question answering: (start, end) per sequence.
+  void upload_spans(const TrainingBatch& batch) {
+    const auto batch_size = static_cast<std::size_t>(shape.batch);
+    if (batch.start_positions.size() != batch_size || batch.end_positions.size() != batch_size) {
+      throw RuntimeFailure(
+          fmt::format("start_positions and end_positions: expected {} values each", batch_size));
+    }
+    std::vector<std::int32_t> positions;
+    for (std::size_t k = 0; k < batch_size; ++k) {
+      positions.push_back(batch.start_positions[k]);
+      positions.push_back(batch.end_positions[k]);
+    }
+    program().upload(bert->span_positions, positions);
+  }
+
+  /// Classification: the [CLS] rows, and labels (checked) or regression targets.
+  void upload_classes(const TrainingBatch& batch) {
+    std::vector<std::int32_t> rows;
+    for (std::int64_t k = 0; k < shape.batch; ++k)
+      rows.push_back(static_cast<std::int32_t>(k * shape.seq));
+    program().upload(bert->cls_positions, rows);
+    if (bert->targets >= 0) {
+      program().upload(bert->targets, batch.targets);
+      return;
+    }
+    const std::int64_t classes = program().shape(bert->head_logits)[1];
+    for (const std::int32_t label : batch.labels) {
+      if (label != -100 && (label < 0 || label >= classes))
+        throw RuntimeFailure(fmt::format("label {} is not one of the {} classes", label, classes));
+    }
+    program().upload(bert->labels, batch.labels);
+  }
+
   void zero_gradients() {
     for (const auto& p : params) program().zero(p.grad);
   }
@@ -161,7 +195,7 @@ struct BertTraining::State {
 
 BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                            OptimizerSettings optimizer, DType precision, DropoutSettings dropout,
-                           std::uint64_t seed, std::int64_t max_predictions)
+                           std::uint64_t seed, std::int64_t max_predictions, TrainingHead head)
     : state_(std::make_unique<State>()) {
   for (const double p : {dropout.hidden, dropout.attention}) {
     if (p < 0.0 || p >= 1.0) throw ConfigError(fmt::format("dropout must be in [0, 1), got {}", p));
@@ -186,6 +220,11 @@ BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape m
   options.max_predictions = s.max_predictions;
   options.dropout = dropout.hidden;
   options.attention_dropout = dropout.attention;
+  options.num_labels = head.num_labels;
+  options.head = head.kind == TrainingHead::Kind::question_answering ? BertHead::question_answering
+                 : head.kind == TrainingHead::Kind::classification   ? BertHead::classification
+                                                                     : BertHead::pretraining;
+  s.head = options.head;
   s.bert = declare_bert(device, precision, options);
   s.declare_optimizer();
 }
@@ -224,19 +263,28 @@ StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumu
   p.upload(b.ids, batch.inputs.input_ids);
   p.upload(b.types, batch.inputs.token_type_ids);
   p.upload(b.mask, batch.inputs.attention_mask);
-  if (s.max_predictions > 0) {
+  p.upload(b.rng, std::vector<std::int32_t>{static_cast<std::int32_t>(s.seed & 0x7fffffff),
+                                            static_cast<std::int32_t>(batch.index & 0x7fffffff)});
+  p.upload(b.loss_scale, std::vector<float>{static_cast<float>(loss_scale / accumulation_steps)});
+  if (s.head == BertHead::question_answering) {
+    s.upload_spans(batch);
+  } else if (s.head == BertHead::classification) {
+    s.upload_classes(batch);
+  } else if (s.max_predictions > 0) {
     const auto [positions, labels] = s.gather_labels(batch.mlm_labels);
     p.upload(b.mlm_positions, positions);
     p.upload(b.mlm_labels, labels);
   } else {
     p.upload(b.mlm_labels, batch.mlm_labels);
   }
-  p.upload(b.nsp_labels, batch.nsp_labels);
-  p.upload(b.rng, std::vector<std::int32_t>{static_cast<std::int32_t>(s.seed & 0x7fffffff),
-                                            static_cast<std::int32_t>(batch.index & 0x7fffffff)});
-  p.upload(b.loss_scale, std::vector<float>{static_cast<float>(loss_scale / accumulation_steps)});
+  if (s.head == BertHead::pretraining) p.upload(b.nsp_labels, batch.nsp_labels);
   p.run(Phase::forward);
   p.run(Phase::backward);
+  if (s.head != BertHead::pretraining) {
+    StepLosses task;
+    task.task = p.download(b.head_loss)[0];
+    return task;
+  }
   const auto losses = p.download(b.losses);
   return {losses[0], losses[1]};
 }

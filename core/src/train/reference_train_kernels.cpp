@@ -485,6 +485,59 @@ std::unique_ptr<Kernel> pretraining_loss(const KernelDesc& desc, const ParallelF
   });
 }
 
+std::unique_ptr<Kernel> span_loss(const KernelDesc& desc, const ParallelFor& par) {
+  const std::int64_t tokens = desc.input_shapes.at(0).at(0);
+  const std::int64_t batch = desc.input_shapes.at(1).at(0);
+  if (batch < 1 || tokens % batch != 0)
+    throw RuntimeFailure(fmt::format("span_loss: {} tokens are not {} sequences", tokens, batch));
+  const std::int64_t seq = tokens / batch;
+  return std::make_unique<FunctionKernel>("span_loss", 0.0, [=](auto in, auto o) {
+    const float* logits = f(in[0]);
+    const std::int32_t* positions = ints(in[1]);
+    const float scale = f(in[2])[0];
+    float* dlogits = f(o[1]);
+    std::vector<float> row(n(seq)), drow(n(seq));
+    std::vector<std::int32_t> label(n(batch));
+    double total = 0;
+    for (std::int64_t which = 0; which < 2; ++which) {  // start, then end
+      // Clamped to [0, S]; S (a position past the sequence) is ignored.
+      for (std::int64_t b = 0; b < batch; ++b) {
+        const std::int64_t p = std::clamp<std::int64_t>(positions[b * 2 + which], 0, seq);
+        label[n(b)] = p == seq ? -100 : static_cast<std::int32_t>(p);
+      }
+      std::vector<float> column(n(tokens)), dcolumn(n(tokens));
+      for (std::int64_t t = 0; t < tokens; ++t) column[n(t)] = logits[t * 2 + which];
+      total +=
+          cross_entropy(par, column.data(), label.data(), batch, seq, dcolumn.data(), scale / 2.0f);
+      for (std::int64_t t = 0; t < tokens; ++t) dlogits[t * 2 + which] = dcolumn[n(t)];
+    }
+    f(o[0])[0] = static_cast<float>(total / 2.0);
+  });
+}
+
+std::unique_ptr<Kernel> classification_loss(const KernelDesc& desc, const ParallelFor& par) {
+  const std::int64_t rows = desc.input_shapes.at(0).at(0), classes = desc.input_shapes.at(0).at(1);
+  return std::make_unique<FunctionKernel>("classification_loss", 0.0, [=](auto in, auto o) {
+    f(o[0])[0] = static_cast<float>(
+        cross_entropy(par, f(in[0]), ints(in[1]), rows, classes, f(o[1]), f(in[2])[0]));
+  });
+}
+
+std::unique_ptr<Kernel> regression_loss(const KernelDesc& desc, const ParallelFor&) {
+  const std::int64_t rows = desc.input_shapes.at(0).at(0);
+  return std::make_unique<FunctionKernel>("regression_loss", 0.0, [=](auto in, auto o) {
+    const float *predicted = f(in[0]), *target = f(in[1]);
+    const float scale = f(in[2])[0];
+    double sum = 0;
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const double error = static_cast<double>(predicted[r]) - target[r];
+      sum += error * error;
+      f(o[1])[r] = static_cast<float>(2.0 * error / static_cast<double>(rows) * scale);
+    }
+    f(o[0])[0] = static_cast<float>(sum / static_cast<double>(rows));
+  });
+}
+
 /// One optimizer step for one parameter tensor, in place: constant
 /// hyper-parameters from OptimizerUpdateAttrs, lr / step / gradient scale
 /// from the OptimizerStep tensor (input 4).
@@ -681,6 +734,9 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
   for (OpKind op : {OpKind::adamw_update, OpKind::lamb_update, OpKind::sgd_update})
     add(op, optimizer_update);
   add(OpKind::cast, cast);
+  add(OpKind::span_loss, span_loss);
+  add(OpKind::classification_loss, classification_loss);
+  add(OpKind::regression_loss, regression_loss);
 }
 
 }  // namespace polyhal

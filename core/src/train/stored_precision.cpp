@@ -69,6 +69,11 @@ OperandTypes operand_types(const KernelDesc& desc) {
       return {{f, f, f, f, DType::i64}, {f, f, f, f, low}, {}};
     case OpKind::cast:
       return {{f}, {low}, {}};
+    case OpKind::span_loss:
+    case OpKind::classification_loss:
+      return {{low, i, f}, {f, low}, {}};
+    case OpKind::regression_loss:
+      return {{low, f, f}, {f, low}, {}};
     default:
       throw std::invalid_argument(
           fmt::format("operand_types: {} runs no kernel", op_name(desc.op)));
