@@ -75,3 +75,66 @@ TEST(SquadData, MalformedFilesNameTheJsonPath) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+/// "In the cafe, Denver won." with a vocabulary that splits Denver into
+/// den ##ver; question "Who won?", answer "Denver" at code point 13.
+struct TinySquad {
+  test::TempDir dir;
+  WordPieceTokenizer tokenizer{
+      dir.write(
+          "vocab.txt",
+          "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nin\nthe\ncafe\n,\nden\n##ver\nwon\n.\nwho\n?\n"),
+      true};
+  SquadFile squad = read_squad_json(dir.write("s.json", R"({"data": [{"paragraphs": [{
+      "context": "In the cafe, Denver won.",
+      "qas": [{"id": "a", "question": "Who won?", "answers": [{"text": "Denver", "answer_start": 13}]},
+              {"id": "b", "question": "Who won?", "is_impossible": true, "answers": []}]}]}]})"));
+};
+
+TEST(SquadFeatures, TokensSegmentsAndAnswerSpanAsTheReference) {
+  const TinySquad t;
+  const auto out = make_squad_features(t.squad, t.tokenizer, {16, 128, 64, true});
+  ASSERT_EQ(out.features.size(), 2u);
+  const SquadFeature& f = out.features[0];
+  const std::vector<std::string> tokens{"[CLS]", "who", "won", "?",     "[SEP]", "in", "the",
+                                        "cafe",  ",",   "den", "##ver", "won",   ".",  "[SEP]"};
+  EXPECT_EQ(f.tokens, tokens);
+  ASSERT_EQ(f.input_ids.size(), 16u);
+  EXPECT_EQ(f.input_ids[9], 9);   // den
+  EXPECT_EQ(f.input_ids[15], 0);  // padding
+  EXPECT_EQ(f.token_type_ids[4], 0);
+  EXPECT_EQ(f.token_type_ids[5], 1);
+  EXPECT_EQ(f.attention_mask[13], 1);
+  EXPECT_EQ(f.attention_mask[14], 0);
+  EXPECT_EQ(f.start_position, 9);  // "den"
+  EXPECT_EQ(f.end_position, 10);   // "##ver"
+  EXPECT_EQ(f.token_to_word.at(9), 3);
+  EXPECT_EQ(f.token_to_word.at(8), 2);  // "," belongs to "cafe,"
+  EXPECT_EQ(out.context_words[0][3], "Denver");
+  // The unanswerable question points at [CLS].
+  EXPECT_EQ(out.features[1].start_position, 0);
+  EXPECT_EQ(out.features[1].end_position, 0);
+}
+
+TEST(SquadFeatures, DocStrideWindowsAndMaxContext) {
+  const TinySquad t;
+  // 11 tokens: 5 for the context per window, windows start at tokens 0, 2, 4.
+  const auto out = make_squad_features(t.squad, t.tokenizer, {11, 2, 64, true});
+  ASSERT_EQ(out.features.size(), 6u);            // three windows per question
+  EXPECT_EQ(out.features[0].start_position, 0);  // the answer runs past window 0
+  EXPECT_EQ(out.features[1].start_position, 7);
+  EXPECT_EQ(out.features[1].end_position, 8);
+  EXPECT_EQ(out.features[2].start_position, 5);
+  EXPECT_EQ(out.features[2].end_position, 6);
+  // "den" (context token 4) has the most context in the middle window.
+  EXPECT_FALSE(out.features[0].max_context[9]);
+  EXPECT_TRUE(out.features[1].max_context[7]);
+  EXPECT_FALSE(out.features[2].max_context[5]);
+  EXPECT_THROW(make_squad_features(t.squad, t.tokenizer, {6, 2, 64, true}), ConfigError);
+}
+
+}  // namespace
+}  // namespace polyhal

@@ -6,8 +6,11 @@
 /// points of the context, as the official files count them (Python str).
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
+
+#include "polyhal/tokenizer.hpp"
 
 namespace polyhal {
 
@@ -42,5 +45,42 @@ struct SquadFile {
 /// refused before they are read: the parsed JSON takes several times its size.
 SquadFile read_squad_json(const std::filesystem::path& file,
                           std::uintmax_t max_bytes = std::uintmax_t{256} << 20);
+
+/// BERT's SQuAD features (run_squad.py / Hugging Face's
+/// squad_convert_examples_to_features).
+struct SquadFeatureSettings {
+  std::int64_t max_seq_length = 384;
+  std::int64_t doc_stride = 128;
+  std::int64_t max_query_length = 64;
+  bool training = false;  ///< set start/end positions from each question's first answer
+};
+
+/// One model input: [CLS] question [SEP] a window of the context [SEP].
+struct SquadFeature {
+  std::size_t question = 0;  ///< index into SquadFile::questions
+  std::int64_t window = 0;   ///< which window of the context (doc_stride)
+  std::vector<std::string> tokens;
+  std::vector<std::int32_t> input_ids, token_type_ids, attention_mask;  ///< padded
+  std::map<std::int64_t, std::int64_t> token_to_word;  ///< context tokens -> context word
+  /// Per token: this window is the one where the token has the most context
+  /// on both sides (post-processing only takes answers from there).
+  std::vector<bool> max_context;
+  /// Training: the answer's first and last token, both 0 ([CLS]) when the
+  /// question has no answer or the answer is not inside this window.
+  std::int32_t start_position = 0, end_position = 0;
+};
+
+struct SquadFeatures {
+  std::vector<SquadFeature> features;
+  /// Each context split on whitespace, as the answers are mapped back.
+  std::vector<std::vector<std::string>> context_words;
+  /// Training: answers whose words do not contain the answer text after
+  /// tokenisation ("could not find answer" in the reference): skipped.
+  std::int64_t unfound_answers = 0;
+};
+
+/// Throws ConfigError when max_seq_length leaves no room for the context.
+SquadFeatures make_squad_features(const SquadFile& squad, const WordPieceTokenizer& tokenizer,
+                                  const SquadFeatureSettings& settings);
 
 }  // namespace polyhal

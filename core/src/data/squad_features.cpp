@@ -1,0 +1,234 @@
+// SQuAD examples into BERT features, step for step as the reference
+// (run_squad.py's read_squad_examples and convert_examples_to_features):
+// whitespace words with a code point -> word map, answers mapped to words
+// and then to WordPiece tokens with the improved-span search, the context
+// cut into windows of doc_stride, and each token's max-context window.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "polyhal/error.hpp"
+#include "polyhal/squad_data.hpp"
+
+namespace polyhal {
+namespace {
+
+/// The reference's is_whitespace: space, tab, CR, LF and U+202F.
+bool reference_whitespace(char32_t c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == 0x202F;
+}
+
+/// Decodes one UTF-8 code point at `i` (advancing it); a byte that does not
+/// start a complete, well-formed sequence decodes as itself.
+char32_t next_code_point(const std::string& text, std::size_t& i) {
+  const auto lead = static_cast<unsigned char>(text[i]);
+  const std::size_t extra = lead < 0x80             ? 0
+                            : (lead & 0xE0) == 0xC0 ? 1
+                            : (lead & 0xF0) == 0xE0 ? 2
+                            : (lead & 0xF8) == 0xF0 ? 3
+                                                    : 0;
+  bool complete = extra > 0 && i + extra < text.size();
+  for (std::size_t k = 1; complete && k <= extra; ++k)
+    complete = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
+  if (!complete) {
+    ++i;
+    return lead;
+  }
+  char32_t c = lead & (0x7F >> (extra + 1));
+  for (std::size_t k = 1; k <= extra; ++k)
+    c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+  i += extra + 1;
+  return c;
+}
+
+/// Whitespace words and, per code point, the word it belongs to.
+struct Words {
+  std::vector<std::string> words;
+  std::vector<std::int64_t> word_of_char;
+};
+
+Words split_words(const std::string& context) {
+  Words out;
+  bool previous_space = true;
+  for (std::size_t i = 0; i < context.size();) {
+    const std::size_t begin = i;
+    const char32_t c = next_code_point(context, i);
+    if (reference_whitespace(c)) {
+      previous_space = true;
+    } else {
+      if (previous_space) out.words.emplace_back();
+      out.words.back() += context.substr(begin, i - begin);
+      previous_space = false;
+    }
+    out.word_of_char.push_back(static_cast<std::int64_t>(out.words.size()) - 1);
+  }
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& tokens, std::size_t first, std::size_t last) {
+  std::string out;
+  for (std::size_t k = first; k <= last; ++k) {
+    if (k > first) out += ' ';
+    out += tokens[k];
+  }
+  return out;
+}
+
+/// The reference's _improve_answer_span: the smallest token span inside
+/// [start, end] whose tokens spell the tokenised answer.
+std::pair<std::int64_t, std::int64_t> improve_span(const std::vector<std::string>& doc_tokens,
+                                                   std::int64_t start, std::int64_t end,
+                                                   const std::string& answer_tokens) {
+  for (std::int64_t s = start; s <= end; ++s) {
+    for (std::int64_t e = end; e >= s; --e) {
+      if (joined(doc_tokens, static_cast<std::size_t>(s), static_cast<std::size_t>(e)) ==
+          answer_tokens)
+        return {s, e};
+    }
+  }
+  return {start, end};
+}
+
+struct Window {
+  std::int64_t start, length;
+};
+
+/// The reference's _check_is_max_context.
+bool is_max_context(const std::vector<Window>& windows, std::size_t current,
+                    std::int64_t position) {
+  double best_score = -1;
+  std::size_t best = 0;
+  for (std::size_t w = 0; w < windows.size(); ++w) {
+    const auto& span = windows[w];
+    const std::int64_t end = span.start + span.length - 1;
+    if (position < span.start || position > end) continue;
+    const std::int64_t left = position - span.start, right = end - position;
+    const double score =
+        static_cast<double>(std::min(left, right)) + 0.01 * static_cast<double>(span.length);
+    if (score > best_score) {
+      best_score = score;
+      best = w;
+    }
+  }
+  return best == current;
+}
+
+}  // namespace
+
+SquadFeatures make_squad_features(const SquadFile& squad, const WordPieceTokenizer& tokenizer,
+                                  const SquadFeatureSettings& settings) {
+  SquadFeatures out;
+  std::vector<Words> contexts;
+  for (const auto& context : squad.contexts) {
+    contexts.push_back(split_words(context));
+    out.context_words.push_back(contexts.back().words);
+  }
+  const std::int32_t pad = tokenizer.id("[PAD]");
+  for (std::size_t q = 0; q < squad.questions.size(); ++q) {
+    const SquadQuestion& question = squad.questions[q];
+    const Words& words = contexts.at(question.context);
+    auto query = tokenizer.tokenize(question.question);
+    if (static_cast<std::int64_t>(query.size()) > settings.max_query_length)
+      query.resize(static_cast<std::size_t>(settings.max_query_length));
+    // Context words -> WordPiece tokens, and the maps between them.
+    std::vector<std::string> doc_tokens;
+    std::vector<std::int64_t> token_word, word_first_token;
+    for (std::size_t w = 0; w < words.words.size(); ++w) {
+      word_first_token.push_back(static_cast<std::int64_t>(doc_tokens.size()));
+      for (auto& piece : tokenizer.tokenize(words.words[w])) {
+        token_word.push_back(static_cast<std::int64_t>(w));
+        doc_tokens.push_back(std::move(piece));
+      }
+    }
+    std::int64_t answer_start = -1, answer_end = -1;
+    if (settings.training && !question.impossible && !question.answers.empty()) {
+      const SquadAnswer& answer = question.answers.front();
+      std::int64_t length = 0;
+      for (std::size_t i = 0; i < answer.text.size();) {
+        next_code_point(answer.text, i);
+        ++length;
+      }
+      const std::int64_t first_char = answer.start, last_char = answer.start + length - 1;
+      const auto& of = words.word_of_char;
+      const bool inside = length > 0 && last_char < static_cast<std::int64_t>(of.size());
+      const std::int64_t first_word = inside ? of[static_cast<std::size_t>(first_char)] : -1;
+      const std::int64_t last_word = inside ? of[static_cast<std::size_t>(last_char)] : -1;
+      // The words must contain the answer's whitespace-cleaned text.
+      std::string cleaned;
+      for (const auto& w : split_words(answer.text).words)
+        cleaned += (cleaned.empty() ? "" : " ") + w;
+      if (first_word < 0 || last_word < first_word ||
+          joined(words.words, static_cast<std::size_t>(first_word),
+                 static_cast<std::size_t>(last_word))
+                  .find(cleaned) == std::string::npos) {
+        ++out.unfound_answers;
+        continue;
+      }
+      answer_start = word_first_token[static_cast<std::size_t>(first_word)];
+      answer_end = static_cast<std::size_t>(last_word) + 1 < word_first_token.size()
+                       ? word_first_token[static_cast<std::size_t>(last_word) + 1] - 1
+                       : static_cast<std::int64_t>(doc_tokens.size()) - 1;
+      std::string answer_tokens;
+      for (const auto& t : tokenizer.tokenize(answer.text))
+        answer_tokens += (answer_tokens.empty() ? "" : " ") + t;
+      std::tie(answer_start, answer_end) =
+          improve_span(doc_tokens, answer_start, answer_end, answer_tokens);
+    }
+    const std::int64_t room = settings.max_seq_length - static_cast<std::int64_t>(query.size()) - 3;
+    if (room < 1) {
+      throw ConfigError(fmt::format(
+          "SQuAD features: max_seq_length {} leaves no room for the context after a question "
+          "of {} tokens (max_query_length {})",
+          settings.max_seq_length, query.size(), settings.max_query_length));
+    }
+    std::vector<Window> windows;
+    for (std::int64_t start = 0; start < static_cast<std::int64_t>(doc_tokens.size());) {
+      const std::int64_t length =
+          std::min<std::int64_t>(static_cast<std::int64_t>(doc_tokens.size()) - start, room);
+      windows.push_back({start, length});
+      if (start + length == static_cast<std::int64_t>(doc_tokens.size())) break;
+      start += std::min(length, settings.doc_stride);
+    }
+    if (windows.empty()) windows.push_back({0, 0});  // an empty context: the question alone
+    for (std::size_t w = 0; w < windows.size(); ++w) {
+      SquadFeature f;
+      f.question = q;
+      f.window = static_cast<std::int64_t>(w);
+      f.tokens.push_back("[CLS]");
+      for (const auto& t : query) f.tokens.push_back(t);
+      f.tokens.push_back("[SEP]");
+      const auto offset = static_cast<std::int64_t>(f.tokens.size());
+      f.token_type_ids.assign(f.tokens.size(), 0);
+      f.max_context.assign(f.tokens.size(), false);
+      for (std::int64_t k = 0; k < windows[w].length; ++k) {
+        const std::int64_t token = windows[w].start + k;
+        f.token_to_word[static_cast<std::int64_t>(f.tokens.size())] =
+            token_word[static_cast<std::size_t>(token)];
+        f.max_context.push_back(is_max_context(windows, w, token));
+        f.tokens.push_back(doc_tokens[static_cast<std::size_t>(token)]);
+        f.token_type_ids.push_back(1);
+      }
+      f.tokens.push_back("[SEP]");
+      f.token_type_ids.push_back(1);
+      f.max_context.push_back(false);
+      for (const auto& t : f.tokens) f.input_ids.push_back(tokenizer.id(t));
+      f.attention_mask.assign(f.tokens.size(), 1);
+      const auto length = static_cast<std::size_t>(settings.max_seq_length);
+      f.input_ids.resize(length, pad);
+      f.token_type_ids.resize(length, 0);
+      f.attention_mask.resize(length, 0);
+      f.max_context.resize(length, false);
+      if (answer_start >= 0) {
+        const std::int64_t first = windows[w].start, last = first + windows[w].length - 1;
+        if (answer_start >= first && answer_end <= last) {
+          f.start_position = static_cast<std::int32_t>(answer_start - first + offset);
+          f.end_position = static_cast<std::int32_t>(answer_end - first + offset);
+        }
+      }
+      out.features.push_back(std::move(f));
+    }
+  }
+  return out;
+}
+
+}  // namespace polyhal
