@@ -1,9 +1,11 @@
-// SQuAD JSON files: v1.1 and v2.0 layouts, answers checked against their
-// context (offsets in code points), and errors that name the JSON path.
+// SQuAD JSON files (v1.1 and v2.0 layouts, answers checked against their
+// context in code points, errors naming the JSON path), the features made
+// from them, and the answers predicted back from logits.
 #include <gtest/gtest.h>
 
 #include "polyhal/error.hpp"
 #include "polyhal/squad_data.hpp"
+#include "polyhal/squad_predictions.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -134,6 +136,67 @@ TEST(SquadFeatures, DocStrideWindowsAndMaxContext) {
   EXPECT_TRUE(out.features[1].max_context[7]);
   EXPECT_FALSE(out.features[2].max_context[5]);
   EXPECT_THROW(make_squad_features(t.squad, t.tokenizer, {6, 2, 64, true}), ConfigError);
+}
+
+}  // namespace
+}  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+/// Logits of one feature: `high` at the given start and end, low elsewhere.
+std::pair<std::vector<float>, std::vector<float>> peaked(std::size_t length, std::size_t start,
+                                                         std::size_t end, float high) {
+  std::vector<float> starts(length, -5.0f), ends(length, -5.0f);
+  starts[start] = high;
+  ends[end] = high;
+  return {starts, ends};
+}
+
+TEST(SquadPredictions, BestSpanMappedBackToTheOriginalWords) {
+  const TinySquad t;
+  const auto features = make_squad_features(t.squad, t.tokenizer, {16, 128, 64, false});
+  ASSERT_EQ(features.features.size(), 2u);
+  auto [s0, e0] = peaked(16, 9, 10, 4.0f);  // "den ##ver" -> "Denver"
+  auto [s1, e1] = peaked(16, 7, 8, 3.0f);   // "cafe ," -> "cafe,"
+  const auto predictions = predict_squad_answers(t.squad, features, {s0, s1}, {e0, e1}, t.tokenizer,
+                                                 SquadPredictionSettings{});
+  ASSERT_EQ(predictions.size(), 2u);
+  EXPECT_EQ(predictions[0].id, "a");
+  EXPECT_EQ(predictions[0].text, "Denver");
+  EXPECT_EQ(predictions[1].text, "cafe,");
+  ASSERT_GE(predictions[0].nbest.size(), 2u);
+  double total = 0;
+  for (const auto& c : predictions[0].nbest) total += c.probability;
+  EXPECT_NEAR(total, 1.0, 1e-9);
+  EXPECT_GT(predictions[0].nbest[0].probability, predictions[0].nbest[1].probability);
+  // A span past max_answer_length is never proposed.
+  SquadPredictionSettings short_answers;
+  short_answers.max_answer_length = 1;
+  const auto one =
+      predict_squad_answers(t.squad, features, {s0, s1}, {e0, e1}, t.tokenizer, short_answers);
+  EXPECT_NE(one[0].text, "Denver");
+}
+
+TEST(SquadPredictions, Version2AnswersNullWhenItBeatsTheBestSpanByTheThreshold) {
+  const TinySquad t;
+  const auto features = make_squad_features(t.squad, t.tokenizer, {16, 128, 64, false});
+  auto [s0, e0] = peaked(16, 9, 10, 4.0f);
+  s0[0] = e0[0] = 4.5f;  // null score 9 against the span's 8
+  SquadPredictionSettings v2;
+  v2.version_2 = true;
+  const auto nulled = predict_squad_answers(t.squad, features, {s0, s0}, {e0, e0}, t.tokenizer, v2);
+  EXPECT_EQ(nulled[0].text, "");
+  EXPECT_NEAR(nulled[0].null_score_diff, 1.0, 1e-6);
+  v2.null_score_diff_threshold = 1.5;  // a span within 1.5 of the null is kept
+  const auto kept = predict_squad_answers(t.squad, features, {s0, s0}, {e0, e0}, t.tokenizer, v2);
+  EXPECT_EQ(kept[0].text, "Denver");
+}
+
+TEST(SquadPredictions, FinalTextFallsBackToTheOriginalWhenItCannotAlign) {
+  const TinySquad t;
+  EXPECT_EQ(squad_final_text("denver", "Denver's", t.tokenizer), "Denver");
+  EXPECT_EQ(squad_final_text("boston", "Denver", t.tokenizer), "Denver");
 }
 
 }  // namespace
