@@ -9,6 +9,7 @@
 
 #include "polyhal/error.hpp"
 #include "polyhal/squad_data.hpp"
+#include "util/utf8.hpp"
 
 namespace polyhal {
 namespace {
@@ -16,29 +17,6 @@ namespace {
 /// The reference's is_whitespace: space, tab, CR, LF and U+202F.
 bool reference_whitespace(char32_t c) {
   return c == ' ' || c == '\t' || c == '\r' || c == '\n' || c == 0x202F;
-}
-
-/// Decodes one UTF-8 code point at `i` (advancing it); a byte that does not
-/// start a complete, well-formed sequence decodes as itself.
-char32_t next_code_point(const std::string& text, std::size_t& i) {
-  const auto lead = static_cast<unsigned char>(text[i]);
-  const std::size_t extra = lead < 0x80             ? 0
-                            : (lead & 0xE0) == 0xC0 ? 1
-                            : (lead & 0xF0) == 0xE0 ? 2
-                            : (lead & 0xF8) == 0xF0 ? 3
-                                                    : 0;
-  bool complete = extra > 0 && i + extra < text.size();
-  for (std::size_t k = 1; complete && k <= extra; ++k)
-    complete = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-  if (!complete) {
-    ++i;
-    return lead;
-  }
-  char32_t c = lead & (0x7F >> (extra + 1));
-  for (std::size_t k = 1; k <= extra; ++k)
-    c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-  i += extra + 1;
-  return c;
 }
 
 /// Whitespace words and, per code point, the word it belongs to.
@@ -52,7 +30,7 @@ Words split_words(const std::string& context) {
   bool previous_space = true;
   for (std::size_t i = 0; i < context.size();) {
     const std::size_t begin = i;
-    const char32_t c = next_code_point(context, i);
+    const char32_t c = utf8::next(context, i);
     if (reference_whitespace(c)) {
       previous_space = true;
     } else {
@@ -145,7 +123,7 @@ SquadFeatures make_squad_features(const SquadFile& squad, const WordPieceTokeniz
       const SquadAnswer& answer = question.answers.front();
       std::int64_t length = 0;
       for (std::size_t i = 0; i < answer.text.size();) {
-        next_code_point(answer.text, i);
+        utf8::next(answer.text, i);
         ++length;
       }
       const std::int64_t first_char = answer.start, last_char = answer.start + length - 1;

@@ -7,6 +7,7 @@
 
 #include "polyhal/error.hpp"
 #include "polyhal/squad_data.hpp"
+#include "util/utf8.hpp"
 
 namespace polyhal {
 namespace {
@@ -49,10 +50,9 @@ std::size_t byte_offset(const std::string& text, std::int64_t index) {
   std::size_t byte = 0;
   for (std::int64_t k = 0; k < index; ++k) {
     if (byte >= text.size()) return std::string::npos;
-    const auto lead = static_cast<unsigned char>(text[byte]);
-    byte += lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    utf8::next(text, byte);
   }
-  return byte <= text.size() ? byte : std::string::npos;
+  return byte;
 }
 
 }  // namespace

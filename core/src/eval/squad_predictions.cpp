@@ -8,57 +8,10 @@
 #include <set>
 #include <stdexcept>
 
+#include "util/utf8.hpp"
+
 namespace polyhal {
 namespace {
-
-/// UTF-8 text as code points (the reference works on Python str characters).
-std::u32string code_points(const std::string& text) {
-  std::u32string out;
-  for (std::size_t i = 0; i < text.size();) {
-    const auto lead = static_cast<unsigned char>(text[i]);
-    const std::size_t extra = lead < 0x80             ? 0
-                              : (lead & 0xE0) == 0xC0 ? 1
-                              : (lead & 0xF0) == 0xE0 ? 2
-                              : (lead & 0xF8) == 0xF0 ? 3
-                                                      : 0;
-    bool complete = extra > 0 && i + extra < text.size();
-    for (std::size_t k = 1; complete && k <= extra; ++k)
-      complete = (static_cast<unsigned char>(text[i + k]) & 0xC0) == 0x80;
-    if (!complete) {
-      out.push_back(lead);
-      ++i;
-      continue;
-    }
-    char32_t c = lead & (0x7F >> (extra + 1));
-    for (std::size_t k = 1; k <= extra; ++k)
-      c = (c << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
-    out.push_back(c);
-    i += extra + 1;
-  }
-  return out;
-}
-
-std::string utf8(const std::u32string& text) {
-  std::string out;
-  for (char32_t c : text) {
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xC0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xE0 | (c >> 12));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (c >> 18));
-      out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    }
-  }
-  return out;
-}
 
 /// Text without spaces, and for each kept character its index in `text`.
 std::pair<std::u32string, std::vector<std::size_t>> strip_spaces(const std::u32string& text) {
@@ -95,8 +48,8 @@ std::string squad_final_text(const std::string& predicted, const std::string& or
   std::string tokenized;
   for (const auto& t : tokenizer.basic_tokenize(original))
     tokenized += (tokenized.empty() ? "" : " ") + t;
-  const std::u32string tok = code_points(tokenized), pred = code_points(predicted),
-                       orig = code_points(original);
+  const std::u32string tok = utf8::decode(tokenized), pred = utf8::decode(predicted),
+                       orig = utf8::decode(original);
   const std::size_t start = tok.find(pred);
   if (pred.empty() || start == std::u32string::npos) return original;
   const std::size_t end = start + pred.size() - 1;
@@ -108,7 +61,7 @@ std::string squad_final_text(const std::string& predicted, const std::string& or
   const auto s = tok_to_ns.find(start), e = tok_to_ns.find(end);
   if (s == tok_to_ns.end() || e == tok_to_ns.end()) return original;
   const std::size_t orig_start = orig_map[s->second], orig_end = orig_map[e->second];
-  return utf8(orig.substr(orig_start, orig_end - orig_start + 1));
+  return utf8::encode(orig.substr(orig_start, orig_end - orig_start + 1));
 }
 
 std::vector<SquadAnswerPrediction> predict_squad_answers(
