@@ -10,6 +10,8 @@ namespace polyhal::launcher {
 std::unique_ptr<Task> make_matmul_bench_task();
 std::unique_ptr<Task> make_inference_task();
 std::unique_ptr<Task> make_pretrain_task();
+std::unique_ptr<Task> make_squad_task();
+std::unique_ptr<Task> make_glue_task();
 
 const std::vector<std::unique_ptr<Task>>& registered_tasks() {
   static const std::vector<std::unique_ptr<Task>> tasks = [] {
@@ -17,6 +19,8 @@ const std::vector<std::unique_ptr<Task>>& registered_tasks() {
     all.push_back(make_matmul_bench_task());
     all.push_back(make_inference_task());
     all.push_back(make_pretrain_task());
+    all.push_back(make_squad_task());
+    all.push_back(make_glue_task());
     return all;
   }();
   return tasks;

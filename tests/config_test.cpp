@@ -88,8 +88,8 @@ TEST(Config, MissingRequiredKeyAndUnknownTask) {
   EXPECT_EQ(error_of("task: matmul-bench\n"),
             "c.yaml: key 'backend': required: the backend to run on (cpu, ipu, gaudi)");
   EXPECT_EQ(error_of("backend: cpu\ntask: dance\n"),
-            "c.yaml:2: key 'task': unknown task \"dance\"; this version runs: inference, "
-            "matmul-bench, pretrain");
+            "c.yaml:2: key 'task': unknown task \"dance\"; this version runs: glue, inference, "
+            "matmul-bench, pretrain, squad");
 }
 
 TEST(Config, YamlSyntaxErrorHasLineAndColumn) {

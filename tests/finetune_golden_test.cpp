@@ -64,7 +64,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 
 struct HeadCase {
   const char* golden;  // qa, cls, reg
-  TrainingHead head;
+  TaskHead head;
 };
 
 class FinetuneGoldenTest : public ::testing::TestWithParam<std::string> {};
@@ -72,9 +72,9 @@ class FinetuneGoldenTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(FinetuneGoldenTest, LossAndEveryGradientMatchPyTorch) {
   const FinetuneGolden golden;
   auto device = test::first_device(GetParam());
-  for (const HeadCase& c : {HeadCase{"qa", {TrainingHead::Kind::question_answering, 2}},
-                            HeadCase{"cls", {TrainingHead::Kind::classification, 3}},
-                            HeadCase{"reg", {TrainingHead::Kind::classification, 1}}}) {
+  for (const HeadCase& c : {HeadCase{"qa", {TaskHead::Kind::question_answering, 2, {}}},
+                            HeadCase{"cls", {TaskHead::Kind::classification, 3, {}}},
+                            HeadCase{"reg", {TaskHead::Kind::classification, 1, {}}}}) {
     SCOPED_TRACE(c.golden);
     BertTraining training(*device, golden.config, golden.shape, OptimizerSettings{}, DType::f32, {},
                           0, 0, c.head);

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include <unistd.h>
 #include "metrics_writer.hpp"
 #include "polyhal/error.hpp"
 #include "report.hpp"
+#include "step_progress.hpp"
 #include "task.hpp"
 
 #include "polyhal/pretrain_task.hpp"
@@ -24,42 +24,14 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   const bool model = p.mode == DeviceMode::model;
   const std::int64_t replicas = world ? world->size() : config.batch.replicas;
   const std::int64_t global_batch = replicas * config.batch.grad_accum * config.batch.micro;
-  const bool terminal = ::isatty(STDOUT_FILENO) != 0;
-  double elapsed = 0;
-  std::int64_t timed = 0;
-  const auto observer = [&](const PretrainStep& step, std::int64_t total) {
-    elapsed += step.seconds;
-    ++timed;
-    const double per_step = elapsed / static_cast<double>(timed);
-    const double sequences = static_cast<double>(global_batch) / step.seconds;
-    metrics.write(
-        {{"event", "step"},
-         {"step", step.step},
-         {"loss", step.loss()},
-         {"mlm_loss", step.mlm_loss},
-         {"nsp_loss", step.nsp_loss},
-         {"learning_rate", step.learning_rate},
-         {"grad_norm", step.skipped ? nlohmann::json(nullptr) : nlohmann::json(step.grad_norm)},
-         {"loss_scale", step.loss_scale},
-         {"skipped", step.skipped},
-         {model ? "host_simulation_seconds" : "seconds", step.seconds}});
-    const bool show = step.step % config.log_every == 0 || step.step == total;
-    if (!show && !terminal) return;
-    const std::string line =
-        fmt::format("step {}/{}  loss {:.4f} (mlm {:.4f}, nsp {:.4f})  lr {:.3g}  {}  ETA {}",
-                    step.step, total, step.loss(), step.mlm_loss, step.nsp_loss, step.learning_rate,
-                    model ? fmt::format("host simulation {:.2f} s/step", step.seconds)
-                          : fmt::format("{:.1f} sequences/s", sequences),
-                    clock_text(per_step * static_cast<double>(total - step.step)));
-    std::cout << (terminal ? "\r" : "") << line << (terminal && !show ? "" : "\n") << std::flush;
-  };
+  StepProgress observer(config, global_batch, true, model, metrics);
   std::cout << fmt::format(
       "pretrain: BERT {} seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, "
       "{}, {} on {} ({})\n",
       config.model.hf_config.empty() ? config.model.preset : "custom", config.model.seq_len,
       config.batch.micro, config.batch.grad_accum, replicas, global_batch, config.optimizer.name,
       dtype_name(config.model.precision), p.name, p.product);
-  const auto r = run_pretraining(device, config, run.compile_only, observer, world);
+  const auto r = run_pretraining(device, config, run.compile_only, std::ref(observer), world);
   print_memory(r.memory);
   if (r.estimated_all_reduce_seconds) {
     std::cout << fmt::format(

@@ -27,6 +27,22 @@ struct BertConfig {
   void validate(const std::string& where) const;
 };
 
+/// What sits on the encoder, as Hugging Face's model classes and weight
+/// names: BertForPreTraining (MLM + NSP heads, `cls.*`),
+/// BertForQuestionAnswering (`qa_outputs` Linear(H, 2): start and end logits
+/// per token, no pooler) or BertForSequenceClassification (`classifier`
+/// Linear(H, num_labels) on the pooled output; num_labels 1 is regression
+/// with mean squared error, as STS-B).
+struct TaskHead {
+  enum class Kind : std::uint8_t { pretraining, question_answering, classification };
+  Kind kind = Kind::pretraining;
+  std::int64_t num_labels = 2;      ///< classification only
+  std::vector<std::string> labels;  ///< classification: label names for config.json (optional)
+};
+
+/// "BertForPreTraining", "BertForQuestionAnswering" or "BertForSequenceClassification".
+std::string hf_architecture(const TaskHead& head);
+
 /// Preset names: tiny (L2 H128 A2), mini (L4 H256 A4), small (L4 H512 A8),
 /// medium (L8 H512 A8), base (L12 H768 A12), large (L24 H1024 A16); FFN 4H.
 const std::vector<std::string>& bert_preset_names();
@@ -35,7 +51,10 @@ BertConfig bert_preset(const std::string& name);
 
 /// Reads a Hugging Face config.json. Errors name the file and the key.
 BertConfig read_hf_config(const std::filesystem::path& file);
-/// Writes a Hugging Face config.json for BertForPreTraining.
-void write_hf_config(const BertConfig& config, const std::filesystem::path& file);
+/// Writes a Hugging Face config.json for the model class of `head`
+/// (architectures, and for classification id2label/label2id and
+/// problem_type), atomically: a crash leaves the old file or the new one.
+void write_hf_config(const BertConfig& config, const std::filesystem::path& file,
+                     const TaskHead& head = {});
 
 }  // namespace polyhal

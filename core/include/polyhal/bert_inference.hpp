@@ -1,6 +1,7 @@
 #pragma once
 /// @file bert_inference.hpp
-/// BertForPreTraining in eval mode, on any Device, through Kernels only.
+/// BERT in eval mode, on any Device, through Kernels only: the encoder and
+/// the pre-training, question-answering or classification head.
 ///
 /// Prepared once for a fixed (batch, seq) and precision: every kernel is
 /// prepared in the constructor (a device lacking one fails here, not at step
@@ -42,10 +43,12 @@ struct BertInputs {
 
 /// Host outputs in f32 (empty when not asked for).
 struct BertOutputs {
-  std::vector<float> last_hidden_state;  ///< [batch, seq, hidden]
-  std::vector<float> pooled;             ///< [batch, hidden]
-  std::vector<float> mlm_logits;         ///< [batch, seq, vocab] (with heads)
-  std::vector<float> nsp_logits;         ///< [batch, 2] (with heads)
+  std::vector<float> last_hidden_state;         ///< [batch, seq, hidden]
+  std::vector<float> pooled;                    ///< [batch, hidden]
+  std::vector<float> mlm_logits;                ///< [batch, seq, vocab] (with heads)
+  std::vector<float> nsp_logits;                ///< [batch, 2] (with heads)
+  std::vector<float> start_logits, end_logits;  ///< question answering: [batch, seq] each
+  std::vector<float> logits;  ///< classification: [batch, num_labels]; regression: [batch]
 };
 
 class BertInference {
@@ -53,6 +56,11 @@ class BertInference {
   /// Prepares every kernel on `device`. `with_heads` adds the MLM and NSP heads.
   BertInference(Device& device, const BertConfig& config, BertShape shape, DType precision,
                 bool with_heads);
+  /// The model class of `head` (bert_config.hpp): BertForPreTraining with its
+  /// MLM and NSP heads, BertForQuestionAnswering (start/end logits, no
+  /// pooler) or BertForSequenceClassification (pooled output and logits).
+  BertInference(Device& device, const BertConfig& config, BertShape shape, DType precision,
+                const TaskHead& head);
   ~BertInference();
   BertInference(const BertInference&) = delete;
   BertInference& operator=(const BertInference&) = delete;
@@ -71,11 +79,13 @@ class BertInference {
   /// nullopt when the device gives none for some kernel (real hardware).
   std::optional<double> estimate_seconds() const;
   const BertConfig& config() const;
+  const TaskHead& head() const;
   BertShape shape() const;
 
   struct State;
 
  private:
+  void read_head_outputs(BertOutputs& out) const;
   std::unique_ptr<State> state_;
 };
 

@@ -38,15 +38,6 @@ struct TrainingBatch {
   std::uint64_t index = 0;             ///< position in the data stream: keys the dropout masks
 };
 
-/// What the encoder is trained for, with Hugging Face's heads and weight
-/// names: BertForPreTraining (MLM + NSP), BertForQuestionAnswering
-/// (`qa_outputs`, no pooler) or BertForSequenceClassification (`classifier`
-/// on the pooled output; num_labels 1 is regression with mean squared error).
-struct TrainingHead {
-  enum class Kind { pretraining, question_answering, classification } kind = Kind::pretraining;
-  std::int64_t num_labels = 2;
-};
-
 struct OptimizerSettings {
   std::string kind = "lamb";  ///< lamb | adamw | sgd
   double learning_rate = 1e-3;
@@ -93,7 +84,7 @@ class BertTraining {
   BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                OptimizerSettings optimizer, DType precision = DType::f32,
                DropoutSettings dropout = {}, std::uint64_t seed = 0,
-               std::int64_t max_predictions = 0, TrainingHead head = {});
+               std::int64_t max_predictions = 0, TaskHead head = {});
   ~BertTraining();
   BertTraining(const BertTraining&) = delete;
   BertTraining& operator=(const BertTraining&) = delete;

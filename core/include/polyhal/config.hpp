@@ -19,6 +19,11 @@
 ///   data: {source: generated | text, text_file: <path>, vocab: <vocab.txt>,
 ///          lower_case: true, seed: 0}
 ///   inference: {iterations: 20, warmup: 3, output: <path>}
+///   finetune: {do: [train, eval, predict], train_file, eval_file, predict_file,
+///              output_dir, epochs: 2, warmup_proportion: 0.1, eval_batch,
+///              squad: doc_stride, max_query_length, n_best_size,
+///              max_answer_length, null_score_diff_threshold,
+///              version_2_with_negative; glue: glue_task}
 /// Unknown keys and bad values are ConfigErrors naming file, line and key.
 #include <array>
 #include <cstdint>
@@ -117,6 +122,28 @@ struct InferenceSection {
   std::filesystem::path output;
 };
 
+/// Tasks `squad` and `glue` (docs/finetuning.md). What runs follows the
+/// files given (train_file: train, eval_file: evaluate after every epoch,
+/// predict_file: predict) unless `do` lists it.
+struct FinetuneSection {
+  bool train = false, eval = false, predict = false;
+  std::filesystem::path train_file, eval_file, predict_file;
+  /// eval/ and predict/ results, model/ (Hugging Face directory) at the end.
+  std::filesystem::path output_dir;
+  std::int64_t epochs = 2;
+  /// Linear warm-up over this share of the optimizer steps (the seeds'
+  /// warmup_proportion); optimizer.warmup_steps, when given, wins.
+  double warmup_proportion = 0.1;
+  std::int64_t eval_batch = 0;  ///< rows per evaluation batch (0: batch.micro)
+  // squad
+  std::int64_t doc_stride = 128, max_query_length = 64;
+  std::int64_t n_best_size = 20, max_answer_length = 30;
+  double null_score_diff_threshold = 0.0;
+  std::optional<bool> version_2_with_negative;  ///< unset: v2.0 when the file says so
+  // glue
+  std::string glue_task;  ///< cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli
+};
+
 struct RunConfig {
   std::filesystem::path file;
   std::string backend;
@@ -132,6 +159,7 @@ struct RunConfig {
   InferenceSection inference;
   OptimizerSection optimizer;
   CheckpointSection checkpoint;
+  FinetuneSection finetune;
   std::int64_t steps = 100;     ///< optimizer steps (pretrain)
   std::int64_t log_every = 10;  ///< progress line interval (pretrain)
   std::string log_level = "info";
@@ -153,12 +181,13 @@ struct RunConfig {
 struct TaskSchema {
   std::string name;                   ///< the config key `task`
   std::vector<std::string> sections;  ///< of matmul_bench, model, batch, collective,
-                                      ///< data, inference, optimizer, steps, checkpoint
+                                      ///< data, inference, optimizer, steps, checkpoint,
+                                      ///< finetune
   std::vector<std::string> required;
 };
 
 /// The schemas of the tasks built into this version (matmul-bench,
-/// inference, pretrain). The launcher passes its task registry's instead.
+/// inference, pretrain, squad, glue). The launcher passes its task registry's instead.
 const std::vector<TaskSchema>& builtin_task_schemas();
 /// The built-in schema named `name`; std::invalid_argument if there is none.
 const TaskSchema& builtin_task_schema(const std::string& name);

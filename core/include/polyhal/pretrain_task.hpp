@@ -22,12 +22,13 @@ namespace polyhal {
 struct PretrainStep {
   std::int64_t step = 0;
   double mlm_loss = 0, nsp_loss = 0;
+  double task_loss = 0;  ///< fine-tuning: the head's loss
   double learning_rate = 0;
   double grad_norm = 0;     ///< global gradient norm before clipping
   double loss_scale = 1.0;  ///< the scale this step ran with
   bool skipped = false;     ///< gradient overflow: weights unchanged
   double seconds = 0;       ///< wall time of the step on this host
-  double loss() const { return mlm_loss + nsp_loss; }
+  double loss() const { return mlm_loss + nsp_loss + task_loss; }
 };
 
 struct PretrainResult {

@@ -7,10 +7,12 @@
 #include <cmath>
 #include <functional>
 #include <stdexcept>
+#include <tuple>
 
 #include "polyhal/bert_config.hpp"
 #include "polyhal/config.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/glue_data.hpp"
 #include "util/format.hpp"
 
 namespace polyhal {
@@ -403,6 +405,104 @@ void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) 
   }
 }
 
+/// `finetune`: shared keys, then the keys of the task that reads it.
+void read_finetune(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
+  const bool squad = config.task == "squad";
+  std::vector<std::string> keys{"do",         "train_file", "eval_file",         "predict_file",
+                                "output_dir", "epochs",     "warmup_proportion", "eval_batch"};
+  const std::vector<std::string> squad_keys{
+      "doc_stride",        "max_query_length",          "n_best_size",
+      "max_answer_length", "null_score_diff_threshold", "version_2_with_negative"};
+  for (const auto& key : squad ? squad_keys : std::vector<std::string>{"glue_task"})
+    keys.push_back(key);
+  // A key of the other task names that task instead of "unknown key".
+  for (const auto& entry : node) {
+    const std::string name = entry.first.Scalar();
+    const bool squad_only =
+        std::find(squad_keys.begin(), squad_keys.end(), name) != squad_keys.end();
+    if ((squad_only && !squad) || (name == "glue_task" && squad))
+      reader.fail("finetune." + name, fmt::format("used by task {} only, not {}",
+                                                  squad_only ? "squad" : "glue", config.task));
+  }
+  reader.require_known_keys(node, "finetune", keys);
+  auto& f = config.finetune;
+  const auto path = [&](const char* key) {
+    return relative_to(config.file, reader.scalar(node[key], std::string("finetune.") + key));
+  };
+  if (node["train_file"]) f.train_file = path("train_file");
+  if (node["eval_file"]) f.eval_file = path("eval_file");
+  if (node["predict_file"]) f.predict_file = path("predict_file");
+  if (node["output_dir"]) f.output_dir = path("output_dir");
+  f.train = !f.train_file.empty();
+  f.eval = !f.eval_file.empty();
+  f.predict = !f.predict_file.empty();
+  if (node["do"]) {
+    const YAML::Node list = node["do"];
+    f.train = f.eval = f.predict = false;
+    const auto take = [&](const YAML::Node& item) {
+      const std::string what = reader.scalar(item, "finetune.do");
+      if (what == "train")
+        f.train = true;
+      else if (what == "eval")
+        f.eval = true;
+      else if (what == "predict")
+        f.predict = true;
+      else
+        reader.fail("finetune.do",
+                    fmt::format("expected train, eval or predict, got \"{}\"", what));
+    };
+    if (list.IsSequence()) {
+      for (const auto& item : list) take(item);
+    } else {
+      take(list);
+    }
+    if (!f.train && !f.eval && !f.predict)
+      reader.fail("finetune.do", "nothing to do: list train, eval and/or predict");
+  }
+  for (const auto& [wanted, file, key] : {std::tuple{f.train, f.train_file, "train_file"},
+                                          std::tuple{f.eval, f.eval_file, "eval_file"},
+                                          std::tuple{f.predict, f.predict_file, "predict_file"}}) {
+    if (wanted && file.empty())
+      reader.fail(std::string("finetune.") + key,
+                  fmt::format("required by finetune.do: {}",
+                              std::string(key).substr(0, std::string(key).find('_'))));
+  }
+  if (!f.train && !f.eval && !f.predict)
+    reader.fail("finetune", "nothing to do: give train_file, eval_file and/or predict_file");
+  if (node["epochs"]) f.epochs = reader.integer(node["epochs"], "finetune.epochs", 1);
+  if (node["warmup_proportion"]) {
+    f.warmup_proportion = reader.number(node["warmup_proportion"], "finetune.warmup_proportion");
+    if (f.warmup_proportion < 0.0 || f.warmup_proportion > 1.0)
+      reader.fail("finetune.warmup_proportion", "expected a share in [0, 1]");
+  }
+  if (node["eval_batch"])
+    f.eval_batch = reader.integer(node["eval_batch"], "finetune.eval_batch", 1);
+  for (auto [key, field] :
+       {std::pair{"doc_stride", &f.doc_stride}, std::pair{"max_query_length", &f.max_query_length},
+        std::pair{"n_best_size", &f.n_best_size},
+        std::pair{"max_answer_length", &f.max_answer_length}}) {
+    if (node[key]) *field = reader.integer(node[key], std::string("finetune.") + key, 1);
+  }
+  if (node["null_score_diff_threshold"])
+    f.null_score_diff_threshold =
+        reader.number(node["null_score_diff_threshold"], "finetune.null_score_diff_threshold");
+  if (node["version_2_with_negative"])
+    f.version_2_with_negative =
+        reader.boolean(node["version_2_with_negative"], "finetune.version_2_with_negative");
+  if (node["glue_task"]) {
+    f.glue_task = reader.scalar(node["glue_task"], "finetune.glue_task");
+    try {
+      glue_task(f.glue_task);
+    } catch (const ConfigError& e) {
+      reader.fail("finetune.glue_task", e.what());
+    }
+  }
+  if (!squad && f.glue_task.empty())
+    reader.fail("finetune.glue_task",
+                "required by task glue (cola, sst-2, mrpc, sts-b, qqp, mnli, "
+                "mnli-mm, qnli, rte or wnli)");
+}
+
 }  // namespace
 
 std::string RunConfig::locate(const std::string& key_path) const {
@@ -474,7 +574,13 @@ const std::vector<TaskSchema>& builtin_task_schemas() {
       {"inference", {"model", "batch", "collective", "data", "inference"}, {}},
       {"pretrain",
        {"model", "batch", "collective", "data", "optimizer", "steps", "checkpoint"},
-       {}}};
+       {}},
+      {"squad",
+       {"model", "batch", "collective", "data", "optimizer", "checkpoint", "finetune"},
+       {"finetune"}},
+      {"glue",
+       {"model", "batch", "collective", "data", "optimizer", "checkpoint", "finetune"},
+       {"finetune"}}};
   return schemas;
 }
 
@@ -510,7 +616,7 @@ RunConfig load_run_config(const std::filesystem::path& file,
   reader.require_known_keys(root, "",
                             {"backend", "plugin_paths", "allow_world_writable_plugins", "device",
                              "task", "matmul_bench", "log", "model", "batch", "collective", "data",
-                             "inference", "optimizer", "steps", "checkpoint"});
+                             "inference", "optimizer", "steps", "checkpoint", "finetune"});
   if (!root["backend"]) reader.fail("backend", "required: the backend to run on (cpu, ipu, gaudi)");
   config.backend = reader.scalar(root["backend"], "backend");
   if (root["plugin_paths"]) {
@@ -565,6 +671,7 @@ RunConfig load_run_config(const std::filesystem::path& file,
       {"optimizer", [&](const YAML::Node& n) { read_optimizer(n, reader, config); }},
       {"steps", [&](const YAML::Node& n) { config.steps = reader.integer(n, "steps", 1); }},
       {"checkpoint", [&](const YAML::Node& n) { read_checkpoint(n, reader, config); }},
+      {"finetune", [&](const YAML::Node& n) { read_finetune(n, reader, config); }},
   };
   for (const auto& [section, read] : sections) {
     if (!root[section]) continue;

@@ -99,7 +99,10 @@ SquadFile read_squad_json(const std::filesystem::path& file, std::uintmax_t max_
             r.fail(path + ".is_impossible", "expected true or false");
           question.impossible = qas[q]["is_impossible"].get<bool>();
         }
-        const json& answers = r.array(qas[q], path, "answers");
+        // No "answers" at all: a question to predict, without gold answers.
+        static const json no_answers = json::array();
+        const json& answers =
+            qas[q].contains("answers") ? r.array(qas[q], path, "answers") : no_answers;
         for (std::size_t k = 0; k < answers.size() && !question.impossible; ++k) {
           const std::string answer_path = fmt::format("{}.answers[{}]", path, k);
           SquadAnswer answer;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "polyhal/error.hpp"
+#include "util/atomic_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -118,23 +119,48 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
   return c;
 }
 
-void write_hf_config(const BertConfig& c, const std::filesystem::path& file) {
-  const nlohmann::json json{{"architectures", {"BertForPreTraining"}},
-                            {"model_type", "bert"},
-                            {"vocab_size", c.vocab_size},
-                            {"hidden_size", c.hidden_size},
-                            {"num_hidden_layers", c.num_hidden_layers},
-                            {"num_attention_heads", c.num_attention_heads},
-                            {"intermediate_size", c.intermediate_size},
-                            {"max_position_embeddings", c.max_position_embeddings},
-                            {"type_vocab_size", c.type_vocab_size},
-                            {"layer_norm_eps", c.layer_norm_eps},
-                            {"hidden_act", c.hidden_act},
-                            {"hidden_dropout_prob", 0.1},
-                            {"attention_probs_dropout_prob", 0.1},
-                            {"initializer_range", 0.02},
-                            {"pad_token_id", 0}};
-  std::ofstream(file) << json.dump(2) << '\n';
+std::string hf_architecture(const TaskHead& head) {
+  switch (head.kind) {
+    case TaskHead::Kind::question_answering:
+      return "BertForQuestionAnswering";
+    case TaskHead::Kind::classification:
+      return "BertForSequenceClassification";
+    case TaskHead::Kind::pretraining:
+      break;
+  }
+  return "BertForPreTraining";
+}
+
+void write_hf_config(const BertConfig& c, const std::filesystem::path& file, const TaskHead& head) {
+  nlohmann::json json{{"architectures", {hf_architecture(head)}},
+                      {"model_type", "bert"},
+                      {"vocab_size", c.vocab_size},
+                      {"hidden_size", c.hidden_size},
+                      {"num_hidden_layers", c.num_hidden_layers},
+                      {"num_attention_heads", c.num_attention_heads},
+                      {"intermediate_size", c.intermediate_size},
+                      {"max_position_embeddings", c.max_position_embeddings},
+                      {"type_vocab_size", c.type_vocab_size},
+                      {"layer_norm_eps", c.layer_norm_eps},
+                      {"hidden_act", c.hidden_act},
+                      {"hidden_dropout_prob", 0.1},
+                      {"attention_probs_dropout_prob", 0.1},
+                      {"initializer_range", 0.02},
+                      {"pad_token_id", 0}};
+  if (head.kind == TaskHead::Kind::classification) {
+    nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
+    for (std::int64_t i = 0; i < head.num_labels; ++i) {
+      const auto index = static_cast<std::size_t>(i);
+      const std::string label =
+          index < head.labels.size() ? head.labels[index] : fmt::format("LABEL_{}", i);
+      id2label[std::to_string(i)] = label;
+      label2id[label] = i;
+    }
+    json["id2label"] = id2label;
+    json["label2id"] = label2id;
+    json["problem_type"] = head.num_labels == 1 ? "regression" : "single_label_classification";
+  }
+  detail::write_file_atomically(file, json.dump(2) + "\n");
 }
 
 }  // namespace polyhal

@@ -14,27 +14,59 @@ struct BertInference::State {
   BertConfig config;
   BertShape shape;
   bool with_heads;
+  TaskHead head;
   std::unique_ptr<BertProgram> bert;
   bool loaded = false;
 
   Program& program() { return bert->program; }
 };
 
-BertInference::BertInference(Device& device, const BertConfig& config, BertShape shape,
-                             DType precision, bool with_heads)
-    : state_(std::make_unique<State>()) {
+namespace {
+
+BertHead program_head(const TaskHead& head) {
+  switch (head.kind) {
+    case TaskHead::Kind::question_answering:
+      return BertHead::question_answering;
+    case TaskHead::Kind::classification:
+      return BertHead::classification;
+    case TaskHead::Kind::pretraining:
+      break;
+  }
+  return BertHead::pretraining;
+}
+
+/// Declares the program (the encoder, and the head's outputs when
+/// `with_heads`) and prepares every kernel: a device lacking one fails now,
+/// and the plan knows the kernels' scratch. Nothing is allocated until
+/// load_weights.
+std::unique_ptr<BertInference::State> declare_inference(Device& device, const BertConfig& config,
+                                                        BertShape shape, DType precision,
+                                                        const TaskHead& head, bool with_heads) {
   BertProgramOptions options;
   options.config = config;
   options.shape = shape;
   options.heads = with_heads;
-  state_->config = config;
-  state_->shape = shape;
-  state_->with_heads = with_heads;
-  state_->bert = declare_bert(device, precision, options);
-  // Every kernel is prepared here: a device lacking one fails now, and the
-  // plan knows the kernels' scratch. Nothing is allocated until load_weights.
-  state_->program().prepare_kernels();
+  options.head = program_head(head);
+  options.num_labels = head.num_labels;
+  auto state = std::make_unique<BertInference::State>();
+  state->config = config;
+  state->shape = shape;
+  state->with_heads = with_heads;
+  state->head = head;
+  state->bert = declare_bert(device, precision, options);
+  state->program().prepare_kernels();
+  return state;
 }
+
+}  // namespace
+
+BertInference::BertInference(Device& device, const BertConfig& config, BertShape shape,
+                             DType precision, bool with_heads)
+    : state_(declare_inference(device, config, shape, precision, TaskHead{}, with_heads)) {}
+
+BertInference::BertInference(Device& device, const BertConfig& config, BertShape shape,
+                             DType precision, const TaskHead& head)
+    : state_(declare_inference(device, config, shape, precision, head, true)) {}
 
 BertInference::~BertInference() = default;
 
@@ -78,16 +110,42 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
   program.device().synchronize();
   if (out != nullptr) {
     out->last_hidden_state = program.read_floats(s.bert->hidden);
-    out->pooled = program.read_floats(s.bert->pooled);
-    if (s.with_heads) {
-      out->mlm_logits = program.read_floats(s.bert->mlm_logits);
-      out->nsp_logits = program.read_floats(s.bert->nsp_logits);
+    if (s.bert->pooled >= 0) out->pooled = program.read_floats(s.bert->pooled);
+    if (s.with_heads) read_head_outputs(*out);
+  }
+}
+
+void BertInference::read_head_outputs(BertOutputs& out) const {
+  const auto& s = *state_;
+  const Program& program = s.bert->program;
+  switch (s.head.kind) {
+    case TaskHead::Kind::pretraining:
+      out.mlm_logits = program.read_floats(s.bert->mlm_logits);
+      out.nsp_logits = program.read_floats(s.bert->nsp_logits);
+      break;
+    case TaskHead::Kind::question_answering: {
+      // [tokens, 2] interleaved start/end -> two [batch, seq] planes.
+      const auto both = program.read_floats(s.bert->head_logits);
+      const std::size_t tokens = both.size() / 2;
+      out.start_logits.resize(tokens);
+      out.end_logits.resize(tokens);
+      for (std::size_t t = 0; t < tokens; ++t) {
+        out.start_logits[t] = both[2 * t];
+        out.end_logits[t] = both[2 * t + 1];
+      }
+      break;
     }
+    case TaskHead::Kind::classification:
+      out.logits = program.read_floats(s.bert->head_logits);
+      break;
   }
 }
 
 const BertConfig& BertInference::config() const {
   return state_->config;
+}
+const TaskHead& BertInference::head() const {
+  return state_->head;
 }
 BertShape BertInference::shape() const {
   return state_->shape;
@@ -106,7 +164,19 @@ double BertInference::flops() const {
   const double per_layer = 2.0 * t * (3 * h * h + h * h + 2 * h * i) + 4.0 * t * s * h;
   double total = static_cast<double>(c.num_hidden_layers) * per_layer +
                  2.0 * static_cast<double>(state_->shape.batch) * h * h;
-  if (state_->with_heads) total += 2.0 * t * h * (h + static_cast<double>(c.vocab_size));
+  if (!state_->with_heads) return total;
+  switch (state_->head.kind) {
+    case TaskHead::Kind::pretraining:
+      total += 2.0 * t * h * (h + static_cast<double>(c.vocab_size));
+      break;
+    case TaskHead::Kind::question_answering:
+      total += 2.0 * t * h * 2.0 - 2.0 * static_cast<double>(state_->shape.batch) * h * h;
+      break;
+    case TaskHead::Kind::classification:
+      total += 2.0 * static_cast<double>(state_->shape.batch) * h *
+               static_cast<double>(state_->head.num_labels);
+      break;
+  }
   return total;
 }
 

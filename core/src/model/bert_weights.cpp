@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -19,7 +20,9 @@ bool ignorable(const std::string& name) {
 /// Canonical Hugging Face name: "bert." prefix for the encoder, and
 /// LayerNorm.weight/bias for the old gamma/beta.
 std::string canonical_name(std::string name) {
-  if (!name.starts_with("bert.") && !name.starts_with("cls.")) name = "bert." + name;
+  if (!name.starts_with("bert.") && !name.starts_with("cls.") && !name.starts_with("qa_outputs.") &&
+      !name.starts_with("classifier."))
+    name = "bert." + name;
   for (const auto& [old_suffix, new_suffix] : {std::pair{"LayerNorm.gamma", "LayerNorm.weight"},
                                                std::pair{"LayerNorm.beta", "LayerNorm.bias"}}) {
     const std::string from = old_suffix;
@@ -30,7 +33,8 @@ std::string canonical_name(std::string name) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& c) {
+std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& c,
+                                                              const TaskHead& head) {
   const std::int64_t h = c.hidden_size, i = c.intermediate_size;
   std::vector<std::pair<std::string, Shape>> shapes{
       {"bert.embeddings.word_embeddings.weight", {c.vocab_size, h}},
@@ -55,25 +59,41 @@ std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& 
     shapes.push_back({p + "output.LayerNorm.weight", {h}});
     shapes.push_back({p + "output.LayerNorm.bias", {h}});
   }
-  shapes.insert(shapes.end(), {
-                                  {"bert.pooler.dense.weight", {h, h}},
-                                  {"bert.pooler.dense.bias", {h}},
-                                  {"cls.predictions.transform.dense.weight", {h, h}},
-                                  {"cls.predictions.transform.dense.bias", {h}},
-                                  {"cls.predictions.transform.LayerNorm.weight", {h}},
-                                  {"cls.predictions.transform.LayerNorm.bias", {h}},
-                                  {"cls.predictions.bias", {c.vocab_size}},
-                                  {"cls.seq_relationship.weight", {2, h}},
-                                  {"cls.seq_relationship.bias", {2}},
-                              });
+  const auto pooler = [&] {
+    shapes.push_back({"bert.pooler.dense.weight", {h, h}});
+    shapes.push_back({"bert.pooler.dense.bias", {h}});
+  };
+  switch (head.kind) {
+    case TaskHead::Kind::pretraining:
+      pooler();
+      shapes.insert(shapes.end(), {
+                                      {"cls.predictions.transform.dense.weight", {h, h}},
+                                      {"cls.predictions.transform.dense.bias", {h}},
+                                      {"cls.predictions.transform.LayerNorm.weight", {h}},
+                                      {"cls.predictions.transform.LayerNorm.bias", {h}},
+                                      {"cls.predictions.bias", {c.vocab_size}},
+                                      {"cls.seq_relationship.weight", {2, h}},
+                                      {"cls.seq_relationship.bias", {2}},
+                                  });
+      break;
+    case TaskHead::Kind::question_answering:  // BertForQuestionAnswering has no pooler
+      shapes.push_back({"qa_outputs.weight", {2, h}});
+      shapes.push_back({"qa_outputs.bias", {2}});
+      break;
+    case TaskHead::Kind::classification:
+      pooler();
+      shapes.push_back({"classifier.weight", {head.num_labels, h}});
+      shapes.push_back({"classifier.bias", {head.num_labels}});
+      break;
+  }
   return shapes;
 }
 
-TensorMap init_bert_weights(const BertConfig& config, std::uint64_t seed) {
+TensorMap init_bert_weights(const BertConfig& config, std::uint64_t seed, const TaskHead& head) {
   TensorMap weights;
   std::mt19937_64 generator(seed);
   std::normal_distribution<float> normal(0.0f, 0.02f);
-  for (const auto& [name, shape] : bert_tensor_shapes(config)) {
+  for (const auto& [name, shape] : bert_tensor_shapes(config, head)) {
     HostTensor t{shape, std::vector<float>(static_cast<std::size_t>(element_count(shape)), 0.0f)};
     if (name.ends_with("LayerNorm.weight")) {
       std::fill(t.values.begin(), t.values.end(), 1.0f);
@@ -85,39 +105,119 @@ TensorMap init_bert_weights(const BertConfig& config, std::uint64_t seed) {
   return weights;
 }
 
-TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig& config) {
+namespace {
+
+/// The file's tensors under canonical names, without buffers, tied copies
+/// and a pre-training checkpoint's optimizer state.
+TensorMap read_weights(const std::filesystem::path& file) {
   TensorMap raw = read_safetensors(file);
   TensorMap weights;
-  std::vector<std::string> extra;
   for (auto& [name, tensor] : raw) {
-    if (ignorable(name) || ignorable(canonical_name(name))) continue;
+    if (name.starts_with("optimizer.") || ignorable(name) || ignorable(canonical_name(name)))
+      continue;
     weights[canonical_name(name)] = std::move(tensor);
   }
+  return weights;
+}
+
+[[noreturn]] void throw_problems(const std::filesystem::path& file,
+                                 const std::vector<std::string>& problems) {
+  std::string message = fmt::format("{}: {} problem{} with the weights:", file.string(),
+                                    problems.size(), problems.size() == 1 ? "" : "s");
+  const std::size_t shown = std::min<std::size_t>(problems.size(), 10);
+  for (std::size_t i = 0; i < shown; ++i) message += "\n  " + problems[i];
+  if (problems.size() > shown)
+    message += fmt::format("\n  ... and {} more", problems.size() - shown);
+  throw ConfigError(message);
+}
+
+std::string shape_problem(const std::string& name, const Shape& found, const Shape& needed) {
+  return fmt::format("tensor '{}' has shape {}, the model config needs {}", name,
+                     shape_string(found), shape_string(needed));
+}
+
+/// Every name any BERT head of `config` has (to tell another head's tensors
+/// from tensors that are not BERT's at all).
+std::set<std::string> known_names(const BertConfig& config) {
+  std::set<std::string> names;
+  for (const auto kind : {TaskHead::Kind::pretraining, TaskHead::Kind::question_answering,
+                          TaskHead::Kind::classification}) {
+    for (const auto& [name, shape] : bert_tensor_shapes(config, TaskHead{kind, 1, {}}))
+      names.insert(name);
+  }
+  return names;
+}
+
+/// The tensors the head adds on the encoder (pooler, qa_outputs, classifier, cls).
+bool head_tensor(const std::string& name) {
+  return !name.starts_with("bert.embeddings.") && !name.starts_with("bert.encoder.");
+}
+
+}  // namespace
+
+TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig& config,
+                            const TaskHead& head) {
+  TensorMap weights = read_weights(file);
   std::vector<std::string> problems;
   std::set<std::string> expected;
-  for (const auto& [name, shape] : bert_tensor_shapes(config)) {
+  for (const auto& [name, shape] : bert_tensor_shapes(config, head)) {
     expected.insert(name);
     auto it = weights.find(name);
     if (it == weights.end()) {
       problems.push_back(fmt::format("missing tensor '{}' {}", name, shape_string(shape)));
     } else if (it->second.shape != shape) {
-      problems.push_back(fmt::format("tensor '{}' has shape {}, the model config needs {}", name,
-                                     shape_string(it->second.shape), shape_string(shape)));
+      problems.push_back(shape_problem(name, it->second.shape, shape));
     }
   }
   for (const auto& [name, tensor] : weights) {
     if (!expected.contains(name)) problems.push_back(fmt::format("unexpected tensor '{}'", name));
   }
-  if (!problems.empty()) {
-    std::string message = fmt::format("{}: {} problem{} with the weights:", file.string(),
-                                      problems.size(), problems.size() == 1 ? "" : "s");
-    const std::size_t shown = std::min<std::size_t>(problems.size(), 10);
-    for (std::size_t i = 0; i < shown; ++i) message += "\n  " + problems[i];
-    if (problems.size() > shown)
-      message += fmt::format("\n  ... and {} more", problems.size() - shown);
-    throw ConfigError(message);
-  }
+  if (!problems.empty()) throw_problems(file, problems);
   return weights;
+}
+
+HeadStart load_bert_weights_for_head(const std::filesystem::path& file, const BertConfig& config,
+                                     const TaskHead& head, std::uint64_t seed) {
+  TensorMap found = read_weights(file);
+  const TensorMap fresh = init_bert_weights(config, seed, head);
+  const std::set<std::string> known = known_names(config);
+  HeadStart start;
+  std::vector<std::string> problems;
+  for (const auto& [name, shape] : bert_tensor_shapes(config, head)) {
+    auto it = found.find(name);
+    if (it == found.end()) {
+      if (!head_tensor(name)) {
+        problems.push_back(fmt::format("missing tensor '{}' {}", name, shape_string(shape)));
+      } else {
+        start.initialised.push_back(name);
+        start.weights[name] = fresh.at(name);
+      }
+      continue;
+    }
+    if (it->second.shape != shape) {
+      problems.push_back(
+          name.starts_with("classifier.")
+              ? fmt::format("tensor '{}' has shape {}, the task needs {}: the file was fine-tuned "
+                            "for {} labels; start from its encoder (a pre-training checkpoint "
+                            "or its hf/ export) instead",
+                            name, shape_string(it->second.shape), shape_string(shape),
+                            it->second.shape.empty() ? 0 : it->second.shape[0])
+              : shape_problem(name, it->second.shape, shape));
+      continue;
+    }
+    start.weights[name] = std::move(it->second);
+    found.erase(it);
+  }
+  for (const auto& [name, tensor] : found) {
+    if (start.weights.contains(name)) continue;
+    if (known.contains(name)) {
+      start.unused.push_back(name);
+    } else {
+      problems.push_back(fmt::format("unexpected tensor '{}'", name));
+    }
+  }
+  if (!problems.empty()) throw_problems(file, problems);
+  return start;
 }
 
 void save_bert_weights(const TensorMap& weights, DType dtype, const std::filesystem::path& file) {

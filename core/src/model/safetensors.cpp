@@ -1,13 +1,12 @@
 #include "polyhal/safetensors.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "polyhal/error.hpp"
+#include "util/atomic_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -127,10 +126,8 @@ void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesys
   }
   std::string header_text = header.dump();
   header_text.append((8 - header_text.size() % 8) % 8, ' ');  // align data to 8 bytes
-  const std::filesystem::path temporary = file.string() + ".tmp";
-  {
-    std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-    if (!out) throw RuntimeFailure(fmt::format("{}: cannot write", temporary.string()));
+  // Written whole or not at all: a crash leaves either the old file or the new one.
+  detail::write_file_atomically(file, [&](std::ostream& out) {
     std::uint8_t length_bytes[8];
     for (int i = 0; i < 8; ++i)
       length_bytes[i] = static_cast<std::uint8_t>(header_text.size() >> (8 * i));
@@ -142,17 +139,7 @@ void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesys
       convert(t.values.data(), DType::f32, raw.data(), dtype, t.values.size());
       out.write(raw.data(), static_cast<std::streamsize>(raw.size()));
     }
-    out.flush();
-    if (!out)
-      throw RuntimeFailure(fmt::format("{}: write failed (disk full?)", temporary.string()));
-  }
-  // fsync before rename: a crash leaves either the old file or the new one.
-  const int fd = ::open(temporary.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
-  }
-  std::filesystem::rename(temporary, file);
+  });
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& file) {

@@ -58,19 +58,6 @@ TensorMap initial_weights(const std::filesystem::path& file, const BertConfig& c
   }
 }
 
-OptimizerSettings optimizer_settings(const OptimizerSection& o) {
-  OptimizerSettings settings;
-  settings.kind = o.name;
-  settings.learning_rate = o.learning_rate;
-  settings.beta1 = o.beta1;
-  settings.beta2 = o.beta2;
-  settings.epsilon = o.epsilon;
-  settings.weight_decay = o.weight_decay;
-  settings.momentum = o.momentum;
-  settings.max_grad_norm = o.max_grad_norm;
-  return settings;
-}
-
 /// Loads the state every replica starts from: the newest checkpoint when
 /// resuming, else checkpoint.init, model.weights or a seeded initialisation.
 /// Returns the optimizer steps already done.
@@ -103,21 +90,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   result.model_name =
       config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
   const DType precision = config.model.precision;
-  if (!device.supports(precision)) {
-    throw ConfigError(fmt::format(
-        "{}: key 'model.precision': {} does not compute in {}{}", config.locate("model.precision"),
-        device.name(), dtype_name(precision),
-        precision == DType::bf16 ? " (the IPU has f16 and f32: use f16 with loss scaling)"
-                                 : " (use bf16 or f32)"));
-  }
-  if (across_processes && config.batch.replicas != 1 &&
-      config.batch.replicas != across_processes->size()) {
-    throw ConfigError(fmt::format(
-        "{}: key 'batch.replicas': {} replicas, but mpirun started {} ranks (one replica each); "
-        "set it to {} or leave it at 1",
-        config.locate("batch.replicas"), config.batch.replicas, across_processes->size(),
-        across_processes->size()));
-  }
+  check_training_setup(device, config, across_processes);
   const BertShape shape{config.batch.micro, config.model.seq_len};
   const OptimizerSettings settings = optimizer_settings(config.optimizer);
   // The data never labels more than max_predictions positions per sequence,
@@ -184,11 +157,17 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   if (resume) scaler.restore(resume->metadata);
   resume.reset();  // the state is loaded: free the host copy
 
+  TrainingLog log;
   group.run([&](int r) {
-    Trainer trainer(*replicas[static_cast<std::size_t>(r)], group.communicator(r), config, *data,
-                    store, scaler, result.model_name, sharded);
-    trainer.run(done, observer, result);
+    LossScaler replica_scaler = scaler;
+    Trainer trainer(
+        *replicas[static_cast<std::size_t>(r)], group.communicator(r), config,
+        [&data](std::uint64_t index) { return data->batch(index); }, store, replica_scaler,
+        {{"model", result.model_name}, {"writer", "polyhal pretrain"}}, sharded);
+    if (config.steps > done) trainer.run(done + 1, config.steps, observer, log);
   });
+  result.steps = std::move(log.steps);
+  result.checkpoints = std::move(log.checkpoints);
   result.profile = replicas.front()->profile();
   const bool lead = !across_processes || across_processes->rank() == 0;
   if (lead && store.enabled() && config.steps > done) {

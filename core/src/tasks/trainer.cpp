@@ -7,7 +7,42 @@
 #include <chrono>
 #include <limits>
 
+#include "polyhal/error.hpp"
+
 namespace polyhal {
+
+OptimizerSettings optimizer_settings(const OptimizerSection& o) {
+  OptimizerSettings settings;
+  settings.kind = o.name;
+  settings.learning_rate = o.learning_rate;
+  settings.beta1 = o.beta1;
+  settings.beta2 = o.beta2;
+  settings.epsilon = o.epsilon;
+  settings.weight_decay = o.weight_decay;
+  settings.momentum = o.momentum;
+  settings.max_grad_norm = o.max_grad_norm;
+  return settings;
+}
+
+void check_training_setup(Device& device, const RunConfig& config,
+                          const Communicator* across_processes) {
+  const DType precision = config.model.precision;
+  if (!device.supports(precision)) {
+    throw ConfigError(fmt::format(
+        "{}: key 'model.precision': {} does not compute in {}{}", config.locate("model.precision"),
+        device.name(), dtype_name(precision),
+        precision == DType::bf16 ? " (the IPU has f16 and f32: use f16 with loss scaling)"
+                                 : " (use bf16 or f32)"));
+  }
+  if (across_processes && config.batch.replicas != 1 &&
+      config.batch.replicas != across_processes->size()) {
+    throw ConfigError(fmt::format(
+        "{}: key 'batch.replicas': {} replicas, but mpirun started {} ranks (one replica each); "
+        "set it to {} or leave it at 1",
+        config.locate("batch.replicas"), config.batch.replicas, across_processes->size(),
+        across_processes->size()));
+  }
+}
 
 PretrainStep Trainer::step(std::int64_t number) {
   const auto start = std::chrono::steady_clock::now();
@@ -17,20 +52,23 @@ PretrainStep Trainer::step(std::int64_t number) {
   record.step = number;
   record.learning_rate = learning_rate_at(config_.optimizer, number, config_.steps);
   record.loss_scale = scaler_.scale();
-  std::array<float, 2> losses{};
+  std::array<float, 3> losses{};
   for (std::int64_t micro = 0; micro < accumulation; ++micro) {
     const auto index =
         static_cast<std::uint64_t>((number - 1) * accumulation + micro) * replica_count +
         static_cast<std::uint64_t>(replicas_.rank());
-    const auto micro_losses = model_.forward_backward(
-        data_.batch(index), static_cast<int>(accumulation), scaler_.scale());
-    losses[0] += static_cast<float>(micro_losses.mlm / static_cast<double>(accumulation));
-    losses[1] += static_cast<float>(micro_losses.nsp / static_cast<double>(accumulation));
+    const auto micro_losses =
+        model_.forward_backward(batches_(index), static_cast<int>(accumulation), scaler_.scale());
+    const auto share = static_cast<double>(accumulation);
+    losses[0] += static_cast<float>(micro_losses.mlm / share);
+    losses[1] += static_cast<float>(micro_losses.nsp / share);
+    losses[2] += static_cast<float>(micro_losses.task / share);
   }
   replicas_.all_reduce(losses.data(), losses.size(), DType::f32, ReduceOp::mean);
   model_.all_reduce_gradients(replicas_);
   record.mlm_loss = losses[0];
   record.nsp_loss = losses[1];
+  record.task_loss = losses[2];
   const auto norm = model_.optimizer_step(record.learning_rate, scaler_.scale());
   record.skipped = !norm.has_value();
   record.grad_norm = norm.value_or(std::numeric_limits<double>::infinity());
@@ -46,7 +84,7 @@ PretrainStep Trainer::step(std::int64_t number) {
   return record;
 }
 
-void Trainer::save(std::int64_t step, PretrainResult& result) {
+void Trainer::save(std::int64_t step, TrainingLog& log) {
   if (!store_.enabled()) return;
   // Sharded optimizer state is gathered from every replica: a collective.
   const bool lead = replicas_.rank() == 0;
@@ -54,27 +92,25 @@ void Trainer::save(std::int64_t step, PretrainResult& result) {
   if (lead || sharded_) snapshot = model_.state();
   if (!lead) return;
   auto metadata = scaler_.metadata();
-  metadata["model"] = model_name_;
-  metadata["writer"] = "polyhal pretrain";
+  metadata.insert(metadata_.begin(), metadata_.end());
   const auto path = store_.save(step, snapshot, std::move(metadata));
-  result.checkpoints.push_back(path);
+  log.checkpoints.push_back(path);
   spdlog::info("checkpoint {}", path.string());
 }
 
-void Trainer::run(std::int64_t done, const PretrainObserver& observer, PretrainResult& result) {
+void Trainer::run(std::int64_t first, std::int64_t last, const PretrainObserver& observer,
+                  TrainingLog& log) {
   const bool lead = replicas_.rank() == 0;
-  for (std::int64_t number = done + 1; number <= config_.steps; ++number) {
+  for (std::int64_t number = first; number <= last; ++number) {
     const PretrainStep record = step(number);
     if (lead) {
-      result.steps.push_back(record);
+      log.steps.push_back(record);
       if (observer) observer(record, config_.steps);
     }
     // Every replica saves: with sharding, saving is a collective.
-    if (config_.checkpoint.every > 0 && number % config_.checkpoint.every == 0 &&
-        number != config_.steps)
-      save(number, result);
+    if (number == last || (config_.checkpoint.every > 0 && number % config_.checkpoint.every == 0))
+      save(number, log);
   }
-  if (config_.steps > done) save(config_.steps, result);
 }
 
 }  // namespace polyhal

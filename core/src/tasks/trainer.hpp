@@ -1,52 +1,77 @@
 #pragma once
-// One replica's pre-training loop: micro-batches with gradient accumulation,
-// the replicas' mean of losses and gradients, the optimizer step under the
-// learning-rate schedule and loss scaling, and checkpoints.
+// One replica's training loop, for pre-training and fine-tuning alike:
+// micro-batches with gradient accumulation, the replicas' mean of losses and
+// gradients, the optimizer step under the learning-rate schedule and loss
+// scaling, and checkpoints.
 #include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "polyhal/bert_training.hpp"
 #include "polyhal/checkpoint_store.hpp"
 #include "polyhal/collective.hpp"
 #include "polyhal/loss_scaler.hpp"
 #include "polyhal/pretrain_task.hpp"
-#include "polyhal/pretraining_data.hpp"
 
 namespace polyhal {
 
+/// Micro-batch number `index` of the training stream; called from several
+/// replica threads at once.
+using BatchSource = std::function<TrainingBatch(std::uint64_t index)>;
+
+/// The optimizer section as BertTraining takes it.
+OptimizerSettings optimizer_settings(const OptimizerSection& optimizer);
+
+/// Refuses, naming the key, a precision the device cannot train in and a
+/// batch.replicas that disagrees with the number of MPI ranks.
+void check_training_setup(Device& device, const RunConfig& config,
+                          const Communicator* across_processes);
+
+/// What rank 0 records while training.
+struct TrainingLog {
+  std::vector<PretrainStep> steps;
+  std::vector<std::filesystem::path> checkpoints;
+};
+
 class Trainer {
  public:
+  /// `config.steps` is the schedule's total, `config.optimizer` its shape.
   /// `sharded`: the optimizer state is sharded, so saving is a collective.
-  Trainer(BertTraining& model, Communicator& replicas, const RunConfig& config,
-          const PretrainingData& data, const CheckpointStore& store, LossScaler scaler,
-          std::string model_name, bool sharded)
+  /// `metadata` goes into every checkpoint (model, writer).
+  Trainer(BertTraining& model, Communicator& replicas, const RunConfig& config, BatchSource batches,
+          const CheckpointStore& store, LossScaler& scaler,
+          std::map<std::string, std::string> metadata, bool sharded)
       : model_(model),
         replicas_(replicas),
         config_(config),
-        data_(data),
+        batches_(std::move(batches)),
         store_(store),
-        scaler_(std::move(scaler)),
-        model_name_(std::move(model_name)),
+        scaler_(scaler),
+        metadata_(std::move(metadata)),
         sharded_(sharded) {}
 
-  /// Optimizer steps done + 1 .. config.steps. Replica r of N takes every
-  /// N-th micro-batch of the stream, so N replicas see exactly what one
-  /// replica with N x the accumulation would. Rank 0 (of every replica in
-  /// every process) reports each step to `observer`, records it in `result`
-  /// and writes the checkpoints.
-  void run(std::int64_t done, const PretrainObserver& observer, PretrainResult& result);
+  /// Optimizer steps `first` .. `last`. Replica r of N takes every N-th
+  /// micro-batch of the stream, so N replicas see exactly what one replica
+  /// with N x the accumulation would. Rank 0 (of every replica in every
+  /// process) reports each step to `observer`, records it in `log` and
+  /// writes the checkpoints: every checkpoint.every steps, and at `last`.
+  void run(std::int64_t first, std::int64_t last, const PretrainObserver& observer,
+           TrainingLog& log);
 
  private:
   PretrainStep step(std::int64_t number);
-  void save(std::int64_t step, PretrainResult& result);
+  void save(std::int64_t step, TrainingLog& log);
 
   BertTraining& model_;
   Communicator& replicas_;
   const RunConfig& config_;
-  const PretrainingData& data_;
+  BatchSource batches_;
   const CheckpointStore& store_;
-  LossScaler scaler_;
-  std::string model_name_;
+  LossScaler& scaler_;
+  std::map<std::string, std::string> metadata_;
   bool sharded_;
 };
 

@@ -195,7 +195,7 @@ struct BertTraining::State {
 
 BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                            OptimizerSettings optimizer, DType precision, DropoutSettings dropout,
-                           std::uint64_t seed, std::int64_t max_predictions, TrainingHead head)
+                           std::uint64_t seed, std::int64_t max_predictions, TaskHead head)
     : state_(std::make_unique<State>()) {
   for (const double p : {dropout.hidden, dropout.attention}) {
     if (p < 0.0 || p >= 1.0) throw ConfigError(fmt::format("dropout must be in [0, 1), got {}", p));
@@ -221,9 +221,9 @@ BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape m
   options.dropout = dropout.hidden;
   options.attention_dropout = dropout.attention;
   options.num_labels = head.num_labels;
-  options.head = head.kind == TrainingHead::Kind::question_answering ? BertHead::question_answering
-                 : head.kind == TrainingHead::Kind::classification   ? BertHead::classification
-                                                                     : BertHead::pretraining;
+  options.head = head.kind == TaskHead::Kind::question_answering ? BertHead::question_answering
+                 : head.kind == TaskHead::Kind::classification   ? BertHead::classification
+                                                                 : BertHead::pretraining;
   s.head = options.head;
   s.bert = declare_bert(device, precision, options);
   s.declare_optimizer();

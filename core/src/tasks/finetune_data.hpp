@@ -1,0 +1,81 @@
+#pragma once
+// Fine-tuning data (tasks squad and glue): each file as fixed-length model
+// rows, and what evaluation and prediction make of the head's outputs
+// (metrics, and the reference's output files).
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "polyhal/bert_config.hpp"
+#include "polyhal/bert_training.hpp"
+#include "polyhal/config.hpp"
+
+namespace polyhal {
+
+enum class Split : std::uint8_t { train, eval, predict };
+
+/// Rows of one file, each [CLS] ... [SEP] padded to `seq`. Token types and
+/// the attention mask are one byte per token: SQuAD's training set at seq
+/// 384 takes 200 MB instead of 400.
+struct ModelRows {
+  std::int64_t seq = 0;
+  std::vector<std::int32_t> input_ids;
+  std::vector<std::uint8_t> token_type_ids, attention_mask;
+  std::vector<std::int32_t> start_positions, end_positions;  ///< question answering
+  std::vector<std::int32_t> labels;                          ///< classification
+  std::vector<float> targets;                                ///< regression
+
+  std::int64_t count() const {
+    return seq == 0 ? 0 : static_cast<std::int64_t>(input_ids.size()) / seq;
+  }
+  /// Appends one row (exactly `seq` tokens each).
+  void add(std::span<const std::int32_t> ids, std::span<const std::int32_t> types,
+           std::span<const std::int32_t> mask);
+  /// The rows `rows` (indices into this set) as one micro-batch, with labels.
+  TrainingBatch batch(std::span<const std::int64_t> rows) const;
+};
+
+/// What one evaluation or prediction gave.
+struct EvalReport {
+  std::map<std::string, double> metrics;     ///< empty for prediction
+  std::vector<std::filesystem::path> files;  ///< written
+};
+
+/// A task's files, read once, and its evaluation.
+class FinetuneData {
+ public:
+  virtual ~FinetuneData() = default;
+  virtual TaskHead head() const = 0;
+  /// The rows of `split` (empty when the config gives no file for it).
+  virtual const ModelRows& rows(Split split) const = 0;
+  /// Floats per row in the head's output: 2 x seq (start then end logits)
+  /// or num_labels.
+  virtual std::int64_t output_width() const = 0;
+  /// `outputs`: rows(split).count() x output_width(). Scores an eval split;
+  /// writes the reference's files into `dir` unless it is empty.
+  virtual EvalReport evaluate(Split split, const std::vector<float>& outputs,
+                              const std::filesystem::path& dir) const = 0;
+};
+
+/// The head task `config.task` fine-tunes (squad: question answering; glue:
+/// classification with the task's labels, or regression for STS-B).
+TaskHead finetune_head(const RunConfig& config);
+
+/// Reads the files `config.finetune` names for task squad or glue, with the
+/// vocabulary `vocab`, into rows of `seq` tokens. Throws ConfigError naming
+/// file, line or JSON path for bad data.
+std::unique_ptr<FinetuneData> open_finetune_data(const RunConfig& config,
+                                                 const std::filesystem::path& vocab,
+                                                 std::int64_t seq);
+
+/// The two halves of open_finetune_data.
+std::unique_ptr<FinetuneData> open_squad_data(const RunConfig& config,
+                                              const std::filesystem::path& vocab, std::int64_t seq);
+std::unique_ptr<FinetuneData> open_glue_data(const RunConfig& config,
+                                             const std::filesystem::path& vocab, std::int64_t seq);
+
+}  // namespace polyhal

@@ -1,0 +1,64 @@
+#include <fmt/format.h>
+
+#include <stdexcept>
+
+#include "polyhal/glue_data.hpp"
+#include "tasks/finetune_data.hpp"
+
+namespace polyhal {
+
+void ModelRows::add(std::span<const std::int32_t> ids, std::span<const std::int32_t> types,
+                    std::span<const std::int32_t> mask) {
+  const auto width = static_cast<std::size_t>(seq);
+  if (ids.size() != width || types.size() != width || mask.size() != width)
+    throw std::invalid_argument(fmt::format("a row of {} tokens in rows of {}", ids.size(), seq));
+  input_ids.insert(input_ids.end(), ids.begin(), ids.end());
+  for (std::size_t t = 0; t < width; ++t) {
+    token_type_ids.push_back(static_cast<std::uint8_t>(types[t] != 0));
+    attention_mask.push_back(static_cast<std::uint8_t>(mask[t] != 0));
+  }
+}
+
+TrainingBatch ModelRows::batch(std::span<const std::int64_t> rows) const {
+  TrainingBatch batch;
+  const auto width = static_cast<std::size_t>(seq);
+  for (const std::int64_t row : rows) {
+    if (row < 0 || row >= count())
+      throw std::out_of_range(fmt::format("row {} of {}", row, count()));
+    const auto r = static_cast<std::size_t>(row);
+    const auto begin = static_cast<std::ptrdiff_t>(r * width);
+    const auto end = begin + static_cast<std::ptrdiff_t>(width);
+    batch.inputs.input_ids.insert(batch.inputs.input_ids.end(), input_ids.begin() + begin,
+                                  input_ids.begin() + end);
+    batch.inputs.token_type_ids.insert(batch.inputs.token_type_ids.end(),
+                                       token_type_ids.begin() + begin,
+                                       token_type_ids.begin() + end);
+    batch.inputs.attention_mask.insert(batch.inputs.attention_mask.end(),
+                                       attention_mask.begin() + begin,
+                                       attention_mask.begin() + end);
+    if (!start_positions.empty()) {
+      batch.start_positions.push_back(start_positions[r]);
+      batch.end_positions.push_back(end_positions[r]);
+    }
+    if (!labels.empty()) batch.labels.push_back(labels[r]);
+    if (!targets.empty()) batch.targets.push_back(targets[r]);
+  }
+  return batch;
+}
+
+TaskHead finetune_head(const RunConfig& config) {
+  if (config.task == "squad") return {TaskHead::Kind::question_answering, 2, {}};
+  const GlueTaskInfo& task = glue_task(config.finetune.glue_task);
+  if (task.labels.empty()) return {TaskHead::Kind::classification, 1, {}};
+  return {TaskHead::Kind::classification, static_cast<std::int64_t>(task.labels.size()),
+          task.labels};
+}
+
+std::unique_ptr<FinetuneData> open_finetune_data(const RunConfig& config,
+                                                 const std::filesystem::path& vocab,
+                                                 std::int64_t seq) {
+  if (config.task == "squad") return open_squad_data(config, vocab, seq);
+  return open_glue_data(config, vocab, seq);
+}
+
+}  // namespace polyhal

@@ -1,0 +1,31 @@
+#pragma once
+// Progress of a training run, one optimizer step at a time: a metrics JSON
+// line per step, and a progress line with loss, learning rate, throughput
+// and ETA (rewritten in place on a terminal, every log.every steps
+// otherwise). Shared by pretrain, squad and glue.
+#include <cstdint>
+
+#include "metrics_writer.hpp"
+#include "polyhal/config.hpp"
+#include "polyhal/pretrain_task.hpp"
+
+namespace polyhal::launcher {
+
+class StepProgress {
+ public:
+  /// `pretraining`: show the MLM and NSP parts of the loss. `device_model`:
+  /// the times are host simulation of a modelled device, not throughput.
+  StepProgress(const RunConfig& config, std::int64_t global_batch, bool pretraining,
+               bool device_model, MetricsWriter& metrics);
+  void operator()(const PretrainStep& step, std::int64_t total_steps);
+
+ private:
+  const RunConfig& config_;
+  std::int64_t global_batch_;
+  bool pretraining_, device_model_, terminal_;
+  MetricsWriter& metrics_;
+  double elapsed_ = 0;
+  std::int64_t timed_ = 0;
+};
+
+}  // namespace polyhal::launcher

@@ -1,0 +1,134 @@
+// Tasks `squad` and `glue`: fine-tuning with a question-answering or
+// classification head, evaluation every epoch and prediction; one replica
+// per mpirun rank under `collective: mpi`.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "polyhal/error.hpp"
+#include "polyhal/finetune_task.hpp"
+#include "report.hpp"
+#include "step_progress.hpp"
+#include "task.hpp"
+
+namespace polyhal::launcher {
+namespace {
+
+std::string metrics_text(const std::map<std::string, double>& metrics) {
+  std::vector<std::string> parts;
+  for (const auto& [name, value] : metrics) {
+    parts.push_back(name.ends_with("total") ? fmt::format("{} {:.0f}", name, value)
+                                            : fmt::format("{} {:.4g}", name, value));
+  }
+  return fmt::format("{}", fmt::join(parts, ", "));
+}
+
+int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
+                 MetricsWriter& metrics, Communicator* world) {
+  const auto& p = device.properties();
+  const bool model = p.mode == DeviceMode::model;
+  const std::int64_t replicas = world ? world->size() : config.batch.replicas;
+  const std::int64_t global_batch = replicas * config.batch.grad_accum * config.batch.micro;
+  const auto& f = config.finetune;
+  std::vector<std::string> what;
+  if (f.train) what.push_back(fmt::format("train {} epochs", f.epochs));
+  if (f.eval) what.push_back("eval");
+  if (f.predict) what.push_back("predict");
+  std::cout << fmt::format(
+      "{}{}: {}, seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, {}, {} "
+      "on {} ({})\n",
+      config.task, config.task == "glue" ? " " + f.glue_task : "", fmt::join(what, ", "),
+      config.model.seq_len, config.batch.micro, config.batch.grad_accum, replicas, global_batch,
+      config.optimizer.name, dtype_name(config.model.precision), p.name, p.product);
+  StepProgress on_step(config, global_batch, false, model, metrics);
+  const auto on_eval = [&](const FinetuneEvaluation& e) {
+    nlohmann::json line{{"event", e.split},
+                        {"epoch", e.epoch},
+                        {"step", e.step},
+                        {"rows", e.rows},
+                        {"seconds", e.seconds}};
+    for (const auto& [name, value] : e.metrics) line[name] = value;
+    metrics.write(line);
+    std::cout << fmt::format(
+        "{} after epoch {} (step {}): {} rows in {:.1f} s{}{}\n", e.split, e.epoch, e.step, e.rows,
+        e.seconds, e.metrics.empty() ? "" : ": " + metrics_text(e.metrics),
+        e.files.empty() ? "" : "; wrote " + e.files.front().parent_path().string());
+  };
+  const auto r =
+      run_finetuning(device, config, run.compile_only, std::ref(on_step), on_eval, world);
+  print_memory(r.memory);
+  nlohmann::json summary{{"backend", config.backend},
+                         {"device", p.name},
+                         {"mode", std::string(device_mode_name(p.mode))},
+                         {"task", config.task},
+                         {"architecture", hf_architecture(r.head)},
+                         {"precision", std::string(dtype_name(config.model.precision))},
+                         {"seq_len", config.model.seq_len},
+                         {"micro_batch", config.batch.micro},
+                         {"grad_accum", config.batch.grad_accum},
+                         {"replicas", replicas},
+                         {"global_batch", global_batch},
+                         {"optimizer", config.optimizer.name},
+                         {"compile_only", run.compile_only},
+                         {"fits", r.memory.fits}};
+  if (f.train && !run.compile_only) {
+    summary["train_rows"] = r.train_rows;
+    summary["steps_per_epoch"] = r.steps_per_epoch;
+    summary["total_steps"] = r.total_steps;
+    summary["first_step"] = r.first_step;
+  }
+  if (!r.steps.empty()) {
+    double total = 0;
+    for (const auto& s : r.steps) total += s.seconds;
+    summary["final_loss"] = r.steps.back().loss();
+    summary["steps_run"] = r.steps.size();
+    if (!model)
+      summary["sequences_per_second"] =
+          static_cast<double>(global_batch * static_cast<std::int64_t>(r.steps.size())) / total;
+    if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
+  }
+  for (const auto& e : r.evaluations) {
+    if (e.split != "eval") continue;
+    nlohmann::json last = nlohmann::json::object();
+    for (const auto& [name, value] : e.metrics) last[name] = value;
+    summary["eval"] = last;  // the last evaluation's metrics
+  }
+  if (!r.checkpoints.empty())
+    std::cout << fmt::format("  last checkpoint: {}\n", r.checkpoints.back().string());
+  if (!r.exported.empty())
+    std::cout << fmt::format("  fine-tuned model (Hugging Face {}): {}\n", hf_architecture(r.head),
+                             r.exported.string());
+  metrics.write_summary(summary);
+  if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
+  return 0;
+}
+
+class FinetuneTask final : public Task {
+ public:
+  explicit FinetuneTask(std::string name) : name_(std::move(name)) {}
+  const TaskSchema& schema() const override { return builtin_task_schema(name_); }
+  bool multi_process() const override { return true; }
+  std::string plan(Device& device, const RunConfig& config) const override {
+    return fit_summary(run_finetuning(device, config, true, {}, {}, nullptr).memory);
+  }
+  int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
+          Communicator* world) const override {
+    return run_finetune(device, config, run, metrics, world);
+  }
+
+ private:
+  std::string name_;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_squad_task() {
+  return std::make_unique<FinetuneTask>("squad");
+}
+std::unique_ptr<Task> make_glue_task() {
+  return std::make_unique<FinetuneTask>("glue");
+}
+
+}  // namespace polyhal::launcher
