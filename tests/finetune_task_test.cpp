@@ -1,0 +1,350 @@
+// Tasks squad and glue through the launcher: fine-tuning learns synthetic
+// SQuAD- and GLUE-format tasks whose answers are determined by the text,
+// writes the reference's output files and a model Hugging Face's layout
+// loads, resumes exactly, starts from a pre-training export, and refuses bad
+// input with file, line or key.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "polyhal/bert_weights.hpp"
+#include "polyhal/safetensors.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+constexpr int kWords = 40;
+
+std::string word(std::mt19937& rng) {
+  return fmt::format("w{}", std::uniform_int_distribution<int>(0, kWords - 1)(rng));
+}
+
+/// [PAD] [UNK] [CLS] [SEP] [MASK], w0..w39 and the marker and question words.
+std::filesystem::path write_vocab(const test::TempDir& dir) {
+  std::string text = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (int w = 0; w < kWords; ++w) text += fmt::format("w{}\n", w);
+  for (const char* extra : {"key", "what", "follows", "the", "?", "good", "bad"})
+    text += std::string(extra) + "\n";
+  return dir.write("vocab.txt", text);
+}
+
+/// SQuAD v1.1 JSON: random words with "key" inserted; the answer is the
+/// word after it, so only reading the text finds it.
+std::string squad_json(int questions, const std::string& prefix, unsigned seed) {
+  std::mt19937 rng(seed);
+  nlohmann::json data = nlohmann::json::array();
+  for (int q = 0; q < questions; ++q) {
+    std::vector<std::string> words(std::uniform_int_distribution<std::size_t>(6, 16)(rng));
+    for (auto& w : words) w = word(rng);
+    const auto at = std::uniform_int_distribution<std::size_t>(0, words.size() - 1)(rng);
+    words.insert(words.begin() + static_cast<std::ptrdiff_t>(at), "key");
+    std::string context, answer = words[at + 1];
+    std::size_t start = 0;
+    for (std::size_t i = 0; i < words.size(); ++i) {
+      if (i > 0) context += ' ';
+      if (i == at + 1) start = context.size();
+      context += words[i];
+    }
+    data.push_back({{"title", "synthetic"},
+                    {"paragraphs",
+                     {{{"context", context},
+                       {"qas",
+                        {{{"id", fmt::format("{}{}", prefix, q)},
+                          {"question", "what follows the key ?"},
+                          {"answers", {{{"text", answer}, {"answer_start", start}}}}}}}}}}});
+  }
+  return nlohmann::json{{"version", "1.1"}, {"data", data}}.dump();
+}
+
+/// MRPC-format TSV: label 1 when both sentences carry the same marker word
+/// (good/bad), so the label depends on both sentences.
+std::string mrpc_tsv(int rows, unsigned seed) {
+  std::mt19937 rng(seed);
+  const auto sentence = [&](const std::string& marker) {
+    std::vector<std::string> words(std::uniform_int_distribution<std::size_t>(3, 8)(rng));
+    for (auto& w : words) w = word(rng);
+    words.insert(
+        words.begin() + static_cast<std::ptrdiff_t>(
+                            std::uniform_int_distribution<std::size_t>(0, words.size())(rng)),
+        marker);
+    std::string text;
+    for (const auto& w : words) text += (text.empty() ? "" : " ") + w;
+    return text;
+  };
+  std::string tsv = "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n";
+  for (int r = 0; r < rows; ++r) {
+    const std::string a = rng() % 2 ? "good" : "bad", b = rng() % 2 ? "good" : "bad";
+    tsv += fmt::format("{}\t{}\t{}\t{}\t{}\n", a == b ? 1 : 0, 2 * r, 2 * r + 1, sentence(a),
+                       sentence(b));
+  }
+  return tsv;
+}
+
+std::vector<nlohmann::json> events(const std::filesystem::path& metrics, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record.value("event", "") == kind) out.push_back(std::move(record));
+  }
+  return out;
+}
+
+nlohmann::json read_json(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  return nlohmann::json::parse(in);
+}
+
+std::string squad_config(const test::TempDir& dir, const std::string& extra = "") {
+  write_vocab(dir);
+  if (!std::filesystem::exists(dir.path() / "train.json")) {
+    dir.write("train.json", squad_json(4000, "t", 1));
+    dir.write("dev.json", squad_json(200, "d", 2));
+  }
+  return dir
+      .write("squad.yaml",
+             "backend: cpu\ntask: squad\n"
+             "model: {preset: mini, seq_len: 32, vocab_size: 64, dropout: 0.0}\n"
+             "data: {vocab: vocab.txt}\nbatch: {micro: 32}\n"
+             "optimizer: {name: adamw, learning_rate: 0.0005, max_grad_norm: 1.0}\n"
+             "finetune: {train_file: train.json, eval_file: dev.json, output_dir: out, epochs: 5, "
+             "max_query_length: 8}\n" +
+                 extra)
+      .string();
+}
+
+std::string glue_config(const test::TempDir& dir, const std::string& extra = "", int epochs = 12) {
+  write_vocab(dir);
+  if (!std::filesystem::exists(dir.path() / "train.tsv")) {
+    dir.write("train.tsv", mrpc_tsv(3000, 1));
+    dir.write("dev.tsv", mrpc_tsv(200, 2));
+  }
+  return dir
+      .write("glue.yaml",
+             "backend: cpu\ntask: glue\n"
+             "model: {preset: tiny, seq_len: 32, vocab_size: 64, dropout: 0.0}\n"
+             "data: {vocab: vocab.txt}\nbatch: {micro: 32}\n"
+             "optimizer: {name: adamw, learning_rate: 0.0005, max_grad_norm: 1.0}\n"
+             "finetune: {glue_task: mrpc, train_file: train.tsv, eval_file: dev.tsv, "
+             "output_dir: out, epochs: " +
+                 std::to_string(epochs) + "}\n" + extra)
+      .string();
+}
+
+TEST(SquadTask, LearnsTheSpanAfterAMarkerAndWritesTheReferenceFiles) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  const auto run = test::run_polyhal(
+      fmt::format("run --config {} --metrics-out {}", squad_config(dir), metrics.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto evaluations = events(metrics, "eval");
+  ASSERT_EQ(evaluations.size(), 5u) << run.output;  // one per epoch
+  EXPECT_GE(evaluations.back()["exact"].get<double>(), 90.0) << run.output;
+  EXPECT_LT(evaluations.front()["step"].get<int>(), evaluations.back()["step"].get<int>());
+
+  const auto predictions = read_json(dir.path() / "out/eval/predictions.json");
+  const auto nbest = read_json(dir.path() / "out/eval/nbest_predictions.json");
+  ASSERT_EQ(predictions.size(), 200u);
+  ASSERT_TRUE(predictions.contains("d17"));
+  const auto& candidates = nbest["d17"];
+  ASSERT_FALSE(candidates.empty());
+  EXPECT_LE(candidates.size(), 20u);
+  double probability = 0;
+  for (const auto& c : candidates) probability += c["probability"].get<double>();
+  EXPECT_NEAR(probability, 1.0, 1e-6);
+  EXPECT_EQ(candidates[0]["text"], predictions["d17"]);
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "out/eval/null_odds.json"));  // v1.1
+
+  // The model in Hugging Face's BertForQuestionAnswering layout.
+  const auto hf = read_json(dir.path() / "out/model/config.json");
+  EXPECT_EQ(hf["architectures"][0], "BertForQuestionAnswering");
+  const TensorMap weights = read_safetensors(dir.path() / "out/model/model.safetensors");
+  EXPECT_EQ(weights.at("qa_outputs.weight").shape, (Shape{2, 256}));
+  EXPECT_TRUE(weights.contains("bert.encoder.layer.1.output.LayerNorm.bias"));
+  EXPECT_FALSE(weights.contains("bert.pooler.dense.weight"));  // none in BertForQuestionAnswering
+  for (const auto& [name, tensor] : weights) EXPECT_FALSE(name.starts_with("cls.")) << name;
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "out/model/vocab.txt"));
+
+  // Evaluating the exported model alone gives the training run's last score.
+  const auto alone_metrics = dir.path() / "alone.jsonl";
+  const auto alone = test::run_polyhal(fmt::format(
+      "run --config {} --metrics-out {} --set finetune.do=eval --set checkpoint.init=out/model "
+      "--set finetune.output_dir=alone",
+      (dir.path() / "squad.yaml").string(), alone_metrics.string()));
+  ASSERT_EQ(alone.exit_code, 0) << alone.output;
+  const auto alone_eval = events(alone_metrics, "eval");
+  ASSERT_EQ(alone_eval.size(), 1u);
+  EXPECT_DOUBLE_EQ(alone_eval[0]["exact"].get<double>(), evaluations.back()["exact"].get<double>());
+  EXPECT_EQ(alone_eval[0]["epoch"], 0);
+}
+
+TEST(GlueTask, LearnsWhetherTwoSentencesAgreeAndWritesPredictions) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  const auto run = test::run_polyhal(
+      fmt::format("run --config {} --metrics-out {} --set finetune.predict_file=dev.tsv "
+                  "--set finetune.do=[train,eval,predict]",
+                  glue_config(dir), metrics.string()));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  const auto evaluations = events(metrics, "eval");
+  ASSERT_EQ(evaluations.size(), 12u);
+  EXPECT_GE(evaluations.back()["accuracy"].get<double>(), 0.9) << run.output;
+  EXPECT_TRUE(evaluations.back().contains("f1"));  // MRPC's metrics: accuracy and F1
+  ASSERT_EQ(events(metrics, "predict").size(), 1u);
+  std::ifstream tsv(dir.path() / "out/predict/predictions.tsv");
+  std::string line;
+  std::getline(tsv, line);
+  EXPECT_EQ(line, "index\tprediction");
+  int rows = 0;
+  while (std::getline(tsv, line)) {
+    EXPECT_TRUE(line == fmt::format("{}\t0", rows) || line == fmt::format("{}\t1", rows)) << line;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 200);
+  const auto hf = read_json(dir.path() / "out/model/config.json");
+  EXPECT_EQ(hf["architectures"][0], "BertForSequenceClassification");
+  EXPECT_EQ(hf["id2label"]["1"], "1");
+  EXPECT_EQ(hf["problem_type"], "single_label_classification");
+  const TensorMap weights = read_safetensors(dir.path() / "out/model/model.safetensors");
+  EXPECT_EQ(weights.at("classifier.weight").shape, (Shape{2, 128}));
+  EXPECT_TRUE(weights.contains("bert.pooler.dense.weight"));
+}
+
+TEST(GlueTask, ResumesExactlyFromItsLastCheckpoint) {
+  test::TempDir dir;
+  const std::string config = glue_config(dir, "checkpoint: {dir: ckpt, every: 40}\n", 2);
+  const auto first = test::run_polyhal(
+      fmt::format("run --config {} --metrics-out {}", config, (dir.path() / "a.jsonl").string()));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  // As if killed after step 100: only the checkpoints up to step 80 remain.
+  int removed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "ckpt")) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with("checkpoint-") && name > "checkpoint-00000080.safetensors") {
+      std::filesystem::remove(entry.path());
+      ++removed;
+    }
+  }
+  ASSERT_GE(removed, 2);  // step 93 (epoch 1) and the last
+  const auto second = test::run_polyhal(
+      fmt::format("run --config {} --metrics-out {}", config, (dir.path() / "b.jsonl").string()));
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
+  std::map<int, double> before;
+  for (const auto& s : events(dir.path() / "a.jsonl", "step")) before[s["step"]] = s["loss"];
+  const auto after = events(dir.path() / "b.jsonl", "step");
+  ASSERT_FALSE(after.empty());
+  EXPECT_EQ(after.front()["step"], 81);
+  for (const auto& s : after) EXPECT_EQ(s["loss"].get<double>(), before.at(s["step"])) << s;
+  // Epoch 1 ends at step 93, after the resume point: the resumed run
+  // evaluates both epochs, the last exactly as the first run did.
+  const auto eval_a = events(dir.path() / "a.jsonl", "eval");
+  const auto eval_b = events(dir.path() / "b.jsonl", "eval");
+  ASSERT_EQ(eval_b.size(), 2u);
+  EXPECT_EQ(eval_b.back()["accuracy"], eval_a.back()["accuracy"]);
+}
+
+TEST(SquadTask, StartsFromAPretrainingExportWithAFreshHead) {
+  test::TempDir dir;
+  const auto pretrain =
+      dir.write("pretrain.yaml",
+                "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, vocab_size: 64}\n"
+                "batch: {micro: 4}\ndata: {source: pattern, max_predictions: 3}\nsteps: 2\n"
+                "checkpoint: {dir: pre}\n");
+  const auto pre = test::run_polyhal("run --config " + pretrain.string());
+  ASSERT_EQ(pre.exit_code, 0) << pre.output;
+  // The model comes from hf/config.json: no model section needed.
+  write_vocab(dir);
+  dir.write("train.json", squad_json(64, "t", 1));
+  const auto config =
+      dir.write("squad.yaml",
+                "backend: cpu\ntask: squad\nmodel: {seq_len: 32}\ndata: {vocab: vocab.txt}\n"
+                "batch: {micro: 16}\ncheckpoint: {init: pre/hf}\n"
+                "finetune: {train_file: train.json, epochs: 1, output_dir: out}\n");
+  const auto run = test::run_polyhal("run --config " + config.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("newly initialised (not in the file): qa_outputs.weight, "
+                            "qa_outputs.bias"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("not used by BertForQuestionAnswering: 9 tensors"), std::string::npos)
+      << run.output;
+  // The encoder came from the file: the first step starts from its weights.
+  const TensorMap pre_weights = read_safetensors(dir.path() / "pre/hf/model.safetensors");
+  const TensorMap tuned = read_safetensors(dir.path() / "out/model/model.safetensors");
+  EXPECT_EQ(tuned.at("bert.embeddings.word_embeddings.weight").shape,
+            pre_weights.at("bert.embeddings.word_embeddings.weight").shape);
+
+  // A pre-training checkpoint file works as well (its optimizer state is dropped).
+  const auto from_checkpoint = test::run_polyhal(
+      "run --config " + config.string() +
+      " --set checkpoint.init=pre/checkpoint-00000002.safetensors --set model.preset=tiny "
+      "--set model.vocab_size=64");
+  EXPECT_EQ(from_checkpoint.exit_code, 0) << from_checkpoint.output;
+  // Resuming into a directory of pre-training checkpoints is refused.
+  const auto wrong_dir =
+      test::run_polyhal("run --config " + config.string() + " --set checkpoint.dir=pre");
+  EXPECT_EQ(wrong_dir.exit_code, 2) << wrong_dir.output;
+  EXPECT_NE(wrong_dir.output.find("holds checkpoints of 'polyhal pretrain'"), std::string::npos)
+      << wrong_dir.output;
+}
+
+TEST(FinetuneTasks, BadInputNamesFileLineAndKey) {
+  test::TempDir dir;
+  const std::string glue = glue_config(dir);
+  // A label outside MRPC's {0, 1}.
+  dir.write("bad.tsv",
+            "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\tw1 good\tw2 good\n"
+            "7\t3\t4\tw1 bad\tw2 good\n");
+  auto r = test::run_polyhal("run --config " + glue + " --set finetune.eval_file=bad.tsv");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("bad.tsv:3"), std::string::npos) << r.output;
+  // A SQuAD key under task glue.
+  r = test::run_polyhal("run --config " + glue + " --set finetune.n_best_size=5");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("key 'finetune.n_best_size': used by task squad only"), std::string::npos)
+      << r.output;
+  // Fewer rows than one global batch.
+  r = test::run_polyhal("run --config " + glue + " --set batch.micro=4096");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("fewer than one global batch"), std::string::npos) << r.output;
+  // A classifier fine-tuned for three labels into a two-label task.
+  BertConfig tiny = bert_preset("tiny");
+  tiny.vocab_size = 64;
+  const TaskHead three_labels{TaskHead::Kind::classification, 3, {}};
+  write_safetensors(init_bert_weights(tiny, 0, three_labels), DType::f32,
+                    dir.path() / "three.safetensors");
+  r = test::run_polyhal("run --config " + glue + " --set checkpoint.init=three.safetensors");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("the file was fine-tuned for 3 labels"), std::string::npos) << r.output;
+
+  // Malformed SQuAD JSON names the file and the JSON path.
+  const std::string squad = squad_config(dir);
+  dir.write("broken.json", R"({"version": "1.1", "data": [{"paragraphs": [{"context": "w1 w2",
+      "qas": [{"id": "a", "question": "what", "answers": [{"text": "w2"}]}]}]}]})");
+  r = test::run_polyhal("run --config " + squad + " --set finetune.eval_file=broken.json");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("broken.json"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("data[0].paragraphs[0].qas[0].answers[0]"), std::string::npos)
+      << r.output;
+  // An answer that is not where answer_start says: counted, shown, skipped.
+  dir.write("moved.json", R"({"version": "1.1", "data": [{"title": "x", "paragraphs": [
+      {"context": "w1 key w2", "qas": [{"id": "a", "question": "what", "answers": [
+      {"text": "w2", "answer_start": 0}]}, {"id": "b", "question": "what", "answers": [
+      {"text": "w2", "answer_start": 7}]}]}]}]})");
+  r = test::run_polyhal("run --config " + squad +
+                        " --set finetune.eval_file=moved.json --set finetune.do=eval");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("1 answer not found at their answer_start"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("\"w2\" is not at offset 0"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal
