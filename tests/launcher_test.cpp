@@ -379,3 +379,23 @@ TEST(LauncherInference, SavedModelDirectoryLoadsBack) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// Every shipped config passes validate: it parses, its device options are
+// known and its program plans on the backend.
+TEST(Launcher, EveryShippedConfigValidates) {
+  const std::filesystem::path configs = std::filesystem::path(POLYHAL_SOURCE_DIR) / "configs";
+  int checked = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(configs)) {
+    if (entry.path().extension() != ".yaml") continue;
+    const auto r = test::run_polyhal("validate --config " + entry.path().string());
+    EXPECT_EQ(r.exit_code, 0) << entry.path() << "\n" << r.output;
+    ++checked;
+  }
+  EXPECT_GE(checked, 40);
+}
+
+}  // namespace
+}  // namespace polyhal

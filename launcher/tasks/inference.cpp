@@ -22,10 +22,11 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
   const bool model = p.mode == DeviceMode::model;
   const auto r = run_inference(device, config, run.compile_only);
   const std::string precision(dtype_name(config.model.precision));
-  std::cout << fmt::format("inference: BERT {} (L{} H{} A{}), seq {}, batch {}, {} on {} ({}{})\n",
-                           r.model_name, r.config.num_hidden_layers, r.config.hidden_size,
-                           r.config.num_attention_heads, r.seq, r.batch, precision, p.name,
-                           p.product, model ? ", device model" : "");
+  std::cout << fmt::format(
+      "inference: BERT {} (L{} H{} A{}){}, seq {}, batch {}, {} on {} ({}{})\n", r.model_name,
+      r.config.num_hidden_layers, r.config.hidden_size, r.config.num_attention_heads,
+      config.model.head == "none" ? "" : ", head " + config.model.head, r.seq, r.batch, precision,
+      p.name, p.product, model ? ", device model" : "");
   print_memory(r.memory);
   nlohmann::json summary{{"backend", config.backend},
                          {"device", p.name},
@@ -33,6 +34,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
                          {"mode", std::string(device_mode_name(p.mode))},
                          {"task", config.task},
                          {"model", "bert-" + r.model_name},
+                         {"head", config.model.heads ? "pretraining" : config.model.head},
                          {"precision", precision},
                          {"seq_len", r.seq},
                          {"global_batch", r.batch},

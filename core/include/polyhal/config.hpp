@@ -54,8 +54,12 @@ struct ModelSection {
   std::filesystem::path weights;             ///< empty: seeded random init
   std::filesystem::path save;                ///< write config.json + model.safetensors here
   std::uint64_t seed = 0;
-  bool heads = false;    ///< MLM + NSP heads
-  double dropout = 0.1;  ///< pretrain: hidden dropout (HF hidden_dropout_prob)
+  bool heads = false;  ///< inference: MLM + NSP heads (model.head: pretraining)
+  /// inference: the head on the encoder: none, pretraining,
+  /// question_answering (the SQuAD benchmark) or classification.
+  std::string head = "none";
+  std::int64_t num_labels = 2;  ///< inference with head classification
+  double dropout = 0.1;         ///< pretrain: hidden dropout (HF hidden_dropout_prob)
   /// pretrain: attention-probability dropout (HF attention_probs_dropout_prob);
   /// unset: the same as `dropout`.
   std::optional<double> attention_dropout;

@@ -203,7 +203,8 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
                                              "intermediate_size", "max_position_embeddings",
                                              "type_vocab_size"};
   std::vector<std::string> keys{"preset",  "hf_config",         "weights", "save",    "seed",
-                                "dropout", "attention_dropout", "heads",   "seq_len", "precision"};
+                                "dropout", "attention_dropout", "heads",   "seq_len", "precision",
+                                "head",    "num_labels"};
   keys.insert(keys.end(), dims.begin(), dims.end());
   reader.require_known_keys(node, "model", keys);
   auto& m = config.model;
@@ -223,6 +224,19 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
   if (node["seed"])
     m.seed = static_cast<std::uint64_t>(reader.integer(node["seed"], "model.seed", 0));
   if (node["heads"]) m.heads = reader.boolean(node["heads"], "model.heads");
+  if (node["head"]) {
+    if (node["heads"]) reader.fail("model.head", "give model.head or model.heads, not both");
+    m.head = reader.scalar(node["head"], "model.head");
+    if (m.head != "none" && m.head != "pretraining" && m.head != "question_answering" &&
+        m.head != "classification") {
+      reader.fail("model.head",
+                  fmt::format("expected none, pretraining, question_answering or classification, "
+                              "got \"{}\"",
+                              m.head));
+    }
+    m.heads = m.head == "pretraining";
+  }
+  if (node["num_labels"]) m.num_labels = reader.integer(node["num_labels"], "model.num_labels", 1);
   if (node["dropout"]) {
     m.dropout = reader.number(node["dropout"], "model.dropout");
     if (m.dropout < 0.0 || m.dropout >= 1.0)

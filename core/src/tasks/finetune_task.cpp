@@ -41,9 +41,17 @@ struct StartingPoint {
 /// Face directory (config.json + model.safetensors [+ vocab.txt]); the
 /// directory's config.json gives the model unless model.preset or
 /// model.hf_config is set, and its vocab.txt the vocabulary unless data.vocab is.
-StartingPoint starting_point(const RunConfig& config) {
+/// `compile_only` with model.preset or model.hf_config set: checkpoint.init
+/// need not exist yet (a plan before pre-training has finished).
+StartingPoint starting_point(const RunConfig& config, bool compile_only) {
   StartingPoint s;
   const auto& init = config.checkpoint.init;
+  if (compile_only && !init.empty() && !std::filesystem::exists(init) &&
+      (given(config, "model.preset") || !config.model.hf_config.empty())) {
+    // Planning needs the model's dimensions only, not its weights.
+    s.model = resolve_bert_config(config.model);
+    return s;
+  }
   ModelSection model = config.model;
   const auto fail = [&](const std::string& problem) {
     throw ConfigError(
@@ -173,7 +181,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                               Communicator* across_processes) {
   FinetuneResult result;
   const FinetuneSection& f = config.finetune;
-  const StartingPoint start = starting_point(config);
+  const StartingPoint start = starting_point(config, compile_only);
   const BertConfig& model = result.config = start.model;
   result.head = finetune_head(config);
   check_training_setup(device, config, across_processes);

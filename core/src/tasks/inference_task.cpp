@@ -118,19 +118,31 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
     }
   }
   const bool heads = config.model.heads;
-  BertInference bert(device, result.config, shape, config.model.precision, heads);
+  // model.head question_answering / classification: the fine-tuned model
+  // classes (the seeds' SQuAD inference benchmark).
+  const bool task_head =
+      config.model.head == "question_answering" || config.model.head == "classification";
+  TaskHead head;
+  if (task_head) {
+    head.kind = config.model.head == "question_answering" ? TaskHead::Kind::question_answering
+                                                          : TaskHead::Kind::classification;
+    head.num_labels = head.kind == TaskHead::Kind::classification ? config.model.num_labels : 2;
+  }
+  BertInference bert =
+      task_head ? BertInference(device, result.config, shape, config.model.precision, head)
+                : BertInference(device, result.config, shape, config.model.precision, heads);
   result.memory = bert.plan_memory();
   result.flops_per_batch = bert.flops();
   result.estimated_batch_seconds = bert.estimate_seconds();
   if (compile_only) return result;
 
   const TensorMap weights = config.model.weights.empty()
-                                ? init_bert_weights(result.config, config.model.seed)
-                                : load_bert_weights(config.model.weights, result.config);
+                                ? init_bert_weights(result.config, config.model.seed, head)
+                                : load_bert_weights(config.model.weights, result.config, head);
   if (!config.model.save.empty()) {
     // Hugging Face layout: the directory loads with BertForPreTraining.from_pretrained.
     std::filesystem::create_directories(config.model.save);
-    write_hf_config(result.config, config.model.save / "config.json");
+    write_hf_config(result.config, config.model.save / "config.json", head);
     save_bert_weights(weights, DType::f32, config.model.save / "model.safetensors");
     spdlog::info("saved config.json and model.safetensors to {}", config.model.save.string());
   }
@@ -169,9 +181,19 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
            b < shape.batch && first + static_cast<std::size_t>(b) < examples.size(); ++b) {
         const auto& e = encodings[static_cast<std::size_t>(b)];
         nlohmann::json line{{"index", first + static_cast<std::size_t>(b)}, {"tokens", e.tokens}};
-        line["pooled"] =
-            std::vector<float>(outputs.pooled.begin() + static_cast<std::ptrdiff_t>(b * h),
-                               outputs.pooled.begin() + static_cast<std::ptrdiff_t>((b + 1) * h));
+        const auto slice = [b](const std::vector<float>& all, std::size_t width) {
+          return std::vector<float>(
+              all.begin() + static_cast<std::ptrdiff_t>(b) * static_cast<std::ptrdiff_t>(width),
+              all.begin() +
+                  static_cast<std::ptrdiff_t>(b + 1) * static_cast<std::ptrdiff_t>(width));
+        };
+        if (!outputs.pooled.empty()) line["pooled"] = slice(outputs.pooled, h);
+        if (!outputs.start_logits.empty()) {
+          line["start_logits"] = slice(outputs.start_logits, static_cast<std::size_t>(shape.seq));
+          line["end_logits"] = slice(outputs.end_logits, static_cast<std::size_t>(shape.seq));
+        }
+        if (!outputs.logits.empty())
+          line["logits"] = slice(outputs.logits, static_cast<std::size_t>(head.num_labels));
         if (heads) {
           line["nsp_logits"] = {outputs.nsp_logits[static_cast<std::size_t>(2 * b)],
                                 outputs.nsp_logits[static_cast<std::size_t>(2 * b + 1)]};
