@@ -57,6 +57,10 @@ class Encoder(torch.nn.Module):
         self.bert = bert
 
     def forward(self, ids, types, mask):
+        x = self.encode(ids, types, mask)
+        return x, torch.tanh(self.bert.pooler(x[:, 0]))
+
+    def encode(self, ids, types, mask):
         b = self.bert
         s = ids.shape[1]
         heads = b.c["num_attention_heads"]
@@ -71,13 +75,36 @@ class Encoder(torch.nn.Module):
             context = torch.matmul(probs, v).permute(0, 2, 1, 3).reshape(ids.shape[0], s, heads * d)
             x1 = l.attention_norm(l.attention_output(context) + x)
             x = l.output_norm(l.output(torch.nn.functional.gelu(l.intermediate(x1))) + x1)
-        return x, torch.tanh(b.pooler(x[:, 0]))
+        return x
 
 
-def run(preset, seq, batch, dtype, threads, iterations, warmup):
+class QuestionAnswering(Encoder):
+    """BertForQuestionAnswering: the encoder and qa_outputs Linear(H, 2) over
+    every token, start and end logits (no pooler), what polyhal runs with
+    model.head: question_answering."""
+
+    def __init__(self, bert):
+        super().__init__(bert)
+        self.qa_outputs = torch.nn.Linear(bert.c["hidden_size"], 2)
+
+    def forward(self, ids, types, mask):
+        start, end = self.qa_outputs(self.encode(ids, types, mask)).split(1, dim=-1)
+        return start.squeeze(-1), end.squeeze(-1)
+
+
+def run(preset, seq, batch, dtype, threads, iterations, warmup, head="pooler"):
+    """Sequences per second and the median batch latency in seconds."""
+    per_second, p50, _ = run_latencies(preset, seq, batch, dtype, threads, iterations, warmup, head)
+    return per_second, p50
+
+
+def run_latencies(preset, seq, batch, dtype, threads, iterations, warmup, head="pooler"):
+    """Sequences per second and the p50 and p99 batch latencies in seconds.
+    `head`: "pooler" (encoder + pooler) or "question_answering"."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = Encoder(Bert(bert_config(preset))).eval().to(dtype)
+    module = QuestionAnswering if head == "question_answering" else Encoder
+    model = module(Bert(bert_config(preset))).eval().to(dtype)
     ids = torch.randint(0, 30522, (batch, seq))
     types = torch.zeros(batch, seq, dtype=torch.long)
     mask = torch.ones(batch, seq, dtype=torch.long)
@@ -89,4 +116,5 @@ def run(preset, seq, batch, dtype, threads, iterations, warmup):
             if i >= warmup:
                 times.append(time.perf_counter() - start)
     times.sort()
-    return batch * len(times) / sum(times), times[len(times) // 2]
+    p99 = times[min(len(times) - 1, max(0, -(-99 * len(times) // 100) - 1))]
+    return batch * len(times) / sum(times), times[len(times) // 2], p99

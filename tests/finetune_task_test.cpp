@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -248,6 +249,52 @@ TEST(GlueTask, ResumesExactlyFromItsLastCheckpoint) {
   const auto eval_b = events(dir.path() / "b.jsonl", "eval");
   ASSERT_EQ(eval_b.size(), 2u);
   EXPECT_EQ(eval_b.back()["accuracy"], eval_a.back()["accuracy"]);
+}
+
+TEST(GlueTask, TwoReplicasEqualOneWithTwiceTheAccumulationAndEvaluateTogether) {
+  // Replica r takes micro-batches r, r+2, ... of the same shuffled stream, so
+  // the replicas' mean gradient is the two-micro-batch accumulation; the
+  // evaluation rows are split over the replicas and summed back.
+  test::TempDir dir;
+  const std::string config = glue_config(dir, "", 1);
+  const auto run = [&](const std::string& name, const std::string& sets) {
+    const auto metrics = dir.path() / (name + ".jsonl");
+    const auto r = test::run_polyhal(
+        fmt::format("run --config {} --metrics-out {} --set model.dropout=0.1 --set batch.micro=16 "
+                    "--set finetune.output_dir={} {}",
+                    config, metrics.string(), name, sets));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return metrics;
+  };
+  const auto two = run("two", "--set batch.replicas=2");
+  const auto one = run("one", "--set batch.grad_accum=2");
+  const auto steps_two = events(two, "step"), steps_one = events(one, "step");
+  ASSERT_EQ(steps_two.size(), 93u);
+  ASSERT_EQ(steps_one.size(), steps_two.size());
+  for (std::size_t i = 0; i < steps_one.size(); ++i)
+    ASSERT_NEAR(steps_two[i]["loss"].get<double>(), steps_one[i]["loss"].get<double>(), 1e-4) << i;
+  const TensorMap a = read_safetensors(dir.path() / "two/model/model.safetensors");
+  const TensorMap b = read_safetensors(dir.path() / "one/model/model.safetensors");
+  for (const auto& [name, tensor] : b) {
+    for (std::size_t i = 0; i < tensor.values.size(); ++i)
+      ASSERT_NEAR(a.at(name).values[i], tensor.values[i], 1e-4 + 1e-3 * std::fabs(tensor.values[i]))
+          << name << "[" << i << "]";
+  }
+  const auto eval_two = events(two, "eval"), eval_one = events(one, "eval");
+  ASSERT_EQ(eval_two.size(), 1u);
+  EXPECT_NEAR(eval_two[0]["accuracy"].get<double>(), eval_one[0]["accuracy"].get<double>(), 0.011);
+  EXPECT_EQ(eval_two[0]["rows"], 200);
+}
+
+TEST(GlueTask, TrainsInBf16MixedPrecision) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  const auto r =
+      test::run_polyhal(fmt::format("run --config {} --metrics-out {} --set model.precision=bf16",
+                                    glue_config(dir, "", 12), metrics.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(", bf16 on cpu0"), std::string::npos) << r.output;
+  EXPECT_GE(events(metrics, "eval").back()["accuracy"].get<double>(), 0.9) << r.output;
 }
 
 TEST(SquadTask, StartsFromAPretrainingExportWithAFreshHead) {

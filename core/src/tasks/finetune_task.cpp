@@ -134,6 +134,8 @@ std::vector<float> head_outputs(BertInference& model, const ModelRows& rows, std
   std::vector<float> out(static_cast<std::size_t>(count * width), 0.0f);
   const bool spans = model.head().kind == TaskHead::Kind::question_answering;
   BertOutputs outputs;
+  const auto begin = std::chrono::steady_clock::now();
+  std::int64_t done = 0;
   for (std::int64_t b = replicas.rank(); b < batches; b += replicas.size()) {
     const std::int64_t first = b * batch, real = std::min(batch, count - first);
     std::vector<std::int64_t> indices(static_cast<std::size_t>(batch));
@@ -148,6 +150,15 @@ std::vector<float> head_outputs(BertInference& model, const ModelRows& rows, std
       } else {
         std::copy_n(outputs.logits.begin() + j * width, width, row);
       }
+    }
+    // SQuAD's dev set is minutes of work on a CPU: say how far it is.
+    ++done;
+    const std::int64_t mine = (batches - replicas.rank() + replicas.size() - 1) / replicas.size();
+    if (replicas.rank() == 0 && mine >= 20 && done % (mine / 10) == 0) {
+      const double elapsed =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      spdlog::info("evaluating: {}/{} batches, ETA {:.0f} s", done, mine,
+                   elapsed / static_cast<double>(done) * static_cast<double>(mine - done));
     }
   }
   if (replicas.size() > 1) replicas.all_reduce(out.data(), out.size(), DType::f32, ReduceOp::sum);
