@@ -1,6 +1,7 @@
 // The fine-tuning heads against PyTorch (tests/golden/make_bert_finetune_golden.py,
 // f64): question answering, classification and regression, the loss and
-// every gradient within 1e-4 in f32, on every backend.
+// every gradient and the weights after one AdamW step within 1e-4 in f32, on
+// every backend.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -69,15 +70,17 @@ struct HeadCase {
 
 class FinetuneGoldenTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(FinetuneGoldenTest, LossAndEveryGradientMatchPyTorch) {
+TEST_P(FinetuneGoldenTest, LossEveryGradientAndOneAdamWStepMatchPyTorch) {
   const FinetuneGolden golden;
   auto device = test::first_device(GetParam());
   for (const HeadCase& c : {HeadCase{"qa", {TaskHead::Kind::question_answering, 2, {}}},
                             HeadCase{"cls", {TaskHead::Kind::classification, 3, {}}},
                             HeadCase{"reg", {TaskHead::Kind::classification, 1, {}}}}) {
     SCOPED_TRACE(c.golden);
-    BertTraining training(*device, golden.config, golden.shape, OptimizerSettings{}, DType::f32, {},
-                          0, 0, c.head);
+    OptimizerSettings adamw;
+    adamw.kind = "adamw";
+    BertTraining training(*device, golden.config, golden.shape, adamw, DType::f32, {}, 0, 0,
+                          c.head);
     training.load_weights(golden.weights(c.golden));
     const StepLosses losses = training.forward_backward(golden.batch());
     const double want = golden.values.at(std::string(c.golden) + ".loss").values[0];
@@ -99,6 +102,16 @@ TEST_P(FinetuneGoldenTest, LossAndEveryGradientMatchPyTorch) {
     }
     // Every parameter of the program has a golden gradient, and no other.
     EXPECT_EQ(compared, grads.size());
+    // One AdamW step (lr 1e-3, OptimizerSettings' defaults as the script's).
+    training.optimizer_step(1e-3);
+    std::size_t stepped = 0;
+    for (const auto& [name, w] : training.weights()) {
+      const auto stepped_want = golden.values.find(std::string(c.golden) + ".adamw." + name);
+      ASSERT_NE(stepped_want, golden.values.end()) << "no PyTorch step for " << name;
+      expect_close(w.values, stepped_want->second.values, name, 1.0);
+      ++stepped;
+    }
+    EXPECT_EQ(stepped, grads.size());
   }
 }
 

@@ -286,6 +286,31 @@ TEST(GlueTask, TwoReplicasEqualOneWithTwiceTheAccumulationAndEvaluateTogether) {
   EXPECT_EQ(eval_two[0]["rows"], 200);
 }
 
+TEST(GlueTask, TwoMpiRanksTrainLikeTwoReplicasInOneProcess) {
+  test::TempDir dir;
+  const std::string config = glue_config(dir, "log: {every: 1}\n", 1);
+  const auto run = [&](const std::string& name, const std::string& command,
+                       const std::string& sets) {
+    const auto metrics = dir.path() / (name + ".jsonl");
+    const auto r = test::run_command(
+        fmt::format("{} run --config {} --metrics-out {} --set finetune.output_dir={} {} 2>&1",
+                    command, config, metrics.string(), name, sets));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return metrics;
+  };
+  const auto mpi = run("mpi", test::mpirun(2),
+                       "--set collective.engine=mpi --set collective.timeout_seconds=120");
+  const auto local = run("local", POLYHAL_LAUNCHER, "--set batch.replicas=2");
+  // Rank 0 alone reports and writes.
+  const auto steps_mpi = events(mpi, "step"), steps_local = events(local, "step");
+  ASSERT_EQ(steps_mpi.size(), 46u);
+  ASSERT_EQ(steps_local.size(), steps_mpi.size());
+  for (std::size_t i = 0; i < steps_mpi.size(); ++i)
+    ASSERT_NEAR(steps_mpi[i]["loss"].get<double>(), steps_local[i]["loss"].get<double>(), 1e-5);
+  ASSERT_EQ(events(mpi, "eval").size(), 1u);
+  EXPECT_EQ(events(mpi, "eval")[0]["accuracy"], events(local, "eval")[0]["accuracy"]);
+}
+
 TEST(GlueTask, TrainsInBf16MixedPrecision) {
   test::TempDir dir;
   const auto metrics = dir.path() / "m.jsonl";

@@ -13,12 +13,7 @@
 namespace polyhal {
 namespace {
 
-/// mpirun with what a single-host, possibly-root CI run needs, then `program`.
-std::string mpirun(int ranks, const std::string& program = POLYHAL_LAUNCHER) {
-  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false "
-         "mpirun --oversubscribe --bind-to none -np " +
-         std::to_string(ranks) + " " + program;
-}
+using test::mpirun;
 
 std::string config(const test::TempDir& dir, const std::string& name, const std::string& extra) {
   return dir

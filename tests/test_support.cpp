@@ -45,6 +45,12 @@ CommandResult run_polyhal(const std::string& arguments) {
   return run_command(std::string(POLYHAL_LAUNCHER) + " " + arguments);
 }
 
+std::string mpirun(int ranks, const std::string& program) {
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false "
+         "mpirun --oversubscribe --bind-to none -np " +
+         std::to_string(ranks) + " " + (program.empty() ? std::string(POLYHAL_LAUNCHER) : program);
+}
+
 std::filesystem::path built_plugin(const std::string& name) {
   return std::filesystem::path(POLYHAL_BUILD_PLUGIN_DIR) / ("libpolyhal_plugin_" + name + ".so");
 }

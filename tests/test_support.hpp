@@ -34,6 +34,9 @@ CommandResult run_command(const std::string& command_line);
 /// Runs the polyhal launcher built in this tree with `arguments`.
 CommandResult run_polyhal(const std::string& arguments);
 
+/// "mpirun ... -np RANKS PROGRAM" (default: the launcher) with what a
+/// single-host, possibly-root CI run needs (Open MPI's allow-run-as-root).
+std::string mpirun(int ranks, const std::string& program = "");
 /// The in-tree plugin `name` (cpu, ipu, gaudi), loaded from the build tree.
 std::shared_ptr<Backend> load_backend(const std::string& name);
 std::filesystem::path built_plugin(const std::string& name);

@@ -1,7 +1,9 @@
 #!/usr/bin/python3
 """Golden files for one fine-tuning step of each head, written with PyTorch
 independently of polyhal, in f64 (f32 PyTorch's own rounding would eat into
-the 1e-4 tolerance): the loss and every gradient of
+the 1e-4 tolerance): the loss, every gradient and the weights after one
+AdamW step (lr 1e-3, betas 0.9/0.999, eps 1e-6, weight decay 0.01 except
+biases and LayerNorm: make_bert_train_golden.step) of
   - BertForQuestionAnswering: qa_outputs Linear(H, 2) over every token, start
     and end cross-entropy averaged, positions clamped to [0, S] with S ignored;
   - BertForSequenceClassification with 3 labels: classifier on the pooled
@@ -16,6 +18,7 @@ import os
 import torch
 
 from make_bert_golden import CONFIG, OUT, Bert, write_safetensors
+from make_bert_train_golden import step
 
 BATCH, SEQ = 2, 11
 
@@ -37,6 +40,15 @@ def hf_parameters(model, prefix_heads):
 def gradients(loss, named):
     loss.backward()
     return {name: p.grad.detach().clone() for name, p in named.items() if p.grad is not None}
+
+
+def record(golden, head, named, grads):
+    """The head's gradients and its weights after one AdamW step."""
+    for name, g in grads.items():
+        golden[f"{head}.grad.{name}"] = g.float()
+    params = {name: named[name].detach().clone() for name in grads}
+    for name, w in step(params, grads, "adamw").items():
+        golden[f"{head}.adamw.{name}"] = w.float()
 
 
 def fresh(seed):
@@ -84,8 +96,7 @@ def main():
     named = hf_parameters(model, {"qa_outputs.weight": heads["qa"].weight, "qa_outputs.bias": heads["qa"].bias})
     named = {n: p for n, p in named.items() if not n.startswith("bert.pooler")}
     golden["qa.loss"] = torch.tensor([loss.item()])
-    for name, g in gradients(loss, named).items():
-        golden["qa.grad." + name] = g.float()
+    record(golden, "qa", named, gradients(loss, named))
 
     # Classification, then regression, on the pooled output.
     for head, kind in (("cls", "classification"), ("reg", "regression")):
@@ -99,8 +110,7 @@ def main():
         named = hf_parameters(model, {"classifier.weight": heads[head].weight,
                                       "classifier.bias": heads[head].bias})
         golden[head + ".loss"] = torch.tensor([loss.item()])
-        for name, g in gradients(loss, named).items():
-            golden[f"{head}.grad.{name}"] = g.float()
+        record(golden, head, named, gradients(loss, named))
 
     write_safetensors(os.path.join(OUT, "finetune_golden.safetensors"), golden, torch.float32)
     print("wrote finetune_golden.safetensors; losses", golden["qa.loss"].item(), golden["cls.loss"].item(),
