@@ -367,6 +367,41 @@ TEST(SquadTask, StartsFromAPretrainingExportWithAFreshHead) {
       << wrong_dir.output;
 }
 
+TEST(SquadTask, Version2ScoresHasAnsAndNoAnsAndWritesNullOdds) {
+  test::TempDir dir;
+  const std::string squad = squad_config(dir);
+  dir.write("v2.json", R"({"version": "v2.0", "data": [{"title": "x", "paragraphs": [
+      {"context": "w1 key w2 w3", "qas": [
+        {"id": "a", "question": "what follows the key ?", "is_impossible": false,
+         "answers": [{"text": "w2", "answer_start": 7}]},
+        {"id": "b", "question": "what follows the key ?", "is_impossible": true,
+         "answers": []}]}]}]})");
+  const auto metrics = dir.path() / "m.jsonl";
+  const auto r = test::run_polyhal(
+      fmt::format("run --config {} --metrics-out {} --set finetune.eval_file=v2.json "
+                  "--set finetune.do=eval --set model.preset=tiny",
+                  squad, metrics.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("SQuAD v2.0"), std::string::npos) << r.output;
+  const auto evaluation = events(metrics, "eval").at(0);
+  EXPECT_EQ(evaluation["HasAns_total"], 1);
+  EXPECT_EQ(evaluation["NoAns_total"], 1);
+  EXPECT_EQ(evaluation["total"], 2);
+  const auto odds = read_json(dir.path() / "out/eval/null_odds.json");
+  EXPECT_TRUE(odds.contains("a") && odds.contains("b")) << odds;
+}
+
+TEST(SquadTask, InferenceBenchmarkRunsTheQuestionAnsweringHead) {
+  const auto r = test::run_polyhal(
+      "run --config " + std::string(POLYHAL_SOURCE_DIR) +
+      "/configs/squad-inference-bert-base-seq128-cpu.yaml --set model.preset=tiny "
+      "--set inference.iterations=2 --set batch.micro=2");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("head question_answering, seq 128, batch 2"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("measured:"), std::string::npos) << r.output;
+}
+
 TEST(FinetuneTasks, BadInputNamesFileLineAndKey) {
   test::TempDir dir;
   const std::string glue = glue_config(dir);
