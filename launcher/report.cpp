@@ -31,4 +31,18 @@ std::string clock_text(double seconds) {
   return fmt::format("{}:{:02d}:{:02d}", total / 3600, (total / 60) % 60, total % 60);
 }
 
+void report_training_estimate(const TrainingStepEstimate& e, nlohmann::json& summary) {
+  std::cout << fmt::format(
+      "  estimated (device model, not measured): {:.1f} sequences/s; one optimizer step {:.2f} ms "
+      "= forward {:.2f} + backward {:.2f} + optimizer {:.2f} + gradient all-reduce {:.2f} ms\n",
+      e.sequences_per_second, e.seconds() * 1e3, e.forward * 1e3, e.backward * 1e3,
+      e.optimizer * 1e3, e.all_reduce * 1e3);
+  summary["estimated_sequences_per_second"] = e.sequences_per_second;
+  summary["estimated_step_seconds"] = {{"forward", e.forward},
+                                       {"backward", e.backward},
+                                       {"optimizer", e.optimizer},
+                                       {"all_reduce", e.all_reduce},
+                                       {"total", e.seconds()}};
+}
+
 }  // namespace polyhal::launcher

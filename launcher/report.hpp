@@ -3,7 +3,10 @@
 #include <cstdint>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "polyhal/device.hpp"
+#include "polyhal/pretrain_task.hpp"
 
 namespace polyhal::launcher {
 
@@ -13,6 +16,10 @@ std::string mib(std::uint64_t bytes);
 void print_memory(const MemoryReport& report);
 /// "X MiB of Y MiB on dev: fits" (validate's one-line plan).
 std::string fit_summary(const MemoryReport& memory);
+/// The device model's training throughput and its parts, labelled as an
+/// estimate; `summary` gets estimated_sequences_per_second and
+/// estimated_step_seconds {forward, backward, optimizer, all_reduce}.
+void report_training_estimate(const TrainingStepEstimate& estimate, nlohmann::json& summary);
 /// "h:mm:ss".
 std::string clock_text(double seconds);
 

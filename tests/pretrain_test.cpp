@@ -334,3 +334,44 @@ TEST(PretrainMixedPrecision, Bf16OnGaudiTrainsAndBf16OnIpuIsRefused) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// --compile-only of a training config on a device model prices one
+// optimizer step by part (forward, backward, optimizer, all-reduce) and
+// reports the throughput as an estimate; the CPU, real hardware, gives none.
+TEST(Pretrain, CompileOnlyEstimatesTrainingThroughputOnDeviceModels) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  const std::string config = std::string(POLYHAL_SOURCE_DIR) + "/configs/";
+  auto r = test::run_polyhal("run --compile-only --config " + config +
+                             "pretrain-bert-large-phase2-gaudi.yaml --set batch.replicas=8 "
+                             "--metrics-out " +
+                             metrics.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("estimated (device model, not measured):"), std::string::npos)
+      << r.output;
+  std::ifstream in(metrics);
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  const auto summary = nlohmann::json::parse(last);
+  const auto& parts = summary.at("estimated_step_seconds");
+  const double sum = parts["forward"].get<double>() + parts["backward"].get<double>() +
+                     parts["optimizer"].get<double>() + parts["all_reduce"].get<double>();
+  EXPECT_NEAR(parts["total"].get<double>(), sum, 1e-9 * sum);
+  EXPECT_GT(parts["backward"].get<double>(), parts["forward"].get<double>());  // two GEMMs each
+  EXPECT_GT(parts["all_reduce"].get<double>(), 0.0);                           // 8 replicas
+  EXPECT_NEAR(summary["estimated_sequences_per_second"].get<double>(),
+              summary["global_batch"].get<double>() / sum, 1e-6 * sum);
+  EXPECT_TRUE(!summary.contains("sequences_per_second") ||
+              summary["sequences_per_second"].is_null());  // nothing measured
+
+  r = test::run_polyhal("run --compile-only --config " + pretrain_config(dir) + " --metrics-out " +
+                        metrics.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("estimated"), std::string::npos) << r.output;  // the CPU is measured
+}
+
+}  // namespace
+}  // namespace polyhal

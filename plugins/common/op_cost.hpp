@@ -13,8 +13,17 @@ struct OpCost {
   bool matrix = false;  // matmul-like: runs on the AMP/MME units
 };
 
+/// The dtype the op computes and stores in: a training op's desc says f32
+/// with round_to the mixed precision (train_kernels.hpp operand_types), and
+/// its GEMMs run at that precision's rate.
+inline DType compute_dtype(const KernelDesc& desc) {
+  const bool training =
+      static_cast<std::uint16_t>(desc.op) >= static_cast<std::uint16_t>(OpKind::dense);
+  return training && desc.round_to != DType::f32 ? desc.round_to : desc.dtype;
+}
+
 inline OpCost op_cost(const KernelDesc& desc) {
-  const double element = static_cast<double>(dtype_size(desc.dtype));
+  const double element = static_cast<double>(dtype_size(compute_dtype(desc)));
   auto numel = [&](std::size_t i) {
     return static_cast<double>(element_count(desc.input_shapes.at(i)));
   };
@@ -35,6 +44,26 @@ inline OpCost op_cost(const KernelDesc& desc) {
     const double hidden = static_cast<double>(desc.input_shapes[0][1]) / 3;
     const double seq = static_cast<double>(desc.attrs_as<AttentionAttrs>().seq);
     return {4 * tokens * seq * hidden, 4 * tokens * hidden * element, true};
+  }
+  // Training ops (train_kernels.hpp): the GEMMs of dense and attention, and
+  // their backward (dX and dW; dP, dV, dQ and dK: twice the forward).
+  if (desc.op == OpKind::dense || desc.op == OpKind::dense_backward) {
+    const bool forward = desc.op == OpKind::dense;
+    const auto& x = desc.input_shapes.at(forward ? 0 : 1);
+    const auto& w = desc.input_shapes.at(forward ? 1 : 2);
+    const double m = static_cast<double>(x[0]), k = static_cast<double>(x[1]),
+                 n = static_cast<double>(w[0]);
+    const double gemms = forward ? 1.0 : 2.0;
+    return {gemms * 2 * m * n * k, gemms * (m * k + k * n + m * n) * element, true};
+  }
+  if (desc.op == OpKind::attention_train || desc.op == OpKind::attention_backward) {
+    const bool forward = desc.op == OpKind::attention_train;
+    const auto& qkv = desc.input_shapes.at(forward ? 0 : 1);
+    const double tokens = static_cast<double>(qkv[0]);
+    const double hidden = static_cast<double>(qkv[1]) / 3;
+    const double seq = static_cast<double>(desc.attrs_as<AttentionAttrs>().seq);
+    const double gemms = forward ? 1.0 : 2.0;
+    return {gemms * 4 * tokens * seq * hidden, gemms * 4 * tokens * hidden * element, true};
   }
   double bytes = 0;
   for (std::size_t i = 0; i < desc.input_shapes.size(); ++i) bytes += numel(i) * element;

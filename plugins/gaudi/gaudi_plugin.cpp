@@ -40,7 +40,8 @@ class GaudiDevice final : public Device {
     const auto cost = plugins::op_cost(desc);
     // Matrix work runs on the MME (f16 at the bf16 rate on Gaudi2/3);
     // element-wise ops on the TPCs are modelled as HBM-bound.
-    const double peak = desc.dtype == DType::f32 ? generation_.peak_f32 : generation_.peak_bf16;
+    const double peak =
+        plugins::compute_dtype(desc) == DType::f32 ? generation_.peak_f32 : generation_.peak_bf16;
     if (cost.matrix && peak <= 0.0) return std::nullopt;  // not published: no estimate
     return plugins::Roofline{cost.matrix ? peak : 1.0, generation_.hbm_bandwidth,
                              kAchievableFraction, kLaunchOverheadSeconds}

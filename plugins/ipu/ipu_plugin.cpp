@@ -46,8 +46,8 @@ class IpuDevice final : public Device {
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
     if (desc.op == OpKind::all_reduce) return all_reduce_seconds(desc);
     const auto cost = plugins::op_cost(desc);
-    return plugins::Roofline{peak_for(desc.dtype), Gc200Spec::kMemoryBandwidth, kAchievableFraction,
-                             kSyncOverheadSeconds}
+    return plugins::Roofline{peak_for(plugins::compute_dtype(desc)), Gc200Spec::kMemoryBandwidth,
+                             kAchievableFraction, kSyncOverheadSeconds}
         .seconds(cost.flops, cost.bytes);
   }
 

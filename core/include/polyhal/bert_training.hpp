@@ -67,6 +67,14 @@ struct DropoutSettings {
   double attention = 0.0;  ///< attention probabilities (HF attention_probs_dropout_prob)
 };
 
+/// A device model's estimate of one replica's training work (seconds).
+struct TrainingWorkEstimate {
+  double forward = 0;   ///< one micro-batch's forward pass and loss
+  double backward = 0;  ///< one micro-batch's backward pass
+  double optimizer =
+      0;  ///< one optimizer step: norms, updates, compute copies (this replica's share)
+};
+
 class BertTraining {
  public:
   /// `precision` f32, or bf16 / f16 for mixed precision: f32 master weights,
@@ -130,6 +138,9 @@ class BertTraining {
   TensorMap state() const;
   /// Restores state() output and the optimizer's step count, exactly.
   void load_state(const TensorMap& state, std::int64_t steps);
+  /// The device's estimate of the work (kernel by kernel, as the device
+  /// model prices each op), or nullopt on real hardware, which gives none.
+  std::optional<TrainingWorkEstimate> estimate_work() const;
   /// Time per op kind since construction, largest first. Each kernel run is
   /// timed with a steady clock (tens of nanoseconds against milliseconds of
   /// work), so this is always on.

@@ -42,6 +42,8 @@ struct FinetuneResult {
   std::vector<FinetuneEvaluation> evaluations;
   std::vector<std::filesystem::path> checkpoints;
   std::filesystem::path exported;  ///< the fine-tuned model as a Hugging Face directory
+  /// Device models, when training: one optimizer step, by part (not measured).
+  std::optional<TrainingStepEstimate> estimate;
 };
 
 using FinetuneObserver = std::function<void(const FinetuneEvaluation&)>;

@@ -31,6 +31,16 @@ struct PretrainStep {
   double loss() const { return mlm_loss + nsp_loss + task_loss; }
 };
 
+/// A device model's estimate of one optimizer step of the job (the
+/// replicas run in parallel): not a measurement.
+struct TrainingStepEstimate {
+  double forward = 0, backward = 0;  ///< grad_accum micro-batches of one replica
+  double optimizer = 0;              ///< updates and compute copies (the replica's share)
+  double all_reduce = 0;             ///< the f32 gradients over the replicas
+  double sequences_per_second = 0;   ///< global batch / seconds()
+  double seconds() const { return forward + backward + optimizer + all_reduce; }
+};
+
 struct PretrainResult {
   std::string model_name;
   BertConfig config;
@@ -40,6 +50,8 @@ struct PretrainResult {
   /// Device models with replicas > 1: the modelled time of one optimizer
   /// step's gradient all-reduce on the device's own links (not measured).
   std::optional<double> estimated_all_reduce_seconds;
+  /// Device models: one optimizer step, by part.
+  std::optional<TrainingStepEstimate> estimate;
   std::int64_t parameters = 0;
   std::int64_t first_step = 1;  ///< > 1 when resumed from a checkpoint
   std::vector<PretrainStep> steps;

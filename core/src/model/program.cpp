@@ -186,6 +186,16 @@ std::optional<double> Program::estimate_seconds(Phase phase) const {
   return total;
 }
 
+std::optional<double> Program::estimate_side_seconds() const {
+  double total = 0;
+  for (const auto& side : side_kernels_) {
+    const auto seconds = device_.estimate_seconds(side.desc);
+    if (!seconds) return std::nullopt;
+    total += *seconds;
+  }
+  return total;
+}
+
 void Program::allocate() {
   if (allocated_) return;
   prepare_kernels();

@@ -73,6 +73,9 @@ class Program {
   /// A kernel outside the op lists (optimizer updates, norms): checked now,
   /// prepared at allocate() from the same pool.
   int side_kernel(KernelDesc desc);
+  /// The device's estimate of running every side kernel once, or nullopt
+  /// when it gives none for one of them.
+  std::optional<double> estimate_side_seconds() const;
   const std::shared_ptr<Kernel>& side(int index) const {
     return side_kernels_[static_cast<std::size_t>(index)].kernel;
   }

@@ -219,11 +219,18 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   const auto make_evaluator = [&] {
     return std::make_unique<BertInference>(device, model, eval_shape, precision, result.head);
   };
+  const std::int64_t global_batch = total_replicas * config.batch.grad_accum * config.batch.micro;
+  const auto estimate = [&](const BertTraining& replica) {
+    result.estimate = estimate_training_step(
+        replica, config.batch.grad_accum, global_batch,
+        estimate_gradient_all_reduce(device, result.parameters, total_replicas));
+  };
   std::vector<std::unique_ptr<BertTraining>> trainings;
   if (f.train) {
     trainings.push_back(make_training());
     result.memory = trainings.front()->plan_memory();
     result.parameters = trainings.front()->parameter_count();
+    estimate(*trainings.front());
   } else {
     result.memory = make_evaluator()->plan_memory();
   }
@@ -235,7 +242,6 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
         config.locate("data.vocab"), config.task));
   }
   const auto data = open_finetune_data(config, start.vocab, seq);
-  const std::int64_t global_batch = total_replicas * config.batch.grad_accum * config.batch.micro;
   RunConfig schedule = config;
   if (f.train) {
     result.train_rows = data->rows(Split::train).count();
@@ -265,6 +271,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
     for (int r = 0; r < local_replicas; ++r)
       trainings[static_cast<std::size_t>(r)]->shard_optimizer_state(group.communicator(r));
     result.memory = trainings.front()->plan_memory();
+    estimate(*trainings.front());
   }
 
   // Resume only from this task's own checkpoints of the same schedule.

@@ -114,11 +114,14 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   auto first = make_replica();
   result.memory = first->plan_memory();
   result.parameters = first->parameter_count();
-  if (total_replicas > 1) {
-    // f32 master gradients, as polyhal all-reduces them.
-    result.estimated_all_reduce_seconds = device.estimate_seconds(KernelDesc{
-        OpKind::all_reduce, DType::f32, {{result.parameters}}, AllReduceAttrs{total_replicas}});
-  }
+  result.estimated_all_reduce_seconds =
+      estimate_gradient_all_reduce(device, result.parameters, total_replicas);
+  const std::int64_t global_batch =
+      static_cast<std::int64_t>(total_replicas) * config.batch.grad_accum * config.batch.micro;
+  const auto estimate = [&](const BertTraining& replica) {
+    result.estimate = estimate_training_step(replica, config.batch.grad_accum, global_batch,
+                                             result.estimated_all_reduce_seconds);
+  };
   if (compile_only) {
     if (sharded) {
       // The report of one replica's shard: planned with a stand-in group of
@@ -129,6 +132,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       first->shard_optimizer_state(*rank0);
       result.memory = first->plan_memory();
     }
+    estimate(*first);
     return result;
   }
 
@@ -142,6 +146,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       replicas[static_cast<std::size_t>(r)]->shard_optimizer_state(group.communicator(r));
     result.memory = replicas.front()->plan_memory();
   }
+  estimate(*replicas.front());
 
   const CheckpointStore store(config.checkpoint.dir);
   std::optional<CheckpointStore::Checkpoint> resume;

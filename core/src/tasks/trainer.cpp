@@ -44,6 +44,28 @@ void check_training_setup(Device& device, const RunConfig& config,
   }
 }
 
+std::optional<double> estimate_gradient_all_reduce(Device& device, std::int64_t parameters,
+                                                   int replicas) {
+  if (replicas <= 1) return std::nullopt;
+  return device.estimate_seconds(
+      KernelDesc{OpKind::all_reduce, DType::f32, {{parameters}}, AllReduceAttrs{replicas}});
+}
+
+std::optional<TrainingStepEstimate> estimate_training_step(const BertTraining& model,
+                                                           std::int64_t grad_accum,
+                                                           std::int64_t global_batch,
+                                                           std::optional<double> all_reduce) {
+  const auto work = model.estimate_work();
+  if (!work) return std::nullopt;
+  TrainingStepEstimate e;
+  e.forward = work->forward * static_cast<double>(grad_accum);
+  e.backward = work->backward * static_cast<double>(grad_accum);
+  e.optimizer = work->optimizer;
+  e.all_reduce = all_reduce.value_or(0.0);
+  e.sequences_per_second = static_cast<double>(global_batch) / e.seconds();
+  return e;
+}
+
 PretrainStep Trainer::step(std::int64_t number) {
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t accumulation = config_.batch.grad_accum;

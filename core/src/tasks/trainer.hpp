@@ -30,6 +30,20 @@ OptimizerSettings optimizer_settings(const OptimizerSection& optimizer);
 void check_training_setup(Device& device, const RunConfig& config,
                           const Communicator* across_processes);
 
+/// The device model's time for one all-reduce of `parameters` f32
+/// gradients (as polyhal all-reduces them) over `replicas`; nullopt for one
+/// replica or real hardware.
+std::optional<double> estimate_gradient_all_reduce(Device& device, std::int64_t parameters,
+                                                   int replicas);
+
+/// One optimizer step of `model` with `grad_accum` micro-batches, its
+/// gradient all-reduce and `global_batch` sequences, priced by the device
+/// model; nullopt on real hardware.
+std::optional<TrainingStepEstimate> estimate_training_step(const BertTraining& model,
+                                                           std::int64_t grad_accum,
+                                                           std::int64_t global_batch,
+                                                           std::optional<double> all_reduce);
+
 /// What rank 0 records while training.
 struct TrainingLog {
   std::vector<PretrainStep> steps;

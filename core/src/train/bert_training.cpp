@@ -389,6 +389,18 @@ std::int64_t BertTraining::steps_taken() const {
   return state_->steps;
 }
 
+std::optional<TrainingWorkEstimate> BertTraining::estimate_work() const {
+  const Program& p = state_->program();
+  const auto forward = p.estimate_seconds(Phase::forward);
+  const auto backward = p.estimate_seconds(Phase::backward);
+  const auto refresh = p.estimate_seconds(Phase::refresh);
+  const auto updates = p.estimate_side_seconds();
+  if (!forward || !backward || !refresh || !updates) return std::nullopt;
+  // With sharded state each replica updates about 1/N of the parameters.
+  return TrainingWorkEstimate{*forward, *backward,
+                              (*updates + *refresh) / static_cast<double>(state_->shard_count)};
+}
+
 std::int64_t BertTraining::parameter_count() const {
   std::int64_t count = 0;
   for (const int g : state_->gradient_tensors()) count += element_count(state_->program().shape(g));
