@@ -47,22 +47,35 @@ void print_device(const Device& device) {
   }
 }
 
-std::shared_ptr<Device> open_first_device(Backend& backend, const DeviceOptions& options) {
+/// The first device of `backend`. A device model also checks that the
+/// modelled system holds the config's replicas, one device each (`replicas`:
+/// batch.replicas, or the MPI ranks), e.g. 256 replicas on an IPU-POD4.
+std::shared_ptr<Device> open_first_device(Backend& backend, const DeviceOptions& options,
+                                          const RunConfig& config, std::int64_t replicas) {
   auto devices = backend.open_devices(options);
   if (devices.empty()) {
     throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
+  }
+  const auto& p = devices.front()->properties();
+  if (p.mode == DeviceMode::model && replicas > static_cast<std::int64_t>(devices.size())) {
+    throw ConfigError(fmt::format(
+        "{}: key 'batch.replicas': {} replicas, one per device, but the modelled {} has {} "
+        "device{} ({}): use at most {} or a larger system",
+        config.locate("batch.replicas"), replicas, backend.name(), devices.size(),
+        devices.size() == 1 ? "" : "s", p.product, devices.size()));
   }
   return devices.front();
 }
 
 /// The first device of the config's backend, opened with the config's
 /// device options. The device keeps its plugin library loaded.
-std::shared_ptr<Device> open_configured_device(const CommonOptions& common,
-                                               const RunConfig& config) {
+std::shared_ptr<Device> open_configured_device(const CommonOptions& common, const RunConfig& config,
+                                               std::int64_t replicas) {
   PluginLoader loader(
       search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
   auto backend = loader.backend(config.backend);
-  return open_first_device(*backend, config.resolve_device(backend->device_options()));
+  return open_first_device(*backend, config.resolve_device(backend->device_options()), config,
+                           replicas);
 }
 
 void configure_logging(const RunConfig& config) {
@@ -137,7 +150,8 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
   PluginLoader loader(
       search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
   auto backend = loader.backend(config.backend);
-  const auto device = open_first_device(*backend, config.resolve_device(backend->device_options()));
+  const auto device = open_first_device(*backend, config.resolve_device(backend->device_options()),
+                                        config, config.batch.replicas);
   // The run's plan-time checks: an op the device lacks, data that cannot be
   // read or a model that cannot be built fails here as it would at `run`.
   const std::string plan = task_named(config).plan(*device, config);
@@ -154,8 +168,9 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
 int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunConfig config) {
   const Task& task = task_named(config);
   if (!task.multi_process()) {
-    throw ConfigError(fmt::format("{}: key 'collective': mpi applies to task pretrain, not {}",
-                                  config.locate("collective"), config.task));
+    throw ConfigError(fmt::format(
+        "{}: key 'collective': mpi applies to the training tasks (pretrain, squad, glue), not {}",
+        config.locate("collective"), config.task));
   }
   MpiRuntime mpi;
   const int rank = mpi.rank();
@@ -175,7 +190,7 @@ int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunC
       spdlog::set_pattern(fmt::format("[rank {}] [%l] %v", rank));
     }
     MetricsWriter metrics(options.metrics_out);
-    auto device = open_configured_device(common, config);
+    auto device = open_configured_device(common, config, mpi.size());
     spdlog::info("rank {} of {}: backend {} device {}", rank, mpi.size(), config.backend,
                  device->name());
     const int code = task.run(*device, config, options, metrics, world.get());
@@ -199,7 +214,7 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
   if (config.collective.engine == "mpi") return run_mpi_pretraining(common, run, config);
   configure_logging(config);
   MetricsWriter metrics(run.metrics_out);
-  auto device = open_configured_device(common, config);
+  auto device = open_configured_device(common, config, config.batch.replicas);
 
   spdlog::info("backend {} device {} ({}, mode {})", config.backend, device->name(),
                device->properties().product, device_mode_name(device->properties().mode));

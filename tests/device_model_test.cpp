@@ -28,13 +28,16 @@ TEST(DeviceModel, IpuAllocationBeyondTileMemoryFailsNamingDeviceAndAmount) {
   EXPECT_EQ(ipu->memory_stats().peak_bytes, 800ull << 20);
 }
 
+// The datasheets' 32 / 96 / 128 GB of HBM are binary gigabytes (GiB).
 TEST(DeviceModel, GaudiGenerationsHaveTheirHbm) {
+  constexpr std::uint64_t GiB = 1ull << 30;
   EXPECT_EQ(test::first_device("gaudi", {{"generation", "gaudi"}})->memory_stats().capacity_bytes,
-            32'000'000'000ull);
+            32 * GiB);
   EXPECT_EQ(test::first_device("gaudi", {{"generation", "gaudi3"}})->memory_stats().capacity_bytes,
-            128'000'000'000ull);
+            128 * GiB);
   auto gaudi2 = test::first_device("gaudi");
-  EXPECT_THROW(gaudi2->allocate(97'000'000'000ull, "too much"), OutOfDeviceMemoryError);
+  EXPECT_EQ(gaudi2->memory_stats().capacity_bytes, 96 * GiB);
+  EXPECT_THROW(gaudi2->allocate(97 * GiB, "too much"), OutOfDeviceMemoryError);
 }
 
 TEST(DeviceModel, IpuSystemsOpenOneDevicePerIpu) {

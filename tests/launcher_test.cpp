@@ -383,6 +383,31 @@ TEST(LauncherInference, SavedModelDirectoryLoadsBack) {
 namespace polyhal {
 namespace {
 
+// A device model's system must hold the replicas, one device each, in
+// validate as in run.
+TEST(Launcher, ReplicasBeyondTheModelledSystemAreRefused) {
+  const std::string config =
+      std::string(POLYHAL_SOURCE_DIR) + "/configs/pretrain-bert-base-phase1-ipu.yaml";
+  for (const std::string command : {"validate", "run --compile-only"}) {
+    auto r = test::run_polyhal(command + " --config " + config +
+                               " --set device.system=POD4 --set batch.replicas=256");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("key 'batch.replicas': 256 replicas, one per device, but the modelled "
+                            "ipu has 4 devices"),
+              std::string::npos)
+        << r.output;
+  }
+  auto r = test::run_polyhal(
+      "validate --config " + std::string(POLYHAL_SOURCE_DIR) +
+      "/configs/pretrain-bert-base-phase1-gaudi.yaml --set device.cards=2 --set batch.replicas=3");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("3 replicas, one per device, but the modelled gaudi has 2 devices"),
+            std::string::npos)
+      << r.output;
+  r = test::run_polyhal("validate --config " + config + " --set batch.replicas=16");
+  EXPECT_EQ(r.exit_code, 0) << r.output;  // POD16 holds 16
+}
+
 // Every shipped config passes validate: it parses, its device options are
 // known and its program plans on the backend.
 TEST(Launcher, EveryShippedConfigValidates) {

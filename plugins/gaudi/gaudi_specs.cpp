@@ -3,12 +3,13 @@
 namespace polyhal::gaudi {
 
 const std::vector<GaudiGeneration>& gaudi_generations() {
-  constexpr std::uint64_t GB = 1000ull * 1000 * 1000;
+  // HBM stacks are binary: the datasheets' 32, 96 and 128 GB are GiB.
+  constexpr std::uint64_t GiB = 1ull << 30;
   static const std::vector<GaudiGeneration> generations{
       {"gaudi",
        "Gaudi (HL-205)",
        "HLS-1",
-       32 * GB,
+       32 * GiB,
        1.0e12,
        0.0,
        0.0,
@@ -19,7 +20,7 @@ const std::vector<GaudiGeneration>& gaudi_generations() {
       {"gaudi2",
        "Gaudi2 (HL-225)",
        "HLS-Gaudi2",
-       96 * GB,
+       96 * GiB,
        2.45e12,
        432e12,
        0.0,
@@ -30,7 +31,7 @@ const std::vector<GaudiGeneration>& gaudi_generations() {
       {"gaudi3",
        "Gaudi 3 (HL-325L)",
        "Gaudi 3 8-card baseboard",
-       128 * GB,
+       128 * GiB,
        3.7e12,
        1835e12,
        0.0,
