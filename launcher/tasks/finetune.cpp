@@ -72,7 +72,8 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
                          {"global_batch", global_batch},
                          {"optimizer", config.optimizer.name},
                          {"compile_only", run.compile_only},
-                         {"fits", r.memory.fits}};
+                         {"fits", r.memory.fits},
+                         {"memory_required_bytes", r.memory.required_bytes}};
   if (f.train && !run.compile_only) {
     summary["train_rows"] = r.train_rows;
     summary["steps_per_epoch"] = r.steps_per_epoch;

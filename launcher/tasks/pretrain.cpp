@@ -72,6 +72,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
                          {"optimizer", config.optimizer.name},
                          {"compile_only", run.compile_only},
                          {"fits", r.memory.fits},
+                         {"memory_required_bytes", r.memory.required_bytes},
                          {"first_step", r.first_step}};
   if (r.estimated_all_reduce_seconds)
     summary["estimated_all_reduce_seconds"] = *r.estimated_all_reduce_seconds;

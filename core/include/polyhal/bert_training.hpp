@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -89,10 +90,15 @@ class BertTraining {
   /// seeds' max_predictions_per_seq), which saves most of the vocabulary
   /// GEMM; a micro-batch with more labels than that is refused. 0: the head
   /// runs on every position.
+  /// `recompute`: encoder layers whose activations are not kept for
+  /// backward but recomputed there from the layer's input (the seeds'
+  /// recomputation): the same numerics, one layer's intermediates in memory
+  /// instead of one set per layer, one more forward of those layers per step.
   BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                OptimizerSettings optimizer, DType precision = DType::f32,
                DropoutSettings dropout = {}, std::uint64_t seed = 0,
-               std::int64_t max_predictions = 0, TaskHead head = {});
+               std::int64_t max_predictions = 0, TaskHead head = {},
+               std::set<std::int64_t> recompute = {});
   ~BertTraining();
   BertTraining(const BertTraining&) = delete;
   BertTraining& operator=(const BertTraining&) = delete;

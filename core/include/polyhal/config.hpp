@@ -65,6 +65,10 @@ struct ModelSection {
   std::optional<double> attention_dropout;
   std::int64_t seq_len = 128;
   DType precision = DType::f32;
+  /// Training: recompute encoder layers' activations in backward ("none",
+  /// "all", or the layers listed in recompute_layers).
+  std::string recompute = "none";
+  std::vector<std::int64_t> recompute_layers;
 };
 
 struct BatchSection {

@@ -202,9 +202,9 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
                                              "num_hidden_layers", "num_attention_heads",
                                              "intermediate_size", "max_position_embeddings",
                                              "type_vocab_size"};
-  std::vector<std::string> keys{"preset",  "hf_config",         "weights", "save",    "seed",
-                                "dropout", "attention_dropout", "heads",   "seq_len", "precision",
-                                "head",    "num_labels"};
+  std::vector<std::string> keys{"preset",  "hf_config",         "weights",  "save",    "seed",
+                                "dropout", "attention_dropout", "heads",    "seq_len", "precision",
+                                "head",    "num_labels",        "recompute"};
   keys.insert(keys.end(), dims.begin(), dims.end());
   reader.require_known_keys(node, "model", keys);
   auto& m = config.model;
@@ -237,6 +237,21 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
     m.heads = m.head == "pretraining";
   }
   if (node["num_labels"]) m.num_labels = reader.integer(node["num_labels"], "model.num_labels", 1);
+  if (const YAML::Node recompute = node["recompute"]) {
+    if (recompute.IsSequence()) {
+      m.recompute = "layers";
+      for (const auto& layer : recompute)
+        m.recompute_layers.push_back(reader.integer(layer, "model.recompute", 0));
+      if (m.recompute_layers.empty())
+        reader.fail("model.recompute", "an empty list: use none, all or layer numbers");
+    } else {
+      m.recompute = reader.scalar(recompute, "model.recompute");
+      if (m.recompute != "none" && m.recompute != "all")
+        reader.fail(
+            "model.recompute",
+            fmt::format("expected none, all or a list of layer numbers, got \"{}\"", m.recompute));
+    }
+  }
   if (node["dropout"]) {
     m.dropout = reader.number(node["dropout"], "model.dropout");
     if (m.dropout < 0.0 || m.dropout >= 1.0)

@@ -32,7 +32,11 @@ class Builder {
   /// inference one per role, reused by every layer (layer l's "qkv" is layer
   /// l-1's buffer), which is all a forward pass needs.
   int act(const std::string& role, Shape shape) {
-    if (training_) return p_.activation(prefix_ + role, std::move(shape));
+    if (training_) {
+      const int t = p_.activation(prefix_ + role, std::move(shape));
+      if (recording_) recorded_.push_back(t);
+      return t;
+    }
     if (auto it = shared_.find(role); it != shared_.end()) {
       if (p_.shape(it->second) != shape)
         throw std::logic_error(fmt::format("bert program: role '{}' with two shapes", role));
@@ -127,6 +131,10 @@ class Builder {
     const auto [i_w, i_b] = dense_params(p + "intermediate.dense", i, h);
     const auto [f_w, f_b] = dense_params(p + "output.dense", h, i);
     const auto [g2, b2] = norm_params(p + "output.LayerNorm");
+    const bool recompute = training_ && o_.recompute.contains(layer);
+    const std::size_t first = p_.op_count(Phase::forward);
+    recording_ = recompute;
+    recorded_.clear();
     const int qkv = linear(x, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv");
     const int context = attention(qkv);
     const int s1 = linear(context, o_w, o_b, h, Activation::none, x, "attention out");
@@ -135,6 +143,17 @@ class Builder {
     const int s2 = linear(f, f_w, f_b, h, Activation::none, x1, "ffn out");
     const int next = layernorm(s2, g2, b2, "hidden");
     prefix_.clear();
+    recording_ = false;
+    if (recompute) {
+      // Only the layer's output is kept (the next layer's input); backward
+      // runs the layer's forward ops again, just before the layer's own
+      // backward ops (closures run last-registered first), and then reads
+      // the intermediates as if they had been kept.
+      for (const int t : recorded_)
+        if (t != next) p_.set_recomputed(t);
+      const std::size_t last = p_.op_count(Phase::forward);
+      backward([=, this] { p_.repeat_in_backward(first, last); });
+    }
     return next;
   }
 
@@ -443,6 +462,8 @@ class Builder {
   std::vector<std::function<void()>> backward_;
   std::uint64_t streams_ = 0;
   int word_ = -1;
+  bool recording_ = false;  // act() lists the tensors it makes (a recomputed layer)
+  std::vector<int> recorded_;
 };
 
 }  // namespace
@@ -458,6 +479,12 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   if (options.shape.seq > c.max_position_embeddings) {
     throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}",
                                   options.shape.seq, c.max_position_embeddings));
+  }
+  for (const std::int64_t layer : options.recompute) {
+    if (layer < 0 || layer >= c.num_hidden_layers)
+      throw ConfigError(
+          fmt::format("recompute: layer {} does not exist (the model has layers 0-{})", layer,
+                      c.num_hidden_layers - 1));
   }
   auto out = std::make_unique<BertProgram>(device, precision);
   Program& p = out->program;

@@ -6,6 +6,7 @@
 // ops that keep what backward needs, with the backward of every op recorded
 // as it is declared and emitted in reverse at the end.
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,10 @@ struct BertProgramOptions {
   /// Training: > 0 runs the MLM head on at most this many gathered
   /// positions per sequence; 0 on every position.
   std::int64_t max_predictions = 0;
+  /// Training: the encoder layers whose activations are recomputed in
+  /// backward instead of kept from forward (only each such layer's input
+  /// stays; its intermediates share one set of buffers).
+  std::set<std::int64_t> recompute;
   double dropout = 0.0;            ///< training: hidden dropout
   double attention_dropout = 0.0;  ///< training: attention-probability dropout
 };

@@ -28,6 +28,21 @@ int Program::activation(const std::string& name, Shape shape, bool transient) {
   return t;
 }
 
+void Program::set_recomputed(int t) {
+  at(t).transient = true;
+  at(t).recomputed = true;
+}
+
+void Program::repeat_in_backward(std::size_t first, std::size_t last) {
+  const auto& forward = list(Phase::forward);
+  if (first > last || last > forward.size())
+    throw std::logic_error("Program::repeat_in_backward: bad op range");
+  auto& backward = list(Phase::backward);
+  const std::vector<Op> copies(forward.begin() + static_cast<std::ptrdiff_t>(first),
+                               forward.begin() + static_cast<std::ptrdiff_t>(last));
+  backward.insert(backward.end(), copies.begin(), copies.end());
+}
+
 int Program::view(int of, std::int64_t begin, std::int64_t rows, const std::string& name) {
   Slot v = at(of);
   v.name = name;
@@ -119,47 +134,63 @@ void Program::finish() {
 }
 
 void Program::share_transient_memory() {
-  // Position of every op in the run order (forward, then backward); the
-  // first and last position each transient tensor is written or read.
-  std::map<int, std::pair<std::size_t, std::size_t>> live;
+  // Position of every op in the run order (forward, then backward), and for
+  // each transient tensor the spans where it must hold its value: from its
+  // first to its last use, or for a recomputed tensor one such span per
+  // phase (backward writes it again before reading it).
+  using Span = std::pair<std::size_t, std::size_t>;
+  std::map<int, std::vector<Span>> live;
   std::size_t position = 0;
   for (const Phase phase : {Phase::forward, Phase::backward}) {
     for (const auto& op : list(phase)) {
       for (const auto* operands : {&op.inputs, &op.outputs}) {
         for (int t : *operands) {
           if (!at(t).transient) continue;
-          auto [it, inserted] = live.try_emplace(t, position, position);
-          it->second.second = position;
+          auto& spans = live[t];
+          const bool new_phase = at(t).recomputed && phase == Phase::backward && !spans.empty() &&
+                                 spans.back().second < op_count(Phase::forward);
+          if (spans.empty() || new_phase) {
+            spans.emplace_back(position, position);
+          } else {
+            spans.back().second = position;
+          }
         }
       }
       ++position;
     }
   }
   std::vector<std::pair<std::size_t, int>> by_start;
-  for (const auto& [t, span] : live) by_start.emplace_back(span.first, t);
+  for (const auto& [t, spans] : live) by_start.emplace_back(spans.front().first, t);
   std::sort(by_start.begin(), by_start.end());
   struct Shared {
     int slot;
-    std::size_t busy_until;  // last position its current occupant is used
+    std::vector<Span> busy;  // the spans of every tensor placed in it
+  };
+  const auto overlaps = [](const std::vector<Span>& a, const std::vector<Span>& b) {
+    for (const auto& x : a)
+      for (const auto& y : b)
+        if (x.first <= y.second && y.first <= x.second) return true;
+    return false;
   };
   std::vector<Shared> buffers;
   for (const auto& [start, t] : by_start) {
+    const auto& spans = live.at(t);
     Shared* reuse = nullptr;
     for (auto& b : buffers) {
-      if (b.busy_until < start && at(b.slot).shape == at(t).shape &&
-          at(b.slot).dtype == at(t).dtype) {
+      if (at(b.slot).shape == at(t).shape && at(b.slot).dtype == at(t).dtype &&
+          !overlaps(b.busy, spans)) {
         reuse = &b;
         break;
       }
     }
     if (reuse == nullptr) {
-      buffers.push_back({t, live.at(t).second});
+      buffers.push_back({t, spans});
       continue;
     }
     Slot& s = at(t);  // the whole of the buffer: a view of all its rows
     s.view_of = reuse->slot;
     s.view_begin = 0;
-    reuse->busy_until = live.at(t).second;
+    reuse->busy.insert(reuse->busy.end(), spans.begin(), spans.end());
   }
 }
 

@@ -42,6 +42,17 @@ class Program {
   /// with other transient tensors of its shape whose uses are over
   /// (finish() assigns them by a linear scan over the op lists).
   int activation(const std::string& name, Shape shape, bool transient = false);
+  /// Recomputation: `t` (an activation) need not survive from forward to
+  /// backward, because backward writes it again before reading it
+  /// (repeat_in_backward). It then shares memory like a transient tensor,
+  /// live only while each phase uses it.
+  void set_recomputed(int t);
+  /// Number of ops declared so far in `phase` (to mark a range of them).
+  std::size_t op_count(Phase phase) const { return lists_[static_cast<std::size_t>(phase)].size(); }
+  /// Appends copies of forward ops [first, last) to the backward list: the
+  /// same kernels on the same tensors, so the same values (dropout masks are
+  /// keyed by their stream, not by when they run).
+  void repeat_in_backward(std::size_t first, std::size_t last);
   /// Rows [begin, begin + rows) of tensor `of`, sharing its memory.
   int view(int of, std::int64_t begin, std::int64_t rows, const std::string& name);
   /// The weight a training GEMM reads: `master` itself in f32, else its
@@ -127,6 +138,7 @@ class Program {
     bool elsewhere = false;
     bool typed = true;  // false until an op's operand_types gives the dtype
     bool transient = false;
+    bool recomputed = false;  // live in forward and again in backward, not between
     Tensor tensor;
   };
   struct Op {

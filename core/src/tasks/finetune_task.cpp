@@ -209,12 +209,13 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   const int local_replicas = across_processes ? 1 : static_cast<int>(config.batch.replicas);
   const int total_replicas = across_processes ? across_processes->size() : local_replicas;
   const bool sharded = f.train && config.optimizer.shard_state && total_replicas > 1;
+  const auto recompute = recompute_layers(config, model);
   const auto make_training = [&] {
     return std::make_unique<BertTraining>(
         device, model, train_shape, optimizer_settings(config.optimizer), precision,
         DropoutSettings{config.model.dropout,
                         config.model.attention_dropout.value_or(config.model.dropout)},
-        config.model.seed, 0, result.head);
+        config.model.seed, 0, result.head, recompute);
   };
   const auto make_evaluator = [&] {
     return std::make_unique<BertInference>(device, model, eval_shape, precision, result.head);

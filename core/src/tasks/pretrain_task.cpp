@@ -97,12 +97,13 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   // so the MLM head runs on those rows only.
   const auto data = open_pretraining_data(config, result.config, shape);
   spdlog::info("data: {}", data->description());
+  const auto recompute = recompute_layers(config, result.config);
   const auto make_replica = [&] {
     return std::make_unique<BertTraining>(
         device, result.config, shape, settings, precision,
         DropoutSettings{config.model.dropout,
                         config.model.attention_dropout.value_or(config.model.dropout)},
-        config.model.seed, data->max_predictions());
+        config.model.seed, data->max_predictions(), TaskHead{}, recompute);
   };
   const int local_replicas = across_processes ? 1 : static_cast<int>(config.batch.replicas);
   const int total_replicas = across_processes ? across_processes->size() : local_replicas;

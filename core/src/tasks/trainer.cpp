@@ -24,6 +24,26 @@ OptimizerSettings optimizer_settings(const OptimizerSection& o) {
   return settings;
 }
 
+std::set<std::int64_t> recompute_layers(const RunConfig& config, const BertConfig& model) {
+  std::set<std::int64_t> layers;
+  if (config.model.recompute == "all") {
+    for (std::int64_t l = 0; l < model.num_hidden_layers; ++l) layers.insert(l);
+  }
+  for (const std::int64_t layer : config.model.recompute_layers) {
+    if (layer >= model.num_hidden_layers) {
+      throw ConfigError(fmt::format(
+          "{}: key 'model.recompute': layer {} does not exist: the model has {} layers (0-{})",
+          config.locate("model.recompute"), layer, model.num_hidden_layers,
+          model.num_hidden_layers - 1));
+    }
+    if (!layers.insert(layer).second) {
+      throw ConfigError(fmt::format("{}: key 'model.recompute': layer {} is listed twice",
+                                    config.locate("model.recompute"), layer));
+    }
+  }
+  return layers;
+}
+
 void check_training_setup(Device& device, const RunConfig& config,
                           const Communicator* across_processes) {
   const DType precision = config.model.precision;

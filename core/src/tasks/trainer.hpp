@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,10 @@ namespace polyhal {
 /// Micro-batch number `index` of the training stream; called from several
 /// replica threads at once.
 using BatchSource = std::function<TrainingBatch(std::uint64_t index)>;
+
+/// The encoder layers model.recompute names for `model`. Throws ConfigError
+/// naming the key for a layer the model does not have.
+std::set<std::int64_t> recompute_layers(const RunConfig& config, const BertConfig& model);
 
 /// The optimizer section as BertTraining takes it.
 OptimizerSettings optimizer_settings(const OptimizerSection& optimizer);

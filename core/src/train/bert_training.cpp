@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "model/bert_program.hpp"
 #include "polyhal/error.hpp"
@@ -195,7 +196,8 @@ struct BertTraining::State {
 
 BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                            OptimizerSettings optimizer, DType precision, DropoutSettings dropout,
-                           std::uint64_t seed, std::int64_t max_predictions, TaskHead head)
+                           std::uint64_t seed, std::int64_t max_predictions, TaskHead head,
+                           std::set<std::int64_t> recompute)
     : state_(std::make_unique<State>()) {
   for (const double p : {dropout.hidden, dropout.attention}) {
     if (p < 0.0 || p >= 1.0) throw ConfigError(fmt::format("dropout must be in [0, 1), got {}", p));
@@ -221,6 +223,7 @@ BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape m
   options.dropout = dropout.hidden;
   options.attention_dropout = dropout.attention;
   options.num_labels = head.num_labels;
+  options.recompute = std::move(recompute);
   options.head = head.kind == TaskHead::Kind::question_answering ? BertHead::question_answering
                  : head.kind == TaskHead::Kind::classification   ? BertHead::classification
                                                                  : BertHead::pretraining;
