@@ -139,3 +139,60 @@ TEST(DeviceModel, AllReduceCostFollowsTheLinksAndTheTopology) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// Graphcore's recipe keeps optimizer state off-chip in Streaming Memory: it
+// leaves the tile-memory plan (listed apart, checked against the machine's
+// DDR) and each update pays for streaming m and v in and out.
+TEST(DeviceModel, IpuOptimizerStateInStreamingMemory) {
+  const std::vector<MemoryItem> items{{"weights", "f16", 300u << 20},
+                                      {"activations", "f16", 200u << 20},
+                                      {"optimizer state", "f32", 600u << 20}};
+  const auto tile = test::first_device("ipu")->plan_memory(items);
+  const auto streaming =
+      test::first_device("ipu", {{"optimizer_state", "streaming"}})->plan_memory(items);
+  EXPECT_FALSE(tile.fits);
+  EXPECT_TRUE(streaming.fits);
+  EXPECT_EQ(tile.required_bytes - streaming.required_bytes, 600u << 20);
+  bool listed = false;
+  for (const auto& item : streaming.items)
+    listed = listed || item.category == "optimizer state (Streaming Memory)";
+  EXPECT_TRUE(listed);
+  const KernelDesc update{
+      OpKind::adamw_update, DType::f32, {{1 << 20}, {1 << 20}}, OptimizerUpdateAttrs{}, DType::f16};
+  const double on_chip = *test::first_device("ipu")->estimate_seconds(update);
+  const double streamed =
+      *test::first_device("ipu", {{"optimizer_state", "streaming"}})->estimate_seconds(update);
+  // 8 MiB of m and v, in and out at 20 GB/s.
+  EXPECT_NEAR(streamed - on_chip, 2.0 * 8.0 * (1 << 20) / 20e9, 1e-9);
+}
+
+// Advice names only what applies: no "compute in f16" for an f16 plan.
+TEST(DeviceModel, IpuNotFitAdviceFitsThePlan) {
+  const auto ipu = test::first_device("ipu");
+  const auto advice = [&](const char* dtype) {
+    const auto report = ipu->plan_memory({{"weights", "f16", 400u << 20},
+                                          {"activations", dtype, 900u << 20},
+                                          {"optimizer state", "f32", 100u << 20}});
+    std::string all;
+    for (const auto& note : report.notes) all += note + "\n";
+    return all;
+  };
+  EXPECT_EQ(advice("f16").find("compute in f16"), std::string::npos) << advice("f16");
+  EXPECT_NE(advice("f32").find("compute in f16"), std::string::npos) << advice("f32");
+  EXPECT_NE(advice("f16").find("model.recompute: all"), std::string::npos);
+  EXPECT_NE(advice("f16").find("device.optimizer_state: streaming"), std::string::npos);
+}
+
+TEST(DeviceModel, BowIpuIsAGeneration) {
+  const auto bow = test::first_device("ipu", {{"generation", "bow"}});
+  EXPECT_NE(bow->properties().product.find("Bow IPU"), std::string::npos);
+  EXPECT_DOUBLE_EQ(bow->properties().peak_flops.at(DType::f16), 350e12);
+  const KernelDesc gemm{OpKind::matmul, DType::f16, {{4096, 4096}, {4096, 4096}}, MatmulAttrs{}};
+  EXPECT_LT(*bow->estimate_seconds(gemm), *test::first_device("ipu")->estimate_seconds(gemm));
+}
+
+}  // namespace
+}  // namespace polyhal

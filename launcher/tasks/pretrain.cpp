@@ -44,7 +44,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
     const auto state_bytes = [](const MemoryReport& m) {
       std::uint64_t bytes = 0;
       for (const auto& item : m.items)
-        if (item.category == "optimizer state") bytes += item.bytes;
+        if (item.category.starts_with("optimizer state")) bytes += item.bytes;
       return bytes;
     };
     const double mib = 1024.0 * 1024.0;

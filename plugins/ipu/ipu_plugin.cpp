@@ -2,6 +2,7 @@
 // host with the IPU's rules (f16/f32 only, f16 or f32 partials, optional
 // stochastic rounding, per-tile SRAM) and estimates speed from datasheet peaks.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "../common/collective_cost.hpp"
 #include "../common/op_cost.hpp"
@@ -23,6 +24,8 @@ constexpr double kTileOverheadFraction = 0.1;
 
 struct IpuSettings {
   std::string system;
+  IpuGeneration generation;
+  bool streaming_optimizer_state = false;  // optimizer state in Streaming Memory
   DType partials = DType::f32;
   bool stochastic_rounding = false;
   double available_memory_proportion = 0.6;
@@ -46,9 +49,20 @@ class IpuDevice final : public Device {
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
     if (desc.op == OpKind::all_reduce) return all_reduce_seconds(desc);
     const auto cost = plugins::op_cost(desc);
-    return plugins::Roofline{peak_for(plugins::compute_dtype(desc)), Gc200Spec::kMemoryBandwidth,
-                             kAchievableFraction, kSyncOverheadSeconds}
-        .seconds(cost.flops, cost.bytes);
+    double seconds = plugins::Roofline{peak_for(plugins::compute_dtype(desc)),
+                                       settings_.generation.memory_bandwidth, kAchievableFraction,
+                                       kSyncOverheadSeconds}
+                         .seconds(cost.flops, cost.bytes);
+    if (settings_.streaming_optimizer_state && is_update(desc.op)) {
+      // m and v come in from Streaming Memory and go back after the update.
+      const double state = 2.0 * static_cast<double>(element_count(desc.input_shapes.at(0))) * 4.0;
+      seconds += 2.0 * state / kStreamingBandwidth;
+    }
+    return seconds;
+  }
+
+  static bool is_update(OpKind op) {
+    return op == OpKind::adamw_update || op == OpKind::lamb_update || op == OpKind::sgd_update;
   }
 
   /// GCL's ring all-reduce over IPU-Links (320 GB/s per IPU, datasheet;
@@ -76,7 +90,19 @@ class IpuDevice final : public Device {
     // Everything lives in tile SRAM, spread over the tiles; a share of each
     // tile is taken by code and exchange buffers, and temporaries (workspace)
     // may use at most available_memory_proportion of a tile.
-    MemoryReport report = Device::plan_memory(items);
+    std::vector<MemoryItem> on_chip, off_chip;
+    std::uint64_t streamed = 0;
+    for (const auto& item : items) {
+      if (settings_.streaming_optimizer_state && item.category == "optimizer state") {
+        streamed += item.bytes;
+        off_chip.push_back({"optimizer state (Streaming Memory)", item.name, item.bytes});
+      } else {
+        on_chip.push_back(item);
+      }
+    }
+    MemoryReport report = Device::plan_memory(on_chip);
+    // Listed, but not counted against tile memory.
+    report.items.insert(report.items.end(), off_chip.begin(), off_chip.end());
     const auto usable = static_cast<std::uint64_t>(static_cast<double>(Gc200Spec::kMemoryBytes) *
                                                    (1.0 - kTileOverheadFraction));
     std::uint64_t workspace = 0;
@@ -86,8 +112,16 @@ class IpuDevice final : public Device {
     const auto workspace_limit = static_cast<std::uint64_t>(
         static_cast<double>(Gc200Spec::kMemoryBytes) * settings_.available_memory_proportion);
     report.capacity_bytes = usable;
-    report.fits = report.required_bytes <= usable && workspace <= workspace_limit;
+    const std::uint64_t streaming_capacity = settings_.generation.streaming_memory;
+    report.fits = report.required_bytes <= usable && workspace <= workspace_limit &&
+                  streamed <= streaming_capacity;
     report.notes.clear();
+    if (settings_.streaming_optimizer_state) {
+      report.notes.push_back(fmt::format(
+          "optimizer state in Streaming Memory: {} of {} per IPU (not in tile memory; streamed "
+          "in and out for every update at {:.0f} GB/s, modelled)",
+          mib(streamed), mib(streaming_capacity), kStreamingBandwidth / 1e9));
+    }
     report.notes.push_back(
         fmt::format("per tile: {:.1f} KiB of {} KiB over {} tiles ({}% of each tile reserved for "
                     "code and exchange, modelled)",
@@ -95,11 +129,9 @@ class IpuDevice final : public Device {
                     Gc200Spec::kTileMemoryBytes / 1024, Gc200Spec::kTiles,
                     static_cast<int>(kTileOverheadFraction * 100)));
     if (report.required_bytes > usable) {
-      report.notes.push_back(
-          fmt::format("does not fit: needs {} of {} usable In-Processor-Memory; reduce the "
-                      "micro-batch, use f16, or "
-                      "pipeline the model over more IPUs",
-                      mib(report.required_bytes), mib(usable)));
+      report.notes.push_back(fmt::format(
+          "does not fit: needs {} of {} usable In-Processor-Memory; {}", mib(report.required_bytes),
+          mib(usable), not_fit_advice(items, report.required_bytes)));
     }
     if (workspace > workspace_limit) {
       report.notes.push_back(
@@ -112,6 +144,31 @@ class IpuDevice final : public Device {
   }
 
  protected:
+  /// What would make it fit, from what takes the memory: only advice that
+  /// applies (no "use f16" to an f16 plan).
+  std::string not_fit_advice(const std::vector<MemoryItem>& items, std::uint64_t required) const {
+    std::uint64_t activations = 0, f32_activations = 0, state = 0;
+    for (const auto& item : items) {
+      if (item.category == "activations") {
+        activations += item.bytes;
+        if (item.name == "f32") f32_activations += item.bytes;
+      }
+      if (item.category == "optimizer state") state += item.bytes;
+    }
+    std::vector<std::string> advice{"reduce the micro-batch"};
+    if (f32_activations * 4 > activations && activations > 0)
+      advice.push_back("compute in f16 (model.precision: f16 with loss scaling)");
+    if (activations * 4 > required)
+      advice.push_back("recompute activations (model.recompute: all)");
+    if (state > 0 && !settings_.streaming_optimizer_state)
+      advice.push_back(
+          "keep the optimizer state in Streaming Memory "
+          "(device.optimizer_state: streaming) and shard it over replicas "
+          "(optimizer.shard_state: true)");
+    advice.push_back("or split the model over several IPUs (pipelining: not in polyhal yet)");
+    return fmt::format("{}", fmt::join(advice, ", "));
+  }
+
   std::string kernel_advice(const KernelDesc& desc) const override {
     if (desc.dtype == DType::bf16) {
       return "The IPU computes in f16 and f32 only; use dtype f16 (with loss scaling for training)";
@@ -121,11 +178,11 @@ class IpuDevice final : public Device {
 
  private:
   double peak_for(DType type) const {
-    if (type == DType::f32) return Gc200Spec::kPeakF32Flops;
+    const auto& g = settings_.generation;
+    if (type == DType::f32) return g.peak_f32;
     // FP16.16 is the datasheet peak; with f32 partials the AMP units run at
     // half rate (modelling assumption, as on Mk1).
-    return settings_.partials == DType::f16 ? Gc200Spec::kPeakF16Flops
-                                            : Gc200Spec::kPeakF16Flops / 2;
+    return settings_.partials == DType::f16 ? g.peak_f16 : g.peak_f16 / 2;
   }
 
   static DeviceProperties make_properties(int index, const PodSystem& system,
@@ -134,16 +191,17 @@ class IpuDevice final : public Device {
     p.name = fmt::format("ipu{}", index);
     p.backend = "ipu";
     p.vendor = "Graphcore";
-    p.product = fmt::format("GC200 Mk2 IPU (IPU-{} model, {} of {})", system.name, index + 1,
+    const auto& g = s.generation;
+    p.product = fmt::format("{} (IPU-{} model, {} of {})", g.product, system.name, index + 1,
                             system.ipus());
     p.mode = DeviceMode::model;
     p.dtypes = {DType::f16, DType::f32};
     p.memory_capacity_bytes = Gc200Spec::kMemoryBytes;
-    p.peak_flops = {{DType::f16, Gc200Spec::kPeakF16Flops}, {DType::f32, Gc200Spec::kPeakF32Flops}};
+    p.peak_flops = {{DType::f16, g.peak_f16}, {DType::f32, g.peak_f32}};
     p.table = {
         {"mode", "model", Provenance::modelled, "device model on the host; no IPU attached"},
         {"system",
-         fmt::format("IPU-{} ({} x IPU-M2000, {} IPUs)", system.name, system.machines,
+         fmt::format("IPU-{} ({} x {}, {} IPUs)", system.name, system.machines, g.machine,
                      system.ipus()),
          Provenance::datasheet, "IPU-POD datasheet"},
         {"tiles", std::to_string(Gc200Spec::kTiles), Provenance::datasheet, "GC200"},
@@ -151,10 +209,19 @@ class IpuDevice final : public Device {
          fmt::format("{} ({} KiB x {} tiles)", mib(Gc200Spec::kMemoryBytes),
                      Gc200Spec::kTileMemoryBytes / 1024, Gc200Spec::kTiles),
          Provenance::datasheet, "In-Processor-Memory, SRAM"},
-        {"memory bandwidth", "47.5 TB/s", Provenance::datasheet, "In-Processor-Memory"},
-        {"peak f16", "250 TFLOP/s", Provenance::datasheet, "FP16.16 per IPU"},
-        {"peak f16 (f32 partials)", "125 TFLOP/s", Provenance::modelled, "assumed half rate"},
-        {"peak f32", "62.5 TFLOP/s", Provenance::datasheet, "per IPU"},
+        {"memory bandwidth", fmt::format("{:.1f} TB/s", g.memory_bandwidth / 1e12),
+         Provenance::datasheet, "In-Processor-Memory"},
+        {"peak f16", fmt::format("{:.0f} TFLOP/s", g.peak_f16 / 1e12), Provenance::datasheet,
+         "FP16.16 per IPU"},
+        {"peak f16 (f32 partials)", fmt::format("{:.0f} TFLOP/s", g.peak_f16 / 2e12),
+         Provenance::modelled, "assumed half rate"},
+        {"peak f32", fmt::format("{:.1f} TFLOP/s", g.peak_f32 / 1e12), Provenance::datasheet,
+         "per IPU"},
+        {"Streaming Memory",
+         fmt::format("up to {:.0f} GB per IPU", static_cast<double>(g.streaming_memory) / 1e9),
+         Provenance::datasheet, fmt::format("{} DDR shared by its 4 IPUs", g.machine)},
+        {"optimizer state", s.streaming_optimizer_state ? "Streaming Memory" : "tile memory",
+         Provenance::modelled, "device.optimizer_state"},
         {"dtypes", "f16, f32", Provenance::datasheet, "no bf16 on the IPU"},
         {"partials", std::string(dtype_name(s.partials)), Provenance::modelled,
          "matmul accumulation type"},
@@ -181,6 +248,12 @@ class IpuBackend final : public Backend {
     return {
         {"mode", T::choice, {"model", "hardware"}, "model", "model: host execution with IPU rules"},
         {"system", T::choice, systems, "POD4", "IPU-POD size: number of IPUs"},
+        {"generation", T::choice, {"mk2", "bow"}, "mk2", "GC200 Mk2 (IPU-M2000) or Bow (Bow-2000)"},
+        {"optimizer_state",
+         T::choice,
+         {"tile", "streaming"},
+         "tile",
+         "where optimizer state lives: tile memory, or off-chip Streaming Memory"},
         {"partials", T::choice, {"f32", "f16"}, "f32", "matmul accumulation type for f16 inputs"},
         {"stochastic_rounding", T::boolean, {}, "false", "stochastic rounding of f16 results"},
         {"available_memory_proportion",
@@ -200,6 +273,9 @@ class IpuBackend final : public Backend {
     }
     IpuSettings settings;
     settings.system = options.at("system");
+    for (const auto& g : ipu_generations())
+      if (g.name == options.at("generation")) settings.generation = g;
+    settings.streaming_optimizer_state = options.at("optimizer_state") == "streaming";
     settings.partials = options.at("partials") == "f16" ? DType::f16 : DType::f32;
     settings.stochastic_rounding = options.at("stochastic_rounding") == "true";
     settings.available_memory_proportion = std::stod(options.at("available_memory_proportion"));

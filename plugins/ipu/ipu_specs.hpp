@@ -20,6 +20,25 @@ struct Gc200Spec {
   static constexpr int kThreadsPerTile = 6;
 };
 
+/// An IPU generation: the GC200 Mk2 of the IPU-M2000, or the Bow IPU of the
+/// Bow-2000 (the same tiles and SRAM, a higher clock through wafer-on-wafer
+/// power delivery). Sources: the IPU-M2000 and Bow-2000 datasheets.
+struct IpuGeneration {
+  std::string name;                // "mk2"
+  std::string product;             // "GC200 Mk2 IPU"
+  std::string machine;             // "IPU-M2000"
+  double peak_f16;                 // FLOP/s, FP16.16 per IPU
+  double peak_f32;                 // FLOP/s per IPU
+  double memory_bandwidth;         // In-Processor-Memory, bytes/s
+  std::uint64_t streaming_memory;  // per IPU: the machine's maximum DDR over its 4 IPUs
+};
+const std::vector<IpuGeneration>& ipu_generations();
+
+/// Streaming Memory bandwidth per IPU for optimizer state kept there
+/// (modelling assumption: the machines' DDR4 through the IPU-Gateway; not a
+/// datasheet figure).
+inline constexpr double kStreamingBandwidth = 20e9;
+
 /// An IPU-POD system: how many M2000 machines, hence IPUs.
 struct PodSystem {
   std::string name;  // "POD16"
