@@ -8,14 +8,15 @@ import tempfile
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
-def run(build, args):
+def run(build, args, check=True):
     """`polyhal run ARGS --metrics-out F`, returning F's JSON lines. LD_PRELOAD
-    (the OpenBLAS given to PyTorch) is not passed on: polyhal does not use it."""
+    (the OpenBLAS given to PyTorch) is not passed on: polyhal does not use it.
+    `check` False accepts exit 1 (--compile-only of a plan that does not fit)."""
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
     with tempfile.TemporaryDirectory() as tmp:
         metrics = os.path.join(tmp, "m.jsonl")
         subprocess.run([os.path.join(build, "launcher", "polyhal"), "run", "--metrics-out", metrics] + args,
-                       check=True, stdout=subprocess.DEVNULL, env=env)
+                       check=check, stdout=subprocess.DEVNULL, env=env)
         with open(metrics) as f:
             return [json.loads(line) for line in f]
 

@@ -1,6 +1,7 @@
 #include "report.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <iostream>
 
@@ -29,6 +30,17 @@ std::string fit_summary(const MemoryReport& memory) {
 std::string clock_text(double seconds) {
   const auto total = static_cast<long long>(seconds + 0.5);
   return fmt::format("{}:{:02d}:{:02d}", total / 3600, (total / 60) % 60, total % 60);
+}
+
+std::string missing_figures(const DeviceProperties& p) {
+  std::vector<std::string> missing;
+  for (const auto& row : p.table)
+    if (row.value.find("not published") != std::string::npos) missing.push_back(row.name);
+  if (missing.empty())
+    return fmt::format("the {} model prices some op of this workload at no rate", p.name);
+  return fmt::format("the {} of {} {} not published, and the model does not invent {}",
+                     fmt::join(missing, " and "), p.product, missing.size() == 1 ? "is" : "are",
+                     missing.size() == 1 ? "it" : "them");
 }
 
 void report_training_estimate(const TrainingStepEstimate& e, nlohmann::json& summary) {

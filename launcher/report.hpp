@@ -20,6 +20,9 @@ std::string fit_summary(const MemoryReport& memory);
 /// estimate; `summary` gets estimated_sequences_per_second and
 /// estimated_step_seconds {forward, backward, optimizer, all_reduce}.
 void report_training_estimate(const TrainingStepEstimate& estimate, nlohmann::json& summary);
+/// Why a device model gives no estimate: the figures its property table
+/// marks as not published ("peak bf16 of Gaudi (HL-205) is not published").
+std::string missing_figures(const DeviceProperties& properties);
 /// "h:mm:ss".
 std::string clock_text(double seconds);
 

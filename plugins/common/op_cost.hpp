@@ -11,6 +11,10 @@ struct OpCost {
   double flops = 0;     // on the matrix engine (0 for element-wise ops)
   double bytes = 0;     // read and written at least once
   bool matrix = false;  // matmul-like: runs on the AMP/MME units
+  /// Memory traffic of a vector phase between the matrix work (attention's
+  /// scores, softmax and probabilities: [B, heads, S, S] passes), which does
+  /// not overlap it: added to the roofline time, not maxed with it.
+  double vector_bytes = 0;
 };
 
 /// The dtype the op computes and stores in: a training op's desc says f32
@@ -39,11 +43,20 @@ inline OpCost op_cost(const KernelDesc& desc) {
     const double n = static_cast<double>(desc.attrs_as<LinearAttrs>().out_features);
     return {2 * m * n * k, (m * k + k * n + m * n) * element, true};
   }
+  // Attention's [B, heads, S, S] scores (tokens x heads x S elements): the
+  // inference op writes them and reads them back through the softmax (2
+  // passes); training's forward also stores the probabilities for backward
+  // (3), and backward reads them and writes and reads their gradient (4).
+  const auto score_bytes = [&](double tokens, double seq) {
+    const auto& a = desc.attrs_as<AttentionAttrs>();
+    return tokens * static_cast<double>(a.heads) * seq * element;
+  };
   if (desc.op == OpKind::attention) {
     const double tokens = static_cast<double>(desc.input_shapes[0][0]);
     const double hidden = static_cast<double>(desc.input_shapes[0][1]) / 3;
     const double seq = static_cast<double>(desc.attrs_as<AttentionAttrs>().seq);
-    return {4 * tokens * seq * hidden, 4 * tokens * hidden * element, true};
+    return {4 * tokens * seq * hidden, 4 * tokens * hidden * element, true,
+            2 * score_bytes(tokens, seq)};
   }
   // Training ops (train_kernels.hpp): the GEMMs of dense and attention, and
   // their backward (dX and dW; dP, dV, dQ and dK: twice the forward).
@@ -63,7 +76,8 @@ inline OpCost op_cost(const KernelDesc& desc) {
     const double hidden = static_cast<double>(qkv[1]) / 3;
     const double seq = static_cast<double>(desc.attrs_as<AttentionAttrs>().seq);
     const double gemms = forward ? 1.0 : 2.0;
-    return {gemms * 4 * tokens * seq * hidden, gemms * 4 * tokens * hidden * element, true};
+    return {gemms * 4 * tokens * seq * hidden, gemms * 4 * tokens * hidden * element, true,
+            (forward ? 3.0 : 4.0) * score_bytes(tokens, seq)};
   }
   double bytes = 0;
   for (std::size_t i = 0; i < desc.input_shapes.size(); ++i) bytes += numel(i) * element;

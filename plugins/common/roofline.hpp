@@ -11,9 +11,13 @@ struct Roofline {
   double memory_bandwidth;     // bytes/s
   double achievable_fraction;  // of peak, for large GEMMs
   double overhead_seconds;     // launch / sync per call
-  double seconds(double flops, double bytes) const {
-    return std::max(flops / (peak_flops * achievable_fraction), bytes / memory_bandwidth) +
-           overhead_seconds;
+  /// Of the memory bandwidth, for streaming element-wise work.
+  double bandwidth_fraction = 1.0;
+  /// `vector_bytes`: a phase that does not overlap the matrix work (OpCost).
+  double seconds(double flops, double bytes, double vector_bytes = 0) const {
+    const double bandwidth = memory_bandwidth * bandwidth_fraction;
+    return std::max(flops / (peak_flops * achievable_fraction), bytes / bandwidth) +
+           vector_bytes / bandwidth + overhead_seconds;
   }
 };
 

@@ -19,8 +19,9 @@ namespace polyhal::gaudi {
 namespace {
 
 // Modelling assumptions (not from a datasheet):
-constexpr double kAchievableFraction = 0.7;        // of MME peak for large GEMMs
-constexpr double kLaunchOverheadSeconds = 10e-6;   // per graph launch
+constexpr double kAchievableFraction = 0.7;       // of MME peak for large GEMMs
+constexpr double kLaunchOverheadSeconds = 10e-6;  // per graph launch
+constexpr double kHbmFraction = 0.7;  // of HBM bandwidth for the TPCs' streaming element-wise ops
 constexpr double kRuntimeReservedFraction = 0.05;  // HBM kept by the runtime
 
 std::string gib(std::uint64_t bytes) {
@@ -44,8 +45,8 @@ class GaudiDevice final : public Device {
         plugins::compute_dtype(desc) == DType::f32 ? generation_.peak_f32 : generation_.peak_bf16;
     if (cost.matrix && peak <= 0.0) return std::nullopt;  // not published: no estimate
     return plugins::Roofline{cost.matrix ? peak : 1.0, generation_.hbm_bandwidth,
-                             kAchievableFraction, kLaunchOverheadSeconds}
-        .seconds(cost.flops, cost.bytes);
+                             kAchievableFraction, kLaunchOverheadSeconds, kHbmFraction}
+        .seconds(cost.flops, cost.bytes, cost.vector_bytes);
   }
 
   /// HCCL over the cards' integrated RoCE ports (datasheet counts): inside

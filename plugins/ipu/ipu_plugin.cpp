@@ -52,7 +52,7 @@ class IpuDevice final : public Device {
     double seconds = plugins::Roofline{peak_for(plugins::compute_dtype(desc)),
                                        settings_.generation.memory_bandwidth, kAchievableFraction,
                                        kSyncOverheadSeconds}
-                         .seconds(cost.flops, cost.bytes);
+                         .seconds(cost.flops, cost.bytes, cost.vector_bytes);
     if (settings_.streaming_optimizer_state && is_update(desc.op)) {
       // m and v come in from Streaming Memory and go back after the update.
       const double state = 2.0 * static_cast<double>(element_count(desc.input_shapes.at(0))) * 4.0;
