@@ -68,6 +68,15 @@ struct DropoutSettings {
   double attention = 0.0;  ///< attention probabilities (HF attention_probs_dropout_prob)
 };
 
+/// Pipelining: the part of the model one stage trains. Stage 0 has the
+/// embeddings, the last stage the heads and loss; each has encoder layers
+/// [first_layer, last_layer) (-1: through the last layer).
+struct PipelineStage {
+  std::int64_t first_layer = 0;
+  std::int64_t last_layer = -1;
+  bool embeddings = true, heads = true;
+};
+
 /// A device model's estimate of one replica's training work (seconds).
 struct TrainingWorkEstimate {
   double forward = 0;   ///< one micro-batch's forward pass and loss
@@ -98,7 +107,7 @@ class BertTraining {
                OptimizerSettings optimizer, DType precision = DType::f32,
                DropoutSettings dropout = {}, std::uint64_t seed = 0,
                std::int64_t max_predictions = 0, TaskHead head = {},
-               std::set<std::int64_t> recompute = {});
+               std::set<std::int64_t> recompute = {}, PipelineStage stage = {});
   ~BertTraining();
   BertTraining(const BertTraining&) = delete;
   BertTraining& operator=(const BertTraining&) = delete;
@@ -113,6 +122,22 @@ class BertTraining {
   /// Gradients come out multiplied by `loss_scale` (fp16 loss scaling).
   StepLosses forward_backward(const TrainingBatch& batch, int accumulation_steps = 1,
                               double loss_scale = 1.0);
+  /// Pipelining, one stage's half of forward_backward: uploads what this
+  /// stage reads of `batch` and `input` (the previous stage's output, empty
+  /// for the first stage) and runs forward. Returns this stage's output
+  /// activations for the next stage (empty for the last).
+  std::vector<float> stage_forward(const TrainingBatch& batch, const std::vector<float>& input,
+                                   int accumulation_steps = 1, double loss_scale = 1.0);
+  /// Runs backward from `output_grad` (the next stage's input gradient,
+  /// empty for the last stage) and returns the gradient of this stage's
+  /// input (empty for the first). The last stage's losses: last_losses().
+  std::vector<float> stage_backward(const std::vector<float>& output_grad);
+  /// Replaces the accumulated gradient of parameter `name` (f32 values):
+  /// pipelining sums the gradients of a weight two stages share (the word
+  /// embeddings, tied to the MLM decoder) into both.
+  void set_gradient(const std::string& name, const std::vector<float>& values);
+  /// The losses of the last forward (last stage only).
+  StepLosses last_losses() const;
   /// Applies the optimizer to the accumulated gradients (divided by
   /// `loss_scale`, clipped to max_grad_norm when set), then zeroes them.
   /// Returns the global gradient norm before clipping, or nullopt when a

@@ -96,6 +96,46 @@ class Builder {
     return {w, b};
   }
 
+  // ---- pipeline stage boundaries ------------------------------------------
+
+  /// A stage's input: the previous stage's output, uploaded before forward.
+  /// Its gradient, summed over every reader, is kept for download.
+  int stage_input() {
+    const int x = p_.activation("stage input", {tokens(), o_.config.hidden_size});
+    out_.stage_input = x;
+    // Registered first, so emitted after every contribution to grad(x).
+    backward([=, this] {
+      out_.stage_input_grad = grad(x);
+      p_.set_kept(out_.stage_input_grad);
+    });
+    return x;
+  }
+
+  /// A stage's output, and its gradient uploaded from the next stage.
+  void stage_output(int x) {
+    out_.stage_output = x;
+    out_.stage_output_grad = p_.activation("stage output grad", p_.shape(x));
+    // Registered last, so emitted first: the gradient backward starts from.
+    backward([=, this] { contribute(x, out_.stage_output_grad); });
+  }
+
+  /// The MLM decoder of a last stage without the embeddings: its own copy of
+  /// the tied word embeddings (the pipeline sums the two copies' gradients,
+  /// so both take the same update).
+  void tied_word_embeddings() {
+    word_ = param("bert.embeddings.word_embeddings.weight",
+                  {o_.config.vocab_size, o_.config.hidden_size});
+  }
+
+  /// Dropout streams are numbered in declaration order over the whole
+  /// model: a stage starting at `layer` skips those of the embeddings and
+  /// the layers before it, so its masks are the unpipelined program's.
+  void skip_streams_before(std::int64_t layer) {
+    const std::uint64_t per_layer =
+        (o_.dropout > 0.0 ? 2u : 0u) + (o_.attention_dropout > 0.0 ? 1u : 0u);
+    streams_ = (o_.dropout > 0.0 ? 1u : 0u) + static_cast<std::uint64_t>(layer) * per_layer;
+  }
+
   // ---- layers: each lowers to inference or training ops -------------------
 
   int embeddings() {
@@ -494,10 +534,32 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   out->mask =
       p.tensor("attention_mask", "inputs", {options.shape.batch, options.shape.seq}, DType::i32);
   if (options.training) out->rng = p.tensor("dropout rng", "inputs", {2}, DType::i32);
+  const BertStage& stage = options.stage;
+  const std::int64_t last = stage.last_layer < 0 ? c.num_hidden_layers : stage.last_layer;
+  if (stage.first_layer < 0 || stage.first_layer > last || last > c.num_hidden_layers ||
+      (stage.embeddings && stage.first_layer != 0) ||
+      (stage.heads && last != c.num_hidden_layers) ||
+      (!options.training && !(stage.embeddings && stage.heads))) {
+    throw ConfigError(
+        fmt::format("pipeline stage with layers {}-{}{}{} does not fit a model of {} layers",
+                    stage.first_layer, last - 1, stage.embeddings ? ", embeddings" : "",
+                    stage.heads ? ", heads" : "", c.num_hidden_layers));
+  }
   Builder builder(*out, options);
-  int x = builder.embeddings();
-  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) x = builder.encoder_layer(l, x);
-  builder.heads(x);
+  int x = -1;
+  if (stage.embeddings) {
+    x = builder.embeddings();
+  } else {
+    builder.skip_streams_before(stage.first_layer);
+    x = builder.stage_input();
+  }
+  for (std::int64_t l = stage.first_layer; l < last; ++l) x = builder.encoder_layer(l, x);
+  if (stage.heads) {
+    if (!stage.embeddings && options.head == BertHead::pretraining) builder.tied_word_embeddings();
+    builder.heads(x);
+  } else {
+    builder.stage_output(x);
+  }
   builder.finish();
   return out;
 }

@@ -24,6 +24,18 @@ namespace polyhal {
 /// regression with mean squared error, as STS-B).
 enum class BertHead : std::uint8_t { pretraining, question_answering, classification };
 
+/// Pipelining: the part of the model one stage holds. Stage 0 has the
+/// embeddings, the last stage the heads and loss; each has encoder layers
+/// [first_layer, last_layer). A stage without embeddings reads its input
+/// activations from `stage_input` and writes their gradient to
+/// `stage_input_grad`; a stage without heads leaves its output in
+/// `stage_output` and takes that output's gradient in `stage_output_grad`.
+struct BertStage {
+  std::int64_t first_layer = 0;
+  std::int64_t last_layer = -1;  ///< -1: through the last layer
+  bool embeddings = true, heads = true;
+};
+
 struct BertProgramOptions {
   BertConfig config;
   BertShape shape;
@@ -38,6 +50,7 @@ struct BertProgramOptions {
   /// backward instead of kept from forward (only each such layer's input
   /// stays; its intermediates share one set of buffers).
   std::set<std::int64_t> recompute;
+  BertStage stage;                 ///< training: the whole model unless pipelined
   double dropout = 0.0;            ///< training: hidden dropout
   double attention_dropout = 0.0;  ///< training: attention-probability dropout
 };
@@ -67,6 +80,8 @@ struct BertProgram {
   int labels = -1;          ///< classification: i32 [B]
   int targets = -1;         ///< regression: f32 [B]
   int cls_positions = -1;   ///< classification training: i32 [B] rows 0, S, 2S, ... of the tokens
+  // Pipeline stages (BertStage).
+  int stage_input = -1, stage_input_grad = -1, stage_output = -1, stage_output_grad = -1;
 };
 
 /// Declares BERT on `device` at `precision` (checked op by op against the

@@ -47,6 +47,9 @@ class Program {
   /// (repeat_in_backward). It then shares memory like a transient tensor,
   /// live only while each phase uses it.
   void set_recomputed(int t);
+  /// `t` keeps memory of its own (a transient tensor the caller reads after
+  /// the run, such as a pipeline stage's input gradient).
+  void set_kept(int t) { at(t).transient = false; }
   /// Number of ops declared so far in `phase` (to mark a range of them).
   std::size_t op_count(Phase phase) const { return lists_[static_cast<std::size_t>(phase)].size(); }
   /// Appends copies of forward ops [first, last) to the backward list: the

@@ -197,7 +197,7 @@ struct BertTraining::State {
 BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                            OptimizerSettings optimizer, DType precision, DropoutSettings dropout,
                            std::uint64_t seed, std::int64_t max_predictions, TaskHead head,
-                           std::set<std::int64_t> recompute)
+                           std::set<std::int64_t> recompute, PipelineStage stage)
     : state_(std::make_unique<State>()) {
   for (const double p : {dropout.hidden, dropout.attention}) {
     if (p < 0.0 || p >= 1.0) throw ConfigError(fmt::format("dropout must be in [0, 1), got {}", p));
@@ -224,6 +224,7 @@ BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape m
   options.attention_dropout = dropout.attention;
   options.num_labels = head.num_labels;
   options.recompute = std::move(recompute);
+  options.stage = {stage.first_layer, stage.last_layer, stage.embeddings, stage.heads};
   options.head = head.kind == TaskHead::Kind::question_answering ? BertHead::question_answering
                  : head.kind == TaskHead::Kind::classification   ? BertHead::classification
                                                                  : BertHead::pretraining;
@@ -259,30 +260,62 @@ void BertTraining::load_weights(const TensorMap& weights) {
 
 StepLosses BertTraining::forward_backward(const TrainingBatch& batch, int accumulation_steps,
                                           double loss_scale) {
+  stage_forward(batch, {}, accumulation_steps, loss_scale);
+  stage_backward({});
+  return last_losses();
+}
+
+std::vector<float> BertTraining::stage_forward(const TrainingBatch& batch,
+                                               const std::vector<float>& input,
+                                               int accumulation_steps, double loss_scale) {
   auto& s = *state_;
   if (!s.loaded) throw RuntimeFailure("BertTraining: load_weights before training");
   Program& p = s.program();
   const BertProgram& b = *s.bert;
-  p.upload(b.ids, batch.inputs.input_ids);
-  p.upload(b.types, batch.inputs.token_type_ids);
   p.upload(b.mask, batch.inputs.attention_mask);
   p.upload(b.rng, std::vector<std::int32_t>{static_cast<std::int32_t>(s.seed & 0x7fffffff),
                                             static_cast<std::int32_t>(batch.index & 0x7fffffff)});
-  p.upload(b.loss_scale, std::vector<float>{static_cast<float>(loss_scale / accumulation_steps)});
-  if (s.head == BertHead::question_answering) {
-    s.upload_spans(batch);
-  } else if (s.head == BertHead::classification) {
-    s.upload_classes(batch);
-  } else if (s.max_predictions > 0) {
-    const auto [positions, labels] = s.gather_labels(batch.mlm_labels);
-    p.upload(b.mlm_positions, positions);
-    p.upload(b.mlm_labels, labels);
+  if (b.stage_input >= 0) {
+    p.upload_floats(b.stage_input, input);
   } else {
-    p.upload(b.mlm_labels, batch.mlm_labels);
+    p.upload(b.ids, batch.inputs.input_ids);
+    p.upload(b.types, batch.inputs.token_type_ids);
   }
-  if (s.head == BertHead::pretraining) p.upload(b.nsp_labels, batch.nsp_labels);
+  if (b.stage_output < 0) {  // the last stage: the head's labels and the loss scale
+    p.upload(b.loss_scale, std::vector<float>{static_cast<float>(loss_scale / accumulation_steps)});
+    if (s.head == BertHead::question_answering) {
+      s.upload_spans(batch);
+    } else if (s.head == BertHead::classification) {
+      s.upload_classes(batch);
+    } else if (s.max_predictions > 0) {
+      const auto [positions, labels] = s.gather_labels(batch.mlm_labels);
+      p.upload(b.mlm_positions, positions);
+      p.upload(b.mlm_labels, labels);
+    } else {
+      p.upload(b.mlm_labels, batch.mlm_labels);
+    }
+    if (s.head == BertHead::pretraining) p.upload(b.nsp_labels, batch.nsp_labels);
+  }
   p.run(Phase::forward);
+  if (b.stage_output < 0) return {};
+  return p.read_floats(b.stage_output);
+}
+
+std::vector<float> BertTraining::stage_backward(const std::vector<float>& output_grad) {
+  auto& s = *state_;
+  Program& p = s.program();
+  const BertProgram& b = *s.bert;
+  if (b.stage_output_grad >= 0) p.upload_floats(b.stage_output_grad, output_grad);
   p.run(Phase::backward);
+  if (b.stage_input_grad < 0) return {};
+  return p.read_floats(b.stage_input_grad);
+}
+
+StepLosses BertTraining::last_losses() const {
+  const auto& s = *state_;
+  const BertProgram& b = *s.bert;
+  if (b.stage_output >= 0) return {};
+  const Program& p = s.program();
   if (s.head != BertHead::pretraining) {
     StepLosses task;
     task.task = p.download(b.head_loss)[0];
@@ -386,6 +419,15 @@ TensorMap BertTraining::gradients() const {
     out[param.name] = {state_->program().shape(param.grad), state_->program().download(param.grad)};
   }
   return out;
+}
+
+void BertTraining::set_gradient(const std::string& name, const std::vector<float>& values) {
+  for (const auto& param : state_->params) {
+    if (param.name != name) continue;
+    state_->program().upload_floats(param.grad, values);
+    return;
+  }
+  throw RuntimeFailure(fmt::format("set_gradient: no parameter '{}' in this stage", name));
 }
 
 std::int64_t BertTraining::steps_taken() const {

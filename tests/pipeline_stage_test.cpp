@@ -1,0 +1,110 @@
+// Pipeline stages: BERT split into stages (embeddings + layers, layers,
+// layers + heads), each its own program, chained through their boundary
+// activations and gradients, trains exactly as the whole model: the same
+// losses, gradients and weights after a step, with dropout on, in f32 on
+// every backend.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "polyhal/bert_training.hpp"
+#include "polyhal/bert_weights.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/pretraining_data.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+class PipelineStageTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PipelineStageTest, ChainedStagesTrainExactlyAsTheWholeModel) {
+  auto device = test::first_device(GetParam());
+  BertConfig config = bert_preset("tiny");
+  config.vocab_size = 64;
+  config.num_hidden_layers = 4;
+  const BertShape shape{4, 16};
+  DataSection data;
+  data.source = "pattern";
+  data.max_predictions = 3;
+  OptimizerSettings lamb;  // per-tensor trust ratios: no global norm across stages
+  const DropoutSettings dropout{0.1, 0.1};
+  const auto weights = init_bert_weights(config, 3);
+  const auto make = [&](PipelineStage stage) {
+    auto model = std::make_unique<BertTraining>(*device, config, shape, lamb, DType::f32, dropout,
+                                                11, 3, TaskHead{}, std::set<std::int64_t>{}, stage);
+    model->load_weights(weights);
+    return model;
+  };
+  auto whole = make({});
+  std::vector<std::unique_ptr<BertTraining>> stages;
+  stages.push_back(make({0, 1, true, false}));
+  stages.push_back(make({1, 3, false, false}));
+  stages.push_back(make({3, -1, false, true}));
+  for (std::uint64_t micro = 0; micro < 2; ++micro) {
+    TrainingBatch batch = make_pretraining_batch(config, shape, data, micro);
+    batch.index = micro;
+    const StepLosses expected = whole->forward_backward(batch, 2);
+    std::vector<float> boundary;
+    for (auto& stage : stages) boundary = stage->stage_forward(batch, boundary, 2);
+    const StepLosses got = stages.back()->last_losses();
+    EXPECT_EQ(got.mlm, expected.mlm);
+    EXPECT_EQ(got.nsp, expected.nsp);
+    std::vector<float> gradient;
+    for (auto it = stages.rbegin(); it != stages.rend(); ++it)
+      gradient = (*it)->stage_backward(gradient);
+    EXPECT_TRUE(gradient.empty());  // the first stage has no input to differentiate
+  }
+  // The word embeddings are tied to the MLM decoder of the last stage: both
+  // copies take the sum of the two gradients.
+  const std::string word = "bert.embeddings.word_embeddings.weight";
+  std::vector<float> tied = stages.front()->gradients().at(word).values;
+  const auto decoder = stages.back()->gradients().at(word).values;
+  for (std::size_t i = 0; i < tied.size(); ++i) tied[i] += decoder[i];
+  stages.front()->set_gradient(word, tied);
+  stages.back()->set_gradient(word, tied);
+  // Every other parameter lives in exactly one stage, with the whole
+  // model's gradient bit for bit; the tied one up to the order of its sum.
+  const auto near = [&](const std::vector<float>& a, const std::vector<float>& b,
+                        const std::string& name) {
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i)
+      ASSERT_NEAR(a[i], b[i], 1e-6 + 1e-5 * std::fabs(b[i])) << name << "[" << i << "]";
+  };
+  const TensorMap all = whole->gradients();
+  std::size_t found = 0;
+  for (const auto& stage : stages) {
+    for (const auto& [name, g] : stage->gradients()) {
+      if (name == word) {
+        near(g.values, all.at(name).values, name);
+        continue;
+      }
+      EXPECT_EQ(g.values, all.at(name).values) << name;
+      ++found;
+    }
+  }
+  EXPECT_EQ(found + 1, all.size());
+  whole->optimizer_step(1e-3);
+  for (auto& stage : stages) stage->optimizer_step(1e-3);
+  const TensorMap after = whole->weights();
+  for (const auto& stage : stages)
+    for (const auto& [name, w] : stage->weights()) near(w.values, after.at(name).values, name);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryBackend, PipelineStageTest, ::testing::Values("cpu", "ipu", "gaudi"));
+
+TEST(PipelineStage, AStageThatDoesNotFitTheModelIsRefused) {
+  auto cpu = test::first_device("cpu");
+  BertConfig config = bert_preset("tiny");
+  config.vocab_size = 64;
+  const auto make = [&](PipelineStage stage) {
+    return BertTraining(*cpu, config, {2, 8}, OptimizerSettings{}, DType::f32, {}, 0, 0, TaskHead{},
+                        {}, stage);
+  };
+  EXPECT_THROW(make({1, 2, true, false}), ConfigError);  // embeddings before layer 0 only
+  EXPECT_THROW(make({0, 1, true, true}), ConfigError);   // heads after the last layer only
+  EXPECT_THROW(make({1, 5, false, true}), ConfigError);  // the model has 2 layers
+}
+
+}  // namespace
+}  // namespace polyhal
