@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
+#include <tuple>
 
 #include "polyhal/bert_training.hpp"
 #include "polyhal/bert_weights.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/pipelined_training.hpp"
 #include "polyhal/pretraining_data.hpp"
 #include "test_support.hpp"
 
@@ -92,6 +95,97 @@ TEST_P(PipelineStageTest, ChainedStagesTrainExactlyAsTheWholeModel) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryBackend, PipelineStageTest, ::testing::Values("cpu", "ipu", "gaudi"));
+
+// 1F1B: every stage runs each micro-batch's forward and backward once, in
+// dependency order, and holds at most S - s micro-batches between them.
+TEST(PipelineSchedule, OneForwardOneBackwardIsCompleteOrderedAndBounded) {
+  for (const auto& [stages, micro] : {std::pair{4, 8}, std::pair{3, 2}, std::pair{1, 5}}) {
+    const auto order = one_forward_one_backward(stages, micro);
+    ASSERT_EQ(order.size(), static_cast<std::size_t>(2 * stages * micro));
+    std::map<std::tuple<int, bool, int>, int> at;
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const auto& a = order[i];
+      EXPECT_TRUE(at.emplace(std::tuple{a.stage, a.forward, a.micro_batch}, i).second);
+    }
+    std::vector<int> holding(static_cast<std::size_t>(stages), 0), most = holding;
+    for (const auto& a : order) {
+      const auto s = static_cast<std::size_t>(a.stage);
+      if (a.forward) {
+        if (a.stage > 0) {
+          EXPECT_LT(at.at({a.stage - 1, true, a.micro_batch}),
+                    at.at({a.stage, true, a.micro_batch}));
+        }
+        most[s] = std::max(most[s], ++holding[s]);
+      } else {
+        EXPECT_LT(at.at({a.stage, true, a.micro_batch}), at.at({a.stage, false, a.micro_batch}));
+        if (a.stage + 1 < stages) {
+          EXPECT_LT(at.at({a.stage + 1, false, a.micro_batch}),
+                    at.at({a.stage, false, a.micro_batch}));
+        }
+        --holding[s];
+      }
+    }
+    for (int s = 0; s < stages; ++s)
+      EXPECT_EQ(most[static_cast<std::size_t>(s)], in_flight(stages, s, micro))
+          << stages << " " << s;
+  }
+}
+
+// The 1F1B pipeline with stashes, gradient accumulation 4 over 3 stages,
+// trains as the whole model: the same losses, and the same weights after
+// the step (the tied word embeddings up to the order of their sum).
+TEST_P(PipelineStageTest, OneForwardOneBackwardPipelineTrainsAsTheWholeModel) {
+  auto device = test::first_device(GetParam());
+  BertConfig config = bert_preset("tiny");
+  config.vocab_size = 64;
+  config.num_hidden_layers = 4;
+  const BertShape shape{2, 16};
+  DataSection data;
+  data.source = "pattern";
+  data.max_predictions = 3;
+  OptimizerSettings adamw;
+  adamw.kind = "adamw";
+  const DropoutSettings dropout{0.1, 0.1};
+  const auto weights = init_bert_weights(config, 3);
+  BertTraining whole(*device, config, shape, adamw, DType::f32, dropout, 11, 3);
+  whole.load_weights(weights);
+  const std::vector<PipelineStage> layout{
+      {0, 1, true, false}, {1, 3, false, false}, {3, -1, false, true}};
+  PipelinedTraining pipeline({device.get(), device.get(), device.get()}, config, shape, adamw,
+                             DType::f32, dropout, 11, 3, TaskHead{}, {1, 2}, layout);
+  pipeline.load_weights(weights);
+  std::vector<TrainingBatch> batches;
+  double mlm = 0;
+  for (std::uint64_t micro = 0; micro < 4; ++micro) {
+    batches.push_back(make_pretraining_batch(config, shape, data, micro));
+    batches.back().index = micro;
+    mlm += whole.forward_backward(batches.back(), 4).mlm / 4;
+  }
+  const StepLosses losses = pipeline.forward_backward(batches);
+  EXPECT_NEAR(losses.mlm, mlm, 1e-6);
+  whole.optimizer_step(1e-3);
+  pipeline.optimizer_step(1e-3);
+  const TensorMap expected = whole.weights(), got = pipeline.weights();
+  ASSERT_EQ(got.size(), expected.size());
+  for (const auto& [name, w] : expected) {
+    const auto& other = got.at(name).values;
+    for (std::size_t i = 0; i < w.values.size(); ++i)
+      ASSERT_NEAR(other[i], w.values[i], 1e-6 + 1e-5 * std::fabs(w.values[i]))
+          << name << "[" << i << "]";
+  }
+  // Memory per stage: stage s keeps min(S - s, M) - 1 stashes beyond its program's.
+  const auto plans = pipeline.plan_memory(4);
+  ASSERT_EQ(plans.size(), 3u);
+  const auto stash = [](const MemoryReport& r) {
+    std::uint64_t bytes = 0;
+    for (const auto& item : r.items)
+      if (item.category == "pipeline stash") bytes += item.bytes;
+    return bytes;
+  };
+  EXPECT_GT(stash(plans[0]), 0u);
+  EXPECT_GT(stash(plans[1]), 0u);
+  EXPECT_EQ(stash(plans[2]), 0u);
+}
 
 TEST(PipelineStage, AStageThatDoesNotFitTheModelIsRefused) {
   auto cpu = test::first_device("cpu");

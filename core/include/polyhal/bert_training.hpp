@@ -11,6 +11,7 @@
 ///              nsp = pooled Wn + bn; mlm = LN(gelu(x Wt + bt)) word^T + b
 ///   loss:      mean CE over labelled MLM positions + mean CE of NSP
 ///   backward:  the same list reversed (bert_training.cpp, one line per op)
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -114,6 +115,8 @@ class BertTraining {
 
   /// Weights, gradients, optimizer state and activations, without allocating.
   MemoryReport plan_memory() const;
+  /// The same with `extra` items on the same device (a pipeline's stashes).
+  MemoryReport plan_memory(const std::vector<MemoryItem>& extra) const;
   /// Uploads weights (Hugging Face names) as f32 master weights; zeroes
   /// gradients and optimizer state.
   void load_weights(const TensorMap& weights);
@@ -136,6 +139,14 @@ class BertTraining {
   /// pipelining sums the gradients of a weight two stages share (the word
   /// embeddings, tied to the MLM decoder) into both.
   void set_gradient(const std::string& name, const std::vector<float>& values);
+  /// Pipelining: a micro-batch's forward values, saved to the host so the
+  /// stage can run other micro-batches before this one's backward.
+  using Stash = std::vector<std::vector<std::byte>>;
+  Stash stash() const;
+  void unstash(const Stash& saved);
+  /// Bytes of one stash (the activations and inputs an in-flight
+  /// micro-batch holds on the device in a real pipeline).
+  std::uint64_t stash_bytes() const;
   /// The losses of the last forward (last stage only).
   StepLosses last_losses() const;
   /// Applies the optimizer to the accumulated gradients (divided by

@@ -347,6 +347,44 @@ std::uint64_t Program::largest_workspace() const {
   return largest;
 }
 
+namespace {
+
+bool stashed(const std::string& category, bool transient, bool view, bool elsewhere) {
+  return (category == "activations" || category == "inputs") && !transient && !view && !elsewhere;
+}
+
+}  // namespace
+
+std::vector<std::vector<std::byte>> Program::stash() const {
+  std::vector<std::vector<std::byte>> saved;
+  for (const auto& s : slots_) {
+    if (!stashed(s.category, s.transient, s.view_of >= 0, s.elsewhere)) continue;
+    saved.emplace_back(s.tensor.bytes());
+    device_.copy_to_host(saved.back().data(), *s.tensor.buffer, saved.back().size());
+  }
+  return saved;
+}
+
+std::uint64_t Program::stash_bytes() const {
+  std::uint64_t bytes = 0;
+  for (const auto& s : slots_) {
+    if (stashed(s.category, s.transient, s.view_of >= 0, s.elsewhere))
+      bytes += static_cast<std::uint64_t>(element_count(s.shape)) * dtype_size(s.dtype);
+  }
+  return bytes;
+}
+
+void Program::unstash(const std::vector<std::vector<std::byte>>& saved) {
+  std::size_t next = 0;
+  for (const auto& s : slots_) {
+    if (!stashed(s.category, s.transient, s.view_of >= 0, s.elsewhere)) continue;
+    if (next >= saved.size() || saved[next].size() != s.tensor.bytes())
+      throw std::logic_error("Program::unstash: not this program's stash");
+    device_.copy_from_host(*s.tensor.buffer, saved[next].data(), saved[next].size());
+    ++next;
+  }
+}
+
 std::vector<float> Program::download(int t) const {
   const Tensor& tensor = at(t).tensor;
   if (tensor.dtype != DType::f32)

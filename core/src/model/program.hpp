@@ -127,6 +127,14 @@ class Program {
   void upload_floats(int t, const std::vector<float>& values);
   /// A float tensor's values as f32.
   std::vector<float> read_floats(int t) const;
+  /// Pipelining: the values one micro-batch's backward needs from its
+  /// forward (every activation and input that is not transient, views
+  /// excluded), copied to the host, so another micro-batch can run forward
+  /// before this one's backward; unstash() puts them back.
+  std::vector<std::vector<std::byte>> stash() const;
+  void unstash(const std::vector<std::vector<std::byte>>& saved);
+  /// Bytes stash() copies (from the plan: no allocation needed).
+  std::uint64_t stash_bytes() const;
   /// Zeroes an f32 tensor.
   void zero(int t);
 

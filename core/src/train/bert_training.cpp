@@ -236,7 +236,13 @@ BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape m
 BertTraining::~BertTraining() = default;
 
 MemoryReport BertTraining::plan_memory() const {
-  return state_->program().device().plan_memory(state_->program().memory_items());
+  return plan_memory({});
+}
+
+MemoryReport BertTraining::plan_memory(const std::vector<MemoryItem>& extra) const {
+  auto items = state_->program().memory_items();
+  items.insert(items.end(), extra.begin(), extra.end());
+  return state_->program().device().plan_memory(items);
 }
 
 void BertTraining::load_weights(const TensorMap& weights) {
@@ -419,6 +425,18 @@ TensorMap BertTraining::gradients() const {
     out[param.name] = {state_->program().shape(param.grad), state_->program().download(param.grad)};
   }
   return out;
+}
+
+BertTraining::Stash BertTraining::stash() const {
+  return state_->program().stash();
+}
+
+void BertTraining::unstash(const Stash& saved) {
+  state_->program().unstash(saved);
+}
+
+std::uint64_t BertTraining::stash_bytes() const {
+  return state_->program().stash_bytes();
 }
 
 void BertTraining::set_gradient(const std::string& name, const std::vector<float>& values) {

@@ -1,0 +1,70 @@
+#pragma once
+/// @file pipelined_training.hpp
+/// Pipelined BERT training: the model split into stages (PipelineStage),
+/// each a program on its own device (an IPU of the replica, or the CPU),
+/// run through the 1F1B schedule with gradient accumulation as its depth,
+/// as Graphcore's recipe does. Each stage keeps the values of its in-flight
+/// micro-batches (a stash per micro-batch between its forward and
+/// backward); the result equals the unpipelined step (tests).
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "polyhal/bert_training.hpp"
+
+namespace polyhal {
+
+/// One action of a pipeline schedule.
+struct PipelineAction {
+  int stage = 0;
+  bool forward = true;
+  int micro_batch = 0;
+};
+
+/// 1F1B (PipeDream-Flush): stage s runs min(S - s - 1, M) warm-up
+/// forwards, then alternates a forward and a backward, then drains its
+/// backwards. Returned in an order that respects the dependencies (a
+/// micro-batch's forward at stage s after stage s-1's; its backward at s
+/// after stage s+1's and after its own forward), stage by stage as the
+/// ticks of a real pipeline would interleave them.
+std::vector<PipelineAction> one_forward_one_backward(int stages, int micro_batches);
+/// The most micro-batches a stage holds between forward and backward in
+/// that schedule: min(S - s, M).
+int in_flight(int stages, int stage, int micro_batches);
+
+class PipelinedTraining {
+ public:
+  /// `stages` must cover every encoder layer once, in order; `devices` has
+  /// one device per stage (the same device may appear more than once).
+  /// Not yet: a global gradient-norm clip (optimizer.max_grad_norm, refused
+  /// with a ConfigError) and loss scaling (optimizer_step applies none),
+  /// which need the norm and the overflow check across stages.
+  PipelinedTraining(const std::vector<Device*>& devices, const BertConfig& config,
+                    BertShape micro_batch, const OptimizerSettings& optimizer, DType precision,
+                    DropoutSettings dropout, std::uint64_t seed, std::int64_t max_predictions,
+                    TaskHead head, const std::set<std::int64_t>& recompute,
+                    const std::vector<PipelineStage>& stages);
+
+  /// Per stage: its program's plan plus the stashes of the micro-batches in
+  /// flight beyond the one its program holds.
+  std::vector<MemoryReport> plan_memory(int micro_batches) const;
+  void load_weights(const TensorMap& weights);
+  /// One optimizer step's micro-batches through the schedule; gradients
+  /// accumulate in every stage (the tied word embeddings summed over the two
+  /// stages holding them). Returns the mean losses.
+  StepLosses forward_backward(const std::vector<TrainingBatch>& micro_batches,
+                              double loss_scale = 1.0);
+  /// Every stage's optimizer step.
+  void optimizer_step(double learning_rate);
+  /// Weights and gradients of all stages under Hugging Face names.
+  TensorMap weights() const;
+  TensorMap gradients() const;
+  int stage_count() const { return static_cast<int>(stages_.size()); }
+
+ private:
+  std::vector<std::unique_ptr<BertTraining>> stages_;
+};
+
+}  // namespace polyhal
