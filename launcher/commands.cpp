@@ -57,12 +57,18 @@ std::shared_ptr<Device> open_first_device(Backend& backend, const DeviceOptions&
     throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
   }
   const auto& p = devices.front()->properties();
-  if (p.mode == DeviceMode::model && replicas > static_cast<std::int64_t>(devices.size())) {
+  // A pipelined replica takes one device per stage.
+  const std::int64_t stages =
+      config.model.pipeline_stages > 0
+          ? config.model.pipeline_stages
+          : std::max<std::int64_t>(1, static_cast<std::int64_t>(config.model.pipeline.size()));
+  if (p.mode == DeviceMode::model &&
+      replicas * stages > static_cast<std::int64_t>(devices.size())) {
     throw ConfigError(fmt::format(
-        "{}: key 'batch.replicas': {} replicas, one per device, but the modelled {} has {} "
-        "device{} ({}): use at most {} or a larger system",
-        config.locate("batch.replicas"), replicas, backend.name(), devices.size(),
-        devices.size() == 1 ? "" : "s", p.product, devices.size()));
+        "{}: key 'batch.replicas': {} replicas x {} pipeline stage{} need {} devices, but the "
+        "modelled {} has {} ({}): use fewer replicas or a larger system",
+        config.locate("batch.replicas"), replicas, stages, stages == 1 ? "" : "s",
+        replicas * stages, backend.name(), devices.size(), p.product));
   }
   return devices.front();
 }

@@ -165,8 +165,8 @@ TEST(DeviceModel, IpuOptimizerStateInStreamingMemory) {
   const double on_chip = *test::first_device("ipu")->estimate_seconds(update);
   const double streamed =
       *test::first_device("ipu", {{"optimizer_state", "streaming"}})->estimate_seconds(update);
-  // 8 MiB of m and v, in and out at 20 GB/s.
-  EXPECT_NEAR(streamed - on_chip, 2.0 * 8.0 * (1 << 20) / 20e9, 1e-9);
+  // 12 MiB of m, v and the f32 master (the update writes an f16 copy), in and out at 20 GB/s.
+  EXPECT_NEAR(streamed - on_chip, 2.0 * 12.0 * (1 << 20) / 20e9, 1e-9);
 }
 
 // Advice names only what applies: no "compute in f16" for an f16 plan.

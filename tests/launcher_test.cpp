@@ -147,7 +147,7 @@ TEST(Launcher, CompileOnlyReportsMemoryAndFailsWhenItDoesNotFit) {
                        " --set 'matmul_bench.shapes=[[16384, 16384, 4096]]'");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("DOES NOT FIT"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("split the model over several IPUs (pipelining: not in polyhal yet)"),
+  EXPECT_NE(r.output.find("split the model over more IPUs (model.pipeline: more stages)"),
             std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("host simulation"), std::string::npos) << "compile-only must not run";
@@ -296,7 +296,7 @@ TEST(LauncherInference, CompileOnlyOfBertLargeOnIpuDoesNotFitAndSaysWhy) {
                        "model.seq_len=512 --set batch.micro=16");
   EXPECT_EQ(r.exit_code, 1) << r.output;
   EXPECT_NE(r.output.find("DOES NOT FIT"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("split the model over several IPUs (pipelining: not in polyhal yet)"),
+  EXPECT_NE(r.output.find("split the model over more IPUs (model.pipeline: more stages)"),
             std::string::npos)
       << r.output;
 }
@@ -396,8 +396,8 @@ TEST(Launcher, ReplicasBeyondTheModelledSystemAreRefused) {
     auto r = test::run_polyhal(command + " --config " + config +
                                " --set device.system=POD4 --set batch.replicas=256");
     EXPECT_EQ(r.exit_code, 2) << r.output;
-    EXPECT_NE(r.output.find("key 'batch.replicas': 256 replicas, one per device, but the modelled "
-                            "ipu has 4 devices"),
+    EXPECT_NE(r.output.find("key 'batch.replicas': 256 replicas x 1 pipeline stage need 256 "
+                            "devices, but the modelled ipu has 4"),
               std::string::npos)
         << r.output;
   }
@@ -405,11 +405,17 @@ TEST(Launcher, ReplicasBeyondTheModelledSystemAreRefused) {
       "validate --config " + std::string(POLYHAL_SOURCE_DIR) +
       "/configs/pretrain-bert-base-phase1-gaudi.yaml --set device.cards=2 --set batch.replicas=3");
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("3 replicas, one per device, but the modelled gaudi has 2 devices"),
+  EXPECT_NE(r.output.find("3 replicas x 1 pipeline stage need 3 devices, but the modelled gaudi "
+                          "has 2"),
             std::string::npos)
       << r.output;
   r = test::run_polyhal("validate --config " + config + " --set batch.replicas=16");
   EXPECT_EQ(r.exit_code, 0) << r.output;  // POD16 holds 16
+  r = test::run_polyhal("validate --config " + config +
+                        " --set batch.replicas=8 --set model.pipeline=4");
+  EXPECT_EQ(r.exit_code, 2) << r.output;  // 8 x 4 stages on 16 IPUs
+  EXPECT_NE(r.output.find("8 replicas x 4 pipeline stages need 32 devices"), std::string::npos)
+      << r.output;
 }
 
 // Every shipped config passes validate: it parses, its device options are

@@ -32,7 +32,29 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
       config.batch.micro, config.batch.grad_accum, replicas, global_batch, config.optimizer.name,
       dtype_name(config.model.precision), p.name, p.product);
   const auto r = run_pretraining(device, config, run.compile_only, std::ref(observer), world);
-  print_memory(r.memory);
+  nlohmann::json stages = nlohmann::json::array();
+  if (!r.stages.empty()) {
+    std::cout << fmt::format(
+        "  pipeline: {} stages, 1F1B over grad_accum {} micro-batches; memory "
+        "per stage (one device each):\n",
+        r.stages.size(), config.batch.grad_accum);
+    for (std::size_t s = 0; s < r.stages.size(); ++s) {
+      const auto& stage = r.stages[s];
+      const auto& m = r.stage_memory[s];
+      const std::int64_t last =
+          stage.last_layer < 0 ? r.config.num_hidden_layers : stage.last_layer;
+      std::cout << fmt::format("  stage {}: layers {}-{}{}{}\n", s, stage.first_layer, last - 1,
+                               stage.embeddings ? " + embeddings" : "",
+                               stage.heads ? " + heads" : "");
+      print_memory(m);
+      stages.push_back({{"first_layer", stage.first_layer},
+                        {"last_layer", last - 1},
+                        {"memory_required_bytes", m.required_bytes},
+                        {"fits", m.fits}});
+    }
+  } else {
+    print_memory(r.memory);
+  }
   if (r.estimated_all_reduce_seconds) {
     std::cout << fmt::format(
         "  estimated gradient all-reduce: {:.2f} ms per optimizer step ({:.1f} MiB f32 over {} "
@@ -76,6 +98,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
                          {"first_step", r.first_step}};
   if (r.estimated_all_reduce_seconds)
     summary["estimated_all_reduce_seconds"] = *r.estimated_all_reduce_seconds;
+  if (!stages.empty()) summary["pipeline_stages"] = stages;
   if (!r.steps.empty()) {
     double total = 0;
     for (const auto& s : r.steps) total += s.seconds;

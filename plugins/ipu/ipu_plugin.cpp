@@ -54,8 +54,11 @@ class IpuDevice final : public Device {
                                        kSyncOverheadSeconds}
                          .seconds(cost.flops, cost.bytes, cost.vector_bytes);
     if (settings_.streaming_optimizer_state && is_update(desc.op)) {
-      // m and v come in from Streaming Memory and go back after the update.
-      const double state = 2.0 * static_cast<double>(element_count(desc.input_shapes.at(0))) * 4.0;
+      // m, v and (with compute copies) the f32 master come in from Streaming
+      // Memory and go back after the update.
+      const double tensors = desc.round_to != DType::f32 ? 3.0 : 2.0;
+      const double state =
+          tensors * static_cast<double>(element_count(desc.input_shapes.at(0))) * 4.0;
       seconds += 2.0 * state / kStreamingBandwidth;
     }
     return seconds;
@@ -92,10 +95,20 @@ class IpuDevice final : public Device {
     // may use at most available_memory_proportion of a tile.
     std::vector<MemoryItem> on_chip, off_chip;
     std::uint64_t streamed = 0;
+    // Under mixed precision the GEMMs read f16 compute copies: the f32
+    // master weights then live with the optimizer state (Graphcore's recipe).
+    bool compute_copies = false;
+    for (const auto& item : items)
+      compute_copies = compute_copies || item.category == "weights (compute copy)";
+    const auto off = [&](const MemoryItem& item) {
+      return settings_.streaming_optimizer_state &&
+             (item.category == "optimizer state" ||
+              (compute_copies && item.category == "weights" && item.name == "f32"));
+    };
     for (const auto& item : items) {
-      if (settings_.streaming_optimizer_state && item.category == "optimizer state") {
+      if (off(item)) {
         streamed += item.bytes;
-        off_chip.push_back({"optimizer state (Streaming Memory)", item.name, item.bytes});
+        off_chip.push_back({item.category + " (Streaming Memory)", item.name, item.bytes});
       } else {
         on_chip.push_back(item);
       }
@@ -118,8 +131,8 @@ class IpuDevice final : public Device {
     report.notes.clear();
     if (settings_.streaming_optimizer_state) {
       report.notes.push_back(fmt::format(
-          "optimizer state in Streaming Memory: {} of {} per IPU (not in tile memory; streamed "
-          "in and out for every update at {:.0f} GB/s, modelled)",
+          "optimizer state and f32 master weights in Streaming Memory: {} of {} per IPU (not in "
+          "tile memory; streamed in and out for every update at {:.0f} GB/s, modelled)",
           mib(streamed), mib(streaming_capacity), kStreamingBandwidth / 1e9));
     }
     report.notes.push_back(
@@ -165,7 +178,7 @@ class IpuDevice final : public Device {
           "keep the optimizer state in Streaming Memory "
           "(device.optimizer_state: streaming) and shard it over replicas "
           "(optimizer.shard_state: true)");
-    advice.push_back("or split the model over several IPUs (pipelining: not in polyhal yet)");
+    advice.push_back("or split the model over more IPUs (model.pipeline: more stages)");
     return fmt::format("{}", fmt::join(advice, ", "));
   }
 

@@ -69,6 +69,12 @@ struct ModelSection {
   /// "all", or the layers listed in recompute_layers).
   std::string recompute = "none";
   std::vector<std::int64_t> recompute_layers;
+  /// Training: pipeline stages, each a list of encoder layers (stage 0 also
+  /// has the embeddings, the last the heads); or `pipeline_stages` > 0 to
+  /// split the layers evenly (the first and last stage one layer fewer for
+  /// the embeddings and heads, as Graphcore's BERT-large layout).
+  std::vector<std::vector<std::int64_t>> pipeline;
+  std::int64_t pipeline_stages = 0;
 };
 
 struct BatchSection {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "polyhal/bert_training.hpp"
+#include "polyhal/pretrain_task.hpp"
 
 namespace polyhal {
 
@@ -62,9 +63,19 @@ class PipelinedTraining {
   TensorMap weights() const;
   TensorMap gradients() const;
   int stage_count() const { return static_cast<int>(stages_.size()); }
+  std::int64_t stage_parameters(int stage) const;
+  /// Every stage's parameters (the tied word embeddings counted once).
+  std::int64_t parameter_count() const;
+  /// A device model's estimate of one optimizer step: `accumulation`
+  /// micro-batches through the slowest stage, plus the ramp of S - 1
+  /// micro-batches, the slowest stage's optimizer and `all_reduce`;
+  /// nullopt on real hardware.
+  std::optional<TrainingStepEstimate> estimate_step(int accumulation, std::int64_t global_batch,
+                                                    double all_reduce) const;
 
  private:
   std::vector<std::unique_ptr<BertTraining>> stages_;
+  std::int64_t tied_elements_ = 0;  // the word embeddings' second copy
 };
 
 }  // namespace polyhal

@@ -37,8 +37,11 @@ struct TrainingStepEstimate {
   double forward = 0, backward = 0;  ///< grad_accum micro-batches of one replica
   double optimizer = 0;              ///< updates and compute copies (the replica's share)
   double all_reduce = 0;             ///< the f32 gradients over the replicas
-  double sequences_per_second = 0;   ///< global batch / seconds()
-  double seconds() const { return forward + backward + optimizer + all_reduce; }
+  /// Pipelining: filling and draining the pipeline, (stages - 1) micro-batches
+  /// of the slowest stage (forward and backward above count that stage).
+  double pipeline_ramp = 0;
+  double sequences_per_second = 0;  ///< global batch / seconds()
+  double seconds() const { return forward + backward + optimizer + all_reduce + pipeline_ramp; }
 };
 
 struct PretrainResult {
@@ -50,6 +53,10 @@ struct PretrainResult {
   /// Device models with replicas > 1: the modelled time of one optimizer
   /// step's gradient all-reduce on the device's own links (not measured).
   std::optional<double> estimated_all_reduce_seconds;
+  /// Pipelining: each stage's plan (one device each), stashes included;
+  /// `memory` is then the fullest stage's.
+  std::vector<MemoryReport> stage_memory;
+  std::vector<PipelineStage> stages;
   /// Device models: one optimizer step, by part.
   std::optional<TrainingStepEstimate> estimate;
   std::int64_t parameters = 0;

@@ -202,9 +202,9 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
                                              "num_hidden_layers", "num_attention_heads",
                                              "intermediate_size", "max_position_embeddings",
                                              "type_vocab_size"};
-  std::vector<std::string> keys{"preset",  "hf_config",         "weights",  "save",    "seed",
-                                "dropout", "attention_dropout", "heads",    "seq_len", "precision",
-                                "head",    "num_labels",        "recompute"};
+  std::vector<std::string> keys{"preset",  "hf_config",         "weights",   "save",    "seed",
+                                "dropout", "attention_dropout", "heads",     "seq_len", "precision",
+                                "head",    "num_labels",        "recompute", "pipeline"};
   keys.insert(keys.end(), dims.begin(), dims.end());
   reader.require_known_keys(node, "model", keys);
   auto& m = config.model;
@@ -237,6 +237,21 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
     m.heads = m.head == "pretraining";
   }
   if (node["num_labels"]) m.num_labels = reader.integer(node["num_labels"], "model.num_labels", 1);
+  if (const YAML::Node pipeline = node["pipeline"]) {
+    if (pipeline.IsSequence()) {
+      for (const auto& stage : pipeline) {
+        if (!stage.IsSequence() || stage.size() == 0)
+          reader.fail("model.pipeline", "expected a list of stages, each a list of layer numbers");
+        std::vector<std::int64_t> layers;
+        for (const auto& layer : stage)
+          layers.push_back(reader.integer(layer, "model.pipeline", 0));
+        m.pipeline.push_back(std::move(layers));
+      }
+      if (m.pipeline.empty()) reader.fail("model.pipeline", "an empty list of stages");
+    } else {
+      m.pipeline_stages = reader.integer(pipeline, "model.pipeline", 1);
+    }
+  }
   if (const YAML::Node recompute = node["recompute"]) {
     if (recompute.IsSequence()) {
       m.recompute = "layers";

@@ -386,6 +386,7 @@ void Program::unstash(const std::vector<std::vector<std::byte>>& saved) {
 }
 
 std::vector<float> Program::download(int t) const {
+  if (!allocated_) throw std::logic_error(fmt::format("{}: download before allocate", name(t)));
   const Tensor& tensor = at(t).tensor;
   if (tensor.dtype != DType::f32)
     throw std::logic_error(

@@ -12,6 +12,7 @@
 #include "polyhal/loss_scaler.hpp"
 #include "polyhal/pretraining_data.hpp"
 #include "polyhal/replica_group.hpp"
+#include "tasks/pipelined_pretraining.hpp"
 #include "tasks/trainer.hpp"
 
 namespace polyhal {
@@ -98,6 +99,11 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   const auto data = open_pretraining_data(config, result.config, shape);
   spdlog::info("data: {}", data->description());
   const auto recompute = recompute_layers(config, result.config);
+  result.stages = pipeline_stages(config, result.config);
+  if (!result.stages.empty()) {
+    run_pipelined_pretraining(device, config, compile_only, observer, *data, recompute, result);
+    return result;
+  }
   const auto make_replica = [&] {
     return std::make_unique<BertTraining>(
         device, result.config, shape, settings, precision,

@@ -44,6 +44,65 @@ std::set<std::int64_t> recompute_layers(const RunConfig& config, const BertConfi
   return layers;
 }
 
+std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertConfig& model) {
+  const auto& m = config.model;
+  const std::int64_t layers = model.num_hidden_layers;
+  const auto fail = [&](const std::string& problem) {
+    throw ConfigError(
+        fmt::format("{}: key 'model.pipeline': {}", config.locate("model.pipeline"), problem));
+  };
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // [first, last) per stage
+  if (m.pipeline_stages > 0) {
+    const std::int64_t stages = m.pipeline_stages;
+    if (stages > layers)
+      fail(fmt::format("{} stages for {} layers: at most one stage per layer", stages, layers));
+    // The first and last stage also hold the embeddings and the heads: with
+    // more than two stages they take one layer fewer (24 layers on 4 stages:
+    // 5, 7, 7, 5).
+    std::vector<std::int64_t> sizes(static_cast<std::size_t>(stages), layers / stages);
+    std::int64_t spare = layers % stages;
+    if (stages > 2 && layers >= 2 * stages) {
+      --sizes.front();
+      --sizes.back();
+      spare += 2;
+    }
+    // The spare layers go to the middle stages (to all when there are none).
+    const std::int64_t middle = stages > 2 ? 1 : 0, count = stages > 2 ? stages - 2 : stages;
+    for (std::int64_t i = 0; spare > 0; ++i, --spare)
+      ++sizes[static_cast<std::size_t>(middle + i % count)];
+    std::int64_t first = 0;
+    for (const std::int64_t size : sizes) {
+      ranges.emplace_back(first, first + size);
+      first += size;
+    }
+  } else if (!m.pipeline.empty()) {
+    std::int64_t expected = 0;
+    for (std::size_t s = 0; s < m.pipeline.size(); ++s) {
+      const auto& stage = m.pipeline[s];
+      for (std::size_t i = 0; i < stage.size(); ++i) {
+        if (stage[i] != expected) {
+          fail(
+              fmt::format("stage {} lists layer {} where layer {} comes next: stages must cover "
+                          "layers 0-{} once each, in order",
+                          s, stage[i], expected, layers - 1));
+        }
+        ++expected;
+      }
+      ranges.emplace_back(stage.front(), stage.back() + 1);
+    }
+    if (expected != layers)
+      fail(fmt::format("the stages cover layers 0-{}, the model has {} (0-{})", expected - 1,
+                       layers, layers - 1));
+  } else {
+    return {};
+  }
+  std::vector<PipelineStage> stages;
+  for (std::size_t s = 0; s < ranges.size(); ++s) {
+    stages.push_back({ranges[s].first, ranges[s].second, s == 0, s + 1 == ranges.size()});
+  }
+  return stages;
+}
+
 void check_training_setup(Device& device, const RunConfig& config,
                           const Communicator* across_processes) {
   const DType precision = config.model.precision;

@@ -27,6 +27,11 @@ using BatchSource = std::function<TrainingBatch(std::uint64_t index)>;
 /// naming the key for a layer the model does not have.
 std::set<std::int64_t> recompute_layers(const RunConfig& config, const BertConfig& model);
 
+/// model.pipeline as stages of `model` (empty: not pipelined). Explicit
+/// stages must list every layer once, in order, contiguous. Throws
+/// ConfigError naming the key and the numbers.
+std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertConfig& model);
+
 /// The optimizer section as BertTraining takes it.
 OptimizerSettings optimizer_settings(const OptimizerSection& optimizer);
 

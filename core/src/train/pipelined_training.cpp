@@ -88,6 +88,9 @@ PipelinedTraining::PipelinedTraining(const std::vector<Device*>& devices, const 
                                                      precision, dropout, seed, max_predictions,
                                                      head, own, stages[s]));
   }
+  // The last stage's MLM decoder holds a copy of the word embeddings.
+  if (stages.size() > 1 && head.kind == TaskHead::Kind::pretraining)
+    tied_elements_ = config.vocab_size * config.hidden_size;
 }
 
 std::vector<MemoryReport> PipelinedTraining::plan_memory(int micro_batches) const {
@@ -164,6 +167,38 @@ StepLosses PipelinedTraining::forward_backward(const std::vector<TrainingBatch>&
     }
   }
   return total;
+}
+
+std::int64_t PipelinedTraining::stage_parameters(int stage) const {
+  return stages_.at(static_cast<std::size_t>(stage))->parameter_count();
+}
+
+std::int64_t PipelinedTraining::parameter_count() const {
+  std::int64_t total = 0;
+  for (const auto& stage : stages_) total += stage->parameter_count();
+  return total - tied_elements_;
+}
+
+std::optional<TrainingStepEstimate> PipelinedTraining::estimate_step(int accumulation,
+                                                                     std::int64_t global_batch,
+                                                                     double all_reduce) const {
+  std::optional<TrainingWorkEstimate> slowest;
+  double optimizer = 0;
+  for (const auto& stage : stages_) {
+    const auto work = stage->estimate_work();
+    if (!work) return std::nullopt;
+    optimizer = std::max(optimizer, work->optimizer);
+    if (!slowest || work->forward + work->backward > slowest->forward + slowest->backward)
+      slowest = work;
+  }
+  TrainingStepEstimate e;
+  e.forward = slowest->forward * accumulation;
+  e.backward = slowest->backward * accumulation;
+  e.pipeline_ramp = (slowest->forward + slowest->backward) * (stage_count() - 1);
+  e.optimizer = optimizer;
+  e.all_reduce = all_reduce;
+  e.sequences_per_second = static_cast<double>(global_batch) / e.seconds();
+  return e;
 }
 
 void PipelinedTraining::optimizer_step(double learning_rate) {

@@ -1,0 +1,95 @@
+#include "tasks/pipelined_pretraining.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "polyhal/bert_weights.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/lr_schedule.hpp"
+#include "polyhal/pipelined_training.hpp"
+#include "tasks/trainer.hpp"
+
+namespace polyhal {
+namespace {
+
+/// What pipelining does not do yet, refused with the key that asks for it.
+void refuse_unsupported(const RunConfig& config, bool compile_only) {
+  const auto refuse = [&](const std::string& key, const std::string& what) {
+    throw ConfigError(fmt::format("{}: key '{}': {} with model.pipeline is not in this version",
+                                  config.locate(key), key, what));
+  };
+  if (compile_only) return;  // plans and estimates cover all of it
+  if (config.optimizer.max_grad_norm > 0.0)
+    refuse("optimizer.max_grad_norm", "clipping the global gradient norm");
+  if (config.batch.replicas > 1 || config.collective.engine == "mpi")
+    refuse("batch.replicas", "running several replicas");
+  if (!config.checkpoint.dir.empty()) refuse("checkpoint.dir", "checkpointing");
+  if (config.model.precision == DType::f16) refuse("model.precision", "f16 loss scaling");
+}
+
+}  // namespace
+
+void run_pipelined_pretraining(Device& device, const RunConfig& config, bool compile_only,
+                               const PretrainObserver& observer, const PretrainingData& data,
+                               const std::set<std::int64_t>& recompute, PretrainResult& result) {
+  refuse_unsupported(config, compile_only);
+  const auto count = static_cast<int>(result.stages.size());
+  const BertShape shape{config.batch.micro, config.model.seq_len};
+  // The plan: every stage on a device of its own; here, the same device
+  // object plans each stage (nothing is allocated at compile time).
+  std::vector<Device*> devices(static_cast<std::size_t>(count), &device);
+  OptimizerSettings settings = optimizer_settings(config.optimizer);
+  if (compile_only) settings.max_grad_norm = 0.0;  // the clip changes no plan or estimate
+  PipelinedTraining pipeline(
+      devices, result.config, shape, settings, config.model.precision,
+      DropoutSettings{config.model.dropout,
+                      config.model.attention_dropout.value_or(config.model.dropout)},
+      config.model.seed, data.max_predictions(), TaskHead{}, recompute, result.stages);
+  const auto accumulation = static_cast<int>(config.batch.grad_accum);
+  result.stage_memory = pipeline.plan_memory(accumulation);
+  bool fits = true;
+  std::size_t fullest = 0;
+  for (std::size_t s = 0; s < result.stage_memory.size(); ++s) {
+    fits = fits && result.stage_memory[s].fits;
+    if (result.stage_memory[s].required_bytes > result.stage_memory[fullest].required_bytes)
+      fullest = s;
+  }
+  result.memory = result.stage_memory[fullest];
+  result.memory.fits = fits;
+  // Each stage all-reduces its own gradients over the replicas, all stages
+  // at once: the largest stage's all-reduce is the one waited for.
+  const int replicas = static_cast<int>(config.batch.replicas);
+  std::int64_t largest = 0;
+  for (int s = 0; s < count; ++s) largest = std::max(largest, pipeline.stage_parameters(s));
+  result.parameters = pipeline.parameter_count();
+  result.estimated_all_reduce_seconds = estimate_gradient_all_reduce(device, largest, replicas);
+  result.estimate = pipeline.estimate_step(
+      accumulation, static_cast<std::int64_t>(replicas) * accumulation * config.batch.micro,
+      result.estimated_all_reduce_seconds.value_or(0.0));
+  if (compile_only) return;
+
+  pipeline.load_weights(init_bert_weights(result.config, config.model.seed));
+  const auto micro_batches = static_cast<std::uint64_t>(accumulation);
+  for (std::int64_t number = 1; number <= config.steps; ++number) {
+    const auto start = std::chrono::steady_clock::now();
+    std::vector<TrainingBatch> batches;
+    for (std::uint64_t m = 0; m < micro_batches; ++m)
+      batches.push_back(data.batch(static_cast<std::uint64_t>(number - 1) * micro_batches + m));
+    PretrainStep record;
+    record.step = number;
+    record.learning_rate = learning_rate_at(config.optimizer, number, config.steps);
+    const StepLosses losses = pipeline.forward_backward(batches);
+    record.mlm_loss = losses.mlm;
+    record.nsp_loss = losses.nsp;
+    pipeline.optimizer_step(record.learning_rate);
+    record.seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    result.steps.push_back(record);
+    if (observer) observer(record, config.steps);
+  }
+}
+
+}  // namespace polyhal

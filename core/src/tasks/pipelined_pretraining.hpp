@@ -1,0 +1,19 @@
+#pragma once
+// Pre-training with model.pipeline: the stages' plans and estimate, and the
+// run through the 1F1B schedule (pipelined_training.hpp).
+#include <set>
+
+#include "polyhal/pretrain_task.hpp"
+#include "polyhal/pretraining_data.hpp"
+
+namespace polyhal {
+
+/// Fills `result` (stages already set): per-stage memory, the estimate with
+/// the pipeline's ramp, and with `compile_only` false the steps. Not yet
+/// with replicas, MPI, checkpoints, gradient clipping or loss scaling: those
+/// are ConfigErrors naming the key.
+void run_pipelined_pretraining(Device& device, const RunConfig& config, bool compile_only,
+                               const PretrainObserver& observer, const PretrainingData& data,
+                               const std::set<std::int64_t>& recompute, PretrainResult& result);
+
+}  // namespace polyhal
