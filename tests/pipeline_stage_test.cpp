@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <tuple>
 
 #include "polyhal/bert_training.hpp"
@@ -198,6 +201,80 @@ TEST(PipelineStage, AStageThatDoesNotFitTheModelIsRefused) {
   EXPECT_THROW(make({1, 2, true, false}), ConfigError);  // embeddings before layer 0 only
   EXPECT_THROW(make({0, 1, true, true}), ConfigError);   // heads after the last layer only
   EXPECT_THROW(make({1, 5, false, true}), ConfigError);  // the model has 2 layers
+}
+
+}  // namespace
+}  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+std::vector<double> step_losses(const std::filesystem::path& metrics) {
+  std::vector<double> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    const auto record = nlohmann::json::parse(line);
+    if (record.value("event", "") == "step") out.push_back(record["loss"].get<double>());
+  }
+  return out;
+}
+
+// `pretrain` with model.pipeline on the CPU trains as without it.
+TEST(PipelinedPretrain, RunsLikeTheUnpipelinedModelOnTheCpu) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "p.yaml",
+      "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 16, vocab_size: 64, "
+      "num_hidden_layers: 4, dropout: 0.1}\nbatch: {micro: 4, grad_accum: 3}\n"
+      "data: {source: pattern, max_predictions: 3}\noptimizer: {name: lamb, learning_rate: 0.005}\n"
+      "steps: 3\n");
+  const auto run = [&](const std::string& name, const std::string& sets) {
+    const auto metrics = dir.path() / (name + ".jsonl");
+    const auto r = test::run_polyhal("run --config " + config.string() + " --metrics-out " +
+                                     metrics.string() + " " + sets);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return std::pair{step_losses(metrics), r.output};
+  };
+  const auto [whole, whole_output] = run("whole", "");
+  const auto [piped, output] = run("piped", "--set 'model.pipeline=[[0], [1, 2], [3]]'");
+  EXPECT_NE(output.find("pipeline: 3 stages, 1F1B over grad_accum 3 micro-batches"),
+            std::string::npos)
+      << output;
+  ASSERT_EQ(whole.size(), 3u);
+  ASSERT_EQ(piped.size(), whole.size());
+  for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(piped[i], whole[i], 1e-5) << i;
+}
+
+// Graphcore's layout on an IPU-POD16: 4 replicas x 4 stages, recomputation,
+// optimizer state and master weights in Streaming Memory: every IPU fits.
+TEST(PipelinedPretrain, GraphcoreLayoutFitsEveryIpuOfAPod16) {
+  const auto r =
+      test::run_polyhal("run --compile-only --config " + std::string(POLYHAL_SOURCE_DIR) +
+                        "/configs/pretrain-bert-large-phase1-ipu.yaml");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("pipeline: 4 stages"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stage 0: layers 0-4 + embeddings"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stage 3: layers 19-23 + heads"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("DOES NOT FIT"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pipeline ramp"), std::string::npos) << r.output;
+}
+
+TEST(PipelinedPretrain, APipelineThatMissesALayerNamesTheKey) {
+  const std::string config = " --config " + std::string(POLYHAL_SOURCE_DIR) +
+                             "/configs/pretrain-bert-base-phase1-ipu.yaml";
+  auto r = test::run_polyhal("validate" + config +
+                             " --set 'model.pipeline=[[0, 1, 2], [3, 5], [6, 7, 8, 9, 10, 11]]'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'model.pipeline': stage 1 lists layer 5 where layer 4 comes next"),
+            std::string::npos)
+      << r.output;
+  r = test::run_polyhal("validate" + config + " --set 'model.pipeline=[[0, 1], [2, 3]]'");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("the stages cover layers 0-3, the model has 12 (0-11)"),
+            std::string::npos)
+      << r.output;
+  r = test::run_polyhal("validate" + config + " --set model.pipeline=13 --set batch.replicas=1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
 }
 
 }  // namespace
