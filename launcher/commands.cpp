@@ -47,11 +47,13 @@ void print_device(const Device& device) {
   }
 }
 
-/// The first device of `backend`. A device model also checks that the
+/// The devices of `backend`. A device model also checks that the
 /// modelled system holds the config's replicas, one device each (`replicas`:
 /// batch.replicas, or the MPI ranks), e.g. 256 replicas on an IPU-POD4.
-std::shared_ptr<Device> open_first_device(Backend& backend, const DeviceOptions& options,
-                                          const RunConfig& config, std::int64_t replicas) {
+std::vector<std::shared_ptr<Device>> open_checked_devices(Backend& backend,
+                                                          const DeviceOptions& options,
+                                                          const RunConfig& config,
+                                                          std::int64_t replicas) {
   auto devices = backend.open_devices(options);
   if (devices.empty()) {
     throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
@@ -70,18 +72,25 @@ std::shared_ptr<Device> open_first_device(Backend& backend, const DeviceOptions&
         config.locate("batch.replicas"), replicas, stages, stages == 1 ? "" : "s",
         replicas * stages, backend.name(), devices.size(), p.product));
   }
-  return devices.front();
+  return devices;
 }
 
-/// The first device of the config's backend, opened with the config's
-/// device options. The device keeps its plugin library loaded.
-std::shared_ptr<Device> open_configured_device(const CommonOptions& common, const RunConfig& config,
-                                               std::int64_t replicas) {
+std::vector<Device*> raw(const std::vector<std::shared_ptr<Device>>& devices) {
+  std::vector<Device*> out;
+  for (const auto& d : devices) out.push_back(d.get());
+  return out;
+}
+
+/// The devices of the config's backend, opened with the config's device
+/// options. Each device keeps its plugin library loaded.
+std::vector<std::shared_ptr<Device>> open_configured_devices(const CommonOptions& common,
+                                                             const RunConfig& config,
+                                                             std::int64_t replicas) {
   PluginLoader loader(
       search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
   auto backend = loader.backend(config.backend);
-  return open_first_device(*backend, config.resolve_device(backend->device_options()), config,
-                           replicas);
+  return open_checked_devices(*backend, config.resolve_device(backend->device_options()), config,
+                              replicas);
 }
 
 void configure_logging(const RunConfig& config) {
@@ -156,8 +165,10 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
   PluginLoader loader(
       search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
   auto backend = loader.backend(config.backend);
-  const auto device = open_first_device(*backend, config.resolve_device(backend->device_options()),
-                                        config, config.batch.replicas);
+  const auto device =
+      open_checked_devices(*backend, config.resolve_device(backend->device_options()), config,
+                           config.batch.replicas)
+          .front();
   // The run's plan-time checks: an op the device lacks, data that cannot be
   // read or a model that cannot be built fails here as it would at `run`.
   const std::string plan = task_named(config).plan(*device, config);
@@ -196,10 +207,11 @@ int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunC
       spdlog::set_pattern(fmt::format("[rank {}] [%l] %v", rank));
     }
     MetricsWriter metrics(options.metrics_out);
-    auto device = open_configured_device(common, config, mpi.size());
+    const auto opened = open_configured_devices(common, config, mpi.size());
+    const auto& device = opened.front();
     spdlog::info("rank {} of {}: backend {} device {}", rank, mpi.size(), config.backend,
                  device->name());
-    const int code = task.run(*device, config, options, metrics, world.get());
+    const int code = task.run(*device, config, options, metrics, world.get(), raw(opened));
     world->barrier();  // nobody finalises while a peer still needs it
     std::cout.rdbuf(saved_cout);
     return code;
@@ -220,11 +232,12 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
   if (config.collective.engine == "mpi") return run_mpi_pretraining(common, run, config);
   configure_logging(config);
   MetricsWriter metrics(run.metrics_out);
-  auto device = open_configured_device(common, config, config.batch.replicas);
+  const auto opened = open_configured_devices(common, config, config.batch.replicas);
+  const auto& device = opened.front();
 
   spdlog::info("backend {} device {} ({}, mode {})", config.backend, device->name(),
                device->properties().product, device_mode_name(device->properties().mode));
-  return task_named(config).run(*device, config, run, metrics, nullptr);
+  return task_named(config).run(*device, config, run, metrics, nullptr, raw(opened));
 }
 
 }  // namespace polyhal::launcher

@@ -28,9 +28,12 @@ class Task {
   virtual std::string plan(Device& device, const RunConfig& config) const = 0;
   /// Runs the task (or plans only, with --compile-only) and reports on
   /// stdout and in `metrics`; returns the exit code. `world`: the MPI
-  /// communicator when this process is one rank of a job.
+  /// communicator when this process is one rank of a job. `devices`: every
+  /// device the backend opened, `device` first (a pipelined run puts stage s
+  /// on devices[s]).
   virtual int run(Device& device, const RunConfig& config, const RunOptions& run,
-                  MetricsWriter& metrics, Communicator* world) const = 0;
+                  MetricsWriter& metrics, Communicator* world,
+                  const std::vector<Device*>& devices) const = 0;
 };
 
 /// Every registered task (task_registry.cpp), built once.

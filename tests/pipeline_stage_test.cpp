@@ -245,6 +245,30 @@ TEST(PipelinedPretrain, RunsLikeTheUnpipelinedModelOnTheCpu) {
   for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(piped[i], whole[i], 1e-5) << i;
 }
 
+// On the IPU model each stage runs on its own IPU (ipu0, ipu1, ipu2), each
+// within its own memory, with the unpipelined losses.
+TEST(PipelinedPretrain, RunsOneStagePerIpuOnTheIpuModel) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "p.yaml",
+      "backend: ipu\ndevice: {system: POD4}\ntask: pretrain\nmodel: {preset: tiny, seq_len: 16, "
+      "vocab_size: 64, num_hidden_layers: 3, dropout: 0.1}\nbatch: {micro: 2, grad_accum: 2}\n"
+      "data: {source: pattern, max_predictions: 3}\noptimizer: {name: adamw, learning_rate: "
+      "0.005}\n"
+      "steps: 2\n");
+  const auto run = [&](const std::string& name, const std::string& sets) {
+    const auto metrics = dir.path() / (name + ".jsonl");
+    const auto r = test::run_polyhal("run --config " + config.string() + " --metrics-out " +
+                                     metrics.string() + " " + sets);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return step_losses(metrics);
+  };
+  const auto whole = run("whole", "");
+  const auto piped = run("piped", "--set model.pipeline=3");
+  ASSERT_EQ(piped.size(), 2u);
+  for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(piped[i], whole[i], 1e-5) << i;
+}
+
 // Graphcore's layout on an IPU-POD16: 4 replicas x 4 stages, recomputation,
 // optimizer state and master weights in Streaming Memory: every IPU fits.
 TEST(PipelinedPretrain, GraphcoreLayoutFitsEveryIpuOfAPod16) {

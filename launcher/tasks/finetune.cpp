@@ -120,7 +120,7 @@ class FinetuneTask final : public Task {
     return fit_summary(run_finetuning(device, config, true, {}, {}, nullptr).memory);
   }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
-          Communicator* world) const override {
+          Communicator* world, const std::vector<Device*>&) const override {
     return run_finetune(device, config, run, metrics, world);
   }
 

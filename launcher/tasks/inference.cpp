@@ -92,7 +92,7 @@ class InferenceTask final : public Task {
     return fit_summary(run_inference(device, config, true).memory);
   }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
-          Communicator*) const override {
+          Communicator*, const std::vector<Device*>&) const override {
     return run_bert_inference(device, config, run, metrics);
   }
 };

@@ -86,7 +86,7 @@ class MatmulBenchTask final : public Task {
     return fits ? "every shape fits" : "a shape does not fit";
   }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
-          Communicator*) const override {
+          Communicator*, const std::vector<Device*>&) const override {
     return run_matmul(device, config, run, metrics);
   }
 };

@@ -19,7 +19,8 @@ namespace polyhal::launcher {
 namespace {
 
 int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptions& run,
-                         MetricsWriter& metrics, Communicator* world) {
+                         MetricsWriter& metrics, Communicator* world,
+                         const std::vector<Device*>& devices) {
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
   const std::int64_t replicas = world ? world->size() : config.batch.replicas;
@@ -31,7 +32,8 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
       config.model.hf_config.empty() ? config.model.preset : "custom", config.model.seq_len,
       config.batch.micro, config.batch.grad_accum, replicas, global_batch, config.optimizer.name,
       dtype_name(config.model.precision), p.name, p.product);
-  const auto r = run_pretraining(device, config, run.compile_only, std::ref(observer), world);
+  const auto r =
+      run_pretraining(device, config, run.compile_only, std::ref(observer), world, devices);
   nlohmann::json stages = nlohmann::json::array();
   if (!r.stages.empty()) {
     std::cout << fmt::format(
@@ -141,8 +143,8 @@ class PretrainTask final : public Task {
     return fit_summary(run_pretraining(device, config, true, {}, nullptr).memory);
   }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
-          Communicator* world) const override {
-    return run_bert_pretraining(device, config, run, metrics, world);
+          Communicator* world, const std::vector<Device*>& devices) const override {
+    return run_bert_pretraining(device, config, run, metrics, world, devices);
   }
 };
 

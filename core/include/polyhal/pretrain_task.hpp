@@ -77,9 +77,12 @@ using PretrainObserver = std::function<void(const PretrainStep&, std::int64_t to
 /// Replica r of N takes micro-batches r, r+N, ... of the data stream;
 /// gradients and losses are averaged over replicas before every optimizer
 /// step. Only rank 0 calls `observer` and writes checkpoints.
+/// With model.pipeline, stage s runs on `stage_devices[s]` when there are
+/// enough of them (one per stage, as IPUs), else every stage on `device`.
 PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
                                const PretrainObserver& observer,
-                               Communicator* across_processes = nullptr);
+                               Communicator* across_processes = nullptr,
+                               const std::vector<Device*>& stage_devices = {});
 
 /// The newest complete checkpoint in `dir` (checkpoint-NNNNNNNN.safetensors), if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);

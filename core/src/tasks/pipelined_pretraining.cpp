@@ -32,15 +32,17 @@ void refuse_unsupported(const RunConfig& config, bool compile_only) {
 
 }  // namespace
 
-void run_pipelined_pretraining(Device& device, const RunConfig& config, bool compile_only,
+void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage_devices,
+                               const RunConfig& config, bool compile_only,
                                const PretrainObserver& observer, const PretrainingData& data,
                                const std::set<std::int64_t>& recompute, PretrainResult& result) {
   refuse_unsupported(config, compile_only);
   const auto count = static_cast<int>(result.stages.size());
   const BertShape shape{config.batch.micro, config.model.seq_len};
-  // The plan: every stage on a device of its own; here, the same device
-  // object plans each stage (nothing is allocated at compile time).
+  // One device per stage when the backend has them (IPUs); else all on one.
   std::vector<Device*> devices(static_cast<std::size_t>(count), &device);
+  if (stage_devices.size() >= devices.size())
+    std::copy_n(stage_devices.begin(), devices.size(), devices.begin());
   OptimizerSettings settings = optimizer_settings(config.optimizer);
   if (compile_only) settings.max_grad_norm = 0.0;  // the clip changes no plan or estimate
   PipelinedTraining pipeline(

@@ -85,7 +85,8 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 }
 
 PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
-                               const PretrainObserver& observer, Communicator* across_processes) {
+                               const PretrainObserver& observer, Communicator* across_processes,
+                               const std::vector<Device*>& stage_devices) {
   PretrainResult result;
   result.config = resolve_bert_config(config.model);
   result.model_name =
@@ -101,7 +102,8 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   const auto recompute = recompute_layers(config, result.config);
   result.stages = pipeline_stages(config, result.config);
   if (!result.stages.empty()) {
-    run_pipelined_pretraining(device, config, compile_only, observer, *data, recompute, result);
+    run_pipelined_pretraining(device, stage_devices, config, compile_only, observer, *data,
+                              recompute, result);
     return result;
   }
   const auto make_replica = [&] {
