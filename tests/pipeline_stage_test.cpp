@@ -219,15 +219,18 @@ std::vector<double> step_losses(const std::filesystem::path& metrics) {
   return out;
 }
 
-// `pretrain` with model.pipeline on the CPU trains as without it.
+// `pretrain` with model.pipeline on the CPU trains as without it, with the
+// global gradient norm clipped over all stages, static loss scaling, and
+// checkpoints it resumes from exactly.
 TEST(PipelinedPretrain, RunsLikeTheUnpipelinedModelOnTheCpu) {
   test::TempDir dir;
   const auto config = dir.write(
       "p.yaml",
       "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 16, vocab_size: 64, "
       "num_hidden_layers: 4, dropout: 0.1}\nbatch: {micro: 4, grad_accum: 3}\n"
-      "data: {source: pattern, max_predictions: 3}\noptimizer: {name: lamb, learning_rate: 0.005}\n"
-      "steps: 3\n");
+      "data: {source: pattern, max_predictions: 3}\n"
+      "optimizer: {name: lamb, learning_rate: 0.005, max_grad_norm: 0.05, loss_scaling: static, "
+      "loss_scale: 1024}\nsteps: 4\n");
   const auto run = [&](const std::string& name, const std::string& sets) {
     const auto metrics = dir.path() / (name + ".jsonl");
     const auto r = test::run_polyhal("run --config " + config.string() + " --metrics-out " +
@@ -236,13 +239,24 @@ TEST(PipelinedPretrain, RunsLikeTheUnpipelinedModelOnTheCpu) {
     return std::pair{step_losses(metrics), r.output};
   };
   const auto [whole, whole_output] = run("whole", "");
-  const auto [piped, output] = run("piped", "--set 'model.pipeline=[[0], [1, 2], [3]]'");
+  const std::string pipeline = "--set 'model.pipeline=[[0], [1, 2], [3]]'";
+  const auto [piped, output] =
+      run("piped", pipeline + " --set checkpoint.dir=ckpt --set checkpoint.every=1");
   EXPECT_NE(output.find("pipeline: 3 stages, 1F1B over grad_accum 3 micro-batches"),
             std::string::npos)
       << output;
-  ASSERT_EQ(whole.size(), 3u);
+  ASSERT_EQ(whole.size(), 4u);
   ASSERT_EQ(piped.size(), whole.size());
   for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(piped[i], whole[i], 1e-5) << i;
+  // As if killed after step 2: the run resumes there and repeats steps 3-4 exactly.
+  std::filesystem::remove(dir.path() / "ckpt" / "checkpoint-00000004.safetensors");
+  std::filesystem::remove(dir.path() / "ckpt" / "checkpoint-00000003.safetensors");
+  const auto [resumed, resumed_output] =
+      run("resumed", pipeline + " --set checkpoint.dir=ckpt --set checkpoint.every=1");
+  EXPECT_NE(resumed_output.find("resumed at step 3"), std::string::npos) << resumed_output;
+  ASSERT_EQ(resumed.size(), 2u);
+  EXPECT_EQ(resumed[0], piped[2]);
+  EXPECT_EQ(resumed[1], piped[3]);
 }
 
 // On the IPU model each stage runs on its own IPU (ipu0, ipu1, ipu2), each

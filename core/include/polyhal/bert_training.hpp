@@ -155,6 +155,12 @@ class BertTraining {
   /// gradient overflowed (inf/NaN): then no weight changes and the step is
   /// not counted.
   std::optional<double> optimizer_step(double learning_rate, double loss_scale = 1.0);
+  /// Pipelining: the sum of squares of this stage's accumulated gradients
+  /// (still multiplied by the loss scale), and the optimizer step with the
+  /// sum over every stage, so all stages clip by the global norm and skip an
+  /// overflowed step together. Returns what optimizer_step returns.
+  double gradient_sum_of_squares() const;
+  std::optional<double> apply_update(double learning_rate, double loss_scale, double sum);
   /// Replicated optimizer-state sharding (ZeRO stage 1; the seeds'
   /// replicated tensor sharding): each replica of `replicas` keeps the
   /// optimizer state of, and updates, only its share of the parameter

@@ -39,9 +39,6 @@ class PipelinedTraining {
  public:
   /// `stages` must cover every encoder layer once, in order; `devices` has
   /// one device per stage (the same device may appear more than once).
-  /// Not yet: a global gradient-norm clip (optimizer.max_grad_norm, refused
-  /// with a ConfigError) and loss scaling (optimizer_step applies none),
-  /// which need the norm and the overflow check across stages.
   PipelinedTraining(const std::vector<Device*>& devices, const BertConfig& config,
                     BertShape micro_batch, const OptimizerSettings& optimizer, DType precision,
                     DropoutSettings dropout, std::uint64_t seed, std::int64_t max_predictions,
@@ -57,8 +54,15 @@ class PipelinedTraining {
   /// stages holding them). Returns the mean losses.
   StepLosses forward_backward(const std::vector<TrainingBatch>& micro_batches,
                               double loss_scale = 1.0);
-  /// Every stage's optimizer step.
-  void optimizer_step(double learning_rate);
+  /// Every stage's optimizer step with the global gradient norm over all
+  /// stages (the tied word embeddings counted once): clipped to
+  /// max_grad_norm and unscaled by `loss_scale` alike, and skipped by every
+  /// stage when a gradient overflowed (nullopt), as BertTraining::optimizer_step.
+  std::optional<double> optimizer_step(double learning_rate, double loss_scale = 1.0);
+  /// Every stage's checkpoint state merged (stage_state names are disjoint
+  /// but for the tied word embeddings, equal in both copies).
+  TensorMap state() const;
+  void load_state(const TensorMap& state, std::int64_t steps);
   /// Weights and gradients of all stages under Hugging Face names.
   TensorMap weights() const;
   TensorMap gradients() const;

@@ -7,7 +7,9 @@
 #include <chrono>
 
 #include "polyhal/bert_weights.hpp"
+#include "polyhal/checkpoint_store.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/loss_scaler.hpp"
 #include "polyhal/lr_schedule.hpp"
 #include "polyhal/pipelined_training.hpp"
 #include "tasks/trainer.hpp"
@@ -15,19 +17,15 @@
 namespace polyhal {
 namespace {
 
-/// What pipelining does not do yet, refused with the key that asks for it.
+/// What pipelining does not run yet (several replicas), refused with the key.
 void refuse_unsupported(const RunConfig& config, bool compile_only) {
   const auto refuse = [&](const std::string& key, const std::string& what) {
     throw ConfigError(fmt::format("{}: key '{}': {} with model.pipeline is not in this version",
                                   config.locate(key), key, what));
   };
   if (compile_only) return;  // plans and estimates cover all of it
-  if (config.optimizer.max_grad_norm > 0.0)
-    refuse("optimizer.max_grad_norm", "clipping the global gradient norm");
   if (config.batch.replicas > 1 || config.collective.engine == "mpi")
     refuse("batch.replicas", "running several replicas");
-  if (!config.checkpoint.dir.empty()) refuse("checkpoint.dir", "checkpointing");
-  if (config.model.precision == DType::f16) refuse("model.precision", "f16 loss scaling");
 }
 
 }  // namespace
@@ -43,8 +41,7 @@ void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage
   std::vector<Device*> devices(static_cast<std::size_t>(count), &device);
   if (stage_devices.size() >= devices.size())
     std::copy_n(stage_devices.begin(), devices.size(), devices.begin());
-  OptimizerSettings settings = optimizer_settings(config.optimizer);
-  if (compile_only) settings.max_grad_norm = 0.0;  // the clip changes no plan or estimate
+  const OptimizerSettings settings = optimizer_settings(config.optimizer);
   PipelinedTraining pipeline(
       devices, result.config, shape, settings, config.model.precision,
       DropoutSettings{config.model.dropout,
@@ -73,9 +70,34 @@ void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage
       result.estimated_all_reduce_seconds.value_or(0.0));
   if (compile_only) return;
 
-  pipeline.load_weights(init_bert_weights(result.config, config.model.seed));
+  const CheckpointStore store(config.checkpoint.dir);
+  LossScaler scaler = LossScaler::from_config(config.optimizer, config.model.precision);
+  std::int64_t done = 0;
+  std::optional<std::filesystem::path> latest;
+  if (config.checkpoint.resume) latest = store.latest();
+  if (latest) {
+    const auto checkpoint = CheckpointStore::load(*latest);
+    pipeline.load_state(checkpoint.state, checkpoint.step);
+    scaler.restore(checkpoint.metadata);
+    done = checkpoint.step;
+    spdlog::info("resumed from {} at step {}", latest->string(), done);
+  } else if (!config.checkpoint.init.empty() || !config.model.weights.empty()) {
+    const auto& file =
+        config.checkpoint.init.empty() ? config.model.weights : config.checkpoint.init;
+    pipeline.load_weights(load_bert_weights(file, result.config));
+  } else {
+    pipeline.load_weights(init_bert_weights(result.config, config.model.seed));
+  }
+  result.first_step = done + 1;
+  const auto save = [&](std::int64_t step) {
+    if (!store.enabled()) return;
+    auto metadata = scaler.metadata();
+    metadata["model"] = result.model_name;
+    metadata["writer"] = "polyhal pretrain";
+    result.checkpoints.push_back(store.save(step, pipeline.state(), std::move(metadata)));
+  };
   const auto micro_batches = static_cast<std::uint64_t>(accumulation);
-  for (std::int64_t number = 1; number <= config.steps; ++number) {
+  for (std::int64_t number = done + 1; number <= config.steps; ++number) {
     const auto start = std::chrono::steady_clock::now();
     std::vector<TrainingBatch> batches;
     for (std::uint64_t m = 0; m < micro_batches; ++m)
@@ -83,14 +105,21 @@ void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage
     PretrainStep record;
     record.step = number;
     record.learning_rate = learning_rate_at(config.optimizer, number, config.steps);
-    const StepLosses losses = pipeline.forward_backward(batches);
+    record.loss_scale = scaler.scale();
+    const StepLosses losses = pipeline.forward_backward(batches, scaler.scale());
     record.mlm_loss = losses.mlm;
     record.nsp_loss = losses.nsp;
-    pipeline.optimizer_step(record.learning_rate);
+    const auto norm = pipeline.optimizer_step(record.learning_rate, scaler.scale());
+    record.skipped = !norm.has_value();
+    record.grad_norm = norm.value_or(0.0);
+    scaler.update(record.skipped);
     record.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     result.steps.push_back(record);
     if (observer) observer(record, config.steps);
+    if (number == config.steps ||
+        (config.checkpoint.every > 0 && number % config.checkpoint.every == 0))
+      save(number);
   }
 }
 

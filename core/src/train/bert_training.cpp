@@ -367,12 +367,11 @@ std::vector<OpTime> BertTraining::profile() const {
   return out;
 }
 
-std::optional<double> BertTraining::apply_optimizer(double learning_rate, double loss_scale) {
+double BertTraining::gradient_sum_of_squares() const {
   auto& s = *state_;
-  Program& p = s.program();
-  const auto& o = s.optimizer;
-  // Global gradient norm over every parameter (views included once: q, k and
-  // v are disjoint rows of the fused projection).
+  const Program& p = s.program();
+  // Over every parameter (views included once: q, k and v are disjoint rows
+  // of the fused projection).
   double sum = 0;
   for (const auto& param : s.params) {
     const std::array in{p.bound(param.grad)};
@@ -380,6 +379,18 @@ std::optional<double> BertTraining::apply_optimizer(double learning_rate, double
     p.side(param.norm)->run(in, out);
     sum += p.download(s.norm_out)[0];
   }
+  return sum;
+}
+
+std::optional<double> BertTraining::apply_optimizer(double learning_rate, double loss_scale) {
+  return apply_update(learning_rate, loss_scale, gradient_sum_of_squares());
+}
+
+std::optional<double> BertTraining::apply_update(double learning_rate, double loss_scale,
+                                                 double sum) {
+  auto& s = *state_;
+  Program& p = s.program();
+  const auto& o = s.optimizer;
   if (!std::isfinite(sum)) {  // overflow under loss scaling: skip, as the seeds' scalers do
     s.zero_gradients();
     return std::nullopt;

@@ -74,10 +74,6 @@ PipelinedTraining::PipelinedTraining(const std::vector<Device*>& devices, const 
   if (stages.empty() || devices.size() != stages.size())
     throw ConfigError(
         fmt::format("pipeline: {} stages on {} devices", stages.size(), devices.size()));
-  if (optimizer.max_grad_norm > 0.0)
-    throw ConfigError(
-        "pipeline: optimizer.max_grad_norm needs the gradient norm across stages, "
-        "which the pipeline does not compute yet: set it to 0");
   for (std::size_t s = 0; s < stages.size(); ++s) {
     std::set<std::int64_t> own;
     const std::int64_t last =
@@ -201,8 +197,27 @@ std::optional<TrainingStepEstimate> PipelinedTraining::estimate_step(int accumul
   return e;
 }
 
-void PipelinedTraining::optimizer_step(double learning_rate) {
-  for (auto& stage : stages_) stage->optimizer_step(learning_rate);
+std::optional<double> PipelinedTraining::optimizer_step(double learning_rate, double loss_scale) {
+  double sum = 0;
+  for (const auto& stage : stages_) sum += stage->gradient_sum_of_squares();
+  if (tied_elements_ > 0) {  // the tied gradient sits in two stages: count it once
+    const TensorMap gradients = stages_.back()->gradients();  // (outlives the loop)
+    for (const float g : gradients.at(kTiedWeight).values) sum -= static_cast<double>(g) * g;
+  }
+  std::optional<double> norm;
+  for (auto& stage : stages_) norm = stage->apply_update(learning_rate, loss_scale, sum);
+  return norm;
+}
+
+TensorMap PipelinedTraining::state() const {
+  TensorMap all;
+  for (const auto& stage : stages_)
+    for (auto& [name, t] : stage->state()) all.insert_or_assign(name, std::move(t));
+  return all;
+}
+
+void PipelinedTraining::load_state(const TensorMap& state, std::int64_t steps) {
+  for (auto& stage : stages_) stage->load_state(state, steps);
 }
 
 TensorMap PipelinedTraining::weights() const {
