@@ -32,6 +32,10 @@ std::string clock_text(double seconds) {
   return fmt::format("{}:{:02d}:{:02d}", total / 3600, (total / 60) % 60, total % 60);
 }
 
+namespace {
+
+/// Why a device model gives no estimate: the figures its property table
+/// marks as not published ("peak bf16 of Gaudi (HL-205) is not published").
 std::string missing_figures(const DeviceProperties& p) {
   std::vector<std::string> missing;
   for (const auto& row : p.table)
@@ -43,7 +47,16 @@ std::string missing_figures(const DeviceProperties& p) {
                      missing.size() == 1 ? "it" : "them");
 }
 
-void report_training_estimate(const TrainingStepEstimate& e, nlohmann::json& summary) {
+}  // namespace
+
+void report_training_estimate(const std::optional<TrainingStepEstimate>& estimate,
+                              const DeviceProperties& device, nlohmann::json& summary) {
+  if (!estimate) {
+    if (device.mode == DeviceMode::model)
+      std::cout << "  no throughput estimate: " << missing_figures(device) << '\n';
+    return;
+  }
+  const TrainingStepEstimate& e = *estimate;
   std::cout << fmt::format(
       "  estimated (device model, not measured): {:.1f} sequences/s; one optimizer step {:.2f} ms "
       "= forward {:.2f} + backward {:.2f} + optimizer {:.2f} + gradient all-reduce {:.2f}{} ms\n",

@@ -1,6 +1,7 @@
 #pragma once
 // Text the launcher's tasks print: sizes, memory plans, clocks.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,11 +19,11 @@ void print_memory(const MemoryReport& report);
 std::string fit_summary(const MemoryReport& memory);
 /// The device model's training throughput and its parts, labelled as an
 /// estimate; `summary` gets estimated_sequences_per_second and
-/// estimated_step_seconds {forward, backward, optimizer, all_reduce}.
-void report_training_estimate(const TrainingStepEstimate& estimate, nlohmann::json& summary);
-/// Why a device model gives no estimate: the figures its property table
-/// marks as not published ("peak bf16 of Gaudi (HL-205) is not published").
-std::string missing_figures(const DeviceProperties& properties);
+/// estimated_step_seconds {forward, backward, optimizer, all_reduce,
+/// pipeline_ramp}. A device model without an estimate says which published
+/// figure it lacks; real hardware (measured instead) prints nothing.
+void report_training_estimate(const std::optional<TrainingStepEstimate>& estimate,
+                              const DeviceProperties& device, nlohmann::json& summary);
 /// "h:mm:ss".
 std::string clock_text(double seconds);
 

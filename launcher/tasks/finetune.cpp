@@ -101,11 +101,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
   if (!r.exported.empty())
     std::cout << fmt::format("  fine-tuned model (Hugging Face {}): {}\n", hf_architecture(r.head),
                              r.exported.string());
-  if (r.estimate) {
-    report_training_estimate(*r.estimate, summary);
-  } else if (model) {
-    std::cout << "  no throughput estimate: " << missing_figures(p) << '\n';
-  }
+  report_training_estimate(r.estimate, p, summary);
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;

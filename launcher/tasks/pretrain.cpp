@@ -125,11 +125,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   if (!r.exported.empty()) {
     std::cout << fmt::format("  Hugging Face weights: {}\n", r.exported.string());
   }
-  if (r.estimate) {
-    report_training_estimate(*r.estimate, summary);
-  } else if (model) {
-    std::cout << "  no throughput estimate: " << missing_figures(p) << '\n';
-  }
+  report_training_estimate(r.estimate, p, summary);
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;
