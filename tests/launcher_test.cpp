@@ -119,10 +119,7 @@ TEST(Launcher, RunWritesMetricsEndingInSummary) {
     auto r = run_polyhal("run --config " + config_file(dir, backend, "  dtype: bf16\n") +
                          " --metrics-out " + metrics.string());
     ASSERT_EQ(r.exit_code, 0) << r.output;
-    std::ifstream in(metrics);
-    std::string line, last;
-    while (std::getline(in, line)) last = line;
-    const auto summary = nlohmann::json::parse(last);
+    const auto summary = test::last_json_line(metrics);
     EXPECT_EQ(summary["event"], "summary");
     EXPECT_EQ(summary["backend"], backend);
     for (const char* key :

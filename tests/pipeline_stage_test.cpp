@@ -26,13 +26,9 @@ class PipelineStageTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PipelineStageTest, ChainedStagesTrainExactlyAsTheWholeModel) {
   auto device = test::first_device(GetParam());
-  BertConfig config = bert_preset("tiny");
-  config.vocab_size = 64;
-  config.num_hidden_layers = 4;
+  const BertConfig config = test::small_bert(4);
   const BertShape shape{4, 16};
-  DataSection data;
-  data.source = "pattern";
-  data.max_predictions = 3;
+  const DataSection data = test::pattern_data();
   OptimizerSettings lamb;  // per-tensor trust ratios: no global norm across stages
   const DropoutSettings dropout{0.1, 0.1};
   const auto weights = init_bert_weights(config, 3);
@@ -139,13 +135,9 @@ TEST(PipelineSchedule, OneForwardOneBackwardIsCompleteOrderedAndBounded) {
 // the step (the tied word embeddings up to the order of their sum).
 TEST_P(PipelineStageTest, OneForwardOneBackwardPipelineTrainsAsTheWholeModel) {
   auto device = test::first_device(GetParam());
-  BertConfig config = bert_preset("tiny");
-  config.vocab_size = 64;
-  config.num_hidden_layers = 4;
+  const BertConfig config = test::small_bert(4);
   const BertShape shape{2, 16};
-  DataSection data;
-  data.source = "pattern";
-  data.max_predictions = 3;
+  const DataSection data = test::pattern_data();
   OptimizerSettings adamw;
   adamw.kind = "adamw";
   const DropoutSettings dropout{0.1, 0.1};
@@ -192,8 +184,7 @@ TEST_P(PipelineStageTest, OneForwardOneBackwardPipelineTrainsAsTheWholeModel) {
 
 TEST(PipelineStage, AStageThatDoesNotFitTheModelIsRefused) {
   auto cpu = test::first_device("cpu");
-  BertConfig config = bert_preset("tiny");
-  config.vocab_size = 64;
+  const BertConfig config = test::small_bert(2);
   const auto make = [&](PipelineStage stage) {
     return BertTraining(*cpu, config, {2, 8}, OptimizerSettings{}, DType::f32, {}, 0, 0, TaskHead{},
                         {}, stage);

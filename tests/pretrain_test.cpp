@@ -352,10 +352,7 @@ TEST(Pretrain, CompileOnlyEstimatesTrainingThroughputOnDeviceModels) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("estimated (device model, not measured):"), std::string::npos)
       << r.output;
-  std::ifstream in(metrics);
-  std::string line, last;
-  while (std::getline(in, line)) last = line;
-  const auto summary = nlohmann::json::parse(last);
+  const auto summary = test::last_json_line(metrics);
   const auto& parts = summary.at("estimated_step_seconds");
   const double sum = parts["forward"].get<double>() + parts["backward"].get<double>() +
                      parts["optimizer"].get<double>() + parts["all_reduce"].get<double>();

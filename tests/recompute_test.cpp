@@ -17,13 +17,6 @@
 namespace polyhal {
 namespace {
 
-BertConfig small_model() {
-  BertConfig c = bert_preset("tiny");
-  c.vocab_size = 64;
-  c.num_hidden_layers = 3;
-  return c;
-}
-
 std::uint64_t activation_bytes(const MemoryReport& report) {
   std::uint64_t bytes = 0;
   for (const auto& item : report.items)
@@ -35,11 +28,9 @@ class RecomputeTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RecomputeTest, SameLossGradientsAndStepAsKeepingActivations) {
   auto device = test::first_device(GetParam());
-  const BertConfig config = small_model();
+  const BertConfig config = test::small_bert(3);
   const BertShape shape{4, 16};
-  DataSection data;
-  data.source = "pattern";
-  data.max_predictions = 3;
+  const DataSection data = test::pattern_data();
   OptimizerSettings adamw;
   adamw.kind = "adamw";
   const DropoutSettings dropout{0.1, 0.1};
@@ -91,10 +82,7 @@ TEST(Recompute, BertLargeKeepsOneLayerOfIntermediatesAndCostsOneMoreForward) {
                           "/configs/pretrain-bert-large-phase1-gaudi.yaml --metrics-out " +
                           file.string() + " " + sets);
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    std::ifstream in(file);
-    std::string line, last;
-    while (std::getline(in, line)) last = line;
-    return nlohmann::json::parse(last);
+    return test::last_json_line(file);
   };
   const auto kept = metrics("kept", "");
   const auto all = metrics("all", "--set model.recompute=all");

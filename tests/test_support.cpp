@@ -45,6 +45,27 @@ CommandResult run_polyhal(const std::string& arguments) {
   return run_command(std::string(POLYHAL_LAUNCHER) + " " + arguments);
 }
 
+BertConfig small_bert(std::int64_t layers) {
+  BertConfig config = bert_preset("tiny");
+  config.vocab_size = 64;
+  config.num_hidden_layers = layers;
+  return config;
+}
+
+DataSection pattern_data() {
+  DataSection data;
+  data.source = "pattern";
+  data.max_predictions = 3;
+  return data;
+}
+
+nlohmann::json last_json_line(const std::filesystem::path& metrics) {
+  std::ifstream in(metrics);
+  std::string line, last;
+  while (std::getline(in, line)) last = line;
+  return nlohmann::json::parse(last);
+}
+
 std::string mpirun(int ranks, const std::string& program) {
   return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm_rsh_agent=false "
          "mpirun --oversubscribe --bind-to none -np " +

@@ -3,9 +3,12 @@
 // and loading the plugins built in this tree.
 #include <filesystem>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "polyhal/backend.hpp"
+#include "polyhal/bert_config.hpp"
+#include "polyhal/config.hpp"
 #include "polyhal/safetensors.hpp"
 
 namespace polyhal::test {
@@ -43,6 +46,14 @@ std::filesystem::path built_plugin(const std::string& name);
 /// The first device of in-tree backend `name`, opened with device options `given`.
 std::shared_ptr<Device> first_device(const std::string& name,
                                      const std::map<std::string, std::string>& given = {});
+
+/// BERT tiny with a 64-token vocabulary and `layers` encoder layers: the
+/// small model the training tests compare program variants on.
+BertConfig small_bert(std::int64_t layers);
+/// The learnable pattern data with at most 3 predictions per sequence.
+DataSection pattern_data();
+/// The last JSON line of a metrics file (the run's summary).
+nlohmann::json last_json_line(const std::filesystem::path& metrics);
 
 /// tests/golden/bert_tiny, where the PyTorch scripts write their files.
 std::filesystem::path golden_dir();
