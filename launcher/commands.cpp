@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <iostream>
 
@@ -50,10 +51,44 @@ void print_device(const Device& device) {
 /// The devices of `backend`. A device model also checks that the
 /// modelled system holds the config's replicas, one device each (`replicas`:
 /// batch.replicas, or the MPI ranks), e.g. 256 replicas on an IPU-POD4.
+/// `device.ipus_per_replica` (IPU): a replica's pipeline stages go one per
+/// IPU, as Graphcore's --ipus-per-replica. `auto` takes model.pipeline's
+/// stage count; a number without model.pipeline balances that many stages
+/// (model.pipeline: N); a number that disagrees with model.pipeline is an
+/// error naming both keys.
+void apply_ipus_per_replica(const DeviceOptions& options, RunConfig& config) {
+  const auto it = options.find("ipus_per_replica");
+  if (it == options.end() || it->second == "auto") return;
+  const std::string where = config.locate("device.ipus_per_replica");
+  std::int64_t ipus = 0;
+  const auto [end, ec] =
+      std::from_chars(it->second.data(), it->second.data() + it->second.size(), ipus);
+  if (ec != std::errc{} || end != it->second.data() + it->second.size() || ipus < 1 ||
+      ipus > 1024) {
+    throw ConfigError(fmt::format(
+        "{}: key 'device.ipus_per_replica': expected auto or a whole number in [1, 1024], got '{}'",
+        where, it->second));
+  }
+  const auto stages = static_cast<std::int64_t>(config.model.pipeline.size());
+  const bool pipelined = stages > 0 || config.model.pipeline_stages > 0;
+  if (!pipelined) {
+    if (ipus > 1) config.model.pipeline_stages = ipus;
+    return;
+  }
+  const std::int64_t given = stages > 0 ? stages : config.model.pipeline_stages;
+  if (given != ipus) {
+    throw ConfigError(fmt::format(
+        "{}: key 'device.ipus_per_replica': {} IPUs per replica, but model.pipeline ({}) has {} "
+        "stage{}: each stage runs on its own IPU; give {} stages or set ipus_per_replica to {}",
+        where, ipus, config.locate("model.pipeline"), given, given == 1 ? "" : "s", ipus, given));
+  }
+}
+
 std::vector<std::shared_ptr<Device>> open_checked_devices(Backend& backend,
                                                           const DeviceOptions& options,
-                                                          const RunConfig& config,
+                                                          RunConfig& config,
                                                           std::int64_t replicas) {
+  apply_ipus_per_replica(options, config);
   auto devices = backend.open_devices(options);
   if (devices.empty()) {
     throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
@@ -84,7 +119,7 @@ std::vector<Device*> raw(const std::vector<std::shared_ptr<Device>>& devices) {
 /// The devices of the config's backend, opened with the config's device
 /// options. Each device keeps its plugin library loaded.
 std::vector<std::shared_ptr<Device>> open_configured_devices(const CommonOptions& common,
-                                                             const RunConfig& config,
+                                                             RunConfig& config,
                                                              std::int64_t replicas) {
   PluginLoader loader(
       search_options(common, config.plugin_paths, config.allow_world_writable_plugins));

@@ -288,9 +288,41 @@ TEST(PipelinedPretrain, GraphcoreLayoutFitsEveryIpuOfAPod16) {
   EXPECT_NE(r.output.find("pipeline ramp"), std::string::npos) << r.output;
 }
 
+// device.ipus_per_replica places one stage per IPU, as Graphcore's
+// --ipus-per-replica: alone it pipelines the model over that many IPUs; it
+// must agree with model.pipeline when both are given.
+TEST(PipelinedPretrain, IpusPerReplicaPlacesOneStagePerIpu) {
+  const std::string large = " --config " + std::string(POLYHAL_SOURCE_DIR) +
+                            "/configs/pretrain-bert-large-phase1-ipu.yaml";
+  auto r = test::run_polyhal("run --compile-only" + large + " --set device.ipus_per_replica=4");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_polyhal("validate" + large +
+                        " --set model.pipeline=4 --set device.ipus_per_replica=2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'device.ipus_per_replica': 2 IPUs per replica, but model.pipeline"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("has 4 stages"), std::string::npos) << r.output;
+  r = test::run_polyhal("validate" + large + " --set device.ipus_per_replica=four");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("expected auto or a whole number"), std::string::npos) << r.output;
+  const std::string base = " --config " + std::string(POLYHAL_SOURCE_DIR) +
+                           "/configs/pretrain-bert-base-phase1-ipu.yaml";
+  r = test::run_polyhal("run --compile-only" + base +
+                        " --set device.ipus_per_replica=3 --set batch.replicas=1");
+  EXPECT_NE(r.output.find("pipeline: 3 stages"), std::string::npos) << r.output;
+  // 5 replicas x 4 IPUs do not fit in the 16 IPUs of a POD16.
+  r = test::run_polyhal("validate" + large +
+                        " --set device.ipus_per_replica=4 --set batch.replicas=5");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("5 replicas x 4 pipeline stages need 20 devices"), std::string::npos)
+      << r.output;
+}
+
 TEST(PipelinedPretrain, APipelineThatMissesALayerNamesTheKey) {
   const std::string config = " --config " + std::string(POLYHAL_SOURCE_DIR) +
-                             "/configs/pretrain-bert-base-phase1-ipu.yaml";
+                             "/configs/pretrain-bert-base-phase1-ipu.yaml "
+                             "--set device.ipus_per_replica=auto";
   auto r = test::run_polyhal("validate" + config +
                              " --set 'model.pipeline=[[0, 1, 2], [3, 5], [6, 7, 8, 9, 10, 11]]'");
   EXPECT_EQ(r.exit_code, 2) << r.output;
