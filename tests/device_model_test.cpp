@@ -134,6 +134,12 @@ TEST(DeviceModel, AllReduceCostFollowsTheLinksAndTheTopology) {
   const double pod = ipu->estimate_seconds(all_reduce_of(kElements, 64)).value();
   EXPECT_NEAR(ipu->estimate_seconds(all_reduce_of(kElements, 128)).value(),
               pod + 2.0 * 1 / 2 * (bytes / 64) / (200e9 / 8 / 4 * 0.7) + 2 * 10e-6, 1e-9);
+  // A step's inputs from the host: per IPU its share of the M2000's 2 x 100 Gb/s
+  // host links, on Gaudi2 PCIe 4.0 x16; 70% achievable, 10 us per transfer.
+  const KernelDesc inputs{OpKind::host_transfer, DType::i32, {{1'000'000}}, NoAttrs{}};
+  EXPECT_NEAR(ipu->estimate_seconds(inputs).value(), 4e6 / (6.25e9 * 0.7) + 10e-6, 1e-12);
+  EXPECT_NEAR(gaudi2->estimate_seconds(inputs).value(), 4e6 / (31.5e9 * 0.7) + 10e-6, 1e-12);
+  EXPECT_FALSE(test::first_device("cpu")->estimate_seconds(inputs).has_value());
   // The CPU measures instead of estimating.
   EXPECT_FALSE(
       test::first_device("cpu")->estimate_seconds(all_reduce_of(kElements, 2)).has_value());

@@ -556,7 +556,8 @@ int run(const std::string& backend, bool quick) {
   std::cout << fmt::format("op conformance: {} ({}) against the reference kernels\n",
                            device->name(), device->properties().product);
   for (const OpKind op : all_op_kinds()) {
-    if (op == OpKind::all_reduce) continue;  // cost model only: no kernel runs it
+    // Cost model only: no kernel runs them.
+    if (op == OpKind::all_reduce || op == OpKind::host_transfer) continue;
     for (const DType type : reference.kernels().dtypes_for(op)) {
       if (device->kernels().find(op, type) == nullptr) {
         report(tally, fmt::format("{} {}", op_name(op), dtype_name(type)), "not supported",

@@ -25,4 +25,10 @@ inline double all_reduce_seconds(double bytes, std::int64_t replicas, const Link
          static_cast<double>(steps) * link.step_latency;
 }
 
+/// A step's inputs from the host over `link` (op "host_transfer":
+/// input_shapes {{elements}} of the desc's dtype): one transfer.
+inline double host_transfer_seconds(double bytes, const LinkModel& link) {
+  return bytes / (link.bytes_per_second * link.efficiency) + link.step_latency;
+}
+
 }  // namespace polyhal::plugins

@@ -38,6 +38,13 @@ class GaudiDevice final : public Device {
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
     if (desc.op == OpKind::all_reduce) return all_reduce_seconds(desc);
+    if (desc.op == OpKind::host_transfer) {
+      // PCIe to the host: 70% achievable and 10 us per transfer assumed.
+      const double bytes = static_cast<double>(element_count(desc.input_shapes.at(0))) *
+                           static_cast<double>(dtype_size(desc.dtype));
+      return plugins::host_transfer_seconds(bytes,
+                                            plugins::LinkModel{generation_.host_link, 0.7, 10e-6});
+    }
     const auto cost = plugins::op_cost(desc);
     // Matrix work runs on the MME (f16 at the bf16 rate on Gaudi2/3);
     // element-wise ops on the TPCs are modelled as HBM-bound.
@@ -126,6 +133,8 @@ class GaudiDevice final : public Device {
          fmt::format("{} x {} GbE ({} for scale-out)", g.roce_ports, g.roce_port_gbps,
                      g.scale_out_ports),
          Provenance::datasheet, "integrated; all-to-all inside the server"},
+        {"host link", fmt::format("{:.1f} GB/s", g.host_link / 1e9), Provenance::datasheet,
+         "PCIe x16; a step's inputs come this way"},
     };
     return p;
   }

@@ -16,6 +16,7 @@ const std::vector<GaudiGeneration>& gaudi_generations() {
        10,
        100,
        3,
+       31.5e9,  // PCIe 4.0 x16
        {DType::f32, DType::bf16}},
       {"gaudi2",
        "Gaudi2 (HL-225)",
@@ -27,6 +28,7 @@ const std::vector<GaudiGeneration>& gaudi_generations() {
        24,
        100,
        3,
+       31.5e9,  // PCIe 4.0 x16
        {DType::f32, DType::bf16, DType::f16}},
       {"gaudi3",
        "Gaudi 3 (HL-325L)",
@@ -38,6 +40,7 @@ const std::vector<GaudiGeneration>& gaudi_generations() {
        24,
        200,
        3,
+       63e9,  // PCIe 5.0 x16
        {DType::f32, DType::bf16, DType::f16}},
   };
   return generations;

@@ -22,6 +22,7 @@ struct GaudiGeneration {
   int roce_ports;         // integrated RoCE ports per card
   double roce_port_gbps;  // per port
   int scale_out_ports;    // of those, ports leaving the server
+  double host_link;       // host interface, bytes/s per card (PCIe x16)
   std::vector<DType> dtypes;
 };
 

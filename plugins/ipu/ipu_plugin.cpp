@@ -53,6 +53,11 @@ class IpuDevice final : public Device {
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {
     if (desc.op == OpKind::all_reduce) return all_reduce_seconds(desc);
+    if (desc.op == OpKind::host_transfer) {
+      // Host links: 70% achievable and 10 us per transfer assumed.
+      return plugins::host_transfer_seconds(desc_bytes(desc),
+                                            plugins::LinkModel{kHostLinkBandwidth, 0.7, 10e-6});
+    }
     const auto cost = plugins::op_cost(desc);
     double seconds = plugins::Roofline{peak_for(plugins::compute_dtype(desc)),
                                        settings_.generation.memory_bandwidth, kAchievableFraction,
@@ -69,6 +74,11 @@ class IpuDevice final : public Device {
     return seconds;
   }
 
+  static double desc_bytes(const KernelDesc& desc) {
+    return static_cast<double>(element_count(desc.input_shapes.at(0))) *
+           static_cast<double>(dtype_size(desc.dtype));
+  }
+
   static bool is_update(OpKind op) {
     return op == OpKind::adamw_update || op == OpKind::lamb_update || op == OpKind::sgd_update;
   }
@@ -78,8 +88,7 @@ class IpuDevice final : public Device {
   /// of up to 64 IPUs; beyond that the pods' shards are also reduced over
   /// the gateways' 2 x 100 Gb/s per 4 IPUs (GW-Links, datasheet).
   static double all_reduce_seconds(const KernelDesc& desc) {
-    const double bytes = static_cast<double>(element_count(desc.input_shapes.at(0))) *
-                         static_cast<double>(dtype_size(desc.dtype));
+    const double bytes = desc_bytes(desc);
     const std::int64_t replicas = desc.attrs_as<AllReduceAttrs>().replicas;
     constexpr std::int64_t kPod = 64;
     const plugins::LinkModel ipu_links{160e9, 0.7, 2e-6};
@@ -263,6 +272,8 @@ class IpuDevice final : public Device {
         {"available memory proportion", fmt::format("{}", s.available_memory_proportion),
          Provenance::modelled, "cap on temporaries per tile"},
         {"IPU-Links", "320 GB/s", Provenance::datasheet, "chip-to-chip per IPU"},
+        {"host links", fmt::format("{:.2f} GB/s per IPU", kHostLinkBandwidth / 1e9),
+         Provenance::datasheet, fmt::format("{}'s 2 x 100 Gb/s over its 4 IPUs", g.machine)},
     };
     return p;
   }

@@ -39,6 +39,11 @@ const std::vector<IpuGeneration>& ipu_generations();
 /// datasheet figure).
 inline constexpr double kStreamingBandwidth = 20e9;
 
+/// Host links per IPU: an IPU-M2000 or Bow-2000 reaches its host server over
+/// the IPU-Gateway's 2 x 100 Gb/s RoCE host links, shared by its 4 IPUs
+/// (datasheets).
+inline constexpr double kHostLinkBandwidth = 2 * 100e9 / 8 / 4;
+
 /// An IPU-POD system: how many M2000 machines, hence IPUs.
 struct PodSystem {
   std::string name;  // "POD16"

@@ -84,6 +84,7 @@ struct TrainingWorkEstimate {
   double backward = 0;  ///< one micro-batch's backward pass
   double optimizer =
       0;  ///< one optimizer step: norms, updates, compute copies (this replica's share)
+  double host_io = 0;  ///< one micro-batch's inputs (ids, masks, labels) from the host
 };
 
 class BertTraining {

@@ -29,8 +29,8 @@ namespace polyhal {
 /// 1: string op names with string attributes (ABI 1.x). 2: typed ops.
 /// 3: mixed-precision activations stored at bf16/f16 (train_kernels.hpp
 /// operand_types) and the `cast` op. 4: the fine-tuning losses span_loss,
-/// classification_loss and regression_loss.
-inline constexpr std::uint32_t kOpSchemaVersion = 4;
+/// classification_loss and regression_loss. 5: the cost-only host_transfer.
+inline constexpr std::uint32_t kOpSchemaVersion = 5;
 
 /// Every op of the schema. Values are part of the op schema: append only
 /// together with a kOpSchemaVersion bump.
@@ -70,12 +70,13 @@ enum class OpKind : std::uint16_t {
   span_loss,
   classification_loss,
   regression_loss,
-  // Cost-only: device models estimate it; no kernel runs it (collective.hpp does).
-  all_reduce,
+  // Cost-only: device models estimate them; no kernel runs them.
+  all_reduce,     ///< the gradients over the replicas (collective.hpp runs it)
+  host_transfer,  ///< a step's inputs from the host: input_shapes {{bytes}}, any dtype
 };
 
 /// Number of OpKind values.
-inline constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::all_reduce) + 1;
+inline constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::host_transfer) + 1;
 
 /// Every OpKind, in enum order.
 std::span<const OpKind> all_op_kinds() noexcept;

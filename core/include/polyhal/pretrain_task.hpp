@@ -40,8 +40,13 @@ struct TrainingStepEstimate {
   /// Pipelining: filling and draining the pipeline, (stages - 1) micro-batches
   /// of the slowest stage (forward and backward above count that stage).
   double pipeline_ramp = 0;
+  /// Each micro-batch's inputs from the host (not overlapped with compute:
+  /// an upper bound; they are small next to the step).
+  double host_io = 0;
   double sequences_per_second = 0;  ///< global batch / seconds()
-  double seconds() const { return forward + backward + optimizer + all_reduce + pipeline_ramp; }
+  double seconds() const {
+    return forward + backward + optimizer + all_reduce + pipeline_ramp + host_io;
+  }
 };
 
 struct PretrainResult {

@@ -52,6 +52,7 @@ constexpr std::array<OpEntry, kOpKindCount> kOps{{
     {OpKind::classification_loss, "classification_loss", index_of<NoAttrs>()},
     {OpKind::regression_loss, "regression_loss", index_of<NoAttrs>()},
     {OpKind::all_reduce, "all_reduce", index_of<AllReduceAttrs>()},
+    {OpKind::host_transfer, "host_transfer", index_of<NoAttrs>()},
 }};
 
 constexpr bool in_enum_order() {

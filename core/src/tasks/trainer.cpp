@@ -141,6 +141,7 @@ std::optional<TrainingStepEstimate> estimate_training_step(const BertTraining& m
   e.backward = work->backward * static_cast<double>(grad_accum);
   e.optimizer = work->optimizer;
   e.all_reduce = all_reduce.value_or(0.0);
+  e.host_io = work->host_io * static_cast<double>(grad_accum);
   e.sequences_per_second = static_cast<double>(global_batch) / e.seconds();
   return e;
 }

@@ -469,10 +469,19 @@ std::optional<TrainingWorkEstimate> BertTraining::estimate_work() const {
   const auto backward = p.estimate_seconds(Phase::backward);
   const auto refresh = p.estimate_seconds(Phase::refresh);
   const auto updates = p.estimate_side_seconds();
-  if (!forward || !backward || !refresh || !updates) return std::nullopt;
+  std::uint64_t input_bytes = 0;
+  for (const auto& item : p.memory_items())
+    if (item.category == "inputs") input_bytes += item.bytes;
+  const auto host_io =
+      p.device().estimate_seconds(KernelDesc{OpKind::host_transfer,
+                                             DType::i32,
+                                             {{static_cast<std::int64_t>((input_bytes + 3) / 4)}},
+                                             NoAttrs{}});
+  if (!forward || !backward || !refresh || !updates || !host_io) return std::nullopt;
   // With sharded state each replica updates about 1/N of the parameters.
   return TrainingWorkEstimate{*forward, *backward,
-                              (*updates + *refresh) / static_cast<double>(state_->shard_count)};
+                              (*updates + *refresh) / static_cast<double>(state_->shard_count),
+                              *host_io};
 }
 
 std::int64_t BertTraining::parameter_count() const {

@@ -179,11 +179,13 @@ std::optional<TrainingStepEstimate> PipelinedTraining::estimate_step(int accumul
                                                                      std::int64_t global_batch,
                                                                      double all_reduce) const {
   std::optional<TrainingWorkEstimate> slowest;
-  double optimizer = 0;
+  double optimizer = 0, host_io = 0;
   for (const auto& stage : stages_) {
     const auto work = stage->estimate_work();
     if (!work) return std::nullopt;
     optimizer = std::max(optimizer, work->optimizer);
+    // The first stage takes the ids, the last the labels, each on its own IPU.
+    host_io = std::max(host_io, work->host_io);
     if (!slowest || work->forward + work->backward > slowest->forward + slowest->backward)
       slowest = work;
   }
@@ -193,6 +195,7 @@ std::optional<TrainingStepEstimate> PipelinedTraining::estimate_step(int accumul
   e.pipeline_ramp = (slowest->forward + slowest->backward) * (stage_count() - 1);
   e.optimizer = optimizer;
   e.all_reduce = all_reduce;
+  e.host_io = host_io * accumulation;
   e.sequences_per_second = static_cast<double>(global_batch) / e.seconds();
   return e;
 }
