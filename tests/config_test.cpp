@@ -84,6 +84,17 @@ TEST(Config, BadValueNamesLineAndKey) {
             "c.yaml:5: key 'matmul_bench.dtype': expected one of f32, f16, bf16, got \"fp8\"");
 }
 
+TEST(Config, FirstMomentIsF32OrF16) {
+  const std::string pretrain =
+      "backend: cpu\ntask: pretrain\nmodel: {preset: tiny}\noptimizer:\n  first_moment: ";
+  EXPECT_EQ(error_of(pretrain + "bf16\n"),
+            "c.yaml:5: key 'optimizer.first_moment': expected f32 or f16 (the second moment is "
+            "always f32), got \"bf16\"");
+  test::TempDir dir;
+  EXPECT_EQ(load_run_config(dir.write("f16.yaml", pretrain + "f16\n"), {}).optimizer.first_moment,
+            DType::f16);
+}
+
 TEST(Config, MissingRequiredKeyAndUnknownTask) {
   EXPECT_EQ(error_of("task: matmul-bench\n"),
             "c.yaml: key 'backend': required: the backend to run on (cpu, ipu, gaudi)");

@@ -169,7 +169,14 @@ class CpuDevice final : public Device {
     if (avx512_) {
       for (OpKind op : {OpKind::lamb_update, OpKind::adamw_update}) {
         registry().add(op, DType::f32,
-                       [](const KernelDesc& desc, Device&) { return make_omp_adam_update(desc); });
+                       [](const KernelDesc& desc, Device&) -> std::unique_ptr<Kernel> {
+                         // An f16 first moment is widened and narrowed around
+                         // the f32 kernel, as the reference does.
+                         if (desc.attrs_as<OptimizerUpdateAttrs>().first_moment != DType::f32)
+                           return with_stored_precision(make_omp_adam_update(desc), desc,
+                                                        omp_parallel_for(), {});
+                         return make_omp_adam_update(desc);
+                       });
       }
       registry().add(OpKind::sum_of_squares, DType::f32,
                      [](const KernelDesc& desc, Device&) { return make_omp_sum_of_squares(desc); });

@@ -66,9 +66,12 @@ class IpuDevice final : public Device {
     if (settings_.streaming_optimizer_state && is_update(desc.op)) {
       // m, v and (with compute copies) the f32 master come in from Streaming
       // Memory and go back after the update.
-      const double tensors = desc.round_to != DType::f32 ? 3.0 : 2.0;
+      // m at its storage type, v in f32, the f32 master with compute copies.
+      const double m =
+          static_cast<double>(dtype_size(desc.attrs_as<OptimizerUpdateAttrs>().first_moment));
+      const double per_element = m + 4.0 + (desc.round_to != DType::f32 ? 4.0 : 0.0);
       const double state =
-          tensors * static_cast<double>(element_count(desc.input_shapes.at(0))) * 4.0;
+          per_element * static_cast<double>(element_count(desc.input_shapes.at(0)));
       seconds += 2.0 * state / kStreamingBandwidth;
     }
     return seconds;

@@ -47,6 +47,8 @@ struct OptimizerSettings {
   double weight_decay = 0.01;  ///< not applied to biases and LayerNorm (as the seeds)
   double momentum = 0.9;       ///< sgd only
   double max_grad_norm = 0.0;  ///< clip the global gradient norm to this (0: off)
+  /// Storage of the first moment (f32 or f16; OptimizerUpdateAttrs::first_moment).
+  DType first_moment = DType::f32;
 };
 
 /// Wall time spent in one kind of op over every call so far (profile()).

@@ -109,6 +109,9 @@ struct OptimizerSection {
   /// Replicated optimizer-state sharding (ZeRO stage 1) over batch.replicas:
   /// each replica keeps 1/N of the optimizer state (docs/scale-out.md).
   bool shard_state = false;
+  /// Storage of the first moment m: f32, or f16 as Graphcore's recipe
+  /// (PopART accl1_type FLOAT16); the second moment stays f32.
+  DType first_moment = DType::f32;
   double learning_rate = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6, weight_decay = 0.01, momentum = 0.9;
   std::int64_t warmup_steps = 0;

@@ -29,7 +29,8 @@ namespace polyhal {
 /// 1: string op names with string attributes (ABI 1.x). 2: typed ops.
 /// 3: mixed-precision activations stored at bf16/f16 (train_kernels.hpp
 /// operand_types) and the `cast` op. 4: the fine-tuning losses span_loss,
-/// classification_loss and regression_loss. 5: the cost-only host_transfer.
+/// classification_loss and regression_loss. 5: the cost-only host_transfer;
+/// OptimizerUpdateAttrs::first_moment (f16 m).
 inline constexpr std::uint32_t kOpSchemaVersion = 5;
 
 /// Every op of the schema. Values are part of the op schema: append only
@@ -159,6 +160,11 @@ struct OptimizerUpdateAttrs {
   OptimizerHyperParameters hyper;
   bool decay = true;        ///< weight decay applies (not for biases and LayerNorm)
   bool trust_ratio = true;  ///< LAMB's per-tensor trust ratio applies
+  /// Storage of the first moment m (momentum for sgd): f32, or f16 (the math
+  /// stays f32; m is rounded to nearest even after each update), as PopART's
+  /// accl1_type FLOAT16. The second moment v is always f32: squared
+  /// gradients underflow f16's range.
+  DType first_moment = DType::f32;
   bool operator==(const OptimizerUpdateAttrs&) const = default;
 };
 

@@ -316,13 +316,24 @@ void read_collective(const YAML::Node& node, ConfigReader& reader, RunConfig& co
 }
 
 void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
-  reader.require_known_keys(
-      node, "optimizer",
-      {"name", "learning_rate", "beta1", "beta2", "epsilon", "weight_decay", "momentum",
-       "warmup_steps", "schedule", "power", "end_learning_rate", "decay_rate", "decay_steps",
-       "step_list", "max_grad_norm", "loss_scaling", "loss_scale", "loss_scale_growth_interval",
-       "shard_state"});
+  reader.require_known_keys(node, "optimizer",
+                            {"name",         "learning_rate",     "beta1",
+                             "beta2",        "epsilon",           "weight_decay",
+                             "momentum",     "warmup_steps",      "schedule",
+                             "power",        "end_learning_rate", "decay_rate",
+                             "decay_steps",  "step_list",         "max_grad_norm",
+                             "loss_scaling", "loss_scale",        "loss_scale_growth_interval",
+                             "shard_state",  "first_moment"});
   auto& o = config.optimizer;
+  if (node["first_moment"]) {
+    const std::string type = reader.scalar(node["first_moment"], "optimizer.first_moment");
+    if (type != "f32" && type != "f16") {
+      reader.fail(
+          "optimizer.first_moment",
+          fmt::format("expected f32 or f16 (the second moment is always f32), got \"{}\"", type));
+    }
+    o.first_moment = type == "f16" ? DType::f16 : DType::f32;
+  }
   if (node["shard_state"])
     o.shard_state = reader.boolean(node["shard_state"], "optimizer.shard_state");
   if (node["name"]) {

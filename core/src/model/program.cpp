@@ -397,7 +397,7 @@ std::vector<float> Program::download(int t) const {
 }
 
 void Program::zero(int t) {
-  upload(t, std::vector<float>(static_cast<std::size_t>(element_count(shape(t)))));
+  upload_floats(t, std::vector<float>(static_cast<std::size_t>(element_count(shape(t)))));
 }
 
 }  // namespace polyhal

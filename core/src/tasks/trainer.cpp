@@ -21,6 +21,7 @@ OptimizerSettings optimizer_settings(const OptimizerSection& o) {
   settings.weight_decay = o.weight_decay;
   settings.momentum = o.momentum;
   settings.max_grad_norm = o.max_grad_norm;
+  settings.first_moment = o.first_moment;
   return settings;
 }
 

@@ -83,19 +83,20 @@ struct BertTraining::State {
     for (const auto& parameter : bert->parameters) {
       const Shape shape_of =
           p.shape(parameter.weight);  // a copy: declaring tensors moves the table
-      Param param{parameter.name,
-                  parameter.weight,
-                  parameter.grad,
-                  p.tensor("m." + parameter.name, "optimizer state", shape_of, DType::f32),
-                  p.tensor("v." + parameter.name, "optimizer state", shape_of, DType::f32),
-                  parameter.decay};
+      Param param{
+          parameter.name,
+          parameter.weight,
+          parameter.grad,
+          p.tensor("m." + parameter.name, "optimizer state", shape_of, optimizer.first_moment),
+          p.tensor("v." + parameter.name, "optimizer state", shape_of, DType::f32),
+          parameter.decay};
       param.copy = p.compute_copy_rows(parameter.weight).value_or(-1);
-      param.update =
-          p.side_kernel({update,
-                         DType::f32,
-                         {shape_of, shape_of},
-                         OptimizerUpdateAttrs{hyper_parameters, param.decay, param.decay},
-                         param.copy >= 0 ? p.precision() : DType::f32});
+      param.update = p.side_kernel(
+          {update,
+           DType::f32,
+           {shape_of, shape_of},
+           OptimizerUpdateAttrs{hyper_parameters, param.decay, param.decay, optimizer.first_moment},
+           param.copy >= 0 ? p.precision() : DType::f32});
       param.norm = p.side_kernel({OpKind::sum_of_squares, DType::f32, {shape_of}, NoAttrs{}});
       params.push_back(std::move(param));
     }
@@ -498,7 +499,7 @@ TensorMap BertTraining::state() const {
     for (const auto& [prefix, tensor] :
          {std::pair{"optimizer.m.", param.m}, std::pair{"optimizer.v.", param.v}}) {
       std::vector<float> values =
-          s.owns(param) ? s.program().download(tensor)
+          s.owns(param) ? s.program().read_floats(tensor)
                         : std::vector<float>(static_cast<std::size_t>(element_count(shape)));
       if (s.shard_count > 1)  // the owner's copy, to every replica
         s.shards->broadcast(values.data(), values.size(), DType::f32, param.owner);
@@ -545,7 +546,7 @@ void BertTraining::load_state(const TensorMap& state, std::int64_t steps) {
       if (it == state.end()) {
         throw ConfigError(fmt::format("checkpoint: missing tensor '{}{}'", prefix, param.name));
       }
-      s.program().upload(tensor, it->second.values);
+      s.program().upload_floats(tensor, it->second.values);
     }
   }
   s.steps = steps;

@@ -65,8 +65,10 @@ OperandTypes operand_types(const KernelDesc& desc) {
       return {{f}, {f}, {}};
     case OpKind::adamw_update:
     case OpKind::lamb_update:
-    case OpKind::sgd_update:
-      return {{f, f, f, f, DType::i64}, {f, f, f, f, low}, {}};
+    case OpKind::sgd_update: {
+      const DType m = desc.attrs_as<OptimizerUpdateAttrs>().first_moment;
+      return {{f, f, m, f, DType::i64}, {f, m, f, f, low}, {}};
+    }
     case OpKind::cast:
       return {{f}, {low}, {}};
     case OpKind::span_loss:
@@ -142,12 +144,24 @@ class StoredPrecision final : public Kernel {
       in[k] = scratch_tensor(scratch_[next++], inputs[k]);
       widen(inputs[k], in[k].data<float>());
     }
+    // An output updated in place (the optimizer's m) starts from its input's
+    // widened values, and the kernel sees one tensor for both.
+    std::vector<bool> in_place(out.size(), false);
+    for (std::size_t k = 0; k < out.size(); ++k) {
+      if (!is_low(out[k].dtype)) continue;
+      for (std::size_t j = 0; j < in.size(); ++j) {
+        if (inputs[j].buffer == outputs[k].buffer && is_low(inputs[j].dtype)) {
+          out[k] = in[j];
+          in_place[k] = true;
+        }
+      }
+    }
     // An accumulated output's old value is kept apart and the op computes
     // its contribution from zero, so that the contribution can be rounded.
     std::vector<const float*> old(out.size(), nullptr);
     for (std::size_t k = 0; k < out.size(); ++k) {
       const bool accumulated = listed(k);
-      if (!is_low(out[k].dtype) && !accumulated) continue;
+      if (in_place[k] || (!is_low(outputs[k].dtype) && !accumulated)) continue;
       if (accumulated) {
         auto& saved = scratch_[next++];
         saved.resize(static_cast<std::size_t>(outputs[k].numel()));
@@ -223,7 +237,11 @@ void check_operand_types(const KernelDesc& desc, const OperandTypes& types,
 std::unique_ptr<Kernel> with_stored_precision(std::unique_ptr<Kernel> f32_kernel,
                                               const KernelDesc& desc, ParallelFor parallel,
                                               MatMulNumerics numerics) {
-  if (desc.round_to == DType::f32) return f32_kernel;
+  const OperandTypes types = operand_types(desc);
+  bool low = false;
+  for (const auto& list : {types.inputs, types.outputs})
+    for (const DType type : list) low = low || is_low(type);
+  if (!low) return f32_kernel;
   if (!parallel) parallel = tbb_parallel_for();
   return std::make_unique<StoredPrecision>(std::move(f32_kernel), desc, std::move(parallel),
                                            numerics);
