@@ -274,6 +274,45 @@ TEST(PipelinedPretrain, RunsOneStagePerIpuOnTheIpuModel) {
   for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(piped[i], whole[i], 1e-5) << i;
 }
 
+// Pipelined replicas as Graphcore runs them: 2 replicas x 2 stages on the
+// four IPUs of a POD4 (replica r's stage s on IPU 2r + s), each stage's
+// gradients averaged over the replicas and its optimizer state sharded;
+// the same losses as 2 unpipelined replicas, and as 2 MPI ranks.
+TEST(PipelinedPretrain, ReplicasOfAPipelineTrainLikeUnpipelinedReplicas) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "p.yaml",
+      "backend: ipu\ndevice: {system: POD4}\ntask: pretrain\nmodel: {preset: tiny, seq_len: 16, "
+      "vocab_size: 64, num_hidden_layers: 3, dropout: 0.1}\nbatch: {micro: 2, grad_accum: 3, "
+      "replicas: 2}\ndata: {source: pattern, max_predictions: 3}\noptimizer: {name: lamb, "
+      "learning_rate: 0.005, max_grad_norm: 0.05}\nsteps: 3\n");
+  const auto run = [&](const std::string& name, const std::string& command,
+                       const std::string& sets) {
+    const auto metrics = dir.path() / (name + ".jsonl");
+    const auto r = test::run_command(command + " run --config " + config.string() +
+                                     " --metrics-out " + metrics.string() + " " + sets + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    if (sets.find("ipus_per_replica=2") != std::string::npos) {
+      EXPECT_NE(r.output.find("pipeline: 2 stages"), std::string::npos) << r.output;
+    }
+    return step_losses(metrics);
+  };
+  const std::string launcher = POLYHAL_LAUNCHER;
+  const auto whole = run("whole", launcher, "");
+  const auto piped =
+      run("piped", launcher, "--set device.ipus_per_replica=2 --set optimizer.shard_state=true");
+  const auto one = run("one", launcher, "--set batch.replicas=1");
+  ASSERT_EQ(whole.size(), 3u);
+  ASSERT_EQ(piped.size(), whole.size());
+  for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(piped[i], whole[i], 1e-5) << i;
+  EXPECT_GT(std::abs(one[2] - whole[2]), 1e-4) << "two replicas see other data than one";
+  const auto mpi = run("mpi", test::mpirun(2),
+                       "--set device.ipus_per_replica=2 --set collective.engine=mpi "
+                       "--set collective.timeout_seconds=120");
+  ASSERT_EQ(mpi.size(), whole.size());
+  for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(mpi[i], whole[i], 1e-5) << i;
+}
+
 // Graphcore's layout on an IPU-POD16: 4 replicas x 4 stages, recomputation,
 // optimizer state and master weights in Streaming Memory: every IPU fits.
 TEST(PipelinedPretrain, GraphcoreLayoutFitsEveryIpuOfAPod16) {

@@ -59,6 +59,13 @@ class PipelinedTraining {
   /// max_grad_norm and unscaled by `loss_scale` alike, and skipped by every
   /// stage when a gradient overflowed (nullopt), as BertTraining::optimizer_step.
   std::optional<double> optimizer_step(double learning_rate, double loss_scale = 1.0);
+  /// Data parallelism over pipelined replicas: each stage's gradients
+  /// replaced by their mean over `replicas` (stage by stage, so every
+  /// replica calls it with its stages in the same order).
+  void all_reduce_gradients(Communicator& replicas);
+  /// Each stage's optimizer state sharded over `replicas`
+  /// (BertTraining::shard_optimizer_state); call before load_weights.
+  void shard_optimizer_state(Communicator& replicas);
   /// Every stage's checkpoint state merged (stage_state names are disjoint
   /// but for the tied word embeddings, equal in both copies).
   TensorMap state() const;

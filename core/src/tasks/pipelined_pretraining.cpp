@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 
 #include "polyhal/bert_weights.hpp"
@@ -12,20 +13,23 @@
 #include "polyhal/loss_scaler.hpp"
 #include "polyhal/lr_schedule.hpp"
 #include "polyhal/pipelined_training.hpp"
+#include "polyhal/replica_group.hpp"
 #include "tasks/trainer.hpp"
 
 namespace polyhal {
 namespace {
 
-/// What pipelining does not run yet (several replicas), refused with the key.
-void refuse_unsupported(const RunConfig& config, bool compile_only) {
-  const auto refuse = [&](const std::string& key, const std::string& what) {
-    throw ConfigError(fmt::format("{}: key '{}': {} with model.pipeline is not in this version",
-                                  config.locate(key), key, what));
-  };
-  if (compile_only) return;  // plans and estimates cover all of it
-  if (config.batch.replicas > 1 || config.collective.engine == "mpi")
-    refuse("batch.replicas", "running several replicas");
+/// The devices of pipelined replica `replica`: stage s on device
+/// replica x S + s when the backend opened one per stage of every replica
+/// (the IPUs of a POD), else every stage on `device` (the CPU).
+std::vector<Device*> replica_devices(Device& device, const std::vector<Device*>& opened,
+                                     int replica, int stages) {
+  std::vector<Device*> devices(static_cast<std::size_t>(stages), &device);
+  const auto first = static_cast<std::size_t>(replica) * devices.size();
+  if (opened.size() >= first + devices.size())
+    std::copy_n(opened.begin() + static_cast<std::ptrdiff_t>(first), devices.size(),
+                devices.begin());
+  return devices;
 }
 
 }  // namespace
@@ -33,20 +37,40 @@ void refuse_unsupported(const RunConfig& config, bool compile_only) {
 void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage_devices,
                                const RunConfig& config, bool compile_only,
                                const PretrainObserver& observer, const PretrainingData& data,
-                               const std::set<std::int64_t>& recompute, PretrainResult& result) {
-  refuse_unsupported(config, compile_only);
+                               const std::set<std::int64_t>& recompute,
+                               Communicator* across_processes, PretrainResult& result) {
   const auto count = static_cast<int>(result.stages.size());
   const BertShape shape{config.batch.micro, config.model.seq_len};
-  // One device per stage when the backend has them (IPUs); else all on one.
-  std::vector<Device*> devices(static_cast<std::size_t>(count), &device);
-  if (stage_devices.size() >= devices.size())
-    std::copy_n(stage_devices.begin(), devices.size(), devices.begin());
+  const int local_replicas = across_processes ? 1 : static_cast<int>(config.batch.replicas);
+  const int total_replicas = across_processes ? across_processes->size() : local_replicas;
+  const int first_replica = across_processes ? across_processes->rank() : 0;
+  const bool sharded = config.optimizer.shard_state && total_replicas > 1;
   const OptimizerSettings settings = optimizer_settings(config.optimizer);
-  PipelinedTraining pipeline(
-      devices, result.config, shape, settings, config.model.precision,
-      DropoutSettings{config.model.dropout,
-                      config.model.attention_dropout.value_or(config.model.dropout)},
-      config.model.seed, data.max_predictions(), TaskHead{}, recompute, result.stages);
+  const auto make_pipeline = [&](int replica) {
+    return std::make_unique<PipelinedTraining>(
+        replica_devices(device, stage_devices, replica, count), result.config, shape, settings,
+        config.model.precision,
+        DropoutSettings{config.model.dropout,
+                        config.model.attention_dropout.value_or(config.model.dropout)},
+        config.model.seed, data.max_predictions(), TaskHead{}, recompute, result.stages);
+  };
+  // The replicas' communicators outlive the pipelines that hold them.
+  std::unique_ptr<ReplicaGroup> group;
+  if (!compile_only) group = std::make_unique<ReplicaGroup>(local_replicas, across_processes);
+  // --compile-only plans one replica's shard with a stand-in group of the
+  // run's size (no collective runs at compile time).
+  std::unique_ptr<InProcessGroup> stand_in;
+  std::unique_ptr<Communicator> stand_in_rank;
+  std::vector<std::unique_ptr<PipelinedTraining>> pipelines;
+  pipelines.push_back(make_pipeline(first_replica));
+  PipelinedTraining& pipeline = *pipelines.front();
+  if (sharded && group) {
+    pipeline.shard_optimizer_state(group->communicator(0));
+  } else if (sharded) {
+    stand_in = std::make_unique<InProcessGroup>(total_replicas);
+    stand_in_rank = stand_in->communicator(0);
+    pipeline.shard_optimizer_state(*stand_in_rank);
+  }
   const auto accumulation = static_cast<int>(config.batch.grad_accum);
   result.stage_memory = pipeline.plan_memory(accumulation);
   bool fits = true;
@@ -60,15 +84,20 @@ void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage
   result.memory.fits = fits;
   // Each stage all-reduces its own gradients over the replicas, all stages
   // at once: the largest stage's all-reduce is the one waited for.
-  const int replicas = static_cast<int>(config.batch.replicas);
   std::int64_t largest = 0;
   for (int s = 0; s < count; ++s) largest = std::max(largest, pipeline.stage_parameters(s));
   result.parameters = pipeline.parameter_count();
-  result.estimated_all_reduce_seconds = estimate_gradient_all_reduce(device, largest, replicas);
+  result.estimated_all_reduce_seconds =
+      estimate_gradient_all_reduce(device, largest, total_replicas);
   result.estimate = pipeline.estimate_step(
-      accumulation, static_cast<std::int64_t>(replicas) * accumulation * config.batch.micro,
+      accumulation, static_cast<std::int64_t>(total_replicas) * accumulation * config.batch.micro,
       result.estimated_all_reduce_seconds.value_or(0.0));
   if (compile_only) return;
+
+  for (int r = 1; r < local_replicas; ++r) {
+    pipelines.push_back(make_pipeline(first_replica + r));
+    if (sharded) pipelines.back()->shard_optimizer_state(group->communicator(r));
+  }
 
   const CheckpointStore store(config.checkpoint.dir);
   LossScaler scaler = LossScaler::from_config(config.optimizer, config.model.precision);
@@ -77,50 +106,74 @@ void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage
   if (config.checkpoint.resume) latest = store.latest();
   if (latest) {
     const auto checkpoint = CheckpointStore::load(*latest);
-    pipeline.load_state(checkpoint.state, checkpoint.step);
+    for (auto& p : pipelines) p->load_state(checkpoint.state, checkpoint.step);
     scaler.restore(checkpoint.metadata);
     done = checkpoint.step;
     spdlog::info("resumed from {} at step {}", latest->string(), done);
-  } else if (!config.checkpoint.init.empty() || !config.model.weights.empty()) {
-    const auto& file =
-        config.checkpoint.init.empty() ? config.model.weights : config.checkpoint.init;
-    pipeline.load_weights(load_bert_weights(file, result.config));
   } else {
-    pipeline.load_weights(init_bert_weights(result.config, config.model.seed));
+    TensorMap weights;
+    if (!config.checkpoint.init.empty() || !config.model.weights.empty()) {
+      const auto& file =
+          config.checkpoint.init.empty() ? config.model.weights : config.checkpoint.init;
+      weights = load_bert_weights(file, result.config);
+    } else {
+      weights = init_bert_weights(result.config, config.model.seed);
+    }
+    for (auto& p : pipelines) p->load_weights(weights);
   }
   result.first_step = done + 1;
-  const auto save = [&](std::int64_t step) {
-    if (!store.enabled()) return;
-    auto metadata = scaler.metadata();
-    metadata["model"] = result.model_name;
-    metadata["writer"] = "polyhal pretrain";
-    result.checkpoints.push_back(store.save(step, pipeline.state(), std::move(metadata)));
-  };
   const auto micro_batches = static_cast<std::uint64_t>(accumulation);
-  for (std::int64_t number = done + 1; number <= config.steps; ++number) {
-    const auto start = std::chrono::steady_clock::now();
-    std::vector<TrainingBatch> batches;
-    for (std::uint64_t m = 0; m < micro_batches; ++m)
-      batches.push_back(data.batch(static_cast<std::uint64_t>(number - 1) * micro_batches + m));
-    PretrainStep record;
-    record.step = number;
-    record.learning_rate = learning_rate_at(config.optimizer, number, config.steps);
-    record.loss_scale = scaler.scale();
-    const StepLosses losses = pipeline.forward_backward(batches, scaler.scale());
-    record.mlm_loss = losses.mlm;
-    record.nsp_loss = losses.nsp;
-    const auto norm = pipeline.optimizer_step(record.learning_rate, scaler.scale());
-    record.skipped = !norm.has_value();
-    record.grad_norm = norm.value_or(0.0);
-    scaler.update(record.skipped);
-    record.seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    result.steps.push_back(record);
-    if (observer) observer(record, config.steps);
-    if (number == config.steps ||
-        (config.checkpoint.every > 0 && number % config.checkpoint.every == 0))
-      save(number);
-  }
+  const auto replica_count = static_cast<std::uint64_t>(total_replicas);
+  group->run([&](int r) {
+    Communicator& replicas = group->communicator(r);
+    PipelinedTraining& mine = *pipelines[static_cast<std::size_t>(r)];
+    LossScaler replica_scaler = scaler;
+    const bool lead = replicas.rank() == 0;
+    const auto save = [&](std::int64_t step) {
+      if (!store.enabled()) return;
+      // Sharded optimizer state is gathered from every replica: a collective.
+      TensorMap snapshot;
+      if (lead || sharded) snapshot = mine.state();
+      if (!lead) return;
+      auto metadata = replica_scaler.metadata();
+      metadata["model"] = result.model_name;
+      metadata["writer"] = "polyhal pretrain";
+      result.checkpoints.push_back(store.save(step, snapshot, std::move(metadata)));
+    };
+    for (std::int64_t number = done + 1; number <= config.steps; ++number) {
+      const auto start = std::chrono::steady_clock::now();
+      // Replica r of N takes every N-th micro-batch, as unpipelined replicas do.
+      std::vector<TrainingBatch> batches;
+      for (std::uint64_t m = 0; m < micro_batches; ++m) {
+        const std::uint64_t micro = static_cast<std::uint64_t>(number - 1) * micro_batches + m;
+        batches.push_back(
+            data.batch(micro * replica_count + static_cast<std::uint64_t>(replicas.rank())));
+      }
+      PretrainStep record;
+      record.step = number;
+      record.learning_rate = learning_rate_at(config.optimizer, number, config.steps);
+      record.loss_scale = replica_scaler.scale();
+      const StepLosses losses = mine.forward_backward(batches, replica_scaler.scale());
+      std::array<float, 2> mean{static_cast<float>(losses.mlm), static_cast<float>(losses.nsp)};
+      replicas.all_reduce(mean.data(), mean.size(), DType::f32, ReduceOp::mean);
+      mine.all_reduce_gradients(replicas);
+      record.mlm_loss = mean[0];
+      record.nsp_loss = mean[1];
+      const auto norm = mine.optimizer_step(record.learning_rate, replica_scaler.scale());
+      record.skipped = !norm.has_value();
+      record.grad_norm = norm.value_or(0.0);
+      replica_scaler.update(record.skipped);
+      record.seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      if (lead) {
+        result.steps.push_back(record);
+        if (observer) observer(record, config.steps);
+      }
+      if (number == config.steps ||
+          (config.checkpoint.every > 0 && number % config.checkpoint.every == 0))
+        save(number);
+    }
+  });
 }
 
 }  // namespace polyhal

@@ -103,7 +103,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   result.stages = pipeline_stages(config, result.config);
   if (!result.stages.empty()) {
     run_pipelined_pretraining(device, stage_devices, config, compile_only, observer, *data,
-                              recompute, result);
+                              recompute, across_processes, result);
     return result;
   }
   const auto make_replica = [&] {

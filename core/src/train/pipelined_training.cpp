@@ -212,6 +212,14 @@ std::optional<double> PipelinedTraining::optimizer_step(double learning_rate, do
   return norm;
 }
 
+void PipelinedTraining::all_reduce_gradients(Communicator& replicas) {
+  for (auto& stage : stages_) stage->all_reduce_gradients(replicas);
+}
+
+void PipelinedTraining::shard_optimizer_state(Communicator& replicas) {
+  for (auto& stage : stages_) stage->shard_optimizer_state(replicas);
+}
+
 TensorMap PipelinedTraining::state() const {
   TensorMap all;
   for (const auto& stage : stages_)
