@@ -358,6 +358,23 @@ TEST(PipelinedPretrain, IpusPerReplicaPlacesOneStagePerIpu) {
       << r.output;
 }
 
+// model.pipeline: N balances compute and memory: BERT-large on 4 stages
+// gets Graphcore's 5, 7, 7, 5; with a 250k-token vocabulary (multilingual)
+// the embeddings and the decoder's copy outweigh layers, so the first and
+// last stage take one layer each and the middle ones split the rest evenly.
+TEST(PipelinedPretrain, AutomaticStagesBalanceComputeAndMemory) {
+  const std::string base = "run --compile-only --config " + std::string(POLYHAL_SOURCE_DIR) +
+                           "/configs/pretrain-bert-base-phase1-ipu.yaml";
+  auto r = test::run_polyhal(base);
+  EXPECT_NE(r.output.find("stage 0: layers 0-1 + embeddings"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stage 1: layers 2-5\n"), std::string::npos) << r.output;
+  r = test::run_polyhal(base + " --set model.vocab_size=250000");
+  EXPECT_NE(r.output.find("stage 0: layers 0-0 + embeddings"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stage 1: layers 1-5\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stage 2: layers 6-10\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("stage 3: layers 11-11 + heads"), std::string::npos) << r.output;
+}
+
 TEST(PipelinedPretrain, APipelineThatMissesALayerNamesTheKey) {
   const std::string config = " --config " + std::string(POLYHAL_SOURCE_DIR) +
                              "/configs/pretrain-bert-base-phase1-ipu.yaml "

@@ -1,5 +1,7 @@
 #include "tasks/trainer.hpp"
 
+#include "tasks/pipeline_balance.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -57,20 +59,11 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertCo
     const std::int64_t stages = m.pipeline_stages;
     if (stages > layers)
       fail(fmt::format("{} stages for {} layers: at most one stage per layer", stages, layers));
-    // The first and last stage also hold the embeddings and the heads: with
-    // more than two stages they take one layer fewer (24 layers on 4 stages:
-    // 5, 7, 7, 5).
-    std::vector<std::int64_t> sizes(static_cast<std::size_t>(stages), layers / stages);
-    std::int64_t spare = layers % stages;
-    if (stages > 2 && layers >= 2 * stages) {
-      --sizes.front();
-      --sizes.back();
-      spare += 2;
-    }
-    // The spare layers go to the middle stages (to all when there are none).
-    const std::int64_t middle = stages > 2 ? 1 : 0, count = stages > 2 ? stages - 2 : stages;
-    for (std::int64_t i = 0; spare > 0; ++i, --spare)
-      ++sizes[static_cast<std::size_t>(middle + i % count)];
+    // Balanced by compute and memory: the first stage also holds the
+    // embeddings, the last the heads and the decoder's copy of the word
+    // embeddings (BERT-large on 4 stages: 5, 7, 7, 5).
+    const auto sizes = balance_pipeline(model, stages, m.seq_len,
+                                        std::max<std::int64_t>(1, config.data.max_predictions));
     std::int64_t first = 0;
     for (const std::int64_t size : sizes) {
       ranges.emplace_back(first, first + size);
