@@ -239,6 +239,8 @@ TEST(PipelinedPretrain, RunsLikeTheUnpipelinedModelOnTheCpu) {
   ASSERT_EQ(whole.size(), 4u);
   ASSERT_EQ(piped.size(), whole.size());
   for (std::size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(piped[i], whole[i], 1e-5) << i;
+  // The trained weights as a Hugging Face directory, as unpipelined.
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "ckpt" / "hf" / "model.safetensors"));
   // As if killed after step 2: the run resumes there and repeats steps 3-4 exactly.
   std::filesystem::remove(dir.path() / "ckpt" / "checkpoint-00000004.safetensors");
   std::filesystem::remove(dir.path() / "ckpt" / "checkpoint-00000003.safetensors");

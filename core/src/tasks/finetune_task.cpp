@@ -363,9 +363,9 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
       if (f.predict) evaluate(Split::predict, 0, 0, initial);
       return;
     }
-    BertTraining& training = *trainings[static_cast<std::size_t>(r)];
+    const auto training = training_model(*trainings[static_cast<std::size_t>(r)]);
     LossScaler replica_scaler = scaler;
-    Trainer trainer(training, replicas, schedule, batches, store, replica_scaler,
+    Trainer trainer(*training, replicas, schedule, batches, store, replica_scaler,
                     {{"model", hf_architecture(result.head)},
                      {"writer", writer},
                      {"total_steps", std::to_string(result.total_steps)}},
@@ -375,9 +375,9 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
       const std::int64_t first = std::max(done + 1, last - result.steps_per_epoch + 1);
       if (first > last) continue;  // done before the resume
       trainer.run(first, last, on_step, log);
-      if (f.eval) evaluate(Split::eval, epoch, last, training.weights());
+      if (f.eval) evaluate(Split::eval, epoch, last, training->weights());
     }
-    if (f.predict) evaluate(Split::predict, f.epochs, result.total_steps, training.weights());
+    if (f.predict) evaluate(Split::predict, f.epochs, result.total_steps, training->weights());
   });
   result.steps = std::move(log.steps);
   result.checkpoints = std::move(log.checkpoints);

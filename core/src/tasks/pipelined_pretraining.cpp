@@ -4,7 +4,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 
 #include "polyhal/bert_weights.hpp"
@@ -34,11 +33,11 @@ std::vector<Device*> replica_devices(Device& device, const std::vector<Device*>&
 
 }  // namespace
 
-void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage_devices,
-                               const RunConfig& config, bool compile_only,
-                               const PretrainObserver& observer, const PretrainingData& data,
-                               const std::set<std::int64_t>& recompute,
-                               Communicator* across_processes, PretrainResult& result) {
+TensorMap run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage_devices,
+                                    const RunConfig& config, bool compile_only,
+                                    const PretrainObserver& observer, const PretrainingData& data,
+                                    const std::set<std::int64_t>& recompute,
+                                    Communicator* across_processes, PretrainResult& result) {
   const auto count = static_cast<int>(result.stages.size());
   const BertShape shape{config.batch.micro, config.model.seq_len};
   const int local_replicas = across_processes ? 1 : static_cast<int>(config.batch.replicas);
@@ -92,7 +91,7 @@ void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage
   result.estimate = pipeline.estimate_step(
       accumulation, static_cast<std::int64_t>(total_replicas) * accumulation * config.batch.micro,
       result.estimated_all_reduce_seconds.value_or(0.0));
-  if (compile_only) return;
+  if (compile_only) return {};
 
   for (int r = 1; r < local_replicas; ++r) {
     pipelines.push_back(make_pipeline(first_replica + r));
@@ -122,58 +121,19 @@ void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage
     for (auto& p : pipelines) p->load_weights(weights);
   }
   result.first_step = done + 1;
-  const auto micro_batches = static_cast<std::uint64_t>(accumulation);
-  const auto replica_count = static_cast<std::uint64_t>(total_replicas);
+  TrainingLog log;
   group->run([&](int r) {
-    Communicator& replicas = group->communicator(r);
-    PipelinedTraining& mine = *pipelines[static_cast<std::size_t>(r)];
+    const auto model = training_model(*pipelines[static_cast<std::size_t>(r)]);
     LossScaler replica_scaler = scaler;
-    const bool lead = replicas.rank() == 0;
-    const auto save = [&](std::int64_t step) {
-      if (!store.enabled()) return;
-      // Sharded optimizer state is gathered from every replica: a collective.
-      TensorMap snapshot;
-      if (lead || sharded) snapshot = mine.state();
-      if (!lead) return;
-      auto metadata = replica_scaler.metadata();
-      metadata["model"] = result.model_name;
-      metadata["writer"] = "polyhal pretrain";
-      result.checkpoints.push_back(store.save(step, snapshot, std::move(metadata)));
-    };
-    for (std::int64_t number = done + 1; number <= config.steps; ++number) {
-      const auto start = std::chrono::steady_clock::now();
-      // Replica r of N takes every N-th micro-batch, as unpipelined replicas do.
-      std::vector<TrainingBatch> batches;
-      for (std::uint64_t m = 0; m < micro_batches; ++m) {
-        const std::uint64_t micro = static_cast<std::uint64_t>(number - 1) * micro_batches + m;
-        batches.push_back(
-            data.batch(micro * replica_count + static_cast<std::uint64_t>(replicas.rank())));
-      }
-      PretrainStep record;
-      record.step = number;
-      record.learning_rate = learning_rate_at(config.optimizer, number, config.steps);
-      record.loss_scale = replica_scaler.scale();
-      const StepLosses losses = mine.forward_backward(batches, replica_scaler.scale());
-      std::array<float, 2> mean{static_cast<float>(losses.mlm), static_cast<float>(losses.nsp)};
-      replicas.all_reduce(mean.data(), mean.size(), DType::f32, ReduceOp::mean);
-      mine.all_reduce_gradients(replicas);
-      record.mlm_loss = mean[0];
-      record.nsp_loss = mean[1];
-      const auto norm = mine.optimizer_step(record.learning_rate, replica_scaler.scale());
-      record.skipped = !norm.has_value();
-      record.grad_norm = norm.value_or(0.0);
-      replica_scaler.update(record.skipped);
-      record.seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (lead) {
-        result.steps.push_back(record);
-        if (observer) observer(record, config.steps);
-      }
-      if (number == config.steps ||
-          (config.checkpoint.every > 0 && number % config.checkpoint.every == 0))
-        save(number);
-    }
+    Trainer trainer(
+        *model, group->communicator(r), config,
+        [&data](std::uint64_t index) { return data.batch(index); }, store, replica_scaler,
+        {{"model", result.model_name}, {"writer", "polyhal pretrain"}}, sharded);
+    if (config.steps > done) trainer.run(done + 1, config.steps, observer, log);
   });
+  result.steps = std::move(log.steps);
+  result.checkpoints = std::move(log.checkpoints);
+  return config.steps > done ? pipeline.weights() : TensorMap{};
 }
 
 }  // namespace polyhal

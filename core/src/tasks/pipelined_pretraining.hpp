@@ -16,10 +16,11 @@ namespace polyhal {
 /// `across_processes`: each stage's gradients are averaged over them, and
 /// optimizer.shard_state shards each stage's state. Loss scaling, clipping
 /// by the global norm over all stages, checkpoints and resume as unpipelined.
-void run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage_devices,
-                               const RunConfig& config, bool compile_only,
-                               const PretrainObserver& observer, const PretrainingData& data,
-                               const std::set<std::int64_t>& recompute,
-                               Communicator* across_processes, PretrainResult& result);
+/// Returns the trained weights (empty when nothing was trained).
+TensorMap run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage_devices,
+                                    const RunConfig& config, bool compile_only,
+                                    const PretrainObserver& observer, const PretrainingData& data,
+                                    const std::set<std::int64_t>& recompute,
+                                    Communicator* across_processes, PretrainResult& result);
 
 }  // namespace polyhal

@@ -78,6 +78,18 @@ std::int64_t load_start(BertTraining& training, const RunConfig& config, const B
   return 0;
 }
 
+/// The final weights as a Hugging Face directory
+/// (BertForPreTraining.from_pretrained), written by rank 0 when checkpoints are.
+void export_pretrained(const TensorMap& weights, const RunConfig& config,
+                       const Communicator* across_processes, PretrainResult& result) {
+  const bool lead = !across_processes || across_processes->rank() == 0;
+  if (!lead || config.checkpoint.dir.empty()) return;
+  result.exported = config.checkpoint.dir / "hf";
+  std::filesystem::create_directories(result.exported);
+  write_hf_config(result.config, result.exported / "config.json");
+  save_bert_weights(weights, DType::f32, result.exported / "model.safetensors");
+}
+
 }  // namespace
 
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir) {
@@ -102,8 +114,10 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   const auto recompute = recompute_layers(config, result.config);
   result.stages = pipeline_stages(config, result.config);
   if (!result.stages.empty()) {
-    run_pipelined_pretraining(device, stage_devices, config, compile_only, observer, *data,
-                              recompute, across_processes, result);
+    const TensorMap trained =
+        run_pipelined_pretraining(device, stage_devices, config, compile_only, observer, *data,
+                                  recompute, across_processes, result);
+    if (!trained.empty()) export_pretrained(trained, config, across_processes, result);
     return result;
   }
   const auto make_replica = [&] {
@@ -174,8 +188,9 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   TrainingLog log;
   group.run([&](int r) {
     LossScaler replica_scaler = scaler;
+    const auto model = training_model(*replicas[static_cast<std::size_t>(r)]);
     Trainer trainer(
-        *replicas[static_cast<std::size_t>(r)], group.communicator(r), config,
+        *model, group.communicator(r), config,
         [&data](std::uint64_t index) { return data->batch(index); }, store, replica_scaler,
         {{"model", result.model_name}, {"writer", "polyhal pretrain"}}, sharded);
     if (config.steps > done) trainer.run(done + 1, config.steps, observer, log);
@@ -183,15 +198,8 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   result.steps = std::move(log.steps);
   result.checkpoints = std::move(log.checkpoints);
   result.profile = replicas.front()->profile();
-  const bool lead = !across_processes || across_processes->rank() == 0;
-  if (lead && store.enabled() && config.steps > done) {
-    // The final weights as a Hugging Face directory (BertForPreTraining.from_pretrained).
-    result.exported = config.checkpoint.dir / "hf";
-    std::filesystem::create_directories(result.exported);
-    write_hf_config(result.config, result.exported / "config.json");
-    save_bert_weights(replicas.front()->weights(), DType::f32,
-                      result.exported / "model.safetensors");
-  }
+  if (config.steps > done)
+    export_pretrained(replicas.front()->weights(), config, across_processes, result);
   return result;
 }
 

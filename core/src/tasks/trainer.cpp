@@ -148,18 +148,16 @@ PretrainStep Trainer::step(std::int64_t number) {
   record.step = number;
   record.learning_rate = learning_rate_at(config_.optimizer, number, config_.steps);
   record.loss_scale = scaler_.scale();
-  std::array<float, 3> losses{};
-  for (std::int64_t micro = 0; micro < accumulation; ++micro) {
-    const auto index =
-        static_cast<std::uint64_t>((number - 1) * accumulation + micro) * replica_count +
-        static_cast<std::uint64_t>(replicas_.rank());
-    const auto micro_losses =
-        model_.forward_backward(batches_(index), static_cast<int>(accumulation), scaler_.scale());
-    const auto share = static_cast<double>(accumulation);
-    losses[0] += static_cast<float>(micro_losses.mlm / share);
-    losses[1] += static_cast<float>(micro_losses.nsp / share);
-    losses[2] += static_cast<float>(micro_losses.task / share);
-  }
+  const StepLosses mean = model_.accumulate(
+      [&](int micro) {
+        const auto index =
+            static_cast<std::uint64_t>((number - 1) * accumulation + micro) * replica_count +
+            static_cast<std::uint64_t>(replicas_.rank());
+        return batches_(index);
+      },
+      static_cast<int>(accumulation), scaler_.scale());
+  std::array<float, 3> losses{static_cast<float>(mean.mlm), static_cast<float>(mean.nsp),
+                              static_cast<float>(mean.task)};
   replicas_.all_reduce(losses.data(), losses.size(), DType::f32, ReduceOp::mean);
   model_.all_reduce_gradients(replicas_);
   record.mlm_loss = losses[0];

@@ -16,6 +16,7 @@
 #include "polyhal/collective.hpp"
 #include "polyhal/loss_scaler.hpp"
 #include "polyhal/pretrain_task.hpp"
+#include "tasks/training_model.hpp"
 
 namespace polyhal {
 
@@ -65,8 +66,8 @@ class Trainer {
   /// `config.steps` is the schedule's total, `config.optimizer` its shape.
   /// `sharded`: the optimizer state is sharded, so saving is a collective.
   /// `metadata` goes into every checkpoint (model, writer).
-  Trainer(BertTraining& model, Communicator& replicas, const RunConfig& config, BatchSource batches,
-          const CheckpointStore& store, LossScaler& scaler,
+  Trainer(TrainingModel& model, Communicator& replicas, const RunConfig& config,
+          BatchSource batches, const CheckpointStore& store, LossScaler& scaler,
           std::map<std::string, std::string> metadata, bool sharded)
       : model_(model),
         replicas_(replicas),
@@ -89,7 +90,7 @@ class Trainer {
   PretrainStep step(std::int64_t number);
   void save(std::int64_t step, TrainingLog& log);
 
-  BertTraining& model_;
+  TrainingModel& model_;
   Communicator& replicas_;
   const RunConfig& config_;
   BatchSource batches_;
