@@ -72,4 +72,32 @@ void report_training_estimate(const std::optional<TrainingStepEstimate>& estimat
       {"total", e.seconds()}};
 }
 
+nlohmann::json print_plan(const std::vector<PipelineStage>& stages,
+                          const std::vector<MemoryReport>& stage_memory, const MemoryReport& memory,
+                          std::int64_t layers, std::int64_t grad_accum) {
+  nlohmann::json out = nlohmann::json::array();
+  if (stages.empty()) {
+    print_memory(memory);
+    return out;
+  }
+  std::cout << fmt::format(
+      "  pipeline: {} stages, 1F1B over grad_accum {} micro-batches; memory "
+      "per stage (one device each):\n",
+      stages.size(), grad_accum);
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const auto& stage = stages[s];
+    const auto& m = stage_memory[s];
+    const std::int64_t last = stage.last_layer < 0 ? layers : stage.last_layer;
+    std::cout << fmt::format("  stage {}: layers {}-{}{}{}\n", s, stage.first_layer, last - 1,
+                             stage.embeddings ? " + embeddings" : "",
+                             stage.heads ? " + heads" : "");
+    print_memory(m);
+    out.push_back({{"first_layer", stage.first_layer},
+                   {"last_layer", last - 1},
+                   {"memory_required_bytes", m.required_bytes},
+                   {"fits", m.fits}});
+  }
+  return out;
+}
+
 }  // namespace polyhal::launcher

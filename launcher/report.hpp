@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,6 +25,11 @@ std::string fit_summary(const MemoryReport& memory);
 /// figure it lacks; real hardware (measured instead) prints nothing.
 void report_training_estimate(const std::optional<TrainingStepEstimate>& estimate,
                               const DeviceProperties& device, nlohmann::json& summary);
+/// A pipeline's stages and each stage's plan (one device each), or the one
+/// plan `memory` when `stages` is empty; returns the stages for the summary.
+nlohmann::json print_plan(const std::vector<PipelineStage>& stages,
+                          const std::vector<MemoryReport>& stage_memory, const MemoryReport& memory,
+                          std::int64_t layers, std::int64_t grad_accum);
 /// "h:mm:ss".
 std::string clock_text(double seconds);
 

@@ -286,6 +286,35 @@ TEST(GlueTask, TwoReplicasEqualOneWithTwiceTheAccumulationAndEvaluateTogether) {
   EXPECT_EQ(eval_two[0]["rows"], 200);
 }
 
+// Fine-tuning with model.pipeline: the stages train as the whole model
+// (losses and evaluation), with 2 replicas and sharded state as well, and
+// the exported model is whole.
+TEST(GlueTask, PipelinedFineTuningTrainsLikeTheWholeModel) {
+  test::TempDir dir;
+  const std::string config = glue_config(dir, "log: {every: 1}\n", 1);
+  const auto run = [&](const std::string& name, const std::string& sets) {
+    const auto metrics = dir.path() / (name + ".jsonl");
+    const auto r = test::run_polyhal(fmt::format(
+        "run --config {} --metrics-out {} --set finetune.output_dir={} --set batch.replicas=2 {}",
+        config, metrics.string(), name, sets));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return std::pair{metrics, r.output};
+  };
+  const auto [whole, whole_output] = run("whole", "");
+  const auto [piped, output] =
+      run("piped", "--set model.pipeline=2 --set optimizer.shard_state=true");
+  EXPECT_NE(output.find("pipeline: 2 stages"), std::string::npos) << output;
+  const auto steps_whole = events(whole, "step"), steps_piped = events(piped, "step");
+  ASSERT_EQ(steps_whole.size(), 46u);
+  ASSERT_EQ(steps_piped.size(), steps_whole.size());
+  for (std::size_t i = 0; i < steps_whole.size(); ++i)
+    ASSERT_NEAR(steps_piped[i]["loss"].get<double>(), steps_whole[i]["loss"].get<double>(), 1e-5)
+        << i;
+  EXPECT_NEAR(events(piped, "eval")[0]["accuracy"].get<double>(),
+              events(whole, "eval")[0]["accuracy"].get<double>(), 0.006);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "piped/model/model.safetensors"));
+}
+
 TEST(GlueTask, TwoMpiRanksTrainLikeTwoReplicasInOneProcess) {
   test::TempDir dir;
   const std::string config = glue_config(dir, "log: {every: 1}\n", 1);

@@ -26,7 +26,7 @@ std::string metrics_text(const std::map<std::string, double>& metrics) {
 }
 
 int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
-                 MetricsWriter& metrics, Communicator* world) {
+                 MetricsWriter& metrics, Communicator* world, const std::vector<Device*>& devices) {
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
   const std::int64_t replicas = world ? world->size() : config.batch.replicas;
@@ -57,8 +57,9 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
         e.files.empty() ? "" : "; wrote " + e.files.front().parent_path().string());
   };
   const auto r =
-      run_finetuning(device, config, run.compile_only, std::ref(on_step), on_eval, world);
-  print_memory(r.memory);
+      run_finetuning(device, config, run.compile_only, std::ref(on_step), on_eval, world, devices);
+  const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
+                                           r.config.num_hidden_layers, config.batch.grad_accum);
   nlohmann::json summary{{"backend", config.backend},
                          {"device", p.name},
                          {"mode", std::string(device_mode_name(p.mode))},
@@ -74,6 +75,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
                          {"compile_only", run.compile_only},
                          {"fits", r.memory.fits},
                          {"memory_required_bytes", r.memory.required_bytes}};
+  if (!stages.empty()) summary["pipeline_stages"] = stages;
   if (f.train && !run.compile_only) {
     summary["train_rows"] = r.train_rows;
     summary["steps_per_epoch"] = r.steps_per_epoch;
@@ -116,8 +118,8 @@ class FinetuneTask final : public Task {
     return fit_summary(run_finetuning(device, config, true, {}, {}, nullptr).memory);
   }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
-          Communicator* world, const std::vector<Device*>&) const override {
-    return run_finetune(device, config, run, metrics, world);
+          Communicator* world, const std::vector<Device*>& devices) const override {
+    return run_finetune(device, config, run, metrics, world, devices);
   }
 
  private:

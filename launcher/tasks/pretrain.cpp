@@ -34,29 +34,8 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
       dtype_name(config.model.precision), p.name, p.product);
   const auto r =
       run_pretraining(device, config, run.compile_only, std::ref(observer), world, devices);
-  nlohmann::json stages = nlohmann::json::array();
-  if (!r.stages.empty()) {
-    std::cout << fmt::format(
-        "  pipeline: {} stages, 1F1B over grad_accum {} micro-batches; memory "
-        "per stage (one device each):\n",
-        r.stages.size(), config.batch.grad_accum);
-    for (std::size_t s = 0; s < r.stages.size(); ++s) {
-      const auto& stage = r.stages[s];
-      const auto& m = r.stage_memory[s];
-      const std::int64_t last =
-          stage.last_layer < 0 ? r.config.num_hidden_layers : stage.last_layer;
-      std::cout << fmt::format("  stage {}: layers {}-{}{}{}\n", s, stage.first_layer, last - 1,
-                               stage.embeddings ? " + embeddings" : "",
-                               stage.heads ? " + heads" : "");
-      print_memory(m);
-      stages.push_back({{"first_layer", stage.first_layer},
-                        {"last_layer", last - 1},
-                        {"memory_required_bytes", m.required_bytes},
-                        {"fits", m.fits}});
-    }
-  } else {
-    print_memory(r.memory);
-  }
+  const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
+                                           r.config.num_hidden_layers, config.batch.grad_accum);
   if (r.estimated_all_reduce_seconds) {
     std::cout << fmt::format(
         "  estimated gradient all-reduce: {:.2f} ms per optimizer step ({:.1f} MiB f32 over {} "

@@ -44,6 +44,10 @@ struct FinetuneResult {
   std::filesystem::path exported;  ///< the fine-tuned model as a Hugging Face directory
   /// Device models, when training: one optimizer step, by part (not measured).
   std::optional<TrainingStepEstimate> estimate;
+  /// model.pipeline: the stages and each stage's plan (one device each);
+  /// `memory` is then the fullest stage's.
+  std::vector<PipelineStage> stages;
+  std::vector<MemoryReport> stage_memory;
 };
 
 using FinetuneObserver = std::function<void(const FinetuneEvaluation&)>;
@@ -57,9 +61,12 @@ using FinetuneObserver = std::function<void(const FinetuneEvaluation&)>;
 /// pre-training checkpoint or a Hugging Face directory) or model.weights;
 /// the head, when the file has none, is freshly initialised. Evaluation and
 /// prediction split their rows over the replicas. Only rank 0 calls the
-/// observers and writes files.
+/// observers and writes files. With model.pipeline, training runs the
+/// stages of replica r on stage_devices[r x S + s] when there are that many
+/// (else all on `device`), as pre-training does.
 FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool compile_only,
                               const PretrainObserver& on_step, const FinetuneObserver& on_eval,
-                              Communicator* across_processes = nullptr);
+                              Communicator* across_processes = nullptr,
+                              const std::vector<Device*>& stage_devices = {});
 
 }  // namespace polyhal

@@ -19,6 +19,7 @@
 #include "polyhal/pretraining_data.hpp"
 #include "polyhal/replica_group.hpp"
 #include "tasks/finetune_data.hpp"
+#include "tasks/pipeline_plan.hpp"
 #include "tasks/trainer.hpp"
 #include "util/atomic_file.hpp"
 
@@ -189,7 +190,8 @@ void export_model(const std::filesystem::path& dir, const BertConfig& model, con
 
 FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool compile_only,
                               const PretrainObserver& on_step, const FinetuneObserver& on_eval,
-                              Communicator* across_processes) {
+                              Communicator* across_processes,
+                              const std::vector<Device*>& stage_devices) {
   FinetuneResult result;
   const FinetuneSection& f = config.finetune;
   const StartingPoint start = starting_point(config, compile_only);
@@ -210,6 +212,16 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   const int total_replicas = across_processes ? across_processes->size() : local_replicas;
   const bool sharded = f.train && config.optimizer.shard_state && total_replicas > 1;
   const auto recompute = recompute_layers(config, model);
+  result.stages = pipeline_stages(config, model);
+  const int first_replica = across_processes ? across_processes->rank() : 0;
+  const auto make_pipeline = [&](int replica) {
+    return std::make_unique<PipelinedTraining>(
+        pipeline_devices(device, stage_devices, replica, static_cast<int>(result.stages.size())),
+        model, train_shape, optimizer_settings(config.optimizer), precision,
+        DropoutSettings{config.model.dropout,
+                        config.model.attention_dropout.value_or(config.model.dropout)},
+        config.model.seed, 0, result.head, recompute, result.stages);
+  };
   const auto make_training = [&] {
     return std::make_unique<BertTraining>(
         device, model, train_shape, optimizer_settings(config.optimizer), precision,
@@ -226,8 +238,32 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
         replica, config.batch.grad_accum, global_batch,
         estimate_gradient_all_reduce(device, result.parameters, total_replicas));
   };
+  // The replicas' communicators outlive the models that hold them; a
+  // stand-in group plans a sharded pipeline at compile time.
+  std::unique_ptr<ReplicaGroup> group;
+  if (!compile_only) group = std::make_unique<ReplicaGroup>(local_replicas, across_processes);
+  std::unique_ptr<InProcessGroup> stand_in;
+  std::unique_ptr<Communicator> stand_in_rank;
   std::vector<std::unique_ptr<BertTraining>> trainings;
-  if (f.train) {
+  std::vector<std::unique_ptr<PipelinedTraining>> pipelines;
+  const bool pipelined = f.train && !result.stages.empty();
+  if (pipelined) {
+    pipelines.push_back(make_pipeline(first_replica));
+    if (sharded && group) {
+      pipelines.front()->shard_optimizer_state(group->communicator(0));
+    } else if (sharded) {
+      stand_in = std::make_unique<InProcessGroup>(total_replicas);
+      stand_in_rank = stand_in->communicator(0);
+      pipelines.front()->shard_optimizer_state(*stand_in_rank);
+    }
+    PipelinePlan plan =
+        plan_pipeline(*pipelines.front(), device, static_cast<int>(config.batch.grad_accum),
+                      total_replicas, config.batch.micro);
+    result.stage_memory = std::move(plan.stage_memory);
+    result.memory = std::move(plan.memory);
+    result.parameters = plan.parameters;
+    result.estimate = plan.estimate;
+  } else if (f.train) {
     trainings.push_back(make_training());
     result.memory = trainings.front()->plan_memory();
     result.parameters = trainings.front()->parameter_count();
@@ -266,11 +302,15 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
         result.train_rows - result.steps_per_epoch * global_batch, result.warmup_steps);
   }
 
-  ReplicaGroup group(local_replicas, across_processes);
-  for (int r = 1; r < local_replicas && f.train; ++r) trainings.push_back(make_training());
-  if (sharded) {
+  for (int r = 1; r < local_replicas && pipelined; ++r) {
+    pipelines.push_back(make_pipeline(first_replica + r));
+    if (sharded) pipelines.back()->shard_optimizer_state(group->communicator(r));
+  }
+  for (int r = 1; r < local_replicas && f.train && !pipelined; ++r)
+    trainings.push_back(make_training());
+  if (sharded && !pipelined) {
     for (int r = 0; r < local_replicas; ++r)
-      trainings[static_cast<std::size_t>(r)]->shard_optimizer_state(group.communicator(r));
+      trainings[static_cast<std::size_t>(r)]->shard_optimizer_state(group->communicator(r));
     result.memory = trainings.front()->plan_memory();
     estimate(*trainings.front());
   }
@@ -311,6 +351,13 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
       training->load_weights(initial);
     }
   }
+  for (auto& pipeline : pipelines) {
+    if (resume) {
+      pipeline->load_state(resume->state, resume->step);
+    } else {
+      pipeline->load_weights(initial);
+    }
+  }
   if (resume) {
     done = resume->step;
     spdlog::info("resumed from {} at step {}", resume->path.string(), done);
@@ -333,8 +380,8 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
     return batch;
   };
   TrainingLog log;
-  group.run([&](int r) {
-    Communicator& replicas = group.communicator(r);
+  group->run([&](int r) {
+    Communicator& replicas = group->communicator(r);
     const bool lead = replicas.rank() == 0;
     std::unique_ptr<BertInference> evaluator;
     const auto evaluate = [&](Split split, std::int64_t epoch, std::int64_t step,
@@ -363,7 +410,8 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
       if (f.predict) evaluate(Split::predict, 0, 0, initial);
       return;
     }
-    const auto training = training_model(*trainings[static_cast<std::size_t>(r)]);
+    const auto training = pipelined ? training_model(*pipelines[static_cast<std::size_t>(r)])
+                                    : training_model(*trainings[static_cast<std::size_t>(r)]);
     LossScaler replica_scaler = scaler;
     Trainer trainer(*training, replicas, schedule, batches, store, replica_scaler,
                     {{"model", hf_architecture(result.head)},
@@ -388,7 +436,9 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                                                ? config.checkpoint.dir / "hf"
                                                : std::filesystem::path();
   if (lead && f.train && result.total_steps > done && !export_dir.empty()) {
-    export_model(export_dir, model, result.head, trainings.front()->weights(), start.vocab);
+    export_model(export_dir, model, result.head,
+                 pipelined ? pipelines.front()->weights() : trainings.front()->weights(),
+                 start.vocab);
     result.exported = export_dir;
   }
   return result;

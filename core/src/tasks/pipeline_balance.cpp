@@ -26,8 +26,11 @@ StageCost embeddings_cost(const BertConfig& model, std::int64_t seq) {
   return {10 * static_cast<double>(seq) * h, rows * h + 2 * h};
 }
 
-StageCost heads_cost(const BertConfig& model, std::int64_t predictions) {
+StageCost heads_cost(const BertConfig& model, std::int64_t seq, std::int64_t predictions) {
   const auto h = static_cast<double>(model.hidden_size);
+  if (predictions == 0) {  // a fine-tuning head: the pooler and a few outputs per token
+    return {2 * h * h + 4 * static_cast<double>(seq) * h, h * h + h + 2 * h + 2};
+  }
   const auto v = static_cast<double>(model.vocab_size);
   const auto p = static_cast<double>(predictions);
   // MLM transform and decoder on the masked rows, pooler and NSP on [CLS].
@@ -42,7 +45,7 @@ std::vector<std::int64_t> balance_pipeline(const BertConfig& model, std::int64_t
                                            std::int64_t seq, std::int64_t predictions) {
   const std::int64_t layers = model.num_hidden_layers;
   const StageCost layer = layer_cost(model, seq), first = embeddings_cost(model, seq),
-                  last = heads_cost(model, predictions);
+                  last = heads_cost(model, seq, predictions);
   const double total_flops = static_cast<double>(layers) * layer.flops + first.flops + last.flops;
   const double total_parameters =
       static_cast<double>(layers) * layer.parameters + first.parameters + last.parameters;

@@ -17,10 +17,11 @@ struct StageCost {
 /// Forward FLOPs and parameters per sequence of one encoder layer, of the
 /// embeddings (first stage) and of the pre-training heads with the tied
 /// decoder's copy of the word embeddings (last stage), at `seq` tokens and
-/// `predictions` masked positions per sequence.
+/// `predictions` masked positions per sequence; `predictions` 0 is a
+/// fine-tuning head (span or classification outputs, a pooler).
 StageCost layer_cost(const BertConfig& model, std::int64_t seq);
 StageCost embeddings_cost(const BertConfig& model, std::int64_t seq);
-StageCost heads_cost(const BertConfig& model, std::int64_t predictions);
+StageCost heads_cost(const BertConfig& model, std::int64_t seq, std::int64_t predictions);
 
 /// Layers per stage (each at least one, summing to the model's layers) that
 /// minimise the largest stage share, a stage's share being the larger of

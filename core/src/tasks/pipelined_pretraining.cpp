@@ -13,25 +13,10 @@
 #include "polyhal/lr_schedule.hpp"
 #include "polyhal/pipelined_training.hpp"
 #include "polyhal/replica_group.hpp"
+#include "tasks/pipeline_plan.hpp"
 #include "tasks/trainer.hpp"
 
 namespace polyhal {
-namespace {
-
-/// The devices of pipelined replica `replica`: stage s on device
-/// replica x S + s when the backend opened one per stage of every replica
-/// (the IPUs of a POD), else every stage on `device` (the CPU).
-std::vector<Device*> replica_devices(Device& device, const std::vector<Device*>& opened,
-                                     int replica, int stages) {
-  std::vector<Device*> devices(static_cast<std::size_t>(stages), &device);
-  const auto first = static_cast<std::size_t>(replica) * devices.size();
-  if (opened.size() >= first + devices.size())
-    std::copy_n(opened.begin() + static_cast<std::ptrdiff_t>(first), devices.size(),
-                devices.begin());
-  return devices;
-}
-
-}  // namespace
 
 TensorMap run_pipelined_pretraining(Device& device, const std::vector<Device*>& stage_devices,
                                     const RunConfig& config, bool compile_only,
@@ -47,7 +32,7 @@ TensorMap run_pipelined_pretraining(Device& device, const std::vector<Device*>& 
   const OptimizerSettings settings = optimizer_settings(config.optimizer);
   const auto make_pipeline = [&](int replica) {
     return std::make_unique<PipelinedTraining>(
-        replica_devices(device, stage_devices, replica, count), result.config, shape, settings,
+        pipeline_devices(device, stage_devices, replica, count), result.config, shape, settings,
         config.model.precision,
         DropoutSettings{config.model.dropout,
                         config.model.attention_dropout.value_or(config.model.dropout)},
@@ -71,26 +56,13 @@ TensorMap run_pipelined_pretraining(Device& device, const std::vector<Device*>& 
     pipeline.shard_optimizer_state(*stand_in_rank);
   }
   const auto accumulation = static_cast<int>(config.batch.grad_accum);
-  result.stage_memory = pipeline.plan_memory(accumulation);
-  bool fits = true;
-  std::size_t fullest = 0;
-  for (std::size_t s = 0; s < result.stage_memory.size(); ++s) {
-    fits = fits && result.stage_memory[s].fits;
-    if (result.stage_memory[s].required_bytes > result.stage_memory[fullest].required_bytes)
-      fullest = s;
-  }
-  result.memory = result.stage_memory[fullest];
-  result.memory.fits = fits;
-  // Each stage all-reduces its own gradients over the replicas, all stages
-  // at once: the largest stage's all-reduce is the one waited for.
-  std::int64_t largest = 0;
-  for (int s = 0; s < count; ++s) largest = std::max(largest, pipeline.stage_parameters(s));
-  result.parameters = pipeline.parameter_count();
-  result.estimated_all_reduce_seconds =
-      estimate_gradient_all_reduce(device, largest, total_replicas);
-  result.estimate = pipeline.estimate_step(
-      accumulation, static_cast<std::int64_t>(total_replicas) * accumulation * config.batch.micro,
-      result.estimated_all_reduce_seconds.value_or(0.0));
+  PipelinePlan plan =
+      plan_pipeline(pipeline, device, accumulation, total_replicas, config.batch.micro);
+  result.stage_memory = std::move(plan.stage_memory);
+  result.memory = std::move(plan.memory);
+  result.parameters = plan.parameters;
+  result.estimated_all_reduce_seconds = plan.all_reduce;
+  result.estimate = plan.estimate;
   if (compile_only) return {};
 
   for (int r = 1; r < local_replicas; ++r) {

@@ -60,10 +60,11 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertCo
     if (stages > layers)
       fail(fmt::format("{} stages for {} layers: at most one stage per layer", stages, layers));
     // Balanced by compute and memory: the first stage also holds the
-    // embeddings, the last the heads and the decoder's copy of the word
-    // embeddings (BERT-large on 4 stages: 5, 7, 7, 5).
-    const auto sizes = balance_pipeline(model, stages, m.seq_len,
-                                        std::max<std::int64_t>(1, config.data.max_predictions));
+    // embeddings, the last the heads (in pre-training with the decoder's
+    // copy of the word embeddings: BERT-large on 4 stages is 5, 7, 7, 5).
+    const std::int64_t predictions =
+        config.task == "pretrain" ? std::max<std::int64_t>(1, config.data.max_predictions) : 0;
+    const auto sizes = balance_pipeline(model, stages, m.seq_len, predictions);
     std::int64_t first = 0;
     for (const std::int64_t size : sizes) {
       ranges.emplace_back(first, first + size);
