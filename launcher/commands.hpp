@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "polyhal/packed_data.hpp"
+
 namespace polyhal::launcher {
 
 /// Options every command understands.
@@ -29,5 +31,7 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
                  const std::vector<std::string>& overrides);
 int validate_config(const CommonOptions& common, const RunOptions& run);
 int run_workload(const CommonOptions& common, const RunOptions& run);
+/// `polyhal pack`: packs MLPerf HDF5 data and prints efficiency and speed-up.
+int pack_data(const PackOptions& options);
 
 }  // namespace polyhal::launcher

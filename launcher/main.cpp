@@ -23,6 +23,9 @@ commands:
   run       --config FILE [--backend NAME] [--set key.path=value]...
             [--compile-only] [--metrics-out FILE]  run the workload a config describes
   validate  --config FILE [--set key.path=value]...  check a config, run nothing
+  pack      --input FILE_OR_DIR --output DIR [--max-seq-len 512] [--algorithm spfhp|nnlshp]
+            [--max-sequences-per-pack 3] [--rows-per-file 16384]
+                                                   pack MLPerf HDF5 pre-training data
 
 exit codes: 0 ok, 1 failure while running, 2 bad usage or config, 3 plugin or device unavailable,
             4 a replica was lost (an MPI rank died or a collective timed out)
@@ -44,9 +47,10 @@ int dispatch(int argc, char** argv) {
   std::vector<std::string> plugin_paths;
   std::string config;
   std::string metrics_out;
+  polyhal::PackOptions pack;
   options.add_options()("help,h", "show usage")("version", "print version and plugin ABI")(
       "log-level", po::value(&log_level), "trace, debug, info, warn, error, off")(
-      "command", po::value(&command), "plugins | devices | run | validate")(
+      "command", po::value(&command), "plugins | devices | run | validate | pack")(
       "plugin-path", po::value(&plugin_paths)->composing(),
       "search this directory for plugins first (repeatable)")(
       "allow-world-writable-plugins", po::bool_switch(&common.allow_world_writable_plugins),
@@ -56,7 +60,14 @@ int dispatch(int argc, char** argv) {
       "set", po::value(&run.overrides)->composing(),
       "override a config key: key.path=value (repeatable)")(
       "compile-only", po::bool_switch(&run.compile_only), "prepare and report memory; run nothing")(
-      "metrics-out", po::value(&metrics_out), "write JSON-lines metrics to FILE");
+      "metrics-out", po::value(&metrics_out), "write JSON-lines metrics to FILE")(
+      "input", po::value(&pack.input), "pack: MLPerf HDF5 file or directory")(
+      "output", po::value(&pack.output), "pack: output directory")(
+      "max-seq-len", po::value(&pack.max_seq_len), "pack: tokens per packed row")(
+      "algorithm", po::value(&pack.algorithm), "pack: spfhp | nnlshp")(
+      "max-sequences-per-pack", po::value(&pack.max_sequences_per_pack),
+      "pack: sequences per row at most")("rows-per-file", po::value(&pack.rows_per_file),
+                                         "pack: packed rows per output file");
   po::positional_options_description positional;
   positional.add("command", 1);
   po::variables_map vm;
@@ -103,6 +114,11 @@ int dispatch(int argc, char** argv) {
   if (command == "run") {
     require_config();
     return polyhal::launcher::run_workload(common, run);
+  }
+  if (command == "pack") {
+    if (pack.input.empty() || pack.output.empty())
+      throw polyhal::UsageError(fmt::format("'pack' needs --input and --output\n{}", kUsage));
+    return polyhal::launcher::pack_data(pack);
   }
   if (command.empty()) throw polyhal::UsageError(fmt::format("no command given\n{}", kUsage));
   throw polyhal::UsageError(fmt::format("unknown command '{}'\n{}", command, kUsage));

@@ -44,6 +44,15 @@ void write_file_atomically(const std::filesystem::path& file,
     out.close();
     if (!out) fail("write failed on close (disk full?)");
   }
+  publish_atomically(temporary, file);
+}
+
+void publish_atomically(const std::filesystem::path& temporary, const std::filesystem::path& file) {
+  const auto fail = [&](const std::string& what) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw RuntimeFailure(fmt::format("{}: {}", file.string(), what));
+  };
   if (auto error = sync_path(temporary, O_RDONLY); !error.empty())
     fail(fmt::format("fsync failed: {}", error));
   std::error_code renamed;

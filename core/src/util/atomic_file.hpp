@@ -15,6 +15,10 @@ namespace polyhal::detail {
 /// naming the file.
 void write_file_atomically(const std::filesystem::path& file,
                            const std::function<void(std::ostream&)>& write);
+/// Puts `temporary`, written and closed by another writer (a library that
+/// writes files itself, HDF5), in place as `file`, as above: fsync, rename,
+/// fsync the directory; on failure removes `temporary` and throws.
+void publish_atomically(const std::filesystem::path& temporary, const std::filesystem::path& file);
 /// The same for text already in memory.
 void write_file_atomically(const std::filesystem::path& file, std::string_view content);
 

@@ -1,0 +1,219 @@
+#include "data/hdf5_rows.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <array>
+#include <list>
+#include <mutex>
+
+#include "data/hdf5_handle.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal::detail {
+namespace {
+
+Handle open_file(const std::filesystem::path& path) {
+  const hid_t id = quietly([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); });
+  if (id < 0) {
+    throw ConfigError(fmt::format(
+        "{}: cannot open as HDF5 (missing, unreadable, or not an HDF5 file)", path.string()));
+  }
+  return Handle(id, H5Fclose);
+}
+
+std::vector<hsize_t> dataset_dims(const Handle& dataset) {
+  const Handle space(H5Dget_space(dataset.get()), H5Sclose);
+  const int rank = H5Sget_simple_extent_ndims(space.get());
+  std::vector<hsize_t> dims(static_cast<std::size_t>(std::max(rank, 0)));
+  if (rank > 0) H5Sget_simple_extent_dims(space.get(), dims.data(), nullptr);
+  return dims;
+}
+
+std::vector<std::filesystem::path> hdf5_files(const std::filesystem::path& path) {
+  std::vector<std::filesystem::path> paths;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    for (const auto& entry : std::filesystem::directory_iterator(path)) {
+      const auto ext = entry.path().extension();
+      if (entry.is_regular_file() && (ext == ".hdf5" || ext == ".h5"))
+        paths.push_back(entry.path());
+    }
+    std::sort(paths.begin(), paths.end());
+    if (paths.empty())
+      throw ConfigError(
+          fmt::format("{}: no *.hdf5 or *.h5 files in this directory", path.string()));
+  } else {
+    paths.push_back(path);
+  }
+  return paths;
+}
+
+/// The open datasets of one file.
+struct OpenFile {
+  Handle file;
+  std::vector<Handle> datasets;
+};
+
+struct FileInfo {
+  std::filesystem::path path;
+  std::int64_t first = 0, count = 0;  // row range in the whole set
+};
+
+}  // namespace
+
+struct Hdf5Rows::Impl {
+  std::vector<std::string> names;
+  std::string what;
+  std::vector<FileInfo> files;
+  std::vector<std::filesystem::path> paths;
+  std::vector<std::int64_t> widths;  // -1 until the first file
+  std::int64_t size = 0;
+  mutable std::mutex lock;                                   // HDF5 (serial) is not thread-safe
+  mutable std::list<std::pair<std::size_t, OpenFile>> open;  // most recent first
+  static constexpr std::size_t kOpenFiles = 8;
+
+  OpenFile open_checked(const std::filesystem::path& path) const {
+    OpenFile f{open_file(path), {}};
+    for (const auto& name : names) {
+      const hid_t id = quietly([&] { return H5Dopen2(f.file.get(), name.c_str(), H5P_DEFAULT); });
+      if (id < 0) {
+        throw ConfigError(fmt::format("{}: no dataset '{}': not {} (expected {})", path.string(),
+                                      name, what, fmt::join(names, ", ")));
+      }
+      f.datasets.emplace_back(id, H5Dclose);
+    }
+    return f;
+  }
+
+  /// Opens `path`, checks every dataset's shape, returns its row count.
+  std::int64_t inspect(const std::filesystem::path& path) {
+    const OpenFile f = open_checked(path);
+    std::int64_t rows = -1;
+    for (std::size_t d = 0; d < names.size(); ++d) {
+      const auto dims = dataset_dims(f.datasets[d]);
+      if (dims.empty() || dims.size() > 2 || dims[0] == 0 || (dims.size() == 2 && dims[1] == 0))
+        throw ConfigError(fmt::format("{}: dataset '{}' must be [rows] or [rows, columns], got {}",
+                                      path.string(), names[d], fmt::join(dims, " x ")));
+      if (dims[0] > (1ull << 40))
+        throw ConfigError(
+            fmt::format("{}: dataset '{}' claims {} rows", path.string(), names[d], dims[0]));
+      const auto here = static_cast<std::int64_t>(dims[0]);
+      if (rows < 0) rows = here;
+      if (here != rows)
+        throw ConfigError(fmt::format("{}: dataset '{}' has {} rows, '{}' has {}", path.string(),
+                                      names[d], here, names[0], rows));
+      const std::int64_t width = dims.size() == 2 ? static_cast<std::int64_t>(dims[1]) : 0;
+      if (width > (1 << 20))
+        throw ConfigError(
+            fmt::format("{}: dataset '{}' claims {} columns", path.string(), names[d], width));
+      if (widths[d] < 0) {
+        widths[d] = width;
+      } else if (widths[d] != width) {
+        throw ConfigError(fmt::format(
+            "{}: dataset '{}' has {} columns, but {} has {}: a data set holds one layout",
+            path.string(), names[d], width, paths.front().string(), widths[d]));
+      }
+    }
+    return rows;
+  }
+
+  const OpenFile& file(std::size_t f) const {
+    for (auto it = open.begin(); it != open.end(); ++it) {
+      if (it->first == f) {
+        open.splice(open.begin(), open, it);
+        return open.front().second;
+      }
+    }
+    open.emplace_front(f, open_checked(files[f].path));
+    if (open.size() > kOpenFiles) open.pop_back();
+    return open.front().second;
+  }
+
+  std::size_t file_of(std::int64_t index) const {
+    if (index < 0 || index >= size)
+      throw RuntimeFailure(fmt::format("{}: row {} of {}", what, index, size));
+    const auto it = std::upper_bound(files.begin(), files.end(), index,
+                                     [](std::int64_t i, const FileInfo& f) { return i < f.first; });
+    return static_cast<std::size_t>(it - files.begin()) - 1;
+  }
+
+  void read(std::int64_t index, std::size_t d, hid_t type, void* out) const {
+    const std::size_t f = file_of(index);
+    const FileInfo& info = files[f];
+    const std::int64_t row = index - info.first;
+    const auto columns = static_cast<hsize_t>(std::max<std::int64_t>(widths[d], 1));
+    const std::lock_guard guard(lock);
+    const Handle& dataset = file(f).datasets[d];
+    const Handle space(H5Dget_space(dataset.get()), H5Sclose);
+    const std::array<hsize_t, 2> start{static_cast<hsize_t>(row), 0};
+    const std::array<hsize_t, 2> count{1, columns};
+    const Handle memory(H5Screate_simple(1, &columns, nullptr), H5Sclose);
+    const herr_t status = quietly([&] {
+      const herr_t selected = H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(),
+                                                  nullptr, count.data(), nullptr);
+      if (selected < 0) return selected;
+      return H5Dread(dataset.get(), type, memory.get(), space.get(), H5P_DEFAULT, out);
+    });
+    if (status < 0) {
+      throw ConfigError(fmt::format("{}: cannot read row {} of dataset '{}' (corrupt file?)",
+                                    info.path.string(), row, names[d]));
+    }
+  }
+};
+
+Hdf5Rows::Hdf5Rows(const std::filesystem::path& path, std::vector<std::string> datasets,
+                   std::string what)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->names = std::move(datasets);
+  impl_->what = std::move(what);
+  impl_->widths.assign(impl_->names.size(), -1);
+  impl_->paths = hdf5_files(path);
+  for (const auto& file : impl_->paths) {
+    const std::int64_t rows = impl_->inspect(file);
+    impl_->files.push_back({file, impl_->size, rows});
+    impl_->size += rows;
+  }
+}
+
+Hdf5Rows::~Hdf5Rows() = default;
+
+std::int64_t Hdf5Rows::size() const noexcept {
+  return impl_->size;
+}
+std::int64_t Hdf5Rows::width(std::size_t d) const noexcept {
+  return impl_->widths[d];
+}
+const std::vector<std::filesystem::path>& Hdf5Rows::files() const noexcept {
+  return impl_->paths;
+}
+
+Hdf5Rows::Place Hdf5Rows::place(std::int64_t index) const {
+  const auto& info = impl_->files[impl_->file_of(index)];
+  return {info.path, index - info.first};
+}
+
+void Hdf5Rows::read(std::int64_t index, std::size_t d, std::int32_t* out) const {
+  impl_->read(index, d, H5T_NATIVE_INT32, out);
+}
+
+void Hdf5Rows::read(std::int64_t index, std::size_t d, float* out) const {
+  impl_->read(index, d, H5T_NATIVE_FLOAT, out);
+}
+
+bool hdf5_has_dataset(const std::filesystem::path& path, const std::string& dataset) {
+  std::vector<std::filesystem::path> paths;
+  try {
+    paths = hdf5_files(path);
+  } catch (const ConfigError&) {
+    return false;
+  }
+  const hid_t id =
+      quietly([&] { return H5Fopen(paths.front().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); });
+  if (id < 0) return false;
+  const Handle file(id, H5Fclose);
+  return quietly([&] { return H5Lexists(file.get(), dataset.c_str(), H5P_DEFAULT); }) > 0;
+}
+
+}  // namespace polyhal::detail

@@ -1,0 +1,152 @@
+// `polyhal pack` and the packed reader: every MLPerf sample comes back once,
+// whole, from the packed rows; bad input names file, sample and field.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "polyhal/error.hpp"
+#include "polyhal/mlperf_hdf5.hpp"
+#include "polyhal/packed_data.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+const std::filesystem::path kMlperf =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/mlperf";
+const std::filesystem::path kPacked =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/packed";
+
+void expect_refused(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+    FAIL() << "accepted; expected an error containing: " << fragment;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(PackedData, EverySampleComesBackOnceAndWhole) {
+  for (const std::string algorithm : {"spfhp", "nnlshp"}) {
+    test::TempDir dir;
+    PackOptions options;
+    options.input = kMlperf;
+    options.output = dir.path() / "packed";
+    options.max_seq_len = 32;
+    options.algorithm = algorithm;
+    options.rows_per_file = 3;  // 4 packs: two files
+    const PackResult result = pack_mlperf_hdf5(options);
+    EXPECT_EQ(result.stats.sequences, 8);
+    EXPECT_EQ(result.stats.packs, 4);  // lengths 10-15: two per row of 32
+    EXPECT_DOUBLE_EQ(result.stats.speedup(), 2.0);
+    ASSERT_EQ(result.files.size(), 2u);
+    EXPECT_EQ(result.files[0].filename(), "part-00000-of-00002.hdf5");
+    for (const auto& entry : std::filesystem::directory_iterator(options.output))
+      EXPECT_NE(entry.path().extension(), ".tmp") << "a temporary file was left";
+    ASSERT_TRUE(is_packed_data(options.output));
+    EXPECT_FALSE(is_packed_data(kMlperf));
+
+    const MlperfHdf5Reader original(kMlperf);
+    std::map<std::vector<std::int32_t>, std::int64_t> by_tokens;  // unpadded ids -> sample
+    for (std::int64_t i = 0; i < original.size(); ++i) {
+      const auto s = original.sample(i);
+      std::vector<std::int32_t> tokens;
+      for (std::size_t t = 0; t < s.input_ids.size(); ++t)
+        if (s.input_mask[t] == 1) tokens.push_back(s.input_ids[t]);
+      by_tokens[tokens] = i;
+    }
+    ASSERT_EQ(by_tokens.size(), 8u);
+    const PackedHdf5Reader packed(options.output);
+    ASSERT_EQ(packed.size(), 4);
+    EXPECT_EQ(packed.seq_len(), 32);
+    EXPECT_EQ(packed.max_sequences(), 3);
+    std::vector<int> found(8, 0);
+    for (std::int64_t r = 0; r < packed.size(); ++r) {
+      const PackedSample row = packed.sample(r);
+      for (std::int64_t q = 1; q <= row.sequences(); ++q) {
+        std::vector<std::int32_t> tokens, segments;
+        std::int64_t start = -1;
+        for (std::size_t t = 0; t < row.input_mask.size(); ++t) {
+          if (row.input_mask[t] != q) continue;
+          if (start < 0) start = static_cast<std::int64_t>(t);
+          tokens.push_back(row.input_ids[t]);
+          segments.push_back(row.segment_ids[t]);
+        }
+        ASSERT_TRUE(by_tokens.count(tokens)) << "row " << r << " sequence " << q;
+        const std::int64_t index = by_tokens[tokens];
+        ++found[static_cast<std::size_t>(index)];
+        const auto s = original.sample(index);
+        for (std::size_t t = 0; t < segments.size(); ++t) EXPECT_EQ(segments[t], s.segment_ids[t]);
+        EXPECT_EQ(row.next_sentence_positions[static_cast<std::size_t>(q - 1)], start);
+        EXPECT_EQ(row.next_sentence_labels[static_cast<std::size_t>(q - 1)], s.next_sentence_label);
+        // The sample's masked positions, moved by the sequence's start.
+        std::vector<std::pair<std::int32_t, std::int32_t>> want, got;
+        for (std::size_t k = 0; k < s.masked_lm_positions.size(); ++k)
+          if (s.masked_lm_positions[k] != 0)
+            want.emplace_back(s.masked_lm_positions[k] + static_cast<std::int32_t>(start),
+                              s.masked_lm_ids[k]);
+        for (std::size_t k = 0; k < row.masked_lm_positions.size(); ++k) {
+          const std::int32_t at = row.masked_lm_positions[k];
+          if (row.masked_lm_weights[k] == 1.0f && row.input_mask[static_cast<std::size_t>(at)] == q)
+            got.emplace_back(at, row.masked_lm_ids[k]);
+        }
+        EXPECT_EQ(got, want) << "row " << r << " sequence " << q;
+      }
+    }
+    for (std::size_t i = 0; i < found.size(); ++i) EXPECT_EQ(found[i], 1) << "sample " << i;
+  }
+}
+
+TEST(PackedData, BadInputNamesFileSampleAndField) {
+  test::TempDir dir;
+  PackOptions options;
+  options.input = kMlperf;
+  options.output = dir.path() / "out";
+  options.max_seq_len = 8;
+  expect_refused([&] { pack_mlperf_hdf5(options); },
+                 "part-00000-of-00002.hdf5: sample 0: field input_mask: 10 tokens, longer than "
+                 "the pack length 8");
+  EXPECT_FALSE(std::filesystem::exists(options.output / "part-00000-of-00001.hdf5"));
+  options.max_seq_len = 32;
+  std::filesystem::create_directories(options.output);
+  dir.write("out/other.hdf5", "x");
+  expect_refused([&] { pack_mlperf_hdf5(options); }, "--output already holds other.hdf5");
+
+  EXPECT_EQ(PackedHdf5Reader(kPacked / "good.hdf5").sample(0).sequences(), 2);
+  expect_refused([] { PackedHdf5Reader(kPacked / "bad/positions.hdf5").sample(0); },
+                 "positions.hdf5: sample 0: field packed_position_ids: 4 at token 6, but "
+                 "packed_input_mask puts that token at position 1 of sequence 2");
+  expect_refused([] { PackedHdf5Reader(kPacked / "bad/mask.hdf5").sample(0); },
+                 "mask.hdf5: sample 0: field packed_input_mask: sequence 1 at token 7 after "
+                 "sequence 2");
+  expect_refused([] { PackedHdf5Reader(kPacked / "bad/lm_position.hdf5").sample(0); },
+                 "field packed_masked_lm_positions: 10 at 1: not a token of any sequence");
+  expect_refused([] { PackedHdf5Reader(kPacked / "bad/ns_weights.hdf5").sample(0); },
+                 "field packed_next_sentence_weights: the row holds 2 sequences; weight 1 for "
+                 "sequence 3");
+  expect_refused([] { PackedHdf5Reader r(kMlperf); }, "no dataset 'packed_input_ids'");
+}
+
+// The command prints what packing achieved.
+TEST(PackedData, PackCommandReportsEfficiencyAndSpeedup) {
+  test::TempDir dir;
+  const auto r = test::run_polyhal("pack --input " + kMlperf.string() + " --output " +
+                                   (dir.path() / "p").string() + " --max-seq-len 32");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("packed 8 sequences into 4 packs of 32 tokens (spfhp, at most 3 per "
+                          "pack)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("efficiency: 75.0% of tokens are real (unpacked: 37.5%)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("theoretical speed-up: 2.000x"), std::string::npos) << r.output;
+  const auto bad = test::run_polyhal("pack --input " + kMlperf.string() + " --output " +
+                                     (dir.path() / "q").string() + " --algorithm best");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("algorithm must be spfhp or nnlshp"), std::string::npos);
+  EXPECT_EQ(test::run_polyhal("pack --input x").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace polyhal
