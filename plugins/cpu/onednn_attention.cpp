@@ -8,9 +8,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <optional>
 #include <unordered_map>
 
 #include "onednn_matmul.hpp"
+#include "onednn_packed_scores.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal::cpu {
@@ -40,8 +42,10 @@ class OneDnnAttention final : public Kernel {
     // Context written straight into [B*S, H]: (b, head, s, c) at b*S*H + s*H + head*d + c.
     const dnnl::memory::desc ctx_md({b, heads, s, d}, type, dims{s * h, d, h, 1});
 
+    scores_md_ = scores_md;
+    score_scale_ = 1.0f / std::sqrt(static_cast<float>(d));
     dnnl::primitive_attr score_attr;
-    score_attr.set_output_scales(0, {1.0f / std::sqrt(static_cast<float>(d))});
+    score_attr.set_output_scales(0, {score_scale_});
     dnnl::post_ops mask_add;
     mask_add.append_binary(dnnl::algorithm::binary_add, mask_md);
     score_attr.set_post_ops(mask_add);
@@ -100,16 +104,29 @@ class OneDnnAttention final : public Kernel {
     kt_.set_data_handle(base + static_cast<std::size_t>(h) * element);
     v_.set_data_handle(base + static_cast<std::size_t>(2 * h) * element);
     ctx_.set_data_handle(outputs[0].buffer->data());
-    // Hugging Face's additive mask: 0 where attended, the dtype's lowest value where not.
     const auto* mask = static_cast<const std::int32_t*>(inputs[1].buffer->data());
-    auto* additive = static_cast<float*>(mask_.get_data_handle());
-    for (std::int64_t i = 0; i < batch_ * seq_; ++i)
-      additive[i] = mask[i] != 0 ? 0.0f : -3.4028234663852886e38f;
-    scores_prim_.execute(stream_, {{DNNL_ARG_SRC, q_},
-                                   {DNNL_ARG_WEIGHTS, kt_},
-                                   {DNNL_ARG_DST, scores_},
-                                   {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_},
-                                   {DNNL_ARG_SCRATCHPAD, scratchpad_}});
+    if (packed_row(mask, batch_ * seq_)) {
+      // Sequences packed in a row see only themselves: a [B, S, S] mask.
+      if (!packed_)
+        packed_.emplace(scores_md_, q_.get_desc(), kt_.get_desc(), batch_, seq_, score_scale_,
+                        engine_);
+      packed_->fill(mask);
+      packed_->prim.execute(stream_,
+                            {{DNNL_ARG_SRC, q_},
+                             {DNNL_ARG_WEIGHTS, kt_},
+                             {DNNL_ARG_DST, scores_},
+                             {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, packed_->mask},
+                             {DNNL_ARG_SCRATCHPAD, packed_->scratchpad}});
+    } else {
+      // Hugging Face's additive mask: 0 where attended, the lowest f32 where not.
+      auto* additive = static_cast<float*>(mask_.get_data_handle());
+      for (std::int64_t i = 0; i < batch_ * seq_; ++i) additive[i] = mask[i] != 0 ? 0.0f : kMasked;
+      scores_prim_.execute(stream_, {{DNNL_ARG_SRC, q_},
+                                     {DNNL_ARG_WEIGHTS, kt_},
+                                     {DNNL_ARG_DST, scores_},
+                                     {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_},
+                                     {DNNL_ARG_SCRATCHPAD, scratchpad_}});
+    }
     softmax_prim_.execute(
         stream_,
         {{DNNL_ARG_SRC, scores_}, {DNNL_ARG_DST, probs_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}});
@@ -135,6 +152,9 @@ class OneDnnAttention final : public Kernel {
   dnnl::matmul scores_prim_, context_prim_;
   dnnl::softmax_v2_forward softmax_prim_;
   dnnl::memory q_, kt_, v_, ctx_, scores_, probs_, mask_, scratchpad_;
+  dnnl::memory::desc scores_md_;
+  float score_scale_ = 1.0f;
+  std::optional<PackedScores> packed_;  // made at the first packed batch
   std::unordered_map<int, dnnl::memory> scores_args_, softmax_args_, context_args_;
   std::int64_t batch_ = 0, seq_ = 0;
   double flops_ = 0;

@@ -21,6 +21,7 @@
 #include "omp_dropout.hpp"
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
+#include "onednn_packed_scores.hpp"
 #include "polyhal/dropout_mask.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/train_kernels.hpp"
@@ -157,16 +158,34 @@ class OneDnnAttentionTrain final : public Kernel {
     check_operand_types(desc_, types_, in, out);
     const auto* qkv = static_cast<const char*>(in[0].buffer->data());
     const auto third = static_cast<std::size_t>(v_.h) * dtype_size(in[0].dtype);
-    // Hugging Face's additive mask: 0 where attended, the lowest f32 where not.
     const auto* mask = in[1].data<std::int32_t>();
-    auto* additive = static_cast<float*>(mask_.get_data_handle());
-    for (std::int64_t i = 0; i < v_.tokens(); ++i)
-      additive[i] = mask[i] != 0 ? 0.0f : -3.4028234663852886e38f;
     // Scores and softmax in f32: the output itself in f32, else scratch.
     const bool bf16 = v_.type == DType::bf16;
     float* scores = bf16 ? scores_f32_.data() : out[1].data<float>();
-    scores_.run(stream_, qkv, qkv + third, scores,
-                {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_}});
+    if (packed_row(mask, v_.tokens())) {
+      // Sequences packed in a row see only themselves: a [B, S, S] mask.
+      if (!packed_scores_) {
+        packed_scores_.emplace(create_or_refuse(desc_, [&] {
+          dnnl::primitive_attr attr;
+          attr.set_output_scales(0, {v_.scale()});
+          dnnl::post_ops mask_add;
+          mask_add.append_binary(dnnl::algorithm::binary_add, packed_mask_md(v_.b, v_.s));
+          attr.set_post_ops(mask_add);
+          return Gemm(engine_, v_.qkv_part(v_.operand()), v_.qkv_part_t(v_.operand()),
+                      v_.scores(dt::f32), false, false, attr);
+        }));
+        packed_mask_ = dnnl::memory(packed_mask_md(v_.b, v_.s), engine_);
+      }
+      fill_packed_mask(mask, v_.b, v_.s, static_cast<float*>(packed_mask_.get_data_handle()));
+      packed_scores_->run(stream_, qkv, qkv + third, scores,
+                          {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, packed_mask_}});
+    } else {
+      // Hugging Face's additive mask: 0 where attended, the lowest f32 where not.
+      auto* additive = static_cast<float*>(mask_.get_data_handle());
+      for (std::int64_t i = 0; i < v_.tokens(); ++i) additive[i] = mask[i] != 0 ? 0.0f : kMasked;
+      scores_.run(stream_, qkv, qkv + third, scores,
+                  {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_}});
+    }
     probs_mem_.set_data_handle(scores);
     softmax_.execute(stream_, {{DNNL_ARG_SRC, probs_mem_}, {DNNL_ARG_DST, probs_mem_}});
     stream_.wait();
@@ -193,6 +212,8 @@ class OneDnnAttentionTrain final : public Kernel {
   dnnl::softmax_v2_forward::primitive_desc softmax_pd_;
   dnnl::softmax_v2_forward softmax_;
   dnnl::memory mask_, probs_mem_;
+  std::optional<Gemm> packed_scores_;  // made at the first packed batch
+  dnnl::memory packed_mask_;
   std::vector<float> scores_f32_;  // bf16 only: the softmax before rounding
   KeptProbabilities kept_;
 };

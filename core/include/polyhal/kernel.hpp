@@ -12,9 +12,12 @@
 ///              LinearAttrs (out_features, activation none | gelu (exact erf) | tanh)
 ///   layernorm: X[M,H] [, R[M,H] when residual: normalises X+R]; gamma[H],
 ///              beta[H] (f32) -> Y[M,H]; LayerNormAttrs (eps, residual)
-///   attention: QKV[B*S, 3H] (q, k, v blocks side by side), mask[B,S] (i32,
-///              1 = attend) -> context[B*S, H]; AttentionAttrs (batch, seq,
-///              heads). softmax(q k^T / sqrt(d)) v per head, masked keys excluded.
+///   attention: QKV[B*S, 3H] (q, k, v blocks side by side), mask[B,S] (i32:
+///              0 padding, else the token's sequence within its row: 1 for
+///              every token of an unpacked row, 1..K in a packed one) ->
+///              context[B*S, H]; AttentionAttrs (batch, seq, heads).
+///              softmax(q k^T / sqrt(d)) v per head over the keys
+///              attention_allows(mask[query], mask[key]) admits.
 ///   embedding: ids[B*S], token_types[B*S] (i32); word[V,H], position[P,H],
 ///              type[T,H] -> word[id] + position[s] + type[t] as [B*S, H];
 ///              EmbeddingAttrs (seq)
@@ -34,6 +37,14 @@
 namespace polyhal {
 
 class Device;
+
+/// The attention mask's rule: a key is attended when it is not padding and,
+/// unless the query is padding, belongs to the query's sequence. For an
+/// unpacked row (mask 1 or 0) this is Hugging Face's padding mask; packed
+/// sequences never see each other.
+constexpr bool attention_allows(std::int32_t query, std::int32_t key) noexcept {
+  return key != 0 && (query == 0 || key == query);
+}
 
 /// What to prepare: op, element type, fixed input shapes and the op's
 /// attribute struct (op_schema.hpp). Device::prepare_kernel refuses a desc

@@ -30,7 +30,8 @@ namespace polyhal {
 /// 3: mixed-precision activations stored at bf16/f16 (train_kernels.hpp
 /// operand_types) and the `cast` op. 4: the fine-tuning losses span_loss,
 /// classification_loss and regression_loss. 5: the cost-only host_transfer;
-/// OptimizerUpdateAttrs::first_moment (f16 m).
+/// OptimizerUpdateAttrs::first_moment (f16 m); attention masks as sequence
+/// numbers (packed rows, attention_allows in kernel.hpp).
 inline constexpr std::uint32_t kOpSchemaVersion = 5;
 
 /// Every op of the schema. Values are part of the op schema: append only

@@ -10,7 +10,8 @@
 ///   "gelu_backward":      dY, X -> dX;  "tanh_backward": dY, Y -> dX
 ///   "layernorm_train":    X[M,H], gamma, beta -> Y, mean[M], rstd[M]; LayerNormAttrs
 ///   "layernorm_backward": dY, X, gamma, mean, rstd -> dX, dgamma +=, dbeta +=
-///   "attention_train":    QKV[B*S,3H], mask[B,S] (i32) [, rng[2]] -> ctx[B*S,H],
+///   "attention_train":    QKV[B*S,3H], mask[B,S] (i32, as attention's: sequence
+///                         numbers, attention_allows) [, rng[2]] -> ctx[B*S,H],
 ///                         probs[B,heads,S,S] (before dropout)
 ///   "attention_backward": dctx, QKV, probs [, rng[2]] -> dQKV (overwritten)
 ///                         AttentionAttrs; with dropout = p > 0 (and

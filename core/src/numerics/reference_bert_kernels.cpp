@@ -219,7 +219,7 @@ class ReferenceAttention final : public Kernel {
           const float* q = base + i * 3 * h + head * d;
           float max_score = -INFINITY;
           for (std::size_t j = 0; j < s; ++j) {
-            if (mask[b * s + j] == 0) {
+            if (!attention_allows(mask[b * s + i], mask[b * s + j])) {
               scores[j] = -INFINITY;
               continue;
             }

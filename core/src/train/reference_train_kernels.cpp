@@ -267,7 +267,7 @@ std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFo
             const float* q = base + i * 3 * n(a.h) + head * n(a.d);
             float max_score = -INFINITY;
             for (std::size_t j = 0; j < n(a.s); ++j) {
-              if (mask[b * n(a.s) + j] == 0) {
+              if (!attention_allows(mask[b * n(a.s) + i], mask[b * n(a.s) + j])) {
                 p[j] = -INFINITY;
                 continue;
               }

@@ -1,0 +1,67 @@
+#pragma once
+// Attention scores for packed rows (several sequences per row, kernel.hpp
+// attention_allows): the scale-and-mask matmul with a [B, 1, S, S] additive
+// mask instead of the per-key [B, 1, 1, S] one, made when a packed batch
+// first comes. Shared by the inference and training attention kernels.
+#include <dnnl.hpp>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "polyhal/kernel.hpp"
+
+namespace polyhal::cpu {
+
+/// The lowest f32: added to a score, it leaves exp() exactly 0.
+inline constexpr float kMasked = -3.4028234663852886e38f;
+
+/// Whether a mask holds packed sequences (a value above 1).
+inline bool packed_row(const std::int32_t* mask, std::int64_t count) {
+  return std::any_of(mask, mask + count, [](std::int32_t m) { return m > 1; });
+}
+
+/// The additive [B, 1, S, S] mask of every (query, key) pair of each row.
+inline void fill_packed_mask(const std::int32_t* sequence, std::int64_t b, std::int64_t s,
+                             float* additive) {
+  for (std::int64_t r = 0; r < b; ++r) {
+    const std::int32_t* m = sequence + r * s;
+    for (std::int64_t i = 0; i < s; ++i) {
+      float* row = additive + (r * s + i) * s;
+      for (std::int64_t j = 0; j < s; ++j) row[j] = attention_allows(m[i], m[j]) ? 0.0f : kMasked;
+    }
+  }
+}
+
+/// The [B, 1, S, S] mask's descriptor.
+inline dnnl::memory::desc packed_mask_md(std::int64_t b, std::int64_t s) {
+  return {{b, 1, s, s}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::abcd};
+}
+
+struct PackedScores {
+  PackedScores(const dnnl::memory::desc& scores_md, const dnnl::memory::desc& q_md,
+               const dnnl::memory::desc& kt_md, std::int64_t batch, std::int64_t seq, float scale,
+               const dnnl::engine& engine)
+      : b(batch), s(seq) {
+    const dnnl::memory::desc mask_md = packed_mask_md(b, s);
+    dnnl::primitive_attr attr;
+    attr.set_output_scales(0, {scale});
+    dnnl::post_ops add;
+    add.append_binary(dnnl::algorithm::binary_add, mask_md);
+    attr.set_post_ops(add);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(q_md, kt_md, scores_md), attr, engine);
+    prim = dnnl::matmul(pd);
+    mask = dnnl::memory(mask_md, engine);
+    scratchpad = dnnl::memory(pd.scratchpad_desc(), engine);
+  }
+
+  void fill(const std::int32_t* sequence) {
+    fill_packed_mask(sequence, b, s, static_cast<float*>(mask.get_data_handle()));
+  }
+
+  std::int64_t b, s;
+  dnnl::matmul prim;
+  dnnl::memory mask, scratchpad;
+};
+
+}  // namespace polyhal::cpu
