@@ -62,10 +62,12 @@ class OmpEmbeddingBackward final : public Kernel {
     };
     const auto* ids = in[1].data<std::int32_t>();
     const auto* types = in[2].data<std::int32_t>();
+    // Packed rows give each token's position; else position = row % seq.
+    const auto* positions = in.size() > 3 ? in[3].data<std::int32_t>() : nullptr;
     std::array<RowUse, 3> use;
     std::array<std::unordered_map<std::int64_t, std::size_t>, 3> index;
     for (std::int64_t t = 0; t < tokens_; ++t) {
-      const std::int64_t rows[3] = {ids[t], t % seq_, types[t]};
+      const std::int64_t rows[3] = {ids[t], positions ? positions[t] : t % seq_, types[t]};
       for (std::size_t table = 0; table < 3; ++table) {
         const std::int64_t table_rows = out[table].numel() / hidden_;
         if (rows[table] < 0 || rows[table] >= table_rows) {

@@ -40,6 +40,9 @@ void register_reference_kernels(KernelRegistry& registry, const std::vector<DTyp
 std::int64_t check_embedding_tables(std::span<const Tensor> tables, std::int64_t seq);
 void check_embedding_ids(const std::int32_t* ids, const std::int32_t* types, std::int64_t tokens,
                          std::span<const Tensor> tables);
+/// Explicit position ids (packed rows restart them per sequence) against the
+/// position table's rows; throws RuntimeFailure naming the token.
+void check_position_ids(const std::int32_t* positions, std::int64_t tokens, std::int64_t rows);
 
 /// Checks a matmul desc: two 2-D inputs with matching inner dimension.
 /// Returns {M, N, K}; throws RuntimeFailure naming the shapes otherwise.

@@ -18,10 +18,11 @@
 ///                         stream) the probabilities are dropped with
 ///                         DropoutMask(rng, stream, p) before multiplying V:
 ///                         the mask is regenerated in backward, never stored
-///   "embedding_train":    ids, types (i32), word, position, type -> X[B*S,H];
-///                         EmbeddingAttrs
-///   "embedding_backward": dX, ids, types -> dword +=, dposition +=, dtype +=;
-///                         EmbeddingAttrs
+///   "embedding_train":    ids, types (i32), word, position, type [, position
+///                         ids (i32; packed rows restart them per sequence;
+///                         without: row % seq)] -> X[B*S,H]; EmbeddingAttrs
+///   "embedding_backward": dX, ids, types [, position ids] -> dword +=,
+///                         dposition +=, dtype +=; EmbeddingAttrs
 ///   "take_rows_backward": dY[R,H] -> dX rows 0, stride, ... +=; RowStrideAttrs
 ///   "gather_rows":        X[T,H], positions[R] (i32) -> Y[R,H] (row r = X[positions[r]])
 ///   "gather_rows_backward": dY[R,H], positions[R] -> dX[T,H] (overwritten: zero

@@ -362,6 +362,15 @@ void check_embedding_ids(const std::int32_t* ids, const std::int32_t* types, std
   }
 }
 
+void check_position_ids(const std::int32_t* positions, std::int64_t tokens, std::int64_t rows) {
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    if (positions[t] < 0 || positions[t] >= rows) {
+      throw RuntimeFailure(fmt::format(
+          "position_ids[{}] = {} is outside the {} position embeddings", t, positions[t], rows));
+    }
+  }
+}
+
 void register_reference_kernels(KernelRegistry& registry, const std::vector<DType>& dtypes,
                                 MatMulNumerics numerics, ParallelFor parallel) {
   if (std::find(dtypes.begin(), dtypes.end(), DType::f32) != dtypes.end()) {

@@ -356,11 +356,15 @@ std::unique_ptr<Kernel> embedding_train(const KernelDesc& desc, const ParallelFo
   return std::make_unique<FunctionKernel>("embedding_train", 0.0, [=](auto in, auto o) {
     const std::int32_t *ids = ints(in[0]), *types = ints(in[1]);
     check_embedding_ids(ids, types, tokens, in.subspan(2, 3));
+    // Packed rows give each token's position; else position = row % seq.
+    const std::int32_t* positions = in.size() > 5 ? ints(in[5]) : nullptr;
+    if (positions) check_position_ids(positions, tokens, in[3].shape[0]);
     const std::int64_t h = in[2].shape[1];
     float* y = f(o[0]);
     rows(par, tokens, [&](std::size_t t) {
       const float* w = f(in[2]) + static_cast<std::int64_t>(ids[t]) * h;
-      const float* p = f(in[3]) + static_cast<std::int64_t>(t % n(seq)) * h;
+      const float* p =
+          f(in[3]) + static_cast<std::int64_t>(positions ? n(positions[t]) : t % n(seq)) * h;
       const float* ty = f(in[4]) + static_cast<std::int64_t>(types[t]) * h;
       for (std::int64_t c = 0; c < h; ++c)
         y[static_cast<std::int64_t>(t) * h + c] = w[c] + p[c] + ty[c];
@@ -374,11 +378,14 @@ std::unique_ptr<Kernel> embedding_backward(const KernelDesc& desc, const Paralle
   return std::make_unique<FunctionKernel>("embedding_backward", 0.0, [=](auto in, auto o) {
     const float* dy = f(in[0]);
     const std::int32_t *ids = ints(in[1]), *types = ints(in[2]);
+    const std::int32_t* positions = in.size() > 3 ? ints(in[3]) : nullptr;
+    if (positions) check_position_ids(positions, tokens, o[1].shape[0]);
     // Tokens may share a row: split the hidden columns instead, each range
     // adding every token in order.
     par(h, [&](std::int64_t first, std::int64_t last) {
       for (std::int64_t t = 0; t < tokens; ++t) {
-        float* rows3[3] = {f(o[0]) + ids[t] * h, f(o[1]) + (t % seq) * h, f(o[2]) + types[t] * h};
+        const std::int64_t position = positions ? positions[t] : t % seq;
+        float* rows3[3] = {f(o[0]) + ids[t] * h, f(o[1]) + position * h, f(o[2]) + types[t] * h};
         for (float* r : rows3)
           for (std::int64_t c = first; c < last; ++c) r[c] += dy[t * h + c];
       }

@@ -48,10 +48,10 @@ OperandTypes operand_types(const KernelDesc& desc) {
       return {{low, i, i}, {low, low}, {}};
     case OpKind::attention_backward:
       return {{low, low, low, i}, {low}, {}};
-    case OpKind::embedding_train:
-      return {{i, i, f, f, f}, {low}, {}};
-    case OpKind::embedding_backward:
-      return {{low, i, i}, {f, f, f}, {0, 1, 2}};
+    case OpKind::embedding_train:  // [, position ids]
+      return {{i, i, f, f, f, i}, {low}, {}};
+    case OpKind::embedding_backward:  // [, position ids]
+      return {{low, i, i, i}, {f, f, f}, {0, 1, 2}};
     case OpKind::take_rows_backward:
       return {{low}, {low}, {0}};
     case OpKind::gather_rows:
