@@ -38,7 +38,11 @@ struct BertShape {
 struct BertInputs {
   std::vector<std::int32_t> input_ids;
   std::vector<std::int32_t> token_type_ids;
-  std::vector<std::int32_t> attention_mask;  ///< 1 = real token, 0 = padding
+  /// 0 = padding, else the token's sequence in its row: 1 everywhere in an
+  /// unpacked row, 1..K in a packed one (kernel.hpp attention_allows).
+  std::vector<std::int32_t> attention_mask;
+  /// Packed rows: each token's position in its sequence; empty: 0..S-1.
+  std::vector<std::int32_t> position_ids{};
 };
 
 /// Host outputs in f32 (empty when not asked for).

@@ -31,7 +31,12 @@ namespace polyhal {
 struct TrainingBatch {
   BertInputs inputs;
   std::vector<std::int32_t> mlm_labels;  ///< pre-training: token id to predict, -100 elsewhere
-  std::vector<std::int32_t> nsp_labels;  ///< pre-training: 0 = is next, 1 = random
+  /// Pre-training: 0 = is next, 1 = random; per row, or per sequence slot
+  /// ([B*K], -100 for an empty slot) when rows are packed.
+  std::vector<std::int32_t> nsp_labels;
+  /// Packed rows: [B*K] token index (row * S + start) of each sequence's
+  /// [CLS]; an empty slot points at its row's first token.
+  std::vector<std::int32_t> nsp_positions{};
   /// Question answering: the answer's first and last token per sequence
   /// (clamped to [0, seq]; seq means none, as Hugging Face).
   std::vector<std::int32_t> start_positions{}, end_positions{};
@@ -111,7 +116,8 @@ class BertTraining {
                OptimizerSettings optimizer, DType precision = DType::f32,
                DropoutSettings dropout = {}, std::uint64_t seed = 0,
                std::int64_t max_predictions = 0, TaskHead head = {},
-               std::set<std::int64_t> recompute = {}, PipelineStage stage = {});
+               std::set<std::int64_t> recompute = {}, PipelineStage stage = {},
+               std::int64_t packed_sequences = 0);
   ~BertTraining();
   BertTraining(const BertTraining&) = delete;
   BertTraining& operator=(const BertTraining&) = delete;

@@ -152,10 +152,13 @@ class Builder {
             {word_, position, type});
       return layernorm(summed, gamma, beta, "hidden");
     }
-    p_.op(Phase::forward, OpKind::embedding_train, {out_.ids, out_.types, word_, position, type},
-          {summed}, EmbeddingAttrs{s});
+    std::vector<int> in{out_.ids, out_.types, word_, position, type};
+    if (out_.positions >= 0) in.push_back(out_.positions);  // packed: restarting per sequence
+    p_.op(Phase::forward, OpKind::embedding_train, std::move(in), {summed}, EmbeddingAttrs{s});
     backward([=, this] {
-      p_.op(Phase::backward, OpKind::embedding_backward, {grad(summed), out_.ids, out_.types},
+      std::vector<int> back_in{grad(summed), out_.ids, out_.types};
+      if (out_.positions >= 0) back_in.push_back(out_.positions);
+      p_.op(Phase::backward, OpKind::embedding_backward, std::move(back_in),
             {grads_.at(word_), grads_.at(position), grads_.at(type)}, EmbeddingAttrs{s});
     });
     return dropout(layernorm(summed, gamma, beta, "hidden"), "hidden dropped");
@@ -271,17 +274,32 @@ class Builder {
       vocab_bias = param("cls.predictions.bias", {v});
       std::tie(nsp_w, nsp_b) = dense_params("cls.seq_relationship", 2, h);
     }
+    // Packed rows: every sequence's own [CLS], gathered (a gradient of its own).
+    const std::int64_t k = o_.packed_sequences;
+    if (k > 0) {
+      out_.nsp_positions = p_.tensor("nsp positions", "inputs", {b * k}, DType::i32);
+      const int cls = act("cls", {b * k, h});
+      p_.op(Phase::forward, OpKind::gather_rows, {x, out_.nsp_positions}, {cls});
+      backward([=, this] {
+        const int dx = fresh_gradient(x);
+        p_.op(Phase::backward, OpKind::gather_rows_backward, {grad(cls), out_.nsp_positions},
+              {dx});
+        contribute(x, dx);
+      });
+      out_.pooled = linear(cls, pool_w, pool_b, h, Activation::tanh, std::nullopt, "pooled");
+    }
     // [CLS] rows first: in training their gradient is added (take_rows_backward
     // "+=") into the one the MLM head's backward writes before it.
-    const int cls = act("cls", {b, h});
-    p_.op(Phase::forward, OpKind::take_rows, {x}, {cls}, RowStrideAttrs{o_.shape.seq});
-    if (training_) {
+    const int cls = k > 0 ? -1 : act("cls", {b, h});
+    if (k == 0) p_.op(Phase::forward, OpKind::take_rows, {x}, {cls}, RowStrideAttrs{o_.shape.seq});
+    if (training_ && k == 0) {
       backward([=, this] {
         p_.op(Phase::backward, OpKind::take_rows_backward, {grad(cls)}, {accumulator(x)},
               RowStrideAttrs{o_.shape.seq});
       });
     }
-    out_.pooled = linear(cls, pool_w, pool_b, h, Activation::tanh, std::nullopt, "pooled");
+    if (k == 0)
+      out_.pooled = linear(cls, pool_w, pool_b, h, Activation::tanh, std::nullopt, "pooled");
     if (!heads) return;
     out_.nsp_logits =
         linear(out_.pooled, nsp_w, nsp_b, 2, Activation::none, std::nullopt, "nsp logits");
@@ -439,7 +457,9 @@ class Builder {
     const std::int64_t b = o_.shape.batch;
     const std::int64_t labels = o_.max_predictions > 0 ? b * o_.max_predictions : tokens();
     out_.mlm_labels = p_.tensor("mlm labels", "inputs", {labels}, DType::i32);
-    out_.nsp_labels = p_.tensor("nsp labels", "inputs", {b}, DType::i32);
+    // Packed rows: one label per sequence slot, -100 where a row has fewer.
+    const std::int64_t sequences = o_.packed_sequences > 0 ? b * o_.packed_sequences : b;
+    out_.nsp_labels = p_.tensor("nsp labels", "inputs", {sequences}, DType::i32);
     out_.loss_scale = p_.tensor("loss scale", "inputs", {1}, DType::f32);
     out_.losses = p_.activation("losses", {2});
     const int dmlm = fresh_gradient(out_.mlm_logits), dnsp = fresh_gradient(out_.nsp_logits);
@@ -534,6 +554,11 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   out->mask =
       p.tensor("attention_mask", "inputs", {options.shape.batch, options.shape.seq}, DType::i32);
   if (options.training) out->rng = p.tensor("dropout rng", "inputs", {2}, DType::i32);
+  if (options.packed_sequences > 0) {
+    if (!options.training || options.head != BertHead::pretraining)
+      throw ConfigError("packed rows: pre-training only in this version");
+    out->positions = p.tensor("position ids", "inputs", {t}, DType::i32);
+  }
   const BertStage& stage = options.stage;
   const std::int64_t last = stage.last_layer < 0 ? c.num_hidden_layers : stage.last_layer;
   if (stage.first_layer < 0 || stage.first_layer > last || last > c.num_hidden_layers ||

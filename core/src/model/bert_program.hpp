@@ -50,6 +50,10 @@ struct BertProgramOptions {
   /// backward instead of kept from forward (only each such layer's input
   /// stays; its intermediates share one set of buffers).
   std::set<std::int64_t> recompute;
+  /// Training, pre-training head: > 0 when rows are packed with at most this
+  /// many sequences: position ids come per token, the attention mask holds
+  /// sequence numbers, and NSP runs on each sequence's [CLS].
+  std::int64_t packed_sequences = 0;
   BertStage stage;                 ///< training: the whole model unless pipelined
   double dropout = 0.0;            ///< training: hidden dropout
   double attention_dropout = 0.0;  ///< training: attention-probability dropout
@@ -69,6 +73,8 @@ struct BertProgram {
   Program program;
   std::vector<BertParameter> parameters;
   int ids = -1, types = -1, mask = -1;
+  int positions = -1;      ///< packed: i32 [B*S] position ids
+  int nsp_positions = -1;  ///< packed: i32 [B*K] rows of each sequence's [CLS]
   int hidden = -1, pooled = -1, mlm_logits = -1, nsp_logits = -1;  // forward outputs
   // Training only.
   int mlm_labels = -1, mlm_positions = -1, nsp_labels = -1, loss_scale = -1, losses = -1;

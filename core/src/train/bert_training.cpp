@@ -198,7 +198,8 @@ struct BertTraining::State {
 BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                            OptimizerSettings optimizer, DType precision, DropoutSettings dropout,
                            std::uint64_t seed, std::int64_t max_predictions, TaskHead head,
-                           std::set<std::int64_t> recompute, PipelineStage stage)
+                           std::set<std::int64_t> recompute, PipelineStage stage,
+                           std::int64_t packed_sequences)
     : state_(std::make_unique<State>()) {
   for (const double p : {dropout.hidden, dropout.attention}) {
     if (p < 0.0 || p >= 1.0) throw ConfigError(fmt::format("dropout must be in [0, 1), got {}", p));
@@ -226,6 +227,7 @@ BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape m
   options.num_labels = head.num_labels;
   options.recompute = std::move(recompute);
   options.stage = {stage.first_layer, stage.last_layer, stage.embeddings, stage.heads};
+  options.packed_sequences = packed_sequences;
   options.head = head.kind == TaskHead::Kind::question_answering ? BertHead::question_answering
                  : head.kind == TaskHead::Kind::classification   ? BertHead::classification
                                                                  : BertHead::pretraining;
@@ -287,6 +289,7 @@ std::vector<float> BertTraining::stage_forward(const TrainingBatch& batch,
   } else {
     p.upload(b.ids, batch.inputs.input_ids);
     p.upload(b.types, batch.inputs.token_type_ids);
+    if (b.positions >= 0) p.upload(b.positions, batch.inputs.position_ids);
   }
   if (b.stage_output < 0) {  // the last stage: the head's labels and the loss scale
     p.upload(b.loss_scale, std::vector<float>{static_cast<float>(loss_scale / accumulation_steps)});
@@ -302,6 +305,7 @@ std::vector<float> BertTraining::stage_forward(const TrainingBatch& batch,
       p.upload(b.mlm_labels, batch.mlm_labels);
     }
     if (s.head == BertHead::pretraining) p.upload(b.nsp_labels, batch.nsp_labels);
+    if (b.nsp_positions >= 0) p.upload(b.nsp_positions, batch.nsp_positions);
   }
   p.run(Phase::forward);
   if (b.stage_output < 0) return {};
