@@ -23,7 +23,9 @@ void StepProgress::operator()(const PretrainStep& step, std::int64_t total) {
   elapsed_ += step.seconds;
   ++timed_;
   const double per_step = elapsed_ / static_cast<double>(timed_);
-  const double sequences = static_cast<double>(global_batch_) / step.seconds;
+  // Packed rows hold more sequences than rows: count what was trained.
+  const double sequences =
+      static_cast<double>(step.sequences > 0 ? step.sequences : global_batch_) / step.seconds;
   nlohmann::json line{
       {"event", "step"},
       {"step", step.step},
@@ -32,7 +34,8 @@ void StepProgress::operator()(const PretrainStep& step, std::int64_t total) {
       {"grad_norm", step.skipped ? nlohmann::json(nullptr) : nlohmann::json(step.grad_norm)},
       {"loss_scale", step.loss_scale},
       {"skipped", step.skipped},
-      {device_model_ ? "host_simulation_seconds" : "seconds", step.seconds}};
+      {device_model_ ? "host_simulation_seconds" : "seconds", step.seconds},
+      {"sequences", step.sequences}};
   if (pretraining_) {
     line["mlm_loss"] = step.mlm_loss;
     line["nsp_loss"] = step.nsp_loss;

@@ -150,3 +150,43 @@ TEST(PackedData, PackCommandReportsEfficiencyAndSpeedup) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// `pretrain` reads packed files as it finds them: each step trains on the
+// sequences its rows hold, and says so; a config that says otherwise, or
+// pipelines packed rows, is refused naming the key.
+TEST(PackedData, PretrainDetectsPackedFilesAndCountsSequences) {
+  test::TempDir dir;
+  ASSERT_EQ(test::run_polyhal("pack --input " + kMlperf.string() + " --output " +
+                              (dir.path() / "packed").string() + " --max-seq-len 32")
+                .exit_code,
+            0);
+  const auto config =
+      dir.write("p.yaml",
+                "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, vocab_size: 64}\n"
+                "batch: {micro: 2}\ndata: {source: mlperf_hdf5, files: packed}\n"
+                "optimizer: {name: adamw, learning_rate: 0.001}\nsteps: 2\n"
+                "checkpoint: {dir: ckpt, every: 1}\n");
+  const auto metrics = dir.path() / "m.jsonl";
+  auto r =
+      test::run_polyhal("run --config " + config.string() + " --metrics-out " + metrics.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("packed MLPerf HDF5: 4 rows of 32 tokens (up to 3 sequences"),
+            std::string::npos)
+      << r.output;
+  const auto summary = test::last_json_line(metrics);
+  EXPECT_EQ(summary["sequences_trained"], 8) << "2 steps of 2 rows of 2 sequences";
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "ckpt/checkpoint-00000002.safetensors"));
+  r = test::run_polyhal("validate --config " + config.string() + " --set data.packed=false");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'data.packed': false, but"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("holds packed rows"), std::string::npos) << r.output;
+  r = test::run_polyhal("validate --config " + config.string() + " --set model.pipeline=2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'model.pipeline': packed rows"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal

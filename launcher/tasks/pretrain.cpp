@@ -82,12 +82,15 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   if (!stages.empty()) summary["pipeline_stages"] = stages;
   if (!r.steps.empty()) {
     double total = 0;
-    for (const auto& s : r.steps) total += s.seconds;
-    const double sequences =
-        static_cast<double>(global_batch * static_cast<std::int64_t>(r.steps.size())) / total;
+    std::int64_t trained = 0;  // sequences: packed rows hold several
+    for (const auto& s : r.steps) {
+      total += s.seconds;
+      trained += s.sequences > 0 ? s.sequences : global_batch;
+    }
     summary["final_loss"] = r.steps.back().loss();
     summary["steps_run"] = r.steps.size();
-    if (!model) summary["sequences_per_second"] = sequences;
+    summary["sequences_trained"] = trained;
+    if (!model) summary["sequences_per_second"] = static_cast<double>(trained) / total;
     if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
   }
   if (!r.profile.empty()) {

@@ -28,6 +28,9 @@ struct PretrainStep {
   double loss_scale = 1.0;  ///< the scale this step ran with
   bool skipped = false;     ///< gradient overflow: weights unchanged
   double seconds = 0;       ///< wall time of the step on this host
+  /// Sequences the step trained on, over all replicas: the global batch, or
+  /// with packed rows the sequences they hold.
+  std::int64_t sequences = 0;
   double loss() const { return mlm_loss + nsp_loss + task_loss; }
 };
 

@@ -25,6 +25,9 @@ class PretrainingData {
   virtual std::int64_t max_predictions() const = 0;
   /// One line for the log: what is read, how many samples.
   virtual std::string description() const = 0;
+  /// Packed rows: the most sequences a row holds (BertTraining's
+  /// packed_sequences); 0 for one sequence per row.
+  virtual std::int64_t packed_sequences() const { return 0; }
 };
 
 /// Micro-batch number `index` of the data stream: [CLS] A [SEP] B [SEP],
@@ -36,7 +39,9 @@ class PretrainingData {
 TrainingBatch make_pretraining_batch(const BertConfig& config, BertShape shape,
                                      const DataSection& data, std::uint64_t index);
 
-/// The source `config.data` names, for micro-batches of `shape` on `model`.
+/// The source `config.data` names, for micro-batches of `shape` on `model`;
+/// packed MLPerf HDF5 (`polyhal pack`) when data.packed says so or the
+/// files are packed.
 /// Throws ConfigError naming the key (file:line) and the data file when the
 /// data does not fit the model (sequence length, vocabulary).
 std::unique_ptr<PretrainingData> open_pretraining_data(const RunConfig& config,

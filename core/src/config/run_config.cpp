@@ -421,7 +421,7 @@ void read_checkpoint(const YAML::Node& node, ConfigReader& reader, RunConfig& co
 void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
   reader.require_known_keys(node, "data",
                             {"source", "text_file", "vocab", "lower_case", "seed",
-                             "mask_probability", "max_predictions", "files", "shuffle"});
+                             "mask_probability", "max_predictions", "files", "shuffle", "packed"});
   auto& d = config.data;
   if (node["source"]) {
     d.source = reader.scalar(node["source"], "data.source");
@@ -449,6 +449,11 @@ void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) 
   }
   if (node["files"]) d.files = relative_to(config.file, reader.scalar(node["files"], "data.files"));
   if (node["shuffle"]) d.shuffle = reader.boolean(node["shuffle"], "data.shuffle");
+  if (node["packed"]) {
+    d.packed = reader.scalar(node["packed"], "data.packed");
+    if (d.packed != "auto" && d.packed != "true" && d.packed != "false")
+      reader.fail("data.packed", fmt::format("expected auto, true or false, got \"{}\"", d.packed));
+  }
   if (d.source == "mlperf_hdf5" && d.files.empty()) {
     reader.fail("data.files",
                 "required when data.source is mlperf_hdf5 (an .hdf5 file or a directory of them)");

@@ -4,8 +4,10 @@
 
 #include <utility>
 
+#include "data/packed_pretraining_data.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/mlperf_hdf5.hpp"
+#include "polyhal/packed_data.hpp"
 
 namespace polyhal {
 namespace {
@@ -150,8 +152,16 @@ std::int64_t sample_at(std::uint64_t position, std::int64_t size, std::uint64_t 
 
 std::unique_ptr<PretrainingData> open_pretraining_data(const RunConfig& config,
                                                        const BertConfig& model, BertShape shape) {
-  if (config.data.source == "mlperf_hdf5")
+  if (config.data.source == "mlperf_hdf5") {
+    const bool packed = is_packed_data(config.data.files);
+    if (config.data.packed != "auto" && packed != (config.data.packed == "true")) {
+      throw ConfigError(fmt::format("{}: key 'data.packed': {}, but {} holds {} rows",
+                                    config.locate("data.packed"), config.data.packed,
+                                    config.data.files.string(), packed ? "packed" : "unpacked"));
+    }
+    if (packed) return open_packed_data(config, model, shape);
     return std::make_unique<MlperfData>(config, model, shape);
+  }
   if (config.data.source == "generated" || config.data.source == "pattern")
     return std::make_unique<SyntheticData>(model, shape, config.data);
   throw ConfigError(fmt::format(

@@ -113,6 +113,12 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   spdlog::info("data: {}", data->description());
   const auto recompute = recompute_layers(config, result.config);
   result.stages = pipeline_stages(config, result.config);
+  if (!result.stages.empty() && data->packed_sequences() > 0) {
+    throw ConfigError(fmt::format(
+        "{}: key 'model.pipeline': packed rows (data.files {}) are not pipelined in this "
+        "version: train them unpipelined, or use the unpacked files",
+        config.locate("model.pipeline"), config.data.files.string()));
+  }
   if (!result.stages.empty()) {
     const TensorMap trained =
         run_pipelined_pretraining(device, stage_devices, config, compile_only, observer, *data,
@@ -125,7 +131,8 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
         device, result.config, shape, settings, precision,
         DropoutSettings{config.model.dropout,
                         config.model.attention_dropout.value_or(config.model.dropout)},
-        config.model.seed, data->max_predictions(), TaskHead{}, recompute);
+        config.model.seed, data->max_predictions(), TaskHead{}, recompute, PipelineStage{},
+        data->packed_sequences());
   };
   const int local_replicas = across_processes ? 1 : static_cast<int>(config.batch.replicas);
   const int total_replicas = across_processes ? across_processes->size() : local_replicas;

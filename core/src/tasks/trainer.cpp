@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <limits>
@@ -141,6 +142,18 @@ std::optional<TrainingStepEstimate> estimate_training_step(const BertTraining& m
   return e;
 }
 
+namespace {
+
+/// Sequences in a micro-batch: its rows, or with packed rows their
+/// sequences (the NSP slots that are not empty).
+std::int64_t sequences_in(const TrainingBatch& batch, std::int64_t rows) {
+  if (batch.nsp_positions.empty()) return rows;
+  return static_cast<std::int64_t>(std::count_if(batch.nsp_labels.begin(), batch.nsp_labels.end(),
+                                                 [](std::int32_t label) { return label != -100; }));
+}
+
+}  // namespace
+
 PretrainStep Trainer::step(std::int64_t number) {
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t accumulation = config_.batch.grad_accum;
@@ -149,17 +162,24 @@ PretrainStep Trainer::step(std::int64_t number) {
   record.step = number;
   record.learning_rate = learning_rate_at(config_.optimizer, number, config_.steps);
   record.loss_scale = scaler_.scale();
+  std::int64_t sequences = 0;
   const StepLosses mean = model_.accumulate(
       [&](int micro) {
         const auto index =
             static_cast<std::uint64_t>((number - 1) * accumulation + micro) * replica_count +
             static_cast<std::uint64_t>(replicas_.rank());
-        return batches_(index);
+        TrainingBatch batch = batches_(index);
+        sequences += sequences_in(batch, config_.batch.micro);
+        return batch;
       },
       static_cast<int>(accumulation), scaler_.scale());
   std::array<float, 3> losses{static_cast<float>(mean.mlm), static_cast<float>(mean.nsp),
                               static_cast<float>(mean.task)};
   replicas_.all_reduce(losses.data(), losses.size(), DType::f32, ReduceOp::mean);
+  // Exact in f32 up to 2^24 sequences per step.
+  float counted = static_cast<float>(sequences);
+  replicas_.all_reduce(&counted, 1, DType::f32, ReduceOp::sum);
+  record.sequences = static_cast<std::int64_t>(counted);
   model_.all_reduce_gradients(replicas_);
   record.mlm_loss = losses[0];
   record.nsp_loss = losses[1];

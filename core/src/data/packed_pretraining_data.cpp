@@ -1,0 +1,103 @@
+#include "data/packed_pretraining_data.hpp"
+
+#include <fmt/format.h>
+
+#include "polyhal/error.hpp"
+#include "polyhal/packed_data.hpp"
+
+namespace polyhal {
+namespace {
+
+PackedHdf5Reader open_reader(const RunConfig& config) {
+  try {
+    return PackedHdf5Reader(config.data.files);
+  } catch (const ConfigError& e) {
+    throw ConfigError(
+        fmt::format("{}: key 'data.files': {}", config.locate("data.files"), e.what()));
+  }
+}
+
+class PackedData final : public PretrainingData {
+ public:
+  PackedData(const RunConfig& config, const BertConfig& model, BertShape shape)
+      : reader_(open_reader(config)),
+        vocab_(model.vocab_size),
+        positions_(model.max_position_embeddings),
+        shape_(shape),
+        seed_(config.data.seed),
+        shuffle_(config.data.shuffle) {
+    if (reader_.seq_len() != shape.seq) {
+      throw ConfigError(fmt::format(
+          "{}: key 'data.files': {} holds packed rows of {} tokens, but model.seq_len is {}",
+          config.locate("data.files"), config.data.files.string(), reader_.seq_len(), shape.seq));
+    }
+  }
+
+  TrainingBatch batch(std::uint64_t index) const override {
+    TrainingBatch out;
+    out.index = index;
+    const auto seq = static_cast<std::size_t>(shape_.seq);
+    for (std::int64_t b = 0; b < shape_.batch; ++b) {
+      const auto position =
+          index * static_cast<std::uint64_t>(shape_.batch) + static_cast<std::uint64_t>(b);
+      const PackedSample s = reader_.sample(sample_at(position, reader_.size(), seed_, shuffle_));
+      const auto where = [&] { return fmt::format("{}: sample {}", s.file.string(), s.row); };
+      for (const std::int32_t id : s.input_ids) {
+        if (id < 0 || id >= vocab_)
+          throw ConfigError(fmt::format(
+              "{}: field packed_input_ids: token id {} outside the model's vocabulary of {}",
+              where(), id, vocab_));
+      }
+      for (const std::int32_t p : s.position_ids) {
+        if (p >= positions_)
+          throw ConfigError(fmt::format(
+              "{}: field packed_position_ids: {} beyond the model's {} position embeddings",
+              where(), p, positions_));
+      }
+      const auto row = static_cast<std::int32_t>(b) * static_cast<std::int32_t>(seq);
+      std::vector<std::int32_t> labels(seq, -100);
+      for (std::size_t k = 0; k < s.masked_lm_positions.size(); ++k) {
+        if (s.masked_lm_weights[k] == 0.0f) continue;  // checked: inside a sequence
+        labels[static_cast<std::size_t>(s.masked_lm_positions[k])] = s.masked_lm_ids[k];
+      }
+      auto append = [](auto& to, const auto& from) {
+        to.insert(to.end(), from.begin(), from.end());
+      };
+      append(out.inputs.input_ids, s.input_ids);
+      append(out.inputs.token_type_ids, s.segment_ids);
+      append(out.inputs.attention_mask, s.input_mask);
+      append(out.inputs.position_ids, s.position_ids);
+      append(out.mlm_labels, labels);
+      for (std::size_t q = 0; q < s.next_sentence_positions.size(); ++q) {
+        const bool real = s.next_sentence_weights[q] == 1.0f;
+        out.nsp_positions.push_back(row + (real ? s.next_sentence_positions[q] : 0));
+        out.nsp_labels.push_back(real ? s.next_sentence_labels[q] : -100);
+      }
+    }
+    return out;
+  }
+  std::int64_t max_predictions() const override { return reader_.max_predictions(); }
+  std::int64_t packed_sequences() const override { return reader_.max_sequences(); }
+  std::string description() const override {
+    return fmt::format(
+        "packed MLPerf HDF5: {} rows of {} tokens (up to {} sequences, {} predictions each), {}",
+        reader_.size(), reader_.seq_len(), reader_.max_sequences(), reader_.max_predictions(),
+        shuffle_ ? fmt::format("shuffled per epoch (seed {})", seed_) : "in order");
+  }
+
+ private:
+  PackedHdf5Reader reader_;
+  std::int64_t vocab_, positions_;
+  BertShape shape_;
+  std::uint64_t seed_;
+  bool shuffle_;
+};
+
+}  // namespace
+
+std::unique_ptr<PretrainingData> open_packed_data(const RunConfig& config, const BertConfig& model,
+                                                  BertShape shape) {
+  return std::make_unique<PackedData>(config, model, shape);
+}
+
+}  // namespace polyhal
