@@ -282,8 +282,7 @@ class Builder {
       p_.op(Phase::forward, OpKind::gather_rows, {x, out_.nsp_positions}, {cls});
       backward([=, this] {
         const int dx = fresh_gradient(x);
-        p_.op(Phase::backward, OpKind::gather_rows_backward, {grad(cls), out_.nsp_positions},
-              {dx});
+        p_.op(Phase::backward, OpKind::gather_rows_backward, {grad(cls), out_.nsp_positions}, {dx});
         contribute(x, dx);
       });
       out_.pooled = linear(cls, pool_w, pool_b, h, Activation::tanh, std::nullopt, "pooled");
