@@ -183,6 +183,18 @@ TEST(PackedData, PretrainDetectsPackedFilesAndCountsSequences) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("key 'data.packed': false, but"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("holds packed rows"), std::string::npos) << r.output;
+  // A device model counts sequences: a packed row costs about what an
+  // unpacked one does and holds 2 here.
+  const auto estimate = [&](const std::string& sets) {
+    const auto m = dir.path() / "e.jsonl";
+    const auto e = test::run_polyhal("run --compile-only --config " + config.string() +
+                                     " --backend gaudi --set model.precision=bf16 --metrics-out " +
+                                     m.string() + " " + sets);
+    EXPECT_EQ(e.exit_code, 0) << e.output;
+    return test::last_json_line(m)["estimated_sequences_per_second"].get<double>();
+  };
+  const double packed = estimate(""), unpacked = estimate("--set data.source=generated");
+  EXPECT_NEAR(packed / unpacked, 2.0, 0.1) << packed << " vs " << unpacked;
   r = test::run_polyhal("validate --config " + config.string() + " --set model.pipeline=2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("key 'model.pipeline': packed rows"), std::string::npos) << r.output;

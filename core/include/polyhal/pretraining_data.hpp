@@ -28,6 +28,9 @@ class PretrainingData {
   /// Packed rows: the most sequences a row holds (BertTraining's
   /// packed_sequences); 0 for one sequence per row.
   virtual std::int64_t packed_sequences() const { return 0; }
+  /// Sequences per row on average (packed: measured over the first rows); 1
+  /// for one sequence per row. Device-model estimates count sequences with it.
+  virtual double sequences_per_row() const { return 1.0; }
 };
 
 /// Micro-batch number `index` of the data stream: [CLS] A [SEP] B [SEP],

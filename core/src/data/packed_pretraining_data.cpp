@@ -31,6 +31,13 @@ class PackedData final : public PretrainingData {
           "{}: key 'data.files': {} holds packed rows of {} tokens, but model.seq_len is {}",
           config.locate("data.files"), config.data.files.string(), reader_.seq_len(), shape.seq));
     }
+    // Up to 1024 rows spread over the files: the packer writes its kinds of
+    // rows in runs (full single sequences first), so the first rows would not do.
+    const std::int64_t rows = std::min<std::int64_t>(reader_.size(), 1024);
+    std::int64_t sequences = 0;
+    for (std::int64_t r = 0; r < rows; ++r)
+      sequences += reader_.sample(r * reader_.size() / rows).sequences();
+    per_row_ = rows > 0 ? static_cast<double>(sequences) / static_cast<double>(rows) : 1.0;
   }
 
   TrainingBatch batch(std::uint64_t index) const override {
@@ -78,10 +85,13 @@ class PackedData final : public PretrainingData {
   }
   std::int64_t max_predictions() const override { return reader_.max_predictions(); }
   std::int64_t packed_sequences() const override { return reader_.max_sequences(); }
+  double sequences_per_row() const override { return per_row_; }
   std::string description() const override {
     return fmt::format(
-        "packed MLPerf HDF5: {} rows of {} tokens (up to {} sequences, {} predictions each), {}",
-        reader_.size(), reader_.seq_len(), reader_.max_sequences(), reader_.max_predictions(),
+        "packed MLPerf HDF5: {} rows of {} tokens (up to {} sequences, {:.2f} on average, {} "
+        "predictions each), {}",
+        reader_.size(), reader_.seq_len(), reader_.max_sequences(), per_row_,
+        reader_.max_predictions(),
         shuffle_ ? fmt::format("shuffled per epoch (seed {})", seed_) : "in order");
   }
 
@@ -91,6 +101,7 @@ class PackedData final : public PretrainingData {
   BertShape shape_;
   std::uint64_t seed_;
   bool shuffle_;
+  double per_row_ = 1.0;
 };
 
 }  // namespace

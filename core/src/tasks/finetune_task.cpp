@@ -235,7 +235,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   const std::int64_t global_batch = total_replicas * config.batch.grad_accum * config.batch.micro;
   const auto estimate = [&](const BertTraining& replica) {
     result.estimate = estimate_training_step(
-        replica, config.batch.grad_accum, global_batch,
+        replica, config.batch.grad_accum, static_cast<double>(global_batch),
         estimate_gradient_all_reduce(device, result.parameters, total_replicas));
   };
   // The replicas' communicators outlive the models that hold them; a

@@ -149,8 +149,11 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   const std::int64_t global_batch =
       static_cast<std::int64_t>(total_replicas) * config.batch.grad_accum * config.batch.micro;
   const auto estimate = [&](const BertTraining& replica) {
-    result.estimate = estimate_training_step(replica, config.batch.grad_accum, global_batch,
-                                             result.estimated_all_reduce_seconds);
+    // Packed rows: a row costs what an unpacked one does and holds more sequences.
+    result.estimate =
+        estimate_training_step(replica, config.batch.grad_accum,
+                               static_cast<double>(global_batch) * data->sequences_per_row(),
+                               result.estimated_all_reduce_seconds);
   };
   if (compile_only) {
     if (sharded) {

@@ -128,7 +128,7 @@ std::optional<double> estimate_gradient_all_reduce(Device& device, std::int64_t 
 
 std::optional<TrainingStepEstimate> estimate_training_step(const BertTraining& model,
                                                            std::int64_t grad_accum,
-                                                           std::int64_t global_batch,
+                                                           double sequences,
                                                            std::optional<double> all_reduce) {
   const auto work = model.estimate_work();
   if (!work) return std::nullopt;
@@ -138,7 +138,7 @@ std::optional<TrainingStepEstimate> estimate_training_step(const BertTraining& m
   e.optimizer = work->optimizer;
   e.all_reduce = all_reduce.value_or(0.0);
   e.host_io = work->host_io * static_cast<double>(grad_accum);
-  e.sequences_per_second = static_cast<double>(global_batch) / e.seconds();
+  e.sequences_per_second = sequences / e.seconds();
   return e;
 }
 

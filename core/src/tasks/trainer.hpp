@@ -48,11 +48,12 @@ std::optional<double> estimate_gradient_all_reduce(Device& device, std::int64_t 
                                                    int replicas);
 
 /// One optimizer step of `model` with `grad_accum` micro-batches, its
-/// gradient all-reduce and `global_batch` sequences, priced by the device
+/// gradient all-reduce and `sequences` sequences (the global batch, more
+/// with packed rows), priced by the device
 /// model; nullopt on real hardware.
 std::optional<TrainingStepEstimate> estimate_training_step(const BertTraining& model,
                                                            std::int64_t grad_accum,
-                                                           std::int64_t global_batch,
+                                                           double sequences,
                                                            std::optional<double> all_reduce);
 
 /// What rank 0 records while training.
