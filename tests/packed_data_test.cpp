@@ -2,7 +2,9 @@
 // whole, from the packed rows; bad input names file, sample and field.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "polyhal/error.hpp"
 #include "polyhal/mlperf_hdf5.hpp"
@@ -198,6 +200,58 @@ TEST(PackedData, PretrainDetectsPackedFilesAndCountsSequences) {
   r = test::run_polyhal("validate --config " + config.string() + " --set model.pipeline=2");
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("key 'model.pipeline': packed rows"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// Packed rows go through the ordinary loop: accumulation, 2 replicas in one
+// process or 2 MPI ranks (the same losses), and a resume that repeats the
+// last step exactly.
+TEST(PackedData, PackedRowsTrainWithReplicasMpiAndResume) {
+  test::TempDir dir;
+  ASSERT_EQ(test::run_polyhal("pack --input " + kMlperf.string() + " --output " +
+                              (dir.path() / "packed").string() + " --max-seq-len 32")
+                .exit_code,
+            0);
+  const auto config =
+      dir.write("p.yaml",
+                "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, vocab_size: 64}\n"
+                "batch: {micro: 1, grad_accum: 2, replicas: 2}\n"
+                "data: {source: mlperf_hdf5, files: packed}\n"
+                "optimizer: {name: lamb, learning_rate: 0.005}\nsteps: 3\nlog: {every: 1}\n");
+  const auto losses = [&](const std::string& name, const std::string& command,
+                          const std::string& sets) {
+    const auto metrics = dir.path() / (name + ".jsonl");
+    const auto r = test::run_command(command + " run --config " + config.string() +
+                                     " --metrics-out " + metrics.string() + " " + sets + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::vector<double> out;
+    std::ifstream in(metrics);
+    for (std::string line; std::getline(in, line);) {
+      const auto record = nlohmann::json::parse(line);
+      if (record.value("event", "") == "step") {
+        out.push_back(record["loss"].get<double>());
+        EXPECT_EQ(record["sequences"], 8) << "2 replicas x 2 micro-batches x 1 row of 2";
+      }
+    }
+    return out;
+  };
+  const auto local =
+      losses("local", POLYHAL_LAUNCHER, "--set checkpoint.dir=ckpt --set checkpoint.every=1");
+  const auto mpi = losses("mpi", test::mpirun(2),
+                          "--set collective.engine=mpi --set collective.timeout_seconds=120");
+  ASSERT_EQ(local.size(), 3u);
+  ASSERT_EQ(mpi.size(), local.size());
+  for (std::size_t i = 0; i < local.size(); ++i) EXPECT_NEAR(mpi[i], local[i], 1e-5) << i;
+  std::filesystem::remove(dir.path() / "ckpt/checkpoint-00000003.safetensors");
+  const auto resumed =
+      losses("resumed", POLYHAL_LAUNCHER, "--set checkpoint.dir=ckpt --set checkpoint.every=1");
+  ASSERT_EQ(resumed.size(), 1u);
+  EXPECT_EQ(resumed[0], local[2]);
 }
 
 }  // namespace
