@@ -167,7 +167,9 @@ PackResult pack_mlperf_hdf5(const PackOptions& options, const PackProgress& prog
   std::vector<Sequence> sequences;
   std::vector<std::int64_t> lengths;
   std::vector<std::int32_t> labels;
-  sequences.reserve(static_cast<std::size_t>(total));
+  // Grown as rows are read: a file claiming more rows than it holds cannot make us
+  // allocate for them up front.
+  sequences.reserve(static_cast<std::size_t>(std::min<std::int64_t>(total, 1 << 20)));
   for (std::int64_t i = 0; i < total; ++i) {
     const MlperfSample sample = reader.sample(i);
     sequences.push_back(check_sample(sample, options.max_seq_len));
