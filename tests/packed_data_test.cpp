@@ -156,21 +156,27 @@ TEST(PackedData, PackCommandReportsEfficiencyAndSpeedup) {
 namespace polyhal {
 namespace {
 
+/// The test data packed 2 per row of 32 into dir/packed, and a tiny
+/// pre-training config reading it with `rest` (batch, optimizer, steps, ...).
+std::filesystem::path packed_pretrain_config(const test::TempDir& dir, const std::string& rest) {
+  const auto r = test::run_polyhal("pack --input " + kMlperf.string() + " --output " +
+                                   (dir.path() / "packed").string() + " --max-seq-len 32");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  return dir.write("p.yaml",
+                   "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, vocab_size: "
+                   "64}\ndata: {source: mlperf_hdf5, files: packed}\n" +
+                       rest);
+}
+
 // `pretrain` reads packed files as it finds them: each step trains on the
 // sequences its rows hold, and says so; a config that says otherwise, or
 // pipelines packed rows, is refused naming the key.
 TEST(PackedData, PretrainDetectsPackedFilesAndCountsSequences) {
   test::TempDir dir;
-  ASSERT_EQ(test::run_polyhal("pack --input " + kMlperf.string() + " --output " +
-                              (dir.path() / "packed").string() + " --max-seq-len 32")
-                .exit_code,
-            0);
-  const auto config =
-      dir.write("p.yaml",
-                "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, vocab_size: 64}\n"
-                "batch: {micro: 2}\ndata: {source: mlperf_hdf5, files: packed}\n"
-                "optimizer: {name: adamw, learning_rate: 0.001}\nsteps: 2\n"
-                "checkpoint: {dir: ckpt, every: 1}\n");
+  const auto config = packed_pretrain_config(
+      dir,
+      "batch: {micro: 2}\noptimizer: {name: adamw, learning_rate: 0.001}\nsteps: 2\n"
+      "checkpoint: {dir: ckpt, every: 1}\n");
   const auto metrics = dir.path() / "m.jsonl";
   auto r =
       test::run_polyhal("run --config " + config.string() + " --metrics-out " + metrics.string());
@@ -213,16 +219,10 @@ namespace {
 // last step exactly.
 TEST(PackedData, PackedRowsTrainWithReplicasMpiAndResume) {
   test::TempDir dir;
-  ASSERT_EQ(test::run_polyhal("pack --input " + kMlperf.string() + " --output " +
-                              (dir.path() / "packed").string() + " --max-seq-len 32")
-                .exit_code,
-            0);
-  const auto config =
-      dir.write("p.yaml",
-                "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, vocab_size: 64}\n"
-                "batch: {micro: 1, grad_accum: 2, replicas: 2}\n"
-                "data: {source: mlperf_hdf5, files: packed}\n"
-                "optimizer: {name: lamb, learning_rate: 0.005}\nsteps: 3\nlog: {every: 1}\n");
+  const auto config = packed_pretrain_config(
+      dir,
+      "batch: {micro: 1, grad_accum: 2, replicas: 2}\n"
+      "optimizer: {name: lamb, learning_rate: 0.005}\nsteps: 3\nlog: {every: 1}\n");
   const auto losses = [&](const std::string& name, const std::string& command,
                           const std::string& sets) {
     const auto metrics = dir.path() / (name + ".jsonl");

@@ -8,19 +8,10 @@
 namespace polyhal {
 namespace {
 
-PackedHdf5Reader open_reader(const RunConfig& config) {
-  try {
-    return PackedHdf5Reader(config.data.files);
-  } catch (const ConfigError& e) {
-    throw ConfigError(
-        fmt::format("{}: key 'data.files': {}", config.locate("data.files"), e.what()));
-  }
-}
-
 class PackedData final : public PretrainingData {
  public:
   PackedData(const RunConfig& config, const BertConfig& model, BertShape shape)
-      : reader_(open_reader(config)),
+      : reader_(open_data_files<PackedHdf5Reader>(config)),
         vocab_(model.vocab_size),
         positions_(model.max_position_embeddings),
         shape_(shape),

@@ -1,10 +1,26 @@
 #pragma once
 // Packed MLPerf HDF5 (`polyhal pack`) as a pre-training source (inside libpolyhal).
+#include <fmt/format.h>
+
+#include <filesystem>
 #include <memory>
 
+#include "polyhal/error.hpp"
 #include "polyhal/pretraining_data.hpp"
 
 namespace polyhal {
+
+/// Reader(data.files), its errors (which name the data file) prefixed with
+/// where data.files was set.
+template <class Reader>
+Reader open_data_files(const RunConfig& config) {
+  try {
+    return Reader(config.data.files);
+  } catch (const ConfigError& e) {
+    throw ConfigError(
+        fmt::format("{}: key 'data.files': {}", config.locate("data.files"), e.what()));
+  }
+}
 
 /// Micro-batches of `shape.batch` packed rows of data.files; the files' row
 /// length must equal model.seq_len. Throws ConfigError naming data.files.

@@ -38,21 +38,10 @@ class SyntheticData final : public PretrainingData {
   DataSection data_;
 };
 
-/// The reader of data.files; its errors (which name the data file) are
-/// prefixed with where data.files was set.
-MlperfHdf5Reader open_reader(const RunConfig& config) {
-  try {
-    return MlperfHdf5Reader(config.data.files);
-  } catch (const ConfigError& e) {
-    throw ConfigError(
-        fmt::format("{}: key 'data.files': {}", config.locate("data.files"), e.what()));
-  }
-}
-
 class MlperfData final : public PretrainingData {
  public:
   MlperfData(const RunConfig& config, const BertConfig& model, BertShape shape)
-      : reader_(open_reader(config)),
+      : reader_(open_data_files<MlperfHdf5Reader>(config)),
         vocab_(model.vocab_size),
         shape_(shape),
         seed_(config.data.seed),

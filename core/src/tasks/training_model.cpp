@@ -6,9 +6,27 @@
 namespace polyhal {
 namespace {
 
-class SingleProgram final : public TrainingModel {
+/// What both kinds of model do alike: forwarded as is.
+template <class Model>
+class Forwarding : public TrainingModel {
  public:
-  explicit SingleProgram(BertTraining& model) : model_(model) {}
+  explicit Forwarding(Model& model) : model_(model) {}
+  void all_reduce_gradients(Communicator& replicas) override {
+    model_.all_reduce_gradients(replicas);
+  }
+  std::optional<double> optimizer_step(double learning_rate, double loss_scale) override {
+    return model_.optimizer_step(learning_rate, loss_scale);
+  }
+  TensorMap state() const override { return model_.state(); }
+  TensorMap weights() const override { return model_.weights(); }
+
+ protected:
+  Model& model_;
+};
+
+class SingleProgram final : public Forwarding<BertTraining> {
+ public:
+  using Forwarding::Forwarding;
 
   StepLosses accumulate(const std::function<TrainingBatch(int)>& batch, int count,
                         double loss_scale) override {
@@ -27,22 +45,11 @@ class SingleProgram final : public TrainingModel {
     mean.task = sums[2];
     return mean;
   }
-  void all_reduce_gradients(Communicator& replicas) override {
-    model_.all_reduce_gradients(replicas);
-  }
-  std::optional<double> optimizer_step(double learning_rate, double loss_scale) override {
-    return model_.optimizer_step(learning_rate, loss_scale);
-  }
-  TensorMap state() const override { return model_.state(); }
-  TensorMap weights() const override { return model_.weights(); }
-
- private:
-  BertTraining& model_;
 };
 
-class Pipeline final : public TrainingModel {
+class Pipeline final : public Forwarding<PipelinedTraining> {
  public:
-  explicit Pipeline(PipelinedTraining& model) : model_(model) {}
+  using Forwarding::Forwarding;
 
   StepLosses accumulate(const std::function<TrainingBatch(int)>& batch, int count,
                         double loss_scale) override {
@@ -52,17 +59,6 @@ class Pipeline final : public TrainingModel {
     for (int micro = 0; micro < count; ++micro) batches.push_back(batch(micro));
     return model_.forward_backward(batches, loss_scale);
   }
-  void all_reduce_gradients(Communicator& replicas) override {
-    model_.all_reduce_gradients(replicas);
-  }
-  std::optional<double> optimizer_step(double learning_rate, double loss_scale) override {
-    return model_.optimizer_step(learning_rate, loss_scale);
-  }
-  TensorMap state() const override { return model_.state(); }
-  TensorMap weights() const override { return model_.weights(); }
-
- private:
-  PipelinedTraining& model_;
 };
 
 }  // namespace
