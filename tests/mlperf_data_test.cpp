@@ -104,25 +104,18 @@ TEST(MlperfHdf5, ShuffledEpochsVisitEverySampleOnceInAnotherOrder) {
       << "another seed, another order";
 }
 
-void expect_refused(const std::function<void()>& open, const std::string& fragment) {
-  try {
-    open();
-    FAIL() << "accepted; expected an error containing: " << fragment;
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using test::expect_config_error;
 
 TEST(MlperfHdf5, BadFilesAndMismatchedModelsAreRefusedWithTheFileNamed) {
-  expect_refused([] { MlperfHdf5Reader r(kData / "bad/not_hdf5.hdf5"); },
-                 "not_hdf5.hdf5: cannot open as HDF5");
-  expect_refused([] { MlperfHdf5Reader r(kData / "bad/no_labels.hdf5"); },
-                 "no_labels.hdf5: no dataset 'masked_lm_ids'");
-  expect_refused([] { MlperfHdf5Reader r(kData / "bad/missing.hdf5"); }, "missing.hdf5");
-  expect_refused([] { MlperfHdf5Reader r(kData / "bad"); }, "no_labels.hdf5: no dataset");
+  expect_config_error([] { MlperfHdf5Reader r(kData / "bad/not_hdf5.hdf5"); },
+                      "not_hdf5.hdf5: cannot open as HDF5");
+  expect_config_error([] { MlperfHdf5Reader r(kData / "bad/no_labels.hdf5"); },
+                      "no_labels.hdf5: no dataset 'masked_lm_ids'");
+  expect_config_error([] { MlperfHdf5Reader r(kData / "bad/missing.hdf5"); }, "missing.hdf5");
+  expect_config_error([] { MlperfHdf5Reader r(kData / "bad"); }, "no_labels.hdf5: no dataset");
   auto run = mlperf_run(false);
   run.data.files = kData / "bad/seq32.hdf5";
-  expect_refused(
+  expect_config_error(
       [&] {
         open_pretraining_data(run, tiny_model(), {2, kSeq});
       },
@@ -130,7 +123,7 @@ TEST(MlperfHdf5, BadFilesAndMismatchedModelsAreRefusedWithTheFileNamed) {
   BertConfig small_vocab = tiny_model();
   small_vocab.vocab_size = 20;
   const auto data = open_pretraining_data(mlperf_run(false), small_vocab, {2, kSeq});
-  expect_refused([&] { data->batch(0); }, "outside the model's vocabulary of 20");
+  expect_config_error([&] { data->batch(0); }, "outside the model's vocabulary of 20");
 }
 
 TEST(MlperfHdf5, PretrainingRunsOnTheFilesThroughTheLauncher) {

@@ -19,14 +19,7 @@ const std::filesystem::path kMlperf =
 const std::filesystem::path kPacked =
     std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/packed";
 
-void expect_refused(const std::function<void()>& f, const std::string& fragment) {
-  try {
-    f();
-    FAIL() << "accepted; expected an error containing: " << fragment;
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
+using test::expect_config_error;
 
 TEST(PackedData, EverySampleComesBackOnceAndWhole) {
   for (const std::string algorithm : {"spfhp", "nnlshp"}) {
@@ -105,28 +98,29 @@ TEST(PackedData, BadInputNamesFileSampleAndField) {
   options.input = kMlperf;
   options.output = dir.path() / "out";
   options.max_seq_len = 8;
-  expect_refused([&] { pack_mlperf_hdf5(options); },
-                 "part-00000-of-00002.hdf5: sample 0: field input_mask: 10 tokens, longer than "
-                 "the pack length 8");
+  expect_config_error(
+      [&] { pack_mlperf_hdf5(options); },
+      "part-00000-of-00002.hdf5: sample 0: field input_mask: 10 tokens, longer than "
+      "the pack length 8");
   EXPECT_FALSE(std::filesystem::exists(options.output / "part-00000-of-00001.hdf5"));
   options.max_seq_len = 32;
   std::filesystem::create_directories(options.output);
   dir.write("out/other.hdf5", "x");
-  expect_refused([&] { pack_mlperf_hdf5(options); }, "--output already holds other.hdf5");
+  expect_config_error([&] { pack_mlperf_hdf5(options); }, "--output already holds other.hdf5");
 
   EXPECT_EQ(PackedHdf5Reader(kPacked / "good.hdf5").sample(0).sequences(), 2);
-  expect_refused([] { PackedHdf5Reader(kPacked / "bad/positions.hdf5").sample(0); },
-                 "positions.hdf5: sample 0: field packed_position_ids: 4 at token 6, but "
-                 "packed_input_mask puts that token at position 1 of sequence 2");
-  expect_refused([] { PackedHdf5Reader(kPacked / "bad/mask.hdf5").sample(0); },
-                 "mask.hdf5: sample 0: field packed_input_mask: sequence 1 at token 7 after "
-                 "sequence 2");
-  expect_refused([] { PackedHdf5Reader(kPacked / "bad/lm_position.hdf5").sample(0); },
-                 "field packed_masked_lm_positions: 10 at 1: not a token of any sequence");
-  expect_refused([] { PackedHdf5Reader(kPacked / "bad/ns_weights.hdf5").sample(0); },
-                 "field packed_next_sentence_weights: the row holds 2 sequences; weight 1 for "
-                 "sequence 3");
-  expect_refused([] { PackedHdf5Reader r(kMlperf); }, "no dataset 'packed_input_ids'");
+  expect_config_error([] { PackedHdf5Reader(kPacked / "bad/positions.hdf5").sample(0); },
+                      "positions.hdf5: sample 0: field packed_position_ids: 4 at token 6, but "
+                      "packed_input_mask puts that token at position 1 of sequence 2");
+  expect_config_error([] { PackedHdf5Reader(kPacked / "bad/mask.hdf5").sample(0); },
+                      "mask.hdf5: sample 0: field packed_input_mask: sequence 1 at token 7 after "
+                      "sequence 2");
+  expect_config_error([] { PackedHdf5Reader(kPacked / "bad/lm_position.hdf5").sample(0); },
+                      "field packed_masked_lm_positions: 10 at 1: not a token of any sequence");
+  expect_config_error([] { PackedHdf5Reader(kPacked / "bad/ns_weights.hdf5").sample(0); },
+                      "field packed_next_sentence_weights: the row holds 2 sequences; weight 1 for "
+                      "sequence 3");
+  expect_config_error([] { PackedHdf5Reader r(kMlperf); }, "no dataset 'packed_input_ids'");
 }
 
 // The command prints what packing achieved.
@@ -230,13 +224,9 @@ TEST(PackedData, PackedRowsTrainWithReplicasMpiAndResume) {
                                      " --metrics-out " + metrics.string() + " " + sets + " 2>&1");
     EXPECT_EQ(r.exit_code, 0) << r.output;
     std::vector<double> out;
-    std::ifstream in(metrics);
-    for (std::string line; std::getline(in, line);) {
-      const auto record = nlohmann::json::parse(line);
-      if (record.value("event", "") == "step") {
-        out.push_back(record["loss"].get<double>());
-        EXPECT_EQ(record["sequences"], 8) << "2 replicas x 2 micro-batches x 1 row of 2";
-      }
+    for (const auto& record : test::step_records(metrics)) {
+      out.push_back(record["loss"].get<double>());
+      EXPECT_EQ(record["sequences"], 8) << "2 replicas x 2 micro-batches x 1 row of 2";
     }
     return out;
   };

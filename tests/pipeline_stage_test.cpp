@@ -200,15 +200,7 @@ TEST(PipelineStage, AStageThatDoesNotFitTheModelIsRefused) {
 namespace polyhal {
 namespace {
 
-std::vector<double> step_losses(const std::filesystem::path& metrics) {
-  std::vector<double> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    const auto record = nlohmann::json::parse(line);
-    if (record.value("event", "") == "step") out.push_back(record["loss"].get<double>());
-  }
-  return out;
-}
+using test::step_losses;
 
 // `pretrain` with model.pipeline on the CPU trains as without it, with the
 // global gradient norm clipped over all stages, static loss scaling, and

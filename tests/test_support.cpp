@@ -8,6 +8,9 @@
 #include <fstream>
 #include <stdexcept>
 
+#include <gtest/gtest.h>
+
+#include "polyhal/error.hpp"
 #include "polyhal/plugin_loader.hpp"
 
 namespace polyhal::test {
@@ -64,6 +67,31 @@ nlohmann::json last_json_line(const std::filesystem::path& metrics) {
   std::string line, last;
   while (std::getline(in, line)) last = line;
   return nlohmann::json::parse(last);
+}
+
+std::vector<nlohmann::json> step_records(const std::filesystem::path& metrics) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(metrics);
+  for (std::string line; std::getline(in, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record.value("event", "") == "step") out.push_back(std::move(record));
+  }
+  return out;
+}
+
+std::vector<double> step_losses(const std::filesystem::path& metrics) {
+  std::vector<double> out;
+  for (const auto& record : step_records(metrics)) out.push_back(record["loss"].get<double>());
+  return out;
+}
+
+void expect_config_error(const std::function<void()>& f, const std::string& fragment) {
+  try {
+    f();
+    FAIL() << "accepted; expected an error containing: " << fragment;
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
 }
 
 std::string mpirun(int ranks, const std::string& program) {

@@ -2,6 +2,7 @@
 // Helpers shared by the tests: temporary directories, running the launcher,
 // and loading the plugins built in this tree.
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -54,6 +55,11 @@ BertConfig small_bert(std::int64_t layers);
 DataSection pattern_data();
 /// The last JSON line of a metrics file (the run's summary).
 nlohmann::json last_json_line(const std::filesystem::path& metrics);
+/// The {"event": "step"} lines of a metrics file, and their losses.
+std::vector<nlohmann::json> step_records(const std::filesystem::path& metrics);
+std::vector<double> step_losses(const std::filesystem::path& metrics);
+/// Runs `f` and expects a ConfigError whose message contains `fragment`.
+void expect_config_error(const std::function<void()>& f, const std::string& fragment);
 
 /// tests/golden/bert_tiny, where the PyTorch scripts write their files.
 std::filesystem::path golden_dir();

@@ -44,12 +44,7 @@ class OneDnnAttention final : public Kernel {
 
     scores_md_ = scores_md;
     score_scale_ = 1.0f / std::sqrt(static_cast<float>(d));
-    dnnl::primitive_attr score_attr;
-    score_attr.set_output_scales(0, {score_scale_});
-    dnnl::post_ops mask_add;
-    mask_add.append_binary(dnnl::algorithm::binary_add, mask_md);
-    score_attr.set_post_ops(mask_add);
-    score_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::primitive_attr score_attr = scores_attr(score_scale_, mask_md, true);
     dnnl::primitive_attr plain;
     plain.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {

@@ -125,17 +125,13 @@ class OneDnnAttentionTrain final : public Kernel {
         v_(desc, 0),
         engine_(engine),
         stream_(engine),
-        scores_(create_or_refuse(desc,
-                                 [&] {
-                                   dnnl::primitive_attr attr;
-                                   attr.set_output_scales(0, {v_.scale()});
-                                   dnnl::post_ops mask_add;
-                                   mask_add.append_binary(dnnl::algorithm::binary_add, mask_md());
-                                   attr.set_post_ops(mask_add);
-                                   return Gemm(engine, v_.qkv_part(v_.operand()),
-                                               v_.qkv_part_t(v_.operand()), v_.scores(dt::f32),
-                                               false, false, attr);
-                                 })),
+        scores_(create_or_refuse(
+            desc,
+            [&] {
+              const dnnl::primitive_attr attr = scores_attr(v_.scale(), mask_md(), false);
+              return Gemm(engine, v_.qkv_part(v_.operand()), v_.qkv_part_t(v_.operand()),
+                          v_.scores(dt::f32), false, false, attr);
+            })),
         context_(batched_product(desc, engine, v_.scores(v_.operand()), v_.qkv_part(v_.operand()),
                                  v_.context(v_.operand()))),
         softmax_pd_(create_or_refuse(desc,
@@ -166,11 +162,8 @@ class OneDnnAttentionTrain final : public Kernel {
       // Sequences packed in a row see only themselves: a [B, S, S] mask.
       if (!packed_scores_) {
         packed_scores_.emplace(create_or_refuse(desc_, [&] {
-          dnnl::primitive_attr attr;
-          attr.set_output_scales(0, {v_.scale()});
-          dnnl::post_ops mask_add;
-          mask_add.append_binary(dnnl::algorithm::binary_add, packed_mask_md(v_.b, v_.s));
-          attr.set_post_ops(mask_add);
+          const dnnl::primitive_attr attr =
+              scores_attr(v_.scale(), packed_mask_md(v_.b, v_.s), false);
           return Gemm(engine_, v_.qkv_part(v_.operand()), v_.qkv_part_t(v_.operand()),
                       v_.scores(dt::f32), false, false, attr);
         }));

@@ -1,8 +1,9 @@
 #pragma once
-// Attention scores for packed rows (several sequences per row, kernel.hpp
-// attention_allows): the scale-and-mask matmul with a [B, 1, S, S] additive
-// mask instead of the per-key [B, 1, 1, S] one, made when a packed batch
-// first comes. Shared by the inference and training attention kernels.
+// Attention scores, shared by the inference and training attention kernels:
+// the scale-and-mask matmul's attributes, and for packed rows (several
+// sequences per row, kernel.hpp attention_allows) the variant with a
+// [B, 1, S, S] additive mask instead of the per-key [B, 1, 1, S] one, made
+// when a packed batch first comes.
 #include <dnnl.hpp>
 
 #include <algorithm>
@@ -32,6 +33,20 @@ inline void fill_packed_mask(const std::int32_t* sequence, std::int64_t b, std::
   }
 }
 
+/// The attention scores' matmul attributes: q k^T scaled by 1/sqrt(d), plus
+/// an additive mask of `mask_md` ([B,1,1,S] per key, or [B,1,S,S] packed).
+/// `user_scratchpad`: the kernel passes its own scratchpad memory.
+inline dnnl::primitive_attr scores_attr(float scale, const dnnl::memory::desc& mask_md,
+                                        bool user_scratchpad) {
+  dnnl::primitive_attr attr;
+  attr.set_output_scales(0, {scale});
+  dnnl::post_ops mask_add;
+  mask_add.append_binary(dnnl::algorithm::binary_add, mask_md);
+  attr.set_post_ops(mask_add);
+  if (user_scratchpad) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
 /// The [B, 1, S, S] mask's descriptor.
 inline dnnl::memory::desc packed_mask_md(std::int64_t b, std::int64_t s) {
   return {{b, 1, s, s}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::abcd};
@@ -43,12 +58,7 @@ struct PackedScores {
                const dnnl::engine& engine)
       : b(batch), s(seq) {
     const dnnl::memory::desc mask_md = packed_mask_md(b, s);
-    dnnl::primitive_attr attr;
-    attr.set_output_scales(0, {scale});
-    dnnl::post_ops add;
-    add.append_binary(dnnl::algorithm::binary_add, mask_md);
-    attr.set_post_ops(add);
-    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::primitive_attr attr = scores_attr(scale, mask_md, true);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(q_md, kt_md, scores_md), attr, engine);
     prim = dnnl::matmul(pd);
     mask = dnnl::memory(mask_md, engine);
