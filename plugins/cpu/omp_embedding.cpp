@@ -31,6 +31,10 @@ class OmpEmbedding final : public Kernel {
     const auto* ids = static_cast<const std::int32_t*>(inputs[0].buffer->data());
     const auto* types = static_cast<const std::int32_t*>(inputs[1].buffer->data());
     check_embedding_ids(ids, types, tokens_, tables_);
+    // Packed rows give each token's position; else position = index % seq.
+    const auto* positions =
+        inputs.size() > 2 ? static_cast<const std::int32_t*>(inputs[2].buffer->data()) : nullptr;
+    if (positions) check_position_ids(positions, tokens_, tables_[1].shape[0]);
     const DType type = tables_[0].dtype;
     const auto h = static_cast<std::size_t>(hidden_);
 #pragma omp parallel
@@ -39,7 +43,7 @@ class OmpEmbedding final : public Kernel {
       float* part = sum + h;
 #pragma omp for schedule(static)
       for (std::int64_t t = 0; t < tokens_; ++t) {
-        const std::int64_t rows[3] = {ids[t], t % seq_, types[t]};
+        const std::int64_t rows[3] = {ids[t], positions ? positions[t] : t % seq_, types[t]};
         std::fill(sum, sum + h, 0.0f);
         for (int i = 0; i < 3; ++i) {
           const auto* row =

@@ -63,8 +63,11 @@ class BertInference {
   /// The model class of `head` (bert_config.hpp): BertForPreTraining with its
   /// MLM and NSP heads, BertForQuestionAnswering (start/end logits, no
   /// pooler) or BertForSequenceClassification (pooled output and logits).
+  /// `packed`: question answering on packed rows (several sequences per
+  /// row): run() then requires BertInputs::position_ids, and the attention
+  /// mask numbers each token's sequence.
   BertInference(Device& device, const BertConfig& config, BertShape shape, DType precision,
-                const TaskHead& head);
+                const TaskHead& head, bool packed = false);
   ~BertInference();
   BertInference(const BertInference&) = delete;
   BertInference& operator=(const BertInference&) = delete;

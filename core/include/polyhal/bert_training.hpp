@@ -38,7 +38,8 @@ struct TrainingBatch {
   /// [CLS]; an empty slot points at its row's first token.
   std::vector<std::int32_t> nsp_positions{};
   /// Question answering: the answer's first and last token per sequence
-  /// (clamped to [0, seq]; seq means none, as Hugging Face).
+  /// (clamped to [0, seq]; seq means none, as Hugging Face). Packed rows:
+  /// [B*K], the token's index in its row, -100 for an empty slot.
   std::vector<std::int32_t> start_positions{}, end_positions{};
   std::vector<std::int32_t> labels{};  ///< classification: class per sequence (-100 ignored)
   std::vector<float> targets{};        ///< regression (num_labels 1): target per sequence
@@ -112,6 +113,10 @@ class BertTraining {
   /// backward but recomputed there from the layer's input (the seeds'
   /// recomputation): the same numerics, one layer's intermediates in memory
   /// instead of one set per layer, one more forward of those layers per step.
+  /// `packed_sequences` > 0: rows packed with at most that many sequences
+  /// (pre-training or question answering): TrainingBatch gives position ids,
+  /// sequence numbers as the attention mask, and per sequence slot the NSP
+  /// [CLS] rows and labels or the answer spans (row positions, -100 empty).
   BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
                OptimizerSettings optimizer, DType precision = DType::f32,
                DropoutSettings dropout = {}, std::uint64_t seed = 0,

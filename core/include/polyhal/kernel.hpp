@@ -18,9 +18,10 @@
 ///              context[B*S, H]; AttentionAttrs (batch, seq, heads).
 ///              softmax(q k^T / sqrt(d)) v per head over the keys
 ///              attention_allows(mask[query], mask[key]) admits.
-///   embedding: ids[B*S], token_types[B*S] (i32); word[V,H], position[P,H],
-///              type[T,H] -> word[id] + position[s] + type[t] as [B*S, H];
-///              EmbeddingAttrs (seq)
+///   embedding: ids[B*S], token_types[B*S] [, position_ids[B*S]] (i32);
+///              word[V,H], position[P,H], type[T,H] -> word[id] +
+///              position[s] + type[t] as [B*S, H], s the token's index in its
+///              row, or its position id (packed rows); EmbeddingAttrs (seq)
 ///   take_rows: X[R,H] -> Y[R/stride, H], rows 0, stride, 2*stride, ...;
 ///              RowStrideAttrs (stride)
 #include <functional>

@@ -46,7 +46,12 @@
 ///                         -> loss[1] = (CE over each sequence's start logits +
 ///                         CE over its end logits) / 2, means over sequences,
 ///                         positions clamped to [0, S] and S ignored (Hugging
-///                         Face's BertForQuestionAnswering); dlogits
+///                         Face's BertForQuestionAnswering); dlogits.
+///                         Packed rows: a fourth input mask[B,S] (the
+///                         attention mask: token's sequence 1..K, 0 padding)
+///                         and positions[B*K,2] indexing the row, slot j of
+///                         row b being sequence j+1, -100 an empty slot; each
+///                         softmax runs over its sequence's tokens only
 ///   "classification_loss": logits[B,C], labels[B] (i32, -100 ignored), loss_scale[1]
 ///                         -> loss[1] (mean CE), dlogits
 ///   "regression_loss":    predictions[B,1], targets[B] (f32), loss_scale[1]

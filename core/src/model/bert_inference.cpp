@@ -41,13 +41,15 @@ BertHead program_head(const TaskHead& head) {
 /// load_weights.
 std::unique_ptr<BertInference::State> declare_inference(Device& device, const BertConfig& config,
                                                         BertShape shape, DType precision,
-                                                        const TaskHead& head, bool with_heads) {
+                                                        const TaskHead& head, bool with_heads,
+                                                        bool packed = false) {
   BertProgramOptions options;
   options.config = config;
   options.shape = shape;
   options.heads = with_heads;
   options.head = program_head(head);
   options.num_labels = head.num_labels;
+  options.packed_sequences = packed ? 1 : 0;  // inference needs only the position ids
   auto state = std::make_unique<BertInference::State>();
   state->config = config;
   state->shape = shape;
@@ -65,8 +67,8 @@ BertInference::BertInference(Device& device, const BertConfig& config, BertShape
     : state_(declare_inference(device, config, shape, precision, TaskHead{}, with_heads)) {}
 
 BertInference::BertInference(Device& device, const BertConfig& config, BertShape shape,
-                             DType precision, const TaskHead& head)
-    : state_(declare_inference(device, config, shape, precision, head, true)) {}
+                             DType precision, const TaskHead& head, bool packed)
+    : state_(declare_inference(device, config, shape, precision, head, true, packed)) {}
 
 BertInference::~BertInference() = default;
 
@@ -106,6 +108,13 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
   program.upload(s.bert->ids, in.input_ids);
   program.upload(s.bert->types, in.token_type_ids);
   program.upload(s.bert->mask, in.attention_mask);
+  if (s.bert->positions >= 0) {
+    if (in.position_ids.size() != expected)
+      throw RuntimeFailure(fmt::format("packed rows: position_ids must hold {} tokens", tokens));
+    program.upload(s.bert->positions, in.position_ids);
+  } else if (!in.position_ids.empty()) {
+    throw RuntimeFailure("position_ids given to a model not prepared for packed rows");
+  }
   program.run(Phase::forward);
   program.device().synchronize();
   if (out != nullptr) {

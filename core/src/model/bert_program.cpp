@@ -148,7 +148,9 @@ class Builder {
     const auto [gamma, beta] = norm_params("bert.embeddings.LayerNorm");
     const int summed = act("block", {t, h});
     if (!training_) {
-      p_.op(Phase::forward, OpKind::embedding, {out_.ids, out_.types}, {summed}, EmbeddingAttrs{s},
+      std::vector<int> in{out_.ids, out_.types};
+      if (out_.positions >= 0) in.push_back(out_.positions);  // packed: restarting per sequence
+      p_.op(Phase::forward, OpKind::embedding, std::move(in), {summed}, EmbeddingAttrs{s},
             {word_, position, type});
       return layernorm(summed, gamma, beta, "hidden");
     }
@@ -215,8 +217,11 @@ class Builder {
     const auto [w, bias] = dense_params("qa_outputs", 2, h);
     out_.head_logits = linear(x, w, bias, 2, Activation::none, std::nullopt, "qa logits");
     if (!training_) return;
-    out_.span_positions = p_.tensor("span positions", "inputs", {b, 2}, DType::i32);
-    head_loss(OpKind::span_loss, out_.span_positions);
+    // Packed rows: a (start, end) per sequence slot, each softmax within its
+    // sequence (the attention mask says which tokens are whose).
+    const std::int64_t k = o_.packed_sequences;
+    out_.span_positions = p_.tensor("span positions", "inputs", {k > 0 ? b * k : b, 2}, DType::i32);
+    head_loss(OpKind::span_loss, out_.span_positions, k > 0 ? out_.mask : -1);
   }
 
   /// The pooled [CLS] output, hidden dropout, then `classifier`.
@@ -253,12 +258,13 @@ class Builder {
   }
 
   /// A fine-tuning loss on the head's logits; its output is their gradient.
-  void head_loss(OpKind op, int labels) {
+  void head_loss(OpKind op, int labels, int mask = -1) {
     out_.loss_scale = p_.tensor("loss scale", "inputs", {1}, DType::f32);
     out_.head_loss = p_.activation("loss", {1});
     const int dlogits = fresh_gradient(out_.head_logits);
-    p_.op(Phase::forward, op, {out_.head_logits, labels, out_.loss_scale},
-          {out_.head_loss, dlogits});
+    std::vector<int> in{out_.head_logits, labels, out_.loss_scale};
+    if (mask >= 0) in.push_back(mask);
+    p_.op(Phase::forward, op, std::move(in), {out_.head_loss, dlogits});
     contribute(out_.head_logits, dlogits);
   }
 
@@ -554,8 +560,12 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
       p.tensor("attention_mask", "inputs", {options.shape.batch, options.shape.seq}, DType::i32);
   if (options.training) out->rng = p.tensor("dropout rng", "inputs", {2}, DType::i32);
   if (options.packed_sequences > 0) {
-    if (!options.training || options.head != BertHead::pretraining)
-      throw ConfigError("packed rows: pre-training only in this version");
+    const bool trains = options.training && options.head != BertHead::classification;
+    const bool infers = !options.training && options.head == BertHead::question_answering;
+    if (!trains && !infers)
+      throw ConfigError(
+          "packed rows: pre-training and question answering (training and inference) only in "
+          "this version");
     out->positions = p.tensor("position ids", "inputs", {t}, DType::i32);
   }
   const BertStage& stage = options.stage;

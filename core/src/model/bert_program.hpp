@@ -50,9 +50,11 @@ struct BertProgramOptions {
   /// backward instead of kept from forward (only each such layer's input
   /// stays; its intermediates share one set of buffers).
   std::set<std::int64_t> recompute;
-  /// Training, pre-training head: > 0 when rows are packed with at most this
-  /// many sequences: position ids come per token, the attention mask holds
-  /// sequence numbers, and NSP runs on each sequence's [CLS].
+  /// > 0 when rows are packed with at most this many sequences: position
+  /// ids come per token and the attention mask holds sequence numbers.
+  /// Pre-training: NSP runs on each sequence's [CLS]. Question answering
+  /// (training and inference): a span per sequence slot, each softmax over
+  /// its own sequence's tokens.
   std::int64_t packed_sequences = 0;
   BertStage stage;                 ///< training: the whole model unless pipelined
   double dropout = 0.0;            ///< training: hidden dropout
@@ -82,7 +84,7 @@ struct BertProgram {
   // Fine-tuning heads.
   int head_logits = -1;     ///< [B*S, 2] start/end logits, or [B, num_labels]
   int head_loss = -1;       ///< training: f32 [1]
-  int span_positions = -1;  ///< question answering: i32 [B, 2] start, end
+  int span_positions = -1;  ///< question answering: i32 [B, 2] start, end ([B*K, 2] packed)
   int labels = -1;          ///< classification: i32 [B]
   int targets = -1;         ///< regression: f32 [B]
   int cls_positions = -1;   ///< classification training: i32 [B] rows 0, S, 2S, ... of the tokens

@@ -285,10 +285,16 @@ class ReferenceEmbedding final : public Kernel {
     const auto* types = static_cast<const std::int32_t*>(inputs[1].buffer->data());
     const std::size_t h = size_of(hidden_);
     check_embedding_ids(ids, types, tokens_, tables_);
+    // Packed rows give each token's position; else position = index % seq.
+    const auto* positions =
+        inputs.size() > 2 ? static_cast<const std::int32_t*>(inputs[2].buffer->data()) : nullptr;
+    if (positions) check_position_ids(positions, tokens_, tables_[1].shape[0]);
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, size_of(tokens_)), [&](const auto& range) {
       std::vector<float> sum(h), part(h);
       for (std::size_t t = range.begin(); t < range.end(); ++t) {
-        const std::size_t rows[3] = {size_of(ids[t]), t % size_of(seq_), size_of(types[t])};
+        const std::size_t rows[3] = {size_of(ids[t]),
+                                     positions ? size_of(positions[t]) : t % size_of(seq_),
+                                     size_of(types[t])};
         std::fill(sum.begin(), sum.end(), 0.0f);
         for (int table = 0; table < 3; ++table) {
           const Tensor& tt = tables_[size_of(table)];

@@ -145,11 +145,16 @@ std::optional<TrainingStepEstimate> estimate_training_step(const BertTraining& m
 namespace {
 
 /// Sequences in a micro-batch: its rows, or with packed rows their
-/// sequences (the NSP slots that are not empty).
+/// sequences (the NSP or span slots that are not empty).
 std::int64_t sequences_in(const TrainingBatch& batch, std::int64_t rows) {
-  if (batch.nsp_positions.empty()) return rows;
-  return static_cast<std::int64_t>(std::count_if(batch.nsp_labels.begin(), batch.nsp_labels.end(),
-                                                 [](std::int32_t label) { return label != -100; }));
+  const auto filled = [](const std::vector<std::int32_t>& slots) {
+    return static_cast<std::int64_t>(
+        std::count_if(slots.begin(), slots.end(), [](std::int32_t v) { return v != -100; }));
+  };
+  if (!batch.nsp_positions.empty()) return filled(batch.nsp_labels);
+  if (static_cast<std::int64_t>(batch.start_positions.size()) > rows)
+    return filled(batch.start_positions);
+  return rows;
 }
 
 }  // namespace

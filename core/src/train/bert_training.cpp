@@ -147,15 +147,16 @@ struct BertTraining::State {
     return {positions, gathered};
   }
 
-  /// Question answering: (start, end) per sequence.
+  /// Question answering: (start, end) per sequence (per sequence slot of
+  /// packed rows).
   void upload_spans(const TrainingBatch& batch) {
-    const auto batch_size = static_cast<std::size_t>(shape.batch);
-    if (batch.start_positions.size() != batch_size || batch.end_positions.size() != batch_size) {
+    const auto slots = static_cast<std::size_t>(program().shape(bert->span_positions)[0]);
+    if (batch.start_positions.size() != slots || batch.end_positions.size() != slots) {
       throw RuntimeFailure(
-          fmt::format("start_positions and end_positions: expected {} values each", batch_size));
+          fmt::format("start_positions and end_positions: expected {} values each", slots));
     }
     std::vector<std::int32_t> positions;
-    for (std::size_t k = 0; k < batch_size; ++k) {
+    for (std::size_t k = 0; k < slots; ++k) {
       positions.push_back(batch.start_positions[k]);
       positions.push_back(batch.end_positions[k]);
     }

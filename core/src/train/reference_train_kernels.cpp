@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -492,7 +493,74 @@ std::unique_ptr<Kernel> pretraining_loss(const KernelDesc& desc, const ParallelF
   });
 }
 
+/// Span loss over packed rows: the sequence in slot j of row b is the
+/// tokens whose mask is j + 1, and its start and end softmaxes run over those
+/// tokens only. Positions index the row (0..S-1); -100 marks an empty slot.
+/// Means over the counted slots, as the unpacked loss over its sequences.
+std::unique_ptr<Kernel> packed_span_loss(const KernelDesc& desc, const ParallelFor& par) {
+  const std::int64_t rows_in = desc.input_shapes.at(3).at(0), seq = desc.input_shapes.at(3).at(1);
+  const std::int64_t slots = desc.input_shapes.at(1).at(0);
+  if (rows_in < 1 || slots % rows_in != 0 || desc.input_shapes.at(0).at(0) != rows_in * seq) {
+    throw RuntimeFailure(fmt::format("span_loss: {} span slots, {} tokens and a [{}, {}] mask",
+                                     slots, desc.input_shapes.at(0).at(0), rows_in, seq));
+  }
+  const std::int64_t per_row = slots / rows_in;
+  return std::make_unique<FunctionKernel>("span_loss", 0.0, [=](auto in, auto o) {
+    const float* logits = f(in[0]);
+    const std::int32_t *positions = ints(in[1]), *mask = ints(in[3]);
+    const float scale = f(in[2])[0];
+    float* dlogits = f(o[1]);
+    std::fill(dlogits, dlogits + rows_in * seq * 2, 0.0f);
+    double total = 0;
+    for (std::int64_t which = 0; which < 2; ++which) {  // start, then end
+      std::int64_t counted = 0;
+      for (std::int64_t slot = 0; slot < slots; ++slot) {
+        const std::int32_t p = positions[slot * 2 + which];
+        if (p == -100) continue;
+        const std::int64_t row = slot / per_row;
+        if (p < 0 || p >= seq || mask[row * seq + p] != slot % per_row + 1) {
+          throw RuntimeFailure(fmt::format(
+              "span_loss: {} position {} of row {}, sequence {} is not a token of that sequence",
+              which == 0 ? "start" : "end", p, row, slot % per_row + 1));
+        }
+        ++counted;
+      }
+      if (counted == 0) continue;
+      std::vector<double> slot_loss(n(slots));
+      rows(par, slots, [&](std::size_t slot) {
+        const std::int32_t label = positions[slot * 2 + n(which)];
+        if (label == -100) return;
+        const std::size_t row = slot / n(per_row);
+        const auto sequence = static_cast<std::int32_t>(slot % n(per_row) + 1);
+        const std::int32_t* row_mask = mask + row * n(seq);
+        const float* row_logits = logits + row * n(seq) * 2;
+        float largest = -std::numeric_limits<float>::infinity();
+        for (std::size_t t = 0; t < n(seq); ++t)
+          if (row_mask[t] == sequence) largest = std::max(largest, row_logits[t * 2 + n(which)]);
+        double sum = 0;
+        for (std::size_t t = 0; t < n(seq); ++t)
+          if (row_mask[t] == sequence)
+            sum += std::exp(static_cast<double>(row_logits[t * 2 + n(which)] - largest));
+        slot_loss[slot] = std::log(sum) + largest - row_logits[n(label) * 2 + n(which)];
+        float* drow = dlogits + row * n(seq) * 2;
+        for (std::size_t t = 0; t < n(seq); ++t) {
+          if (row_mask[t] != sequence) continue;
+          const double p =
+              std::exp(static_cast<double>(row_logits[t * 2 + n(which)] - largest)) / sum;
+          drow[t * 2 + n(which)] = static_cast<float>((p - (t == n(label) ? 1.0 : 0.0)) /
+                                                      static_cast<double>(counted) * scale / 2.0);
+        }
+      });
+      double loss = 0;
+      for (const double l : slot_loss) loss += l;
+      total += loss / static_cast<double>(counted);
+    }
+    f(o[0])[0] = static_cast<float>(total / 2.0);
+  });
+}
+
 std::unique_ptr<Kernel> span_loss(const KernelDesc& desc, const ParallelFor& par) {
+  if (desc.input_shapes.size() > 3) return packed_span_loss(desc, par);
   const std::int64_t tokens = desc.input_shapes.at(0).at(0);
   const std::int64_t batch = desc.input_shapes.at(1).at(0);
   if (batch < 1 || tokens % batch != 0)

@@ -25,8 +25,8 @@ OperandTypes operand_types(const KernelDesc& desc) {
       return {{t, t}, {t}, {}};  // the second input: the fused residual
     case OpKind::attention:
       return {{t, i}, {t}, {}};
-    case OpKind::embedding:
-      return {{i, i}, {t}, {}};
+    case OpKind::embedding:  // [, position ids]
+      return {{i, i, i}, {t}, {}};
     case OpKind::take_rows:
       return {{t}, {t}, {}};
     case OpKind::dense:
@@ -71,7 +71,8 @@ OperandTypes operand_types(const KernelDesc& desc) {
     }
     case OpKind::cast:
       return {{f}, {low}, {}};
-    case OpKind::span_loss:
+    case OpKind::span_loss:  // [, mask: packed rows]
+      return {{low, i, f, i}, {f, low}, {}};
     case OpKind::classification_loss:
       return {{low, i, f}, {f, low}, {}};
     case OpKind::regression_loss:
