@@ -11,6 +11,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <regex>
 #include <sstream>
 
 #include "polyhal/bert_weights.hpp"
@@ -183,6 +184,73 @@ TEST(SquadTask, LearnsTheSpanAfterAMarkerAndWritesTheReferenceFiles) {
   ASSERT_EQ(alone_eval.size(), 1u);
   EXPECT_DOUBLE_EQ(alone_eval[0]["exact"].get<double>(), evaluations.back()["exact"].get<double>());
   EXPECT_EQ(alone_eval[0]["epoch"], 0);
+}
+
+TEST(SquadTask, PackedFeaturesLearnInFewerRowsAndPredictAsUnpacked) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  const std::string config = squad_config(dir);
+  const std::string packed = "--set model.seq_len=64 --set finetune.packed=true ";
+  const auto run =
+      test::run_polyhal(fmt::format("run --config {} --metrics-out {} {}", config, metrics.string(),
+                                    packed + "--set batch.micro=16"));
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  // 4000 features of 15-25 tokens: about 3 to a row of 64.
+  const std::regex packing("4000 features packed into ([0-9]+) rows");
+  std::smatch found;
+  ASSERT_TRUE(std::regex_search(run.output, found, packing)) << run.output;
+  const int rows = std::stoi(found[1]);
+  EXPECT_LT(rows, 1500) << run.output;
+  EXPECT_GE(rows, 4000 / 3) << run.output;
+  const auto steps = events(metrics, "step");
+  ASSERT_FALSE(steps.empty());
+  std::int64_t sequences = 0;
+  for (const auto& step : steps) sequences += step["sequences"].get<std::int64_t>();
+  EXPECT_GT(sequences, 2 * 16 * static_cast<std::int64_t>(steps.size())) << "sequences per row";
+  const auto evaluations = events(metrics, "eval");
+  ASSERT_EQ(evaluations.size(), 5u) << run.output;
+  EXPECT_GE(evaluations.back()["exact"].get<double>(), 90.0) << run.output;
+
+  // Packed and unpacked evaluation of the trained model: the same answers.
+  const auto eval = [&](const std::string& how, const std::string& out) {
+    const auto m = dir.path() / (out + ".jsonl");
+    const auto r = test::run_polyhal(fmt::format(
+        "run --config {} --metrics-out {} --set model.seq_len=64 --set "
+        "finetune.do=eval --set checkpoint.init=out/model --set finetune.output_dir={} {}",
+        config, m.string(), out, how));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return events(m, "eval").at(0);
+  };
+  const auto packed_eval = eval("--set finetune.packed=true", "packed");
+  const auto unpacked_eval = eval("", "unpacked");
+  EXPECT_DOUBLE_EQ(packed_eval["exact"].get<double>(), unpacked_eval["exact"].get<double>());
+  EXPECT_DOUBLE_EQ(packed_eval["exact"].get<double>(), evaluations.back()["exact"].get<double>());
+  EXPECT_EQ(read_json(dir.path() / "packed/eval/predictions.json"),
+            read_json(dir.path() / "unpacked/eval/predictions.json"));
+  // The reference ranks the n-best start and end logits over the padding
+  // too and then drops those: a packed feature, whose row holds no padding
+  // of its own, ranks its tokens only, so it finds every unpacked candidate
+  // that scores within its n best (and can find more), with the same best.
+  const auto a = read_json(dir.path() / "packed/eval/nbest_predictions.json");
+  const auto b = read_json(dir.path() / "unpacked/eval/nbest_predictions.json");
+  const auto score = [](const nlohmann::json& c) {
+    return c["start_logit"].get<double>() + c["end_logit"].get<double>();
+  };
+  for (const auto& [id, list] : b.items()) {
+    const auto& packed_list = a[id];
+    ASSERT_GE(packed_list.size(), list.size()) << id;
+    EXPECT_EQ(packed_list[0]["text"], list[0]["text"]) << id;
+    EXPECT_NEAR(score(packed_list[0]), score(list[0]), 1e-4) << id;
+    const double lowest = score(packed_list.back());
+    for (const auto& candidate : list) {
+      if (score(candidate) < lowest + 1e-3) continue;
+      bool listed = false;
+      for (const auto& p : packed_list)
+        listed = listed ||
+                 (p["text"] == candidate["text"] && std::abs(score(p) - score(candidate)) < 1e-4);
+      EXPECT_TRUE(listed) << id << " " << candidate;
+    }
+  }
 }
 
 TEST(GlueTask, LearnsWhetherTwoSentencesAgreeAndWritesPredictions) {

@@ -23,7 +23,8 @@
 ///              output_dir, epochs: 2, warmup_proportion: 0.1, eval_batch,
 ///              squad: doc_stride, max_query_length, n_best_size,
 ///              max_answer_length, null_score_diff_threshold,
-///              version_2_with_negative; glue: glue_task}
+///              version_2_with_negative, packed, max_sequences_per_pack,
+///              packing_algorithm; glue: glue_task}
 /// Unknown keys and bad values are ConfigErrors naming file, line and key.
 #include <array>
 #include <cstdint>
@@ -145,6 +146,10 @@ struct InferenceSection {
 /// Tasks `squad` and `glue` (docs/finetuning.md). What runs follows the
 /// files given (train_file: train, eval_file: evaluate after every epoch,
 /// predict_file: predict) unless `do` lists it.
+/// The most sequences one packed row may hold (the attention mask keeps a
+/// sequence number per token in one byte).
+inline constexpr std::int64_t kMaxSequencesPerPack = 64;
+
 struct FinetuneSection {
   bool train = false, eval = false, predict = false;
   std::filesystem::path train_file, eval_file, predict_file;
@@ -160,6 +165,11 @@ struct FinetuneSection {
   std::int64_t n_best_size = 20, max_answer_length = 30;
   double null_score_diff_threshold = 0.0;
   std::optional<bool> version_2_with_negative;  ///< unset: v2.0 when the file says so
+  /// Packed features (Graphcore's packed SQuAD): up to max_sequences_per_pack
+  /// features share a row of seq_len, packed by packing_algorithm (packing.hpp).
+  bool packed = false;
+  std::int64_t max_sequences_per_pack = 3;
+  std::string packing_algorithm = "spfhp";  ///< spfhp | nnlshp
   // glue
   std::string glue_task;  ///< cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli
 };

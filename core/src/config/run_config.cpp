@@ -470,9 +470,15 @@ void read_finetune(const YAML::Node& node, ConfigReader& reader, RunConfig& conf
   const bool squad = config.task == "squad";
   std::vector<std::string> keys{"do",         "train_file", "eval_file",         "predict_file",
                                 "output_dir", "epochs",     "warmup_proportion", "eval_batch"};
-  const std::vector<std::string> squad_keys{
-      "doc_stride",        "max_query_length",          "n_best_size",
-      "max_answer_length", "null_score_diff_threshold", "version_2_with_negative"};
+  const std::vector<std::string> squad_keys{"doc_stride",
+                                            "max_query_length",
+                                            "n_best_size",
+                                            "max_answer_length",
+                                            "null_score_diff_threshold",
+                                            "version_2_with_negative",
+                                            "packed",
+                                            "max_sequences_per_pack",
+                                            "packing_algorithm"};
   for (const auto& key : squad ? squad_keys : std::vector<std::string>{"glue_task"})
     keys.push_back(key);
   // A key of the other task names that task instead of "unknown key".
@@ -549,6 +555,20 @@ void read_finetune(const YAML::Node& node, ConfigReader& reader, RunConfig& conf
   if (node["version_2_with_negative"])
     f.version_2_with_negative =
         reader.boolean(node["version_2_with_negative"], "finetune.version_2_with_negative");
+  if (node["packed"]) f.packed = reader.boolean(node["packed"], "finetune.packed");
+  if (node["max_sequences_per_pack"]) {
+    f.max_sequences_per_pack =
+        reader.integer(node["max_sequences_per_pack"], "finetune.max_sequences_per_pack", 1);
+    if (f.max_sequences_per_pack > kMaxSequencesPerPack)
+      reader.fail("finetune.max_sequences_per_pack",
+                  fmt::format("at most {} sequences share a row", kMaxSequencesPerPack));
+  }
+  if (node["packing_algorithm"]) {
+    f.packing_algorithm = reader.scalar(node["packing_algorithm"], "finetune.packing_algorithm");
+    if (f.packing_algorithm != "spfhp" && f.packing_algorithm != "nnlshp")
+      reader.fail("finetune.packing_algorithm",
+                  fmt::format("expected spfhp or nnlshp, got \"{}\"", f.packing_algorithm));
+  }
   if (node["glue_task"]) {
     f.glue_task = reader.scalar(node["glue_task"], "finetune.glue_task");
     try {

@@ -18,20 +18,31 @@ namespace polyhal {
 
 enum class Split : std::uint8_t { train, eval, predict };
 
-/// Rows of one file, each [CLS] ... [SEP] padded to `seq`. Token types and
-/// the attention mask are one byte per token: SQuAD's training set at seq
-/// 384 takes 200 MB instead of 400.
+/// Rows of one file, each [CLS] ... [SEP] padded to `seq`, or packed: up to
+/// `sequences_per_row` such sequences side by side, then padding. Token
+/// types and the attention mask are one byte per token: SQuAD's training set
+/// at seq 384 takes 200 MB instead of 400.
 struct ModelRows {
   std::int64_t seq = 0;
+  /// Packed rows: sequence slots per row; 0 when each row is one sequence.
+  std::int64_t sequences_per_row = 0;
+  std::int64_t packed_sequences = 0;  ///< packed rows: sequences in all rows
   std::vector<std::int32_t> input_ids;
+  /// The attention mask holds 1 or 0 (padding), or in packed rows each
+  /// token's sequence 1..sequences_per_row (kernel.hpp attention_allows).
   std::vector<std::uint8_t> token_type_ids, attention_mask;
-  std::vector<std::int32_t> start_positions, end_positions;  ///< question answering
-  std::vector<std::int32_t> labels;                          ///< classification
-  std::vector<float> targets;                                ///< regression
+  std::vector<std::uint16_t> position_ids;  ///< packed rows: restarting per sequence
+  /// Question answering: per row, or per sequence slot of packed rows (the
+  /// token's index in its row, -100 for an empty slot).
+  std::vector<std::int32_t> start_positions, end_positions;
+  std::vector<std::int32_t> labels;  ///< classification
+  std::vector<float> targets;        ///< regression
 
   std::int64_t count() const {
     return seq == 0 ? 0 : static_cast<std::int64_t>(input_ids.size()) / seq;
   }
+  /// Sequences in all rows (count() unless packed).
+  std::int64_t sequence_count() const { return sequences_per_row > 0 ? packed_sequences : count(); }
   /// Appends one row (exactly `seq` tokens each).
   void add(std::span<const std::int32_t> ids, std::span<const std::int32_t> types,
            std::span<const std::int32_t> mask);

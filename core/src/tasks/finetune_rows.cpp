@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "polyhal/glue_data.hpp"
@@ -36,9 +37,14 @@ TrainingBatch ModelRows::batch(std::span<const std::int64_t> rows) const {
     batch.inputs.attention_mask.insert(batch.inputs.attention_mask.end(),
                                        attention_mask.begin() + begin,
                                        attention_mask.begin() + end);
-    if (!start_positions.empty()) {
-      batch.start_positions.push_back(start_positions[r]);
-      batch.end_positions.push_back(end_positions[r]);
+    if (sequences_per_row > 0) {
+      batch.inputs.position_ids.insert(batch.inputs.position_ids.end(),
+                                       position_ids.begin() + begin, position_ids.begin() + end);
+    }
+    const auto slots = static_cast<std::size_t>(std::max<std::int64_t>(sequences_per_row, 1));
+    for (std::size_t slot = r * slots; slot < (r + 1) * slots && !start_positions.empty(); ++slot) {
+      batch.start_positions.push_back(start_positions[slot]);
+      batch.end_positions.push_back(end_positions[slot]);
     }
     if (!labels.empty()) batch.labels.push_back(labels[r]);
     if (!targets.empty()) batch.targets.push_back(targets[r]);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "polyhal/bert_inference.hpp"
@@ -213,6 +214,17 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   const bool sharded = f.train && config.optimizer.shard_state && total_replicas > 1;
   const auto recompute = recompute_layers(config, model);
   result.stages = pipeline_stages(config, model);
+  if (f.packed && f.train && !result.stages.empty()) {
+    throw ConfigError(fmt::format(
+        "{}: key 'model.pipeline': packed rows (finetune.packed at {}) are not pipelined in this "
+        "version: train them unpipelined, or set finetune.packed: false",
+        config.locate("model.pipeline"), config.locate("finetune.packed")));
+  }
+  if (f.packed && seq > std::numeric_limits<std::uint16_t>::max()) {
+    throw ConfigError(fmt::format("{}: key 'model.seq_len': packed rows hold at most {} tokens",
+                                  config.locate("model.seq_len"),
+                                  std::numeric_limits<std::uint16_t>::max()));
+  }
   const int first_replica = across_processes ? across_processes->rank() : 0;
   const auto make_pipeline = [&](int replica) {
     return std::make_unique<PipelinedTraining>(
@@ -227,15 +239,18 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
         device, model, train_shape, optimizer_settings(config.optimizer), precision,
         DropoutSettings{config.model.dropout,
                         config.model.attention_dropout.value_or(config.model.dropout)},
-        config.model.seed, 0, result.head, recompute);
+        config.model.seed, 0, result.head, recompute, PipelineStage{},
+        f.packed ? f.max_sequences_per_pack : 0);
   };
   const auto make_evaluator = [&] {
-    return std::make_unique<BertInference>(device, model, eval_shape, precision, result.head);
+    return std::make_unique<BertInference>(device, model, eval_shape, precision, result.head,
+                                           f.packed);
   };
   const std::int64_t global_batch = total_replicas * config.batch.grad_accum * config.batch.micro;
+  double sequences_per_row = 1.0;  // packed rows: known once the data is read
   const auto estimate = [&](const BertTraining& replica) {
     result.estimate = estimate_training_step(
-        replica, config.batch.grad_accum, static_cast<double>(global_batch),
+        replica, config.batch.grad_accum, static_cast<double>(global_batch) * sequences_per_row,
         estimate_gradient_all_reduce(device, result.parameters, total_replicas));
   };
   // The replicas' communicators outlive the models that hold them; a
@@ -287,6 +302,13 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
           "{}: key 'finetune.train_file': {} training rows, fewer than one global batch of {} "
           "(replicas x grad_accum x micro)",
           config.locate("finetune.train_file"), result.train_rows, global_batch));
+    }
+    if (f.packed && !pipelined) {
+      // Packed rows: a row costs what an unpacked one does and holds more sequences.
+      const ModelRows& rows = data->rows(Split::train);
+      sequences_per_row =
+          static_cast<double>(rows.sequence_count()) / static_cast<double>(rows.count());
+      estimate(*trainings.front());
     }
     result.steps_per_epoch = result.train_rows / global_batch;
     result.total_steps = result.steps_per_epoch * f.epochs;

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <nlohmann/json.hpp>
 
 #include "polyhal/eval_metrics.hpp"
+#include "polyhal/packing.hpp"
 #include "polyhal/squad_data.hpp"
 #include "polyhal/squad_predictions.hpp"
 #include "tasks/finetune_data.hpp"
@@ -15,12 +17,85 @@
 namespace polyhal {
 namespace {
 
+/// The logit a packed feature's prediction sees at positions outside it.
+constexpr float kNotThisFeature = -1e30f;
+
+/// Where a feature sits in packed rows.
+struct PackedPlace {
+  std::int64_t row = 0, offset = 0;
+};
+
 /// One file read and cut into features.
 struct SquadSplit {
   SquadFile file;
   SquadFeatures features;
   ModelRows rows;
+  std::vector<PackedPlace> places;  ///< packed rows: each feature's place
 };
+
+/// A feature's tokens: [CLS] question [SEP] context [SEP], without padding.
+std::int64_t feature_length(const SquadFeature& f) {
+  return static_cast<std::int64_t>(std::count_if(f.attention_mask.begin(), f.attention_mask.end(),
+                                                 [](auto m) { return m != 0; }));
+}
+
+/// Features packed into rows of `seq` tokens, at most `per_row` to a row:
+/// each keeps its tokens and segment ids, its positions restart at 0, its
+/// attention-mask value is its slot (1..per_row), and in training its answer
+/// span moves to its place in the row. Returns each feature's place.
+std::vector<PackedPlace> pack_features(const SquadFeatures& features, std::int64_t seq,
+                                       std::int64_t per_row, const std::string& algorithm,
+                                       bool training, ModelRows& rows,
+                                       const std::filesystem::path& path) {
+  std::vector<std::int64_t> lengths;
+  lengths.reserve(features.features.size());
+  for (const auto& f : features.features) lengths.push_back(feature_length(f));
+  PackingStats stats;
+  const auto packs = pack_sequences(lengths, seq, per_row, algorithm, &stats);
+  std::vector<PackedPlace> places(features.features.size());
+  rows.sequences_per_row = per_row;
+  rows.packed_sequences = static_cast<std::int64_t>(features.features.size());
+  const auto width = static_cast<std::size_t>(seq);
+  for (std::size_t p = 0; p < packs.size(); ++p) {
+    std::vector<std::int32_t> ids(width, 0), types(width, 0);
+    std::vector<std::uint8_t> mask(width, 0);
+    std::vector<std::uint16_t> positions(width, 0);
+    std::size_t offset = 0;
+    for (std::size_t slot = 0; slot < packs[p].size(); ++slot) {
+      const auto index = static_cast<std::size_t>(packs[p][slot]);
+      const SquadFeature& f = features.features[index];
+      const auto length = static_cast<std::size_t>(lengths[index]);
+      for (std::size_t t = 0; t < length; ++t) {
+        ids[offset + t] = f.input_ids[t];
+        types[offset + t] = f.token_type_ids[t];
+        mask[offset + t] = static_cast<std::uint8_t>(slot + 1);
+        positions[offset + t] = static_cast<std::uint16_t>(t);
+      }
+      places[index] = {static_cast<std::int64_t>(p), static_cast<std::int64_t>(offset)};
+      if (training) {
+        rows.start_positions.push_back(static_cast<std::int32_t>(offset) + f.start_position);
+        rows.end_positions.push_back(static_cast<std::int32_t>(offset) + f.end_position);
+      }
+      offset += length;
+    }
+    for (auto slot = static_cast<std::int64_t>(packs[p].size()); training && slot < per_row;
+         ++slot) {
+      rows.start_positions.push_back(-100);
+      rows.end_positions.push_back(-100);
+    }
+    rows.input_ids.insert(rows.input_ids.end(), ids.begin(), ids.end());
+    for (const std::int32_t type : types)
+      rows.token_type_ids.push_back(static_cast<std::uint8_t>(type != 0));
+    rows.attention_mask.insert(rows.attention_mask.end(), mask.begin(), mask.end());
+    rows.position_ids.insert(rows.position_ids.end(), positions.begin(), positions.end());
+  }
+  spdlog::info(
+      "{}: {} features packed into {} rows ({}, at most {} a row): {:.1f}% of tokens are "
+      "not padding (unpacked {:.1f}%), {:.2f}x fewer rows",
+      path.string(), stats.sequences, stats.packs, algorithm, per_row, 100.0 * stats.efficiency(),
+      100.0 * stats.unpacked_efficiency(), stats.speedup());
+  return places;
+}
 
 /// Misplaced and unfound answers are counted and shown, never silently wrong.
 void report_skipped(const std::filesystem::path& path, const SquadSplit& split) {
@@ -80,6 +155,18 @@ class SquadData final : public FinetuneData {
     const std::size_t count = s.features.features.size();
     std::vector<std::vector<float>> starts(count), ends(count);
     for (std::size_t f = 0; f < count; ++f) {
+      if (!s.places.empty()) {
+        // A packed feature: its own tokens; the rest of the row is other
+        // features' or padding, never an answer of this one.
+        const auto [row, offset] = s.places[f];
+        const auto first = outputs.begin() + static_cast<std::ptrdiff_t>(row * 2 * seq + offset);
+        const auto length = static_cast<std::ptrdiff_t>(feature_length(s.features.features[f]));
+        starts[f].assign(seq, kNotThisFeature);
+        ends[f].assign(seq, kNotThisFeature);
+        std::copy_n(first, length, starts[f].begin());
+        std::copy_n(first + static_cast<std::ptrdiff_t>(seq), length, ends[f].begin());
+        continue;
+      }
       const auto row = outputs.begin() + static_cast<std::ptrdiff_t>(f * 2 * seq);
       starts[f].assign(row, row + static_cast<std::ptrdiff_t>(seq));
       ends[f].assign(row + static_cast<std::ptrdiff_t>(seq),
@@ -122,7 +209,13 @@ class SquadData final : public FinetuneData {
     s->features = make_squad_features(s->file, tokenizer_, settings);
     report_skipped(path, *s);
     s->rows.seq = settings_.max_seq_length;
+    if (config_.packed) {
+      s->places =
+          pack_features(s->features, settings_.max_seq_length, config_.max_sequences_per_pack,
+                        config_.packing_algorithm, settings.training, s->rows, path);
+    }
     for (const auto& f : s->features.features) {
+      if (config_.packed) break;
       s->rows.add(f.input_ids, f.token_type_ids, f.attention_mask);
       if (settings.training) {
         s->rows.start_positions.push_back(f.start_position);
@@ -136,6 +229,7 @@ class SquadData final : public FinetuneData {
       // Training needs only the rows: free the tokens and maps.
       s->features = {};
       s->file = {};
+      s->places = {};
     }
     splits_[static_cast<std::size_t>(split)] = std::move(s);
   }
