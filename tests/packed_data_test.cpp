@@ -121,6 +121,24 @@ TEST(PackedData, BadInputNamesFileSampleAndField) {
                       "field packed_next_sentence_weights: the row holds 2 sequences; weight 1 for "
                       "sequence 3");
   expect_config_error([] { PackedHdf5Reader r(kMlperf); }, "no dataset 'packed_input_ids'");
+  // Packed files where a task reads unpacked ones: packing them again, or
+  // the inference task (which must not fall back to generated data).
+  options.input = kPacked / "good.hdf5";
+  options.output = dir.path() / "again";
+  expect_config_error([&] { pack_mlperf_hdf5(options); },
+                      "good.hdf5: --input holds packed rows already");
+  const auto config =
+      dir.write("inference.yaml",
+                "backend: cpu\ntask: inference\nmodel: {preset: tiny, seq_len: 32}\n"
+                "data: {source: mlperf_hdf5, files: " +
+                    (kPacked / "good.hdf5").string() + "}\n");
+  const auto r = test::run_polyhal("run --config " + config.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("inference.yaml:4: key 'data.source': task inference reads generated, "
+                          "pattern or text data, not mlperf_hdf5"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("good.hdf5, packed rows)"), std::string::npos) << r.output;
 }
 
 // The command prints what packing achieved.

@@ -162,6 +162,12 @@ PackResult pack_mlperf_hdf5(const PackOptions& options, const PackProgress& prog
             options.output.string(), entry.path().filename().string()));
     }
   }
+  if (is_packed_data(options.input)) {
+    throw ConfigError(fmt::format(
+        "{}: --input holds packed rows already (dataset packed_input_ids): pack the unpacked "
+        "MLPerf files they were made from",
+        options.input.string()));
+  }
   const MlperfHdf5Reader reader(options.input);
   const std::int64_t total = reader.size();
   std::vector<Sequence> sequences;
