@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <bit>
 #include <cmath>
 
 #include "polyhal/kernel.hpp"
@@ -113,7 +114,7 @@ TEST(PackedAttention, EachSequenceSeesOnlyItselfInTraining) {
     const KernelDesc backward{
         OpKind::attention_backward,
         DType::f32,
-        {{2 * kSeq, kHidden}, {2 * kSeq, 3 * kHidden}, {2, kHeads, kSeq, kSeq}},
+        {{2 * kSeq, kHidden}, {2 * kSeq, 3 * kHidden}, {2, kHeads, kSeq, kSeq}, {2, kSeq}},
         attrs};
     std::vector<float> dctx(2 * kSeq * kHidden);
     const auto run = [&](const Layout& l, const std::array<int, 7>& where) {
@@ -132,7 +133,7 @@ TEST(PackedAttention, EachSequenceSeesOnlyItselfInTraining) {
       f->run(std::array{qkv, mask}, std::array{ctx, probs});
       const Tensor grad = upload(*device, DType::f32, {2 * kSeq, kHidden}, dctx.data());
       const Tensor dqkv = device->allocate_tensor(DType::f32, {2 * kSeq, 3 * kHidden}, "dqkv");
-      b->run(std::array{grad, qkv, probs}, std::array{dqkv});
+      b->run(std::array{grad, qkv, probs, mask}, std::array{dqkv});
       return std::pair{download(*device, ctx), download(*device, dqkv)};
     };
     constexpr std::array<int, 7> same{0, 1, 2, 3, 4, 5, 6};
@@ -147,6 +148,117 @@ TEST(PackedAttention, EachSequenceSeesOnlyItselfInTraining) {
         ASSERT_NEAR(pd[static_cast<std::size_t>(t * 3 * kHidden + c)], ad[w * 3 * kHidden + c],
                     1e-5)
             << backend << " dqkv token " << t;
+    }
+  }
+}
+
+/// Values in [-1, 1] from a seed, deterministic.
+std::vector<float> waves(std::size_t count, float seed) {
+  std::vector<float> out(count);
+  for (std::size_t i = 0; i < count; ++i)
+    out[i] = std::sin(0.37f * static_cast<float>(i) * seed + seed);
+  return out;
+}
+
+/// The largest |a - b| over the largest |b|.
+double relative_error(const std::vector<float>& a, const std::vector<float>& b) {
+  double error = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    error = std::max(error, static_cast<double>(std::abs(a[i] - b[i])));
+    scale = std::max(scale, static_cast<double>(std::abs(b[i])));
+  }
+  return scale > 0 ? error / scale : error;
+}
+
+// Rows long enough for the CPU to compute each sequence's block on its own
+// window (64-token granules) instead of the whole S x S: the context, the
+// probabilities (zero between sequences) and dQKV match the reference
+// kernels, with padding (which attends every real token), attention dropout
+// and bf16 storage.
+TEST(PackedAttention, CpuBlocksMatchTheReferenceOnLongRows) {
+  constexpr std::int64_t kRows = 2, kLong = 256, kH = 32, kHeadsHere = 4;
+  std::vector<std::int32_t> mask(kRows * kLong, 0);
+  const std::vector<std::vector<std::int64_t>> lengths{{40, 100, 70}, {200, 30}};
+  for (std::int64_t r = 0; r < kRows; ++r) {
+    std::int64_t at = r * kLong;
+    for (std::size_t q = 0; q < lengths[static_cast<std::size_t>(r)].size(); ++q)
+      for (std::int64_t t = 0; t < lengths[static_cast<std::size_t>(r)][q]; ++t)
+        mask[static_cast<std::size_t>(at++)] = static_cast<std::int32_t>(q + 1);
+  }
+  const auto qkv_values = waves(kRows * kLong * 3 * kH, 1.1f);
+  const auto dctx_values = waves(kRows * kLong * kH, 0.7f);
+  const std::vector<std::int32_t> rng{3, 5};
+  for (const DType storage : {DType::f32, DType::bf16}) {
+    for (const double dropout : {0.0, 0.1}) {
+      AttentionAttrs attrs{kRows, kLong, kHeadsHere, dropout, 4};
+      KernelDesc forward{OpKind::attention_train,
+                         DType::f32,
+                         {{kRows * kLong, 3 * kH}, {kRows, kLong}},
+                         attrs,
+                         storage};
+      KernelDesc backward{
+          OpKind::attention_backward,
+          DType::f32,
+          {{kRows * kLong, kH}, {kRows * kLong, 3 * kH}, {kRows, kHeadsHere, kLong, kLong}},
+          attrs,
+          storage};
+      if (dropout > 0) {
+        forward.input_shapes.push_back({2});
+        backward.input_shapes.push_back({2});
+      }
+      backward.input_shapes.push_back({kRows, kLong});
+      const auto run = [&](const char* backend) {
+        auto device = test::first_device(backend);
+        const auto stored = [&](const Shape& shape, const std::vector<float>& values) {
+          Tensor t = device->allocate_tensor(storage, shape, "test");
+          std::vector<std::uint16_t> bits(values.size());
+          for (std::size_t i = 0; i < values.size(); ++i) bits[i] = f32_to_bf16_bits(values[i]);
+          device->copy_from_host(
+              *t.buffer,
+              storage == DType::bf16 ? static_cast<const void*>(bits.data()) : values.data(),
+              t.bytes());
+          return t;
+        };
+        const auto read = [&](const Tensor& t) {
+          std::vector<float> out(static_cast<std::size_t>(t.numel()));
+          if (storage == DType::f32) {
+            device->copy_to_host(out.data(), *t.buffer, t.bytes());
+            return out;
+          }
+          std::vector<std::uint16_t> bits(out.size());
+          device->copy_to_host(bits.data(), *t.buffer, t.bytes());
+          for (std::size_t i = 0; i < out.size(); ++i)
+            out[i] = std::bit_cast<float>(static_cast<std::uint32_t>(bits[i]) << 16);
+          return out;
+        };
+        const Tensor qkv = stored({kRows * kLong, 3 * kH}, qkv_values);
+        const Tensor m = upload(*device, DType::i32, {kRows, kLong}, mask.data());
+        const Tensor seeds = upload(*device, DType::i32, {2}, rng.data());
+        const Tensor ctx = device->allocate_tensor(storage, {kRows * kLong, kH}, "ctx");
+        const Tensor probs =
+            device->allocate_tensor(storage, {kRows, kHeadsHere, kLong, kLong}, "probs");
+        std::vector<Tensor> in{qkv, m};
+        if (dropout > 0) in.push_back(seeds);
+        device->prepare_kernel(forward)->run(in, std::array{ctx, probs});
+        const Tensor grad = stored({kRows * kLong, kH}, dctx_values);
+        const Tensor dqkv = device->allocate_tensor(storage, {kRows * kLong, 3 * kH}, "dqkv");
+        std::vector<Tensor> back{grad, qkv, probs};
+        if (dropout > 0) back.push_back(seeds);
+        back.push_back(m);
+        device->prepare_kernel(backward)->run(back, std::array{dqkv});
+        return std::array{read(ctx), read(probs), read(dqkv)};
+      };
+      const auto cpu = run("cpu"), reference = run("gaudi");
+      const double tolerance = storage == DType::bf16 ? 2e-2 : 1e-5;
+      const char* names[3] = {"ctx", "probs", "dqkv"};
+      for (std::size_t o = 0; o < 3; ++o) {
+        EXPECT_LT(relative_error(cpu[o], reference[o]), tolerance)
+            << names[o] << " " << dtype_name(storage) << " dropout " << dropout;
+      }
+      // Between two sequences the probabilities are exactly zero.
+      const auto& p = cpu[1];
+      EXPECT_EQ(p[static_cast<std::size_t>(10 * kLong + 150)], 0.0f);  // row 0: A's query, C's key
+      EXPECT_GT(p[static_cast<std::size_t>(10 * kLong + 20)], 0.0f);
     }
   }
 }

@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "onednn_block_attention.hpp"
 #include "onednn_matmul.hpp"
 #include "onednn_packed_scores.hpp"
 #include "polyhal/error.hpp"
@@ -24,7 +25,15 @@ using dt = dnnl::memory::data_type;
 class OneDnnAttention final : public Kernel {
  public:
   OneDnnAttention(const KernelDesc& desc, const dnnl::engine& engine)
-      : engine_(engine), stream_(engine) {
+      : engine_(engine),
+        stream_(engine),
+        blocks_(
+            AttentionDims{desc.attrs_as<AttentionAttrs>().batch,
+                          desc.attrs_as<AttentionAttrs>().seq,
+                          desc.attrs_as<AttentionAttrs>().heads, desc.input_shapes.at(0).at(1) / 3,
+                          desc.input_shapes.at(0).at(1) / 3 / desc.attrs_as<AttentionAttrs>().heads,
+                          desc.dtype},
+            engine, false) {
     const auto& attrs = desc.attrs_as<AttentionAttrs>();
     const std::int64_t b = attrs.batch, s = attrs.seq, heads = attrs.heads;
     const std::int64_t h = desc.input_shapes.at(0).at(1) / 3, d = h / heads;
@@ -100,6 +109,10 @@ class OneDnnAttention final : public Kernel {
     v_.set_data_handle(base + static_cast<std::size_t>(2 * h) * element);
     ctx_.set_data_handle(outputs[0].buffer->data());
     const auto* mask = static_cast<const std::int32_t*>(inputs[1].buffer->data());
+    if (packed_row(mask, batch_ * seq_) &&
+        blocks_.forward(base, mask, outputs[0].buffer->data(), nullptr, nullptr)) {
+      return;  // each sequence's block only
+    }
     if (packed_row(mask, batch_ * seq_)) {
       // Sequences packed in a row see only themselves: a [B, S, S] mask.
       if (!packed_)
@@ -133,9 +146,13 @@ class OneDnnAttention final : public Kernel {
   }
 
   std::string implementation() const override { return implementation_; }
+  /// The scores, the probabilities and oneDNN's scratch; for packed rows
+  /// also the block path's scratch, and the [B, S, S] mask of the full path
+  /// used when a batch has no block structure.
   std::uint64_t workspace_bytes() const override {
     return scores_.get_desc().get_size() + probs_.get_desc().get_size() +
-           scratchpad_.get_desc().get_size();
+           scratchpad_.get_desc().get_size() + blocks_.workspace_bytes() +
+           packed_mask_md(batch_, seq_).get_size();
   }
   double flops() const override { return flops_; }
 
@@ -149,7 +166,8 @@ class OneDnnAttention final : public Kernel {
   dnnl::memory q_, kt_, v_, ctx_, scores_, probs_, mask_, scratchpad_;
   dnnl::memory::desc scores_md_;
   float score_scale_ = 1.0f;
-  std::optional<PackedScores> packed_;  // made at the first packed batch
+  std::optional<PackedScores> packed_;  // made at the first packed batch without blocks
+  BlockAttention blocks_;               // packed rows, block by block
   std::unordered_map<int, dnnl::memory> scores_args_, softmax_args_, context_args_;
   std::int64_t batch_ = 0, seq_ = 0;
   double flops_ = 0;

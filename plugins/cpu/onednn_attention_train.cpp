@@ -19,6 +19,7 @@
 
 #include "omp_convert.hpp"
 #include "omp_dropout.hpp"
+#include "onednn_block_attention.hpp"
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
 #include "onednn_packed_scores.hpp"
@@ -114,6 +115,7 @@ struct Views {
     return {{b, heads, s, s}, type_of, dims{heads * s * s, s * s, 1, s}};
   }
   dt operand() const { return operand_type(type); }
+  AttentionDims shape() const { return {b, s, heads, h, d, type}; }
   float scale() const { return 1.0f / std::sqrt(static_cast<float>(d)); }
 };
 
@@ -147,7 +149,8 @@ class OneDnnAttentionTrain final : public Kernel {
         mask_(mask_md(), engine),
         probs_mem_(v_.scores(dt::f32), engine, DNNL_MEMORY_NONE),
         scores_f32_(v_.type == DType::bf16 ? static_cast<std::size_t>(v_.score_count()) : 0),
-        kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0, avx512) {}
+        kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0, avx512),
+        blocks_(v_.shape(), engine, avx512) {}
 
   /// in: QKV (stored at round_to), mask (i32) [, rng] -> ctx, probs (stored at round_to).
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
@@ -158,6 +161,12 @@ class OneDnnAttentionTrain final : public Kernel {
     // Scores and softmax in f32: the output itself in f32, else scratch.
     const bool bf16 = v_.type == DType::bf16;
     float* scores = bf16 ? scores_f32_.data() : out[1].data<float>();
+    const auto mask_of_probs = v_.mask(in, 2);
+    if (packed_row(mask, v_.tokens()) &&
+        blocks_.forward(qkv, mask, out[0].buffer->data(), out[1].buffer->data(),
+                        mask_of_probs ? &*mask_of_probs : nullptr)) {
+      return;  // each sequence's block only
+    }
     if (packed_row(mask, v_.tokens())) {
       // Sequences packed in a row see only themselves: a [B, S, S] mask.
       if (!packed_scores_) {
@@ -183,7 +192,6 @@ class OneDnnAttentionTrain final : public Kernel {
     softmax_.execute(stream_, {{DNNL_ARG_SRC, probs_mem_}, {DNNL_ARG_DST, probs_mem_}});
     stream_.wait();
     if (bf16) to_bf16(scores, out[1].data<std::uint16_t>(), v_.score_count());
-    const auto mask_of_probs = v_.mask(in, 2);
     const void* p = mask_of_probs ? kept_.of(out[1], *mask_of_probs) : out[1].buffer->data();
     context_.run(stream_, p, qkv + 2 * third, out[0].buffer->data());
     stream_.wait();
@@ -209,6 +217,7 @@ class OneDnnAttentionTrain final : public Kernel {
   dnnl::memory packed_mask_;
   std::vector<float> scores_f32_;  // bf16 only: the softmax before rounding
   KeptProbabilities kept_;
+  BlockAttention blocks_;  // packed rows
 };
 
 class OneDnnAttentionBackward final : public Kernel {
@@ -233,14 +242,24 @@ class OneDnnAttentionBackward final : public Kernel {
         dscores_(static_cast<std::size_t>(v_.score_count())),
         kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0, avx512),
         avx512_(avx512),
-        ds_(v_.type, v_.score_count()) {}
+        ds_(v_.type, v_.score_count()),
+        blocks_(v_.shape(), engine, avx512) {}
 
-  /// in: dctx, QKV, probs (stored at round_to) [, rng] -> dQKV (stored at round_to).
+  /// in: dctx, QKV, probs (stored at round_to) [, rng], mask -> dQKV (stored at round_to).
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
     check_operand_types(desc_, types_, in, out);
     const void* dctx = in[0].buffer->data();
     const auto* qkv = static_cast<const char*>(in[1].buffer->data());
     const auto mask = v_.mask(in, 3);
+    const std::size_t mask_input = mask ? 4 : 3;
+    if (in.size() > mask_input) {
+      const auto* sequences = in[mask_input].data<std::int32_t>();
+      if (packed_row(sequences, v_.tokens()) &&
+          blocks_.backward(dctx, qkv, in[2].buffer->data(), sequences, out[0].buffer->data(),
+                           mask ? &*mask : nullptr)) {
+        return;  // each sequence's block only
+      }
+    }
     const void* p = mask ? kept_.of(in[2], *mask) : in[2].buffer->data();
     const auto third = static_cast<std::size_t>(v_.h) * dtype_size(in[1].dtype);
     auto* dqkv = static_cast<char*>(out[0].buffer->data());
@@ -290,6 +309,7 @@ class OneDnnAttentionBackward final : public Kernel {
   KeptProbabilities kept_;
   bool avx512_;
   Operand ds_;
+  BlockAttention blocks_;  // packed rows
 };
 
 }  // namespace

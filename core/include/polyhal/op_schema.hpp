@@ -31,8 +31,10 @@ namespace polyhal {
 /// operand_types) and the `cast` op. 4: the fine-tuning losses span_loss,
 /// classification_loss and regression_loss. 5: the cost-only host_transfer;
 /// OptimizerUpdateAttrs::first_moment (f16 m); attention masks as sequence
-/// numbers (packed rows, attention_allows in kernel.hpp).
-inline constexpr std::uint32_t kOpSchemaVersion = 5;
+/// numbers (packed rows, attention_allows in kernel.hpp). 6: the mask as
+/// attention_backward's last input; optional position ids in embedding and
+/// the mask in span_loss (packed rows).
+inline constexpr std::uint32_t kOpSchemaVersion = 6;
 
 /// Every op of the schema. Values are part of the op schema: append only
 /// together with a kOpSchemaVersion bump.

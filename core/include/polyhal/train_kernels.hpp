@@ -13,7 +13,9 @@
 ///   "attention_train":    QKV[B*S,3H], mask[B,S] (i32, as attention's: sequence
 ///                         numbers, attention_allows) [, rng[2]] -> ctx[B*S,H],
 ///                         probs[B,heads,S,S] (before dropout)
-///   "attention_backward": dctx, QKV, probs [, rng[2]] -> dQKV (overwritten)
+///   "attention_backward": dctx, QKV, probs [, rng[2]], mask[B,S] (i32, as
+///                         attention_train's: a kernel may skip the pairs it
+///                         excludes) -> dQKV (overwritten)
 ///                         AttentionAttrs; with dropout = p > 0 (and
 ///                         stream) the probabilities are dropped with
 ///                         DropoutMask(rng, stream, p) before multiplying V:

@@ -451,6 +451,7 @@ class Builder {
       const int dqkv = fresh_gradient(qkv);
       std::vector<int> in{grad(context), qkv, probs};
       if (attrs.dropout > 0.0) in.push_back(out_.rng);
+      in.push_back(out_.mask);  // lets a kernel skip the pairs packed rows never attend
       p_.op(Phase::backward, OpKind::attention_backward, std::move(in), {dqkv}, attrs);
       contribute(qkv, dqkv);
     });

@@ -46,8 +46,8 @@ OperandTypes operand_types(const KernelDesc& desc) {
       return {{low, low, f, f, f}, {low, f, f}, {1, 2}};
     case OpKind::attention_train:
       return {{low, i, i}, {low, low}, {}};
-    case OpKind::attention_backward:
-      return {{low, low, low, i}, {low}, {}};
+    case OpKind::attention_backward:  // [, rng], mask
+      return {{low, low, low, i, i}, {low}, {}};
     case OpKind::embedding_train:  // [, position ids]
       return {{i, i, f, f, f, i}, {low}, {}};
     case OpKind::embedding_backward:  // [, position ids]
