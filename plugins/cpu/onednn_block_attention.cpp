@@ -63,13 +63,6 @@ std::optional<std::vector<AttentionBlock>> attention_blocks(const std::int32_t* 
   return blocks;
 }
 
-double block_work_share(const std::vector<AttentionBlock>& blocks, std::int64_t rows,
-                        std::int64_t seq) {
-  double work = 0;
-  for (const auto& b : blocks) work += static_cast<double>(b.q_len) * static_cast<double>(b.k_len);
-  return work / (static_cast<double>(rows) * static_cast<double>(seq) * static_cast<double>(seq));
-}
-
 /// The primitives of one (query window, key window) size.
 struct BlockAttention::Window {
   std::optional<Gemm> scores, context, dv, dp, dq, dk;

@@ -40,11 +40,6 @@ inline constexpr std::int64_t kBlockGranule = 64;
 std::optional<std::vector<AttentionBlock>> attention_blocks(const std::int32_t* mask,
                                                             std::int64_t rows, std::int64_t seq);
 
-/// Multiply-adds of the blocks' score products over those of the full rows'
-/// (what the block path saves; for logs and tests).
-double block_work_share(const std::vector<AttentionBlock>& blocks, std::int64_t rows,
-                        std::int64_t seq);
-
 /// Sizes of one attention op: B rows of S tokens, QKV [B*S, 3H] with
 /// `heads` heads of d = H / heads, operands of `type` (f32 or bf16).
 struct AttentionDims {
