@@ -253,6 +253,25 @@ TEST(SquadTask, PackedFeaturesLearnInFewerRowsAndPredictAsUnpacked) {
   }
 }
 
+TEST(SquadTask, PackedFeaturesTrainPipelinedLikeTheWholeModel) {
+  test::TempDir dir;
+  const std::string config = squad_config(dir, "log: {every: 1}\n");
+  const auto losses = [&](const std::string& name, const std::string& sets) {
+    const auto metrics = dir.path() / (name + ".jsonl");
+    const auto r = test::run_polyhal(fmt::format(
+        "run --config {} --metrics-out {} --set model.seq_len=64 --set finetune.packed=true "
+        "--set finetune.do=train --set finetune.epochs=1 --set batch.micro=16 "
+        "--set finetune.output_dir={} {}",
+        config, metrics.string(), name, sets));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return test::step_losses(metrics);
+  };
+  const auto whole = losses("whole", ""), piped = losses("piped", "--set model.pipeline=2");
+  ASSERT_GT(whole.size(), 50u);
+  ASSERT_EQ(piped.size(), whole.size());
+  for (std::size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(piped[i], whole[i], 1e-5) << i;
+}
+
 TEST(GlueTask, LearnsWhetherTwoSentencesAgreeAndWritesPredictions) {
   test::TempDir dir;
   const auto metrics = dir.path() / "m.jsonl";
@@ -537,12 +556,10 @@ TEST(FinetuneTasks, BadInputNamesFileLineAndKey) {
   EXPECT_NE(r.output.find("broken.json"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("data[0].paragraphs[0].qas[0].answers[0]"), std::string::npos)
       << r.output;
-  // Packing: SQuAD only, a known algorithm, at most 64 to a row, not pipelined.
+  // Packing: SQuAD only, a known algorithm, at most 64 to a row.
   for (const auto& [set, message] : std::vector<std::pair<std::string, std::string>>{
            {"finetune.packing_algorithm=best", "expected spfhp or nnlshp, got \"best\""},
-           {"finetune.max_sequences_per_pack=65", "at most 64 sequences share a row"},
-           {"model.pipeline=2 --set finetune.packed=true",
-            "key 'model.pipeline': packed rows (finetune.packed at --set finetune.packed=true)"}}) {
+           {"finetune.max_sequences_per_pack=65", "at most 64 sequences share a row"}}) {
     r = test::run_polyhal("validate --config " + squad + " --set " + set);
     EXPECT_EQ(r.exit_code, 2) << set << r.output;
     EXPECT_NE(r.output.find(message), std::string::npos) << set << r.output;

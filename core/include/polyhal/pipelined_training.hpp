@@ -43,7 +43,7 @@ class PipelinedTraining {
                     BertShape micro_batch, const OptimizerSettings& optimizer, DType precision,
                     DropoutSettings dropout, std::uint64_t seed, std::int64_t max_predictions,
                     TaskHead head, const std::set<std::int64_t>& recompute,
-                    const std::vector<PipelineStage>& stages);
+                    const std::vector<PipelineStage>& stages, std::int64_t packed_sequences = 0);
 
   /// Per stage: its program's plan plus the stashes of the micro-batches in
   /// flight beyond the one its program holds.
@@ -81,7 +81,8 @@ class PipelinedTraining {
   /// micro-batches through the slowest stage, plus the ramp of S - 1
   /// micro-batches, the slowest stage's optimizer and `all_reduce`;
   /// nullopt on real hardware.
-  std::optional<TrainingStepEstimate> estimate_step(int accumulation, std::int64_t global_batch,
+  /// `sequences`: what one step trains (rows, or packed rows' sequences).
+  std::optional<TrainingStepEstimate> estimate_step(int accumulation, double sequences,
                                                     double all_reduce) const;
 
  private:

@@ -214,12 +214,6 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   const bool sharded = f.train && config.optimizer.shard_state && total_replicas > 1;
   const auto recompute = recompute_layers(config, model);
   result.stages = pipeline_stages(config, model);
-  if (f.packed && f.train && !result.stages.empty()) {
-    throw ConfigError(fmt::format(
-        "{}: key 'model.pipeline': packed rows (finetune.packed at {}) are not pipelined in this "
-        "version: train them unpipelined, or set finetune.packed: false",
-        config.locate("model.pipeline"), config.locate("finetune.packed")));
-  }
   if (f.packed && seq > std::numeric_limits<std::uint16_t>::max()) {
     throw ConfigError(fmt::format("{}: key 'model.seq_len': packed rows hold at most {} tokens",
                                   config.locate("model.seq_len"),
@@ -232,7 +226,8 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
         model, train_shape, optimizer_settings(config.optimizer), precision,
         DropoutSettings{config.model.dropout,
                         config.model.attention_dropout.value_or(config.model.dropout)},
-        config.model.seed, 0, result.head, recompute, result.stages);
+        config.model.seed, 0, result.head, recompute, result.stages,
+        f.packed ? f.max_sequences_per_pack : 0);
   };
   const auto make_training = [&] {
     return std::make_unique<BertTraining>(
@@ -303,12 +298,19 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
           "(replicas x grad_accum x micro)",
           config.locate("finetune.train_file"), result.train_rows, global_batch));
     }
-    if (f.packed && !pipelined) {
-      // Packed rows: a row costs what an unpacked one does and holds more sequences.
+    if (f.packed) {
+      // Packed rows: a row costs about what an unpacked one does and holds more sequences.
       const ModelRows& rows = data->rows(Split::train);
       sequences_per_row =
           static_cast<double>(rows.sequence_count()) / static_cast<double>(rows.count());
-      estimate(*trainings.front());
+      if (pipelined) {
+        result.estimate =
+            plan_pipeline(*pipelines.front(), device, static_cast<int>(config.batch.grad_accum),
+                          total_replicas, config.batch.micro, sequences_per_row)
+                .estimate;
+      } else {
+        estimate(*trainings.front());
+      }
     }
     result.steps_per_epoch = result.train_rows / global_batch;
     result.total_steps = result.steps_per_epoch * f.epochs;

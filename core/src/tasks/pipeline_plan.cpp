@@ -17,7 +17,7 @@ std::vector<Device*> pipeline_devices(Device& device, const std::vector<Device*>
 }
 
 PipelinePlan plan_pipeline(const PipelinedTraining& pipeline, Device& device, int accumulation,
-                           int replicas, std::int64_t micro) {
+                           int replicas, std::int64_t micro, double sequences_per_row) {
   PipelinePlan plan;
   plan.stage_memory = pipeline.plan_memory(accumulation);
   bool fits = true;
@@ -36,9 +36,9 @@ PipelinePlan plan_pipeline(const PipelinedTraining& pipeline, Device& device, in
     largest = std::max(largest, pipeline.stage_parameters(s));
   plan.parameters = pipeline.parameter_count();
   plan.all_reduce = estimate_gradient_all_reduce(device, largest, replicas);
-  plan.estimate = pipeline.estimate_step(accumulation,
-                                         static_cast<std::int64_t>(replicas) * accumulation * micro,
-                                         plan.all_reduce.value_or(0.0));
+  const double rows = static_cast<double>(replicas) * accumulation * static_cast<double>(micro);
+  plan.estimate =
+      pipeline.estimate_step(accumulation, rows * sequences_per_row, plan.all_reduce.value_or(0.0));
   return plan;
 }
 

@@ -28,7 +28,8 @@ struct PipelinePlan {
 
 /// One replica's plan with `accumulation` micro-batches of `micro` sequences
 /// and `replicas` replicas (device models estimate; real devices do not).
+/// `sequences_per_row`: packed rows hold more than one.
 PipelinePlan plan_pipeline(const PipelinedTraining& pipeline, Device& device, int accumulation,
-                           int replicas, std::int64_t micro);
+                           int replicas, std::int64_t micro, double sequences_per_row = 1.0);
 
 }  // namespace polyhal

@@ -36,7 +36,8 @@ TensorMap run_pipelined_pretraining(Device& device, const std::vector<Device*>& 
         config.model.precision,
         DropoutSettings{config.model.dropout,
                         config.model.attention_dropout.value_or(config.model.dropout)},
-        config.model.seed, data.max_predictions(), TaskHead{}, recompute, result.stages);
+        config.model.seed, data.max_predictions(), TaskHead{}, recompute, result.stages,
+        data.packed_sequences());
   };
   // The replicas' communicators outlive the pipelines that hold them.
   std::unique_ptr<ReplicaGroup> group;
@@ -56,8 +57,8 @@ TensorMap run_pipelined_pretraining(Device& device, const std::vector<Device*>& 
     pipeline.shard_optimizer_state(*stand_in_rank);
   }
   const auto accumulation = static_cast<int>(config.batch.grad_accum);
-  PipelinePlan plan =
-      plan_pipeline(pipeline, device, accumulation, total_replicas, config.batch.micro);
+  PipelinePlan plan = plan_pipeline(pipeline, device, accumulation, total_replicas,
+                                    config.batch.micro, data.sequences_per_row());
   result.stage_memory = std::move(plan.stage_memory);
   result.memory = std::move(plan.memory);
   result.parameters = plan.parameters;

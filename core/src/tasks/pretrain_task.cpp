@@ -113,12 +113,6 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   spdlog::info("data: {}", data->description());
   const auto recompute = recompute_layers(config, result.config);
   result.stages = pipeline_stages(config, result.config);
-  if (!result.stages.empty() && data->packed_sequences() > 0) {
-    throw ConfigError(fmt::format(
-        "{}: key 'model.pipeline': packed rows (data.files {}) are not pipelined in this "
-        "version: train them unpipelined, or use the unpacked files",
-        config.locate("model.pipeline"), config.data.files.string()));
-  }
   if (!result.stages.empty()) {
     const TensorMap trained =
         run_pipelined_pretraining(device, stage_devices, config, compile_only, observer, *data,

@@ -70,7 +70,8 @@ PipelinedTraining::PipelinedTraining(const std::vector<Device*>& devices, const 
                                      DType precision, DropoutSettings dropout, std::uint64_t seed,
                                      std::int64_t max_predictions, TaskHead head,
                                      const std::set<std::int64_t>& recompute,
-                                     const std::vector<PipelineStage>& stages) {
+                                     const std::vector<PipelineStage>& stages,
+                                     std::int64_t packed_sequences) {
   if (stages.empty() || devices.size() != stages.size())
     throw ConfigError(
         fmt::format("pipeline: {} stages on {} devices", stages.size(), devices.size()));
@@ -82,7 +83,7 @@ PipelinedTraining::PipelinedTraining(const std::vector<Device*>& devices, const 
       if (l >= stages[s].first_layer && l < last) own.insert(l);
     stages_.push_back(std::make_unique<BertTraining>(*devices[s], config, micro_batch, optimizer,
                                                      precision, dropout, seed, max_predictions,
-                                                     head, own, stages[s]));
+                                                     head, own, stages[s], packed_sequences));
   }
   // The last stage's MLM decoder holds a copy of the word embeddings.
   if (stages.size() > 1 && head.kind == TaskHead::Kind::pretraining)
@@ -176,7 +177,7 @@ std::int64_t PipelinedTraining::parameter_count() const {
 }
 
 std::optional<TrainingStepEstimate> PipelinedTraining::estimate_step(int accumulation,
-                                                                     std::int64_t global_batch,
+                                                                     double sequences,
                                                                      double all_reduce) const {
   std::optional<TrainingWorkEstimate> slowest;
   double optimizer = 0, host_io = 0;
@@ -196,7 +197,7 @@ std::optional<TrainingStepEstimate> PipelinedTraining::estimate_step(int accumul
   e.optimizer = optimizer;
   e.all_reduce = all_reduce;
   e.host_io = host_io * accumulation;
-  e.sequences_per_second = static_cast<double>(global_batch) / e.seconds();
+  e.sequences_per_second = sequences / e.seconds();
   return e;
 }
 
