@@ -95,6 +95,18 @@ TEST(Config, FirstMomentIsF32OrF16) {
             DType::f16);
 }
 
+TEST(Config, SpecialTokensAreSplitOrKept) {
+  const std::string inference =
+      "backend: cpu\ntask: inference\nmodel: {preset: tiny}\ndata:\n  special_tokens: ";
+  EXPECT_EQ(error_of(inference + "whole\n"),
+            "c.yaml:5: key 'data.special_tokens': expected split (BERT's reference) or keep "
+            "(Hugging Face), got \"whole\"");
+  test::TempDir dir;
+  EXPECT_EQ(load_run_config(dir.write("keep.yaml", inference + "keep\n"), {}).data.special_tokens,
+            SpecialTokensInText::keep);
+  EXPECT_FALSE(load_run_config(dir.write("unset.yaml", kGood), {}).data.special_tokens);
+}
+
 TEST(Config, MissingRequiredKeyAndUnknownTask) {
   EXPECT_EQ(error_of("task: matmul-bench\n"),
             "c.yaml: key 'backend': required: the backend to run on (cpu, ipu, gaudi)");

@@ -25,7 +25,7 @@ std::string config_file(const test::TempDir& dir, const std::string& backend,
 TEST(Launcher, VersionAndPlugins) {
   auto version = run_polyhal("--version");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_NE(version.output.find("plugin ABI 2.0, op schema 5"), std::string::npos);
+  EXPECT_NE(version.output.find("plugin ABI 2.0, op schema 6"), std::string::npos);
   auto plugins = run_polyhal("plugins");
   EXPECT_EQ(plugins.exit_code, 0) << plugins.output;
   EXPECT_NE(plugins.output.find("backends: cpu, gaudi, ipu"), std::string::npos) << plugins.output;
@@ -333,6 +333,29 @@ TEST(LauncherInference, TextInputWritesPooledOutputsAndMaskPredictions) {
   EXPECT_EQ(lines[1]["masked_predictions"][0]["position"], 2);
   EXPECT_EQ(lines[1]["masked_predictions"][0]["top"].size(), 5u);
   EXPECT_EQ(lines[1]["nsp_logits"].size(), 2u);
+
+  // Every line is an example, an empty one too: index i is line i + 1.
+  dir.write("lines.txt", "hello\n\nhow are you\r\n");
+  r = run_polyhal("run --config " + file.string() +
+                  " --set data.text_file=" + (dir.path() / "lines.txt").string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream again(out);
+  lines.clear();
+  for (std::string line; std::getline(again, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[1]["index"], 1);
+  EXPECT_EQ(lines[1]["line"], 2);
+  EXPECT_EQ(lines[1]["tokens"][1], "[SEP]");
+  EXPECT_EQ(lines[2]["tokens"][3], "you");
+  EXPECT_EQ(lines[2]["tokens"][4], "[SEP]");  // no token from the carriage return
+  // data.special_tokens: split reads "[MASK]" as the reference does.
+  r = run_polyhal("run --config " + file.string() + " --set data.special_tokens=split");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream split(out);
+  lines.clear();
+  for (std::string line; std::getline(split, line);) lines.push_back(nlohmann::json::parse(line));
+  EXPECT_EQ(lines.at(1)["masked_predictions"].size(), 0u);
+  EXPECT_EQ(lines.at(1)["tokens"][2], "[UNK]");  // "[" is not in this vocabulary
 }
 
 TEST(LauncherInference, BadModelSettingsAreConfigErrors) {

@@ -49,8 +49,43 @@ TEST(Tokenizer, WordPieceIsGreedyLongestMatchFirst) {
   EXPECT_EQ(t.tokenize("UNwant\xc3\xa9"
                        "d,running"),
             (Tokens{"un", "##want", "##ed", ",", "runn", "##ing"}));
-  EXPECT_EQ(t.tokenize("hello [MASK] you"), (Tokens{"hello", "[MASK]", "you"}));
-  EXPECT_EQ(t.tokenize(std::string(101, 'a')), Tokens{"[UNK]"});
+  // max_input_chars_per_word is 200, as the reference's.
+  std::string word;
+  for (int i = 0; i < 50; ++i) word += "want";
+  EXPECT_EQ(t.tokenize(word).size(), 50u);
+  EXPECT_EQ(t.tokenize(word).back(), "##want");
+  EXPECT_EQ(t.tokenize(word + "want"), Tokens{"[UNK]"});
+}
+
+TEST(Tokenizer, LiteralSpecialTokensAreSplitAsTheReferenceOrKeptAsHuggingFace) {
+  Vocab v;
+  const std::string text = "hello [MASK] you [cls]";
+  WordPieceTokenizer reference(v.file, true);
+  EXPECT_EQ(reference.basic_tokenize(text),
+            (Tokens{"hello", "[", "mask", "]", "you", "[", "cls", "]"}));
+  WordPieceTokenizer kept(v.file, true, SpecialTokensInText::keep);
+  EXPECT_EQ(kept.basic_tokenize(text), (Tokens{"hello", "[MASK]", "you", "[", "cls", "]"}))
+      << "only the exact special token is kept whole";
+  EXPECT_EQ(kept.tokenize(text), (Tokens{"hello", "[MASK]", "you", "[UNK]", "[UNK]", "[UNK]"}));
+}
+
+TEST(Tokenizer, LineAndParagraphSeparatorsAreWhitespace) {
+  Vocab v;
+  WordPieceTokenizer t(v.file, true);
+  EXPECT_EQ(t.tokenize("how\u2028are\u2029you"), (Tokens{"how", "are", "you"}));
+  EXPECT_EQ(t.tokenize("how\u3000are"), (Tokens{"how", "are"}));  // Zs
+}
+
+TEST(Tokenizer, OnlyControlAndFormatCharactersAreRemoved) {
+  Vocab v;
+  WordPieceTokenizer t(v.file, true);
+  // Cc (U+0001, U+0085) and Cf (U+200B zero-width space, U+00AD soft hyphen) go.
+  EXPECT_EQ(t.basic_tokenize("how\x01"
+                             "are\u200byou\u00ad\u0085"),
+            (Tokens{"howareyou"}));
+  // Private use (U+E000) and unassigned (U+0378) stay, and are unknown words.
+  EXPECT_EQ(t.basic_tokenize("how \ue000 are\u0378"), (Tokens{"how", "\ue000", "are\u0378"}));
+  EXPECT_EQ(t.tokenize("how \ue000 are\u0378"), (Tokens{"how", "[UNK]", "[UNK]"}));
 }
 
 TEST(Tokenizer, ControlCharactersAreDroppedAndWhitespaceSplits) {
@@ -73,6 +108,11 @@ TEST(Tokenizer, PairsGetTypesTruncationAndPadding) {
   // Longest side loses tokens first until [CLS] a [SEP] b [SEP] fits in 6.
   const auto cut = t.encode("hello how are you", std::string("low"), 6);
   EXPECT_EQ(cut.tokens, (Tokens{"[CLS]", "hello", "how", "[SEP]", "low", "[SEP]"}));
+  // On a tie the second loses one (the reference's _truncate_seq_pair).
+  const auto tie = t.encode("hello how", std::string("are you"), 6);
+  EXPECT_EQ(tie.tokens, (Tokens{"[CLS]", "hello", "how", "[SEP]", "are", "[SEP]"}));
+  const auto b_longer = t.encode("hello", std::string("how are you"), 6);
+  EXPECT_EQ(b_longer.tokens, (Tokens{"[CLS]", "hello", "[SEP]", "how", "are", "[SEP]"}));
 }
 
 TEST(Tokenizer, VocabularyWithoutSpecialTokensIsRejected) {

@@ -37,6 +37,7 @@
 
 #include "polyhal/backend.hpp"
 #include "polyhal/dtype.hpp"
+#include "polyhal/tokenizer.hpp"
 
 namespace polyhal {
 
@@ -98,6 +99,11 @@ struct DataSection {
   std::filesystem::path text_file;
   std::filesystem::path vocab;
   bool lower_case = true;
+  /// A literal [MASK], [CLS], ... in text: split as BERT's reference
+  /// tokenizer does, or kept as one token as Hugging Face's (tokenizer.hpp).
+  /// Unset: kept in text inference (filling a [MASK] is what it is for),
+  /// split where data is prepared or fine-tuned as the reference does.
+  std::optional<SpecialTokensInText> special_tokens;
   std::uint64_t seed = 0;
   double mask_probability = 0.15;     ///< pretrain: share of tokens masked
   std::int64_t max_predictions = 20;  ///< pretrain: at most this many per sequence

@@ -1,10 +1,12 @@
 #pragma once
 /// @file tokenizer.hpp
 /// BERT's WordPiece tokenizer, following the rules of Google's original
-/// tokenization.py (and Hugging Face's BertTokenizer): text cleaning,
-/// whitespace and punctuation splitting, CJK characters as single tokens,
-/// optional lower-casing with accent stripping (NFD, marks removed), then
-/// greedy longest-match-first WordPiece with "##" continuations.
+/// tokenization.py (and Hugging Face's BertTokenizer): text cleaning (NUL,
+/// U+FFFD and categories Cc/Cf removed), whitespace (incl. U+2028/U+2029)
+/// and punctuation splitting, CJK characters as single tokens, optional
+/// lower-casing with accent stripping (NFD, marks removed), then greedy
+/// longest-match-first WordPiece with "##" continuations (words over 200
+/// characters are [UNK]).
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -22,19 +24,27 @@ struct Encoding {
   std::vector<std::int32_t> attention_mask;
 };
 
+/// What a literal "[MASK]", "[CLS]", "[SEP]", "[PAD]" or "[UNK]" in the
+/// input text becomes. `split`: what BERT's reference tokenization.py does,
+/// punctuation splitting making it "[", "mask", "]" (the data the seeds'
+/// models were trained on). `keep`: one special token, as Hugging Face's
+/// tokenizers do.
+enum class SpecialTokensInText : std::uint8_t { split, keep };
+
 class WordPieceTokenizer {
  public:
   /// Reads a vocab.txt (one token per line, id = line number). Throws
   /// ConfigError naming the file if it cannot be read or lacks [CLS], [SEP],
   /// [PAD] or [UNK].
-  WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lower_case);
+  WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lower_case,
+                     SpecialTokensInText special = SpecialTokensInText::split);
 
   /// Text -> basic tokens (before WordPiece).
   std::vector<std::string> basic_tokenize(const std::string& text) const;
   /// Basic tokens -> WordPiece tokens.
   std::vector<std::string> tokenize(const std::string& text) const;
-  /// [CLS] a [SEP] (b [SEP]), truncating the longer side first to fit
-  /// `max_length`, then padding with [PAD] (attention_mask 0).
+  /// [CLS] a [SEP] (b [SEP]), truncating the longer side first (b on a
+  /// tie) to fit `max_length`, then padding with [PAD] (attention_mask 0).
   Encoding encode(const std::string& text_a, const std::optional<std::string>& text_b,
                   std::int64_t max_length) const;
 
@@ -47,6 +57,7 @@ class WordPieceTokenizer {
   std::map<std::string, std::int32_t> ids_;
   std::vector<std::string> tokens_;
   bool lower_case_;
+  SpecialTokensInText special_;
 };
 
 }  // namespace polyhal

@@ -419,9 +419,10 @@ void read_checkpoint(const YAML::Node& node, ConfigReader& reader, RunConfig& co
 }
 
 void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
-  reader.require_known_keys(node, "data",
-                            {"source", "text_file", "vocab", "lower_case", "seed",
-                             "mask_probability", "max_predictions", "files", "shuffle", "packed"});
+  reader.require_known_keys(
+      node, "data",
+      {"source", "text_file", "vocab", "lower_case", "seed", "mask_probability", "max_predictions",
+       "files", "shuffle", "packed", "special_tokens"});
   auto& d = config.data;
   if (node["source"]) {
     d.source = reader.scalar(node["source"], "data.source");
@@ -436,6 +437,14 @@ void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) 
     d.text_file = relative_to(config.file, reader.scalar(node["text_file"], "data.text_file"));
   if (node["vocab"]) d.vocab = relative_to(config.file, reader.scalar(node["vocab"], "data.vocab"));
   if (node["lower_case"]) d.lower_case = reader.boolean(node["lower_case"], "data.lower_case");
+  if (node["special_tokens"]) {
+    const std::string how = reader.scalar(node["special_tokens"], "data.special_tokens");
+    if (how != "split" && how != "keep")
+      reader.fail(
+          "data.special_tokens",
+          fmt::format("expected split (BERT's reference) or keep (Hugging Face), got \"{}\"", how));
+    d.special_tokens = how == "keep" ? SpecialTokensInText::keep : SpecialTokensInText::split;
+  }
   if (node["seed"])
     d.seed = static_cast<std::uint64_t>(reader.integer(node["seed"], "data.seed", 0));
   if (node["mask_probability"]) {

@@ -13,17 +13,26 @@
 namespace polyhal {
 namespace {
 
-constexpr std::size_t kMaxCharsPerWord = 100;  // longer words become [UNK], as in BERT
+// The reference's max_input_chars_per_word: longer words become [UNK].
+constexpr std::size_t kMaxCharsPerWord = 200;
 
+/// Whitespace as the reference splits on it: its _is_whitespace (space, tab,
+/// newline, carriage return, category Zs) and what Python's str.split()
+/// then also splits on among the characters cleaning keeps: the line and
+/// paragraph separators U+2028 and U+2029 (Zl, Zp).
 bool is_whitespace(UChar32 c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || u_charType(c) == U_SPACE_SEPARATOR;
+  const auto type = u_charType(c);
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || type == U_SPACE_SEPARATOR ||
+         type == U_LINE_SEPARATOR || type == U_PARAGRAPH_SEPARATOR;
 }
 
+/// The reference's _is_control: categories Cc and Cf, but not tab, newline
+/// or carriage return. Unassigned and private-use code points are kept (and
+/// become [UNK] unless the vocabulary has them).
 bool is_control(UChar32 c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
   const auto type = u_charType(c);
-  return type == U_CONTROL_CHAR || type == U_FORMAT_CHAR || type == U_PRIVATE_USE_CHAR ||
-         type == U_SURROGATE || type == U_UNASSIGNED;
+  return type == U_CONTROL_CHAR || type == U_FORMAT_CHAR;
 }
 
 bool is_punctuation(UChar32 c) {
@@ -72,8 +81,9 @@ bool is_special(const std::string& token) {
 
 }  // namespace
 
-WordPieceTokenizer::WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lower_case)
-    : lower_case_(lower_case) {
+WordPieceTokenizer::WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lower_case,
+                                       SpecialTokensInText special)
+    : lower_case_(lower_case), special_(special) {
   std::ifstream in(vocab_file);
   if (!in) throw ConfigError(fmt::format("{}: cannot read the vocabulary", vocab_file.string()));
   for (std::string line; std::getline(in, line);) {
@@ -114,7 +124,7 @@ std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& t
     if (end == start) break;
     icu::UnicodeString word(cleaned, start, end - start);
     start = end;
-    if (is_special(to_utf8(word))) {
+    if (special_ == SpecialTokensInText::keep && is_special(to_utf8(word))) {
       out.push_back(to_utf8(word));
       continue;
     }
@@ -162,7 +172,7 @@ std::vector<std::string> WordPieceTokenizer::wordpiece(const std::string& word) 
 std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) const {
   std::vector<std::string> out;
   for (const auto& word : basic_tokenize(text)) {
-    if (is_special(word) && ids_.contains(word)) {
+    if (special_ == SpecialTokensInText::keep && is_special(word) && ids_.contains(word)) {
       out.push_back(word);
       continue;
     }
@@ -179,9 +189,9 @@ Encoding WordPieceTokenizer::encode(const std::string& text_a,
   const std::size_t special = text_b ? 3 : 2;
   const auto limit = static_cast<std::size_t>(
       std::max<std::int64_t>(max_length, static_cast<std::int64_t>(special)));
-  while (a.size() + b.size() + special > limit) {  // longest first, as BERT's run_classifier
-    (a.size() >= b.size() ? a : b).pop_back();
-  }
+  // The longer side loses its last token first, the second on a tie: the
+  // reference's _truncate_seq_pair and Hugging Face's longest_first.
+  while (a.size() + b.size() + special > limit) (a.size() > b.size() ? a : b).pop_back();
   Encoding e;
   auto add = [&](const std::string& token, std::int32_t type) {
     e.tokens.push_back(token);

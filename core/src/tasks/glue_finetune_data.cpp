@@ -23,7 +23,8 @@ class GlueData final : public FinetuneData {
   GlueData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq)
       : task_(glue_task(config.finetune.glue_task)),
         head_(finetune_head(config)),
-        tokenizer_(vocab, config.data.lower_case) {
+        tokenizer_(vocab, config.data.lower_case,
+                   config.data.special_tokens.value_or(SpecialTokensInText::split)) {
     const auto& f = config.finetune;
     if (f.train) load(Split::train, f.train_file, true, seq);
     if (f.eval) load(Split::eval, f.eval_file, true, seq);

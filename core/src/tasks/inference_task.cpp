@@ -43,8 +43,9 @@ std::vector<TextExample> read_text(const std::filesystem::path& file) {
   std::ifstream in(file);
   if (!in) throw ConfigError(fmt::format("{}: cannot read the text file", file.string()));
   std::vector<TextExample> examples;
+  // Every line is an example, an empty one too: output `index` i is line i + 1.
   for (std::string line; std::getline(in, line);) {
-    if (line.empty()) continue;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
     const auto tab = line.find('\t');  // "sentence A<TAB>sentence B" makes a pair
     if (tab == std::string::npos) {
       examples.push_back({line, std::nullopt});
@@ -120,7 +121,8 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   const bool text = config.data.source == "text";
   std::optional<WordPieceTokenizer> tokenizer;
   if (text) {
-    tokenizer.emplace(config.data.vocab, config.data.lower_case);
+    tokenizer.emplace(config.data.vocab, config.data.lower_case,
+                      config.data.special_tokens.value_or(SpecialTokensInText::keep));
     if (static_cast<std::int64_t>(tokenizer->vocab_size()) > result.config.vocab_size) {
       throw ConfigError(fmt::format("{}: vocabulary has {} tokens but the model's vocab_size is {}",
                                     config.data.vocab.string(), tokenizer->vocab_size(),
@@ -190,7 +192,8 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
       for (std::int64_t b = 0;
            b < shape.batch && first + static_cast<std::size_t>(b) < examples.size(); ++b) {
         const auto& e = encodings[static_cast<std::size_t>(b)];
-        nlohmann::json line{{"index", first + static_cast<std::size_t>(b)}, {"tokens", e.tokens}};
+        const std::size_t index = first + static_cast<std::size_t>(b);
+        nlohmann::json line{{"index", index}, {"line", index + 1}, {"tokens", e.tokens}};
         const auto slice = [b](const std::vector<float>& all, std::size_t width) {
           return std::vector<float>(
               all.begin() + static_cast<std::ptrdiff_t>(b) * static_cast<std::ptrdiff_t>(width),
