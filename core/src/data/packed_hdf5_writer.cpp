@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <array>
 
-#include "data/hdf5_handle.hpp"
+#include "data/hdf5_writer.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/mlperf_hdf5.hpp"
 #include "polyhal/packed_data.hpp"
@@ -12,9 +12,6 @@
 
 namespace polyhal {
 namespace {
-
-using detail::Handle;
-using detail::quietly;
 
 /// One sample reduced to what packing needs, checked.
 struct Sequence {
@@ -73,71 +70,25 @@ struct PackedRows {
   }
 };
 
-void write_dataset(const Handle& file, const std::filesystem::path& path, const char* name,
-                   hsize_t rows, hsize_t columns, hid_t type, const void* data) {
-  const std::array<hsize_t, 2> dims{rows, columns};
-  const Handle space(H5Screate_simple(2, dims.data(), nullptr), H5Sclose);
-  const Handle dataset(quietly([&] {
-                         return H5Dcreate2(file.get(), name, type, space.get(), H5P_DEFAULT,
-                                           H5P_DEFAULT, H5P_DEFAULT);
-                       }),
-                       H5Dclose);
-  if (!dataset.valid() ||
-      quietly([&] { return H5Dwrite(dataset.get(), type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data); }) <
-          0)
-    throw RuntimeFailure(
-        fmt::format("{}: cannot write dataset '{}' (disk full?)", path.string(), name));
-}
-
-void write_attribute(const Handle& file, const char* name, const std::string& value) {
-  const Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), std::max<std::size_t>(value.size(), 1));
-  const Handle space(H5Screate(H5S_SCALAR), H5Sclose);
-  const Handle attribute(
-      H5Acreate2(file.get(), name, type.get(), space.get(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-  H5Awrite(attribute.get(), type.get(), value.c_str());
-}
-
 void write_file(const std::filesystem::path& path, const PackedRows& r,
                 const PackOptions& options) {
-  const std::filesystem::path temporary = path.string() + ".tmp";
-  Handle file(quietly([&] {
-                return H5Fcreate(temporary.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-              }),
-              H5Fclose);
-  if (!file.valid())
-    throw RuntimeFailure(fmt::format("{}: cannot create (permissions?)", temporary.string()));
-  const auto n = static_cast<hsize_t>(r.rows);
-  const auto s = static_cast<hsize_t>(r.seq), p = static_cast<hsize_t>(r.predictions),
-             k = static_cast<hsize_t>(r.per_pack);
-  try {
-    write_dataset(file, path, "packed_input_ids", n, s, H5T_NATIVE_INT32, r.ids.data());
-    write_dataset(file, path, "packed_segment_ids", n, s, H5T_NATIVE_INT32, r.segments.data());
-    write_dataset(file, path, "packed_input_mask", n, s, H5T_NATIVE_INT32, r.mask.data());
-    write_dataset(file, path, "packed_position_ids", n, s, H5T_NATIVE_INT32, r.positions.data());
-    write_dataset(file, path, "packed_masked_lm_positions", n, p, H5T_NATIVE_INT32,
-                  r.lm_positions.data());
-    write_dataset(file, path, "packed_masked_lm_ids", n, p, H5T_NATIVE_INT32, r.lm_ids.data());
-    write_dataset(file, path, "packed_masked_lm_weights", n, p, H5T_NATIVE_FLOAT,
-                  r.lm_weights.data());
-    write_dataset(file, path, "packed_next_sentence_positions", n, k, H5T_NATIVE_INT32,
-                  r.ns_positions.data());
-    write_dataset(file, path, "packed_next_sentence_labels", n, k, H5T_NATIVE_INT32,
-                  r.ns_labels.data());
-    write_dataset(file, path, "packed_next_sentence_weights", n, k, H5T_NATIVE_FLOAT,
-                  r.ns_weights.data());
-    write_attribute(file, "algorithm", options.algorithm);
-    write_attribute(file, "max_sequences_per_pack", std::to_string(options.max_sequences_per_pack));
-    write_attribute(file, "source", options.input.string());
-    if (!file.close())
-      throw RuntimeFailure(fmt::format("{}: close failed (disk full?)", path.string()));
-  } catch (...) {
-    file.close();
-    std::error_code ignored;
-    std::filesystem::remove(temporary, ignored);
-    throw;
-  }
-  detail::publish_atomically(temporary, path);
+  detail::Hdf5Writer file(path);
+  const std::int64_t n = r.rows, s = r.seq, p = r.predictions, k = r.per_pack;
+  const hid_t i32 = H5T_STD_I32LE, f32 = H5T_IEEE_F32LE;
+  file.dataset("packed_input_ids", n, s, i32, r.ids.data());
+  file.dataset("packed_segment_ids", n, s, i32, r.segments.data());
+  file.dataset("packed_input_mask", n, s, i32, r.mask.data());
+  file.dataset("packed_position_ids", n, s, i32, r.positions.data());
+  file.dataset("packed_masked_lm_positions", n, p, i32, r.lm_positions.data());
+  file.dataset("packed_masked_lm_ids", n, p, i32, r.lm_ids.data());
+  file.dataset("packed_masked_lm_weights", n, p, f32, r.lm_weights.data());
+  file.dataset("packed_next_sentence_positions", n, k, i32, r.ns_positions.data());
+  file.dataset("packed_next_sentence_labels", n, k, i32, r.ns_labels.data());
+  file.dataset("packed_next_sentence_weights", n, k, f32, r.ns_weights.data());
+  file.attribute("algorithm", options.algorithm);
+  file.attribute("max_sequences_per_pack", std::to_string(options.max_sequences_per_pack));
+  file.attribute("source", options.input.string());
+  file.commit();
 }
 
 }  // namespace
