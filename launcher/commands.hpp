@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "polyhal/packed_data.hpp"
+#include "polyhal/prepare_data.hpp"
 
 namespace polyhal::launcher {
 
@@ -33,5 +34,8 @@ int validate_config(const CommonOptions& common, const RunOptions& run);
 int run_workload(const CommonOptions& common, const RunOptions& run);
 /// `polyhal pack`: packs MLPerf HDF5 data and prints efficiency and speed-up.
 int pack_data(const PackOptions& options);
+/// `polyhal prepare-data`: text to MLPerf HDF5 (and packed rows when `pack`
+/// is given: into OUTPUT/packed); prints what it made.
+int prepare_data(const PrepareDataOptions& options, const std::optional<PackOptions>& pack);
 
 }  // namespace polyhal::launcher

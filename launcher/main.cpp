@@ -26,6 +26,13 @@ commands:
   pack      --input FILE_OR_DIR --output DIR [--max-seq-len 512] [--algorithm spfhp|nnlshp]
             [--max-sequences-per-pack 3] [--rows-per-file 16384]
                                                    pack MLPerf HDF5 pre-training data
+  prepare-data --input FILE_OR_DIR... --vocab vocab.txt --output DIR [--max-seq-len 128]
+            [--max-predictions 20] [--masked-lm-prob 0.15] [--dupe-factor 10]
+            [--short-seq-prob 0.1] [--whole-word-masking] [--lower-case | --cased]
+            [--special-tokens split|keep] [--seed 12345] [--shards 1] [--threads 0]
+            [--pack spfhp|nnlshp [--max-sequences-per-pack 3]]
+                                                   text to MLPerf HDF5, as BERT's
+                                                   create_pretraining_data.py
 
 exit codes: 0 ok, 1 failure while running, 2 bad usage or config, 3 plugin or device unavailable,
             4 a replica was lost (an MPI rank died or a collective timed out)
@@ -48,6 +55,10 @@ int dispatch(int argc, char** argv) {
   std::string config;
   std::string metrics_out;
   polyhal::PackOptions pack;
+  polyhal::PrepareDataOptions prepare;
+  std::vector<std::string> inputs;
+  std::string vocab, special_tokens = "split", pack_after;
+  bool cased = false, lower_case = false;
   options.add_options()("help,h", "show usage")("version", "print version and plugin ABI")(
       "log-level", po::value(&log_level), "trace, debug, info, warn, error, off")(
       "command", po::value(&command), "plugins | devices | run | validate | pack")(
@@ -61,13 +72,32 @@ int dispatch(int argc, char** argv) {
       "override a config key: key.path=value (repeatable)")(
       "compile-only", po::bool_switch(&run.compile_only), "prepare and report memory; run nothing")(
       "metrics-out", po::value(&metrics_out), "write JSON-lines metrics to FILE")(
-      "input", po::value(&pack.input), "pack: MLPerf HDF5 file or directory")(
+      "input", po::value(&inputs)->composing(),
+      "pack: MLPerf HDF5 file or directory; prepare-data: text files or directories")(
       "output", po::value(&pack.output), "pack: output directory")(
       "max-seq-len", po::value(&pack.max_seq_len), "pack: tokens per packed row")(
       "algorithm", po::value(&pack.algorithm), "pack: spfhp | nnlshp")(
       "max-sequences-per-pack", po::value(&pack.max_sequences_per_pack),
       "pack: sequences per row at most")("rows-per-file", po::value(&pack.rows_per_file),
-                                         "pack: packed rows per output file");
+                                         "pack: packed rows per output file")(
+      "vocab", po::value(&vocab), "prepare-data: BERT vocab.txt")(
+      "max-predictions", po::value(&prepare.max_predictions),
+      "prepare-data: masked tokens per sequence at most")(
+      "masked-lm-prob", po::value(&prepare.masked_lm_prob), "prepare-data: share of tokens masked")(
+      "dupe-factor", po::value(&prepare.dupe_factor),
+      "prepare-data: passes over the documents, each masked anew")(
+      "short-seq-prob", po::value(&prepare.short_seq_prob),
+      "prepare-data: share of instances with a shorter target length")(
+      "whole-word-masking", po::bool_switch(&prepare.whole_word_masking),
+      "prepare-data: mask every piece of a word together")(
+      "lower-case", po::bool_switch(&lower_case), "prepare-data: lower-case (the default)")(
+      "cased", po::bool_switch(&cased), "prepare-data: keep case (a cased vocabulary)")(
+      "special-tokens", po::value(&special_tokens),
+      "prepare-data: a literal [MASK] in text: split (reference) | keep")(
+      "seed", po::value(&prepare.seed), "prepare-data: random seed")(
+      "shards", po::value(&prepare.shards), "prepare-data: output part files")(
+      "threads", po::value(&prepare.threads), "prepare-data: threads (0: every core)")(
+      "pack", po::value(&pack_after), "prepare-data: also pack the output (spfhp | nnlshp)");
   po::positional_options_description positional;
   positional.add("command", 1);
   po::variables_map vm;
@@ -116,9 +146,32 @@ int dispatch(int argc, char** argv) {
     return polyhal::launcher::run_workload(common, run);
   }
   if (command == "pack") {
-    if (pack.input.empty() || pack.output.empty())
-      throw polyhal::UsageError(fmt::format("'pack' needs --input and --output\n{}", kUsage));
+    if (inputs.size() != 1 || pack.output.empty())
+      throw polyhal::UsageError(fmt::format("'pack' needs one --input and --output\n{}", kUsage));
+    pack.input = inputs.front();
     return polyhal::launcher::pack_data(pack);
+  }
+  if (command == "prepare-data") {
+    if (inputs.empty() || vocab.empty() || pack.output.empty())
+      throw polyhal::UsageError(
+          fmt::format("'prepare-data' needs --input, --vocab and --output\n{}", kUsage));
+    if (cased && lower_case) throw polyhal::UsageError("--lower-case and --cased: give one");
+    if (special_tokens != "split" && special_tokens != "keep")
+      throw polyhal::UsageError(fmt::format(
+          "--special-tokens: expected split (BERT's reference) or keep, got '{}'", special_tokens));
+    for (const auto& input : inputs) prepare.inputs.emplace_back(input);
+    prepare.vocab = vocab;
+    prepare.output = pack.output;
+    prepare.lower_case = !cased;
+    prepare.special_tokens = special_tokens == "keep" ? polyhal::SpecialTokensInText::keep
+                                                      : polyhal::SpecialTokensInText::split;
+    if (vm.count("max-seq-len")) prepare.max_seq_len = pack.max_seq_len;
+    std::optional<polyhal::PackOptions> packing;
+    if (!pack_after.empty()) {
+      packing = pack;
+      packing->algorithm = pack_after;
+    }
+    return polyhal::launcher::prepare_data(prepare, packing);
   }
   if (command.empty()) throw polyhal::UsageError(fmt::format("no command given\n{}", kUsage));
   throw polyhal::UsageError(fmt::format("unknown command '{}'\n{}", command, kUsage));

@@ -28,6 +28,7 @@ TempDir::~TempDir() {
 
 std::filesystem::path TempDir::write(const std::string& name, const std::string& text) const {
   const auto file = path_ / name;
+  std::filesystem::create_directories(file.parent_path());
   std::ofstream(file, std::ios::binary) << text;
   return file;
 }

@@ -2,6 +2,7 @@
 // UTF-8 as the reference Python scripts see text: code points. Bytes that do
 // not start a complete, well-formed sequence decode as themselves, one at a
 // time, so untrusted text never stops a reader.
+#include <algorithm>
 #include <cstddef>
 #include <string>
 
@@ -57,6 +58,54 @@ inline std::string encode(const std::u32string& text) {
     }
   }
   return out;
+}
+
+/// Replaces each byte sequence that is not well-formed UTF-8 (a stray or
+/// missing continuation byte, an overlong form, a surrogate, a code point
+/// past U+10FFFF) with U+FFFD, one per maximal ill-formed part, as Python's
+/// decode(errors="replace") does. Returns how many were replaced.
+inline std::size_t repair(std::string& text) {
+  std::size_t i = 0;
+  while (i < text.size() && static_cast<unsigned char>(text[i]) < 0x80) ++i;
+  if (i == text.size()) return 0;  // ASCII: nothing to check
+  std::string out(text, 0, i);
+  std::size_t replaced = 0;
+  const auto byte = [&](std::size_t at) { return static_cast<unsigned char>(text[at]); };
+  while (i < text.size()) {
+    const unsigned char lead = byte(i);
+    std::size_t length = 0;
+    unsigned char low = 0x80, high = 0xBF;  // the second byte's range (Unicode table 3-7)
+    if (lead < 0x80) {
+      length = 1;
+    } else if (lead >= 0xC2 && lead <= 0xDF) {
+      length = 2;
+    } else if (lead >= 0xE0 && lead <= 0xEF) {
+      length = 3;
+      if (lead == 0xE0) low = 0xA0;
+      if (lead == 0xED) high = 0x9F;
+    } else if (lead >= 0xF0 && lead <= 0xF4) {
+      length = 4;
+      if (lead == 0xF0) low = 0x90;
+      if (lead == 0xF4) high = 0x8F;
+    }
+    std::size_t good = length == 0 ? 0 : 1;  // bytes of a well-formed prefix
+    while (good > 0 && good < length && i + good < text.size()) {
+      const unsigned char c = byte(i + good);
+      const bool fits = good == 1 ? (c >= low && c <= high) : (c >= 0x80 && c <= 0xBF);
+      if (!fits) break;
+      ++good;
+    }
+    if (length > 0 && good == length) {
+      out.append(text, i, length);
+      i += length;
+      continue;
+    }
+    out += "\xEF\xBF\xBD";  // U+FFFD
+    ++replaced;
+    i += std::max<std::size_t>(good, 1);
+  }
+  text = std::move(out);
+  return replaced;
 }
 
 }  // namespace polyhal::utf8
