@@ -188,5 +188,9 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     std::cerr << "polyhal: error: " << e.what() << '\n';
     return static_cast<int>(polyhal::ExitCode::failure);
+  } catch (...) {  // e.g. a plugin throwing something that is not a std::exception
+    std::cerr << "polyhal: error: an exception of unknown type (not derived from "
+                 "std::exception) reached the launcher\n";
+    return static_cast<int>(polyhal::ExitCode::failure);
   }
 }

@@ -9,6 +9,7 @@
 #include "polyhal/bert_inference.hpp"
 #include "polyhal/bert_weights.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/safetensors.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -163,6 +164,55 @@ TEST(Safetensors, BadHeaderIsReportedWithItsByteRange) {
   const auto huge =
       dir.write("huge.safetensors", std::string("\xff\xff\xff\xff\x00\x00\x00\x00{}", 10));
   EXPECT_NE(load_error(huge, golden.config).find("byte 0: header length"), std::string::npos);
+}
+
+/// A safetensors file of `header` (JSON) and `data` bytes.
+std::string safetensors_bytes(const std::string& header, std::size_t data) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  return out + header + std::string(data, '\0');
+}
+
+// Crafted headers: tensors sharing bytes (1 MB decoded many times over), a
+// shape whose element count wraps, a number JSON cannot hold: each a clear
+// error naming the file and tensor, never a huge allocation or a crash.
+TEST(Safetensors, CraftedHeadersAreRefusedBeforeAnyAllocation) {
+  test::TempDir dir;
+  const auto read_error = [](const std::filesystem::path& file) {
+    try {
+      read_safetensors(file);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const auto overlap = dir.write(
+      "overlap.safetensors",
+      safetensors_bytes(R"({"a": {"dtype": "F32", "shape": [64], "data_offsets": [0, 256]},)"
+                        R"( "b": {"dtype": "F32", "shape": [64], "data_offsets": [128, 384]}})",
+                        384));
+  EXPECT_NE(read_error(overlap).find("overlap tensor"), std::string::npos) << read_error(overlap);
+  const auto wraps =
+      dir.write("wraps.safetensors",
+                safetensors_bytes(R"({"a": {"dtype": "F32", "shape": [4611686018427387904, 4], )"
+                                  R"("data_offsets": [0, 0]}})",
+                                  16));
+  EXPECT_NE(read_error(wraps).find("tensor 'a': shape [4611686018427387904, 4] holds more "
+                                   "elements than the file's 16 bytes"),
+            std::string::npos)
+      << read_error(wraps);
+  const auto huge_number = dir.write(
+      "number.safetensors",
+      safetensors_bytes(R"({"a": {"dtype": "F32", "shape": [1e999], "data_offsets": [0, 4]}})", 4));
+  EXPECT_NE(read_error(huge_number).find("header is not valid JSON"), std::string::npos)
+      << read_error(huge_number);
+  const auto negative =
+      dir.write("negative.safetensors",
+                safetensors_bytes(
+                    R"({"a": {"dtype": "F32", "shape": [-1, -4], "data_offsets": [0, 16]}})", 16));
+  EXPECT_NE(read_error(negative).find("tensor 'a': shape"), std::string::npos)
+      << read_error(negative);
 }
 
 TEST(BertInference, PreparingOnADeviceWithoutBf16FailsAtPrepare) {

@@ -1,4 +1,5 @@
 // Config errors name file, line and key; overrides say where they came from.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "polyhal/config.hpp"
@@ -105,6 +106,33 @@ TEST(Config, SpecialTokensAreSplitOrKept) {
   EXPECT_EQ(load_run_config(dir.write("keep.yaml", inference + "keep\n"), {}).data.special_tokens,
             SpecialTokensInText::keep);
   EXPECT_FALSE(load_run_config(dir.write("unset.yaml", kGood), {}).data.special_tokens);
+}
+
+// A 1 KB file of nested aliases would expand to billions of keys: refused
+// quickly, as are deep nesting and oversized files.
+TEST(Config, AliasBombsDeepNestingAndHugeFilesAreRefused) {
+  std::string bomb = "backend: cpu\ntask: inference\na0: &a0 {k: 1, l: 1}\n";
+  for (int i = 1; i < 40; ++i)
+    bomb += fmt::format("a{}: &a{} {{k: *a{}, l: *a{}}}\n", i, i, i - 1, i - 1);
+  EXPECT_NE(error_of(bomb).find("more than 10000 keys (aliases expanding?)"), std::string::npos)
+      << error_of(bomb);
+  std::string deep = "backend: cpu\ntask: inference\nd: ";
+  for (int i = 0; i < 20; ++i) deep += "{d: ";
+  deep += "1" + std::string(20, '}') + "\n";
+  EXPECT_NE(error_of(deep).find("nested deeper than 16 levels"), std::string::npos)
+      << error_of(deep);
+  std::string wide = "backend: cpu\ntask: inference\nw0: &w0 {";
+  for (int k = 0; k < 30; ++k) wide += fmt::format("{}k{}: {}", k ? ", " : "", k, k);
+  wide += "}\n";
+  for (int i = 1; i < 6; ++i) {
+    wide += fmt::format("w{}: &w{} {{", i, i);
+    for (int k = 0; k < 30; ++k) wide += fmt::format("{}k{}: *w{}", k ? ", " : "", k, i - 1);
+    wide += "}\n";
+  }
+  EXPECT_NE(error_of(wide).find("more than 10000 keys (aliases expanding?)"), std::string::npos)
+      << error_of(wide);
+  EXPECT_NE(error_of(std::string(2 << 20, '#')).find("bytes: a config is a few KiB"),
+            std::string::npos);
 }
 
 TEST(Config, MissingRequiredKeyAndUnknownTask) {

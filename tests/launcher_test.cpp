@@ -358,6 +358,73 @@ TEST(LauncherInference, TextInputWritesPooledOutputsAndMaskPredictions) {
   EXPECT_EQ(lines.at(1)["tokens"][2], "[UNK]");  // "[" is not in this vocabulary
 }
 
+// Numbers that would overflow, wrap or hang what is computed from them are
+// refused up front, naming the key (issue: hardening).
+TEST(LauncherInference, OutOfRangeNumbersAreRefusedNamingTheKey) {
+  test::TempDir dir;
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"model.hidden_size=2305843009213693952", "expected an integer <= 1099511627776"},
+      {"model.hidden_size=131072", "key 'hidden_size': expected a positive integer up to 65536"},
+      {"model.vocab_size=4611686018427387904", "expected an integer <= 1099511627776"},
+      {"model.num_hidden_layers=1000000000",
+       "key 'num_hidden_layers': expected a positive integer up to 1024"},
+      {"inference.iterations=4294967296",
+       "key 'inference.iterations': expected an integer <= "
+       "1000000000"},
+      {"device.threads=99999999999", "key 'device.threads': expected an integer from"},
+      {"device.threads=5000", "key 'device.threads': expected 0 (every core) to 4096"},
+      {"collective.timeout_seconds=1e10",
+       "key 'collective.timeout_seconds': expected a positive "
+       "number of seconds up to 1e+06"},
+  };
+  for (const auto& [set, message] : cases) {
+    const auto r =
+        run_polyhal("run --compile-only --config " + bert_config(dir, "cpu") + " --set " + set);
+    EXPECT_EQ(r.exit_code, 2) << set << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << set << "\n" << r.output;
+  }
+  const auto r = run_polyhal("run --compile-only --config " + bert_config(dir, "ipu") +
+                             " --set device.available_memory_proportion=nan");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'device.available_memory_proportion': expected a finite number, "
+                          "got \"nan\""),
+            std::string::npos)
+      << r.output;
+}
+
+// A full disk or a missing directory stops the run with the path and the
+// reason, never a silently truncated file and exit 0.
+TEST(LauncherInference, OutputThatCannotBeWrittenIsAnError) {
+  test::TempDir dir;
+  auto r = run_polyhal("run --config " + bert_config(dir, "cpu") + " --metrics-out /dev/full");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("--metrics-out /dev/full: write failed: No space left on device"),
+            std::string::npos)
+      << r.output;
+  dir.write("vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\n");
+  dir.write("text.txt", "hello\n");
+  const auto missing = dir.path() / "no/such/dir/out.jsonl";
+  r = run_polyhal("run --config " + bert_config(dir, "cpu") +
+                  " --set data.source=text --set data.text_file=text.txt --set data.vocab=vocab.txt"
+                  " --set model.vocab_size=16 --set inference.output=" +
+                  missing.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(missing.string() + ": cannot create a file beside it: No such file or "
+                                             "directory"),
+            std::string::npos)
+      << r.output;
+  // Written whole, with no temporary file left beside it.
+  const auto out = dir.path() / "out.jsonl";
+  r = run_polyhal("run --config " + bert_config(dir, "cpu") +
+                  " --set data.source=text --set data.text_file=text.txt --set data.vocab=vocab.txt"
+                  " --set model.vocab_size=16 --set inference.output=" +
+                  out.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(out));
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_EQ(entry.path().string().find(".tmp"), std::string::npos) << entry.path();
+}
+
 TEST(LauncherInference, BadModelSettingsAreConfigErrors) {
   test::TempDir dir;
   auto r = run_polyhal("run --config " + bert_config(dir, "cpu") + " --set model.preset=gigantic");

@@ -124,6 +124,22 @@ TEST(MlperfHdf5, BadFilesAndMismatchedModelsAreRefusedWithTheFileNamed) {
   small_vocab.vocab_size = 20;
   const auto data = open_pretraining_data(mlperf_run(false), small_vocab, {2, kSeq});
   expect_config_error([&] { data->batch(0); }, "outside the model's vocabulary of 20");
+  // Labels past the vocabulary, or an NSP label that is not 0 or 1: named
+  // with file and row before anything indexes with them.
+  run = mlperf_run(false);
+  run.data.files = kData / "bad/lm_label.hdf5";
+  expect_config_error(
+      [&] {
+        open_pretraining_data(run, tiny_model(), {2, kSeq})->batch(0);
+      },
+      "lm_label.hdf5 (row 1): masked_lm_ids[0] = 100000 outside the model's "
+      "vocabulary");
+  run.data.files = kData / "bad/nsp_label.hdf5";
+  expect_config_error(
+      [&] {
+        open_pretraining_data(run, tiny_model(), {2, kSeq})->batch(0);
+      },
+      "nsp_label.hdf5 (row 1): next_sentence_labels = 7: expected 0 or 1");
 }
 
 TEST(MlperfHdf5, PretrainingRunsOnTheFilesThroughTheLauncher) {

@@ -253,6 +253,21 @@ TEST(Pretrain, Phase2StartsFromPhase1WithLongerPositionTable) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("extended position embeddings from 16 to 64 rows"), std::string::npos)
       << r.output;
+  // A table longer than the model's, or of another width: refused, naming
+  // the file and the tensor; checked in memory, no file of ours in /tmp.
+  for (const char* sets : {"--set model.max_position_embeddings=8 --set model.seq_len=8",
+                           "--set model.hidden_size=64 --set model.num_attention_heads=2"}) {
+    r = test::run_polyhal("run --config " + pretrain_config(dir, "steps: 2\n") + " " + sets +
+                          " --set checkpoint.init=" + phase1.string());
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("checkpoint.init: " + phase1.string() + ":"), std::string::npos)
+        << r.output;
+    EXPECT_NE(r.output.find("tensor 'bert.embeddings.position_embeddings.weight' has shape"),
+              std::string::npos)
+        << r.output;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator("/tmp"))
+    EXPECT_FALSE(entry.path().filename().string().starts_with("polyhal-init-")) << entry.path();
 }
 
 TEST(Pretrain, DeviceModelsAndBadSettings) {

@@ -19,6 +19,9 @@
 #include "polyhal/train_kernels.hpp"
 
 namespace polyhal::cpu {
+
+/// More OpenMP threads than this is a typo, not a machine.
+constexpr int kMaxThreads = 4096;
 namespace {
 
 dnnl::cpu_isa onednn_isa(Isa isa) {
@@ -268,8 +271,9 @@ class CpuBackend final : public Backend {
     const IsaChoice choice = choose_isa(detect_cpu_features(), options.at("isa"));
     const dnnl::cpu_isa effective = apply_isa_cap(choice.isa);
     int threads = std::stoi(options.at("threads"));
-    if (threads < 0)
-      throw ConfigError(fmt::format("key 'device.threads': expected >= 0, got {}", threads));
+    if (threads < 0 || threads > kMaxThreads)
+      throw ConfigError(fmt::format("key 'device.threads': expected 0 (every core) to {}, got {}",
+                                    kMaxThreads, threads));
     if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     omp_set_num_threads(threads);
     spdlog::debug("cpu: isa {} ({}), oneDNN effective {}", isa_name(choice.isa), choice.reason,

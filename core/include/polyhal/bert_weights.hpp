@@ -28,6 +28,13 @@ TensorMap init_bert_weights(const BertConfig& config, std::uint64_t seed,
 /// missing, extra or wrongly shaped tensor.
 TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig& config,
                             const TaskHead& head = {});
+/// A safetensors map with load_bert_weights' names: canonical BERT names
+/// ("bert." prefix, LayerNorm weight/bias), optimizer state and buffers left out.
+TensorMap canonical_bert_weights(TensorMap raw);
+/// load_bert_weights' check of weights already in memory (canonical names);
+/// `source` names where they came from in the error.
+void check_bert_weights(const TensorMap& weights, const std::filesystem::path& source,
+                        const BertConfig& config, const TaskHead& head = {});
 
 /// Weights to fine-tune from, as Hugging Face's from_pretrained into another
 /// model class: the encoder must be complete; the head's tensors found in

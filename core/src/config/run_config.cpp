@@ -18,6 +18,17 @@
 namespace polyhal {
 namespace {
 
+/// Any integer key: far below where products of a few of them overflow int64.
+constexpr std::int64_t kMaxConfigInteger = std::int64_t{1} << 40;
+/// Repetitions (iterations, warm-up): an int, and hours at a millisecond each.
+constexpr std::int64_t kMaxRepeats = 1'000'000'000;
+/// A collective's timeout: about 11 days; a steady_clock deadline from it never overflows.
+constexpr double kMaxTimeoutSeconds = 1e6;
+/// A config file: bytes read, mapping depth and keys walked.
+constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
+constexpr int kMaxConfigDepth = 16;
+constexpr std::int64_t kMaxConfigKeys = 10000;
+
 /// Walks a YAML tree, reading values and remembering where each key was, so
 /// every error can name file, line and key.
 class ConfigReader {
@@ -30,11 +41,20 @@ class ConfigReader {
   }
 
   /// Records each key's line, and refuses a key given twice in one mapping
-  /// (yaml-cpp would silently keep one of them).
-  void remember_lines(const YAML::Node& node, const std::string& prefix) {
+  /// (yaml-cpp would silently keep one of them). Aliases share their
+  /// anchor's nodes, so nested aliases would make this walk exponential: the
+  /// walk is bounded in depth and in keys visited.
+  void remember_lines(const YAML::Node& node, const std::string& prefix, int depth = 0) {
     if (!node.IsMap()) return;
+    if (depth > kMaxConfigDepth)
+      throw ConfigError(fmt::format("{}: key '{}': nested deeper than {} levels",
+                                    config_.file.string(), prefix, kMaxConfigDepth));
     std::map<std::string, int> seen;
     for (const auto& entry : node) {
+      if (++visited_ > kMaxConfigKeys)
+        throw ConfigError(
+            fmt::format("{}: more than {} keys (aliases expanding?): a config is a few dozen keys",
+                        config_.file.string(), kMaxConfigKeys));
       const std::string key =
           prefix.empty() ? entry.first.Scalar() : prefix + "." + entry.first.Scalar();
       const int line = entry.first.Mark().line + 1;
@@ -43,7 +63,7 @@ class ConfigReader {
                                       config_.file.string(), line, key, it->second));
       }
       if (entry.first.Mark().line >= 0) config_.lines[key] = line;
-      remember_lines(entry.second, key);
+      remember_lines(entry.second, key, depth + 1);
     }
   }
 
@@ -76,7 +96,10 @@ class ConfigReader {
     return node.Scalar();
   }
 
-  std::int64_t integer(const YAML::Node& node, const std::string& key, std::int64_t min) const {
+  /// An integer in [min, max]; `max` keeps counts and sizes far from
+  /// overflow in what is computed from them.
+  std::int64_t integer(const YAML::Node& node, const std::string& key, std::int64_t min,
+                       std::int64_t max = kMaxConfigInteger) const {
     const std::string text = scalar(node, key);
     std::int64_t value = 0;
     auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -85,6 +108,7 @@ class ConfigReader {
                             min == 1 ? "a positive integer" : "an integer", text));
     }
     if (value < min) fail(key, fmt::format("expected an integer >= {}, got {}", min, value));
+    if (value > max) fail(key, fmt::format("expected an integer <= {}, got {}", max, value));
     return value;
   }
 
@@ -116,6 +140,7 @@ class ConfigReader {
  private:
   RunConfig& config_;
   std::string file_label_;
+  std::int64_t visited_ = 0;  // keys remember_lines walked
 };
 
 /// Merges `patch` into `target`, recursing into mappings present in both.
@@ -184,11 +209,12 @@ void read_matmul_bench(const YAML::Node& node, ConfigReader& reader, MatmulBench
   if (node["dtype"]) out.dtype = reader.dtype(node["dtype"], "matmul_bench.dtype");
   if (node["out_dtype"]) out.out_dtype = reader.dtype(node["out_dtype"], "matmul_bench.out_dtype");
   if (node["iterations"]) {
-    out.iterations =
-        static_cast<int>(reader.integer(node["iterations"], "matmul_bench.iterations", 1));
+    out.iterations = static_cast<int>(
+        reader.integer(node["iterations"], "matmul_bench.iterations", 1, kMaxRepeats));
   }
   if (node["warmup"])
-    out.warmup = static_cast<int>(reader.integer(node["warmup"], "matmul_bench.warmup", 0));
+    out.warmup =
+        static_cast<int>(reader.integer(node["warmup"], "matmul_bench.warmup", 0, kMaxRepeats));
 }
 
 std::filesystem::path relative_to(const std::filesystem::path& config_file,
@@ -303,10 +329,10 @@ void read_collective(const YAML::Node& node, ConfigReader& reader, RunConfig& co
     if (node["engine"]) c.engine = reader.scalar(node["engine"], "collective.engine");
     if (node["timeout_seconds"]) {
       c.timeout_seconds = reader.number(node["timeout_seconds"], "collective.timeout_seconds");
-      if (!(c.timeout_seconds > 0))
-        reader.fail(
-            "collective.timeout_seconds",
-            fmt::format("expected a positive number of seconds, got {}", c.timeout_seconds));
+      if (!(c.timeout_seconds > 0) || c.timeout_seconds > kMaxTimeoutSeconds)
+        reader.fail("collective.timeout_seconds",
+                    fmt::format("expected a positive number of seconds up to {:g}, got {}",
+                                kMaxTimeoutSeconds, c.timeout_seconds));
     }
   }
   if (c.engine != "local" && c.engine != "mpi") {
@@ -397,12 +423,12 @@ void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& con
 void read_inference(const YAML::Node& inference, ConfigReader& reader, RunConfig& config) {
   reader.require_known_keys(inference, "inference", {"iterations", "warmup", "output"});
   if (inference["iterations"]) {
-    config.inference.iterations =
-        static_cast<int>(reader.integer(inference["iterations"], "inference.iterations", 1));
+    config.inference.iterations = static_cast<int>(
+        reader.integer(inference["iterations"], "inference.iterations", 1, kMaxRepeats));
   }
   if (inference["warmup"]) {
     config.inference.warmup =
-        static_cast<int>(reader.integer(inference["warmup"], "inference.warmup", 0));
+        static_cast<int>(reader.integer(inference["warmup"], "inference.warmup", 0, kMaxRepeats));
   }
   if (inference["output"])
     config.inference.output = reader.scalar(inference["output"], "inference.output");
@@ -617,10 +643,17 @@ std::string check_option_value(const OptionSpec& spec, const std::string& value)
     return ec == std::errc() && end == value.data() + value.size() && !value.empty();
   };
   switch (spec.type) {
-    case OptionSpec::Type::integer:
-      return whole(std::int64_t{}) ? "" : fmt::format("expected an integer, got \"{}\"", value);
-    case OptionSpec::Type::number:
-      return whole(double{}) ? "" : fmt::format("expected a number, got \"{}\"", value);
+    case OptionSpec::Type::integer:  // device options are counts: an int in every plugin
+      return whole(std::int32_t{}) ? ""
+                                   : fmt::format("expected an integer from {} to {}, got \"{}\"",
+                                                 INT32_MIN, INT32_MAX, value);
+    case OptionSpec::Type::number: {
+      double parsed = 0;
+      const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), parsed);
+      const bool ok = ec == std::errc() && end == value.data() + value.size() && !value.empty() &&
+                      std::isfinite(parsed);
+      return ok ? "" : fmt::format("expected a finite number, got \"{}\"", value);
+    }
     case OptionSpec::Type::boolean:
       return value == "true" || value == "false"
                  ? ""
@@ -685,6 +718,12 @@ RunConfig load_run_config(const std::filesystem::path& file,
   RunConfig config;
   config.file = file;
   YAML::Node root;
+  std::error_code size_error;
+  if (const auto bytes = std::filesystem::file_size(file, size_error);
+      !size_error && bytes > kMaxConfigBytes) {
+    throw ConfigError(fmt::format("{}: {} bytes: a config is a few KiB (at most {} read)",
+                                  file.string(), bytes, kMaxConfigBytes));
+  }
   try {
     root = YAML::LoadFile(file.string());
   } catch (const YAML::BadFile&) {

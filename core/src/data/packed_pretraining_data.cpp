@@ -56,7 +56,12 @@ class PackedData final : public PretrainingData {
       std::vector<std::int32_t> labels(seq, -100);
       for (std::size_t k = 0; k < s.masked_lm_positions.size(); ++k) {
         if (s.masked_lm_weights[k] == 0.0f) continue;  // checked: inside a sequence
-        labels[static_cast<std::size_t>(s.masked_lm_positions[k])] = s.masked_lm_ids[k];
+        const std::int32_t label = s.masked_lm_ids[k];
+        if (label < 0 || label >= vocab_)  // a crafted file: never an index out of the logits
+          throw ConfigError(fmt::format(
+              "{}: field packed_masked_lm_ids: {} at {} outside the model's vocabulary of {}",
+              where(), label, k, vocab_));
+        labels[static_cast<std::size_t>(s.masked_lm_positions[k])] = label;
       }
       auto append = [](auto& to, const auto& from) {
         to.insert(to.end(), from.begin(), from.end());

@@ -81,7 +81,25 @@ class MlperfData final : public PretrainingData {
                           "sequence of {}",
                           s.file.string(), s.row, k, p, seq));
         }
-        labels[static_cast<std::size_t>(p)] = s.masked_lm_ids[k];
+        const std::int32_t label = s.masked_lm_ids[k];
+        if (label < 0 || label >= vocab_) {  // a crafted file: never an index out of the logits
+          throw ConfigError(fmt::format(
+              "{} (row {}): masked_lm_ids[{}] = {} outside the model's vocabulary of {}",
+              s.file.string(), s.row, k, label, vocab_));
+        }
+        labels[static_cast<std::size_t>(p)] = label;
+      }
+      if (s.next_sentence_label != 0 && s.next_sentence_label != 1) {
+        throw ConfigError(fmt::format("{} (row {}): next_sentence_labels = {}: expected 0 or 1",
+                                      s.file.string(), s.row, s.next_sentence_label));
+      }
+      for (std::size_t t = 0; t < seq; ++t) {
+        if ((s.segment_ids[t] != 0 && s.segment_ids[t] != 1) ||
+            (s.input_mask[t] != 0 && s.input_mask[t] != 1)) {
+          throw ConfigError(fmt::format(
+              "{} (row {}): segment_ids / input_mask at {} are {} / {}: expected 0 or 1",
+              s.file.string(), s.row, t, s.segment_ids[t], s.input_mask[t]));
+        }
       }
       auto append = [](std::vector<std::int32_t>& to, const std::vector<std::int32_t>& from) {
         to.insert(to.end(), from.begin(), from.end());

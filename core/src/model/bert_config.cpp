@@ -33,18 +33,21 @@ std::int64_t BertConfig::parameter_count() const {
 }
 
 void BertConfig::validate(const std::string& where) const {
-  auto positive = [&](std::int64_t v, const char* key) {
-    if (v <= 0)
-      throw ConfigError(
-          fmt::format("{}: key '{}': expected a positive integer, got {}", where, key, v));
+  // Bounds far above any BERT (vocabularies of 250k, hidden 4096, 48
+  // layers) and far below where sizes computed from them overflow: every
+  // tensor has fewer than 2^46 elements, so byte counts fit in int64.
+  auto within = [&](std::int64_t v, const char* key, std::int64_t most) {
+    if (v <= 0 || v > most)
+      throw ConfigError(fmt::format("{}: key '{}': expected a positive integer up to {}, got {}",
+                                    where, key, most, v));
   };
-  positive(vocab_size, "vocab_size");
-  positive(hidden_size, "hidden_size");
-  positive(num_hidden_layers, "num_hidden_layers");
-  positive(num_attention_heads, "num_attention_heads");
-  positive(intermediate_size, "intermediate_size");
-  positive(max_position_embeddings, "max_position_embeddings");
-  positive(type_vocab_size, "type_vocab_size");
+  within(vocab_size, "vocab_size", std::int64_t{1} << 24);
+  within(hidden_size, "hidden_size", std::int64_t{1} << 16);
+  within(num_hidden_layers, "num_hidden_layers", 1024);
+  within(num_attention_heads, "num_attention_heads", 1024);
+  within(intermediate_size, "intermediate_size", std::int64_t{1} << 18);
+  within(max_position_embeddings, "max_position_embeddings", std::int64_t{1} << 20);
+  within(type_vocab_size, "type_vocab_size", std::int64_t{1} << 16);
   if (hidden_size % num_attention_heads != 0) {
     throw ConfigError(fmt::format("{}: hidden_size {} is not a multiple of num_attention_heads {}",
                                   where, hidden_size, num_attention_heads));

@@ -110,14 +110,7 @@ namespace {
 /// The file's tensors under canonical names, without buffers, tied copies
 /// and a pre-training checkpoint's optimizer state.
 TensorMap read_weights(const std::filesystem::path& file) {
-  TensorMap raw = read_safetensors(file);
-  TensorMap weights;
-  for (auto& [name, tensor] : raw) {
-    if (name.starts_with("optimizer.") || ignorable(name) || ignorable(canonical_name(name)))
-      continue;
-    weights[canonical_name(name)] = std::move(tensor);
-  }
-  return weights;
+  return canonical_bert_weights(read_safetensors(file));
 }
 
 [[noreturn]] void throw_problems(const std::filesystem::path& file,
@@ -155,9 +148,25 @@ bool head_tensor(const std::string& name) {
 
 }  // namespace
 
+TensorMap canonical_bert_weights(TensorMap raw) {
+  TensorMap weights;
+  for (auto& [name, tensor] : raw) {
+    if (name.starts_with("optimizer.") || ignorable(name) || ignorable(canonical_name(name)))
+      continue;
+    weights[canonical_name(name)] = std::move(tensor);
+  }
+  return weights;
+}
+
 TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig& config,
                             const TaskHead& head) {
   TensorMap weights = read_weights(file);
+  check_bert_weights(weights, file, config, head);
+  return weights;
+}
+
+void check_bert_weights(const TensorMap& weights, const std::filesystem::path& file,
+                        const BertConfig& config, const TaskHead& head) {
   std::vector<std::string> problems;
   std::set<std::string> expected;
   for (const auto& [name, shape] : bert_tensor_shapes(config, head)) {
@@ -173,7 +182,6 @@ TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig&
     if (!expected.contains(name)) problems.push_back(fmt::format("unexpected tensor '{}'", name));
   }
   if (!problems.empty()) throw_problems(file, problems);
-  return weights;
 }
 
 HeadStart load_bert_weights_for_head(const std::filesystem::path& file, const BertConfig& config,

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <fstream>
+#include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "polyhal/error.hpp"
@@ -56,7 +58,7 @@ TensorMap read_safetensors(const std::filesystem::path& file) {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number like 1e999
     throw ConfigError(fmt::format("{}: bytes 8-{}: header is not valid JSON: {}", where,
                                   8 + header_size, e.what()));
   }
@@ -64,6 +66,9 @@ TensorMap read_safetensors(const std::filesystem::path& file) {
   const std::uint64_t data_start = 8 + header_size;
   const std::uint64_t data_size = file_size - data_start;
 
+  // Every tensor's bytes are its own: overlapping ranges would let a small
+  // file decode the same bytes into many large tensors.
+  std::map<std::uint64_t, std::pair<std::uint64_t, std::string>> ranges;  // begin -> (end, name)
   TensorMap tensors;
   for (const auto& [name, info] : header.items()) {
     if (name == "__metadata__") continue;
@@ -88,7 +93,17 @@ TensorMap read_safetensors(const std::filesystem::path& file) {
     } catch (const nlohmann::json::exception&) {
       throw ConfigError(fmt::format("{}: malformed shape or data_offsets", tensor));
     }
-    const auto count = static_cast<std::uint64_t>(element_count(t.shape));
+    // The element count, checked against what the file can hold before any
+    // product can wrap.
+    std::uint64_t count = 1;
+    const std::uint64_t most = data_size / dtype_size(*type);
+    for (const std::int64_t dim : t.shape) {
+      if (dim < 0 || (dim > 0 && count > most / static_cast<std::uint64_t>(dim))) {
+        throw ConfigError(fmt::format("{}: shape {} holds more elements than the file's {} bytes",
+                                      tensor, shape_string(t.shape), data_size));
+      }
+      count *= static_cast<std::uint64_t>(dim);
+    }
     if (end < begin || end - begin != count * dtype_size(*type)) {
       throw ConfigError(fmt::format("{}: data_offsets [{}, {}] hold {} bytes but {} {} needs {}",
                                     tensor, begin, end, end - begin, shape_string(t.shape),
@@ -98,6 +113,18 @@ TensorMap read_safetensors(const std::filesystem::path& file) {
       throw ConfigError(
           fmt::format("{}: data ends at byte {} but the file has {} bytes: truncated file", tensor,
                       data_start + end, file_size));
+    }
+    if (begin < end) {
+      const auto next = ranges.lower_bound(begin);
+      const bool overlaps_next = next != ranges.end() && next->first < end;
+      const bool overlaps_previous =
+          next != ranges.begin() && std::prev(next)->second.first > begin;
+      if (overlaps_next || overlaps_previous) {
+        const auto& other = overlaps_next ? next->second.second : std::prev(next)->second.second;
+        throw ConfigError(fmt::format("{}: data_offsets [{}, {}] overlap tensor '{}'", tensor,
+                                      begin, end, other));
+      }
+      ranges.emplace(begin, std::pair{end, name});
     }
     std::vector<char> raw(end - begin);
     in.seekg(static_cast<std::streamoff>(data_start + begin));
@@ -161,6 +188,8 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::filesyst
   std::map<std::string, std::string> out;
   try {
     const auto header = nlohmann::json::parse(text);
+    if (!header.is_object())
+      throw ConfigError(fmt::format("{}: header is not a JSON object", file.string()));
     if (header.contains("__metadata__")) {
       for (const auto& [key, value] : header["__metadata__"].items()) {
         if (value.is_string()) out[key] = value.get<std::string>();

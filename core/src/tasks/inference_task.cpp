@@ -15,6 +15,7 @@
 #include "polyhal/error.hpp"
 #include "polyhal/packed_data.hpp"
 #include "polyhal/tokenizer.hpp"
+#include "util/atomic_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -163,9 +164,9 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
     const auto examples = read_text(config.data.text_file);
     if (config.inference.output.empty())
       throw ConfigError("inference.output: required with data.source text");
-    std::ofstream out(config.inference.output);
-    if (!out)
-      throw RuntimeFailure(fmt::format("{}: cannot write", config.inference.output.string()));
+    // Beside its target and renamed when complete: an interrupted run or a
+    // full disk never leaves a truncated output under the real name.
+    detail::AtomicOutput out(config.inference.output);
     BertOutputs outputs;
     for (std::size_t first = 0; first < examples.size();
          first += static_cast<std::size_t>(shape.batch)) {
@@ -220,10 +221,11 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
           }
           line["masked_predictions"] = masks;
         }
-        out << line.dump() << '\n';
+        out.write(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
         ++result.text_examples;
       }
     }
+    out.commit();
     return result;
   }
 

@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <unistd.h>
-
 #include "polyhal/bert_weights.hpp"
 #include "polyhal/checkpoint_store.hpp"
 #include "polyhal/error.hpp"
@@ -23,11 +21,7 @@ namespace {
 /// with freshly initialised rows.
 TensorMap initial_weights(const std::filesystem::path& file, const BertConfig& config,
                           std::uint64_t seed) {
-  TensorMap raw = read_safetensors(file);
-  TensorMap weights;
-  for (auto& [name, tensor] : raw) {
-    if (!name.starts_with("optimizer.")) weights.emplace(name, std::move(tensor));
-  }
+  TensorMap weights = canonical_bert_weights(read_safetensors(file));
   const std::string position = "bert.embeddings.position_embeddings.weight";
   // Only a table of the model's width is extended (a file of another width
   // is refused by the loader below, never copied into a buffer it overflows).
@@ -45,18 +39,13 @@ TensorMap initial_weights(const std::filesystem::path& file, const BertConfig& c
                  config.max_position_embeddings);
     it->second = {{config.max_position_embeddings, h}, std::move(extended)};
   }
-  // Re-check against the model through the normal loader's rules.
-  const auto temporary = std::filesystem::temp_directory_path() /
-                         fmt::format("polyhal-init-{}.safetensors", ::getpid());
-  write_safetensors(weights, DType::f32, temporary);
+  // The normal loader's check, in memory (never through a file of ours).
   try {
-    auto checked = load_bert_weights(temporary, config);
-    std::filesystem::remove(temporary);
-    return checked;
+    check_bert_weights(weights, file, config);
   } catch (const ConfigError& e) {
-    std::filesystem::remove(temporary);
-    throw ConfigError(fmt::format("checkpoint.init {}: {}", file.string(), e.what()));
+    throw ConfigError(fmt::format("checkpoint.init: {}", e.what()));
   }
+  return weights;
 }
 
 /// Loads the state every replica starts from: the newest checkpoint when

@@ -1,12 +1,14 @@
 #include "util/atomic_file.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <utility>
 
 #include "polyhal/error.hpp"
 
@@ -63,6 +65,47 @@ void publish_atomically(const std::filesystem::path& temporary, const std::files
   if (auto error = sync_path(directory, O_RDONLY | O_DIRECTORY); !error.empty())
     throw RuntimeFailure(
         fmt::format("{}: fsync of the directory failed: {}", file.string(), error));
+}
+
+AtomicOutput::AtomicOutput(std::filesystem::path file) : file_(std::move(file)) {
+  std::string pattern = file_.string() + ".tmp.XXXXXX";
+  fd_ = ::mkstemp(pattern.data());
+  if (fd_ < 0) {
+    throw RuntimeFailure(fmt::format("{}: cannot create a file beside it: {}", file_.string(),
+                                     std::strerror(errno)));
+  }
+  temporary_ = pattern;
+  ::fchmod(fd_, 0644);  // mkstemp makes 0600; an output file is readable as any other
+}
+
+AtomicOutput::~AtomicOutput() {
+  if (fd_ < 0) return;
+  ::close(fd_);
+  std::error_code ignored;
+  std::filesystem::remove(temporary_, ignored);
+}
+
+void AtomicOutput::write(std::string_view text) {
+  while (!text.empty()) {
+    const ssize_t written = ::write(fd_, text.data(), text.size());
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      throw RuntimeFailure(fmt::format("{}: write failed: {}", file_.string(),
+                                       written < 0 ? std::strerror(errno) : "no progress"));
+    }
+    text.remove_prefix(static_cast<std::size_t>(written));
+  }
+}
+
+void AtomicOutput::commit() {
+  const int fd = std::exchange(fd_, -1);
+  if (::close(fd) != 0) {
+    const std::string error = std::strerror(errno);
+    std::error_code ignored;
+    std::filesystem::remove(temporary_, ignored);
+    throw RuntimeFailure(fmt::format("{}: close failed: {}", file_.string(), error));
+  }
+  publish_atomically(temporary_, file_);
 }
 
 void write_file_atomically(const std::filesystem::path& file, std::string_view content) {

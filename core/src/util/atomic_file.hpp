@@ -22,4 +22,24 @@ void publish_atomically(const std::filesystem::path& temporary, const std::files
 /// The same for text already in memory.
 void write_file_atomically(const std::filesystem::path& file, std::string_view content);
 
+/// A file written piece by piece (an output too large to hold in memory)
+/// under a unique temporary name in its own directory (mkstemp: created
+/// exclusively, never through a link someone planted), every write checked,
+/// put in place by commit() as publish_atomically does. Destroyed without
+/// commit() (an error), it removes the temporary file. Failures throw
+/// RuntimeFailure naming `file` and the system's reason.
+class AtomicOutput {
+ public:
+  explicit AtomicOutput(std::filesystem::path file);
+  ~AtomicOutput();
+  AtomicOutput(const AtomicOutput&) = delete;
+  AtomicOutput& operator=(const AtomicOutput&) = delete;
+  void write(std::string_view text);
+  void commit();
+
+ private:
+  std::filesystem::path file_, temporary_;
+  int fd_ = -1;
+};
+
 }  // namespace polyhal::detail

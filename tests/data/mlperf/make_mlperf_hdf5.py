@@ -60,6 +60,13 @@ def main():
     os.makedirs(bad, exist_ok=True)
     write(os.path.join(bad, "seq32.hdf5"), samples(0, 2, seq=32), "i4", None)
     write(os.path.join(bad, "no_labels.hdf5"), samples(0, 2), "i4", None, skip=("masked_lm_ids",))
+    # Labels a crafted file could use to index past the logits.
+    ids, mask, segments, positions, labels, nsp = samples(0, 2)
+    labels[1, 0] = 100000
+    write(os.path.join(bad, "lm_label.hdf5"), (ids, mask, segments, positions, labels, nsp), "i4", None)
+    ids, mask, segments, positions, labels, nsp = samples(0, 2)
+    nsp[1] = 7
+    write(os.path.join(bad, "nsp_label.hdf5"), (ids, mask, segments, positions, labels, nsp), "i4", None)
     with open(os.path.join(bad, "not_hdf5.hdf5"), "wb") as f:
         f.write(b"this is not an HDF5 file\n" * 4)
     print("wrote", HERE)
