@@ -7,6 +7,7 @@ packages=(
   libdnnl-dev libtbb-dev libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libicu-dev libopenmpi-dev openmpi-bin libhdf5-dev lintian rpm clang-format
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

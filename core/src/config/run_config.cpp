@@ -673,8 +673,9 @@ DeviceOptions RunConfig::resolve_device(const std::vector<OptionSpec>& specs) co
   for (const auto& spec : specs) resolved[spec.name] = spec.default_value;
   for (const auto& [name, value] : device) {
     const std::string key = "device." + name;
+    const std::string& option = name;  // (clang 14 cannot capture a structured binding)
     auto spec =
-        std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.name == name; });
+        std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.name == option; });
     if (spec == specs.end()) {
       std::vector<std::string> names;
       for (const auto& s : specs) names.push_back(s.name);

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <fstream>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "polyhal/error.hpp"
@@ -87,23 +88,41 @@ BertConfig bert_preset(const std::string& name) {
 }
 
 BertConfig read_hf_config(const std::filesystem::path& file) {
+  std::error_code size_error;
+  if (const auto bytes = std::filesystem::file_size(file, size_error);
+      !size_error && bytes > (std::uintmax_t{1} << 20)) {
+    throw ConfigError(
+        fmt::format("{}: {} bytes: a model config.json is a few hundred", file.string(), bytes));
+  }
   std::ifstream in(file);
   if (!in) throw ConfigError(fmt::format("{}: cannot read the model config", file.string()));
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // syntax, or a number like 1e999
     throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
   }
+  if (!json.is_object())
+    throw ConfigError(fmt::format("{}: expected a JSON object of model settings", file.string()));
   BertConfig c;
+  // Each value of the type its field has: an integer is never read from a
+  // float (1e300 would not fit), a string never from a number.
   auto read = [&](const char* key, auto& field) {
     if (!json.contains(key)) return;
-    try {
-      json.at(key).get_to(field);
-    } catch (const nlohmann::json::exception&) {
-      throw ConfigError(fmt::format("{}: key '{}': unexpected value {}", file.string(), key,
-                                    json.at(key).dump()));
+    const auto& value = json.at(key);
+    using Field = std::decay_t<decltype(field)>;
+    bool fits = false;
+    if constexpr (std::is_integral_v<Field>) {
+      fits = value.is_number_integer();
+    } else if constexpr (std::is_floating_point_v<Field>) {
+      fits = value.is_number();
+    } else {
+      fits = value.is_string();
     }
+    if (!fits)
+      throw ConfigError(fmt::format("{}: key '{}': unexpected value {}", file.string(), key,
+                                    value.dump()));
+    value.get_to(field);
   };
   read("vocab_size", c.vocab_size);
   read("hidden_size", c.hidden_size);

@@ -1,0 +1,13 @@
+// Hugging Face config.json: JSON, types, model dimensions.
+#include "fuzz_input.hpp"
+#include "polyhal/bert_config.hpp"
+#include "polyhal/error.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto file = polyhal::fuzz::as_file("config.json", data, size);
+  try {
+    polyhal::read_hf_config(file).validate("config.json");
+  } catch (const polyhal::Error&) {
+  }
+  return 0;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets (clang, ASan+UBSan) into build-fuzz and runs
+# each for FUZZ_SECONDS (default 45) on a copy of its seed corpus in
+# fuzz/corpus/<target>. A crash, a leak-free sanitizer report or an
+# exception that is not polyhal::Error fails the script, leaving the input
+# that caused it in build-fuzz/findings/.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${POLYHAL_FUZZ_BUILD_DIR:-$root/build-fuzz}
+seconds=${FUZZ_SECONDS:-45}
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DPOLYHAL_FUZZ=ON -DBUILD_TESTING=OFF -DPOLYHAL_PLUGIN_CPU=OFF -DPOLYHAL_PLUGIN_IPU=OFF \
+  -DPOLYHAL_PLUGIN_GAUDI=OFF > "$build.cmake.log" 2>&1 || { cat "$build.cmake.log"; exit 1; }
+targets=(config safetensors hf_config tokenizer squad_json glue_tsv)
+cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]/#/fuzz_}"
+mkdir -p "$build/findings"
+# Leaks in the libraries' one-time initialisation (ICU, yaml-cpp) are not
+# findings; memory errors and undefined behaviour are.
+export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+for target in "${targets[@]}"; do
+  corpus="$build/corpus/$target"
+  mkdir -p "$corpus"
+  cp -n "$root/fuzz/corpus/$target/"* "$corpus/"
+  echo "fuzz_$target: ${seconds} s"
+  "$build/fuzz/fuzz_$target" "$corpus" -max_total_time="$seconds" -max_len=65536 \
+    -rss_limit_mb=2048 -timeout=20 -artifact_prefix="$build/findings/$target-" \
+    -print_final_stats=1 2> "$build/fuzz_$target.log" ||
+    { tail -50 "$build/fuzz_$target.log"; echo "fuzz_$target found a problem: $build/findings"; exit 1; }
+  grep -E "stat::number_of_executed_units|cov:" "$build/fuzz_$target.log" | tail -2
+done
