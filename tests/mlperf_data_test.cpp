@@ -112,7 +112,13 @@ TEST(MlperfHdf5, BadFilesAndMismatchedModelsAreRefusedWithTheFileNamed) {
   expect_config_error([] { MlperfHdf5Reader r(kData / "bad/no_labels.hdf5"); },
                       "no_labels.hdf5: no dataset 'masked_lm_ids'");
   expect_config_error([] { MlperfHdf5Reader r(kData / "bad/missing.hdf5"); }, "missing.hdf5");
-  expect_config_error([] { MlperfHdf5Reader r(kData / "bad"); }, "no_labels.hdf5: no dataset");
+  expect_config_error([] { MlperfHdf5Reader r(kData / "bad"); },
+                      "external_link.hdf5: dataset 'input_ids' is an external link: refused");
+  // Files that would make the reader open others.
+  expect_config_error([] { MlperfHdf5Reader r(kData / "bad/external_storage.hdf5"); },
+                      "external_storage.hdf5: dataset 'input_ids' keeps its data outside the file");
+  expect_config_error([] { MlperfHdf5Reader r(kData / "bad/virtual.hdf5"); },
+                      "virtual.hdf5: dataset 'input_ids' keeps its data outside the file");
   auto run = mlperf_run(false);
   run.data.files = kData / "bad/seq32.hdf5";
   expect_config_error(

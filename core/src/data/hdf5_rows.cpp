@@ -77,12 +77,31 @@ struct Hdf5Rows::Impl {
   OpenFile open_checked(const std::filesystem::path& path) const {
     OpenFile f{open_file(path), {}};
     for (const auto& name : names) {
+      // A data file may not make us read other files: no external or soft
+      // links (checked before opening, which would follow them), no
+      // external raw storage, no virtual datasets mapping other files.
+      H5L_info_t link{};
+      if (quietly([&] { return H5Lget_info(f.file.get(), name.c_str(), &link, H5P_DEFAULT); }) >=
+              0 &&
+          link.type != H5L_TYPE_HARD) {
+        throw ConfigError(fmt::format(
+            "{}: dataset '{}' is {} link: refused (a data file may not point at other files)",
+            path.string(), name, link.type == H5L_TYPE_EXTERNAL ? "an external" : "a soft"));
+      }
       const hid_t id = quietly([&] { return H5Dopen2(f.file.get(), name.c_str(), H5P_DEFAULT); });
       if (id < 0) {
         throw ConfigError(fmt::format("{}: no dataset '{}': not {} (expected {})", path.string(),
                                       name, what, fmt::join(names, ", ")));
       }
       f.datasets.emplace_back(id, H5Dclose);
+      const Handle plist(quietly([&] { return H5Dget_create_plist(id); }), H5Pclose);
+      if (!plist.valid() || quietly([&] { return H5Pget_external_count(plist.get()); }) != 0 ||
+          quietly([&] { return H5Pget_layout(plist.get()); }) == H5D_VIRTUAL) {
+        throw ConfigError(fmt::format(
+            "{}: dataset '{}' keeps its data outside the file (external storage or a virtual "
+            "dataset): refused",
+            path.string(), name));
+      }
     }
     return f;
   }

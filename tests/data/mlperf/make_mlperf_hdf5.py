@@ -67,6 +67,32 @@ def main():
     ids, mask, segments, positions, labels, nsp = samples(0, 2)
     nsp[1] = 7
     write(os.path.join(bad, "nsp_label.hdf5"), (ids, mask, segments, positions, labels, nsp), "i4", None)
+    # Files that would make a reader open other files: an external link, raw
+    # data stored in another file, a virtual dataset mapping another file.
+    names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+             "next_sentence_labels")
+    data = samples(0, 2)
+    with h5py.File(os.path.join(bad, "external_link.hdf5"), "w") as f:
+        for name, values in zip(names, data):
+            if name == "input_ids":
+                f[name] = h5py.ExternalLink("/etc/passwd", "/x")
+            else:
+                f.create_dataset(name, data=values)
+    with h5py.File(os.path.join(bad, "external_storage.hdf5"), "w") as f:
+        for name, values in zip(names, data):
+            if name == "input_ids":
+                f.create_dataset(name, shape=values.shape, dtype="i4",
+                                 external=[("/etc/hostname", 0, h5py.h5f.UNLIMITED)])
+            else:
+                f.create_dataset(name, data=values)
+    with h5py.File(os.path.join(bad, "virtual.hdf5"), "w") as f:
+        for name, values in zip(names, data):
+            if name == "input_ids":
+                layout = h5py.VirtualLayout(shape=values.shape, dtype="i4")
+                layout[:] = h5py.VirtualSource("/etc/other.h5", "x", shape=values.shape)
+                f.create_virtual_dataset(name, layout, fillvalue=0)
+            else:
+                f.create_dataset(name, data=values)
     with open(os.path.join(bad, "not_hdf5.hdf5"), "wb") as f:
         f.write(b"this is not an HDF5 file\n" * 4)
     print("wrote", HERE)
