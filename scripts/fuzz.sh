@@ -8,9 +8,10 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${POLYHAL_FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${FUZZ_SECONDS:-45}
+mkdir -p "$build"
 CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DPOLYHAL_FUZZ=ON -DBUILD_TESTING=OFF -DPOLYHAL_PLUGIN_CPU=OFF -DPOLYHAL_PLUGIN_IPU=OFF \
-  -DPOLYHAL_PLUGIN_GAUDI=OFF > "$build.cmake.log" 2>&1 || { cat "$build.cmake.log"; exit 1; }
+  -DPOLYHAL_PLUGIN_GAUDI=OFF > "$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 targets=(config safetensors hf_config tokenizer squad_json glue_tsv)
 cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]/#/fuzz_}"
 mkdir -p "$build/findings"

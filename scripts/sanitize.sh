@@ -9,8 +9,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${POLYHAL_ASAN_BUILD_DIR:-$root/build-asan}
+mkdir -p "$build"
 cmake -S "$root" -G Ninja -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPOLYHAL_SANITIZE=ON \
-  > "$build.cmake.log" 2>&1 || { cat "$build.cmake.log"; exit 1; }
+  > "$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" --parallel "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_odr_violation=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
