@@ -4,8 +4,8 @@
 #include <fmt/ranges.h>
 
 #include <fstream>
-#include <type_traits>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "polyhal/error.hpp"
 #include "util/atomic_file.hpp"
@@ -120,8 +120,8 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
       fits = value.is_string();
     }
     if (!fits)
-      throw ConfigError(fmt::format("{}: key '{}': unexpected value {}", file.string(), key,
-                                    value.dump()));
+      throw ConfigError(
+          fmt::format("{}: key '{}': unexpected value {}", file.string(), key, value.dump()));
     value.get_to(field);
   };
   read("vocab_size", c.vocab_size);
