@@ -286,6 +286,18 @@ TEST(Pretrain, DeviceModelsAndBadSettings) {
   EXPECT_EQ(r.exit_code, 2) << r.output;
   EXPECT_NE(r.output.find("key 'optimizer.name': expected lamb, adamw or sgd"), std::string::npos)
       << r.output;
+  // A checkpoint directory that cannot exist is found before training, and by validate.
+  const auto file = dir.write("plain.txt", "x");
+  for (const char* command : {"run", "validate"}) {
+    r = test::run_polyhal(std::string(command) + " --config " + pretrain_config(dir, "steps: 2\n") +
+                          " --set checkpoint.dir=" + (file / "ckpt").string());
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("key 'checkpoint.dir': " + (file / "ckpt").string() +
+                            " cannot be a directory: " + file.string() + " is a file"),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "nothing trained";
+  }
   r = test::run_polyhal("run --compile-only --config " + pretrain_config(dir, "steps: 2\n") +
                         " --backend ipu");
   EXPECT_EQ(r.exit_code, 0) << r.output;
