@@ -23,28 +23,62 @@
 namespace polyhal::launcher {
 namespace {
 
+/// Where to look for plugins. Permission to load from writable places comes
+/// from the command line only, never from a config file.
 PluginSearchOptions search_options(const CommonOptions& common,
                                    const std::vector<std::filesystem::path>& config_paths = {},
-                                   bool config_allows_world_writable = false) {
+                                   std::optional<std::string> only_backend = {}) {
   PluginSearchOptions options;
   options.explicit_dirs = common.plugin_paths;
   options.explicit_dirs.insert(options.explicit_dirs.end(), config_paths.begin(),
                                config_paths.end());
   options.executable_dir = common.executable_dir;
-  options.allow_world_writable =
-      common.allow_world_writable_plugins || config_allows_world_writable;
+  options.allow_world_writable = common.allow_world_writable_plugins;
+  options.only_backend = std::move(only_backend);
   return options;
 }
 
-void print_device(const Device& device) {
+std::string device_text(const Device& device) {
   const auto& p = device.properties();
-  std::cout << fmt::format("{}  [{}]  {} {}  mode: {}\n", p.name, p.backend, p.vendor, p.product,
-                           device_mode_name(p.mode));
+  std::string text = fmt::format("{}  [{}]  {} {}  mode: {}\n", p.name, p.backend, p.vendor,
+                                 p.product, device_mode_name(p.mode));
   std::size_t width = 4;
   for (const auto& row : p.table) width = std::max(width, row.name.size());
   for (const auto& row : p.table) {
-    std::cout << fmt::format("  {:<{}}  {:<28}  {:<9}  {}\n", row.name, width, row.value,
-                             provenance_name(row.source), row.note);
+    text += fmt::format("  {:<{}}  {:<28}  {:<9}  {}\n", row.name, width, row.value,
+                        provenance_name(row.source), row.note);
+  }
+  return text;
+}
+
+/// Loads the selected backend's plugin once in a child process before this
+/// process loads it: a plugin that crashes or hangs while loading is then
+/// an error (exit 3) naming the signal, not a crash of the launcher. Runs
+/// before MPI is initialised and before any thread is started.
+void probe_selected_backend(const PluginSearchOptions& options) {
+  for (const auto& probed : probe_plugins(options)) {
+    const PluginCandidate& c = probed.candidate;
+    if (c.status == PluginCandidate::Status::crashed) {
+      throw PluginError(fmt::format("backend '{}' is not available: its plugin {}: {}", c.name,
+                                    c.path.string(), c.reason));
+    }
+  }
+}
+
+/// Opens `backend`'s devices. A plugin's own check of a device option
+/// ("key 'device.cards': ...") gets the place the value came from.
+std::vector<std::shared_ptr<Device>> open_devices_located(Backend& backend,
+                                                          const DeviceOptions& options,
+                                                          const RunConfig* config) {
+  try {
+    return backend.open_devices(options);
+  } catch (const ConfigError& e) {
+    const std::string message = e.what();
+    constexpr std::string_view prefix = "key '";
+    if (config == nullptr || !message.starts_with(prefix)) throw;
+    const auto end = message.find('\'', prefix.size());
+    const std::string key = message.substr(prefix.size(), end - prefix.size());
+    throw ConfigError(fmt::format("{}: {}", config->locate(key), message));
   }
 }
 
@@ -89,7 +123,7 @@ std::vector<std::shared_ptr<Device>> open_checked_devices(Backend& backend,
                                                           RunConfig& config,
                                                           std::int64_t replicas) {
   apply_ipus_per_replica(options, config);
-  auto devices = backend.open_devices(options);
+  auto devices = open_devices_located(backend, options, &config);
   if (devices.empty()) {
     throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
   }
@@ -121,8 +155,7 @@ std::vector<Device*> raw(const std::vector<std::shared_ptr<Device>>& devices) {
 std::vector<std::shared_ptr<Device>> open_configured_devices(const CommonOptions& common,
                                                              RunConfig& config,
                                                              std::int64_t replicas) {
-  PluginLoader loader(
-      search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
+  PluginLoader loader(search_options(common, config.plugin_paths, config.backend));
   auto backend = loader.backend(config.backend);
   return open_checked_devices(*backend, config.resolve_device(backend->device_options()), config,
                               replicas);
@@ -147,14 +180,20 @@ int list_plugins(const CommonOptions& common) {
   int index = 1;
   for (const auto& dir : plugin_search_dirs(options)) {
     std::error_code ec;
-    std::cout << fmt::format("  {}. {} ({}){}\n", index++, dir.path.string(), dir.origin,
-                             std::filesystem::is_directory(dir.path, ec) ? "" : " [missing]");
+    const std::string state = !dir.refused.empty() ? " [" + dir.refused + "]"
+                              : std::filesystem::is_directory(dir.path, ec) ? ""
+                                                                            : " [missing]";
+    std::cout << fmt::format("  {}. {} ({}){}\n", index++, dir.path.string(), dir.origin, state);
   }
-  PluginLoader loader(options);
+  // Each candidate loads in a child process: a crashing plugin is listed
+  // with the signal, and nothing of any plugin runs in this process.
+  const auto probed = probe_plugins(options);
   std::cout << "plugins:\n";
-  if (loader.candidates().empty()) std::cout << "  none found\n";
-  for (const auto& c : loader.candidates()) {
+  if (probed.empty()) std::cout << "  none found\n";
+  std::vector<std::string> names;
+  for (const auto& [c, output, code, error] : probed) {
     if (c.status == PluginCandidate::Status::loaded) {
+      names.push_back(c.name);
       std::cout << fmt::format("  {:<8} {:<8} ABI {:<5} loaded    {}\n           {}\n", c.name,
                                c.version, c.abi, c.path.string(), c.summary);
     } else {
@@ -164,7 +203,7 @@ int list_plugins(const CommonOptions& common) {
                                c.path.string(), c.reason);
     }
   }
-  const auto names = loader.backend_names();
+  std::sort(names.begin(), names.end());
   std::cout << fmt::format("backends: {}\n",
                            names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", ")));
   return 0;
@@ -182,34 +221,81 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
     given[text.substr(7, eq - 7)] = text.substr(eq + 1);
   }
   if (!given.empty() && !backend_name) throw UsageError("--set device.* needs --backend NAME");
-  PluginLoader loader(search_options(common));
-  std::vector<std::string> names =
-      backend_name ? std::vector{*backend_name} : loader.backend_names();
-  if (names.empty()) throw PluginError("no backends are loaded; run 'polyhal plugins' to see why");
-  for (const auto& name : names) {
-    auto backend = loader.backend(name);
-    const auto options = resolve_device_options(backend->device_options(), given);
-    for (const auto& device : backend->open_devices(options)) print_device(*device);
+  // Every plugin opens its devices in a child process of its own (as
+  // `plugins`), so one that crashes cannot hide the others.
+  const auto probed =
+      probe_plugins(search_options(common, {}, backend_name), [&](Backend& backend) {
+        std::string text;
+        const auto options = resolve_device_options(backend.device_options(), given);
+        for (const auto& device : open_devices_located(backend, options, nullptr))
+          text += device_text(*device);
+        return text;
+      });
+  std::vector<PluginCandidate> refused;
+  int shown = 0;
+  for (const auto& [c, output, code, error] : probed) {
+    if (c.status == PluginCandidate::Status::loaded && !code) {
+      std::cout << output;
+      ++shown;
+    } else if (code) {
+      // The requested backend refused its options or devices: its error is the answer.
+      throw Error(*code >= 1 && *code <= 4 ? static_cast<ExitCode>(*code) : ExitCode::failure,
+                  error);
+    } else if (c.status == PluginCandidate::Status::rejected ||
+               c.status == PluginCandidate::Status::crashed) {
+      refused.push_back(c);
+    }
   }
+  for (const auto& c : refused) {
+    if (backend_name) {
+      throw PluginError(
+          fmt::format("backend '{}' is not available: its plugin was found but "
+                      "refused:\n  {}: {}",
+                      *backend_name, c.path.string(), c.reason));
+    }
+    spdlog::warn("plugin {} {}: {}", c.path.string(), plugin_status_name(c.status), c.reason);
+  }
+  if (shown == 0 && backend_name) {
+    PluginLoader none(search_options(common, {}, std::string{}));  // loads nothing: the message
+    none.backend(*backend_name);
+  }
+  if (shown == 0) throw PluginError("no backends are loaded; run 'polyhal plugins' to see why");
   return 0;
 }
 
+/// `collective: mpi` runs one replica per rank: only tasks that train can.
+void check_collective(const Task& task, const RunConfig& config) {
+  if (config.collective.engine == "mpi" && !task.multi_process()) {
+    throw ConfigError(fmt::format(
+        "{}: key 'collective': mpi applies to the training tasks (pretrain, squad, glue), not {}",
+        config.locate("collective"), config.task));
+  }
+}
+
+/// Every check `run` makes before its first step, short of allocating: the
+/// config, output places, the plugin (loaded as run loads it), device
+/// options, the task and collective, every op against the device's
+/// kernels, the data, and the memory plan. Same exit codes as `run`: a plan
+/// that does not fit is exit 1, as `run` fails to allocate it.
 int validate_config(const CommonOptions& common, const RunOptions& run) {
   RunConfig config = load_run_config(run.config, run.overrides, task_schemas());
   if (run.backend) config.backend = *run.backend;
-  PluginLoader loader(
-      search_options(common, config.plugin_paths, config.allow_world_writable_plugins));
+  check_output_paths(config);
+  const Task& task = task_named(config);
+  check_collective(task, config);
+  const auto plugin_search = search_options(common, config.plugin_paths, config.backend);
+  probe_selected_backend(plugin_search);
+  PluginLoader loader(plugin_search);
   auto backend = loader.backend(config.backend);
   const auto device =
       open_checked_devices(*backend, config.resolve_device(backend->device_options()), config,
                            config.batch.replicas)
           .front();
-  // The run's plan-time checks: an op the device lacks, data that cannot be
-  // read or a model that cannot be built fails here as it would at `run`.
-  const std::string plan = task_named(config).plan(*device, config);
-  std::cout << fmt::format("{}: ok (backend {}, task {}; {})\n", run.config.string(),
-                           config.backend, config.task, plan);
-  return 0;
+  const PlanSummary plan = task.plan(*device, config);
+  std::cout << fmt::format("{}: {} (backend {}, task {}; {})\n", run.config.string(),
+                           plan.fits ? "ok" : "DOES NOT FIT", config.backend, config.task,
+                           plan.text);
+  return plan.fits ? 0 : static_cast<int>(ExitCode::failure);
 }
 
 /// `collective: mpi`: this process is one rank of an mpirun job and one
@@ -219,11 +305,7 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
 /// rank is left waiting for a peer that will never come.
 int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunConfig config) {
   const Task& task = task_named(config);
-  if (!task.multi_process()) {
-    throw ConfigError(fmt::format(
-        "{}: key 'collective': mpi applies to the training tasks (pretrain, squad, glue), not {}",
-        config.locate("collective"), config.task));
-  }
+  check_collective(task, config);
   MpiRuntime mpi;
   const int rank = mpi.rank();
   try {
@@ -258,12 +340,19 @@ int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunC
     std::cerr << fmt::format("polyhal: error: rank {} of {}: {}\n", rank, mpi.size(), e.what());
     if (mpi.size() > 1) mpi.abort(static_cast<int>(ExitCode::failure));
     throw;
+  } catch (...) {  // a plugin's own exception type: the peers must not wait for us
+    std::cerr << fmt::format("polyhal: error: rank {} of {}: an exception of unknown type\n", rank,
+                             mpi.size());
+    if (mpi.size() > 1) mpi.abort(static_cast<int>(ExitCode::failure));
+    throw;
   }
 }
 
 int run_workload(const CommonOptions& common, const RunOptions& run) {
   RunConfig config = load_run_config(run.config, run.overrides, task_schemas());
   if (run.backend) config.backend = *run.backend;
+  check_output_paths(config);
+  probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
   if (config.collective.engine == "mpi") return run_mpi_pretraining(common, run, config);
   configure_logging(config);
   MetricsWriter metrics(run.metrics_out);

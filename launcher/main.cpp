@@ -125,7 +125,8 @@ int dispatch(int argc, char** argv) {
   spdlog::set_pattern("[%l] %v");
 
   common.executable_dir = executable_dir();
-  for (const auto& p : plugin_paths) common.plugin_paths.emplace_back(p);
+  // A command-line path means what it says where the user typed it.
+  for (const auto& p : plugin_paths) common.plugin_paths.push_back(std::filesystem::absolute(p));
   if (!backend.empty()) run.backend = backend;
   run.config = config;
   run.metrics_out = metrics_out;

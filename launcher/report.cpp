@@ -1,5 +1,7 @@
 #include "report.hpp"
 
+#include <sys/resource.h>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -22,9 +24,20 @@ void print_memory(const MemoryReport& report) {
   for (const auto& note : report.notes) std::cout << "    note: " << note << '\n';
 }
 
-std::string fit_summary(const MemoryReport& memory) {
-  return fmt::format("{} of {} on {}: {}", mib(memory.required_bytes), mib(memory.capacity_bytes),
-                     memory.device, memory.fits ? "fits" : "does not fit");
+void report_peak_memory(const Device& device, const MemoryReport& plan, nlohmann::json& summary) {
+  if (device.properties().mode == DeviceMode::model) return;
+  struct rusage usage {};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return;
+  const auto peak = static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux: KiB
+  summary["peak_rss_bytes"] = peak;
+  std::cout << fmt::format("  peak memory (measured, resident): {} (planned {})\n", mib(peak),
+                           mib(plan.required_bytes));
+}
+
+PlanSummary fit_summary(const MemoryReport& memory) {
+  return {fmt::format("{} of {} on {}: {}", mib(memory.required_bytes), mib(memory.capacity_bytes),
+                      memory.device, memory.fits ? "fits" : "does not fit"),
+          memory.fits};
 }
 
 std::string clock_text(double seconds) {

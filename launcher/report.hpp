@@ -16,8 +16,18 @@ namespace polyhal::launcher {
 std::string mib(std::uint64_t bytes);
 /// The plan, one line per item, and its notes.
 void print_memory(const MemoryReport& report);
+/// After a run on a device that is this host (not a device model): prints
+/// the process's peak resident memory next to the plan and records it in
+/// `summary` as peak_rss_bytes, so the plan can be checked against it.
+void report_peak_memory(const Device& device, const MemoryReport& plan, nlohmann::json& summary);
 /// "X MiB of Y MiB on dev: fits" (validate's one-line plan).
-std::string fit_summary(const MemoryReport& memory);
+/// What `validate` prints of a plan, and whether it fits (exit 1 if not, as
+/// `run --compile-only`).
+struct PlanSummary {
+  std::string text;
+  bool fits = true;
+};
+PlanSummary fit_summary(const MemoryReport& memory);
 /// The device model's training throughput and its parts, labelled as an
 /// estimate; `summary` gets estimated_sequences_per_second and
 /// estimated_step_seconds {forward, backward, optimizer, all_reduce,

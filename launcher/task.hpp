@@ -12,6 +12,7 @@
 #include "polyhal/collective.hpp"
 #include "polyhal/config.hpp"
 #include "polyhal/device.hpp"
+#include "report.hpp"
 
 namespace polyhal::launcher {
 
@@ -24,8 +25,8 @@ class Task {
   virtual bool multi_process() const { return false; }
   /// The plan-time checks `validate` runs: the program declared on the
   /// opened device, every op checked against its kernels, data opened,
-  /// nothing allocated. Returns a one-line summary.
-  virtual std::string plan(Device& device, const RunConfig& config) const = 0;
+  /// nothing allocated. Returns a one-line summary and whether it fits.
+  virtual PlanSummary plan(Device& device, const RunConfig& config) const = 0;
   /// Runs the task (or plans only, with --compile-only) and reports on
   /// stdout and in `metrics`; returns the exit code. `world`: the MPI
   /// communicator when this process is one rank of a job. `devices`: every

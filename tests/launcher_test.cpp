@@ -216,6 +216,119 @@ TEST(LauncherPlugins, WorldWritablePluginDirNeedsExplicitPermission) {
       << r.output;
 }
 
+/// A plugin directory whose plugins' own code crashes or throws while
+/// loading, and a truncated copy of a real plugin.
+struct HostilePluginDir {
+  test::TempDir dir;
+  HostilePluginDir() {
+    namespace fs = std::filesystem;
+    for (const char* name : {"crash", "throw"}) {
+      const std::string file = std::string("libpolyhal_plugin_") + name + ".so";
+      fs::copy_file(fs::path(POLYHAL_FIXTURE_DIR) / file, dir.path() / file);
+    }
+    // The ELF headers intact, the segments cut: the dynamic loader maps
+    // past the end of the file and gets SIGBUS, as a half-copied .so does.
+    const auto cut = dir.path() / "libpolyhal_plugin_truncated.so";
+    fs::copy_file(test::built_plugin("gaudi"), cut);
+    fs::resize_file(cut, 20000);
+  }
+  std::string flag() const { return "--plugin-path " + dir.path().string(); }
+};
+
+TEST(LauncherPlugins, CrashingPluginsAreProbedInAChildAndEveryOtherBackendWorks) {
+  HostilePluginDir hostile;
+  auto r = run_polyhal("plugins " + hostile.flag());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("crashed   " + hostile.dir.path().string() +
+                          "/libpolyhal_plugin_crash.so\n           reason: crashed while "
+                          "loading: signal 11 (SIGSEGV)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("reason: creating the backend threw an exception of unknown type"),
+            std::string::npos)
+      << r.output;
+  // However the dynamic loader takes the truncated file (SIGBUS here), it
+  // is refused or reported as crashed in one line, and the launcher lives on.
+  EXPECT_NE(r.output.find("libpolyhal_plugin_truncated.so\n           reason: "), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("backends: cpu, gaudi, ipu\n"), std::string::npos) << r.output;
+
+  r = run_polyhal("devices " + hostile.flag());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* device : {"[cpu]", "[ipu]", "[gaudi]"})
+    EXPECT_NE(r.output.find(device), std::string::npos) << device << "\n" << r.output;
+  EXPECT_NE(r.output.find("libpolyhal_plugin_crash.so crashed: crashed while loading: signal 11"),
+            std::string::npos)
+      << r.output;
+
+  test::TempDir dir;
+  r = run_polyhal("run " + hostile.flag() + " --config " + config_file(dir, "cpu"));
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("crash"), std::string::npos) << "an unselected plugin was touched:\n"
+                                                       << r.output;
+}
+
+TEST(LauncherPlugins, SelectingACrashingPluginExitsThreeNamingTheSignal) {
+  HostilePluginDir hostile;
+  test::TempDir dir;
+  for (const std::string command : {"run", "validate"}) {
+    auto r = run_polyhal(command + " " + hostile.flag() + " --config " + config_file(dir, "crash"));
+    EXPECT_EQ(r.exit_code, 3) << r.output;
+    EXPECT_NE(r.output.find("backend 'crash' is not available: its plugin " +
+                            hostile.dir.path().string() +
+                            "/libpolyhal_plugin_crash.so: crashed while loading: signal 11"),
+              std::string::npos)
+        << r.output;
+  }
+  auto r = run_polyhal("devices --backend crash " + hostile.flag());
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("crashed while loading: signal 11 (SIGSEGV)"), std::string::npos)
+      << r.output;
+  r = run_polyhal("run " + hostile.flag() + " --config " + config_file(dir, "throw"));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("exception of unknown type"), std::string::npos) << r.output;
+}
+
+TEST(LauncherPlugins, AConfigCannotAllowWorldWritablePlugins) {
+  test::TempDir dir;
+  const auto file = config_file(dir, "cpu", "allow_world_writable_plugins: true\n");
+  auto r = run_polyhal("validate --config " + file);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find(file + ":6: key 'allow_world_writable_plugins': is accepted only on the "
+                                 "command line"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(LauncherPlugins, ARelativeEnvironmentEntryIsShownAsRefused) {
+  auto r =
+      test::run_command("POLYHAL_PLUGIN_PATH=relative/plugins " POLYHAL_LAUNCHER " plugins 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("relative/plugins (POLYHAL_PLUGIN_PATH) [relative entry "
+                          "'relative/plugins' refused: it would depend on the current directory"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Launcher, RelativePathsAreRelativeToTheCurrentDirectoryNotTheConfig) {
+  test::TempDir config_dir, work_dir;
+  const auto config = config_dir.write(
+      "c.yaml",
+      "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 16}\nbatch: {micro: 2}\n"
+      "steps: 2\ncheckpoint: {dir: ckpt, every: 1}\n");
+  const std::string cd = "cd '" + work_dir.path().string() + "' && " POLYHAL_LAUNCHER " ";
+  auto r = test::run_command(cd + "run --config " + config.string() + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(work_dir.path() / "ckpt")) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(config_dir.path() / "ckpt"));
+  // Input paths follow the same rule, and messages name the absolute path.
+  r = test::run_command(cd + "validate --config " + config.string() +
+                        " --set data.source=mlperf_hdf5 --set data.files=missing.hdf5 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find((work_dir.path() / "missing.hdf5").string()), std::string::npos)
+      << r.output;
+}
+
 TEST(Launcher, BadLogLevelIsAUsageError) {
   auto r = run_polyhal("--log-level chatty plugins");
   EXPECT_EQ(r.exit_code, 2);
@@ -506,6 +619,62 @@ TEST(Launcher, ReplicasBeyondTheModelledSystemAreRefused) {
 
 // Every shipped config passes validate: it parses, its device options are
 // known and its program plans on the backend.
+/// `validate` and `run` give the same exit code and message for `config`.
+void expect_validate_as_run(const std::string& arguments, int code, const std::string& message) {
+  for (const std::string command : {"validate", "run"}) {
+    const auto r = test::run_polyhal(command + " " + arguments);
+    EXPECT_EQ(r.exit_code, code) << command << " " << arguments << "\n" << r.output;
+    EXPECT_NE(r.output.find(message), std::string::npos) << command << "\n" << r.output;
+  }
+}
+
+TEST(LauncherValidate, RunsEveryCheckRunDoesWithTheSameExitCodes) {
+  test::TempDir dir;
+  const std::string configs = std::string(POLYHAL_SOURCE_DIR) + "/configs/";
+  // A device option only the plugin checks, named where it came from.
+  expect_validate_as_run(
+      "--config " + configs + "inference-bert-base-seq128-gaudi.yaml" + " --set device.cards=99", 2,
+      "--set device.cards=99: key 'device.cards': a server has 1 to 8");
+  const auto gaudi = dir.write("gaudi.yaml",
+                               "backend: gaudi\ndevice:\n  cards: 0\ntask: matmul-bench\n"
+                               "matmul_bench:\n  shapes: [[16, 8, 4]]\n");
+  expect_validate_as_run("--config " + gaudi.string(), 2,
+                         gaudi.string() + ":3: key 'device.cards': a server has 1 to 8");
+  // A task that cannot run under mpirun.
+  expect_validate_as_run(
+      "--config " + configs + "inference-bert-base-seq128-cpu.yaml --set collective=mpi", 2,
+      "key 'collective': mpi applies to the training tasks");
+  // A precision the device does not compute in.
+  expect_validate_as_run(
+      "--config " + configs + "pretrain-demo-cpu.yaml --backend ipu --set model.precision=bf16", 2,
+      "key 'model.precision': ");
+  // An output file whose directory cannot exist.
+  dir.write("plain-file", "x");
+  expect_validate_as_run("--config " + configs + "bert-demo-cpu.yaml --set inference.output=" +
+                             (dir.path() / "plain-file" / "out.jsonl").string(),
+                         2, "key 'inference.output': ");
+}
+
+TEST(LauncherValidate, AKeyOnlyASetGaveIsBlamedOnThatSet) {
+  const std::string config =
+      std::string(POLYHAL_SOURCE_DIR) + "/configs/inference-bert-base-seq128-cpu.yaml";
+  const auto r = test::run_polyhal("validate --config " + config + " --set checkpoint.dir=x");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--set checkpoint.dir=x: key 'checkpoint': not used by task inference"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(LauncherValidate, APlanThatDoesNotFitIsExitOneAsCompileOnly) {
+  const std::string config =
+      std::string(POLYHAL_SOURCE_DIR) + "/configs/inference-bert-large-seq128-ipu.yaml";
+  auto r = test::run_polyhal("validate --config " + config + " --set batch.micro=4096");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(": DOES NOT FIT (backend ipu"), std::string::npos) << r.output;
+  r = test::run_polyhal("run --compile-only --config " + config + " --set batch.micro=4096");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+}
+
 TEST(Launcher, EveryShippedConfigValidates) {
   const std::filesystem::path configs = std::filesystem::path(POLYHAL_SOURCE_DIR) / "configs";
   int checked = 0;

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -191,6 +192,167 @@ TEST(Loader, LibraryStaysLoadedWhileAnyObjectLives) {
   EXPECT_TRUE(is_loaded()) << "a buffer is still alive";
   buffer.reset();
   EXPECT_FALSE(is_loaded()) << "the last object is gone, the library should be unloaded";
+}
+
+/// A fresh plugin directory `leaf` below `parent` (both created) holding
+/// the gaudi plugin.
+fs::path plugin_below(const fs::path& parent, const std::string& leaf = "plugins") {
+  fs::create_directories(parent / leaf);
+  fs::copy_file(test::built_plugin("gaudi"), parent / leaf / "libpolyhal_plugin_gaudi.so");
+  return parent / leaf;
+}
+
+PluginLoader load_from(const fs::path& dir, bool allow_writable = false) {
+  PluginSearchOptions options;
+  options.explicit_dirs = {dir};
+  options.use_environment = false;
+  options.allow_world_writable = allow_writable;
+  return PluginLoader(options);
+}
+
+TEST(LoaderTrust, RefusesAPluginDirectoryInsideAWorldWritableParent) {
+  TempDir root;
+  const fs::path open_parent = root.path() / "shared";
+  const fs::path dir = plugin_below(open_parent);
+  fs::permissions(open_parent, fs::perms::all);  // 0777: anyone may replace 'plugins'
+  const auto loader = load_from(dir);
+  EXPECT_TRUE(loader.backend_names().empty());
+  EXPECT_NE(candidate_named(loader, "gaudi")
+                .reason.find("directory " + open_parent.string() + " is world-writable"),
+            std::string::npos)
+      << candidate_named(loader, "gaudi").reason;
+  EXPECT_EQ(load_from(dir, /*allow_writable=*/true).backend_names().size(), 1u);
+}
+
+TEST(LoaderTrust, AcceptsAStickyParentButNotAStickyPluginDirectory) {
+  TempDir root;
+  const fs::path sticky_parent = root.path() / "tmp-like";
+  const fs::path dir = plugin_below(sticky_parent);
+  // 1777 as /tmp: only an entry's owner may rename it, so the path holds.
+  ::chmod(sticky_parent.c_str(), 01777);
+  EXPECT_EQ(load_from(dir).backend_names(), std::vector<std::string>{"gaudi"});
+  // The plugin's own directory may not be: anyone could add a plugin there.
+  ::chmod(dir.c_str(), 01777);
+  const auto loader = load_from(dir);
+  EXPECT_TRUE(loader.backend_names().empty());
+  EXPECT_NE(candidate_named(loader, "gaudi").reason.find(dir.string() + " is world-writable"),
+            std::string::npos);
+}
+
+TEST(LoaderTrust, FollowsSymlinksAndChecksWhereThePluginReallyIs) {
+  TempDir root;
+  const fs::path drop = root.path() / "drop";
+  const fs::path real = plugin_below(drop, "box");
+  fs::permissions(real, fs::perms::all);
+  fs::create_directories(root.path() / "plugins");
+  fs::create_symlink(real / "libpolyhal_plugin_gaudi.so",
+                     root.path() / "plugins" / "libpolyhal_plugin_gaudi.so");
+  const auto loader = load_from(root.path() / "plugins");
+  EXPECT_TRUE(loader.backend_names().empty());
+  EXPECT_NE(candidate_named(loader, "gaudi")
+                .reason.find("directory " + real.string() + " is world-writable"),
+            std::string::npos)
+      << candidate_named(loader, "gaudi").reason;
+}
+
+TEST(LoaderTrust, RefusesFilesOwnedByAnotherUserEvenWhenWritabilityIsAllowed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to give a file to another user";
+  TempDir root;
+  const fs::path dir = plugin_below(root.path());
+  const fs::path file = dir / "libpolyhal_plugin_gaudi.so";
+  ASSERT_EQ(::chown(file.c_str(), 65534, 65534), 0);
+  for (bool allow : {false, true}) {
+    const auto loader = load_from(dir, allow);
+    EXPECT_TRUE(loader.backend_names().empty());
+    EXPECT_NE(candidate_named(loader, "gaudi")
+                  .reason.find("file " + file.string() + " is owned by uid 65534"),
+              std::string::npos)
+        << candidate_named(loader, "gaudi").reason;
+  }
+}
+
+TEST(LoaderTrust, RefusesADirectoryWritableByAForeignGroup) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to set another group";
+  TempDir root;
+  const fs::path dir = plugin_below(root.path());
+  ASSERT_EQ(::chown(dir.c_str(), 0, 65534), 0);
+  ::chmod(dir.c_str(), 0775);
+  const auto loader = load_from(dir);
+  EXPECT_NE(candidate_named(loader, "gaudi").reason.find("is writable by group 65534"),
+            std::string::npos)
+      << candidate_named(loader, "gaudi").reason;
+}
+
+TEST(LoaderTrust, RelativeEnvironmentEntriesAreRefusedWithAReason) {
+  ::setenv("POLYHAL_PLUGIN_PATH", "plugins:/nonexistent/ok", 1);
+  PluginSearchOptions options;
+  const auto dirs = plugin_search_dirs(options);
+  ::unsetenv("POLYHAL_PLUGIN_PATH");
+  ASSERT_GE(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0].path, "plugins");
+  EXPECT_NE(dirs[0].refused.find("relative entry 'plugins' refused"), std::string::npos);
+  EXPECT_TRUE(dirs[1].refused.empty());
+}
+
+TEST(LoaderTrust, APluginWhoseFileNameIsAnotherBackendsIsRefused) {
+  TempDir dir;
+  fs::copy_file(test::built_plugin("gaudi"), dir.path() / "libpolyhal_plugin_fast.so");
+  const auto loader = load_from(dir.path());
+  EXPECT_NE(candidate_named(loader, "fast")
+                .reason.find("declares backend 'gaudi' but its file is named for 'fast'"),
+            std::string::npos)
+      << candidate_named(loader, "fast").reason;
+}
+
+TEST(LoaderIsolation, OnlyTheSelectedBackendIsOpened) {
+  PluginDir plugins;
+  plugins.add_fixture("crash");  // would kill this process if it were loaded
+  PluginSearchOptions options;
+  options.explicit_dirs = {plugins.dir.path()};
+  options.use_environment = false;
+  options.only_backend = "gaudi";
+  PluginLoader loader(options);
+  EXPECT_EQ(loader.backend_names(), std::vector<std::string>{"gaudi"});
+  EXPECT_EQ(candidate_named(loader, "crash").status, PluginCandidate::Status::not_selected);
+  EXPECT_EQ(candidate_named(loader, "cpu").status, PluginCandidate::Status::not_selected);
+}
+
+TEST(LoaderIsolation, ProbesReportCrashesHangsAndForeignExceptions) {
+  PluginDir plugins;
+  for (const char* name : {"crash", "throw", "hang"}) plugins.add_fixture(name);
+  PluginSearchOptions options;
+  options.explicit_dirs = {plugins.dir.path()};
+  options.use_environment = false;
+  const auto probed = probe_plugins(
+      options, [](Backend& backend) { return "in child: " + backend.name(); },
+      std::chrono::seconds(2));
+  std::map<std::string, ProbedPlugin> by_name;
+  for (const auto& p : probed) by_name[p.candidate.name] = p;
+  EXPECT_EQ(by_name["crash"].candidate.status, PluginCandidate::Status::crashed);
+  EXPECT_NE(by_name["crash"].candidate.reason.find("crashed while loading: signal 11 (SIGSEGV)"),
+            std::string::npos)
+      << by_name["crash"].candidate.reason;
+  EXPECT_EQ(by_name["hang"].candidate.status, PluginCandidate::Status::crashed);
+  EXPECT_NE(by_name["hang"].candidate.reason.find("did not finish loading within 2 s"),
+            std::string::npos);
+  EXPECT_EQ(by_name["throw"].candidate.status, PluginCandidate::Status::rejected);
+  EXPECT_NE(by_name["throw"].candidate.reason.find("exception of unknown type"), std::string::npos);
+  for (const char* name : {"cpu", "ipu", "gaudi"}) {
+    EXPECT_EQ(by_name[name].candidate.status, PluginCandidate::Status::loaded) << name;
+    EXPECT_EQ(by_name[name].output, std::string("in child: ") + name);
+  }
+}
+
+TEST(LoaderIsolation, AForeignExceptionFromOpeningDevicesBecomesAnError) {
+  PluginDir plugins;
+  plugins.add_fixture("throwopen");
+  const auto loader = plugins.load();
+  try {
+    loader.backend("throwopen")->open_devices({});
+    FAIL() << "expected RuntimeFailure";
+  } catch (const RuntimeFailure& e) {
+    EXPECT_NE(std::string(e.what()).find("exception of unknown type"), std::string::npos);
+  }
 }
 
 }  // namespace

@@ -148,6 +148,25 @@ TEST(MlperfHdf5, BadFilesAndMismatchedModelsAreRefusedWithTheFileNamed) {
       "nsp_label.hdf5 (row 1): next_sentence_labels = 7: expected 0 or 1");
 }
 
+TEST(MlperfHdf5, AFileThatCrashesLibhdf5IsAnErrorNotACrash) {
+  // Debian's libhdf5 segfaults in H5Dread on this file (make_mlperf_hdf5.py):
+  // it is parsed in a child process first, so this process lives on.
+  auto run = mlperf_run(false);
+  run.data.files = kData / "bad/libhdf5_segfault.hdf5";
+  expect_config_error(
+      [&] {
+        open_pretraining_data(run, tiny_model(), {2, kSeq})->batch(0);
+      },
+      "libhdf5_segfault.hdf5: libhdf5 crashed reading this file (signal 11 (SIGSEGV)): it is "
+      "corrupt or crafted");
+  const test::TempDir out;
+  const auto r =
+      test::run_polyhal("pack --input " + (kData / "bad/libhdf5_segfault.hdf5").string() +
+                        " --output " + (out.path() / "packed").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("libhdf5 crashed reading this file"), std::string::npos) << r.output;
+}
+
 TEST(MlperfHdf5, PretrainingRunsOnTheFilesThroughTheLauncher) {
   test::TempDir dir;
   const auto config = dir.write(

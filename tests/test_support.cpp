@@ -34,8 +34,20 @@ std::filesystem::path TempDir::write(const std::string& name, const std::string&
 }
 
 CommandResult run_command(const std::string& command_line) {
+  // Relative paths are relative to the current directory: a command naming
+  // a config runs where the config is, as a user working in the directory
+  // that holds config and data would (unless it says where itself).
+  std::string cd;
+  const std::string flag = "--config ";
+  if (const auto at = command_line.find(flag);
+      at != std::string::npos && !command_line.starts_with("cd ")) {
+    const auto start = at + flag.size();
+    const std::filesystem::path config =
+        command_line.substr(start, command_line.find_first_of(" '\"", start) - start);
+    if (config.is_absolute()) cd = "cd '" + config.parent_path().string() + "' && ";
+  }
   CommandResult result;
-  FILE* pipe = ::popen((command_line + " 2>&1").c_str(), "r");
+  FILE* pipe = ::popen((cd + command_line + " 2>&1").c_str(), "r");
   if (pipe == nullptr) throw std::runtime_error("popen failed");
   std::array<char, 4096> chunk{};
   while (std::size_t n = std::fread(chunk.data(), 1, chunk.size(), pipe))

@@ -33,7 +33,9 @@ struct CommandResult {
   int exit_code = -1;
   std::string output;  // stdout and stderr together
 };
-/// Runs a shell command line and captures its output and exit code.
+/// Runs a shell command line and captures its output and exit code. A
+/// command with `--config /abs/dir/file` runs in /abs/dir (relative paths
+/// are relative to the current directory), unless it starts with "cd ".
 CommandResult run_command(const std::string& command_line);
 /// Runs the polyhal launcher built in this tree with `arguments`.
 CommandResult run_polyhal(const std::string& arguments);

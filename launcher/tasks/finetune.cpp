@@ -104,6 +104,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
     std::cout << fmt::format("  fine-tuned model (Hugging Face {}): {}\n", hf_architecture(r.head),
                              r.exported.string());
   report_training_estimate(r.estimate, p, summary);
+  if (!run.compile_only) report_peak_memory(device, r.memory, summary);
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;
@@ -114,7 +115,7 @@ class FinetuneTask final : public Task {
   explicit FinetuneTask(std::string name) : name_(std::move(name)) {}
   const TaskSchema& schema() const override { return builtin_task_schema(name_); }
   bool multi_process() const override { return true; }
-  std::string plan(Device& device, const RunConfig& config) const override {
+  PlanSummary plan(Device& device, const RunConfig& config) const override {
     return fit_summary(run_finetuning(device, config, true, {}, {}, nullptr).memory);
   }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,

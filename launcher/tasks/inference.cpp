@@ -80,6 +80,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
     std::cout << fmt::format("  wrote {} examples to {}\n", r.text_examples,
                              config.inference.output.string());
   }
+  if (!run.compile_only) report_peak_memory(device, r.memory, summary);
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;
@@ -88,7 +89,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
 class InferenceTask final : public Task {
  public:
   const TaskSchema& schema() const override { return builtin_task_schema("inference"); }
-  std::string plan(Device& device, const RunConfig& config) const override {
+  PlanSummary plan(Device& device, const RunConfig& config) const override {
     return fit_summary(run_inference(device, config, true).memory);
   }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,

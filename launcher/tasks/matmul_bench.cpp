@@ -79,11 +79,11 @@ int run_matmul(Device& device, const RunConfig& config, const RunOptions& run,
 class MatmulBenchTask final : public Task {
  public:
   const TaskSchema& schema() const override { return builtin_task_schema("matmul-bench"); }
-  std::string plan(Device& device, const RunConfig& config) const override {
+  PlanSummary plan(Device& device, const RunConfig& config) const override {
     bool fits = true;
     for (const auto& r : run_matmul_bench(device, config.matmul_bench, true))
       fits = fits && r.memory.fits;
-    return fits ? "every shape fits" : "a shape does not fit";
+    return {fits ? "every shape fits" : "a shape does not fit", fits};
   }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
           Communicator*, const std::vector<Device*>&) const override {

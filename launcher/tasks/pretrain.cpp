@@ -108,6 +108,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
     std::cout << fmt::format("  Hugging Face weights: {}\n", r.exported.string());
   }
   report_training_estimate(r.estimate, p, summary);
+  if (!run.compile_only) report_peak_memory(device, r.memory, summary);
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;
@@ -117,7 +118,7 @@ class PretrainTask final : public Task {
  public:
   const TaskSchema& schema() const override { return builtin_task_schema("pretrain"); }
   bool multi_process() const override { return true; }
-  std::string plan(Device& device, const RunConfig& config) const override {
+  PlanSummary plan(Device& device, const RunConfig& config) const override {
     return fit_summary(run_pretraining(device, config, true, {}, nullptr).memory);
   }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <thread>
@@ -23,6 +24,14 @@ namespace polyhal::cpu {
 /// More OpenMP threads than this is a typo, not a machine.
 constexpr int kMaxThreads = 4096;
 namespace {
+
+/// This process's resident size now (/proc/self/statm), or 0 if unknown.
+std::uint64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t pages = 0, resident = 0;
+  if (!(statm >> pages >> resident)) return 0;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
 
 dnnl::cpu_isa onednn_isa(Isa isa) {
   switch (isa) {
@@ -125,7 +134,8 @@ class CpuDevice final : public Device {
       : Device(make_properties(choice, effective, threads)),
         engine_(dnnl::engine::kind::cpu, 0),
         avx512_(choice.isa == Isa::amx || choice.isa == Isa::avx512_core_bf16 ||
-                choice.isa == Isa::avx512_core) {
+                choice.isa == Isa::avx512_core),
+        opened_rss_(resident_bytes()) {
     // Portable kernels first, then oneDNN replaces the hot ones.
     const std::vector<DType> types = properties().dtypes;
     register_reference_kernels(registry(), types, MatMulNumerics{}, omp_parallel_for());
@@ -202,6 +212,15 @@ class CpuDevice final : public Device {
   }
 
  protected:
+  /// The items plus what the process already holds (code, libraries, the
+  /// runtime's own memory), measured as its resident size when the device
+  /// opened: a plan of the host's memory is compared with the host's RSS.
+  MemoryReport plan_memory(const std::vector<MemoryItem>& items) const override {
+    std::vector<MemoryItem> all = items;
+    all.push_back({"process", "code and libraries (resident when opened, measured)", opened_rss_});
+    return Device::plan_memory(all);
+  }
+
   std::string kernel_advice(const KernelDesc& desc) const override {
     if (desc.dtype == DType::bf16) return "bf16 needs AVX-512; lift the device.isa cap or use f32";
     if (desc.dtype == DType::f16) return "use bf16 on the CPU";
@@ -248,6 +267,7 @@ class CpuDevice final : public Device {
 
   dnnl::engine engine_;
   bool avx512_;  // the ISA choice allows AVX-512 in our own loops too
+  std::uint64_t opened_rss_;
 };
 
 class CpuBackend final : public Backend {

@@ -91,7 +91,11 @@ class OneDnnLinear final : public Kernel {
   std::string implementation() const override {
     return fmt::format("onednn {} linear+{}", pd_.impl_info_str(), activation_name(activation_));
   }
-  std::uint64_t workspace_bytes() const override { return pd_.scratchpad_desc().get_size(); }
+  /// oneDNN's scratch and the kernel's own packed copy of the weights
+  /// (made in set_constants, in the layout the primitive chose).
+  std::uint64_t workspace_bytes() const override {
+    return pd_.scratchpad_desc().get_size() + pd_.weights_desc().get_size();
+  }
   double flops() const override { return flops_; }
 
  private:

@@ -4,8 +4,9 @@
 ///
 /// Schema (see docs/config.md):
 ///   backend: cpu | ipu | gaudi | <any installed plugin>     (required)
-///   plugin_paths: [dir, ...]        relative to the config file
-///   allow_world_writable_plugins: false
+///   plugin_paths: [dir, ...]
+/// Every relative path (in the file, in --set, on the command line) is
+/// relative to the current directory; the reader makes them absolute.
 ///   device: {<backend option>: value, ...}   checked against the backend's options
 ///   task: matmul-bench               (required)
 ///   matmul_bench: {shapes: [[M, N, K], ...], dtype: f32, out_dtype: <dtype>,
@@ -184,7 +185,6 @@ struct RunConfig {
   std::filesystem::path file;
   std::string backend;
   std::vector<std::filesystem::path> plugin_paths;
-  bool allow_world_writable_plugins = false;
   std::map<std::string, std::string> device;  ///< raw; see resolve_device
   std::string task;
   MatmulBenchConfig matmul_bench;
@@ -233,6 +233,13 @@ const TaskSchema& builtin_task_schema(const std::string& name);
 RunConfig load_run_config(const std::filesystem::path& file,
                           const std::vector<std::string>& overrides = {},
                           const std::vector<TaskSchema>& tasks = builtin_task_schemas());
+
+/// Checks that every output place the config names (checkpoint.dir,
+/// finetune.output_dir, model.save, inference.output, log.file) exists or
+/// can be made, and can be written; creates nothing. Throws ConfigError
+/// naming file, line and key. `run` and `validate` call it before anything
+/// else happens.
+void check_output_paths(const RunConfig& config);
 
 /// Checks one option value; returns the problem ("expected an integer, got
 /// \"x\"") or an empty string.

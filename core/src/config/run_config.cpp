@@ -217,10 +217,12 @@ void read_matmul_bench(const YAML::Node& node, ConfigReader& reader, MatmulBench
         static_cast<int>(reader.integer(node["warmup"], "matmul_bench.warmup", 0, kMaxRepeats));
 }
 
-std::filesystem::path relative_to(const std::filesystem::path& config_file,
-                                  const std::string& path) {
-  std::filesystem::path p = path;
-  return p.is_absolute() ? p : config_file.parent_path() / p;
+/// The one rule for paths (docs/config.md): a relative path, in a config
+/// file, a --set value or on the command line, is relative to the current
+/// directory, so an installed config in /usr/share reads and writes where
+/// the user runs it. Made absolute here, so messages name the real place.
+std::filesystem::path from_current_directory(const std::string& path) {
+  return std::filesystem::absolute(std::filesystem::path(path)).lexically_normal();
 }
 
 void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
@@ -243,10 +245,10 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
     }
   }
   if (node["hf_config"])
-    m.hf_config = relative_to(config.file, reader.scalar(node["hf_config"], "model.hf_config"));
+    m.hf_config = from_current_directory(reader.scalar(node["hf_config"], "model.hf_config"));
   if (node["weights"])
-    m.weights = relative_to(config.file, reader.scalar(node["weights"], "model.weights"));
-  if (node["save"]) m.save = relative_to(config.file, reader.scalar(node["save"], "model.save"));
+    m.weights = from_current_directory(reader.scalar(node["weights"], "model.weights"));
+  if (node["save"]) m.save = from_current_directory(reader.scalar(node["save"], "model.save"));
   if (node["seed"])
     m.seed = static_cast<std::uint64_t>(reader.integer(node["seed"], "model.seed", 0));
   if (node["heads"]) m.heads = reader.boolean(node["heads"], "model.heads");
@@ -431,17 +433,17 @@ void read_inference(const YAML::Node& inference, ConfigReader& reader, RunConfig
         static_cast<int>(reader.integer(inference["warmup"], "inference.warmup", 0, kMaxRepeats));
   }
   if (inference["output"])
-    config.inference.output = reader.scalar(inference["output"], "inference.output");
+    config.inference.output =
+        from_current_directory(reader.scalar(inference["output"], "inference.output"));
 }
 
 void read_checkpoint(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
   reader.require_known_keys(node, "checkpoint", {"dir", "every", "resume", "init"});
   auto& c = config.checkpoint;
-  if (node["dir"]) c.dir = relative_to(config.file, reader.scalar(node["dir"], "checkpoint.dir"));
+  if (node["dir"]) c.dir = from_current_directory(reader.scalar(node["dir"], "checkpoint.dir"));
   if (node["every"]) c.every = reader.integer(node["every"], "checkpoint.every", 1);
   if (node["resume"]) c.resume = reader.boolean(node["resume"], "checkpoint.resume");
-  if (node["init"])
-    c.init = relative_to(config.file, reader.scalar(node["init"], "checkpoint.init"));
+  if (node["init"]) c.init = from_current_directory(reader.scalar(node["init"], "checkpoint.init"));
 }
 
 void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
@@ -460,8 +462,8 @@ void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) 
     }
   }
   if (node["text_file"])
-    d.text_file = relative_to(config.file, reader.scalar(node["text_file"], "data.text_file"));
-  if (node["vocab"]) d.vocab = relative_to(config.file, reader.scalar(node["vocab"], "data.vocab"));
+    d.text_file = from_current_directory(reader.scalar(node["text_file"], "data.text_file"));
+  if (node["vocab"]) d.vocab = from_current_directory(reader.scalar(node["vocab"], "data.vocab"));
   if (node["lower_case"]) d.lower_case = reader.boolean(node["lower_case"], "data.lower_case");
   if (node["special_tokens"]) {
     const std::string how = reader.scalar(node["special_tokens"], "data.special_tokens");
@@ -482,7 +484,7 @@ void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) 
   if (node["max_predictions"]) {
     d.max_predictions = reader.integer(node["max_predictions"], "data.max_predictions", 1);
   }
-  if (node["files"]) d.files = relative_to(config.file, reader.scalar(node["files"], "data.files"));
+  if (node["files"]) d.files = from_current_directory(reader.scalar(node["files"], "data.files"));
   if (node["shuffle"]) d.shuffle = reader.boolean(node["shuffle"], "data.shuffle");
   if (node["packed"]) {
     d.packed = reader.scalar(node["packed"], "data.packed");
@@ -528,7 +530,7 @@ void read_finetune(const YAML::Node& node, ConfigReader& reader, RunConfig& conf
   reader.require_known_keys(node, "finetune", keys);
   auto& f = config.finetune;
   const auto path = [&](const char* key) {
-    return relative_to(config.file, reader.scalar(node[key], std::string("finetune.") + key));
+    return from_current_directory(reader.scalar(node[key], std::string("finetune.") + key));
   };
   if (node["train_file"]) f.train_file = path("train_file");
   if (node["eval_file"]) f.eval_file = path("eval_file");
@@ -626,6 +628,13 @@ std::string RunConfig::locate(const std::string& key_path) const {
     const auto dot = prefix.rfind('.');
     if (dot == std::string::npos) break;
     prefix = prefix.substr(0, dot);
+  }
+  // A section only a --set made (--set checkpoint.dir=x on a config without
+  // 'checkpoint') came from that --set, not from the file.
+  if (!lines.contains(key_path)) {
+    for (const auto& [key, origin] : overrides) {
+      if (key.starts_with(key_path + ".")) return origin;
+    }
   }
   for (std::string prefix = key_path;;) {
     if (auto it = lines.find(prefix); it != lines.end())
@@ -752,13 +761,15 @@ RunConfig load_run_config(const std::filesystem::path& file,
     const YAML::Node paths = root["plugin_paths"];
     if (!paths.IsSequence()) reader.fail("plugin_paths", "expected a list of directories");
     for (const auto& p : paths) {
-      std::filesystem::path dir = reader.scalar(p, "plugin_paths");
-      config.plugin_paths.push_back(dir.is_absolute() ? dir : file.parent_path() / dir);
+      config.plugin_paths.push_back(from_current_directory(reader.scalar(p, "plugin_paths")));
     }
   }
   if (root["allow_world_writable_plugins"]) {
-    config.allow_world_writable_plugins =
-        reader.boolean(root["allow_world_writable_plugins"], "allow_world_writable_plugins");
+    // A config is input like any other file: it may not lower the trust
+    // rules for the code we load.
+    reader.fail("allow_world_writable_plugins",
+                "is accepted only on the command line (--allow-world-writable-plugins), never "
+                "from a config file");
   }
   if (root["device"]) {
     const YAML::Node device = root["device"];
@@ -826,7 +837,8 @@ RunConfig load_run_config(const std::filesystem::path& file,
                                              fmt::join(levels, ", "), config.log_level));
       }
     }
-    if (log["file"]) config.log_file = reader.scalar(log["file"], "log.file");
+    if (log["file"])
+      config.log_file = from_current_directory(reader.scalar(log["file"], "log.file"));
   }
   return config;
 }

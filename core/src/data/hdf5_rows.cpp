@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "data/hdf5_handle.hpp"
+#include "data/hdf5_vetting.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal::detail {
@@ -59,6 +60,7 @@ struct OpenFile {
 struct FileInfo {
   std::filesystem::path path;
   std::int64_t first = 0, count = 0;  // row range in the whole set
+  bool data_vetted = false;           // every row read once in a child process
 };
 
 }  // namespace
@@ -66,7 +68,7 @@ struct FileInfo {
 struct Hdf5Rows::Impl {
   std::vector<std::string> names;
   std::string what;
-  std::vector<FileInfo> files;
+  mutable std::vector<FileInfo> files;  // data_vetted set under `lock`
   std::vector<std::filesystem::path> paths;
   std::vector<std::int64_t> widths;  // -1 until the first file
   std::int64_t size = 0;
@@ -138,7 +140,53 @@ struct Hdf5Rows::Impl {
     return rows;
   }
 
+  /// Reads every row of every dataset of `path`, in blocks, as int32 and
+  /// (for float data) as float: every chunk the row reads will touch is
+  /// decoded once. Meant for a child process (vet_hdf5_in_child).
+  void read_everything(const std::filesystem::path& path) const {
+    const OpenFile f = open_checked(path);
+    for (std::size_t d = 0; d < names.size(); ++d) {
+      const auto dims = dataset_dims(f.datasets[d]);
+      if (dims.empty() || dims.size() > 2) return;  // inspect() refuses it
+      const hsize_t rows = dims[0], columns = dims.size() == 2 ? std::max<hsize_t>(dims[1], 1) : 1;
+      const hsize_t block = std::max<hsize_t>(1, (hsize_t{1} << 20) / columns);
+      const Handle type(quietly([&] { return H5Dget_type(f.datasets[d].get()); }), H5Tclose);
+      const bool is_float = type.valid() && H5Tget_class(type.get()) == H5T_FLOAT;
+      std::vector<std::int32_t> ints(static_cast<std::size_t>(std::min(block, rows) * columns));
+      std::vector<float> floats(is_float ? ints.size() : 0);
+      for (hsize_t start = 0; start < rows; start += block) {
+        const hsize_t count = std::min(block, rows - start);
+        const Handle space(H5Dget_space(f.datasets[d].get()), H5Sclose);
+        const std::array<hsize_t, 2> offset{start, 0}, extent{count, columns};
+        const hsize_t values = count * columns;
+        const Handle memory(H5Screate_simple(1, &values, nullptr), H5Sclose);
+        const auto read_as = [&](hid_t memory_type, void* out) {
+          return quietly([&] {
+            const herr_t selected = H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, offset.data(),
+                                                        nullptr, extent.data(), nullptr);
+            if (selected < 0) return selected;
+            return H5Dread(f.datasets[d].get(), memory_type, memory.get(), space.get(), H5P_DEFAULT,
+                           out);
+          });
+        };
+        if (read_as(H5T_NATIVE_INT32, ints.data()) < 0 ||
+            (is_float && read_as(H5T_NATIVE_FLOAT, floats.data()) < 0)) {
+          throw ConfigError(
+              fmt::format("{}: cannot read rows {} to {} of dataset '{}' (corrupt "
+                          "file?)",
+                          path.string(), start, start + count - 1, names[d]));
+        }
+      }
+    }
+  }
+
   const OpenFile& file(std::size_t f) const {
+    if (!files[f].data_vetted) {
+      // The first time this file's rows are read: let libhdf5 decode all of
+      // it in a child process, where a crash cannot take this one down.
+      vet_hdf5_in_child(files[f].path, [&] { read_everything(files[f].path); });
+      files[f].data_vetted = true;
+    }
     for (auto it = open.begin(); it != open.end(); ++it) {
       if (it->first == f) {
         open.splice(open.begin(), open, it);
@@ -189,6 +237,11 @@ Hdf5Rows::Hdf5Rows(const std::filesystem::path& path, std::vector<std::string> d
   impl_->what = std::move(what);
   impl_->widths.assign(impl_->names.size(), -1);
   impl_->paths = hdf5_files(path);
+  // Every file's structure is parsed in a child process first (about a
+  // millisecond a file): a file that makes libhdf5 crash is an error naming it.
+  for (const auto& file : impl_->paths) {
+    vet_hdf5_in_child(file, [&] { impl_->inspect(file); });
+  }
   for (const auto& file : impl_->paths) {
     const std::int64_t rows = impl_->inspect(file);
     impl_->files.push_back({file, impl_->size, rows});
@@ -228,11 +281,15 @@ bool hdf5_has_dataset(const std::filesystem::path& path, const std::string& data
   } catch (const ConfigError&) {
     return false;
   }
-  const hid_t id =
-      quietly([&] { return H5Fopen(paths.front().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); });
-  if (id < 0) return false;
-  const Handle file(id, H5Fclose);
-  return quietly([&] { return H5Lexists(file.get(), dataset.c_str(), H5P_DEFAULT); }) > 0;
+  const auto has = [&] {
+    const hid_t id =
+        quietly([&] { return H5Fopen(paths.front().c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); });
+    if (id < 0) return false;
+    const Handle file(id, H5Fclose);
+    return quietly([&] { return H5Lexists(file.get(), dataset.c_str(), H5P_DEFAULT); }) > 0;
+  };
+  vet_hdf5_in_child(paths.front(), [&] { has(); });
+  return has();
 }
 
 }  // namespace polyhal::detail

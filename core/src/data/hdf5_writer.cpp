@@ -12,7 +12,7 @@ namespace polyhal::detail {
 
 Hdf5Writer::Hdf5Writer(std::filesystem::path path)
     : path_(std::move(path)),
-      temporary_(path_.string() + ".tmp"),
+      temporary_(create_unique_temporary(path_)),
       file_(quietly([&] {
               return H5Fcreate(temporary_.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
             }),

@@ -1,7 +1,7 @@
 #pragma once
 // One HDF5 file written whole and put in place atomically: datasets go to
-// "<path>.tmp", and commit() closes it, fsyncs and renames it over `path`.
-// A writer destroyed before commit() (an error, a throw) removes the
+// a unique temporary file beside it (create_unique_temporary), and commit() closes it, fsyncs and
+// renames it over `path`. A writer destroyed before commit() (an error, a throw) removes the
 // temporary file, so a crash or a full disk never leaves a half-written
 // data file under the real name.
 #include <cstdint>

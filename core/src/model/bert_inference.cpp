@@ -74,9 +74,14 @@ BertInference::~BertInference() = default;
 
 MemoryReport BertInference::plan_memory() const {
   auto items = state_->program().memory_items();
-  // Kernels hold their own scratch; a device that shares scratch between
-  // kernels needs only the largest. Reported as the largest single kernel.
-  items.push_back({"workspace", "largest kernel scratch", state_->program().largest_workspace()});
+  // Each kernel keeps its own scratch (and a linear its packed weights).
+  const auto kernels = state_->program().kernel_memory_items();
+  items.insert(items.end(), kernels.begin(), kernels.end());
+  if (state_->program().device().properties().mode != DeviceMode::model) {
+    // The host runs it: the weights as read live there while loading.
+    items.push_back({"host", "weights as read (f32, while loading)",
+                     static_cast<std::uint64_t>(state_->config.parameter_count()) * 4});
+  }
   return state_->program().device().plan_memory(items);
 }
 

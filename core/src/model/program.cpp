@@ -1,5 +1,7 @@
 #include "model/program.hpp"
 
+#include <malloc.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -337,14 +339,48 @@ void Program::prepare_kernels() {
   prepared_ = true;
 }
 
-std::uint64_t Program::largest_workspace() const {
-  std::uint64_t largest = 0;
-  for (const auto& ops : lists_) {
-    for (const auto& op : ops) {
-      if (op.kernel) largest = std::max(largest, op.kernel->workspace_bytes());
+std::vector<MemoryItem> Program::kernel_memory_items() const {
+  if (device_.properties().mode == DeviceMode::model) return {};
+  // How many kernels allocate() makes per desc: one for the ops that share,
+  // plus one per op with constants.
+  std::vector<std::pair<KernelDesc, std::uint64_t>> kernels;
+  std::vector<KernelDesc> shared;
+  const auto count = [&](const KernelDesc& desc, bool owns) {
+    if (!owns) {
+      if (std::find(shared.begin(), shared.end(), desc) != shared.end()) return;
+      shared.push_back(desc);
     }
+    for (auto& [known, n] : kernels) {
+      if (known == desc) {
+        ++n;
+        return;
+      }
+    }
+    kernels.emplace_back(desc, 1);
+  };
+  for (const auto& ops : lists_)
+    for (const auto& op : ops) count(op.desc, !op.constants.empty());
+  for (const auto& side : side_kernels_) count(side.desc, false);
+  // What a kernel holds: what it reports, or what the heap grew by while it
+  // was prepared (oneDNN's buffers and a kernel's own vectors, which not
+  // every kernel reports), whichever is larger. The host device runs
+  // nothing else meanwhile, so the growth is the kernel's.
+  const auto heap_in_use = [] {
+    const struct mallinfo2 info = ::mallinfo2();
+    return static_cast<std::uint64_t>(info.uordblks) + static_cast<std::uint64_t>(info.hblkhd);
+  };
+  std::map<std::string, std::uint64_t> by_op;
+  for (const auto& [desc, n] : kernels) {
+    const std::uint64_t before = heap_in_use();
+    const auto kernel = device_.prepare_kernel(desc);
+    const std::uint64_t grown = heap_in_use() - std::min(before, heap_in_use());
+    by_op[std::string(op_name(desc.op))] += std::max(kernel->workspace_bytes(), grown) * n;
   }
-  return largest;
+  std::vector<MemoryItem> items;
+  for (const auto& [op, bytes] : by_op) {
+    if (bytes > 0) items.push_back({"kernel memory", op, bytes});
+  }
+  return items;
 }
 
 namespace {

@@ -103,8 +103,14 @@ class Program {
   /// Prepares every kernel (ops with equal descs and no constants share
   /// one) without allocating a tensor. Once; allocate() calls it.
   void prepare_kernels();
-  /// The largest scratch of a prepared kernel (0 before prepare_kernels()).
-  std::uint64_t largest_workspace() const;
+  /// What the kernels will hold once prepared (oneDNN scratch, packed weight
+  /// copies, attention scores), one item per op kind, counted as
+  /// allocate() shares them: a kernel shared by equal ops once, a kernel
+  /// with constants once per op. Measured by preparing each distinct kernel
+  /// once and dropping it, so it costs time but keeps nothing. Empty on a
+  /// device model: its plan_memory models the device's own memory, where
+  /// the host's kernels do not live.
+  std::vector<MemoryItem> kernel_memory_items() const;
   /// Prepares kernels, allocates every tensor, binds every op. Once.
   void allocate();
   bool allocated() const { return allocated_; }

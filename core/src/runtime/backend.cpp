@@ -14,7 +14,18 @@ Backend::~Backend() = default;
 
 std::vector<std::shared_ptr<Device>> Backend::open_devices(const DeviceOptions& options) {
   std::vector<std::shared_ptr<Device>> devices;
-  for (auto& device : do_open_devices(options)) {
+  std::vector<std::unique_ptr<Device>> opened;
+  try {
+    opened = do_open_devices(options);
+  } catch (const std::exception&) {
+    throw;
+  } catch (...) {  // a plugin's own exception type: it must not reach the host as is
+    throw RuntimeFailure(
+        fmt::format("backend '{}': opening devices threw an exception of "
+                    "unknown type (not a std::exception): a fault of its plugin",
+                    name()));
+  }
+  for (auto& device : opened) {
     device->library_anchor_ = library_anchor_;
     devices.push_back(anchor_to_library(std::move(device), library_anchor_));
   }

@@ -125,7 +125,18 @@ MemoryStats Device::memory_stats() const noexcept {
 
 std::shared_ptr<Kernel> Device::prepare_kernel(const KernelDesc& desc) {
   check_kernel(desc);
-  return anchor_to_library((*kernels_.find(desc.op, desc.dtype))(desc, *this), library_anchor_);
+  std::unique_ptr<Kernel> kernel;
+  try {
+    kernel = (*kernels_.find(desc.op, desc.dtype))(desc, *this);
+  } catch (const std::exception&) {
+    throw;
+  } catch (...) {  // a plugin's own exception type: it must not reach the host as is
+    throw RuntimeFailure(
+        fmt::format("{}: preparing a {} kernel threw an exception of unknown "
+                    "type (not a std::exception): a fault of the '{}' plugin",
+                    name(), op_name(desc.op), properties_.backend));
+  }
+  return anchor_to_library(std::move(kernel), library_anchor_);
 }
 
 void Device::check_kernel(const KernelDesc& desc) const {

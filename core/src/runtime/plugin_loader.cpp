@@ -13,6 +13,7 @@
 #include "polyhal/abi.hpp"
 #include "polyhal/boundary_layout.hpp"
 #include "polyhal/error.hpp"
+#include "runtime/plugin_trust.hpp"
 
 namespace polyhal {
 namespace {
@@ -20,20 +21,6 @@ namespace {
 constexpr std::string_view kPluginPrefix = "libpolyhal_plugin_";
 constexpr std::string_view kPluginSuffix = ".so";
 constexpr const char* kEntryPoint = "polyhal_plugin_entry";
-
-/// Backend name implied by a file name, or empty if it is not a plugin file.
-std::string name_from_filename(const std::filesystem::path& file) {
-  const std::string base = file.filename().string();
-  if (!base.starts_with(kPluginPrefix) || !base.ends_with(kPluginSuffix)) return {};
-  return base.substr(kPluginPrefix.size(),
-                     base.size() - kPluginPrefix.size() - kPluginSuffix.size());
-}
-
-bool world_writable(const std::filesystem::path& path) {
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) return false;
-  return (info.st_mode & S_IWOTH) != 0;
-}
 
 /// Boost.DLL reports every dlopen failure as "bad file descriptor"; dlerror
 /// has the real reason, so ask the dynamic loader directly.
@@ -106,6 +93,54 @@ std::string check_descriptor(const polyhal_plugin_descriptor& d) {
 
 }  // namespace
 
+namespace detail {
+
+std::string backend_name_from_file(const std::filesystem::path& file) {
+  const std::string base = file.filename().string();
+  if (!base.starts_with(kPluginPrefix) || !base.ends_with(kPluginSuffix) ||
+      base.size() == kPluginPrefix.size() + kPluginSuffix.size()) {
+    return {};
+  }
+  return base.substr(kPluginPrefix.size(),
+                     base.size() - kPluginPrefix.size() - kPluginSuffix.size());
+}
+
+std::vector<std::pair<PluginCandidate, std::filesystem::path>> find_plugin_files(
+    const PluginSearchOptions& options) {
+  std::vector<std::pair<PluginCandidate, std::filesystem::path>> found;
+  std::map<std::string, std::filesystem::path> first_by_name;
+  for (const auto& dir : plugin_search_dirs(options)) {
+    std::error_code ec;
+    if (!dir.refused.empty() || !std::filesystem::is_directory(dir.path, ec)) continue;
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(dir.path, ec)) {
+      if (!backend_name_from_file(entry.path()).empty()) files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      PluginCandidate candidate;
+      candidate.path = file;
+      candidate.origin = dir.origin;
+      candidate.name = backend_name_from_file(file);
+      if (auto it = first_by_name.find(candidate.name); it != first_by_name.end()) {
+        candidate.status = PluginCandidate::Status::shadowed;
+        candidate.reason =
+            "shadowed by " + it->second.string() + " (found earlier in the search order)";
+      } else {
+        first_by_name[candidate.name] = file;
+        if (options.only_backend && *options.only_backend != candidate.name) {
+          candidate.status = PluginCandidate::Status::not_selected;
+          candidate.reason = "not selected (only the backend asked for is loaded)";
+        }
+      }
+      found.emplace_back(std::move(candidate), dir.path);
+    }
+  }
+  return found;
+}
+
+}  // namespace detail
+
 std::string_view plugin_status_name(PluginCandidate::Status status) noexcept {
   switch (status) {
     case PluginCandidate::Status::loaded:
@@ -114,12 +149,17 @@ std::string_view plugin_status_name(PluginCandidate::Status status) noexcept {
       return "rejected";
     case PluginCandidate::Status::shadowed:
       return "shadowed";
+    case PluginCandidate::Status::crashed:
+      return "crashed";
+    case PluginCandidate::Status::not_selected:
+      return "not selected";
   }
   return "?";
 }
 
 std::shared_ptr<Backend> PluginLoader::load_file(const std::filesystem::path& file,
-                                                 bool allow_world_writable, PluginCandidate* info) {
+                                                 bool allow_world_writable, PluginCandidate* info,
+                                                 const std::filesystem::path& search_dir) {
   PluginCandidate scratch;
   PluginCandidate& out = info != nullptr ? *info : scratch;
   out.path = file;
@@ -130,19 +170,9 @@ std::shared_ptr<Backend> PluginLoader::load_file(const std::filesystem::path& fi
   };
 
   if (!std::filesystem::is_regular_file(file)) return refuse("no such file");
-  if (!allow_world_writable) {
-    if (world_writable(file.parent_path())) {
-      return refuse(
-          fmt::format("not trusted: directory {} is world-writable (anyone could plant a "
-                      "plugin there); fix its permissions or pass "
-                      "--allow-world-writable-plugins",
-                      file.parent_path().string()));
-    }
-    if (world_writable(file)) {
-      return refuse(
-          "not trusted: the file is world-writable; chmod o-w it or pass "
-          "--allow-world-writable-plugins");
-    }
+  if (std::string problem = detail::plugin_trust_problem(search_dir, file, allow_world_writable);
+      !problem.empty()) {
+    return refuse(problem);
   }
 
   auto library = std::make_shared<boost::dll::shared_library>();
@@ -164,6 +194,13 @@ std::shared_ptr<Backend> PluginLoader::load_file(const std::filesystem::path& fi
   // Read only the frozen leading fields until the version is accepted.
   out.abi = fmt::format("{}.{}", descriptor->abi_major, descriptor->abi_minor);
   if (std::string problem = check_descriptor(*descriptor); !problem.empty()) return refuse(problem);
+  const std::string file_name = detail::backend_name_from_file(file);
+  if (!file_name.empty() && file_name != descriptor->name) {
+    return refuse(fmt::format(
+        "declares backend '{}' but its file is named for '{}': backends are selected by file "
+        "name, so rename it libpolyhal_plugin_{}.so",
+        descriptor->name, file_name, descriptor->name));
+  }
   out.name = descriptor->name;
   out.version = descriptor->version != nullptr ? descriptor->version : "";
   out.summary = descriptor->summary != nullptr ? descriptor->summary : "";
@@ -173,6 +210,8 @@ std::shared_ptr<Backend> PluginLoader::load_file(const std::filesystem::path& fi
     backend.reset(descriptor->create_backend());
   } catch (const std::exception& e) {
     return refuse(fmt::format("creating the backend failed: {}", e.what()));
+  } catch (...) {
+    return refuse("creating the backend threw an exception of unknown type (not a std::exception)");
   }
   if (!backend) return refuse("create_backend returned nothing");
   if (backend->name() != out.name) {
@@ -187,46 +226,20 @@ std::shared_ptr<Backend> PluginLoader::load_file(const std::filesystem::path& fi
 }
 
 PluginLoader::PluginLoader(PluginSearchOptions options) {
-  std::map<std::string, std::filesystem::path> first_by_name;
-  for (const auto& dir : plugin_search_dirs(options)) {
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir.path, ec)) {
-      spdlog::debug("plugin dir {} ({}) does not exist", dir.path.string(), dir.origin);
-      continue;
-    }
-    std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::directory_iterator(dir.path, ec)) {
-      if (!name_from_filename(entry.path()).empty()) files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const auto& file : files) {
-      PluginCandidate candidate;
-      candidate.path = file;
-      candidate.origin = dir.origin;
-      const std::string file_name = name_from_filename(file);
-      if (auto it = first_by_name.find(file_name); it != first_by_name.end()) {
-        candidate.status = PluginCandidate::Status::shadowed;
-        candidate.name = file_name;
-        candidate.reason =
-            "shadowed by " + it->second.string() + " (found earlier in the search order)";
-        candidates_.push_back(candidate);
-        continue;
-      }
-      first_by_name[file_name] = file;
+  for (auto& [candidate, search_dir] : detail::find_plugin_files(options)) {
+    const bool pending =
+        candidate.status == PluginCandidate::Status::rejected && candidate.reason.empty();
+    if (pending) {
       try {
-        auto backend = load_file(file, options.allow_world_writable, &candidate);
-        if (backends_.contains(candidate.name)) {
-          candidate.status = PluginCandidate::Status::shadowed;
-          candidate.reason = "a plugin named '" + candidate.name + "' was already loaded";
-        } else {
-          backends_[candidate.name] = std::move(backend);
-          spdlog::debug("loaded plugin '{}' from {}", candidate.name, file.string());
-        }
+        auto backend =
+            load_file(candidate.path, options.allow_world_writable, &candidate, search_dir);
+        backends_[candidate.name] = std::move(backend);
+        spdlog::debug("loaded plugin '{}' from {}", candidate.name, candidate.path.string());
       } catch (const PluginError& e) {
         spdlog::debug("{}", e.what());
       }
-      candidates_.push_back(candidate);
     }
+    candidates_.push_back(std::move(candidate));
   }
 }
 
@@ -243,7 +256,7 @@ std::shared_ptr<Backend> PluginLoader::backend(const std::string& name) const {
   std::string message = fmt::format("backend '{}' is not available", name);
   std::string refusals;
   for (const auto& c : candidates_) {
-    if ((c.name == name || name_from_filename(c.path) == name) &&
+    if ((c.name == name || detail::backend_name_from_file(c.path) == name) &&
         c.status == PluginCandidate::Status::rejected) {
       refusals += fmt::format("\n  {}: {}", c.path.string(), c.reason);
     }
@@ -256,9 +269,16 @@ std::shared_ptr<Backend> PluginLoader::backend(const std::string& name) const {
         "polyhal-plugin-{}, or pass --plugin-path)",
         name, name);
   }
-  const auto names = backend_names();
+  std::vector<std::string> names = backend_names();
+  for (const auto& c : candidates_) {
+    if (c.status == PluginCandidate::Status::not_selected) names.push_back(c.name);
+  }
+  std::sort(names.begin(), names.end());
   message += names.empty() ? "\n  no backends are loaded; run 'polyhal plugins' to see why"
-                           : fmt::format("\n  available backends: {}", fmt::join(names, ", "));
+                           : fmt::format(
+                                 "\n  plugins found for: {} (run 'polyhal plugins' to "
+                                 "check them)",
+                                 fmt::join(names, ", "));
   throw PluginError(message);
 }
 

@@ -1,3 +1,5 @@
+#include <fmt/format.h>
+
 #include <cstdlib>
 #include <set>
 #include <sstream>
@@ -11,10 +13,19 @@ std::vector<PluginSearchDir> plugin_search_dirs(const PluginSearchOptions& optio
   std::set<std::filesystem::path> seen;
   auto add = [&](const std::filesystem::path& path, const std::string& origin) {
     if (path.empty()) return;
+    if (path.is_relative()) {
+      // Its meaning would change with the current directory: anyone who can
+      // make us start in a directory of theirs would choose our plugins.
+      dirs.push_back({path, origin,
+                      fmt::format("relative entry '{}' refused: it would depend on the current "
+                                  "directory; give an absolute path",
+                                  path.string())});
+      return;
+    }
     std::error_code ec;
     std::filesystem::path normal = std::filesystem::weakly_canonical(path, ec);
     if (ec) normal = path.lexically_normal();
-    if (seen.insert(normal).second) dirs.push_back({normal, origin});
+    if (seen.insert(normal).second) dirs.push_back({normal, origin, {}});
   };
   for (const auto& dir : options.explicit_dirs) add(dir, "--plugin-path");
   if (options.use_environment) {

@@ -103,36 +103,9 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertCo
   return stages;
 }
 
-namespace {
-
-/// An output directory that cannot be made or written is found before the
-/// run (and by validate), not at the first save hours later. Nothing is
-/// created here: the nearest existing ancestor must be a writable directory.
-void check_output_dir(const std::filesystem::path& dir, const std::string& key,
-                      const RunConfig& config) {
-  if (dir.empty()) return;
-  std::error_code ec;
-  std::filesystem::path existing = std::filesystem::absolute(dir, ec);
-  while (!existing.empty() && !std::filesystem::exists(existing, ec) &&
-         existing != existing.parent_path())
-    existing = existing.parent_path();
-  if (!std::filesystem::is_directory(existing, ec)) {
-    throw ConfigError(fmt::format("{}: key '{}': {} cannot be a directory: {} is a file",
-                                  config.locate(key), key, dir.string(), existing.string()));
-  }
-  if (::access(existing.c_str(), W_OK) != 0) {
-    throw ConfigError(fmt::format("{}: key '{}': {} cannot be written: {}: {}", config.locate(key),
-                                  key, dir.string(), existing.string(), std::strerror(errno)));
-  }
-}
-
-}  // namespace
-
 void check_training_setup(Device& device, const RunConfig& config,
                           const Communicator* across_processes) {
-  check_output_dir(config.checkpoint.dir, "checkpoint.dir", config);
-  if (config.task == "squad" || config.task == "glue")
-    check_output_dir(config.finetune.output_dir, "finetune.output_dir", config);
+  check_output_paths(config);
   const DType precision = config.model.precision;
   if (!device.supports(precision)) {
     throw ConfigError(fmt::format(

@@ -245,6 +245,19 @@ MemoryReport BertTraining::plan_memory() const {
 
 MemoryReport BertTraining::plan_memory(const std::vector<MemoryItem>& extra) const {
   auto items = state_->program().memory_items();
+  const auto kernels = state_->program().kernel_memory_items();
+  items.insert(items.end(), kernels.begin(), kernels.end());
+  if (state_->program().device().properties().mode != DeviceMode::model) {
+    // The host runs it, so its own copies count: a checkpoint's snapshot of
+    // the f32 weights and the optimizer state (the larger of the two host
+    // copies; the other is the weights as read, while loading).
+    std::uint64_t snapshot = 0;
+    for (const auto& item : items) {
+      if ((item.category == "weights" && item.name == "f32") || item.category == "optimizer state")
+        snapshot += item.bytes;
+    }
+    items.push_back({"host", "checkpoint snapshot (f32 weights and optimizer state)", snapshot});
+  }
   items.insert(items.end(), extra.begin(), extra.end());
   return state_->program().device().plan_memory(items);
 }

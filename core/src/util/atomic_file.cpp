@@ -29,9 +29,21 @@ std::string sync_path(const std::filesystem::path& path, int flags) {
 
 }  // namespace
 
+std::filesystem::path create_unique_temporary(const std::filesystem::path& file) {
+  std::string pattern = file.string() + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(pattern.data());
+  if (fd < 0) {
+    throw RuntimeFailure(
+        fmt::format("{}: cannot create a file beside it: {}", file.string(), std::strerror(errno)));
+  }
+  ::fchmod(fd, 0644);  // mkstemp makes 0600; an output file is readable as any other
+  ::close(fd);
+  return pattern;
+}
+
 void write_file_atomically(const std::filesystem::path& file,
                            const std::function<void(std::ostream&)>& write) {
-  const std::filesystem::path temporary = file.string() + ".tmp";
+  const std::filesystem::path temporary = create_unique_temporary(file);
   const auto fail = [&](const std::string& what) {
     std::error_code ignored;
     std::filesystem::remove(temporary, ignored);

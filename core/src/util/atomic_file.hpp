@@ -8,7 +8,14 @@
 
 namespace polyhal::detail {
 
-/// Writes `file` through `write` into "<file>.tmp", flushes and fsyncs it,
+/// Creates an empty file with a unique name beside `file` ("<file>.tmp.XXXXXX",
+/// mkstemp: created exclusively, never through a link someone planted) for
+/// a writer that opens files by name (an ofstream, libhdf5). Throws
+/// RuntimeFailure naming `file`.
+std::filesystem::path create_unique_temporary(const std::filesystem::path& file);
+
+/// Writes `file` through `write` into a unique temporary file beside it
+/// (create_unique_temporary), flushes and fsyncs it,
 /// renames it over `file` and fsyncs the directory: afterwards `file` is
 /// either the old one or the complete new one. A failed write (disk full,
 /// read-only directory) removes the temporary file and throws RuntimeFailure

@@ -95,6 +95,16 @@ def main():
                 f.create_dataset(name, data=values)
     with open(os.path.join(bad, "not_hdf5.hdf5"), "wb") as f:
         f.write(b"this is not an HDF5 file\n" * 4)
+    # Five bytes of part-00000 changed (found by mutating it at random): the
+    # structure still opens, but Debian 12's libhdf5 1.10.8 segfaults in
+    # H5Dread (H5VM_memcpyvv) reading input_ids. polyhal must survive it.
+    with open(os.path.join(HERE, "part-00000-of-00002.hdf5"), "rb") as f:
+        crashing = bytearray(f.read())
+    for offset, value in ((857, 0o30), (878, 0o170), (1220, 0o175), (1732, 0o133),
+                          (1792, 0o221)):
+        crashing[offset] = value
+    with open(os.path.join(bad, "libhdf5_segfault.hdf5"), "wb") as f:
+        f.write(crashing)
     print("wrote", HERE)
 
 

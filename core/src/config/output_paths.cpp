@@ -1,0 +1,59 @@
+// Output places checked before a run starts (and by validate), so that a
+// directory that cannot be made or written is found at once, not at the
+// first save hours later.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "polyhal/config.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// `dir` must be a directory that exists or can be made: nothing is created
+/// here, the nearest existing ancestor must be a writable directory.
+void check_directory_target(const fs::path& dir, const std::string& key, const RunConfig& config) {
+  std::error_code ec;
+  fs::path existing = fs::absolute(dir, ec);
+  while (!existing.empty() && !fs::exists(existing, ec) && existing != existing.parent_path())
+    existing = existing.parent_path();
+  if (!fs::is_directory(existing, ec)) {
+    throw ConfigError(fmt::format("{}: key '{}': {} cannot be a directory: {} is a file",
+                                  config.locate(key), key, dir.string(), existing.string()));
+  }
+  if (::access(existing.c_str(), W_OK) != 0) {
+    throw ConfigError(fmt::format("{}: key '{}': {} cannot be written: {}: {}", config.locate(key),
+                                  key, dir.string(), existing.string(), std::strerror(errno)));
+  }
+}
+
+/// `file` is written whole (or appended, for a log): it may not be a
+/// directory, and its directory must exist or be makeable and writable.
+void check_file_target(const fs::path& file, const std::string& key, const RunConfig& config) {
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) {
+    throw ConfigError(fmt::format("{}: key '{}': {} is a directory, not a file", config.locate(key),
+                                  key, file.string()));
+  }
+  check_directory_target(fs::absolute(file, ec).parent_path(), key, config);
+}
+
+}  // namespace
+
+void check_output_paths(const RunConfig& config) {
+  if (!config.checkpoint.dir.empty())
+    check_directory_target(config.checkpoint.dir, "checkpoint.dir", config);
+  if ((config.task == "squad" || config.task == "glue") && !config.finetune.output_dir.empty())
+    check_directory_target(config.finetune.output_dir, "finetune.output_dir", config);
+  if (!config.model.save.empty()) check_directory_target(config.model.save, "model.save", config);
+  if (!config.inference.output.empty())
+    check_file_target(config.inference.output, "inference.output", config);
+  if (!config.log_file.empty()) check_file_target(config.log_file, "log.file", config);
+}
+
+}  // namespace polyhal
