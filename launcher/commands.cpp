@@ -209,8 +209,25 @@ int list_plugins(const CommonOptions& common) {
   return 0;
 }
 
+std::string device_options_text(const Backend& backend) {
+  static constexpr std::array<const char*, 5> kTypes{"string", "integer", "number", "boolean",
+                                                     "choice"};
+  std::string text = fmt::format(
+      "{} device options (set as device.NAME in a config, or --set "
+      "device.NAME=value):\n",
+      backend.name());
+  for (const auto& o : backend.device_options()) {
+    const std::string type = o.type == OptionSpec::Type::choice
+                                 ? fmt::format("one of {}", fmt::join(o.choices, "|"))
+                                 : kTypes[static_cast<std::size_t>(o.type)];
+    text += fmt::format("  {:<26} {:<30} default {}\n      {}\n", o.name, type,
+                        o.default_value.empty() ? "(none)" : o.default_value, o.help);
+  }
+  return text;
+}
+
 int list_devices(const CommonOptions& common, const std::optional<std::string>& backend_name,
-                 const std::vector<std::string>& overrides) {
+                 const std::vector<std::string>& overrides, bool options_only) {
   std::map<std::string, std::string> given;
   for (const auto& text : overrides) {
     const auto eq = text.find('=');
@@ -225,6 +242,7 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
   // `plugins`), so one that crashes cannot hide the others.
   const auto probed =
       probe_plugins(search_options(common, {}, backend_name), [&](Backend& backend) {
+        if (options_only) return device_options_text(backend);
         std::string text;
         const auto options = resolve_device_options(backend.device_options(), given);
         for (const auto& device : open_devices_located(backend, options, nullptr))
@@ -315,15 +333,17 @@ int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunC
     RunOptions options = run;
     std::streambuf* saved_cout = std::cout.rdbuf();
     if (rank != 0) {
-      options.metrics_out.clear();
+      options.metrics_out.clear();  // only rank 0 writes metrics
+      options.tensorboard_dir.clear();
+      options.metrics_csv.clear();
       std::cout.rdbuf(nullptr);  // only rank 0 prints progress
     }
     configure_logging(config);
     if (rank != 0) {
       spdlog::set_level(spdlog::level::warn);
-      spdlog::set_pattern(fmt::format("[rank {}] [%l] %v", rank));
+      spdlog::set_pattern(fmt::format("%Y-%m-%d %H:%M:%S.%e [rank {}] [%l] %v", rank));
     }
-    MetricsWriter metrics(options.metrics_out);
+    MetricsWriter metrics({options.metrics_out, options.tensorboard_dir, options.metrics_csv});
     const auto opened = open_configured_devices(common, config, mpi.size());
     const auto& device = opened.front();
     spdlog::info("rank {} of {}: backend {} device {}", rank, mpi.size(), config.backend,
@@ -355,7 +375,7 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
   if (config.collective.engine == "mpi") return run_mpi_pretraining(common, run, config);
   configure_logging(config);
-  MetricsWriter metrics(run.metrics_out);
+  MetricsWriter metrics({run.metrics_out, run.tensorboard_dir, run.metrics_csv});
   const auto opened = open_configured_devices(common, config, config.batch.replicas);
   const auto& device = opened.front();
 

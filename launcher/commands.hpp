@@ -8,8 +8,12 @@
 
 #include "polyhal/packed_data.hpp"
 #include "polyhal/prepare_data.hpp"
+#include "progress.hpp"
 
 namespace polyhal::launcher {
+
+/// How log lines look on stderr (and, with the rank, under mpirun).
+inline constexpr const char* kLogPattern = "%Y-%m-%d %H:%M:%S.%e [%l] %v";
 
 /// Options every command understands.
 struct CommonOptions {
@@ -23,19 +27,24 @@ struct RunOptions {
   std::optional<std::string> backend;
   std::vector<std::string> overrides;
   bool compile_only = false;
-  std::filesystem::path metrics_out;
+  std::filesystem::path metrics_out;      ///< JSON lines
+  std::filesystem::path tensorboard_dir;  ///< TensorBoard event file goes here
+  std::filesystem::path metrics_csv;      ///< long-form CSV of every number
+  ProgressMode progress = ProgressMode::automatic;
 };
 
 int list_plugins(const CommonOptions& common);
-/// `overrides` may set device options: "device.isa=avx2".
+/// `overrides` may set device options: "device.isa=avx2". `options_only`:
+/// list each backend's device options (type, default, help) instead.
 int list_devices(const CommonOptions& common, const std::optional<std::string>& backend,
-                 const std::vector<std::string>& overrides);
+                 const std::vector<std::string>& overrides, bool options_only = false);
 int validate_config(const CommonOptions& common, const RunOptions& run);
 int run_workload(const CommonOptions& common, const RunOptions& run);
 /// `polyhal pack`: packs MLPerf HDF5 data and prints efficiency and speed-up.
-int pack_data(const PackOptions& options);
+int pack_data(const PackOptions& options, ProgressMode progress);
 /// `polyhal prepare-data`: text to MLPerf HDF5 (and packed rows when `pack`
 /// is given: into OUTPUT/packed); prints what it made.
-int prepare_data(const PrepareDataOptions& options, const std::optional<PackOptions>& pack);
+int prepare_data(const PrepareDataOptions& options, const std::optional<PackOptions>& pack,
+                 ProgressMode progress);
 
 }  // namespace polyhal::launcher

@@ -1,43 +1,43 @@
 #include "metrics_writer.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
-#include <cstring>
-
-#include "polyhal/error.hpp"
+#include <chrono>
 
 namespace polyhal::launcher {
 
-MetricsWriter::MetricsWriter(const std::filesystem::path& path) : path_(path) {
-  if (path.empty()) return;
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd_ < 0)
-    throw UsageError(fmt::format("--metrics-out {}: cannot open for writing: {}", path.string(),
-                                 std::strerror(errno)));
-}
-
-MetricsWriter::~MetricsWriter() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-void MetricsWriter::append(std::string_view text) {
-  while (!text.empty()) {
-    const ssize_t written = ::write(fd_, text.data(), text.size());
-    if (written < 0 && errno == EINTR) continue;
-    if (written <= 0) {
-      throw RuntimeFailure(fmt::format("--metrics-out {}: write failed: {}", path_.string(),
-                                       written < 0 ? std::strerror(errno) : "no progress"));
-    }
-    text.remove_prefix(static_cast<std::size_t>(written));
+MetricsWriter::MetricsWriter(const MetricsTargets& targets) {
+  if (!targets.json_lines.empty())
+    json_lines_ = std::make_unique<CheckedFile>(targets.json_lines, "--metrics-out");
+  if (!targets.csv.empty()) {
+    csv_ = std::make_unique<CheckedFile>(targets.csv, "--metrics-csv");
+    csv_->append("time,event,step,name,value\n");
   }
+  if (!targets.tensorboard_dir.empty())
+    tensorboard_ = std::make_unique<TensorBoardWriter>(targets.tensorboard_dir);
 }
 
-void MetricsWriter::write(const nlohmann::json& record) {
-  if (fd_ < 0) return;
-  append(record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+MetricsWriter::~MetricsWriter() = default;
+
+void MetricsWriter::write(nlohmann::json record) {
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  record["time"] = now;
+  if (json_lines_)
+    json_lines_->append(record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+                        "\n");
+  if (!csv_ && !tensorboard_) return;
+  const std::string event = record.value("event", "run");
+  if (const auto step = record.find("step"); step != record.end() && step->is_number_integer()) {
+    last_step_ = step->get<std::int64_t>();
+  }
+  for (const auto& [name, value] : record.items()) {
+    if (!value.is_number() || name == "step" || name == "time" || name == "epoch") continue;
+    const double number = value.get<double>();
+    if (tensorboard_) tensorboard_->scalar(event + "/" + name, last_step_, number);
+    if (csv_)
+      csv_->append(fmt::format("{:.3f},{},{},{},{}\n", now, event, last_step_, name, number));
+  }
 }
 
 void MetricsWriter::write_summary(nlohmann::json summary) {
@@ -47,11 +47,9 @@ void MetricsWriter::write_summary(nlohmann::json summary) {
     if (!summary.contains(key)) summary[key] = nullptr;
   }
   write(summary);
-  // A pipe or a terminal cannot be synced (EINVAL); a file must be.
-  if (fd_ >= 0 && ::fsync(fd_) != 0 && errno != EINVAL && errno != EROFS) {
-    throw RuntimeFailure(
-        fmt::format("--metrics-out {}: fsync failed: {}", path_.string(), std::strerror(errno)));
-  }
+  if (json_lines_) json_lines_->sync();
+  if (csv_) csv_->sync();
+  if (tensorboard_) tensorboard_->sync();
 }
 
 }  // namespace polyhal::launcher

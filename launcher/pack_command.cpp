@@ -10,9 +10,9 @@
 
 namespace polyhal::launcher {
 
-int pack_data(const PackOptions& options) {
-  Progress progress;
-  const PackResult r = pack_mlperf_hdf5(options, progress);
+int pack_data(const PackOptions& options, ProgressMode progress) {
+  Progress show(progress);
+  const PackResult r = pack_mlperf_hdf5(options, show);
   const PackingStats& s = r.stats;
   std::cout << fmt::format(
       "packed {} sequences into {} packs of {} tokens ({}, at most {} per pack)\n"

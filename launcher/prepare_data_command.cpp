@@ -10,9 +10,10 @@
 
 namespace polyhal::launcher {
 
-int prepare_data(const PrepareDataOptions& options, const std::optional<PackOptions>& pack) {
-  Progress progress;
-  const PrepareDataReport r = prepare_pretraining_data(options, progress);
+int prepare_data(const PrepareDataOptions& options, const std::optional<PackOptions>& pack,
+                 ProgressMode progress) {
+  Progress show(progress);
+  const PrepareDataReport r = prepare_pretraining_data(options, show);
   if (r.invalid_utf8 > 0) {
     spdlog::warn(
         "{} byte sequence{} of invalid UTF-8 replaced (and dropped as U+FFFD); first at {}",
@@ -42,7 +43,7 @@ int prepare_data(const PrepareDataOptions& options, const std::optional<PackOpti
   packing.input = options.output;
   packing.output = options.output / "packed";
   packing.max_seq_len = options.max_seq_len;
-  return pack_data(packing);
+  return pack_data(packing, progress);
 }
 
 }  // namespace polyhal::launcher

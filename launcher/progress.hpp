@@ -7,16 +7,41 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <iostream>
 #include <string>
 
+#include "polyhal/error.hpp"
+
 namespace polyhal::launcher {
+
+/// --progress: auto (a live bar on a terminal, plain lines otherwise), bar,
+/// lines, or none.
+enum class ProgressMode { automatic, bar, lines, none };
+
+inline ProgressMode progress_mode(const std::string& text) {
+  if (text == "auto") return ProgressMode::automatic;
+  if (text == "bar") return ProgressMode::bar;
+  if (text == "lines") return ProgressMode::lines;
+  if (text == "none") return ProgressMode::none;
+  throw UsageError(fmt::format("--progress: expected auto, bar, lines or none, got '{}'", text));
+}
+
+/// Whether progress rewrites one line in place. Under mpirun stdout may be a
+/// pseudo-terminal whose output ends up in a log, so auto is lines there.
+inline bool live_progress(ProgressMode mode) {
+  if (mode != ProgressMode::automatic) return mode == ProgressMode::bar;
+  return ::isatty(STDOUT_FILENO) == 1 && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr &&
+         std::getenv("PMI_SIZE") == nullptr;
+}
 
 class Progress {
  public:
-  Progress() : terminal_(::isatty(STDOUT_FILENO) == 1) {}
+  explicit Progress(ProgressMode mode)
+      : terminal_(live_progress(mode)), silent_(mode == ProgressMode::none) {}
 
   void operator()(const std::string& phase, std::int64_t done, std::int64_t total) {
+    if (silent_) return;
     const double fraction =
         total > 0 ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
     if (phase != phase_) {
@@ -42,7 +67,7 @@ class Progress {
   }
 
  private:
-  bool terminal_;
+  bool terminal_, silent_;
   std::string phase_;
   std::int64_t shown_tenth_ = -1;
   std::chrono::steady_clock::time_point phase_started_ = std::chrono::steady_clock::now();

@@ -11,12 +11,13 @@
 namespace polyhal::launcher {
 
 StepProgress::StepProgress(const RunConfig& config, std::int64_t global_batch, bool pretraining,
-                           bool device_model, MetricsWriter& metrics)
+                           bool device_model, MetricsWriter& metrics, ProgressMode mode)
     : config_(config),
       global_batch_(global_batch),
       pretraining_(pretraining),
       device_model_(device_model),
-      terminal_(::isatty(STDOUT_FILENO) != 0),
+      terminal_(live_progress(mode)),
+      silent_(mode == ProgressMode::none),
       metrics_(metrics) {}
 
 void StepProgress::operator()(const PretrainStep& step, std::int64_t total) {
@@ -36,13 +37,14 @@ void StepProgress::operator()(const PretrainStep& step, std::int64_t total) {
       {"skipped", step.skipped},
       {device_model_ ? "host_simulation_seconds" : "seconds", step.seconds},
       {"sequences", step.sequences}};
+  if (!device_model_) line["sequences_per_second"] = sequences;
   if (pretraining_) {
     line["mlm_loss"] = step.mlm_loss;
     line["nsp_loss"] = step.nsp_loss;
   }
   metrics_.write(line);
   const bool show = step.step % config_.log_every == 0 || step.step == total;
-  if (!show && !terminal_) return;
+  if (silent_ || (!show && !terminal_)) return;
   const std::string text = fmt::format(
       "step {}/{}  loss {:.4f}{}  lr {:.3g}  {}  ETA {}", step.step, total, step.loss(),
       pretraining_ ? fmt::format(" (mlm {:.4f}, nsp {:.4f})", step.mlm_loss, step.nsp_loss) : "",

@@ -8,6 +8,7 @@
 #include "metrics_writer.hpp"
 #include "polyhal/config.hpp"
 #include "polyhal/pretrain_task.hpp"
+#include "progress.hpp"
 
 namespace polyhal::launcher {
 
@@ -16,13 +17,13 @@ class StepProgress {
   /// `pretraining`: show the MLM and NSP parts of the loss. `device_model`:
   /// the times are host simulation of a modelled device, not throughput.
   StepProgress(const RunConfig& config, std::int64_t global_batch, bool pretraining,
-               bool device_model, MetricsWriter& metrics);
+               bool device_model, MetricsWriter& metrics, ProgressMode mode);
   void operator()(const PretrainStep& step, std::int64_t total_steps);
 
  private:
   const RunConfig& config_;
   std::int64_t global_batch_;
-  bool pretraining_, device_model_, terminal_;
+  bool pretraining_, device_model_, terminal_, silent_;
   MetricsWriter& metrics_;
   double elapsed_ = 0;
   std::int64_t timed_ = 0;

@@ -43,6 +43,70 @@ TEST(Launcher, UnknownCommandAndOptionAreUsageErrors) {
   EXPECT_NE(r.output.find("'run' needs --config FILE"), std::string::npos);
 }
 
+TEST(LauncherCli, HelpForEveryCommandAndTheOverview) {
+  auto r = run_polyhal("help");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* command : {"plugins", "devices", "run", "validate", "pack", "prepare-data"})
+    EXPECT_NE(r.output.find(std::string("\n  ") + command), std::string::npos) << command;
+  EXPECT_NE(r.output.find("4 a replica was lost"), std::string::npos) << r.output;
+  r = run_polyhal("help run");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("usage: polyhal run CONFIG"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--compile-only"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("--rows-per-file"), std::string::npos) << "pack's option in run's help";
+  EXPECT_EQ(run_polyhal("run --help").output, r.output) << "'run --help' is 'help run'";
+  r = run_polyhal("pack --help");
+  EXPECT_NE(r.output.find("--rows-per-file"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("--compile-only"), std::string::npos) << r.output;
+}
+
+TEST(LauncherCli, MistypedCommandsAndOptionsGetTheNearest) {
+  auto r = run_polyhal("rnu");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unknown command 'rnu' (did you mean 'run'?)"), std::string::npos)
+      << r.output;
+  r = run_polyhal("help valdiate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("(did you mean 'validate'?)"), std::string::npos) << r.output;
+  r = run_polyhal("validate --bakend cpu x.yaml");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("unrecognised option '--bakend' for 'validate' (did you mean "
+                          "'--backend'?)"),
+            std::string::npos)
+      << r.output;
+  r = run_polyhal("plugins --compile-only");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("('--compile-only' is an option of 'run')"), std::string::npos)
+      << r.output;
+}
+
+TEST(LauncherCli, DevicesListsEachBackendsOptionsWithTypeDefaultAndHelp) {
+  auto r = run_polyhal("devices --backend gaudi --options");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("gaudi device options"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  cards "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("default 8"), std::string::npos) << r.output;
+  r = run_polyhal("devices --options");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  for (const char* backend : {"cpu", "ipu", "gaudi"})
+    EXPECT_NE(r.output.find(std::string(backend) + " device options"), std::string::npos)
+        << backend;
+  EXPECT_NE(r.output.find("isa "), std::string::npos) << r.output;
+}
+
+TEST(LauncherCli, TheConfigMayBeTheFirstArgument) {
+  test::TempDir dir;
+  const auto file = config_file(dir, "cpu");
+  auto r = run_polyhal("run " + file);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_polyhal("validate " + file + " --set matmul_bench.iterations=3");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(file + ": ok"), std::string::npos) << r.output;
+  r = run_polyhal("run " + file + " " + file);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("'run' takes one config"), std::string::npos) << r.output;
+}
+
 TEST(Launcher, BadConfigExitsTwoNamingFileLineKey) {
   test::TempDir dir;
   const auto file = config_file(dir, "cpu", "  warmpu: 1\n");
@@ -381,6 +445,36 @@ TEST(LauncherInference, CpuRunReportsMeasuredThroughputAndLatency) {
   EXPECT_EQ(summary["global_batch"], 2);
   EXPECT_GT(summary["sequences_per_second"].get<double>(), 0.0);
   EXPECT_LE(summary["latency_p50_ms"].get<double>(), summary["latency_p99_ms"].get<double>());
+}
+
+TEST(LauncherInference, RunsForADurationAndReportsTheLatencySpread) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  auto r = run_polyhal("run --config " + bert_config(dir, "cpu") + " --metrics-out " +
+                       metrics.string() + " --set inference.duration_seconds=1.5");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("latency per batch (ms): min "), std::string::npos) << r.output;
+  const auto summary = test::last_json_line(metrics);
+  EXPECT_GE(summary["duration_seconds"].get<double>(), 1.5);
+  EXPECT_LT(summary["duration_seconds"].get<double>(), 60.0);
+  // The config says 3 iterations; the duration wins (a BERT-tiny batch of 2
+  // takes about a millisecond, so even a loaded machine runs many more).
+  EXPECT_GT(summary["batches"].get<int>(), 3) << r.output;
+  const auto ms = [&](const char* name) {
+    return summary[std::string("latency_") + name + "_ms"].get<double>();
+  };
+  EXPECT_LE(ms("min"), ms("median"));
+  EXPECT_LE(ms("median"), ms("p90"));
+  EXPECT_LE(ms("p90"), ms("p99"));
+  EXPECT_LE(ms("p99"), ms("max"));
+  EXPECT_GE(ms("avg"), ms("min"));
+  EXPECT_LE(ms("avg"), ms("max"));
+  r = run_polyhal("validate --config " + bert_config(dir, "cpu") +
+                  " --set inference.duration_seconds=-1");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find("key 'inference.duration_seconds': expected a positive number"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(LauncherInference, DeviceModelsReportOnlyEstimates) {

@@ -46,6 +46,14 @@ const PluginCandidate& candidate_named(const PluginLoader& loader, const std::st
   throw std::runtime_error("no candidate " + file_part);
 }
 
+/// The candidate whose file name contains `file_part` was refused with a
+/// reason containing `text`.
+void expect_reason(const PluginLoader& loader, const std::string& file_part,
+                   const std::string& text) {
+  const auto& reason = candidate_named(loader, file_part).reason;
+  EXPECT_NE(reason.find(text), std::string::npos) << reason;
+}
+
 void expect_other_backends_work(const PluginLoader& loader) {
   EXPECT_EQ(loader.backend_names(), (std::vector<std::string>{"cpu", "gaudi", "ipu"}));
   auto devices = loader.backend("gaudi")->open_devices(
@@ -217,10 +225,7 @@ TEST(LoaderTrust, RefusesAPluginDirectoryInsideAWorldWritableParent) {
   fs::permissions(open_parent, fs::perms::all);  // 0777: anyone may replace 'plugins'
   const auto loader = load_from(dir);
   EXPECT_TRUE(loader.backend_names().empty());
-  EXPECT_NE(candidate_named(loader, "gaudi")
-                .reason.find("directory " + open_parent.string() + " is world-writable"),
-            std::string::npos)
-      << candidate_named(loader, "gaudi").reason;
+  expect_reason(loader, "gaudi", "directory " + open_parent.string() + " is world-writable");
   EXPECT_EQ(load_from(dir, /*allow_writable=*/true).backend_names().size(), 1u);
 }
 
@@ -235,8 +240,7 @@ TEST(LoaderTrust, AcceptsAStickyParentButNotAStickyPluginDirectory) {
   ::chmod(dir.c_str(), 01777);
   const auto loader = load_from(dir);
   EXPECT_TRUE(loader.backend_names().empty());
-  EXPECT_NE(candidate_named(loader, "gaudi").reason.find(dir.string() + " is world-writable"),
-            std::string::npos);
+  expect_reason(loader, "gaudi", dir.string() + " is world-writable");
 }
 
 TEST(LoaderTrust, FollowsSymlinksAndChecksWhereThePluginReallyIs) {
@@ -249,10 +253,7 @@ TEST(LoaderTrust, FollowsSymlinksAndChecksWhereThePluginReallyIs) {
                      root.path() / "plugins" / "libpolyhal_plugin_gaudi.so");
   const auto loader = load_from(root.path() / "plugins");
   EXPECT_TRUE(loader.backend_names().empty());
-  EXPECT_NE(candidate_named(loader, "gaudi")
-                .reason.find("directory " + real.string() + " is world-writable"),
-            std::string::npos)
-      << candidate_named(loader, "gaudi").reason;
+  expect_reason(loader, "gaudi", "directory " + real.string() + " is world-writable");
 }
 
 TEST(LoaderTrust, RefusesFilesOwnedByAnotherUserEvenWhenWritabilityIsAllowed) {
@@ -264,10 +265,7 @@ TEST(LoaderTrust, RefusesFilesOwnedByAnotherUserEvenWhenWritabilityIsAllowed) {
   for (bool allow : {false, true}) {
     const auto loader = load_from(dir, allow);
     EXPECT_TRUE(loader.backend_names().empty());
-    EXPECT_NE(candidate_named(loader, "gaudi")
-                  .reason.find("file " + file.string() + " is owned by uid 65534"),
-              std::string::npos)
-        << candidate_named(loader, "gaudi").reason;
+    expect_reason(loader, "gaudi", "file " + file.string() + " is owned by uid 65534");
   }
 }
 
@@ -278,9 +276,7 @@ TEST(LoaderTrust, RefusesADirectoryWritableByAForeignGroup) {
   ASSERT_EQ(::chown(dir.c_str(), 0, 65534), 0);
   ::chmod(dir.c_str(), 0775);
   const auto loader = load_from(dir);
-  EXPECT_NE(candidate_named(loader, "gaudi").reason.find("is writable by group 65534"),
-            std::string::npos)
-      << candidate_named(loader, "gaudi").reason;
+  expect_reason(loader, "gaudi", "is writable by group 65534");
 }
 
 TEST(LoaderTrust, RelativeEnvironmentEntriesAreRefusedWithAReason) {
@@ -298,10 +294,7 @@ TEST(LoaderTrust, APluginWhoseFileNameIsAnotherBackendsIsRefused) {
   TempDir dir;
   fs::copy_file(test::built_plugin("gaudi"), dir.path() / "libpolyhal_plugin_fast.so");
   const auto loader = load_from(dir.path());
-  EXPECT_NE(candidate_named(loader, "fast")
-                .reason.find("declares backend 'gaudi' but its file is named for 'fast'"),
-            std::string::npos)
-      << candidate_named(loader, "fast").reason;
+  expect_reason(loader, "fast", "declares backend 'gaudi' but its file is named for 'fast'");
 }
 
 TEST(LoaderIsolation, OnlyTheSelectedBackendIsOpened) {

@@ -41,6 +41,27 @@ done
 [ -f "$work/all/usr/include/polyhal/plugin.hpp" ] || fail "polyhal-dev lacks plugin.hpp"
 [ -f "$work/all/usr/lib/cmake/polyhal/polyhalConfig.cmake" ] || fail "polyhal-dev lacks the CMake package"
 
+echo "== a shipped config, run by a normal user from the installed files"
+# Relative paths are relative to the current directory: the pre-training
+# demo writes its checkpoints there, never beside the config in /usr/share.
+if [ "$(id -u)" -eq 0 ] && command -v setpriv > /dev/null; then
+  chmod 755 "$work"
+  home=$(mktemp -d)
+  chown 65534:65534 "$home"
+  as_user() { (cd "$home" && setpriv --reuid=65534 --regid=65534 --clear-groups "$@"); }
+  demo=$work/all/usr/share/polyhal/configs/pretrain-demo-cpu.yaml
+  as_user "$work/all/usr/bin/polyhal" validate --config "$demo" > "$work/user.log" 2>&1 ||
+    { cat "$work/user.log"; rm -rf "$home"; fail "validate of the shipped demo as a normal user"; }
+  as_user "$work/all/usr/bin/polyhal" run --config "$demo" --set steps=2 --set checkpoint.every=1 \
+    > "$work/user.log" 2>&1 ||
+    { cat "$work/user.log"; rm -rf "$home"; fail "the shipped demo as a normal user"; }
+  ls "$home"/polyhal-checkpoints/pretrain-demo/checkpoint-*.safetensors > /dev/null ||
+    { rm -rf "$home"; fail "the demo's checkpoints should be in the current directory"; }
+  rm -rf "$home"
+else
+  echo "skipped: needs root to run as another user"
+fi
+
 echo "== without polyhal-plugin-ipu"
 without_ipu=()
 for deb in "${debs[@]}"; do [[ $(basename "$deb") == polyhal-plugin-ipu_* ]] || without_ipu+=("$deb"); done

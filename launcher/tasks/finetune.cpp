@@ -42,7 +42,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
       config.task, config.task == "glue" ? " " + f.glue_task : "", fmt::join(what, ", "),
       config.model.seq_len, config.batch.micro, config.batch.grad_accum, replicas, global_batch,
       config.optimizer.name, dtype_name(config.model.precision), p.name, p.product);
-  StepProgress on_step(config, global_batch, false, model, metrics);
+  StepProgress on_step(config, global_batch, false, model, metrics, run.progress);
   const auto on_eval = [&](const FinetuneEvaluation& e) {
     nlohmann::json line{{"event", e.split},
                         {"epoch", e.epoch},

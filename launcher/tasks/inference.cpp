@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include <algorithm>
+
 #include "metrics_writer.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/inference_task.hpp"
@@ -53,27 +55,37 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
   if (!r.batch_seconds.empty()) {
     double total = 0;
     for (double s : r.batch_seconds) total += s;
-    const double per_second =
-        static_cast<double>(r.batch) * static_cast<double>(r.batch_seconds.size()) / total;
-    const double p50 = percentile(r.batch_seconds, 50) * 1e3,
-                 p99 = percentile(r.batch_seconds, 99) * 1e3;
+    const auto count = r.batch_seconds.size();
+    const double per_second = static_cast<double>(r.batch) * static_cast<double>(count) / total;
+    const auto [low, high] = std::minmax_element(r.batch_seconds.begin(), r.batch_seconds.end());
+    // OpenVINO benchmark_app's report: count, duration, and the latency spread.
+    const std::vector<std::pair<std::string, double>> latency{
+        {"min", *low * 1e3},
+        {"avg", total / static_cast<double>(count) * 1e3},
+        {"median", percentile(r.batch_seconds, 50) * 1e3},
+        {"p90", percentile(r.batch_seconds, 90) * 1e3},
+        {"p99", percentile(r.batch_seconds, 99) * 1e3},
+        {"max", *high * 1e3}};
+    summary["batches"] = count;
+    summary["duration_seconds"] = r.measured_seconds;
     if (model) {
-      summary["host_simulation_seconds_per_batch"] =
-          total / static_cast<double>(r.batch_seconds.size());
+      summary["host_simulation_seconds_per_batch"] = total / static_cast<double>(count);
       std::cout << fmt::format(
           "  host simulation: {:.1f} ms per batch (this host running the model, not the device)\n",
-          total / static_cast<double>(r.batch_seconds.size()) * 1e3);
+          total / static_cast<double>(count) * 1e3);
     } else {
       summary["sequences_per_second"] = per_second;
-      summary["latency_p50_ms"] = p50;
-      summary["latency_p99_ms"] = p99;
-      summary["model_tflops"] =
-          r.flops_per_batch * static_cast<double>(r.batch_seconds.size()) / total / 1e12;
+      summary["latency_p50_ms"] = latency[2].second;
+      for (const auto& [name, ms] : latency) summary["latency_" + name + "_ms"] = ms;
+      summary["model_tflops"] = r.flops_per_batch * static_cast<double>(count) / total / 1e12;
       std::cout << fmt::format(
-          "  measured: {:.1f} sequences/s; latency per batch p50 {:.2f} ms, p99 {:.2f} ms "
-          "({} batches); {:.2f} TFLOP/s model FLOPs\n",
-          per_second, p50, p99, r.batch_seconds.size(),
-          r.flops_per_batch * static_cast<double>(r.batch_seconds.size()) / total / 1e12);
+          "  measured: {} batches in {:.2f} s: {:.1f} sequences/s; {:.2f} TFLOP/s model FLOPs\n"
+          "  latency per batch (ms): min {:.2f}  avg {:.2f}  median {:.2f}  p90 {:.2f}  "
+          "p99 {:.2f}  max {:.2f}\n",
+          count, r.measured_seconds, per_second,
+          r.flops_per_batch * static_cast<double>(count) / total / 1e12, latency[0].second,
+          latency[1].second, latency[2].second, latency[3].second, latency[4].second,
+          latency[5].second);
     }
   }
   if (r.text_examples > 0) {

@@ -25,7 +25,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   const bool model = p.mode == DeviceMode::model;
   const std::int64_t replicas = world ? world->size() : config.batch.replicas;
   const std::int64_t global_batch = replicas * config.batch.grad_accum * config.batch.micro;
-  StepProgress observer(config, global_batch, true, model, metrics);
+  StepProgress observer(config, global_batch, true, model, metrics, run.progress);
   std::cout << fmt::format(
       "pretrain: BERT {} seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, "
       "{}, {} on {} ({})\n",

@@ -19,7 +19,7 @@
 ///   batch: {micro: 8}
 ///   data: {source: generated | text, text_file: <path>, vocab: <vocab.txt>,
 ///          lower_case: true, seed: 0}
-///   inference: {iterations: 20, warmup: 3, output: <path>}
+///   inference: {iterations: 20, warmup: 3, duration_seconds: <s>, output: <path>}
 ///   finetune: {do: [train, eval, predict], train_file, eval_file, predict_file,
 ///              output_dir, epochs: 2, warmup_proportion: 0.1, eval_batch,
 ///              squad: doc_stride, max_query_length, n_best_size,
@@ -147,6 +147,9 @@ struct CheckpointSection {
 struct InferenceSection {
   int iterations = 20;
   int warmup = 3;
+  /// When > 0: measured batches run until this many seconds have passed (at
+  /// least one), as OpenVINO's benchmark_app -t; `iterations` is then unused.
+  double duration_seconds = 0;
   std::filesystem::path output;
 };
 

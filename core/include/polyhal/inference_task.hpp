@@ -25,6 +25,8 @@ struct InferenceResult {
   double flops_per_batch = 0;
   /// Wall time of each timed batch on this host (simulation time on a model).
   std::vector<double> batch_seconds;
+  /// Wall time of the measured batches, from the first start to the last end.
+  double measured_seconds = 0;
   /// Device-model estimate per batch; nullopt on real hardware.
   std::optional<double> estimated_batch_seconds;
   std::size_t text_examples = 0;  ///< examples written to inference.output

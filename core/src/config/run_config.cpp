@@ -13,6 +13,7 @@
 #include "polyhal/config.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/glue_data.hpp"
+#include "polyhal/suggest.hpp"
 #include "util/format.hpp"
 
 namespace polyhal {
@@ -75,18 +76,11 @@ class ConfigReader {
       const std::string name = entry.first.Scalar();
       if (std::find(allowed.begin(), allowed.end(), name) != allowed.end()) continue;
       const std::string key = prefix.empty() ? name : prefix + "." + name;
-      std::string suggestion;
-      std::size_t best = 3;
-      for (const auto& candidate : allowed) {
-        if (std::size_t d = detail::edit_distance(name, candidate); d < best) {
-          best = d;
-          suggestion = candidate;
-        }
-      }
-      fail(key, suggestion.empty()
+      const auto suggestion = nearest_word(name, allowed);
+      fail(key, !suggestion
                     ? "unknown key"
                     : fmt::format("unknown key (did you mean '{}'?)",
-                                  prefix.empty() ? suggestion : prefix + "." + suggestion));
+                                  prefix.empty() ? *suggestion : prefix + "." + *suggestion));
     }
   }
 
@@ -423,7 +417,17 @@ void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& con
 }
 
 void read_inference(const YAML::Node& inference, ConfigReader& reader, RunConfig& config) {
-  reader.require_known_keys(inference, "inference", {"iterations", "warmup", "output"});
+  reader.require_known_keys(inference, "inference",
+                            {"iterations", "warmup", "output", "duration_seconds"});
+  if (inference["duration_seconds"]) {
+    const double seconds =
+        reader.number(inference["duration_seconds"], "inference.duration_seconds");
+    if (!(seconds > 0) || seconds > kMaxTimeoutSeconds)
+      reader.fail("inference.duration_seconds",
+                  fmt::format("expected a positive number of seconds up to {:g}, got {}",
+                              kMaxTimeoutSeconds, seconds));
+    config.inference.duration_seconds = seconds;
+  }
   if (inference["iterations"]) {
     config.inference.iterations = static_cast<int>(
         reader.integer(inference["iterations"], "inference.iterations", 1, kMaxRepeats));

@@ -7,6 +7,7 @@
 
 #include "polyhal/config.hpp"
 #include "polyhal/error.hpp"
+#include "runtime/plugin_call.hpp"
 
 namespace polyhal {
 
@@ -14,17 +15,8 @@ Backend::~Backend() = default;
 
 std::vector<std::shared_ptr<Device>> Backend::open_devices(const DeviceOptions& options) {
   std::vector<std::shared_ptr<Device>> devices;
-  std::vector<std::unique_ptr<Device>> opened;
-  try {
-    opened = do_open_devices(options);
-  } catch (const std::exception&) {
-    throw;
-  } catch (...) {  // a plugin's own exception type: it must not reach the host as is
-    throw RuntimeFailure(
-        fmt::format("backend '{}': opening devices threw an exception of "
-                    "unknown type (not a std::exception): a fault of its plugin",
-                    name()));
-  }
+  auto opened = detail::call_into_plugin([&] { return do_open_devices(options); },
+                                         "backend '" + name() + "': opening devices", "its");
   for (auto& device : opened) {
     device->library_anchor_ = library_anchor_;
     devices.push_back(anchor_to_library(std::move(device), library_anchor_));

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "polyhal/error.hpp"
+#include "runtime/plugin_call.hpp"
 #include "util/format.hpp"
 
 namespace polyhal {
@@ -125,17 +126,10 @@ MemoryStats Device::memory_stats() const noexcept {
 
 std::shared_ptr<Kernel> Device::prepare_kernel(const KernelDesc& desc) {
   check_kernel(desc);
-  std::unique_ptr<Kernel> kernel;
-  try {
-    kernel = (*kernels_.find(desc.op, desc.dtype))(desc, *this);
-  } catch (const std::exception&) {
-    throw;
-  } catch (...) {  // a plugin's own exception type: it must not reach the host as is
-    throw RuntimeFailure(
-        fmt::format("{}: preparing a {} kernel threw an exception of unknown "
-                    "type (not a std::exception): a fault of the '{}' plugin",
-                    name(), op_name(desc.op), properties_.backend));
-  }
+  auto kernel =
+      detail::call_into_plugin([&] { return (*kernels_.find(desc.op, desc.dtype))(desc, *this); },
+                               fmt::format("{}: preparing a {} kernel", name(), op_name(desc.op)),
+                               "the '" + properties_.backend + "'");
   return anchor_to_library(std::move(kernel), library_anchor_);
 }
 

@@ -232,13 +232,22 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   std::mt19937_64 generator(config.data.seed);
   const BertInputs in = generated_batch(result.config, shape, generator);
   for (int i = 0; i < config.inference.warmup; ++i) bert.run(in, nullptr);
-  for (int i = 0; i < config.inference.iterations; ++i) {
+  // A count of batches, or (duration_seconds) as many as fit in the time.
+  const auto began = std::chrono::steady_clock::now();
+  const auto timed = config.inference.duration_seconds > 0;
+  const auto until = began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(config.inference.duration_seconds));
+  for (int i = 0; timed ? (i == 0 || std::chrono::steady_clock::now() < until)
+                        : i < config.inference.iterations;
+       ++i) {
     const auto start = std::chrono::steady_clock::now();
     bert.run(in, nullptr);
     result.batch_seconds.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     spdlog::debug("batch {}: {:.3f} ms", i, result.batch_seconds.back() * 1e3);
   }
+  result.measured_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return result;
 }
 

@@ -1,5 +1,7 @@
 #include "util/format.hpp"
 
+#include "polyhal/suggest.hpp"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -47,3 +49,20 @@ std::size_t edit_distance(const std::string& a, const std::string& b) {
 }
 
 }  // namespace polyhal::detail
+
+namespace polyhal {
+
+std::optional<std::string> nearest_word(const std::string& typed,
+                                        const std::vector<std::string>& candidates) {
+  std::optional<std::string> best;
+  std::size_t best_distance = std::min<std::size_t>(3, typed.size());
+  for (const auto& candidate : candidates) {
+    if (const std::size_t d = detail::edit_distance(typed, candidate); d < best_distance) {
+      best_distance = d;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
+}  // namespace polyhal

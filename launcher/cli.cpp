@@ -1,0 +1,348 @@
+#include "cli.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <boost/program_options.hpp>
+#include <filesystem>
+#include <sstream>
+
+#include "polyhal/error.hpp"
+#include "polyhal/suggest.hpp"
+
+namespace polyhal::launcher {
+namespace {
+
+namespace po = boost::program_options;
+
+/// One command: what it is for, how it is called, which option groups it
+/// takes, and examples for its help.
+struct CommandSpec {
+  std::string name;
+  std::string synopsis;
+  std::string summary;
+  std::vector<std::string> groups;
+  std::string examples;
+};
+
+const std::vector<CommandSpec>& commands() {
+  static const std::vector<CommandSpec> table{
+      {"plugins",
+       "polyhal plugins [--plugin-path DIR]...",
+       "Lists the plugin search path and every plugin found, each loaded in a child process, "
+       "and why any was not loaded.",
+       {"plugins"},
+       "  polyhal plugins\n  polyhal plugins --plugin-path /opt/my-plugins\n"},
+      {"devices",
+       "polyhal devices [--backend NAME] [--set device.OPTION=value]... [--options]",
+       "Lists devices and their properties, each marked measured, datasheet, derived or "
+       "modelled.",
+       {"plugins", "devices"},
+       "  polyhal devices --backend ipu\n  polyhal devices --backend cpu --set device.isa=avx2\n"
+       "  polyhal devices --backend gaudi --options\n"},
+      {"run",
+       "polyhal run CONFIG [--backend NAME] [--set key.path=value]... [--compile-only]",
+       "Runs the workload a config describes (inference, pre-training, fine-tuning, matmul "
+       "benchmark). CONFIG may also be given as --config FILE.",
+       {"plugins", "config", "run"},
+       "  polyhal run /usr/share/polyhal/configs/bert-demo-cpu.yaml\n"
+       "  polyhal run pretrain.yaml --backend gaudi --set batch.micro=16 --metrics-out m.jsonl\n"
+       "  polyhal run pretrain-bert-large-phase1-ipu.yaml --compile-only   # will it fit?\n"
+       "  mpirun -np 2 polyhal run pretrain.yaml --set collective=mpi\n"},
+      {"validate",
+       "polyhal validate CONFIG [--backend NAME] [--set key.path=value]...",
+       "Checks a config as run would, short of allocating: keys, plugin, device options, "
+       "kernels, data, output places and the memory plan (exit 1 if it does not fit).",
+       {"plugins", "config"},
+       "  polyhal validate pretrain.yaml --set model.seq_len=512\n"},
+      {"pack",
+       "polyhal pack --input FILE_OR_DIR --output DIR [--max-seq-len 512]",
+       "Packs MLPerf HDF5 pre-training data into rows of several sequences (SPFHP or NNLSHP) "
+       "and prints the efficiency and speed-up.",
+       {"data", "pack"},
+       "  polyhal pack --input hdf5/ --output packed/ --max-seq-len 512 --algorithm nnlshp\n"},
+      {"prepare-data",
+       "polyhal prepare-data --input TEXT... --vocab vocab.txt --output DIR",
+       "Turns text into MLPerf HDF5 pre-training data as BERT's create_pretraining_data.py "
+       "does (and packs it with --pack).",
+       {"data", "prepare"},
+       "  polyhal prepare-data --input wiki/ --vocab vocab.txt --output hdf5/ --max-seq-len 128\n"},
+      {"help", "polyhal help [COMMAND]", "Shows the overview, or one command's help.", {}, ""},
+  };
+  return table;
+}
+
+const CommandSpec* find_command(const std::string& name) {
+  for (const auto& c : commands())
+    if (c.name == name) return &c;
+  return nullptr;
+}
+
+[[noreturn]] void unknown_command(const std::string& name) {
+  const auto near = nearest_word(name, command_names());
+  throw UsageError(fmt::format("unknown command '{}'{}\n{}", name,
+                               near ? fmt::format(" (did you mean '{}'?)", *near) : "",
+                               overview_help()));
+}
+
+/// The options of `group`, bound to `cl`.
+po::options_description group_options(const std::string& group, CommandLine& cl) {
+  if (group == "general") {
+    po::options_description d("general options");
+    d.add_options()("help,h", po::bool_switch(&cl.help), "show this help")(
+        "version", po::bool_switch(&cl.version), "print version and plugin ABI")(
+        "log-level", po::value(&cl.log_level)->value_name("LEVEL"),
+        "trace, debug, info, warn, error, off (default info); logs go to stderr")(
+        "progress", po::value<std::string>()->value_name("HOW"),
+        "auto (a live bar on a terminal, lines otherwise), bar, lines or none");
+    return d;
+  }
+  if (group == "plugins") {
+    po::options_description d("plugin options");
+    d.add_options()("plugin-path",
+                    po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
+                    "search DIR for plugins first (repeatable)")(
+        "allow-world-writable-plugins", po::bool_switch(&cl.common.allow_world_writable_plugins),
+        "load plugins from places others can write (unsafe; never from a config)");
+    return d;
+  }
+  if (group == "devices") {
+    po::options_description d("device options");
+    d.add_options()("backend", po::value<std::string>()->value_name("NAME"),
+                    "only this backend's devices")(
+        "set", po::value(&cl.run.overrides)->composing()->value_name("device.OPTION=value"),
+        "a device option (repeatable; needs --backend)")(
+        "options", po::bool_switch(&cl.device_options),
+        "list each backend's device options: type, default and help");
+    return d;
+  }
+  if (group == "config") {
+    po::options_description d("config options");
+    d.add_options()("config", po::value<std::string>()->value_name("FILE"),
+                    "the YAML config (or give it as the first argument)")(
+        "backend", po::value<std::string>()->value_name("NAME"),
+        "backend to run on (overrides the config's 'backend')")(
+        "set", po::value(&cl.run.overrides)->composing()->value_name("key.path=value"),
+        "override a config key, value in YAML (repeatable)");
+    return d;
+  }
+  if (group == "run") {
+    po::options_description d("run options");
+    d.add_options()("compile-only", po::bool_switch(&cl.run.compile_only),
+                    "prepare and report memory (and estimates on device models); run nothing")(
+        "metrics-out", po::value<std::string>()->value_name("FILE"),
+        "write JSON-lines metrics to FILE (last line: the summary)")(
+        "tensorboard", po::value<std::string>()->value_name("DIR"),
+        "write TensorBoard scalars (loss, learning rate, loss scale, gradient norm, "
+        "throughput, evaluation metrics) to an event file in DIR")(
+        "metrics-csv", po::value<std::string>()->value_name("FILE"),
+        "write every metric to FILE as CSV rows: time,event,step,name,value");
+    return d;
+  }
+  if (group == "data") {
+    po::options_description d("data options");
+    d.add_options()("input", po::value(&cl.inputs)->composing()->value_name("PATH"),
+                    "pack: MLPerf HDF5 file or directory; prepare-data: text files or "
+                    "directories (repeatable)")(
+        "output", po::value(&cl.pack.output)->value_name("DIR"), "output directory")(
+        "max-seq-len", po::value(&cl.pack.max_seq_len)->value_name("N"),
+        "tokens per row (pack: 512; prepare-data: 128)")(
+        "max-sequences-per-pack", po::value(&cl.pack.max_sequences_per_pack)->value_name("N"),
+        "sequences per packed row at most (3)");
+    return d;
+  }
+  if (group == "pack") {
+    po::options_description d("pack options");
+    d.add_options()("algorithm", po::value(&cl.pack.algorithm)->value_name("NAME"),
+                    "spfhp (default) or nnlshp")("rows-per-file",
+                                                 po::value(&cl.pack.rows_per_file)->value_name("N"),
+                                                 "packed rows per output file (16384)");
+    return d;
+  }
+  po::options_description d("prepare-data options");
+  d.add_options()("vocab", po::value(&cl.vocab)->value_name("FILE"), "BERT vocab.txt")(
+      "max-predictions", po::value(&cl.prepare.max_predictions)->value_name("N"),
+      "masked tokens per sequence at most (20)")(
+      "masked-lm-prob", po::value(&cl.prepare.masked_lm_prob)->value_name("P"),
+      "share of tokens masked (0.15)")("dupe-factor",
+                                       po::value(&cl.prepare.dupe_factor)->value_name("N"),
+                                       "passes over the documents, each masked anew (10)")(
+      "short-seq-prob", po::value(&cl.prepare.short_seq_prob)->value_name("P"),
+      "share of instances with a shorter target length (0.1)")(
+      "whole-word-masking", po::bool_switch(&cl.prepare.whole_word_masking),
+      "mask every piece of a word together")("lower-case", po::bool_switch(&cl.lower_case),
+                                             "lower-case the text (the default)")(
+      "cased", po::bool_switch(&cl.cased), "keep case (a cased vocabulary)")(
+      "special-tokens", po::value(&cl.special_tokens)->value_name("HOW"),
+      "a literal [MASK] in text: split (BERT's reference, default) or keep")(
+      "seed", po::value(&cl.prepare.seed)->value_name("N"), "random seed (12345)")(
+      "shards", po::value(&cl.prepare.shards)->value_name("N"), "output part files (1)")(
+      "threads", po::value(&cl.prepare.threads)->value_name("N"), "threads (0: every core)")(
+      "pack", po::value(&cl.pack_after)->value_name("ALGORITHM"),
+      "also pack the output into OUTPUT/packed (spfhp or nnlshp)");
+  return d;
+}
+
+po::options_description options_of(const CommandSpec& spec, CommandLine& cl) {
+  po::options_description all;
+  all.add(group_options("general", cl));
+  for (const auto& group : spec.groups) all.add(group_options(group, cl));
+  return all;
+}
+
+/// `text` wrapped at 78 columns.
+std::string wrapped(const std::string& text) {
+  std::string out, line;
+  std::istringstream words(text);
+  for (std::string word; words >> word;) {
+    if (!line.empty() && line.size() + 1 + word.size() > 78) {
+      out += line + "\n";
+      line.clear();
+    }
+    line += (line.empty() ? "" : " ") + word;
+  }
+  return out + line;
+}
+
+std::vector<std::string> option_names(const po::options_description& d) {
+  std::vector<std::string> names;
+  for (const auto& option : d.options()) names.push_back("--" + option->long_name());
+  return names;
+}
+
+/// The command word and where it is: the first argument that is neither an
+/// option nor the value of --log-level (the one option before a command
+/// that takes a value).
+std::pair<std::string, int> find_command_word(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--log-level") {
+      ++i;
+      continue;
+    }
+    if (!arg.starts_with("-")) return {arg, i};
+  }
+  return {"", -1};
+}
+
+}  // namespace
+
+std::vector<std::string> command_names() {
+  std::vector<std::string> names;
+  for (const auto& c : commands()) names.push_back(c.name);
+  return names;
+}
+
+std::string overview_help() {
+  std::string text =
+      "usage: polyhal [--version] [--log-level LEVEL] <command> [options]\n"
+      "       polyhal help <command>    (or: polyhal <command> --help)\n\ncommands:\n";
+  for (const auto& c : commands()) {
+    text += fmt::format("  {:<13} {}\n", c.name, c.summary.substr(0, c.summary.find(". ") + 1));
+  }
+  text +=
+      "\nexit codes: 0 ok, 1 failure while running (or the plan does not fit), 2 bad usage or "
+      "config,\n            3 plugin or device unavailable, 4 a replica was lost (an MPI rank "
+      "died or a\n            collective timed out)\n";
+  return text;
+}
+
+std::string command_help(const std::string& command) {
+  const CommandSpec* spec = find_command(command);
+  if (spec == nullptr) unknown_command(command);
+  CommandLine scratch;
+  std::ostringstream options;
+  options << options_of(*spec, scratch);
+  std::string text = fmt::format("usage: {}\n\n{}\n\n{}", spec->synopsis, wrapped(spec->summary),
+                                 spec->name == "help" ? std::string() : options.str());
+  if (!spec->examples.empty()) text += "\nexamples:\n" + spec->examples;
+  return text;
+}
+
+CommandLine parse_command_line(int argc, char** argv) {
+  CommandLine cl;
+  const auto [word, at] = find_command_word(argc, argv);
+  if (!word.empty() && find_command(word) == nullptr) unknown_command(word);
+  static const CommandSpec kNone{"", "", "", {}, ""};
+  const CommandSpec& spec = word.empty() ? kNone : *find_command(word);
+  cl.command = word;
+
+  po::options_description options = options_of(spec, cl);
+  po::options_description hidden;
+  hidden.add_options()("positional", po::value<std::vector<std::string>>());
+  po::options_description all;
+  all.add(options).add(hidden);
+  po::positional_options_description positional;
+  positional.add("positional", -1);
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i)
+    if (i != at) args.emplace_back(argv[i]);
+  po::variables_map vm;
+  const std::string usage_hint =
+      word.empty() ? overview_help() : fmt::format("run 'polyhal help {}' for its options", word);
+  try {
+    po::store(po::command_line_parser(args).options(all).positional(positional).run(), vm);
+    po::notify(vm);
+  } catch (const po::unknown_option& e) {
+    const std::string typed = e.get_option_name();
+    const auto near = nearest_word(typed, option_names(options));
+    std::string elsewhere;
+    for (const auto& other : commands()) {  // an option of another command
+      CommandLine scratch;
+      const auto names = option_names(options_of(other, scratch));
+      if (other.name != word && std::find(names.begin(), names.end(), typed) != names.end()) {
+        elsewhere = fmt::format(" ('{}' is an option of '{}')", typed, other.name);
+        break;
+      }
+    }
+    throw UsageError(fmt::format(
+        "unrecognised option '{}'{}{}{}\n{}", typed, word.empty() ? "" : " for '" + word + "'",
+        near ? fmt::format(" (did you mean '{}'?)", *near) : "", elsewhere, usage_hint));
+  } catch (const po::error& e) {
+    throw UsageError(fmt::format("{}\n{}", e.what(), usage_hint));
+  }
+
+  std::vector<std::string> extra;
+  if (vm.count("positional")) extra = vm["positional"].as<std::vector<std::string>>();
+  if (cl.command == "help") {
+    if (extra.size() > 1) throw UsageError("'help' takes one command at most");
+    cl.help = true;
+    if (!extra.empty()) cl.help_topic = extra.front();
+    return cl;
+  }
+  if (cl.help) {
+    cl.help_topic = cl.command;
+    return cl;
+  }
+  // run and validate take the config as their one positional argument.
+  std::string config = vm.count("config") ? vm["config"].as<std::string>() : "";
+  if ((cl.command == "run" || cl.command == "validate") && !extra.empty()) {
+    if (extra.size() > 1 || !config.empty()) {
+      throw UsageError(fmt::format("'{}' takes one config, got {}{}", cl.command,
+                                   fmt::join(extra, ", "), config.empty() ? "" : " and --config"));
+    }
+    config = extra.front();
+    extra.clear();
+  }
+  if (!extra.empty()) {
+    throw UsageError(fmt::format("unexpected argument '{}'{}\n{}", extra.front(),
+                                 cl.command.empty() ? "" : " for '" + cl.command + "'",
+                                 usage_hint));
+  }
+  cl.run.config = config;
+  if (vm.count("backend")) cl.backend = vm["backend"].as<std::string>();
+  if (vm.count("metrics-out")) cl.run.metrics_out = vm["metrics-out"].as<std::string>();
+  if (vm.count("tensorboard")) cl.run.tensorboard_dir = vm["tensorboard"].as<std::string>();
+  if (vm.count("metrics-csv")) cl.run.metrics_csv = vm["metrics-csv"].as<std::string>();
+  if (vm.count("plugin-path")) {
+    // A command-line path means what it says where the user typed it.
+    for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>())
+      cl.common.plugin_paths.push_back(std::filesystem::absolute(p));
+  }
+  cl.max_seq_len_given = vm.count("max-seq-len") > 0;
+  if (vm.count("progress")) cl.run.progress = progress_mode(vm["progress"].as<std::string>());
+  return cl;
+}
+
+}  // namespace polyhal::launcher

@@ -1,0 +1,46 @@
+#pragma once
+// The command line: one table of commands, each with its own options, its
+// own help (`polyhal help run`, `polyhal run --help`) and suggestions for a
+// mistyped command or option. Parsing only: commands.cpp runs them.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "commands.hpp"
+#include "polyhal/packed_data.hpp"
+#include "polyhal/prepare_data.hpp"
+
+namespace polyhal::launcher {
+
+/// Everything the command line can set, filled by parse_command_line.
+struct CommandLine {
+  std::string command;     ///< empty: none given
+  std::string help_topic;  ///< `help TOPIC`, or the command of `COMMAND --help`
+  bool help = false;       ///< print help (of help_topic, or the overview)
+  bool version = false;
+  std::string log_level = "info";
+  CommonOptions common;
+  RunOptions run;
+  std::optional<std::string> backend;
+  PackOptions pack;
+  PrepareDataOptions prepare;
+  std::vector<std::string> inputs;
+  std::string vocab, special_tokens = "split", pack_after;
+  bool cased = false, lower_case = false;
+  bool max_seq_len_given = false;
+  bool device_options = false;  ///< devices --options
+};
+
+/// Parses argv. Throws UsageError (exit 2) naming the nearest command or
+/// option for one it does not know.
+CommandLine parse_command_line(int argc, char** argv);
+
+/// The overview: every command with its one-line summary, exit codes.
+std::string overview_help();
+/// One command's help: synopsis, what it does, its options, examples.
+/// Throws UsageError for an unknown command (with a suggestion).
+std::string command_help(const std::string& command);
+/// The commands, in the order the overview lists them.
+std::vector<std::string> command_names();
+
+}  // namespace polyhal::launcher
