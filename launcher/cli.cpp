@@ -234,6 +234,29 @@ std::vector<std::string> command_names() {
   return names;
 }
 
+std::string completion_candidates(const std::vector<std::string>& words) {
+  const CommandSpec* command = nullptr;
+  for (std::size_t i = 0; i + 1 < words.size() && command == nullptr; ++i)
+    command = find_command(words[i]);
+  std::vector<std::string> candidates;
+  if (command == nullptr || command->name == "help") {
+    candidates = command_names();
+    if (command == nullptr) {
+      CommandLine scratch;
+      for (const auto& option : option_names(group_options("general", scratch)))
+        candidates.push_back(option);
+    }
+  } else {
+    CommandLine scratch;
+    candidates = option_names(options_of(*command, scratch));
+  }
+  std::string text;
+  for (const auto& c : candidates) {
+    if (c != "help" || command == nullptr) text += c + "\n";
+  }
+  return text;
+}
+
 std::string overview_help() {
   std::string text =
       "usage: polyhal [--version] [--log-level LEVEL] <command> [options]\n"

@@ -43,4 +43,9 @@ std::string command_help(const std::string& command);
 /// The commands, in the order the overview lists them.
 std::vector<std::string> command_names();
 
+/// For shell completion (`polyhal __complete WORD...`, the words typed after
+/// `polyhal`, the last one being completed): the commands, or the options of
+/// the command already typed, one per line.
+std::string completion_candidates(const std::vector<std::string>& words);
+
 }  // namespace polyhal::launcher

@@ -22,6 +22,10 @@ std::filesystem::path executable_dir() {
 
 int dispatch(int argc, char** argv) {
   using namespace polyhal::launcher;
+  if (argc > 1 && std::string_view(argv[1]) == "__complete") {  // the shell's completion
+    std::cout << completion_candidates(std::vector<std::string>(argv + 2, argv + argc));
+    return 0;
+  }
   CommandLine cl = parse_command_line(argc, argv);
   if (cl.version) {
     std::cout << fmt::format("polyhal {} (plugin ABI {}.{}, op schema {})\n", POLYHAL_VERSION,

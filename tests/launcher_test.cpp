@@ -94,6 +94,26 @@ TEST(LauncherCli, DevicesListsEachBackendsOptionsWithTypeDefaultAndHelp) {
   EXPECT_NE(r.output.find("isa "), std::string::npos) << r.output;
 }
 
+TEST(LauncherCli, ShellCompletionComesFromTheCommandTable) {
+  auto r = run_polyhal("__complete ru");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.output.find("run\n"), std::string::npos) << r.output;
+  r = run_polyhal("__complete run --c");
+  EXPECT_NE(r.output.find("--config\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("--compile-only\n"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("--rows-per-file"), std::string::npos) << r.output;
+  // The installed bash function, as bash calls it.
+  r = test::run_command("bash -c 'source " POLYHAL_SOURCE_DIR
+                        "/packaging/completion/polyhal.bash; COMP_WORDS=(" POLYHAL_LAUNCHER
+                        " run --comp); COMP_CWORD=2; _polyhal; echo \"${COMPREPLY[*]}\"'");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output, "--compile-only\n");
+  r = test::run_command("bash -c 'source " POLYHAL_SOURCE_DIR
+                        "/packaging/completion/polyhal.bash; COMP_WORDS=(" POLYHAL_LAUNCHER
+                        " vali); COMP_CWORD=1; _polyhal; echo \"${COMPREPLY[*]}\"'");
+  EXPECT_EQ(r.output, "validate\n");
+}
+
 TEST(LauncherCli, TheConfigMayBeTheFirstArgument) {
   test::TempDir dir;
   const auto file = config_file(dir, "cpu");

@@ -177,6 +177,24 @@ TEST(Loader, EnvironmentPathIsSearchedAfterExplicitDirs) {
   EXPECT_EQ(dirs[2].origin, "POLYHAL_PLUGIN_PATH");
 }
 
+TEST(Loader, AnInstalledLauncherAlsoSearchesUsrLocal) {
+  TempDir prefix;
+  std::filesystem::create_directories(prefix.path() / "bin");
+  PluginSearchOptions options;
+  options.use_environment = false;
+  options.executable_dir = prefix.path() / "bin";
+  auto dirs = plugin_search_dirs(options);
+  ASSERT_EQ(dirs.size(), 2u);
+  EXPECT_EQ(dirs[0].origin, "install");
+  EXPECT_EQ(dirs[1].path, kLocalPluginDir);
+  EXPECT_EQ(dirs[1].origin, "local");
+  // A launcher in a build tree searches the tree, not /usr/local.
+  prefix.write("CMakeCache.txt", "");
+  dirs = plugin_search_dirs(options);
+  ASSERT_EQ(dirs.size(), 2u);
+  EXPECT_EQ(dirs[1].origin, "build tree");
+}
+
 TEST(Loader, LibraryStaysLoadedWhileAnyObjectLives) {
   TempDir dir;
   const fs::path copy = dir.path() / "libpolyhal_plugin_gaudi.so";

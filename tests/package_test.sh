@@ -26,6 +26,13 @@ unpack() {  # unpack ROOT DEB...
   for deb in "$@"; do dpkg-deb -x "$deb" "$root"; done
 }
 
+echo "== package metadata"
+synopses=$(for deb in "${debs[@]}"; do dpkg-deb -f "$deb" Description | head -1; done | sort -u | wc -l)
+[ "$synopses" -eq ${#debs[@]} ] || fail "each package needs its own synopsis"
+polyhal_deb=("$packages"/polyhal_*.deb)
+dpkg-deb -f "${polyhal_deb[0]}" Recommends | grep -q polyhal-plugin-cpu ||
+  fail "polyhal should recommend polyhal-plugin-cpu"
+
 echo "== all packages"
 unpack "$work/all" "${debs[@]}"
 out=$("$work/all/usr/bin/polyhal" plugins)
@@ -39,6 +46,11 @@ for backend in cpu ipu gaudi; do
     --set matmul_bench.iterations=1 > "$work/run-$backend.log" 2>&1 || { cat "$work/run-$backend.log"; fail "run on $backend"; }
 done
 [ -f "$work/all/usr/include/polyhal/plugin.hpp" ] || fail "polyhal-dev lacks plugin.hpp"
+for shipped in usr/share/doc/polyhal/README.md usr/share/doc/polyhal/docs/config.md \
+               usr/share/doc/polyhal-dev/examples/template/CMakeLists.txt \
+               usr/share/bash-completion/completions/polyhal usr/share/zsh/vendor-completions/_polyhal; do
+  [ -f "$work/all/$shipped" ] || fail "the packages lack /$shipped"
+done
 [ -f "$work/all/usr/lib/cmake/polyhal/polyhalConfig.cmake" ] || fail "polyhal-dev lacks the CMake package"
 
 echo "== a shipped config, run by a normal user from the installed files"

@@ -1,16 +1,26 @@
 // The template plugin: the smallest complete polyhal backend. It opens one
-// device that keeps its memory on the host and runs matmul through the
-// core's portable reference kernel. Copy it, rename it, replace the kernel.
+// device that keeps its memory on the host and runs every op (matmul, the
+// BERT inference and training ops) through the core's portable reference
+// kernels, so BERT runs end to end on it. Copy it, rename it (PLUGIN_NAME in
+// CMakeLists.txt, the one place), then replace kernels with your own.
+// docs/plugin-authors.md walks through it.
 #include <polyhal/plugin.hpp>
 #include <polyhal/reference_kernels.hpp>
+
+#ifndef PLUGIN_NAME
+#define PLUGIN_NAME "template"  // set by CMakeLists.txt
+#endif
 
 namespace {
 
 class TemplateDevice final : public polyhal::Device {
  public:
   explicit TemplateDevice(std::uint64_t memory_bytes) : Device(properties(memory_bytes)) {
-    // Register every (op, dtype) the device implements; the core refuses
-    // the rest at prepare time with a clear message.
+    // Every op in f32 from the portable reference kernels first; the core
+    // refuses anything not registered at prepare time with a clear message.
+    polyhal::register_reference_kernels(registry(), {polyhal::DType::f32},
+                                        polyhal::MatMulNumerics{});
+    // Then your own kernels replace the ones your device does better, e.g.:
     registry().add(polyhal::OpKind::matmul, polyhal::DType::f32,
                    [](const polyhal::KernelDesc& desc, polyhal::Device&) {
                      return polyhal::make_reference_matmul(desc, polyhal::MatMulNumerics{});
@@ -20,8 +30,8 @@ class TemplateDevice final : public polyhal::Device {
  private:
   static polyhal::DeviceProperties properties(std::uint64_t memory_bytes) {
     polyhal::DeviceProperties p;
-    p.name = "template0";
-    p.backend = "template";
+    p.name = PLUGIN_NAME "0";
+    p.backend = PLUGIN_NAME;
     p.vendor = "Example";
     p.product = "Template accelerator";
     p.mode = polyhal::DeviceMode::hardware;
@@ -35,7 +45,7 @@ class TemplateDevice final : public polyhal::Device {
 
 class TemplateBackend final : public polyhal::Backend {
  public:
-  std::string name() const override { return "template"; }
+  std::string name() const override { return PLUGIN_NAME; }
   std::vector<polyhal::OptionSpec> device_options() const override {
     return {{"memory_mib", polyhal::OptionSpec::Type::integer, {}, "64", "device memory in MiB"}};
   }
@@ -52,4 +62,4 @@ class TemplateBackend final : public polyhal::Backend {
 
 }  // namespace
 
-POLYHAL_PLUGIN("template", "1.0.0", "Template backend: copy me to write a plugin", TemplateBackend)
+POLYHAL_PLUGIN(PLUGIN_NAME, "1.0.0", "Template backend: copy me to write a plugin", TemplateBackend)

@@ -32,10 +32,14 @@
 
 namespace polyhal {
 
+/// Where locally built plugins go (`cmake --install` of an out-of-tree plugin
+/// with the default prefix).
+inline constexpr const char* kLocalPluginDir = "/usr/local/lib/polyhal/plugins";
+
 /// A directory to search and why it is searched.
 struct PluginSearchDir {
   std::filesystem::path path;
-  std::string origin;  ///< "--plugin-path", "POLYHAL_PLUGIN_PATH", "install", "build tree"
+  std::string origin;  ///< "--plugin-path", "POLYHAL_PLUGIN_PATH", "install", "local", "build tree"
   /// Why this entry is not searched (e.g. a relative POLYHAL_PLUGIN_PATH
   /// entry, which would depend on the current directory); empty if searched.
   std::string refused;

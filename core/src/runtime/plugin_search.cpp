@@ -37,9 +37,12 @@ std::vector<PluginSearchDir> plugin_search_dirs(const PluginSearchOptions& optio
   if (!options.executable_dir.empty()) {
     add(options.executable_dir / ".." / "lib" / "polyhal" / "plugins", "install");
     // The build tree: only when the executable runs from a CMake binary dir,
-    // so an installed polyhal never looks at a stale checkout.
+    // so an installed polyhal never looks at a stale checkout, and a build
+    // never at what an administrator installed under /usr/local.
     if (std::filesystem::exists(options.executable_dir / ".." / "CMakeCache.txt")) {
       add(options.executable_dir / ".." / "plugins", "build tree");
+    } else {
+      add(kLocalPluginDir, "local");
     }
   }
   return dirs;
