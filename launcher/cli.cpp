@@ -68,6 +68,14 @@ const std::vector<CommandSpec>& commands() {
        "does (and packs it with --pack).",
        {"data", "prepare"},
        "  polyhal prepare-data --input wiki/ --vocab vocab.txt --output hdf5/ --max-seq-len 128\n"},
+      {"config",
+       "polyhal config show CONFIG [--set key.path=value]... | polyhal config reference",
+       "show: the resolved config, every key that applies to its task with its value and where "
+       "it came from (file:line, --set, or default). reference: every key, its default and what "
+       "it does (docs/config-reference.md).",
+       {"config"},
+       "  polyhal config show pretrain.yaml --set batch.micro=16\n"
+       "  polyhal config reference > config-reference.md\n"},
       {"help", "polyhal help [COMMAND]", "Shows the overview, or one command's help.", {}, ""},
   };
   return table;
@@ -340,7 +348,19 @@ CommandLine parse_command_line(int argc, char** argv) {
   }
   // run and validate take the config as their one positional argument.
   std::string config = vm.count("config") ? vm["config"].as<std::string>() : "";
-  if ((cl.command == "run" || cl.command == "validate") && !extra.empty()) {
+  if (cl.command == "config") {  // config show CONFIG | config reference
+    if (extra.empty() || (extra.front() != "show" && extra.front() != "reference")) {
+      throw UsageError(fmt::format("'config' needs show or reference{}\n{}",
+                                   extra.empty() ? "" : ", got '" + extra.front() + "'",
+                                   usage_hint));
+    }
+    cl.config_action = extra.front();
+    extra.erase(extra.begin());
+    if (cl.config_action == "reference" && !extra.empty())
+      throw UsageError("'config reference' takes no config");
+  }
+  if ((cl.command == "run" || cl.command == "validate" || cl.command == "config") &&
+      !extra.empty()) {
     if (extra.size() > 1 || !config.empty()) {
       throw UsageError(fmt::format("'{}' takes one config, got {}{}", cl.command,
                                    fmt::join(extra, ", "), config.empty() ? "" : " and --config"));

@@ -29,6 +29,7 @@ struct CommandLine {
   bool cased = false, lower_case = false;
   bool max_seq_len_given = false;
   bool device_options = false;  ///< devices --options
+  std::string config_action;    ///< config show | config reference
 };
 
 /// Parses argv. Throws UsageError (exit 2) naming the nearest command or

@@ -9,8 +9,10 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "polyhal/abi.hpp"
+#include "polyhal/config_keys.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/op_schema.hpp"
+#include "task.hpp"
 
 namespace {
 
@@ -55,6 +57,19 @@ int dispatch(int argc, char** argv) {
           fmt::format("'{}' needs --config FILE (or the config as its first argument)\n{}", command,
                       command_help(command)));
   };
+  if (command == "config") {
+    if (cl.config_action == "reference") {
+      std::cout << polyhal::config_reference_markdown();
+      return 0;
+    }
+    require_config();
+    // The reader validate and run use: the same file:line errors.
+    polyhal::RunConfig config =
+        polyhal::load_run_config(cl.run.config, cl.run.overrides, task_schemas());
+    if (cl.run.backend) config.backend = *cl.run.backend;
+    std::cout << polyhal::config_show_text(config);
+    return 0;
+  }
   if (command == "plugins") return list_plugins(cl.common);
   if (command == "devices")
     return list_devices(cl.common, cl.run.backend, cl.run.overrides, cl.device_options);

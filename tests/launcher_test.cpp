@@ -4,7 +4,9 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
+#include "polyhal/config_keys.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -112,6 +114,50 @@ TEST(LauncherCli, ShellCompletionComesFromTheCommandTable) {
                         "/packaging/completion/polyhal.bash; COMP_WORDS=(" POLYHAL_LAUNCHER
                         " vali); COMP_CWORD=1; _polyhal; echo \"${COMPREPLY[*]}\"'");
   EXPECT_EQ(r.output, "validate\n");
+}
+
+TEST(LauncherConfig, ShowGivesEveryKeyOfTheTaskWithItsValueAndOrigin) {
+  test::TempDir dir;
+  const auto file =
+      dir.write("p.yaml",
+                "backend: cpu\ntask: pretrain\nmodel: {preset: tiny}\nbatch:\n  micro: 4\n")
+          .string();
+  auto r = run_polyhal("config show " + file + " --set model.seq_len=32");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  const auto line_of = [&](const std::string& key) {
+    const auto at = r.output.find("\n" + key + ":");
+    return at == std::string::npos ? std::string()
+                                   : r.output.substr(at + 1, r.output.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(line_of("batch.micro").find("4"), std::string::npos) << r.output;
+  EXPECT_NE(line_of("batch.micro").find("# " + file + ":5"), std::string::npos) << r.output;
+  EXPECT_NE(line_of("model.seq_len").find("# --set model.seq_len=32"), std::string::npos);
+  EXPECT_NE(line_of("optimizer.name").find("lamb"), std::string::npos) << r.output;
+  EXPECT_NE(line_of("optimizer.name").find("# default"), std::string::npos) << r.output;
+  EXPECT_EQ(line_of("inference.iterations"), "") << "an inference key in a pretrain config";
+  // A bad file gives validate's error, file:line and key.
+  const auto bad = dir.write("bad.yaml", "backend: cpu\ntask: pretrain\nbatch:\n  mikro: 4\n");
+  r = run_polyhal("config show " + bad.string());
+  const auto v = run_polyhal("validate " + bad.string());
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.output.find(bad.string() + ":4: key 'batch.mikro': unknown key (did you mean "
+                                         "'batch.micro'?)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output, v.output);
+}
+
+TEST(LauncherConfig, TheReferenceInDocsIsTheOneTheReaderUses) {
+  const auto r = run_polyhal("config reference");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(std::string(POLYHAL_SOURCE_DIR) + "/docs/config-reference.md");
+  std::stringstream committed;
+  committed << in.rdbuf();
+  EXPECT_EQ(committed.str(), r.output)
+      << "docs/config-reference.md is out of date: polyhal config reference > "
+         "docs/config-reference.md";
+  // Every key the reader accepts has a line that says what it does.
+  for (const auto& key : config_keys()) EXPECT_GT(key.help.size(), 10u) << key.path;
 }
 
 TEST(LauncherCli, TheConfigMayBeTheFirstArgument) {

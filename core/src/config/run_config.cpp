@@ -11,6 +11,7 @@
 
 #include "polyhal/bert_config.hpp"
 #include "polyhal/config.hpp"
+#include "polyhal/config_keys.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/glue_data.hpp"
 #include "polyhal/suggest.hpp"
@@ -185,8 +186,7 @@ void apply_override(YAML::Node& root, const std::string& text, RunConfig& config
 }
 
 void read_matmul_bench(const YAML::Node& node, ConfigReader& reader, MatmulBenchConfig& out) {
-  reader.require_known_keys(node, "matmul_bench",
-                            {"shapes", "dtype", "out_dtype", "iterations", "warmup"});
+  reader.require_known_keys(node, "matmul_bench", config_section_keys("matmul_bench"));
   if (!node["shapes"]) reader.fail("matmul_bench.shapes", "required: a list of [M, N, K]");
   const YAML::Node shapes = node["shapes"];
   if (!shapes.IsSequence() || shapes.size() == 0) {
@@ -224,11 +224,7 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
                                              "num_hidden_layers", "num_attention_heads",
                                              "intermediate_size", "max_position_embeddings",
                                              "type_vocab_size"};
-  std::vector<std::string> keys{"preset",  "hf_config",         "weights",   "save",    "seed",
-                                "dropout", "attention_dropout", "heads",     "seq_len", "precision",
-                                "head",    "num_labels",        "recompute", "pipeline"};
-  keys.insert(keys.end(), dims.begin(), dims.end());
-  reader.require_known_keys(node, "model", keys);
+  reader.require_known_keys(node, "model", config_section_keys("model"));
   auto& m = config.model;
   if (node["preset"]) {
     m.preset = reader.scalar(node["preset"], "model.preset");
@@ -307,7 +303,7 @@ void read_model(const YAML::Node& node, ConfigReader& reader, RunConfig& config)
 }
 
 void read_batch(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
-  reader.require_known_keys(node, "batch", {"micro", "grad_accum", "replicas"});
+  reader.require_known_keys(node, "batch", config_section_keys("batch"));
   if (node["micro"]) config.batch.micro = reader.integer(node["micro"], "batch.micro", 1);
   if (node["grad_accum"])
     config.batch.grad_accum = reader.integer(node["grad_accum"], "batch.grad_accum", 1);
@@ -321,7 +317,7 @@ void read_collective(const YAML::Node& node, ConfigReader& reader, RunConfig& co
   if (node.IsScalar()) {
     c.engine = reader.scalar(node, "collective");
   } else {
-    reader.require_known_keys(node, "collective", {"engine", "timeout_seconds"});
+    reader.require_known_keys(node, "collective", config_section_keys("collective"));
     if (node["engine"]) c.engine = reader.scalar(node["engine"], "collective.engine");
     if (node["timeout_seconds"]) {
       c.timeout_seconds = reader.number(node["timeout_seconds"], "collective.timeout_seconds");
@@ -338,14 +334,7 @@ void read_collective(const YAML::Node& node, ConfigReader& reader, RunConfig& co
 }
 
 void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
-  reader.require_known_keys(node, "optimizer",
-                            {"name",         "learning_rate",     "beta1",
-                             "beta2",        "epsilon",           "weight_decay",
-                             "momentum",     "warmup_steps",      "schedule",
-                             "power",        "end_learning_rate", "decay_rate",
-                             "decay_steps",  "step_list",         "max_grad_norm",
-                             "loss_scaling", "loss_scale",        "loss_scale_growth_interval",
-                             "shard_state",  "first_moment"});
+  reader.require_known_keys(node, "optimizer", config_section_keys("optimizer"));
   auto& o = config.optimizer;
   if (node["first_moment"]) {
     const std::string type = reader.scalar(node["first_moment"], "optimizer.first_moment");
@@ -417,8 +406,7 @@ void read_optimizer(const YAML::Node& node, ConfigReader& reader, RunConfig& con
 }
 
 void read_inference(const YAML::Node& inference, ConfigReader& reader, RunConfig& config) {
-  reader.require_known_keys(inference, "inference",
-                            {"iterations", "warmup", "output", "duration_seconds"});
+  reader.require_known_keys(inference, "inference", config_section_keys("inference"));
   if (inference["duration_seconds"]) {
     const double seconds =
         reader.number(inference["duration_seconds"], "inference.duration_seconds");
@@ -442,7 +430,7 @@ void read_inference(const YAML::Node& inference, ConfigReader& reader, RunConfig
 }
 
 void read_checkpoint(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
-  reader.require_known_keys(node, "checkpoint", {"dir", "every", "resume", "init"});
+  reader.require_known_keys(node, "checkpoint", config_section_keys("checkpoint"));
   auto& c = config.checkpoint;
   if (node["dir"]) c.dir = from_current_directory(reader.scalar(node["dir"], "checkpoint.dir"));
   if (node["every"]) c.every = reader.integer(node["every"], "checkpoint.every", 1);
@@ -451,10 +439,7 @@ void read_checkpoint(const YAML::Node& node, ConfigReader& reader, RunConfig& co
 }
 
 void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
-  reader.require_known_keys(
-      node, "data",
-      {"source", "text_file", "vocab", "lower_case", "seed", "mask_probability", "max_predictions",
-       "files", "shuffle", "packed", "special_tokens"});
+  reader.require_known_keys(node, "data", config_section_keys("data"));
   auto& d = config.data;
   if (node["source"]) {
     d.source = reader.scalar(node["source"], "data.source");
@@ -509,19 +494,17 @@ void read_data(const YAML::Node& node, ConfigReader& reader, RunConfig& config) 
 /// `finetune`: shared keys, then the keys of the task that reads it.
 void read_finetune(const YAML::Node& node, ConfigReader& reader, RunConfig& config) {
   const bool squad = config.task == "squad";
-  std::vector<std::string> keys{"do",         "train_file", "eval_file",         "predict_file",
-                                "output_dir", "epochs",     "warmup_proportion", "eval_batch"};
-  const std::vector<std::string> squad_keys{"doc_stride",
-                                            "max_query_length",
-                                            "n_best_size",
-                                            "max_answer_length",
-                                            "null_score_diff_threshold",
-                                            "version_2_with_negative",
-                                            "packed",
-                                            "max_sequences_per_pack",
-                                            "packing_algorithm"};
-  for (const auto& key : squad ? squad_keys : std::vector<std::string>{"glue_task"})
-    keys.push_back(key);
+  // Shared keys, then the task's own (config_keys.cpp says which task a key is for).
+  std::vector<std::string> keys, squad_keys;
+  for (const auto& key : config_keys()) {
+    if (!key.path.starts_with("finetune.")) continue;
+    const std::string name = key.path.substr(9);
+    const bool squad_only = key.tasks == std::vector<std::string>{"squad"};
+    const bool glue_only = key.tasks == std::vector<std::string>{"glue"};
+    if (squad_only) squad_keys.push_back(name);
+    if ((!squad_only && !glue_only) || (squad_only && squad) || (glue_only && !squad))
+      keys.push_back(name);
+  }
   // A key of the other task names that task instead of "unknown key".
   for (const auto& entry : node) {
     const std::string name = entry.first.Scalar();
@@ -755,10 +738,7 @@ RunConfig load_run_config(const std::filesystem::path& file,
   reader.remember_lines(root, "");
   for (const auto& text : overrides) apply_override(root, text, config);
 
-  reader.require_known_keys(root, "",
-                            {"backend", "plugin_paths", "allow_world_writable_plugins", "device",
-                             "task", "matmul_bench", "log", "model", "batch", "collective", "data",
-                             "inference", "optimizer", "steps", "checkpoint", "finetune"});
+  reader.require_known_keys(root, "", config_section_keys(""));
   if (!root["backend"]) reader.fail("backend", "required: the backend to run on (cpu, ipu, gaudi)");
   config.backend = reader.scalar(root["backend"], "backend");
   if (root["plugin_paths"]) {
@@ -830,7 +810,7 @@ RunConfig load_run_config(const std::filesystem::path& file,
     reader.fail("data.source", "pretrain reads generated or pattern data");
   if (root["log"]) {
     const YAML::Node log = root["log"];
-    reader.require_known_keys(log, "log", {"level", "file", "every"});
+    reader.require_known_keys(log, "log", config_section_keys("log"));
     if (log["every"]) config.log_every = reader.integer(log["every"], "log.every", 1);
     if (log["level"]) {
       config.log_level = reader.scalar(log["level"], "log.level");
