@@ -119,6 +119,9 @@ TEST(TensorBoard, EventFileHoldsTheRunsScalarsWithValidFramesAndCsvTheSameNumber
       "run --config " + config.string() + " --metrics-out " + metrics.string() + " --tensorboard " +
       (dir.path() / "tb").string() + " --metrics-csv " + (dir.path() / "m.csv").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("  done: 3 steps in 0:00:"), std::string::npos)
+      << "the end-of-run summary\n"
+      << r.output;
   std::vector<std::filesystem::path> files;
   for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "tb"))
     files.push_back(entry.path());

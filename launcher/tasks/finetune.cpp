@@ -91,6 +91,15 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
       summary["sequences_per_second"] =
           static_cast<double>(global_batch * static_cast<std::int64_t>(r.steps.size())) / total;
     if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
+    std::cout << fmt::format(
+        "  done: {} steps in {} ({}), final loss {:.4f} (first {:.4f})\n", r.steps.size(),
+        clock_text(total),
+        model ? "host simulation of the modelled device"
+              : fmt::format(
+                    "{:.1f} sequences/s",
+                    static_cast<double>(global_batch * static_cast<std::int64_t>(r.steps.size())) /
+                        total),
+        r.steps.back().loss(), r.steps.front().loss());
   }
   for (const auto& e : r.evaluations) {
     if (e.split != "eval") continue;

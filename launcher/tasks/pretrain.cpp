@@ -92,6 +92,13 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
     summary["sequences_trained"] = trained;
     if (!model) summary["sequences_per_second"] = static_cast<double>(trained) / total;
     if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
+    // The end-of-run summary a person reads: time, throughput, where the loss ended.
+    std::cout << fmt::format(
+        "  done: {} steps in {} ({}), {} sequences, final loss {:.4f} (first {:.4f})\n",
+        r.steps.size(), clock_text(total),
+        model ? "host simulation of the modelled device"
+              : fmt::format("{:.1f} sequences/s", static_cast<double>(trained) / total),
+        trained, r.steps.back().loss(), r.steps.front().loss());
   }
   if (!r.profile.empty()) {
     nlohmann::json ops = nlohmann::json::array();
