@@ -19,6 +19,10 @@ unset POLYHAL_PLUGIN_PATH
 
 echo "== lintian"
 lintian --fail-on error "${debs[@]}" || fail "lintian reported errors"
+# Debian's hardening flags, as lintian's hardening checks read them.
+hardening=$(lintian --tags hardening-no-bindnow,hardening-no-fortify-functions,hardening-no-relro \
+  "${debs[@]}" 2> /dev/null | grep "hardening-" || true)
+[ -z "$hardening" ] || { echo "$hardening"; fail "binaries lack Debian's hardening flags"; }
 
 unpack() {  # unpack ROOT DEB...
   local root=$1; shift
