@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Builds the binary RPMs from the source tarball with packaging/rpm/polyhal.spec,
+# as a Fedora/RHEL build would, here on Debian: dependency check skipped
+# (Debian has none of Fedora's packages; Debian's libraries stand in), so
+# what this checks is the spec's build and install steps and its %files
+# lists. Not part of .ci/run (a second full build): run it when the spec or
+# the install layout changes. The RPMs it makes are not for distribution.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+work=${POLYHAL_RPM_DIR:-$root/build-rpm}
+spec=$root/packaging/rpm/polyhal.spec
+version=$(rpmspec -q --qf '%{VERSION}\n' "$spec" | head -1)
+rm -rf "$work" && mkdir -p "$work/SOURCES"
+tar czf "$work/SOURCES/polyhal-$version.tar.gz" --exclude='./build*' --exclude=./.git \
+  --transform "s,^\.,polyhal-$version," -C "$root" .
+rpmbuild -bb --nodeps --define "_topdir $work" --define "_smp_mflags -j$(nproc)" "$spec"
+ls -l "$work"/RPMS/*/
