@@ -186,7 +186,9 @@ TEST(Loader, AnInstalledLauncherAlsoSearchesUsrLocal) {
   auto dirs = plugin_search_dirs(options);
   ASSERT_EQ(dirs.size(), 2u);
   EXPECT_EQ(dirs[0].origin, "install");
-  EXPECT_EQ(dirs[1].path, kLocalPluginDir);
+  EXPECT_EQ(dirs[1].path, local_plugin_dir());
+  EXPECT_EQ(dirs[0].path,
+            std::filesystem::weakly_canonical(installed_plugin_dir(prefix.path() / "bin")));
   EXPECT_EQ(dirs[1].origin, "local");
   // A launcher in a build tree searches the tree, not /usr/local.
   prefix.write("CMakeCache.txt", "");

@@ -44,7 +44,10 @@ unpack "$work/all" "${debs[@]}"
 out=$("$work/all/usr/bin/polyhal" plugins)
 echo "$out"
 grep -q "backends: cpu, gaudi, ipu" <<<"$out" || fail "expected three backends from the unpacked packages"
-grep -q "$work/all/usr/lib/polyhal/plugins (install)" <<<"$out" || fail "install dir not searched relative to the executable"
+multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+grep -q "$work/all/usr/lib/$multiarch/polyhal/plugins (install)" <<<"$out" ||
+  fail "the multiarch install dir is not searched relative to the executable"
+[ -f "$work/all/usr/lib/$multiarch/libpolyhal.so.0.1.0" ] || fail "libpolyhal not in /usr/lib/$multiarch"
 for backend in cpu ipu gaudi; do
   config=$work/all/usr/share/polyhal/configs/matmul-bench-$backend.yaml
   [ -f "$config" ] || fail "package lacks $config"
@@ -57,7 +60,8 @@ for shipped in usr/share/doc/polyhal/README.md usr/share/doc/polyhal/docs/config
                usr/share/bash-completion/completions/polyhal usr/share/zsh/vendor-completions/_polyhal; do
   [ -f "$work/all/$shipped" ] || fail "the packages lack /$shipped"
 done
-[ -f "$work/all/usr/lib/cmake/polyhal/polyhalConfig.cmake" ] || fail "polyhal-dev lacks the CMake package"
+[ -f "$work/all/usr/lib/$multiarch/cmake/polyhal/polyhalConfig.cmake" ] ||
+  fail "polyhal-dev lacks the CMake package"
 
 echo "== a shipped config, run by a normal user from the installed files"
 # Relative paths are relative to the current directory: the pre-training

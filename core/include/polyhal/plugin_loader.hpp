@@ -4,10 +4,13 @@
 ///
 /// Search order (first wins for a given backend name; later ones are listed
 /// as shadowed): explicit directories (--plugin-path, config `plugin_paths`),
-/// then $POLYHAL_PLUGIN_PATH (colon-separated), then the install directory
-/// `<exe>/../lib/polyhal/plugins`, then the build tree `<exe>/../plugins` (only when `<exe>/..`
-/// holds a CMakeCache.txt). Files named `libpolyhal_plugin_<backend>.so` are candidates, and the
-/// file name is the backend's name.
+/// then $POLYHAL_PLUGIN_PATH (colon-separated, absolute entries only), then
+/// the install directory `<exe>/../<libdir>/polyhal/plugins`, then either the
+/// build tree `<exe>/../plugins` (when `<exe>/..` holds a CMakeCache.txt) or,
+/// for an installed launcher, `/usr/local/<libdir>/polyhal/plugins`.
+/// <libdir> is polyhal's (lib/x86_64-linux-gnu on Debian). Files named
+/// `libpolyhal_plugin_<backend>.so` are candidates, and the file name is the
+/// backend's name.
 ///
 /// Two ways to load (docs/architecture.md, "The plugin boundary"):
 /// - PluginLoader loads in this process, and with `only_backend` it opens
@@ -33,8 +36,12 @@
 namespace polyhal {
 
 /// Where locally built plugins go (`cmake --install` of an out-of-tree plugin
-/// with the default prefix).
-inline constexpr const char* kLocalPluginDir = "/usr/local/lib/polyhal/plugins";
+/// with the default prefix): /usr/local/<libdir>/polyhal/plugins, <libdir>
+/// as polyhal was built (lib/x86_64-linux-gnu on Debian).
+std::filesystem::path local_plugin_dir();
+/// <exe_dir>/../<libdir>/polyhal/plugins: where an installed launcher finds
+/// the plugins installed with it.
+std::filesystem::path installed_plugin_dir(const std::filesystem::path& executable_dir);
 
 /// A directory to search and why it is searched.
 struct PluginSearchDir {

@@ -8,6 +8,18 @@
 
 namespace polyhal {
 
+#ifndef POLYHAL_PLUGIN_RELATIVE_DIR
+#define POLYHAL_PLUGIN_RELATIVE_DIR "lib/polyhal/plugins"
+#endif
+
+std::filesystem::path local_plugin_dir() {
+  return std::filesystem::path("/usr/local") / POLYHAL_PLUGIN_RELATIVE_DIR;
+}
+
+std::filesystem::path installed_plugin_dir(const std::filesystem::path& executable_dir) {
+  return executable_dir / ".." / POLYHAL_PLUGIN_RELATIVE_DIR;
+}
+
 std::vector<PluginSearchDir> plugin_search_dirs(const PluginSearchOptions& options) {
   std::vector<PluginSearchDir> dirs;
   std::set<std::filesystem::path> seen;
@@ -35,14 +47,14 @@ std::vector<PluginSearchDir> plugin_search_dirs(const PluginSearchOptions& optio
     }
   }
   if (!options.executable_dir.empty()) {
-    add(options.executable_dir / ".." / "lib" / "polyhal" / "plugins", "install");
+    add(installed_plugin_dir(options.executable_dir), "install");
     // The build tree: only when the executable runs from a CMake binary dir,
     // so an installed polyhal never looks at a stale checkout, and a build
     // never at what an administrator installed under /usr/local.
     if (std::filesystem::exists(options.executable_dir / ".." / "CMakeCache.txt")) {
       add(options.executable_dir / ".." / "plugins", "build tree");
     } else {
-      add(kLocalPluginDir, "local");
+      add(local_plugin_dir(), "local");
     }
   }
   return dirs;
