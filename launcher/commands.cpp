@@ -249,9 +249,10 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
           text += device_text(*device);
         return text;
       });
-  std::vector<PluginCandidate> refused;
+  std::vector<PluginCandidate> candidates;
   int shown = 0;
   for (const auto& [c, output, code, error] : probed) {
+    candidates.push_back(c);
     if (c.status == PluginCandidate::Status::loaded && !code) {
       std::cout << output;
       ++shown;
@@ -259,24 +260,13 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
       // The requested backend refused its options or devices: its error is the answer.
       throw Error(*code >= 1 && *code <= 4 ? static_cast<ExitCode>(*code) : ExitCode::failure,
                   error);
-    } else if (c.status == PluginCandidate::Status::rejected ||
-               c.status == PluginCandidate::Status::crashed) {
-      refused.push_back(c);
+    } else if (!backend_name && (c.status == PluginCandidate::Status::rejected ||
+                                 c.status == PluginCandidate::Status::crashed)) {
+      spdlog::warn("plugin {} {}: {}", c.path.string(), plugin_status_name(c.status), c.reason);
     }
   }
-  for (const auto& c : refused) {
-    if (backend_name) {
-      throw PluginError(
-          fmt::format("backend '{}' is not available: its plugin was found but "
-                      "refused:\n  {}: {}",
-                      *backend_name, c.path.string(), c.reason));
-    }
-    spdlog::warn("plugin {} {}: {}", c.path.string(), plugin_status_name(c.status), c.reason);
-  }
-  if (shown == 0 && backend_name) {
-    PluginLoader none(search_options(common, {}, std::string{}));  // loads nothing: the message
-    none.backend(*backend_name);
-  }
+  if (shown == 0 && backend_name)
+    throw PluginError(detail::backend_unavailable_message(*backend_name, candidates));
   if (shown == 0) throw PluginError("no backends are loaded; run 'polyhal plugins' to see why");
   return 0;
 }

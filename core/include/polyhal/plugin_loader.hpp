@@ -141,6 +141,15 @@ std::vector<std::pair<PluginCandidate, std::filesystem::path>> find_plugin_files
     const PluginSearchOptions& options);
 /// The backend name a plugin file name gives, or empty if it is no plugin file.
 std::string backend_name_from_file(const std::filesystem::path& file);
+/// Whether find_plugin_files left `candidate` to be loaded.
+inline bool pending(const PluginCandidate& candidate) {
+  return candidate.status == PluginCandidate::Status::rejected && candidate.reason.empty();
+}
+/// Why backend `name` is not available, from what a search found: each
+/// refusal or crash of its plugin, or the package to install, then the
+/// backends that were found. For PluginError.
+std::string backend_unavailable_message(const std::string& name,
+                                        const std::vector<PluginCandidate>& candidates);
 }  // namespace detail
 
 }  // namespace polyhal

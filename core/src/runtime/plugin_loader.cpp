@@ -227,9 +227,7 @@ std::shared_ptr<Backend> PluginLoader::load_file(const std::filesystem::path& fi
 
 PluginLoader::PluginLoader(PluginSearchOptions options) {
   for (auto& [candidate, search_dir] : detail::find_plugin_files(options)) {
-    const bool pending =
-        candidate.status == PluginCandidate::Status::rejected && candidate.reason.empty();
-    if (pending) {
+    if (detail::pending(candidate)) {
       try {
         auto backend =
             load_file(candidate.path, options.allow_world_writable, &candidate, search_dir);
@@ -253,13 +251,22 @@ std::vector<std::string> PluginLoader::backend_names() const {
 
 std::shared_ptr<Backend> PluginLoader::backend(const std::string& name) const {
   if (auto it = backends_.find(name); it != backends_.end()) return it->second;
+  throw PluginError(detail::backend_unavailable_message(name, candidates_));
+}
+
+std::string detail::backend_unavailable_message(const std::string& name,
+                                                const std::vector<PluginCandidate>& candidates) {
   std::string message = fmt::format("backend '{}' is not available", name);
   std::string refusals;
-  for (const auto& c : candidates_) {
-    if ((c.name == name || detail::backend_name_from_file(c.path) == name) &&
-        c.status == PluginCandidate::Status::rejected) {
+  std::vector<std::string> names;  // the backends found: loaded, or not selected
+  for (const auto& c : candidates) {
+    const bool refused = c.status == PluginCandidate::Status::rejected ||
+                         c.status == PluginCandidate::Status::crashed;
+    if ((c.name == name || backend_name_from_file(c.path) == name) && refused)
       refusals += fmt::format("\n  {}: {}", c.path.string(), c.reason);
-    }
+    if (c.status == PluginCandidate::Status::loaded ||
+        c.status == PluginCandidate::Status::not_selected)
+      names.push_back(c.name);
   }
   if (!refusals.empty()) {
     message += ": its plugin was found but refused:" + refusals;
@@ -269,17 +276,13 @@ std::shared_ptr<Backend> PluginLoader::backend(const std::string& name) const {
         "polyhal-plugin-{}, or pass --plugin-path)",
         name, name);
   }
-  std::vector<std::string> names = backend_names();
-  for (const auto& c : candidates_) {
-    if (c.status == PluginCandidate::Status::not_selected) names.push_back(c.name);
-  }
   std::sort(names.begin(), names.end());
   message += names.empty() ? "\n  no backends are loaded; run 'polyhal plugins' to see why"
                            : fmt::format(
                                  "\n  plugins found for: {} (run 'polyhal plugins' to "
                                  "check them)",
                                  fmt::join(names, ", "));
-  throw PluginError(message);
+  return message;
 }
 
 }  // namespace polyhal

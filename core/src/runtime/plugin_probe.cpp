@@ -111,9 +111,7 @@ std::vector<ProbedPlugin> probe_plugins(const PluginSearchOptions& options,
                                         std::chrono::seconds timeout) {
   std::vector<ProbedPlugin> probed;
   for (auto& [candidate, search_dir] : detail::find_plugin_files(options)) {
-    const bool pending =
-        candidate.status == PluginCandidate::Status::rejected && candidate.reason.empty();
-    if (!pending) {
+    if (!detail::pending(candidate)) {
       probed.push_back({std::move(candidate), {}, {}, {}});
       continue;
     }
