@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=${POLYHAL_RPM_DIR:-$root/build-rpm}
 spec=$root/packaging/rpm/polyhal.spec
-version=$(rpmspec -q --qf '%{VERSION}\n' "$spec" | head -1)
+version=$(rpmspec -q --qf '%{VERSION}\n' "$spec" | sed -n 1p)
 rm -rf "$work" && mkdir -p "$work/SOURCES"
 tar czf "$work/SOURCES/polyhal-$version.tar.gz" --exclude='./build*' --exclude=./.git \
   --transform "s,^\.,polyhal-$version," -C "$root" .

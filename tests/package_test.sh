@@ -36,10 +36,12 @@ unpack() {  # unpack ROOT DEB...
 }
 
 echo "== package metadata"
-synopses=$(for deb in "${debs[@]}"; do dpkg-deb -f "$deb" Description | head -1; done | sort -u | wc -l)
+# (No `| head` or `| grep -q` on a producer's output here: under pipefail
+# the producer's SIGPIPE would fail the test at random.)
+synopses=$(for deb in "${debs[@]}"; do dpkg-deb -f "$deb" Description | sed -n 1p; done | sort -u | wc -l)
 [ "$synopses" -eq ${#debs[@]} ] || fail "each package needs its own synopsis"
 polyhal_deb=("$packages"/polyhal_*.deb)
-dpkg-deb -f "${polyhal_deb[0]}" Recommends | grep -q polyhal-plugin-cpu ||
+grep -q polyhal-plugin-cpu <<<"$(dpkg-deb -f "${polyhal_deb[0]}" Recommends)" ||
   fail "polyhal should recommend polyhal-plugin-cpu"
 
 echo "== all packages"
@@ -104,14 +106,15 @@ grep -q "install package polyhal-plugin-ipu" "$work/ipu.log" || fail "message sh
 echo "== rpm spec"
 source_dir=$(cd "$(dirname "$0")/.." && pwd)
 spec=$source_dir/packaging/rpm/polyhal.spec
-version=$(rpmspec -q --qf '%{VERSION}\n' "$spec" 2>/dev/null | head -1)
+version=$(rpmspec -q --qf '%{VERSION}\n' "$spec" 2>/dev/null | sed -n 1p)
 [ -n "$version" ] || fail "the spec does not parse"
 buildrequires=$(rpmspec -q --buildrequires "$spec" 2>/dev/null)
 for name in boost-devel hdf5-devel onednn-devel tbb-devel openmpi-devel yaml-cpp-devel; do
   grep -q "^$name" <<<"$buildrequires" || fail "the spec should build-require $name (Fedora's name)"
 done
-rpmspec -q --qf '%{NAME}\n' "$spec" 2>/dev/null | grep -qx polyhal-devel || fail "no polyhal-devel"
-rpmspec -q --requires "$spec" 2>/dev/null | grep -q "^boost-devel" ||
+names=$(rpmspec -q --qf '%{NAME}\n' "$spec" 2>/dev/null)
+grep -qx polyhal-devel <<<"$names" || fail "no polyhal-devel"
+grep -q "^boost-devel" <<<"$(rpmspec -q --requires "$spec" 2>/dev/null)" ||
   fail "polyhal-devel should require boost-devel"
 mkdir -p "$work/rpm/SOURCES"
 tar czf "$work/rpm/SOURCES/polyhal-$version.tar.gz" --exclude='./build*' --exclude=./.git \
