@@ -71,8 +71,9 @@ const std::vector<CommandSpec>& commands() {
       {"config",
        "polyhal config show CONFIG [--set key.path=value]... | polyhal config reference",
        "show: the resolved config, every key that applies to its task with its value and where "
-       "it came from (file:line, --set, or default). reference: every key, its default and what "
-       "it does (docs/config-reference.md).",
+       "it came from (file:line, --set, or default), and every device option of its backend "
+       "(given, or the backend's default), checked as validate checks them. reference: every "
+       "key, its default and what it does (docs/config-reference.md).",
        {"config"},
        "  polyhal config show pretrain.yaml --set batch.micro=16\n"
        "  polyhal config reference > config-reference.md\n"},

@@ -14,6 +14,7 @@
 
 #include "metrics_writer.hpp"
 #include "polyhal/config.hpp"
+#include "polyhal/config_keys.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/mpi_collective.hpp"
 #include "polyhal/plugin_loader.hpp"
@@ -268,6 +269,48 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
   if (shown == 0 && backend_name)
     throw PluginError(detail::backend_unavailable_message(*backend_name, candidates));
   if (shown == 0) throw PluginError("no backends are loaded; run 'polyhal plugins' to see why");
+  return 0;
+}
+
+/// The plugin's own checks of the config's device options (a range, a
+/// combination), made where it makes them: on opening the devices. Only a
+/// config error counts; devices that are absent (hardware mode without the
+/// vendor runtime) say nothing about the config.
+void check_device_options(Backend& backend, const RunConfig& config) {
+  try {
+    open_devices_located(backend, config.resolve_device(backend.device_options()), &config);
+  } catch (const DeviceUnavailableError&) {
+  }
+}
+
+/// `config show`: the resolved config with every device option of its
+/// backend, whose plugin is loaded in a child process as `devices` loads it.
+/// A bad device option is the error `validate` gives (file:line, exit 2). A
+/// backend that is not installed is a warning: the config is still shown,
+/// with the device options it gives.
+int show_config(const CommonOptions& common, const RunOptions& run) {
+  RunConfig config = load_run_config(run.config, run.overrides, task_schemas());
+  if (run.backend) config.backend = *run.backend;
+  const auto probed = probe_plugins(search_options(common, config.plugin_paths, config.backend),
+                                    [&](Backend& backend) {
+                                      const auto specs = backend.device_options();
+                                      std::string text = config_show_text(config, &specs);
+                                      check_device_options(backend, config);
+                                      return text;
+                                    });
+  std::vector<PluginCandidate> candidates;
+  for (const auto& [c, output, code, error] : probed) {
+    candidates.push_back(c);
+    if (c.name != config.backend || c.status != PluginCandidate::Status::loaded) continue;
+    if (code)
+      throw Error(*code >= 1 && *code <= 4 ? static_cast<ExitCode>(*code) : ExitCode::failure,
+                  error);
+    std::cout << output;
+    return 0;
+  }
+  spdlog::warn("only the device options the config gives are shown: {}",
+               detail::backend_unavailable_message(config.backend, candidates));
+  std::cout << config_show_text(config);
   return 0;
 }
 

@@ -39,6 +39,9 @@ int list_plugins(const CommonOptions& common);
 int list_devices(const CommonOptions& common, const std::optional<std::string>& backend,
                  const std::vector<std::string>& overrides, bool options_only = false);
 int validate_config(const CommonOptions& common, const RunOptions& run);
+/// `polyhal config show`: every key with its value and origin, and every
+/// device option of the selected backend.
+int show_config(const CommonOptions& common, const RunOptions& run);
 int run_workload(const CommonOptions& common, const RunOptions& run);
 /// `polyhal pack`: packs MLPerf HDF5 data and prints efficiency and speed-up.
 int pack_data(const PackOptions& options, ProgressMode progress);

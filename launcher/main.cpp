@@ -64,11 +64,7 @@ int dispatch(int argc, char** argv) {
     }
     require_config();
     // The reader validate and run use: the same file:line errors.
-    polyhal::RunConfig config =
-        polyhal::load_run_config(cl.run.config, cl.run.overrides, task_schemas());
-    if (cl.run.backend) config.backend = *cl.run.backend;
-    std::cout << polyhal::config_show_text(config);
-    return 0;
+    return show_config(cl.common, cl.run);
   }
   if (command == "plugins") return list_plugins(cl.common);
   if (command == "devices")

@@ -147,6 +147,41 @@ TEST(LauncherConfig, ShowGivesEveryKeyOfTheTaskWithItsValueAndOrigin) {
   EXPECT_EQ(r.output, v.output);
 }
 
+TEST(LauncherConfig, ShowListsEveryDeviceOptionOfTheBackendCheckedAsValidateChecksIt) {
+  test::TempDir dir;
+  const auto file =
+      dir.write("g.yaml",
+                "backend: gaudi\ntask: inference\nmodel: {preset: tiny}\ndevice:\n  cards: 2\n")
+          .string();
+  auto r = run_polyhal("config show " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto line_of = [&](const std::string& key) {
+    const auto at = r.output.find("\n" + key + ":");
+    return at == std::string::npos ? std::string()
+                                   : r.output.substr(at + 1, r.output.find('\n', at + 1) - at - 1);
+  };
+  EXPECT_NE(line_of("device.cards").find("# " + file + ":5"), std::string::npos) << r.output;
+  // Options the config leaves out, with the backend's defaults.
+  EXPECT_NE(line_of("device.generation").find("gaudi2"), std::string::npos) << r.output;
+  EXPECT_NE(line_of("device.generation").find("# default of backend gaudi"), std::string::npos);
+  EXPECT_NE(line_of("device.mode").find("model"), std::string::npos) << r.output;
+  // A value the plugin refuses (its own range check) and an unknown option:
+  // validate's error, word for word, and its exit code.
+  for (const std::string set : {"device.cards=9", "device.cardz=2", "device.generation=gaudi9"}) {
+    r = run_polyhal("config show " + file + " --set " + set);
+    const auto v = run_polyhal("validate " + file + " --set " + set);
+    EXPECT_EQ(r.exit_code, 2) << set << ": " << r.output;
+    EXPECT_NE(r.output.find("--set " + set + ": key 'device."), std::string::npos) << r.output;
+    EXPECT_EQ(r.output, v.output) << set;
+  }
+  // A backend that is not installed still shows the config, with a warning.
+  r = run_polyhal("config show " + file + " --backend nope");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("backend 'nope' is not available"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("device.cards:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("device.generation:"), std::string::npos) << r.output;
+}
+
 TEST(LauncherConfig, TheReferenceInDocsIsTheOneTheReaderUses) {
   const auto r = run_polyhal("config reference");
   ASSERT_EQ(r.exit_code, 0) << r.output;

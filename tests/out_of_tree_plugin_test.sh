@@ -9,7 +9,7 @@ build=${2:?}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
-for component in runtime dev; do
+for component in library runtime dev; do
   cmake --install "$build" --prefix "$work/prefix" --component "$component" > /dev/null
 done
 template=$work/prefix/share/doc/polyhal-dev/examples/template

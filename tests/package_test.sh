@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The .deb packages as a user gets them: lintian finds no errors; unpacked
+# The .deb packages as a user gets them: lintian finds nothing; unpacked
 # into a fresh root, `polyhal plugins` sees three backends and runs a config;
 # without the ipu package's files, ipu is gone and the rest still works.
 # RPM distributions: packaging/rpm/polyhal.spec parses, names Fedora's
@@ -10,8 +10,8 @@ build=${1:?usage: package_test.sh BUILD_DIR}
 packages=$build/packages
 shopt -s nullglob
 debs=("$packages"/*.deb)
-if [ ${#debs[@]} -lt 5 ]; then
-  echo "FAIL: expected 5 .deb files in $packages; run 'cpack -G DEB' in $build first (scripts/test.sh does)"
+if [ ${#debs[@]} -lt 6 ]; then
+  echo "FAIL: expected 6 .deb files in $packages; run 'cpack -G DEB' in $build first (scripts/test.sh does)"
   exit 1
 fi
 fail() { echo "FAIL: $*"; exit 1; }
@@ -20,14 +20,20 @@ trap 'rm -rf "$work"' EXIT
 unset POLYHAL_PLUGIN_PATH
 
 echo "== lintian"
-lintian --fail-on error "${debs[@]}" || fail "lintian reported errors"
-# Debian's hardening flags, as lintian's hardening checks read them: full
-# RELRO and immediate binding on every binary. (hardening-no-fortify-functions
-# is a heuristic that also fires when no call had a size to check: the flag
-# is on for every file, its absence is not tested here.)
-hardening=$(lintian --tags hardening-no-bindnow,hardening-no-relro \
-  "${debs[@]}" 2> /dev/null | grep "hardening-" || true)
-[ -z "$hardening" ] || { echo "$hardening"; fail "binaries lack Debian's hardening flags"; }
+# Clean: no error, no warning, and no information tag but one. That one,
+# hardening-no-fortify-functions, is lintian's heuristic: it fires on a
+# binary none of whose libc calls has a size the compiler knows (the ipu and
+# gaudi models, whose copies are std::vector's); the flag itself is checked
+# below, on every object of the packaged binaries.
+lintian --display-info --fail-on error,warning,info \
+  --suppress-tags hardening-no-fortify-functions "${debs[@]}" || fail "lintian reported tags"
+[ -f "$build/build.ninja" ] || fail "the fortify check reads build.ninja (scripts/build.sh's Ninja build)"
+unfortified=$(awk '/^build (core|launcher|plugins)\/[^ ]*\.cpp\.o: CXX_COMPILER/ { object = $2; next }
+  object != "" && /^  DEFINES = / { if ($0 !~ /-D_FORTIFY_SOURCE=3/) print object; object = "" }' \
+  "$build/build.ninja")
+[ -z "$unfortified" ] || { echo "$unfortified"; fail "objects built without _FORTIFY_SOURCE=3"; }
+fortified=$(grep -c -- "-D_FORTIFY_SOURCE=3" "$build/build.ninja")
+[ "$fortified" -gt 50 ] || fail "expected the packaged objects' compile lines in build.ninja"
 
 unpack() {  # unpack ROOT DEB...
   local root=$1; shift
@@ -36,6 +42,15 @@ unpack() {  # unpack ROOT DEB...
 }
 
 echo "== package metadata"
+library_deb=("$packages"/libpolyhal0.1_*.deb)
+[ -f "${library_deb[0]}" ] || fail "no libpolyhal0.1 package (named by libpolyhal's SONAME)"
+grep -q "libpolyhal0.1 (= " <<<"$(dpkg-deb -f "$packages"/polyhal_*.deb Depends)" ||
+  fail "polyhal should depend on libpolyhal0.1 of its own version"
+dpkg-deb -e "${library_deb[0]}" "$work/library-control"
+[ -f "$work/library-control/symbols" ] || fail "libpolyhal0.1 lacks its symbols file"
+grep -qx "activate-noawait ldconfig" "$work/library-control/triggers" || fail "no ldconfig trigger"
+[ ! -e "$work/library-control/postinst" ] || fail "ldconfig by trigger: no postinst wanted"
+
 # (No `| head` or `| grep -q` on a producer's output here: under pipefail
 # the producer's SIGPIPE would fail the test at random.)
 synopses=$(for deb in "${debs[@]}"; do dpkg-deb -f "$deb" Description | sed -n 1p; done | sort -u | wc -l)

@@ -32,6 +32,11 @@ std::vector<std::string> config_section_keys(std::string_view section);
 std::string config_reference_markdown();
 /// The resolved config: every key that applies to the config's task, with
 /// its value and where the value came from (file:line, --set, or default).
-std::string config_show_text(const RunConfig& config);
+/// With the backend's `device_options`, every device option too (given or
+/// the backend's default), checked as `run` checks it: a ConfigError naming
+/// file:line for an unknown option or a bad value. Without them, the
+/// device.* values the config gives, unchecked.
+std::string config_show_text(const RunConfig& config,
+                             const std::vector<OptionSpec>* device_options = nullptr);
 
 }  // namespace polyhal

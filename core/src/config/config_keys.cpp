@@ -357,7 +357,8 @@ std::string config_reference_markdown() {
   return out;
 }
 
-std::string config_show_text(const RunConfig& config) {
+std::string config_show_text(const RunConfig& config,
+                             const std::vector<OptionSpec>* device_options) {
   std::string out = fmt::format(
       "# {} (task {}): every key that applies, its value, and where "
       "the value came from\n",
@@ -376,6 +377,20 @@ std::string config_show_text(const RunConfig& config) {
     const std::string value = key.value(config);
     out += fmt::format("{:<{}}  {:<32}  # {}\n", key.path + ":", width + 1,
                        value.empty() ? "(unset)" : value, origin);
+  }
+  if (device_options) {
+    // Every option of the backend, checked as run checks it.
+    const DeviceOptions resolved = config.resolve_device(*device_options);
+    for (const auto& spec : *device_options) {
+      const std::string key = "device." + spec.name;
+      const std::string& value = resolved.at(spec.name);
+      const std::string origin = config.device.contains(spec.name)
+                                     ? config.locate(key)
+                                     : fmt::format("default of backend {}", config.backend);
+      out += fmt::format("{:<{}}  {:<32}  # {}\n", key + ":", width + 1,
+                         value.empty() ? "(unset)" : value, origin);
+    }
+    return out;
   }
   for (const auto& [name, value] : config.device) {
     out += fmt::format("{:<{}}  {:<32}  # {}\n", "device." + name + ":", width + 1, value,
