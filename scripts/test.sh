@@ -9,6 +9,9 @@ build=${POLYHAL_BUILD_DIR:-$root/build}
 POLYHAL_BUILD_DIR=$build "$root/scripts/build.sh" -DPOLYHAL_WARNINGS_AS_ERRORS=ON
 (cd "$build" && cpack -G DEB > cpack.log 2>&1) || { cat "$build/cpack.log"; exit 1; }
 (cd "$build" && ctest --output-on-failure --timeout 900 "$@")
+# RPM distributions: the spec's build, install and %files, from the tarball.
+POLYHAL_RPM_DIR=$build/rpm "$root/scripts/rpm-check.sh" > "$build/rpm-check.log" 2>&1 ||
+  { tail -40 "$build/rpm-check.log"; echo "FAIL: scripts/rpm-check.sh"; exit 1; }
 # Untrusted-input hardening: every fuzz target for a bounded time, and the
 # suite again under ASan+UBSan (docs/hardening.md).
 FUZZ_SECONDS=${FUZZ_SECONDS:-30} "$root/scripts/fuzz.sh"
