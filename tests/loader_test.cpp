@@ -184,12 +184,20 @@ TEST(Loader, AnInstalledLauncherAlsoSearchesUsrLocal) {
   options.use_environment = false;
   options.executable_dir = prefix.path() / "bin";
   auto dirs = plugin_search_dirs(options);
-  ASSERT_EQ(dirs.size(), 2u);
+  // Multiarch first, as polyhal was built, then plain lib (GNUInstallDirs'
+  // choice under /usr/local).
+  const std::vector<std::filesystem::path> local = local_plugin_dirs();
+  ASSERT_EQ(dirs.size(), 1 + local.size());
   EXPECT_EQ(dirs[0].origin, "install");
-  EXPECT_EQ(dirs[1].path, local_plugin_dir());
   EXPECT_EQ(dirs[0].path,
             std::filesystem::weakly_canonical(installed_plugin_dir(prefix.path() / "bin")));
-  EXPECT_EQ(dirs[1].origin, "local");
+  EXPECT_EQ(local.front(), std::filesystem::path("/usr/local") /
+                               installed_plugin_dir("bin").lexically_normal());
+  EXPECT_EQ(local.back(), "/usr/local/lib/polyhal/plugins");
+  for (std::size_t i = 0; i < local.size(); ++i) {
+    EXPECT_EQ(dirs[1 + i].path, local[i]);
+    EXPECT_EQ(dirs[1 + i].origin, "local");
+  }
   // A launcher in a build tree searches the tree, not /usr/local.
   prefix.write("CMakeCache.txt", "");
   dirs = plugin_search_dirs(options);

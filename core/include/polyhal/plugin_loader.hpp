@@ -37,8 +37,10 @@ namespace polyhal {
 
 /// Where locally built plugins go (`cmake --install` of an out-of-tree plugin
 /// with the default prefix): /usr/local/<libdir>/polyhal/plugins, <libdir>
-/// as polyhal was built (lib/x86_64-linux-gnu on Debian).
-std::filesystem::path local_plugin_dir();
+/// as polyhal was built (lib/x86_64-linux-gnu on Debian), then
+/// /usr/local/lib/polyhal/plugins when that differs (GNUInstallDirs gives
+/// plain `lib` under /usr/local, and so does a hand-written install rule).
+std::vector<std::filesystem::path> local_plugin_dirs();
 /// <exe_dir>/../<libdir>/polyhal/plugins: where an installed launcher finds
 /// the plugins installed with it.
 std::filesystem::path installed_plugin_dir(const std::filesystem::path& executable_dir);

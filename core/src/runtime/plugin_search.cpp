@@ -12,8 +12,11 @@ namespace polyhal {
 #define POLYHAL_PLUGIN_RELATIVE_DIR "lib/polyhal/plugins"
 #endif
 
-std::filesystem::path local_plugin_dir() {
-  return std::filesystem::path("/usr/local") / POLYHAL_PLUGIN_RELATIVE_DIR;
+std::vector<std::filesystem::path> local_plugin_dirs() {
+  const std::filesystem::path local = "/usr/local";
+  std::vector<std::filesystem::path> dirs{local / POLYHAL_PLUGIN_RELATIVE_DIR};
+  if (dirs.front() != local / "lib/polyhal/plugins") dirs.push_back(local / "lib/polyhal/plugins");
+  return dirs;
 }
 
 std::filesystem::path installed_plugin_dir(const std::filesystem::path& executable_dir) {
@@ -54,7 +57,7 @@ std::vector<PluginSearchDir> plugin_search_dirs(const PluginSearchOptions& optio
     if (std::filesystem::exists(options.executable_dir / ".." / "CMakeCache.txt")) {
       add(options.executable_dir / ".." / "plugins", "build tree");
     } else {
-      add(local_plugin_dir(), "local");
+      for (const auto& dir : local_plugin_dirs()) add(dir, "local");
     }
   }
   return dirs;
