@@ -191,8 +191,8 @@ TEST(Loader, AnInstalledLauncherAlsoSearchesUsrLocal) {
   EXPECT_EQ(dirs[0].origin, "install");
   EXPECT_EQ(dirs[0].path,
             std::filesystem::weakly_canonical(installed_plugin_dir(prefix.path() / "bin")));
-  EXPECT_EQ(local.front(), std::filesystem::path("/usr/local") /
-                               installed_plugin_dir("bin").lexically_normal());
+  EXPECT_EQ(local.front(),
+            std::filesystem::path("/usr/local") / installed_plugin_dir("bin").lexically_normal());
   EXPECT_EQ(local.back(), "/usr/local/lib/polyhal/plugins");
   for (std::size_t i = 0; i < local.size(); ++i) {
     EXPECT_EQ(dirs[1 + i].path, local[i]);
