@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "cpu_isa.hpp"
+#include "cpu_threads.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal::cpu {
@@ -56,6 +57,23 @@ TEST(CpuIsa, DetectionOnThisMachineIsConsistent) {
   EXPECT_LE(features.avx512_bf16, features.avx512_core);
   const auto choice = choose_isa(features, "auto");
   EXPECT_FALSE(choice.reason.empty());
+}
+
+// device.threads, then OMP_NUM_THREADS, then the affinity mask; never the
+// machine's total, which oversubscribes a process bound to fewer cores.
+TEST(CpuThreads, ConfigThenOmpNumThreadsThenTheCpusThisProcessMayRunOn) {
+  EXPECT_EQ(choose_threads(3, "8", 2).threads, 3);
+  EXPECT_EQ(choose_threads(3, "8", 2).reason, "device.threads");
+  EXPECT_EQ(choose_threads(0, "8", 2).threads, 8);
+  EXPECT_EQ(choose_threads(0, "8", 2).reason, "OMP_NUM_THREADS=8");
+  EXPECT_EQ(choose_threads(0, "4,2", 2).threads, 4) << "the outer level of a nesting list";
+  for (const char* bad : {"", "0", "-2", "x", "4x", "99999999999"}) {
+    EXPECT_EQ(choose_threads(0, bad, 2).threads, 2) << bad;
+  }
+  EXPECT_EQ(choose_threads(0, nullptr, 1).threads, 1);
+  EXPECT_EQ(choose_threads(0, nullptr, 1).reason, "the 1 CPU this process may run on");
+  EXPECT_EQ(choose_threads(0, nullptr, 0).threads, 1) << "never zero threads";
+  EXPECT_GE(affinity_cpu_count(), 1);
 }
 
 }  // namespace

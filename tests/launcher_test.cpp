@@ -96,6 +96,22 @@ TEST(LauncherCli, DevicesListsEachBackendsOptionsWithTypeDefaultAndHelp) {
   EXPECT_NE(r.output.find("isa "), std::string::npos) << r.output;
 }
 
+TEST(LauncherCpu, ComputesWithTheCpusItMayRunOnNotTheMachinesTotal) {
+  // A process bound to one core (taskset here; mpirun binds each rank) runs
+  // one OpenMP thread: two would spin against each other on that core.
+  auto r = test::run_command("env -u OMP_NUM_THREADS taskset -c 0 " POLYHAL_LAUNCHER
+                             " devices --backend cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("threads     1 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("the 1 CPU this process may run on"), std::string::npos) << r.output;
+  r = test::run_command("OMP_NUM_THREADS=3 " POLYHAL_LAUNCHER " devices --backend cpu");
+  EXPECT_NE(r.output.find("threads     3 "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("OMP_NUM_THREADS=3"), std::string::npos) << r.output;
+  r = run_polyhal("devices --backend cpu --set device.threads=2");
+  EXPECT_NE(r.output.find("OpenMP threads oneDNN uses: device.threads"), std::string::npos)
+      << r.output;
+}
+
 TEST(LauncherCli, ShellCompletionComesFromTheCommandTable) {
   auto r = run_polyhal("__complete ru");
   EXPECT_EQ(r.exit_code, 0);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "cpu_isa.hpp"
+#include "cpu_threads.hpp"
 #include "omp_convert.hpp"
 #include "omp_dropout.hpp"
 #include "omp_norm_train.hpp"
@@ -130,7 +131,7 @@ double flops_per_cycle(Isa isa, DType type) {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice(const IsaChoice& choice, dnnl::cpu_isa effective, int threads)
+  CpuDevice(const IsaChoice& choice, dnnl::cpu_isa effective, const ThreadChoice& threads)
       : Device(make_properties(choice, effective, threads)),
         engine_(dnnl::engine::kind::cpu, 0),
         avx512_(choice.isa == Isa::amx || choice.isa == Isa::avx512_core_bf16 ||
@@ -229,7 +230,7 @@ class CpuDevice final : public Device {
 
  private:
   static DeviceProperties make_properties(const IsaChoice& choice, dnnl::cpu_isa effective,
-                                          int threads) {
+                                          const ThreadChoice& threads) {
     DeviceProperties p;
     p.name = "cpu0";
     p.backend = "cpu";
@@ -240,13 +241,14 @@ class CpuDevice final : public Device {
     if (choice.isa <= Isa::avx512_core) p.dtypes.push_back(DType::bf16);
     p.memory_capacity_bytes = host_memory_bytes();
     const double mhz = std::atof(cpuinfo_field("cpu MHz").c_str());
-    const auto cores = static_cast<double>(threads);
+    const auto cores = static_cast<double>(threads.threads);
     for (DType t : p.dtypes) p.peak_flops[t] = cores * mhz * 1e6 * flops_per_cycle(choice.isa, t);
     const auto dnnl_version = dnnl::version();
     p.table = {
         {"mode", "hardware", Provenance::measured, "runs on this CPU"},
         {"cpu", p.product, Provenance::measured, "/proc/cpuinfo"},
-        {"threads", std::to_string(threads), Provenance::measured, "OpenMP threads oneDNN uses"},
+        {"threads", std::to_string(threads.threads), Provenance::measured,
+         fmt::format("OpenMP threads oneDNN uses: {}", threads.reason)},
         {"isa", isa_name(choice.isa), Provenance::measured, choice.reason},
         {"onednn isa", onednn_isa_name(effective), Provenance::measured,
          fmt::format("oneDNN {}.{}.{} get_effective_cpu_isa()", dnnl_version->major,
@@ -282,7 +284,11 @@ class CpuBackend final : public Backend {
          {"auto", "amx", "avx512_core_bf16", "avx512_core", "avx2", "reference"},
          "auto",
          "highest ISA oneDNN may use"},
-        {"threads", T::integer, {}, "0", "compute threads (0: all cores)"},
+        {"threads",
+         T::integer,
+         {},
+         "0",
+         "compute threads (0: OMP_NUM_THREADS if set, else the CPUs this process may run on)"},
     };
   }
 
@@ -290,12 +296,13 @@ class CpuBackend final : public Backend {
   std::vector<std::unique_ptr<Device>> do_open_devices(const DeviceOptions& options) override {
     const IsaChoice choice = choose_isa(detect_cpu_features(), options.at("isa"));
     const dnnl::cpu_isa effective = apply_isa_cap(choice.isa);
-    int threads = std::stoi(options.at("threads"));
-    if (threads < 0 || threads > kMaxThreads)
+    const int requested = std::stoi(options.at("threads"));
+    if (requested < 0 || requested > kMaxThreads)
       throw ConfigError(fmt::format("key 'device.threads': expected 0 (every core) to {}, got {}",
-                                    kMaxThreads, threads));
-    if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    omp_set_num_threads(threads);
+                                    kMaxThreads, requested));
+    const ThreadChoice threads =
+        choose_threads(requested, std::getenv("OMP_NUM_THREADS"), affinity_cpu_count());
+    omp_set_num_threads(threads.threads);
     spdlog::debug("cpu: isa {} ({}), oneDNN effective {}", isa_name(choice.isa), choice.reason,
                   onednn_isa_name(effective));
     std::vector<std::unique_ptr<Device>> devices;

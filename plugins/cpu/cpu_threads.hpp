@@ -1,0 +1,28 @@
+// How many OpenMP threads a CPU device computes with.
+#pragma once
+
+#include <string>
+
+namespace polyhal::cpu {
+
+/// The thread count a CPU device uses, and why (shown by `polyhal devices`).
+struct ThreadChoice {
+  int threads = 1;
+  std::string reason;
+};
+
+/// `requested` (device.threads) when it is above 0. Otherwise
+/// OMP_NUM_THREADS's first entry when it is a positive number, as OpenMP
+/// itself reads it, so `OMP_NUM_THREADS=4 polyhal run ...` works as it does
+/// for PyTorch. Otherwise the CPUs this process may run on: its affinity
+/// mask (taskset, a cgroup cpuset, or mpirun's binding of each rank), never
+/// the machine's total, since OpenMP threads that outnumber the cores they
+/// may use spin against each other (two ranks bound to one core each would
+/// otherwise run two threads per core and slow down several times).
+ThreadChoice choose_threads(int requested, const char* omp_num_threads, int affinity_cpus);
+
+/// The CPUs in this process's affinity mask (sched_getaffinity), or the
+/// machine's count where the mask cannot be read.
+int affinity_cpu_count();
+
+}  // namespace polyhal::cpu
