@@ -16,9 +16,12 @@ struct ThreadChoice {
 /// itself reads it, so `OMP_NUM_THREADS=4 polyhal run ...` works as it does
 /// for PyTorch. Otherwise the CPUs this process may run on: its affinity
 /// mask (taskset, a cgroup cpuset, or mpirun's binding of each rank), never
-/// the machine's total, since OpenMP threads that outnumber the cores they
-/// may use spin against each other (two ranks bound to one core each would
-/// otherwise run two threads per core and slow down several times).
+/// the machine's total: more threads than the cores a process may use buy
+/// nothing, and the device's derived peak would count cores it cannot use.
+/// (libgomp already stops spinning when its threads outnumber the mask, so
+/// two ranks bound to one core each measured the same either way here; the
+/// several-fold slowdown comes from unbound processes sharing cores, which
+/// only an explicit count can prevent: docs/scale-out.md.)
 ThreadChoice choose_threads(int requested, const char* omp_num_threads, int affinity_cpus);
 
 /// The CPUs in this process's affinity mask (sched_getaffinity), or the
