@@ -210,6 +210,12 @@ int list_plugins(const CommonOptions& common) {
   return 0;
 }
 
+/// A probe callback's error (what the plugin threw in the child), thrown
+/// here with the exit code it carried.
+[[noreturn]] void throw_probe_error(int code, const std::string& error) {
+  throw Error(code >= 1 && code <= 4 ? static_cast<ExitCode>(code) : ExitCode::failure, error);
+}
+
 std::string device_options_text(const Backend& backend) {
   static constexpr std::array<const char*, 5> kTypes{"string", "integer", "number", "boolean",
                                                      "choice"};
@@ -259,8 +265,7 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
       ++shown;
     } else if (code) {
       // The requested backend refused its options or devices: its error is the answer.
-      throw Error(*code >= 1 && *code <= 4 ? static_cast<ExitCode>(*code) : ExitCode::failure,
-                  error);
+      throw_probe_error(*code, error);
     } else if (!backend_name && (c.status == PluginCandidate::Status::rejected ||
                                  c.status == PluginCandidate::Status::crashed)) {
       spdlog::warn("plugin {} {}: {}", c.path.string(), plugin_status_name(c.status), c.reason);
@@ -276,9 +281,10 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
 /// combination), made where it makes them: on opening the devices. Only a
 /// config error counts; devices that are absent (hardware mode without the
 /// vendor runtime) say nothing about the config.
-void check_device_options(Backend& backend, const RunConfig& config) {
+void check_device_options(Backend& backend, const std::vector<OptionSpec>& specs,
+                          const RunConfig& config) {
   try {
-    open_devices_located(backend, config.resolve_device(backend.device_options()), &config);
+    open_devices_located(backend, config.resolve_device(specs), &config);
   } catch (const DeviceUnavailableError&) {
   }
 }
@@ -295,16 +301,14 @@ int show_config(const CommonOptions& common, const RunOptions& run) {
                                     [&](Backend& backend) {
                                       const auto specs = backend.device_options();
                                       std::string text = config_show_text(config, &specs);
-                                      check_device_options(backend, config);
+                                      check_device_options(backend, specs, config);
                                       return text;
                                     });
   std::vector<PluginCandidate> candidates;
   for (const auto& [c, output, code, error] : probed) {
     candidates.push_back(c);
     if (c.name != config.backend || c.status != PluginCandidate::Status::loaded) continue;
-    if (code)
-      throw Error(*code >= 1 && *code <= 4 ? static_cast<ExitCode>(*code) : ExitCode::failure,
-                  error);
+    if (code) throw_probe_error(*code, error);
     std::cout << output;
     return 0;
   }
