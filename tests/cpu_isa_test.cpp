@@ -67,9 +67,12 @@ TEST(CpuThreads, ConfigThenOmpNumThreadsThenTheCpusThisProcessMayRunOn) {
   EXPECT_EQ(choose_threads(0, "8", 2).threads, 8);
   EXPECT_EQ(choose_threads(0, "8", 2).reason, "OMP_NUM_THREADS=8");
   EXPECT_EQ(choose_threads(0, "4,2", 2).threads, 4) << "the outer level of a nesting list";
-  for (const char* bad : {"", "0", "-2", "x", "4x", "99999999999"}) {
+  for (const char* bad : {"", "0", "-2", "x", "4x", "99999999999", "4097"}) {
     EXPECT_EQ(choose_threads(0, bad, 2).threads, 2) << bad;
+    EXPECT_NE(choose_threads(0, bad, 2).reason.find("ignored: not 1 to 4096"), std::string::npos)
+        << bad;
   }
+  EXPECT_EQ(choose_threads(0, "4096", 2).threads, 4096);
   EXPECT_EQ(choose_threads(0, nullptr, 1).threads, 1);
   EXPECT_EQ(choose_threads(0, nullptr, 1).reason, "the 1 CPU this process may run on");
   EXPECT_EQ(choose_threads(0, nullptr, 0).threads, 1) << "never zero threads";

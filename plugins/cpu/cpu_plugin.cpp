@@ -22,8 +22,6 @@
 
 namespace polyhal::cpu {
 
-/// More OpenMP threads than this is a typo, not a machine.
-constexpr int kMaxThreads = 4096;
 namespace {
 
 /// This process's resident size now (/proc/self/statm), or 0 if unknown.

@@ -18,11 +18,18 @@ ThreadChoice choose_threads(int requested, const char* omp_num_threads, int affi
     const std::string_view first = text.substr(0, text.find(','));
     int value = 0;
     const auto [end, error] = std::from_chars(first.data(), first.data() + first.size(), value);
-    if (error == std::errc() && end == first.data() + first.size() && value > 0)
+    if (error == std::errc() && end == first.data() + first.size() && value > 0 &&
+        value <= kMaxThreads)
       return {value, fmt::format("OMP_NUM_THREADS={}", omp_num_threads)};
   }
   const int cpus = std::max(1, affinity_cpus);
-  return {cpus, fmt::format("the {} CPU{} this process may run on", cpus, cpus == 1 ? "" : "s")};
+  std::string reason =
+      fmt::format("the {} CPU{} this process may run on", cpus, cpus == 1 ? "" : "s");
+  // A value that is set but unusable is said, not silently dropped.
+  if (omp_num_threads != nullptr)
+    reason += fmt::format(" (OMP_NUM_THREADS={} ignored: not 1 to {})",
+                          std::string_view(omp_num_threads).substr(0, 32), kMaxThreads);
+  return {cpus, reason};
 }
 
 int affinity_cpu_count() {

@@ -6,13 +6,16 @@
 namespace polyhal::cpu {
 
 /// The thread count a CPU device uses, and why (shown by `polyhal devices`).
+/// More OpenMP threads than this is a typo, not a machine.
+constexpr int kMaxThreads = 4096;
+
 struct ThreadChoice {
   int threads = 1;
   std::string reason;
 };
 
 /// `requested` (device.threads) when it is above 0. Otherwise
-/// OMP_NUM_THREADS's first entry when it is a positive number, as OpenMP
+/// OMP_NUM_THREADS's first entry when it is 1 to kMaxThreads, as OpenMP
 /// itself reads it, so `OMP_NUM_THREADS=4 polyhal run ...` works as it does
 /// for PyTorch. Otherwise the CPUs this process may run on: its affinity
 /// mask (taskset, a cgroup cpuset, or mpirun's binding of each rank), never
