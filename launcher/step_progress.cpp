@@ -20,7 +20,7 @@ StepProgress::StepProgress(const RunConfig& config, std::int64_t global_batch, b
       silent_(mode == ProgressMode::none),
       metrics_(metrics) {}
 
-void StepProgress::operator()(const PretrainStep& step, std::int64_t total) {
+void StepProgress::operator()(const TrainingStep& step, std::int64_t total) {
   elapsed_ += step.seconds;
   ++timed_;
   const double per_step = elapsed_ / static_cast<double>(timed_);

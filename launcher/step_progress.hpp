@@ -18,7 +18,7 @@ class StepProgress {
   /// the times are host simulation of a modelled device, not throughput.
   StepProgress(const RunConfig& config, std::int64_t global_batch, bool pretraining,
                bool device_model, MetricsWriter& metrics, ProgressMode mode);
-  void operator()(const PretrainStep& step, std::int64_t total_steps);
+  void operator()(const TrainingStep& step, std::int64_t total_steps);
 
  private:
   const RunConfig& config_;

@@ -90,8 +90,7 @@ TEST_P(GradientGolden, LossAndEveryGradientMatchPyTorch) {
   auto cpu = test::first_device("cpu");
   const std::int64_t max_predictions = GetParam() ? most_labels(golden) : 0;
   ASSERT_LT(max_predictions, golden.shape.seq) << "the golden batch must leave rows unlabelled";
-  BertTraining training(*cpu, golden.config, golden.shape, OptimizerSettings{}, DType::f32, {}, 0,
-                        max_predictions);
+  BertTraining training(*cpu, golden.config, golden.shape, {.max_predictions = max_predictions});
   expect_pytorch_step(training, golden, golden.batch(), "");
 }
 
@@ -113,9 +112,9 @@ TEST_P(DropoutGolden, LossAndEveryGradientMatchPyTorchWithTheSameMasks) {
   const auto& setting = golden.values.at("dropout.setting").values;  // seed, index, p, p
   const auto [backend, isa] = GetParam();
   auto device = isa ? test::first_device(backend, {{"isa", isa}}) : test::first_device(backend);
-  BertTraining training(*device, golden.config, golden.shape, OptimizerSettings{}, DType::f32,
-                        DropoutSettings{setting[2], setting[3]},
-                        static_cast<std::uint64_t>(setting[0]));
+  BertTraining training(*device, golden.config, golden.shape,
+                        {.dropout = DropoutSettings{setting[2], setting[3]},
+                         .seed = static_cast<std::uint64_t>(setting[0])});
   auto batch = golden.batch();
   batch.index = static_cast<std::uint64_t>(setting[1]);
   // Dropped activations make the gradient sums cancel more: an element below
@@ -138,8 +137,8 @@ INSTANTIATE_TEST_SUITE_P(CpuAndReferenceKernels, DropoutGolden,
 TEST(BertTraining, MoreLabelsThanMaxPredictionsIsRefused) {
   const TrainGolden golden;
   auto cpu = test::first_device("cpu");
-  BertTraining training(*cpu, golden.config, golden.shape, OptimizerSettings{}, DType::f32, {}, 0,
-                        most_labels(golden) - 1);
+  BertTraining training(*cpu, golden.config, golden.shape,
+                        {.max_predictions = most_labels(golden) - 1});
   training.load_weights(golden.weights);
   try {
     training.forward_backward(golden.batch());
@@ -157,8 +156,8 @@ TEST(BertTraining, PlanningAllocatesNothing) {
   for (const char* backend : {"cpu", "ipu", "gaudi"}) {
     auto device = test::first_device(backend);
     const DType precision = std::string(backend) == "ipu" ? DType::f16 : DType::bf16;
-    BertTraining training(*device, bert_preset("large"), {64, 128}, OptimizerSettings{}, precision,
-                          {0.1, 0.1}, 0, 20);
+    BertTraining training(*device, bert_preset("large"), {64, 128},
+                          {.precision = precision, .dropout = {0.1, 0.1}, .max_predictions = 20});
     const MemoryReport plan = training.plan_memory();
     EXPECT_EQ(device->memory_stats().in_use_bytes, 0u) << backend;
     EXPECT_GT(plan.required_bytes, 12ull << 30) << backend;  // about 14 GiB: the plan is real
@@ -194,7 +193,7 @@ TEST_P(OptimizerGolden, WeightsAfterOneStepMatchPyTorch) {
   auto cpu = test::first_device("cpu");
   OptimizerSettings settings;
   settings.kind = GetParam();
-  BertTraining training(*cpu, golden.config, golden.shape, settings);
+  BertTraining training(*cpu, golden.config, golden.shape, {.optimizer = settings});
   training.load_weights(golden.weights);
   training.forward_backward(golden.batch());
   training.optimizer_step(1e-3);
@@ -209,10 +208,10 @@ TEST(BertTraining, AccumulatingTwoHalvesEqualsOneStepOnTheWhole) {
   // Two identical micro-batches at accumulation 2 give the gradient of one.
   const TrainGolden golden;
   auto cpu = test::first_device("cpu");
-  BertTraining once(*cpu, golden.config, golden.shape, OptimizerSettings{});
+  BertTraining once(*cpu, golden.config, golden.shape, {});
   once.load_weights(golden.weights);
   once.forward_backward(golden.batch());
-  BertTraining twice(*cpu, golden.config, golden.shape, OptimizerSettings{});
+  BertTraining twice(*cpu, golden.config, golden.shape, {});
   twice.load_weights(golden.weights);
   twice.forward_backward(golden.batch(), 2);
   twice.forward_backward(golden.batch(), 2);
@@ -224,7 +223,7 @@ TEST(BertTraining, DeviceModelsTrainWithTheSameNumbersInF32) {
   const TrainGolden golden;
   for (const char* backend : {"ipu", "gaudi"}) {
     auto device = test::first_device(backend);
-    BertTraining training(*device, golden.config, golden.shape, OptimizerSettings{});
+    BertTraining training(*device, golden.config, golden.shape, {});
     training.load_weights(golden.weights);
     const auto losses = training.forward_backward(golden.batch());
     EXPECT_NEAR(losses.mlm, golden.values.at("loss").values[0],
@@ -249,7 +248,7 @@ TEST(BertTraining, GradientClippingBoundsTheGlobalNorm) {
   sgd.momentum = 0.0;
   sgd.weight_decay = 0.0;
   sgd.max_grad_norm = 0.01;
-  BertTraining training(*cpu, golden.config, golden.shape, sgd);
+  BertTraining training(*cpu, golden.config, golden.shape, {.optimizer = sgd});
   training.load_weights(golden.weights);
   training.forward_backward(golden.batch());
   const double norm = training.optimizer_step(1.0).value();
@@ -272,8 +271,8 @@ TEST(BertTraining, DropoutMasksAreKeyedBySeedAndBatchIndex) {
   const TrainGolden golden;
   auto cpu = test::first_device("cpu");
   auto gradients_for = [&](double p, std::uint64_t seed, std::uint64_t index) {
-    BertTraining training(*cpu, golden.config, golden.shape, OptimizerSettings{}, DType::f32,
-                          DropoutSettings{p, p}, seed);
+    BertTraining training(*cpu, golden.config, golden.shape,
+                          {.dropout = DropoutSettings{p, p}, .seed = seed});
     training.load_weights(golden.weights);
     auto batch = golden.batch();
     batch.index = index;
@@ -317,7 +316,7 @@ class Bf16Step : public ::testing::TestWithParam<const char*> {};
 TEST_P(Bf16Step, LossAndGradientsStayWithinBf16OfPyTorchF32) {
   const TrainGolden golden;
   auto device = test::first_device(GetParam());
-  BertTraining training(*device, golden.config, golden.shape, OptimizerSettings{}, DType::bf16);
+  BertTraining training(*device, golden.config, golden.shape, {.precision = DType::bf16});
   training.load_weights(golden.weights);
   const auto losses = training.forward_backward(golden.batch());
   const auto& want = golden.values.at("loss").values;
@@ -349,8 +348,8 @@ TEST_P(Bf16Step, LossAndGradientsStayWithinBf16OfPyTorchF32) {
 TEST_P(Bf16Step, AccumulatedGradientsStayF32) {
   const TrainGolden golden;
   auto device = test::first_device(GetParam());
-  BertTraining once(*device, golden.config, golden.shape, OptimizerSettings{}, DType::bf16);
-  BertTraining many(*device, golden.config, golden.shape, OptimizerSettings{}, DType::bf16);
+  BertTraining once(*device, golden.config, golden.shape, {.precision = DType::bf16});
+  BertTraining many(*device, golden.config, golden.shape, {.precision = DType::bf16});
   once.load_weights(golden.weights);
   many.load_weights(golden.weights);
   once.forward_backward(golden.batch());

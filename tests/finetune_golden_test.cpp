@@ -79,8 +79,8 @@ TEST_P(FinetuneGoldenTest, LossEveryGradientAndOneAdamWStepMatchPyTorch) {
     SCOPED_TRACE(c.golden);
     OptimizerSettings adamw;
     adamw.kind = "adamw";
-    BertTraining training(*device, golden.config, golden.shape, adamw, DType::f32, {}, 0, 0,
-                          c.head);
+    BertTraining training(*device, golden.config, golden.shape,
+                          {.optimizer = adamw, .head = c.head});
     training.load_weights(golden.weights(c.golden));
     const StepLosses losses = training.forward_backward(golden.batch());
     const double want = golden.values.at(std::string(c.golden) + ".loss").values[0];

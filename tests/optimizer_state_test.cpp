@@ -113,8 +113,9 @@ TEST(OptimizerState, BertTrainingKeepsTheFirstMomentInF16) {
     OptimizerSettings optimizer;
     optimizer.kind = "adamw";
     optimizer.first_moment = first_moment;
-    auto training = std::make_unique<BertTraining>(*device, config, shape, optimizer, DType::f32,
-                                                   DropoutSettings{}, 7, 3);
+    auto training = std::make_unique<BertTraining>(
+        *device, config, shape,
+        BertTrainingOptions{.optimizer = optimizer, .seed = 7, .max_predictions = 3});
     training->load_weights(init_bert_weights(config, 7));
     return training;
   };

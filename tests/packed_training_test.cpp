@@ -104,12 +104,14 @@ TEST(PackedTraining, APackedBatchTrainsAsTheSameSequencesUnpacked) {
   for (const char* backend : {"cpu", "gaudi"}) {
     auto device = test::first_device(backend);
     // Unpacked: one sequence per row, 2 masked positions each.
-    BertTraining unpacked(*device, config, {4, kSeq}, adamw, DType::f32, {}, 3, 2);
+    BertTraining unpacked(*device, config, {4, kSeq},
+                          {.optimizer = adamw, .seed = 3, .max_predictions = 2});
     unpacked.load_weights(weights);
     const StepLosses a = unpacked.forward_backward(batch_of(all, {{0}, {1}, {2}, {3}}, 1, false));
     // Packed: two rows, two sequences each (up to 3), 4 masked positions per row.
-    BertTraining packed(*device, config, {2, kSeq}, adamw, DType::f32, {}, 3, 6, TaskHead{}, {},
-                        PipelineStage{}, 3);
+    BertTraining packed(
+        *device, config, {2, kSeq},
+        {.optimizer = adamw, .seed = 3, .max_predictions = 6, .packed_sequences = 3});
     packed.load_weights(weights);
     const StepLosses p = packed.forward_backward(batch_of(all, {{0, 1}, {2, 3}}, 3, true));
     EXPECT_NEAR(p.mlm, a.mlm, 1e-5) << backend;
@@ -157,13 +159,13 @@ TEST(PackedTraining, PackedSquadRowsTrainAsTheSameSequencesUnpacked) {
   for (const char* backend : {"cpu", "gaudi"}) {
     auto device = test::first_device(backend);
     // One sequence per row: each softmax over the sequence's own tokens.
-    BertTraining unpacked(*device, config, {4, kSeq}, adamw, DType::f32, {}, 3, 0, qa, {},
-                          PipelineStage{}, 1);
+    BertTraining unpacked(*device, config, {4, kSeq},
+                          {.optimizer = adamw, .seed = 3, .head = qa, .packed_sequences = 1});
     unpacked.load_weights(weights);
     const StepLosses a = unpacked.forward_backward(span_batch_of(all, {{0}, {1}, {2}, {3}}, 1));
     // Two sequences in each row (up to 3: an empty slot each).
-    BertTraining packed(*device, config, {2, kSeq}, adamw, DType::f32, {}, 3, 0, qa, {},
-                        PipelineStage{}, 3);
+    BertTraining packed(*device, config, {2, kSeq},
+                        {.optimizer = adamw, .seed = 3, .head = qa, .packed_sequences = 3});
     packed.load_weights(weights);
     const StepLosses p = packed.forward_backward(span_batch_of(all, {{0, 1}, {2, 3}}, 3));
     EXPECT_GT(a.task, 0.5);
@@ -185,9 +187,8 @@ TEST(PackedTraining, ASpanOverAWholeRowIsHuggingFacesLoss) {
   }
   const std::vector<Sequence> all{full, full, full, full};
   auto device = test::first_device("cpu");
-  BertTraining plain(*device, config, {2, kSeq}, {}, DType::f32, {}, 1, 0, qa);
-  BertTraining masked(*device, config, {2, kSeq}, {}, DType::f32, {}, 1, 0, qa, {}, PipelineStage{},
-                      1);
+  BertTraining plain(*device, config, {2, kSeq}, {.seed = 1, .head = qa});
+  BertTraining masked(*device, config, {2, kSeq}, {.seed = 1, .head = qa, .packed_sequences = 1});
   plain.load_weights(weights);
   masked.load_weights(weights);
   const TrainingBatch packed = span_batch_of(all, {{0}, {1}}, 1);

@@ -33,8 +33,11 @@ TEST_P(PipelineStageTest, ChainedStagesTrainExactlyAsTheWholeModel) {
   const DropoutSettings dropout{0.1, 0.1};
   const auto weights = init_bert_weights(config, 3);
   const auto make = [&](PipelineStage stage) {
-    auto model = std::make_unique<BertTraining>(*device, config, shape, lamb, DType::f32, dropout,
-                                                11, 3, TaskHead{}, std::set<std::int64_t>{}, stage);
+    auto model = std::make_unique<BertTraining>(
+        *device, config, shape,
+        BertTrainingOptions{
+            .optimizer = lamb, .dropout = dropout, .seed = 11, .max_predictions = 3},
+        stage);
     model->load_weights(weights);
     return model;
   };
@@ -142,12 +145,16 @@ TEST_P(PipelineStageTest, OneForwardOneBackwardPipelineTrainsAsTheWholeModel) {
   adamw.kind = "adamw";
   const DropoutSettings dropout{0.1, 0.1};
   const auto weights = init_bert_weights(config, 3);
-  BertTraining whole(*device, config, shape, adamw, DType::f32, dropout, 11, 3);
+  const BertTrainingOptions options{
+      .optimizer = adamw, .dropout = dropout, .seed = 11, .max_predictions = 3};
+  BertTraining whole(*device, config, shape, options);
   whole.load_weights(weights);
   const std::vector<PipelineStage> layout{
       {0, 1, true, false}, {1, 3, false, false}, {3, -1, false, true}};
-  PipelinedTraining pipeline({device.get(), device.get(), device.get()}, config, shape, adamw,
-                             DType::f32, dropout, 11, 3, TaskHead{}, {1, 2}, layout);
+  BertTrainingOptions recomputed = options;
+  recomputed.recompute = {1, 2};
+  PipelinedTraining pipeline({device.get(), device.get(), device.get()}, config, shape, recomputed,
+                             layout);
   pipeline.load_weights(weights);
   std::vector<TrainingBatch> batches;
   double mlm = 0;
@@ -186,8 +193,7 @@ TEST(PipelineStage, AStageThatDoesNotFitTheModelIsRefused) {
   auto cpu = test::first_device("cpu");
   const BertConfig config = test::small_bert(2);
   const auto make = [&](PipelineStage stage) {
-    return BertTraining(*cpu, config, {2, 8}, OptimizerSettings{}, DType::f32, {}, 0, 0, TaskHead{},
-                        {}, stage);
+    return BertTraining(*cpu, config, {2, 8}, {}, stage);
   };
   EXPECT_THROW(make({1, 2, true, false}), ConfigError);  // embeddings before layer 0 only
   EXPECT_THROW(make({0, 1, true, true}), ConfigError);   // heads after the last layer only
@@ -242,6 +248,34 @@ TEST(PipelinedPretrain, RunsLikeTheUnpipelinedModelOnTheCpu) {
   ASSERT_EQ(resumed.size(), 2u);
   EXPECT_EQ(resumed[0], piped[2]);
   EXPECT_EQ(resumed[1], piped[3]);
+}
+
+// Phase 2 from phase 1 pipelined starts as unpipelined does: the shorter
+// position table of the phase 1 checkpoint is extended, not refused
+// (pipelined runs once took another path that skipped the extension).
+TEST(PipelinedPretrain, Phase2StartsFromPhase1WithLongerPositionTable) {
+  test::TempDir dir;
+  const auto config =
+      dir.write("p.yaml",
+                "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 16, vocab_size: 64, "
+                "num_hidden_layers: 2, max_position_embeddings: 16, dropout: 0}\n"
+                "batch: {micro: 4, grad_accum: 2}\ndata: {source: pattern, max_predictions: 3}\n"
+                "optimizer: {name: lamb, learning_rate: 0.005}\nsteps: 2\n"
+                "checkpoint: {dir: phase1, every: 2}\n");
+  auto r = test::run_polyhal("run --config " + config.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto phase1 = dir.path() / "phase1" / "checkpoint-00000002.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(phase1));
+  const std::string phase2 =
+      " --set model.seq_len=32 --set model.max_position_embeddings=64 --set checkpoint.dir=" +
+      (dir.path() / "phase2").string() + " --set checkpoint.init=" + phase1.string();
+  for (const std::string pipeline : {"", " --set 'model.pipeline=[[0], [1]]'"}) {
+    r = test::run_polyhal("run --config " + config.string() + phase2 + pipeline +
+                          " --set checkpoint.resume=false");
+    EXPECT_EQ(r.exit_code, 0) << pipeline << r.output;
+    EXPECT_NE(r.output.find("extended position embeddings from 16 to 64 rows"), std::string::npos)
+        << pipeline << r.output;
+  }
 }
 
 // On the IPU model each stage runs on its own IPU (ipu0, ipu1, ipu2), each

@@ -36,8 +36,13 @@ TEST_P(RecomputeTest, SameLossGradientsAndStepAsKeepingActivations) {
   const DropoutSettings dropout{0.1, 0.1};
   const auto weights = init_bert_weights(config, 5);
   const auto train = [&](std::set<std::int64_t> recompute) {
-    auto model = std::make_unique<BertTraining>(*device, config, shape, adamw, DType::f32, dropout,
-                                                7, 3, TaskHead{}, std::move(recompute));
+    auto model =
+        std::make_unique<BertTraining>(*device, config, shape,
+                                       BertTrainingOptions{.optimizer = adamw,
+                                                           .dropout = dropout,
+                                                           .seed = 7,
+                                                           .max_predictions = 3,
+                                                           .recompute = std::move(recompute)});
     model->load_weights(weights);
     return model;
   };

@@ -30,8 +30,8 @@ TEST(StoredPrecision, Bf16PlanIsWhatLoadingAllocates) {
   for (const char* backend : {"cpu", "gaudi"}) {
     auto device = test::first_device(backend);
     const BertConfig config = bert_preset("tiny");
-    BertTraining training(*device, config, {2, 32}, OptimizerSettings{}, DType::bf16, {0.1, 0.1}, 0,
-                          5);
+    BertTraining training(*device, config, {2, 32},
+                          {.precision = DType::bf16, .dropout = {0.1, 0.1}, .max_predictions = 5});
     const MemoryReport plan = training.plan_memory();
     std::uint64_t planned = 0;
     bool bf16_activations = false, bf16_copy = false, host_items = false;
@@ -121,7 +121,7 @@ std::pair<StepLosses, std::vector<float>> ipu_f16_step(
   auto ipu = test::first_device("ipu", options);
   const BertConfig config = bert_preset("tiny");
   const BertShape shape{2, 32};
-  BertTraining training(*ipu, config, shape, OptimizerSettings{}, DType::f16, {}, 0, 5);
+  BertTraining training(*ipu, config, shape, {.precision = DType::f16, .max_predictions = 5});
   training.load_weights(init_bert_weights(config, 1));
   DataSection data;
   data.max_predictions = 5;

@@ -30,7 +30,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
   const std::int64_t replicas = world ? world->size() : config.batch.replicas;
-  const std::int64_t global_batch = replicas * config.batch.grad_accum * config.batch.micro;
+  const std::int64_t global_batch = polyhal::global_batch(config, world);
   const auto& f = config.finetune;
   std::vector<std::string> what;
   if (f.train) what.push_back(fmt::format("train {} epochs", f.epochs));

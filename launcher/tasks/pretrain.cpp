@@ -24,7 +24,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
   const std::int64_t replicas = world ? world->size() : config.batch.replicas;
-  const std::int64_t global_batch = replicas * config.batch.grad_accum * config.batch.micro;
+  const std::int64_t global_batch = polyhal::global_batch(config, world);
   StepProgress observer(config, global_batch, true, model, metrics, run.progress);
   std::cout << fmt::format(
       "pretrain: BERT {} seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, "

@@ -40,6 +40,15 @@ struct TaskHead {
   std::vector<std::string> labels;  ///< classification: label names for config.json (optional)
 };
 
+/// Pipelining: the part of the model one stage holds. Stage 0 has the
+/// embeddings, the last stage the heads and loss; each has encoder layers
+/// [first_layer, last_layer) (-1: through the last layer).
+struct PipelineStage {
+  std::int64_t first_layer = 0;
+  std::int64_t last_layer = -1;
+  bool embeddings = true, heads = true;
+};
+
 /// "BertForPreTraining", "BertForQuestionAnswering" or "BertForSequenceClassification".
 std::string hf_architecture(const TaskHead& head);
 

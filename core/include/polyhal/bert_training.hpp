@@ -23,6 +23,7 @@
 #include "polyhal/bert_inference.hpp"
 #include "polyhal/collective.hpp"
 #include "polyhal/device.hpp"
+#include "polyhal/op_time.hpp"
 #include "polyhal/safetensors.hpp"
 
 namespace polyhal {
@@ -57,14 +58,6 @@ struct OptimizerSettings {
   DType first_moment = DType::f32;
 };
 
-/// Wall time spent in one kind of op over every call so far (profile()).
-struct OpTime {
-  std::string op;              ///< kernel op name, or "optimizer" for the update
-  std::string implementation;  ///< Kernel::implementation() of the first such kernel
-  std::int64_t calls = 0;
-  double seconds = 0;
-};
-
 struct StepLosses {
   double mlm = 0, nsp = 0;  ///< pre-training
   double task = 0;          ///< a fine-tuning head's loss
@@ -77,15 +70,6 @@ struct DropoutSettings {
   double attention = 0.0;  ///< attention probabilities (HF attention_probs_dropout_prob)
 };
 
-/// Pipelining: the part of the model one stage trains. Stage 0 has the
-/// embeddings, the last stage the heads and loss; each has encoder layers
-/// [first_layer, last_layer) (-1: through the last layer).
-struct PipelineStage {
-  std::int64_t first_layer = 0;
-  std::int64_t last_layer = -1;
-  bool embeddings = true, heads = true;
-};
-
 /// A device model's estimate of one replica's training work (seconds).
 struct TrainingWorkEstimate {
   double forward = 0;   ///< one micro-batch's forward pass and loss
@@ -95,34 +79,44 @@ struct TrainingWorkEstimate {
   double host_io = 0;  ///< one micro-batch's inputs (ids, masks, labels) from the host
 };
 
+/// Everything a training program takes besides its device, model and
+/// micro-batch shape.
+struct BertTrainingOptions {
+  OptimizerSettings optimizer{};
+  /// f32, or bf16 / f16 for mixed precision: f32 master weights, weight
+  /// gradients and optimizer state; activations and their gradients stored
+  /// at `precision`, and the GEMMs read a compute copy of the weights at
+  /// `precision`, cast from the masters after every optimizer step
+  /// (train_kernels.hpp operand_types). LayerNorm statistics and losses f32.
+  DType precision = DType::f32;
+  /// Masks keyed by (seed, batch index, position in the step), so any
+  /// replica, thread split or resume draws the same ones.
+  DropoutSettings dropout{};
+  std::uint64_t seed = 0;
+  /// > 0: the MLM head (transform, decoder, loss) runs only on the labelled
+  /// positions, at most that many per sequence (the seeds'
+  /// max_predictions_per_seq), which saves most of the vocabulary GEMM; a
+  /// micro-batch with more labels than that is refused. 0: the head runs on
+  /// every position.
+  std::int64_t max_predictions = 0;
+  TaskHead head{};
+  /// Encoder layers whose activations are not kept for backward but
+  /// recomputed there from the layer's input (the seeds' recomputation):
+  /// the same numerics, one layer's intermediates in memory instead of one
+  /// set per layer, one more forward of those layers per step.
+  std::set<std::int64_t> recompute{};
+  /// > 0: rows packed with at most that many sequences (pre-training or
+  /// question answering): TrainingBatch gives position ids, sequence numbers
+  /// as the attention mask, and per sequence slot the NSP [CLS] rows and
+  /// labels or the answer spans (row positions, -100 empty).
+  std::int64_t packed_sequences = 0;
+};
+
 class BertTraining {
  public:
-  /// `precision` f32, or bf16 / f16 for mixed precision: f32 master weights,
-  /// weight gradients and optimizer state; activations and their gradients
-  /// stored at `precision`, and the GEMMs read a compute copy of the weights
-  /// at `precision`, cast from the masters after every optimizer step
-  /// (train_kernels.hpp operand_types). LayerNorm statistics and losses f32.
-  /// `dropout`: masks keyed by (seed, batch index, position in the step),
-  /// so any replica, thread split or resume draws the same ones.
-  /// `max_predictions` > 0: the MLM head (transform, decoder, loss) runs
-  /// only on the labelled positions, at most that many per sequence (the
-  /// seeds' max_predictions_per_seq), which saves most of the vocabulary
-  /// GEMM; a micro-batch with more labels than that is refused. 0: the head
-  /// runs on every position.
-  /// `recompute`: encoder layers whose activations are not kept for
-  /// backward but recomputed there from the layer's input (the seeds'
-  /// recomputation): the same numerics, one layer's intermediates in memory
-  /// instead of one set per layer, one more forward of those layers per step.
-  /// `packed_sequences` > 0: rows packed with at most that many sequences
-  /// (pre-training or question answering): TrainingBatch gives position ids,
-  /// sequence numbers as the attention mask, and per sequence slot the NSP
-  /// [CLS] rows and labels or the answer spans (row positions, -100 empty).
+  /// `stage`: pipelining, the part of the model this program trains.
   BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
-               OptimizerSettings optimizer, DType precision = DType::f32,
-               DropoutSettings dropout = {}, std::uint64_t seed = 0,
-               std::int64_t max_predictions = 0, TaskHead head = {},
-               std::set<std::int64_t> recompute = {}, PipelineStage stage = {},
-               std::int64_t packed_sequences = 0);
+               BertTrainingOptions options, PipelineStage stage = {});
   ~BertTraining();
   BertTraining(const BertTraining&) = delete;
   BertTraining& operator=(const BertTraining&) = delete;

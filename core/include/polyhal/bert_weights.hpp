@@ -44,6 +44,9 @@ struct HeadStart {
   TensorMap weights;
   std::vector<std::string> initialised;  ///< head tensors not in the file
   std::vector<std::string> unused;       ///< tensors of another head (e.g. cls.* for SQuAD)
+  /// Set when a shorter position table (phase 1's) was extended with fresh
+  /// rows to the model's max_position_embeddings: says so.
+  std::string extended;
 };
 /// Throws ConfigError naming each missing encoder tensor, wrongly shaped
 /// tensor (a classifier fine-tuned for another label count) or tensor that no

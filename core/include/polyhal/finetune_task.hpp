@@ -38,7 +38,7 @@ struct FinetuneResult {
   std::int64_t parameters = 0;
   std::int64_t train_rows = 0, steps_per_epoch = 0, total_steps = 0, warmup_steps = 0;
   std::int64_t first_step = 1;  ///< > 1 when resumed from a checkpoint
-  std::vector<PretrainStep> steps;
+  std::vector<TrainingStep> steps;
   std::vector<FinetuneEvaluation> evaluations;
   std::vector<std::filesystem::path> checkpoints;
   std::filesystem::path exported;  ///< the fine-tuned model as a Hugging Face directory
@@ -65,7 +65,7 @@ using FinetuneObserver = std::function<void(const FinetuneEvaluation&)>;
 /// stages of replica r on stage_devices[r x S + s] when there are that many
 /// (else all on `device`), as pre-training does.
 FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool compile_only,
-                              const PretrainObserver& on_step, const FinetuneObserver& on_eval,
+                              const StepObserver& on_step, const FinetuneObserver& on_eval,
                               Communicator* across_processes = nullptr,
                               const std::vector<Device*>& stage_devices = {});
 

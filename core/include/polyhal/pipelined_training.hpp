@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "polyhal/bert_training.hpp"
-#include "polyhal/pretrain_task.hpp"
+#include "polyhal/training_step.hpp"
 
 namespace polyhal {
 
@@ -39,11 +39,11 @@ class PipelinedTraining {
  public:
   /// `stages` must cover every encoder layer once, in order; `devices` has
   /// one device per stage (the same device may appear more than once).
+  /// `options` as BertTraining takes them; each stage recomputes the layers
+  /// of options.recompute it holds.
   PipelinedTraining(const std::vector<Device*>& devices, const BertConfig& config,
-                    BertShape micro_batch, const OptimizerSettings& optimizer, DType precision,
-                    DropoutSettings dropout, std::uint64_t seed, std::int64_t max_predictions,
-                    TaskHead head, const std::set<std::int64_t>& recompute,
-                    const std::vector<PipelineStage>& stages, std::int64_t packed_sequences = 0);
+                    BertShape micro_batch, const BertTrainingOptions& options,
+                    const std::vector<PipelineStage>& stages);
 
   /// Per stage: its program's plan plus the stashes of the micro-batches in
   /// flight beyond the one its program holds.

@@ -16,41 +16,9 @@
 #include "polyhal/device.hpp"
 #include "polyhal/lr_schedule.hpp"
 #include "polyhal/pretraining_data.hpp"
+#include "polyhal/training_step.hpp"
 
 namespace polyhal {
-
-struct PretrainStep {
-  std::int64_t step = 0;
-  double mlm_loss = 0, nsp_loss = 0;
-  double task_loss = 0;  ///< fine-tuning: the head's loss
-  double learning_rate = 0;
-  double grad_norm = 0;     ///< global gradient norm before clipping
-  double loss_scale = 1.0;  ///< the scale this step ran with
-  bool skipped = false;     ///< gradient overflow: weights unchanged
-  double seconds = 0;       ///< wall time of the step on this host
-  /// Sequences the step trained on, over all replicas: the global batch, or
-  /// with packed rows the sequences they hold.
-  std::int64_t sequences = 0;
-  double loss() const { return mlm_loss + nsp_loss + task_loss; }
-};
-
-/// A device model's estimate of one optimizer step of the job (the
-/// replicas run in parallel): not a measurement.
-struct TrainingStepEstimate {
-  double forward = 0, backward = 0;  ///< grad_accum micro-batches of one replica
-  double optimizer = 0;              ///< updates and compute copies (the replica's share)
-  double all_reduce = 0;             ///< the f32 gradients over the replicas
-  /// Pipelining: filling and draining the pipeline, (stages - 1) micro-batches
-  /// of the slowest stage (forward and backward above count that stage).
-  double pipeline_ramp = 0;
-  /// Each micro-batch's inputs from the host (not overlapped with compute:
-  /// an upper bound; they are small next to the step).
-  double host_io = 0;
-  double sequences_per_second = 0;  ///< global batch / seconds()
-  double seconds() const {
-    return forward + backward + optimizer + all_reduce + pipeline_ramp + host_io;
-  }
-};
 
 struct PretrainResult {
   std::string model_name;
@@ -69,14 +37,11 @@ struct PretrainResult {
   std::optional<TrainingStepEstimate> estimate;
   std::int64_t parameters = 0;
   std::int64_t first_step = 1;  ///< > 1 when resumed from a checkpoint
-  std::vector<PretrainStep> steps;
+  std::vector<TrainingStep> steps;
   std::vector<std::filesystem::path> checkpoints;
   std::filesystem::path exported;  ///< Hugging Face directory written at the end
   std::vector<OpTime> profile;     ///< host time per op kind over the run
 };
-
-/// Called after every optimizer step (for progress lines and metrics).
-using PretrainObserver = std::function<void(const PretrainStep&, std::int64_t total_steps)>;
 
 /// Runs (or with `compile_only`, prepares and plans) pre-training.
 /// Data parallelism: with `across_processes` (the MPI communicator), this
@@ -88,9 +53,13 @@ using PretrainObserver = std::function<void(const PretrainStep&, std::int64_t to
 /// With model.pipeline, stage s runs on `stage_devices[s]` when there are
 /// enough of them (one per stage, as IPUs), else every stage on `device`.
 PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
-                               const PretrainObserver& observer,
+                               const StepObserver& observer,
                                Communicator* across_processes = nullptr,
                                const std::vector<Device*>& stage_devices = {});
+
+/// The global batch of a training task: replicas (the MPI ranks when this
+/// process is one of them) x batch.grad_accum x batch.micro.
+std::int64_t global_batch(const RunConfig& config, const Communicator* across_processes);
 
 /// The newest complete checkpoint in `dir` (checkpoint-NNNNNNNN.safetensors), if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);

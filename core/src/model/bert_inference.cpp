@@ -23,18 +23,6 @@ struct BertInference::State {
 
 namespace {
 
-BertHead program_head(const TaskHead& head) {
-  switch (head.kind) {
-    case TaskHead::Kind::question_answering:
-      return BertHead::question_answering;
-    case TaskHead::Kind::classification:
-      return BertHead::classification;
-    case TaskHead::Kind::pretraining:
-      break;
-  }
-  return BertHead::pretraining;
-}
-
 /// Declares the program (the encoder, and the head's outputs when
 /// `with_heads`) and prepares every kernel: a device lacking one fails now,
 /// and the plan knows the kernels' scratch. Nothing is allocated until
@@ -47,8 +35,7 @@ std::unique_ptr<BertInference::State> declare_inference(Device& device, const Be
   options.config = config;
   options.shape = shape;
   options.heads = with_heads;
-  options.head = program_head(head);
-  options.num_labels = head.num_labels;
+  options.head = head;
   options.packed_sequences = packed ? 1 : 0;  // inference needs only the position ids
   auto state = std::make_unique<BertInference::State>();
   state->config = config;

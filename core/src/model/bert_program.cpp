@@ -206,8 +206,8 @@ class Builder {
   /// gradients start backward.
   void heads(int x) {
     out_.hidden = x;
-    if (o_.head == BertHead::question_answering) return question_answering(x);
-    if (o_.head == BertHead::classification) return classification(x);
+    if (o_.head.kind == TaskHead::Kind::question_answering) return question_answering(x);
+    if (o_.head.kind == TaskHead::Kind::classification) return classification(x);
     pretraining_heads(x);
   }
 
@@ -228,7 +228,7 @@ class Builder {
   void classification(int x) {
     const std::int64_t h = o_.config.hidden_size, b = o_.shape.batch;
     const auto [pool_w, pool_b] = dense_params("bert.pooler.dense", h, h);
-    const auto [w, bias] = dense_params("classifier", o_.num_labels, h);
+    const auto [w, bias] = dense_params("classifier", o_.head.num_labels, h);
     int cls = -1;
     if (training_) {  // gathered, so backward writes the whole gradient of x
       out_.cls_positions = p_.tensor("cls positions", "inputs", {b}, DType::i32);
@@ -246,9 +246,9 @@ class Builder {
     out_.pooled = linear(cls, pool_w, pool_b, h, Activation::tanh, std::nullopt, "pooled");
     const int dropped = dropout(out_.pooled, "pooled dropped");
     out_.head_logits =
-        linear(dropped, w, bias, o_.num_labels, Activation::none, std::nullopt, "logits");
+        linear(dropped, w, bias, o_.head.num_labels, Activation::none, std::nullopt, "logits");
     if (!training_) return;
-    if (o_.num_labels == 1) {
+    if (o_.head.num_labels == 1) {
       out_.targets = p_.tensor("regression targets", "inputs", {b}, DType::f32);
       head_loss(OpKind::regression_loss, out_.targets);
     } else {
@@ -540,8 +540,8 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   c.validate("model");
   if (options.shape.batch < 1 || options.shape.seq < 1)
     throw ConfigError("batch and sequence length must be positive");
-  if (options.head == BertHead::classification && options.num_labels < 1)
-    throw ConfigError(fmt::format("num_labels must be >= 1, got {}", options.num_labels));
+  if (options.head.kind == TaskHead::Kind::classification && options.head.num_labels < 1)
+    throw ConfigError(fmt::format("num_labels must be >= 1, got {}", options.head.num_labels));
   if (options.shape.seq > c.max_position_embeddings) {
     throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}",
                                   options.shape.seq, c.max_position_embeddings));
@@ -561,15 +561,16 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
       p.tensor("attention_mask", "inputs", {options.shape.batch, options.shape.seq}, DType::i32);
   if (options.training) out->rng = p.tensor("dropout rng", "inputs", {2}, DType::i32);
   if (options.packed_sequences > 0) {
-    const bool trains = options.training && options.head != BertHead::classification;
-    const bool infers = !options.training && options.head == BertHead::question_answering;
+    const bool trains = options.training && options.head.kind != TaskHead::Kind::classification;
+    const bool infers =
+        !options.training && options.head.kind == TaskHead::Kind::question_answering;
     if (!trains && !infers)
       throw ConfigError(
           "packed rows: pre-training and question answering (training and inference) only in "
           "this version");
     out->positions = p.tensor("position ids", "inputs", {t}, DType::i32);
   }
-  const BertStage& stage = options.stage;
+  const PipelineStage& stage = options.stage;
   const std::int64_t last = stage.last_layer < 0 ? c.num_hidden_layers : stage.last_layer;
   if (stage.first_layer < 0 || stage.first_layer > last || last > c.num_hidden_layers ||
       (stage.embeddings && stage.first_layer != 0) ||
@@ -590,7 +591,8 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   }
   for (std::int64_t l = stage.first_layer; l < last; ++l) x = builder.encoder_layer(l, x);
   if (stage.heads) {
-    if (!stage.embeddings && options.head == BertHead::pretraining) builder.tied_word_embeddings();
+    if (!stage.embeddings && options.head.kind == TaskHead::Kind::pretraining)
+      builder.tied_word_embeddings();
     builder.heads(x);
   } else {
     builder.stage_output(x);

@@ -16,33 +16,14 @@
 
 namespace polyhal {
 
-/// What sits on the encoder (Hugging Face's model classes and weight names):
-/// BertForPreTraining's MLM + NSP heads; BertForQuestionAnswering's
-/// `qa_outputs` Linear(H, 2) over every token (start, end logits; no
-/// pooler); BertForSequenceClassification's `classifier` Linear(H,
-/// num_labels) on the pooled output after hidden dropout (num_labels 1:
-/// regression with mean squared error, as STS-B).
-enum class BertHead : std::uint8_t { pretraining, question_answering, classification };
-
-/// Pipelining: the part of the model one stage holds. Stage 0 has the
-/// embeddings, the last stage the heads and loss; each has encoder layers
-/// [first_layer, last_layer). A stage without embeddings reads its input
-/// activations from `stage_input` and writes their gradient to
-/// `stage_input_grad`; a stage without heads leaves its output in
-/// `stage_output` and takes that output's gradient in `stage_output_grad`.
-struct BertStage {
-  std::int64_t first_layer = 0;
-  std::int64_t last_layer = -1;  ///< -1: through the last layer
-  bool embeddings = true, heads = true;
-};
-
 struct BertProgramOptions {
   BertConfig config;
   BertShape shape;
   bool training = false;  ///< forward + backward + loss; else the forward pass only
   bool heads = false;     ///< inference: the head's outputs (training always has them)
-  BertHead head = BertHead::pretraining;
-  std::int64_t num_labels = 2;  ///< classification: 1 means regression
+  /// What sits on the encoder (TaskHead, bert_config.hpp); classification
+  /// runs on the pooled output after hidden dropout.
+  TaskHead head;
   /// Training: > 0 runs the MLM head on at most this many gathered
   /// positions per sequence; 0 on every position.
   std::int64_t max_predictions = 0;
@@ -56,7 +37,11 @@ struct BertProgramOptions {
   /// (training and inference): a span per sequence slot, each softmax over
   /// its own sequence's tokens.
   std::int64_t packed_sequences = 0;
-  BertStage stage;                 ///< training: the whole model unless pipelined
+  /// Training: the whole model unless pipelined. A stage without embeddings
+  /// reads its input activations from `stage_input` and writes their
+  /// gradient to `stage_input_grad`; a stage without heads leaves its output
+  /// in `stage_output` and takes that output's gradient in `stage_output_grad`.
+  PipelineStage stage;
   double dropout = 0.0;            ///< training: hidden dropout
   double attention_dropout = 0.0;  ///< training: attention-probability dropout
 };
@@ -88,7 +73,7 @@ struct BertProgram {
   int labels = -1;          ///< classification: i32 [B]
   int targets = -1;         ///< regression: f32 [B]
   int cls_positions = -1;   ///< classification training: i32 [B] rows 0, S, 2S, ... of the tokens
-  // Pipeline stages (BertStage).
+  // Pipeline stages (PipelineStage).
   int stage_input = -1, stage_input_grad = -1, stage_output = -1, stage_output_grad = -1;
 };
 

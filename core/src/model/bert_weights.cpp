@@ -146,6 +146,22 @@ bool head_tensor(const std::string& name) {
   return !name.starts_with("bert.embeddings.") && !name.starts_with("bert.encoder.");
 }
 
+/// A position table of the model's width but fewer rows (phase 1's
+/// sequence length) gets `fresh`'s rows after its own. Only a table of the
+/// model's width is extended: another width is refused by the shape check,
+/// never copied into a buffer it overflows.
+void extend_rows(HostTensor& table, const HostTensor& fresh, HeadStart& start) {
+  if (table.shape.size() != 2 || fresh.shape.size() != 2 || table.shape[1] != fresh.shape[1] ||
+      table.shape[0] >= fresh.shape[0] ||
+      table.values.size() != static_cast<std::size_t>(table.shape[0] * table.shape[1]))
+    return;
+  std::vector<float> extended = fresh.values;
+  std::copy(table.values.begin(), table.values.end(), extended.begin());
+  start.extended = fmt::format("extended position embeddings from {} to {} rows", table.shape[0],
+                               fresh.shape[0]);
+  table = {fresh.shape, std::move(extended)};
+}
+
 }  // namespace
 
 TensorMap canonical_bert_weights(TensorMap raw) {
@@ -202,6 +218,8 @@ HeadStart load_bert_weights_for_head(const std::filesystem::path& file, const Be
       }
       continue;
     }
+    if (name == "bert.embeddings.position_embeddings.weight")
+      extend_rows(it->second, fresh.at(name), start);
     if (it->second.shape != shape) {
       problems.push_back(
           name.starts_with("classifier.")

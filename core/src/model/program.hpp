@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "polyhal/bert_training.hpp"
 #include "polyhal/device.hpp"
 #include "polyhal/kernel.hpp"
+#include "polyhal/op_time.hpp"
 
 namespace polyhal {
 

@@ -20,9 +20,9 @@
 #include "polyhal/pretraining_data.hpp"
 #include "polyhal/replica_group.hpp"
 #include "tasks/finetune_data.hpp"
-#include "tasks/pipeline_plan.hpp"
-#include "tasks/trainer.hpp"
-#include "util/atomic_file.hpp"
+#include "tasks/training_setup.hpp"
+#include "train/trainer.hpp"
+#include "train/training_job.hpp"
 
 namespace polyhal {
 namespace {
@@ -86,8 +86,8 @@ StartingPoint starting_point(const RunConfig& config, bool compile_only) {
   return s;
 }
 
-/// The pre-trained encoder with the task's head, said out loud: which head
-/// tensors were freshly initialised and which of the file's were not used.
+/// The pre-trained encoder with the task's head, or a seeded random
+/// initialisation (said to be a smoke test).
 TensorMap starting_weights(const StartingPoint& start, const RunConfig& config,
                            const TaskHead& head) {
   if (start.weights.empty()) {
@@ -98,23 +98,11 @@ TensorMap starting_weights(const StartingPoint& start, const RunConfig& config,
     return init_bert_weights(start.model, config.model.seed, head);
   }
   const std::string key = config.checkpoint.init.empty() ? "model.weights" : "checkpoint.init";
-  HeadStart loaded;
   try {
-    loaded = load_bert_weights_for_head(start.weights, start.model, head, config.model.seed);
+    return read_start_weights(start.weights, start.model, head, config.model.seed);
   } catch (const ConfigError& e) {
     throw ConfigError(fmt::format("{}: key '{}': {}", config.locate(key), key, e.what()));
   }
-  spdlog::info("weights: {} ({})", start.weights.string(), hf_architecture(head));
-  if (!loaded.initialised.empty())
-    spdlog::info("  newly initialised (not in the file): {}", fmt::join(loaded.initialised, ", "));
-  if (!loaded.unused.empty()) {
-    const std::size_t shown = std::min<std::size_t>(loaded.unused.size(), 4);
-    spdlog::info("  not used by {}: {} tensors ({}{})", hf_architecture(head), loaded.unused.size(),
-                 fmt::join(loaded.unused.begin(),
-                           loaded.unused.begin() + static_cast<std::ptrdiff_t>(shown), ", "),
-                 loaded.unused.size() > shown ? ", ..." : "");
-  }
-  return std::move(loaded.weights);
 }
 
 /// The training row at stream position `position`: epochs of `per_epoch`
@@ -167,30 +155,144 @@ std::vector<float> head_outputs(BertInference& model, const ModelRows& rows, std
   return out;
 }
 
-std::string read_text(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (!in) throw RuntimeFailure(fmt::format("{}: cannot read", file.string()));
-  return text.str();
+/// The vocabulary the data is tokenized with: required from here on.
+const std::filesystem::path& required_vocab(const StartingPoint& start, const RunConfig& config) {
+  if (start.vocab.empty()) {
+    throw ConfigError(fmt::format(
+        "{}: key 'data.vocab': required by task {}: the vocab.txt the model was pre-trained with",
+        config.locate("data.vocab"), config.task));
+  }
+  return start.vocab;
 }
 
-/// The fine-tuned model as Hugging Face's save_pretrained writes it, with
-/// the vocabulary, so `from_pretrained(dir)` and checkpoint.init both take it.
-void export_model(const std::filesystem::path& dir, const BertConfig& model, const TaskHead& head,
-                  const TensorMap& weights, const std::filesystem::path& vocab) {
-  std::filesystem::create_directories(dir);
-  write_hf_config(model, dir / "config.json", head);
-  save_bert_weights(weights, DType::f32, dir / "model.safetensors");
-  if (!vocab.empty() &&
-      std::filesystem::absolute(vocab) != std::filesystem::absolute(dir / "vocab.txt"))
-    detail::write_file_atomically(dir / "vocab.txt", read_text(vocab));
+/// The training schedule from the data: epochs of whole global batches, the
+/// warm-up as a share of the steps unless optimizer.warmup_steps is given.
+/// Returns the optimizer section with that warm-up.
+OptimizerSection plan_epochs(const RunConfig& config, const FinetuneData& data,
+                             std::int64_t global_batch, FinetuneResult& result) {
+  const FinetuneSection& f = config.finetune;
+  result.train_rows = data.rows(Split::train).count();
+  if (result.train_rows < global_batch) {
+    throw ConfigError(fmt::format(
+        "{}: key 'finetune.train_file': {} training rows, fewer than one global batch of {} "
+        "(replicas x grad_accum x micro)",
+        config.locate("finetune.train_file"), result.train_rows, global_batch));
+  }
+  result.steps_per_epoch = result.train_rows / global_batch;
+  result.total_steps = result.steps_per_epoch * f.epochs;
+  OptimizerSection schedule = config.optimizer;
+  if (!given(config, "optimizer.warmup_steps"))
+    schedule.warmup_steps =
+        std::llround(f.warmup_proportion * static_cast<double>(result.total_steps));
+  result.warmup_steps = schedule.warmup_steps;
+  spdlog::info(
+      "{} training rows: {} epochs of {} steps of {} rows ({} left out per epoch), "
+      "{} warm-up steps",
+      result.train_rows, f.epochs, result.steps_per_epoch, global_batch,
+      result.train_rows - result.steps_per_epoch * global_batch, result.warmup_steps);
+  return schedule;
+}
+
+/// Resume only from this task's own checkpoints of the same schedule.
+ResumeCheck same_task_and_schedule(const RunConfig& config, const std::string& writer,
+                                   std::int64_t total_steps) {
+  return [&config, writer, total_steps](const CheckpointStore::Checkpoint& found) {
+    const auto it = found.metadata.find("writer");
+    const std::string found_writer = it == found.metadata.end() ? "unknown" : it->second;
+    if (found_writer != writer) {
+      throw ConfigError(fmt::format(
+          "{}: key 'checkpoint.dir': {} holds checkpoints of '{}', not of this task: use "
+          "another checkpoint.dir (checkpoint.init starts from them)",
+          config.locate("checkpoint.dir"), config.checkpoint.dir.string(), found_writer));
+    }
+    const auto steps = found.metadata.find("total_steps");
+    if (steps == found.metadata.end() || steps->second != std::to_string(total_steps)) {
+      throw ConfigError(fmt::format(
+          "{}: key 'checkpoint.dir': {} was written for a schedule of {} steps, this config "
+          "makes {} (other data, batch or epochs): use another checkpoint.dir, or "
+          "checkpoint.resume: false",
+          config.locate("checkpoint.dir"), found.path.string(),
+          steps == found.metadata.end() ? "unknown" : steps->second, total_steps));
+    }
+  };
+}
+
+/// Evaluates or predicts one split with the weights given, on every replica
+/// (each runs its share of the rows); rank 0 scores and reports.
+class Evaluator {
+ public:
+  Evaluator(Device& device, const RunConfig& config, const FinetuneData& data,
+            const FinetuneResult& result, const FinetuneObserver& on_eval,
+            std::vector<FinetuneEvaluation>& evaluations)
+      : device_(device),
+        config_(config),
+        data_(data),
+        result_(result),
+        on_eval_(on_eval),
+        evaluations_(evaluations) {}
+
+  /// One replica's part; `replicas` are the job's.
+  void operator()(Split split, std::int64_t epoch, std::int64_t step, const TensorMap& weights,
+                  Communicator& replicas, std::unique_ptr<BertInference>& model) const {
+    const auto begin = std::chrono::steady_clock::now();
+    if (!model) model = make_inference(device_, config_, result_);
+    model->load_weights(weights);
+    const auto outputs = head_outputs(*model, data_.rows(split), data_.output_width(), replicas);
+    if (replicas.rank() != 0) return;
+    const auto& output_dir = config_.finetune.output_dir;
+    FinetuneEvaluation e;
+    e.split = split == Split::eval ? "eval" : "predict";
+    e.epoch = epoch;
+    e.step = step;
+    e.rows = data_.rows(split).count();
+    auto report =
+        data_.evaluate(split, outputs, output_dir.empty() ? output_dir : output_dir / e.split);
+    e.metrics = std::move(report.metrics);
+    e.files = std::move(report.files);
+    e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+    evaluations_.push_back(e);
+    if (on_eval_) on_eval_(e);
+  }
+
+  static std::unique_ptr<BertInference> make_inference(Device& device, const RunConfig& config,
+                                                       const FinetuneResult& result) {
+    const auto& f = config.finetune;
+    const BertShape shape{f.eval_batch > 0 ? f.eval_batch : config.batch.micro,
+                          config.model.seq_len};
+    return std::make_unique<BertInference>(device, result.config, shape, config.model.precision,
+                                           result.head, f.packed);
+  }
+
+ private:
+  Device& device_;
+  const RunConfig& config_;
+  const FinetuneData& data_;
+  const FinetuneResult& result_;
+  const FinetuneObserver& on_eval_;
+  std::vector<FinetuneEvaluation>& evaluations_;
+};
+
+/// Evaluation and prediction without training, of the starting weights.
+void evaluate_only(Device& device, const RunConfig& config, const StartingPoint& start,
+                   const FinetuneObserver& on_eval, Communicator* across_processes,
+                   FinetuneResult& result) {
+  const auto data = open_finetune_data(config, required_vocab(start, config), config.model.seq_len);
+  const TensorMap weights = starting_weights(start, config, result.head);
+  const Evaluator evaluate(device, config, *data, result, on_eval, result.evaluations);
+  ReplicaGroup group(across_processes ? 1 : static_cast<int>(config.batch.replicas),
+                     across_processes);
+  group.run([&](int r) {
+    std::unique_ptr<BertInference> model;
+    Communicator& replicas = group.communicator(r);
+    if (config.finetune.eval) evaluate(Split::eval, 0, 0, weights, replicas, model);
+    if (config.finetune.predict) evaluate(Split::predict, 0, 0, weights, replicas, model);
+  });
 }
 
 }  // namespace
 
 FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool compile_only,
-                              const PretrainObserver& on_step, const FinetuneObserver& on_eval,
+                              const StepObserver& on_step, const FinetuneObserver& on_eval,
                               Communicator* across_processes,
                               const std::vector<Device*>& stage_devices) {
   FinetuneResult result;
@@ -206,195 +308,49 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                     "position embeddings",
                     config.locate("model.seq_len"), seq, model.max_position_embeddings));
   }
-  const BertShape train_shape{config.batch.micro, seq};
-  const BertShape eval_shape{f.eval_batch > 0 ? f.eval_batch : config.batch.micro, seq};
-  const DType precision = config.model.precision;
-  const int local_replicas = across_processes ? 1 : static_cast<int>(config.batch.replicas);
-  const int total_replicas = across_processes ? across_processes->size() : local_replicas;
-  const bool sharded = f.train && config.optimizer.shard_state && total_replicas > 1;
-  const auto recompute = recompute_layers(config, model);
-  result.stages = pipeline_stages(config, model);
   if (f.packed && seq > std::numeric_limits<std::uint16_t>::max()) {
     throw ConfigError(fmt::format("{}: key 'model.seq_len': packed rows hold at most {} tokens",
                                   config.locate("model.seq_len"),
                                   std::numeric_limits<std::uint16_t>::max()));
   }
-  const int first_replica = across_processes ? across_processes->rank() : 0;
-  const auto make_pipeline = [&](int replica) {
-    return std::make_unique<PipelinedTraining>(
-        pipeline_devices(device, stage_devices, replica, static_cast<int>(result.stages.size())),
-        model, train_shape, optimizer_settings(config.optimizer), precision,
-        DropoutSettings{config.model.dropout,
-                        config.model.attention_dropout.value_or(config.model.dropout)},
-        config.model.seed, 0, result.head, recompute, result.stages,
-        f.packed ? f.max_sequences_per_pack : 0);
-  };
-  const auto make_training = [&] {
-    return std::make_unique<BertTraining>(
-        device, model, train_shape, optimizer_settings(config.optimizer), precision,
-        DropoutSettings{config.model.dropout,
-                        config.model.attention_dropout.value_or(config.model.dropout)},
-        config.model.seed, 0, result.head, recompute, PipelineStage{},
-        f.packed ? f.max_sequences_per_pack : 0);
-  };
-  const auto make_evaluator = [&] {
-    return std::make_unique<BertInference>(device, model, eval_shape, precision, result.head,
-                                           f.packed);
-  };
-  const std::int64_t global_batch = total_replicas * config.batch.grad_accum * config.batch.micro;
-  double sequences_per_row = 1.0;  // packed rows: known once the data is read
-  const auto estimate = [&](const BertTraining& replica) {
-    result.estimate = estimate_training_step(
-        replica, config.batch.grad_accum, static_cast<double>(global_batch) * sequences_per_row,
-        estimate_gradient_all_reduce(device, result.parameters, total_replicas));
-  };
-  // The replicas' communicators outlive the models that hold them; a
-  // stand-in group plans a sharded pipeline at compile time.
-  std::unique_ptr<ReplicaGroup> group;
-  if (!compile_only) group = std::make_unique<ReplicaGroup>(local_replicas, across_processes);
-  std::unique_ptr<InProcessGroup> stand_in;
-  std::unique_ptr<Communicator> stand_in_rank;
-  std::vector<std::unique_ptr<BertTraining>> trainings;
-  std::vector<std::unique_ptr<PipelinedTraining>> pipelines;
-  const bool pipelined = f.train && !result.stages.empty();
-  if (pipelined) {
-    pipelines.push_back(make_pipeline(first_replica));
-    if (sharded && group) {
-      pipelines.front()->shard_optimizer_state(group->communicator(0));
-    } else if (sharded) {
-      stand_in = std::make_unique<InProcessGroup>(total_replicas);
-      stand_in_rank = stand_in->communicator(0);
-      pipelines.front()->shard_optimizer_state(*stand_in_rank);
-    }
-    PipelinePlan plan =
-        plan_pipeline(*pipelines.front(), device, static_cast<int>(config.batch.grad_accum),
-                      total_replicas, config.batch.micro);
-    result.stage_memory = std::move(plan.stage_memory);
-    result.memory = std::move(plan.memory);
-    result.parameters = plan.parameters;
-    result.estimate = plan.estimate;
-  } else if (f.train) {
-    trainings.push_back(make_training());
-    result.memory = trainings.front()->plan_memory();
-    result.parameters = trainings.front()->parameter_count();
-    estimate(*trainings.front());
-  } else {
-    result.memory = make_evaluator()->plan_memory();
+  if (!f.train) {
+    recompute_layers(config, model);  // the keys are checked as when training
+    result.stages = pipeline_stages(config, model);
+    result.memory = Evaluator::make_inference(device, config, result)->plan_memory();
+    if (!compile_only) evaluate_only(device, config, start, on_eval, across_processes, result);
+    return result;
   }
+  const TrainingJobOptions options =
+      training_job_options(config, model, result.head, 0, f.packed ? f.max_sequences_per_pack : 0,
+                           compile_only, across_processes);
+  result.stages = options.stages;
+  TrainingJob job(options, {&device, stage_devices, across_processes});
+  result.memory = job.plan().memory;
+  result.stage_memory = job.plan().stage_memory;
+  result.parameters = job.plan().parameters;
+  result.estimate = job.plan().estimate;
   if (compile_only) return result;
 
-  if (start.vocab.empty()) {
-    throw ConfigError(fmt::format(
-        "{}: key 'data.vocab': required by task {}: the vocab.txt the model was pre-trained with",
-        config.locate("data.vocab"), config.task));
+  const auto data = open_finetune_data(config, required_vocab(start, config), seq);
+  const std::int64_t global_batch = options.batch.global();
+  const OptimizerSection schedule = plan_epochs(config, *data, global_batch, result);
+  const ModelRows& train_rows = data->rows(Split::train);
+  if (f.packed) {
+    // Packed rows: a row costs about what an unpacked one does and holds more sequences.
+    job.set_sequences_per_row(static_cast<double>(train_rows.sequence_count()) /
+                              static_cast<double>(train_rows.count()));
+    result.estimate = job.plan().estimate;
   }
-  const auto data = open_finetune_data(config, start.vocab, seq);
-  RunConfig schedule = config;
-  if (f.train) {
-    result.train_rows = data->rows(Split::train).count();
-    if (result.train_rows < global_batch) {
-      throw ConfigError(fmt::format(
-          "{}: key 'finetune.train_file': {} training rows, fewer than one global batch of {} "
-          "(replicas x grad_accum x micro)",
-          config.locate("finetune.train_file"), result.train_rows, global_batch));
-    }
-    if (f.packed) {
-      // Packed rows: a row costs about what an unpacked one does and holds more sequences.
-      const ModelRows& rows = data->rows(Split::train);
-      sequences_per_row =
-          static_cast<double>(rows.sequence_count()) / static_cast<double>(rows.count());
-      if (pipelined) {
-        result.estimate =
-            plan_pipeline(*pipelines.front(), device, static_cast<int>(config.batch.grad_accum),
-                          total_replicas, config.batch.micro, sequences_per_row)
-                .estimate;
-      } else {
-        estimate(*trainings.front());
-      }
-    }
-    result.steps_per_epoch = result.train_rows / global_batch;
-    result.total_steps = result.steps_per_epoch * f.epochs;
-    schedule.steps = result.total_steps;
-    if (!given(config, "optimizer.warmup_steps"))
-      schedule.optimizer.warmup_steps =
-          std::llround(f.warmup_proportion * static_cast<double>(result.total_steps));
-    result.warmup_steps = schedule.optimizer.warmup_steps;
-    spdlog::info(
-        "{} training rows: {} epochs of {} steps of {} rows ({} left out per epoch), "
-        "{} warm-up steps",
-        result.train_rows, f.epochs, result.steps_per_epoch, global_batch,
-        result.train_rows - result.steps_per_epoch * global_batch, result.warmup_steps);
-  }
-
-  for (int r = 1; r < local_replicas && pipelined; ++r) {
-    pipelines.push_back(make_pipeline(first_replica + r));
-    if (sharded) pipelines.back()->shard_optimizer_state(group->communicator(r));
-  }
-  for (int r = 1; r < local_replicas && f.train && !pipelined; ++r)
-    trainings.push_back(make_training());
-  if (sharded && !pipelined) {
-    for (int r = 0; r < local_replicas; ++r)
-      trainings[static_cast<std::size_t>(r)]->shard_optimizer_state(group->communicator(r));
-    result.memory = trainings.front()->plan_memory();
-    estimate(*trainings.front());
-  }
-
-  // Resume only from this task's own checkpoints of the same schedule.
   const CheckpointStore store(config.checkpoint.dir);
   const std::string writer = "polyhal " + config.task;
-  std::optional<CheckpointStore::Checkpoint> resume;
-  if (f.train && config.checkpoint.resume) {
-    if (const auto latest = store.latest()) {
-      resume = CheckpointStore::load(*latest);
-      const auto found = resume->metadata.find("writer");
-      const std::string found_writer = found == resume->metadata.end() ? "unknown" : found->second;
-      if (found_writer != writer) {
-        throw ConfigError(fmt::format(
-            "{}: key 'checkpoint.dir': {} holds checkpoints of '{}', not of this task: use "
-            "another checkpoint.dir (checkpoint.init starts from them)",
-            config.locate("checkpoint.dir"), config.checkpoint.dir.string(), found_writer));
-      }
-      const auto steps = resume->metadata.find("total_steps");
-      if (steps == resume->metadata.end() || steps->second != std::to_string(result.total_steps)) {
-        throw ConfigError(fmt::format(
-            "{}: key 'checkpoint.dir': {} was written for a schedule of {} steps, this config "
-            "makes {} (other data, batch or epochs): use another checkpoint.dir, or "
-            "checkpoint.resume: false",
-            config.locate("checkpoint.dir"), resume->path.string(),
-            steps == resume->metadata.end() ? "unknown" : steps->second, result.total_steps));
-      }
-    }
-  }
-  TensorMap initial;
-  if (!resume) initial = starting_weights(start, config, result.head);
-  std::int64_t done = 0;
-  for (auto& training : trainings) {
-    if (resume) {
-      training->load_state(resume->state, resume->step);
-    } else {
-      training->load_weights(initial);
-    }
-  }
-  for (auto& pipeline : pipelines) {
-    if (resume) {
-      pipeline->load_state(resume->state, resume->step);
-    } else {
-      pipeline->load_weights(initial);
-    }
-  }
-  if (resume) {
-    done = resume->step;
-    spdlog::info("resumed from {} at step {}", resume->path.string(), done);
-  }
+  LossScaler scaler = LossScaler::from_config(config.optimizer, config.model.precision);
+  const std::int64_t done = job.start(
+      store, config.checkpoint.resume, [&] { return starting_weights(start, config, result.head); },
+      scaler, same_task_and_schedule(config, writer, result.total_steps));
   result.first_step = done + 1;
-  LossScaler scaler = LossScaler::from_config(config.optimizer, precision);
-  if (resume) scaler.restore(resume->metadata);
-  resume.reset();
-  if (f.train) initial = {};  // each replica holds the weights now
 
   const std::uint64_t seed = config.data.seed;
   const std::int64_t per_epoch = result.steps_per_epoch * global_batch;
-  const ModelRows& train_rows = data->rows(Split::train);
   const BatchSource batches = [&](std::uint64_t index) {
     std::vector<std::int64_t> rows(static_cast<std::size_t>(config.batch.micro));
     for (std::size_t j = 0; j < rows.size(); ++j)
@@ -403,66 +359,38 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
     batch.index = index;
     return batch;
   };
+  const TrainerSettings settings =
+      trainer_settings(config, result.total_steps, schedule,
+                       {{"model", hf_architecture(result.head)},
+                        {"writer", writer},
+                        {"total_steps", std::to_string(result.total_steps)}},
+                       job.sharded());
+  const Evaluator evaluate(device, config, *data, result, on_eval, result.evaluations);
   TrainingLog log;
-  group->run([&](int r) {
-    Communicator& replicas = group->communicator(r);
-    const bool lead = replicas.rank() == 0;
+  job.run([&](TrainingModel& training, Communicator& replicas) {
     std::unique_ptr<BertInference> evaluator;
-    const auto evaluate = [&](Split split, std::int64_t epoch, std::int64_t step,
-                              const TensorMap& weights) {
-      const auto begin = std::chrono::steady_clock::now();
-      if (!evaluator) evaluator = make_evaluator();
-      evaluator->load_weights(weights);
-      const auto outputs =
-          head_outputs(*evaluator, data->rows(split), data->output_width(), replicas);
-      if (!lead) return;
-      FinetuneEvaluation e;
-      e.split = split == Split::eval ? "eval" : "predict";
-      e.epoch = epoch;
-      e.step = step;
-      e.rows = data->rows(split).count();
-      auto report = data->evaluate(split, outputs,
-                                   f.output_dir.empty() ? f.output_dir : f.output_dir / e.split);
-      e.metrics = std::move(report.metrics);
-      e.files = std::move(report.files);
-      e.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-      result.evaluations.push_back(e);
-      if (on_eval) on_eval(e);
-    };
-    if (!f.train) {
-      if (f.eval) evaluate(Split::eval, 0, 0, initial);
-      if (f.predict) evaluate(Split::predict, 0, 0, initial);
-      return;
-    }
-    const auto training = pipelined ? training_model(*pipelines[static_cast<std::size_t>(r)])
-                                    : training_model(*trainings[static_cast<std::size_t>(r)]);
     LossScaler replica_scaler = scaler;
-    Trainer trainer(*training, replicas, schedule, batches, store, replica_scaler,
-                    {{"model", hf_architecture(result.head)},
-                     {"writer", writer},
-                     {"total_steps", std::to_string(result.total_steps)}},
-                    sharded);
+    Trainer trainer(training, replicas, settings, batches, store, replica_scaler);
     for (std::int64_t epoch = 1; epoch <= f.epochs; ++epoch) {
       const std::int64_t last = epoch * result.steps_per_epoch;
       const std::int64_t first = std::max(done + 1, last - result.steps_per_epoch + 1);
       if (first > last) continue;  // done before the resume
       trainer.run(first, last, on_step, log);
-      if (f.eval) evaluate(Split::eval, epoch, last, training->weights());
+      if (f.eval) evaluate(Split::eval, epoch, last, training.weights(), replicas, evaluator);
     }
-    if (f.predict) evaluate(Split::predict, f.epochs, result.total_steps, training->weights());
+    if (f.predict)
+      evaluate(Split::predict, f.epochs, result.total_steps, training.weights(), replicas,
+               evaluator);
   });
   result.steps = std::move(log.steps);
   result.checkpoints = std::move(log.checkpoints);
 
-  const bool lead = !across_processes || across_processes->rank() == 0;
   const std::filesystem::path export_dir = !f.output_dir.empty() ? f.output_dir / "model"
                                            : !config.checkpoint.dir.empty()
                                                ? config.checkpoint.dir / "hf"
                                                : std::filesystem::path();
-  if (lead && f.train && result.total_steps > done && !export_dir.empty()) {
-    export_model(export_dir, model, result.head,
-                 pipelined ? pipelines.front()->weights() : trainings.front()->weights(),
-                 start.vocab);
+  if (job.lead() && result.total_steps > done && !export_dir.empty()) {
+    export_hf_directory(export_dir, model, result.head, job.weights(), start.vocab);
     result.exported = export_dir;
   }
   return result;

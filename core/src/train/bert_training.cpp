@@ -58,7 +58,7 @@ struct BertTraining::State {
   /// gathered (as the seeds' data does); 0: on every position.
   std::int64_t max_predictions = 0;
   std::uint64_t seed = 0;
-  BertHead head = BertHead::pretraining;
+  TaskHead::Kind head = TaskHead::Kind::pretraining;
   std::int64_t steps = 0;
   bool loaded = false;
   int shard_rank = 0, shard_count = 1;  // optimizer-state sharding (1: every replica holds all)
@@ -197,42 +197,37 @@ struct BertTraining::State {
 };
 
 BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape micro_batch,
-                           OptimizerSettings optimizer, DType precision, DropoutSettings dropout,
-                           std::uint64_t seed, std::int64_t max_predictions, TaskHead head,
-                           std::set<std::int64_t> recompute, PipelineStage stage,
-                           std::int64_t packed_sequences)
+                           BertTrainingOptions o, PipelineStage stage)
     : state_(std::make_unique<State>()) {
-  for (const double p : {dropout.hidden, dropout.attention}) {
+  for (const double p : {o.dropout.hidden, o.dropout.attention}) {
     if (p < 0.0 || p >= 1.0) throw ConfigError(fmt::format("dropout must be in [0, 1), got {}", p));
   }
-  if (max_predictions < 0) {
-    throw ConfigError(fmt::format("max_predictions must be >= 0, got {}", max_predictions));
+  if (o.max_predictions < 0) {
+    throw ConfigError(fmt::format("max_predictions must be >= 0, got {}", o.max_predictions));
   }
+  const DType precision = o.precision;
   if (precision != DType::f32 && precision != DType::bf16 && precision != DType::f16) {
     throw ConfigError(
         fmt::format("training precision must be f32, bf16 or f16, got {}", dtype_name(precision)));
   }
-  optimizer_op(optimizer.kind);  // refuses an unknown kind before anything is declared
+  optimizer_op(o.optimizer.kind);  // refuses an unknown kind before anything is declared
   auto& s = *state_;
   s.shape = micro_batch;
-  s.optimizer = std::move(optimizer);
-  s.seed = seed;
-  s.max_predictions = std::min(max_predictions, micro_batch.seq);
+  s.optimizer = std::move(o.optimizer);
+  s.seed = o.seed;
+  s.max_predictions = std::min(o.max_predictions, micro_batch.seq);
   BertProgramOptions options;
   options.config = config;
   options.shape = micro_batch;
   options.training = true;
   options.max_predictions = s.max_predictions;
-  options.dropout = dropout.hidden;
-  options.attention_dropout = dropout.attention;
-  options.num_labels = head.num_labels;
-  options.recompute = std::move(recompute);
-  options.stage = {stage.first_layer, stage.last_layer, stage.embeddings, stage.heads};
-  options.packed_sequences = packed_sequences;
-  options.head = head.kind == TaskHead::Kind::question_answering ? BertHead::question_answering
-                 : head.kind == TaskHead::Kind::classification   ? BertHead::classification
-                                                                 : BertHead::pretraining;
-  s.head = options.head;
+  options.dropout = o.dropout.hidden;
+  options.attention_dropout = o.dropout.attention;
+  options.head = {o.head.kind, o.head.num_labels, {}};
+  options.recompute = std::move(o.recompute);
+  options.stage = stage;
+  options.packed_sequences = o.packed_sequences;
+  s.head = o.head.kind;
   s.bert = declare_bert(device, precision, options);
   s.declare_optimizer();
 }
@@ -307,9 +302,9 @@ std::vector<float> BertTraining::stage_forward(const TrainingBatch& batch,
   }
   if (b.stage_output < 0) {  // the last stage: the head's labels and the loss scale
     p.upload(b.loss_scale, std::vector<float>{static_cast<float>(loss_scale / accumulation_steps)});
-    if (s.head == BertHead::question_answering) {
+    if (s.head == TaskHead::Kind::question_answering) {
       s.upload_spans(batch);
-    } else if (s.head == BertHead::classification) {
+    } else if (s.head == TaskHead::Kind::classification) {
       s.upload_classes(batch);
     } else if (s.max_predictions > 0) {
       const auto [positions, labels] = s.gather_labels(batch.mlm_labels);
@@ -318,7 +313,7 @@ std::vector<float> BertTraining::stage_forward(const TrainingBatch& batch,
     } else {
       p.upload(b.mlm_labels, batch.mlm_labels);
     }
-    if (s.head == BertHead::pretraining) p.upload(b.nsp_labels, batch.nsp_labels);
+    if (s.head == TaskHead::Kind::pretraining) p.upload(b.nsp_labels, batch.nsp_labels);
     if (b.nsp_positions >= 0) p.upload(b.nsp_positions, batch.nsp_positions);
   }
   p.run(Phase::forward);
@@ -341,7 +336,7 @@ StepLosses BertTraining::last_losses() const {
   const BertProgram& b = *s.bert;
   if (b.stage_output >= 0) return {};
   const Program& p = s.program();
-  if (s.head != BertHead::pretraining) {
+  if (s.head != TaskHead::Kind::pretraining) {
     StepLosses task;
     task.task = p.download(b.head_loss)[0];
     return task;

@@ -66,27 +66,23 @@ int in_flight(int stages, int stage, int micro_batches) {
 }
 
 PipelinedTraining::PipelinedTraining(const std::vector<Device*>& devices, const BertConfig& config,
-                                     BertShape micro_batch, const OptimizerSettings& optimizer,
-                                     DType precision, DropoutSettings dropout, std::uint64_t seed,
-                                     std::int64_t max_predictions, TaskHead head,
-                                     const std::set<std::int64_t>& recompute,
-                                     const std::vector<PipelineStage>& stages,
-                                     std::int64_t packed_sequences) {
+                                     BertShape micro_batch, const BertTrainingOptions& options,
+                                     const std::vector<PipelineStage>& stages) {
   if (stages.empty() || devices.size() != stages.size())
     throw ConfigError(
         fmt::format("pipeline: {} stages on {} devices", stages.size(), devices.size()));
   for (std::size_t s = 0; s < stages.size(); ++s) {
-    std::set<std::int64_t> own;
+    BertTrainingOptions own = options;
+    own.recompute.clear();
     const std::int64_t last =
         stages[s].last_layer < 0 ? config.num_hidden_layers : stages[s].last_layer;
-    for (const std::int64_t l : recompute)
-      if (l >= stages[s].first_layer && l < last) own.insert(l);
-    stages_.push_back(std::make_unique<BertTraining>(*devices[s], config, micro_batch, optimizer,
-                                                     precision, dropout, seed, max_predictions,
-                                                     head, own, stages[s], packed_sequences));
+    for (const std::int64_t l : options.recompute)
+      if (l >= stages[s].first_layer && l < last) own.recompute.insert(l);
+    stages_.push_back(std::make_unique<BertTraining>(*devices[s], config, micro_batch,
+                                                     std::move(own), stages[s]));
   }
   // The last stage's MLM decoder holds a copy of the word embeddings.
-  if (stages.size() > 1 && head.kind == TaskHead::Kind::pretraining)
+  if (stages.size() > 1 && options.head.kind == TaskHead::Kind::pretraining)
     tied_elements_ = config.vocab_size * config.hidden_size;
 }
 

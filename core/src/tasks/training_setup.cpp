@@ -1,0 +1,167 @@
+#include "tasks/training_setup.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "polyhal/error.hpp"
+#include "polyhal/lr_schedule.hpp"
+#include "tasks/pipeline_balance.hpp"
+
+namespace polyhal {
+
+OptimizerSettings optimizer_settings(const OptimizerSection& o) {
+  OptimizerSettings settings;
+  settings.kind = o.name;
+  settings.learning_rate = o.learning_rate;
+  settings.beta1 = o.beta1;
+  settings.beta2 = o.beta2;
+  settings.epsilon = o.epsilon;
+  settings.weight_decay = o.weight_decay;
+  settings.momentum = o.momentum;
+  settings.max_grad_norm = o.max_grad_norm;
+  settings.first_moment = o.first_moment;
+  return settings;
+}
+
+std::set<std::int64_t> recompute_layers(const RunConfig& config, const BertConfig& model) {
+  std::set<std::int64_t> layers;
+  if (config.model.recompute == "all") {
+    for (std::int64_t l = 0; l < model.num_hidden_layers; ++l) layers.insert(l);
+  }
+  for (const std::int64_t layer : config.model.recompute_layers) {
+    if (layer >= model.num_hidden_layers) {
+      throw ConfigError(fmt::format(
+          "{}: key 'model.recompute': layer {} does not exist: the model has {} layers (0-{})",
+          config.locate("model.recompute"), layer, model.num_hidden_layers,
+          model.num_hidden_layers - 1));
+    }
+    if (!layers.insert(layer).second) {
+      throw ConfigError(fmt::format("{}: key 'model.recompute': layer {} is listed twice",
+                                    config.locate("model.recompute"), layer));
+    }
+  }
+  return layers;
+}
+
+std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertConfig& model) {
+  const auto& m = config.model;
+  const std::int64_t layers = model.num_hidden_layers;
+  const auto fail = [&](const std::string& problem) {
+    throw ConfigError(
+        fmt::format("{}: key 'model.pipeline': {}", config.locate("model.pipeline"), problem));
+  };
+  std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // [first, last) per stage
+  if (m.pipeline_stages > 0) {
+    const std::int64_t stages = m.pipeline_stages;
+    if (stages > layers)
+      fail(fmt::format("{} stages for {} layers: at most one stage per layer", stages, layers));
+    // Balanced by compute and memory: the first stage also holds the
+    // embeddings, the last the heads (in pre-training with the decoder's
+    // copy of the word embeddings: BERT-large on 4 stages is 5, 7, 7, 5).
+    const std::int64_t predictions =
+        config.task == "pretrain" ? std::max<std::int64_t>(1, config.data.max_predictions) : 0;
+    const auto sizes = balance_pipeline(model, stages, m.seq_len, predictions);
+    std::int64_t first = 0;
+    for (const std::int64_t size : sizes) {
+      ranges.emplace_back(first, first + size);
+      first += size;
+    }
+  } else if (!m.pipeline.empty()) {
+    std::int64_t expected = 0;
+    for (std::size_t s = 0; s < m.pipeline.size(); ++s) {
+      const auto& stage = m.pipeline[s];
+      for (std::size_t i = 0; i < stage.size(); ++i) {
+        if (stage[i] != expected) {
+          fail(
+              fmt::format("stage {} lists layer {} where layer {} comes next: stages must cover "
+                          "layers 0-{} once each, in order",
+                          s, stage[i], expected, layers - 1));
+        }
+        ++expected;
+      }
+      ranges.emplace_back(stage.front(), stage.back() + 1);
+    }
+    if (expected != layers)
+      fail(fmt::format("the stages cover layers 0-{}, the model has {} (0-{})", expected - 1,
+                       layers, layers - 1));
+  } else {
+    return {};
+  }
+  std::vector<PipelineStage> stages;
+  for (std::size_t s = 0; s < ranges.size(); ++s) {
+    stages.push_back({ranges[s].first, ranges[s].second, s == 0, s + 1 == ranges.size()});
+  }
+  return stages;
+}
+
+void check_training_setup(Device& device, const RunConfig& config,
+                          const Communicator* across_processes) {
+  check_output_paths(config);
+  const DType precision = config.model.precision;
+  if (!device.supports(precision)) {
+    throw ConfigError(fmt::format(
+        "{}: key 'model.precision': {} does not compute in {}{}", config.locate("model.precision"),
+        device.name(), dtype_name(precision),
+        precision == DType::bf16 ? " (the IPU has f16 and f32: use f16 with loss scaling)"
+                                 : " (use bf16 or f32)"));
+  }
+  if (across_processes && config.batch.replicas != 1 &&
+      config.batch.replicas != across_processes->size()) {
+    throw ConfigError(fmt::format(
+        "{}: key 'batch.replicas': {} replicas, but mpirun started {} ranks (one replica each); "
+        "set it to {} or leave it at 1",
+        config.locate("batch.replicas"), config.batch.replicas, across_processes->size(),
+        across_processes->size()));
+  }
+}
+
+BatchShape batch_shape(const RunConfig& config, const Communicator* across_processes) {
+  return {config.batch.micro, config.batch.grad_accum,
+          across_processes ? across_processes->size() : static_cast<int>(config.batch.replicas)};
+}
+
+std::int64_t global_batch(const RunConfig& config, const Communicator* across_processes) {
+  return batch_shape(config, across_processes).global();
+}
+
+TrainingJobOptions training_job_options(const RunConfig& config, const BertConfig& model,
+                                        const TaskHead& head, std::int64_t max_predictions,
+                                        std::int64_t packed_sequences, bool compile_only,
+                                        const Communicator* across_processes) {
+  TrainingJobOptions o;
+  o.model = model;
+  o.seq_len = config.model.seq_len;
+  o.batch = batch_shape(config, across_processes);
+  o.training.optimizer = optimizer_settings(config.optimizer);
+  o.training.precision = config.model.precision;
+  o.training.dropout = {config.model.dropout,
+                        config.model.attention_dropout.value_or(config.model.dropout)};
+  o.training.seed = config.model.seed;
+  o.training.max_predictions = max_predictions;
+  o.training.head = head;
+  o.training.recompute = recompute_layers(config, model);
+  o.training.packed_sequences = packed_sequences;
+  o.stages = pipeline_stages(config, model);
+  o.shard_state = config.optimizer.shard_state;
+  o.compile_only = compile_only;
+  return o;
+}
+
+TrainerSettings trainer_settings(const RunConfig& config, std::int64_t total_steps,
+                                 const OptimizerSection& schedule,
+                                 std::map<std::string, std::string> metadata, bool sharded) {
+  TrainerSettings s;
+  s.grad_accum = config.batch.grad_accum;
+  s.micro_batch = config.batch.micro;
+  s.total_steps = total_steps;
+  s.learning_rate = [schedule, total_steps](std::int64_t step) {
+    return learning_rate_at(schedule, step, total_steps);
+  };
+  s.checkpoint_every = config.checkpoint.every;
+  s.metadata = std::move(metadata);
+  s.sharded = sharded;
+  return s;
+}
+
+}  // namespace polyhal

@@ -1,0 +1,56 @@
+#pragma once
+// From a run's config to a training job: the options every training task
+// (pretrain, squad, glue) reads alike, each refused with its key when wrong.
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "polyhal/bert_config.hpp"
+#include "polyhal/bert_training.hpp"
+#include "polyhal/collective.hpp"
+#include "polyhal/config.hpp"
+#include "polyhal/device.hpp"
+#include "train/trainer.hpp"
+#include "train/training_job.hpp"
+
+namespace polyhal {
+
+/// The encoder layers model.recompute names for `model`. Throws ConfigError
+/// naming the key for a layer the model does not have.
+std::set<std::int64_t> recompute_layers(const RunConfig& config, const BertConfig& model);
+
+/// model.pipeline as stages of `model` (empty: not pipelined). Explicit
+/// stages must list every layer once, in order, contiguous. Throws
+/// ConfigError naming the key and the numbers.
+std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertConfig& model);
+
+/// The optimizer section as BertTraining takes it.
+OptimizerSettings optimizer_settings(const OptimizerSection& optimizer);
+
+/// Refuses, naming the key, a precision the device cannot train in and a
+/// batch.replicas that disagrees with the number of MPI ranks.
+void check_training_setup(Device& device, const RunConfig& config,
+                          const Communicator* across_processes);
+
+/// batch.* with the replicas of the whole job (one per MPI rank under mpirun).
+BatchShape batch_shape(const RunConfig& config, const Communicator* across_processes);
+
+/// The job's options from the config: model, batch, precision, dropout,
+/// seed, recomputation, pipeline stages and sharding, with the task's
+/// `head`, `max_predictions` (pre-training's gathered MLM rows, else 0) and
+/// `packed_sequences` (0: rows are not packed); replicas over
+/// `across_processes` when this process is one MPI rank.
+TrainingJobOptions training_job_options(const RunConfig& config, const BertConfig& model,
+                                        const TaskHead& head, std::int64_t max_predictions,
+                                        std::int64_t packed_sequences, bool compile_only,
+                                        const Communicator* across_processes);
+
+/// The Trainer's schedule: `total_steps` under `schedule`'s learning rates,
+/// checkpoint.every, and `metadata` in every checkpoint.
+TrainerSettings trainer_settings(const RunConfig& config, std::int64_t total_steps,
+                                 const OptimizerSection& schedule,
+                                 std::map<std::string, std::string> metadata, bool sharded);
+
+}  // namespace polyhal

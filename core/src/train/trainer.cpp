@@ -1,0 +1,111 @@
+#include "train/trainer.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+
+namespace {
+
+/// Sequences in a micro-batch: its rows, or with packed rows their
+/// sequences (the NSP or span slots that are not empty).
+std::int64_t sequences_in(const TrainingBatch& batch, std::int64_t rows) {
+  const auto filled = [](const std::vector<std::int32_t>& slots) {
+    return static_cast<std::int64_t>(
+        std::count_if(slots.begin(), slots.end(), [](std::int32_t v) { return v != -100; }));
+  };
+  if (!batch.nsp_positions.empty()) return filled(batch.nsp_labels);
+  if (static_cast<std::int64_t>(batch.start_positions.size()) > rows)
+    return filled(batch.start_positions);
+  return rows;
+}
+
+}  // namespace
+
+TrainingStep Trainer::step(std::int64_t number) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::int64_t accumulation = settings_.grad_accum;
+  const auto replica_count = static_cast<std::uint64_t>(replicas_.size());
+  TrainingStep record;
+  record.step = number;
+  record.learning_rate = settings_.learning_rate(number);
+  record.loss_scale = scaler_.scale();
+  std::int64_t sequences = 0;
+  const StepLosses mean = model_.accumulate(
+      [&](int micro) {
+        const auto index =
+            static_cast<std::uint64_t>((number - 1) * accumulation + micro) * replica_count +
+            static_cast<std::uint64_t>(replicas_.rank());
+        TrainingBatch batch = batches_(index);
+        sequences += sequences_in(batch, settings_.micro_batch);
+        return batch;
+      },
+      static_cast<int>(accumulation), scaler_.scale());
+  std::array<float, 3> losses{static_cast<float>(mean.mlm), static_cast<float>(mean.nsp),
+                              static_cast<float>(mean.task)};
+  replicas_.all_reduce(losses.data(), losses.size(), DType::f32, ReduceOp::mean);
+  // Exact in f32 up to 2^24 sequences per step.
+  float counted = static_cast<float>(sequences);
+  replicas_.all_reduce(&counted, 1, DType::f32, ReduceOp::sum);
+  record.sequences = static_cast<std::int64_t>(counted);
+  model_.all_reduce_gradients(replicas_);
+  record.mlm_loss = losses[0];
+  record.nsp_loss = losses[1];
+  record.task_loss = losses[2];
+  const auto norm = model_.optimizer_step(record.learning_rate, scaler_.scale());
+  record.skipped = !norm.has_value();
+  record.grad_norm = norm.value_or(std::numeric_limits<double>::infinity());
+  scaler_.update(record.skipped);
+  if (record.skipped && replicas_.rank() == 0) {
+    spdlog::warn("step {}: gradient overflow at loss scale {:g}: step skipped{}", number,
+                 record.loss_scale,
+                 scaler_.mode() == LossScaler::Mode::dynamic
+                     ? fmt::format(", loss scale now {:g}", scaler_.scale())
+                     : "");
+  }
+  record.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return record;
+}
+
+void Trainer::save(std::int64_t step, TrainingLog& log) {
+  if (!store_.enabled()) return;
+  // Sharded optimizer state is gathered from every replica: a collective.
+  const bool lead = replicas_.rank() == 0;
+  TensorMap snapshot;
+  if (lead || settings_.sharded) snapshot = model_.state();
+  if (!lead) return;
+  auto metadata = scaler_.metadata();
+  metadata.insert(settings_.metadata.begin(), settings_.metadata.end());
+  const auto path = store_.save(step, snapshot, std::move(metadata));
+  log.checkpoints.push_back(path);
+  spdlog::info("checkpoint {}", path.string());
+}
+
+void Trainer::run(std::int64_t first, std::int64_t last, const StepObserver& observer,
+                  TrainingLog& log) {
+  const bool lead = replicas_.rank() == 0;
+  for (std::int64_t number = first; number <= last; ++number) {
+    const TrainingStep record = step(number);
+    if (lead) {
+      log.steps.push_back(record);
+      if (observer) observer(record, settings_.total_steps);
+    }
+    // Every replica saves: with sharding, saving is a collective.
+    if (number == last ||
+        (settings_.checkpoint_every > 0 && number % settings_.checkpoint_every == 0))
+      save(number, log);
+  }
+}
+
+}  // namespace polyhal

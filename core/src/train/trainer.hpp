@@ -1,0 +1,76 @@
+#pragma once
+// One replica's training loop, for pre-training and fine-tuning alike:
+// micro-batches with gradient accumulation, the replicas' mean of losses and
+// gradients, the optimizer step under the learning-rate schedule and loss
+// scaling, and checkpoints.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "polyhal/bert_training.hpp"
+#include "polyhal/checkpoint_store.hpp"
+#include "polyhal/collective.hpp"
+#include "polyhal/loss_scaler.hpp"
+#include "polyhal/training_step.hpp"
+#include "train/training_model.hpp"
+
+namespace polyhal {
+
+/// Micro-batch number `index` of the training stream; called from several
+/// replica threads at once.
+using BatchSource = std::function<TrainingBatch(std::uint64_t index)>;
+
+/// What rank 0 records while training.
+struct TrainingLog {
+  std::vector<TrainingStep> steps;
+  std::vector<std::filesystem::path> checkpoints;
+};
+
+/// The schedule a Trainer follows.
+struct TrainerSettings {
+  std::int64_t grad_accum = 1;
+  std::int64_t micro_batch = 1;  ///< rows per micro-batch
+  std::int64_t total_steps = 0;  ///< the schedule's length
+  /// The learning rate of optimizer step n (1-based) of total_steps.
+  std::function<double(std::int64_t step)> learning_rate;
+  std::int64_t checkpoint_every = 0;  ///< 0: only at the end of a run()
+  /// Goes into every checkpoint (model, writer, ...).
+  std::map<std::string, std::string> metadata;
+  /// The optimizer state is sharded: saving is then a collective.
+  bool sharded = false;
+};
+
+class Trainer {
+ public:
+  Trainer(TrainingModel& model, Communicator& replicas, TrainerSettings settings,
+          BatchSource batches, const CheckpointStore& store, LossScaler& scaler)
+      : model_(model),
+        replicas_(replicas),
+        settings_(std::move(settings)),
+        batches_(std::move(batches)),
+        store_(store),
+        scaler_(scaler) {}
+
+  /// Optimizer steps `first` .. `last`. Replica r of N takes every N-th
+  /// micro-batch of the stream, so N replicas see exactly what one replica
+  /// with N x the accumulation would. Rank 0 (of every replica in every
+  /// process) reports each step to `observer`, records it in `log` and
+  /// writes the checkpoints: every checkpoint_every steps, and at `last`.
+  void run(std::int64_t first, std::int64_t last, const StepObserver& observer, TrainingLog& log);
+
+ private:
+  TrainingStep step(std::int64_t number);
+  void save(std::int64_t step, TrainingLog& log);
+
+  TrainingModel& model_;
+  Communicator& replicas_;
+  TrainerSettings settings_;
+  BatchSource batches_;
+  const CheckpointStore& store_;
+  LossScaler& scaler_;
+};
+
+}  // namespace polyhal

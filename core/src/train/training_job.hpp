@@ -1,0 +1,130 @@
+#pragma once
+// One training job, for every training task: builds the training model
+// (whole or pipelined) from one options struct, makes the replicas
+// (threads of this process or one per MPI rank), plans one replica (with a
+// stand-in group when the optimizer state is sharded), shards the state,
+// starts from a checkpoint to resume or from start weights, and runs a
+// Trainer per replica. Pre-training and fine-tuning differ only in their
+// data, head and schedule.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "polyhal/bert_config.hpp"
+#include "polyhal/bert_training.hpp"
+#include "polyhal/checkpoint_store.hpp"
+#include "polyhal/collective.hpp"
+#include "polyhal/device.hpp"
+#include "polyhal/loss_scaler.hpp"
+#include "polyhal/replica_group.hpp"
+#include "train/training_model.hpp"
+
+namespace polyhal {
+
+/// The batch terms of the seeds: global = replicas x grad_accum x micro.
+struct BatchShape {
+  std::int64_t micro = 1;
+  std::int64_t grad_accum = 1;
+  int replicas = 1;  ///< in the whole job (every process)
+  std::int64_t global() const { return replicas * grad_accum * micro; }
+};
+
+struct TrainingJobOptions {
+  BertConfig model;
+  std::int64_t seq_len = 128;
+  BatchShape batch;
+  BertTrainingOptions training;
+  /// Empty: the whole model on one device; else the pipeline's stages.
+  std::vector<PipelineStage> stages;
+  /// Replicated optimizer-state sharding (ZeRO stage 1) over every replica.
+  bool shard_state = false;
+  /// Sequences a row holds on average (packed rows: more than one), for the estimate.
+  double sequences_per_row = 1.0;
+  /// Plan only: no replica group is made and nothing is allocated.
+  bool compile_only = false;
+};
+
+/// Where a job runs. Unpipelined replicas share `device`; pipelined replica
+/// r puts stage s on devices[r x S + s] when the backend opened one device
+/// per stage of every replica (the IPUs of a POD), else on `device`. With
+/// `across_processes` (the MPI communicator) this process is one replica.
+struct TrainingPlacement {
+  Device* device = nullptr;
+  std::vector<Device*> devices;
+  Communicator* across_processes = nullptr;
+};
+
+/// Checks a checkpoint found to resume from before it is used; throws
+/// ConfigError when it belongs to another job.
+using ResumeCheck = std::function<void(const CheckpointStore::Checkpoint&)>;
+
+class TrainingJob {
+ public:
+  /// Declares and plans the first replica (nothing allocated).
+  TrainingJob(const TrainingJobOptions& options, const TrainingPlacement& where);
+  ~TrainingJob();
+  TrainingJob(const TrainingJob&) = delete;
+  TrainingJob& operator=(const TrainingJob&) = delete;
+
+  /// One replica's plan: its shard when the optimizer state is sharded.
+  const TrainingPlan& plan() const noexcept { return plan_; }
+  /// With a sharded optimizer state: the same replica's plan unsharded.
+  const std::optional<MemoryReport>& unsharded_memory() const noexcept { return unsharded_; }
+  /// Re-estimates the step once the data says how many sequences a row holds.
+  void set_sequences_per_row(double sequences);
+  bool sharded() const noexcept { return sharded_; }
+  /// Rank 0 of the job: the one that reports and writes.
+  bool lead() const noexcept;
+
+  /// Makes every local replica and loads the state they all start from:
+  /// the newest checkpoint in `store` when `resume` finds one (checked by
+  /// `check`, loss scale restored into `scaler`), else `start_weights()`.
+  /// Returns the optimizer steps already done.
+  std::int64_t start(const CheckpointStore& store, bool resume,
+                     const std::function<TensorMap()>& start_weights, LossScaler& scaler,
+                     const ResumeCheck& check = {});
+  /// Runs `replica(model, communicator)` for every local replica, as
+  /// threads when there are several (ReplicaGroup::run).
+  void run(const std::function<void(TrainingModel&, Communicator&)>& replica);
+
+  /// The first replica's weights and host profile (every replica holds the same weights).
+  TensorMap weights() const;
+  std::vector<OpTime> profile() const;
+
+ private:
+  std::unique_ptr<TrainingModel> make_replica(int replica) const;
+  StepWork step_work() const;
+
+  TrainingJobOptions options_;
+  TrainingPlacement where_;
+  int local_replicas_ = 1;
+  bool sharded_ = false;
+  // The communicators outlive the replicas that hold them.
+  std::unique_ptr<ReplicaGroup> group_;
+  std::unique_ptr<InProcessGroup> stand_in_;
+  std::unique_ptr<Communicator> stand_in_rank_;
+  std::vector<std::unique_ptr<TrainingModel>> replicas_;
+  TrainingPlan plan_;
+  std::optional<MemoryReport> unsharded_;
+};
+
+/// Reads the weights a job starts from (`file`: a pre-training checkpoint or
+/// a weights file; its optimizer state is dropped) for `head`: tensors of
+/// the head that the file lacks are freshly initialised with `seed`, a
+/// shorter position table is extended with fresh rows (phase 2 from phase
+/// 1), and both are logged, as are the file's tensors the head does not use.
+/// Throws ConfigError naming the file and every problem.
+TensorMap read_start_weights(const std::filesystem::path& file, const BertConfig& model,
+                             const TaskHead& head, std::uint64_t seed);
+
+/// Writes a Hugging Face directory as save_pretrained does: config.json for
+/// `head`'s model class, model.safetensors, and `vocab` copied in as
+/// vocab.txt when given, so from_pretrained(dir) and checkpoint.init both take it.
+void export_hf_directory(const std::filesystem::path& dir, const BertConfig& model,
+                         const TaskHead& head, const TensorMap& weights,
+                         const std::filesystem::path& vocab = {});
+
+}  // namespace polyhal
