@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
+#include "polyhal/app/mpi_collective.hpp"
 #include "polyhal/collective.hpp"
-#include "polyhal/mpi_collective.hpp"
 
 namespace {
 

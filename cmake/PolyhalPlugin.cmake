@@ -11,6 +11,8 @@ function(polyhal_add_plugin name)
   set(target polyhal_plugin_${name})
   add_library(${target} MODULE ${ARG_SOURCES})
   target_link_libraries(${target} PRIVATE polyhal::core)
+  # polyhal/app/ headers refuse to compile in a plugin (not_for_plugins.hpp).
+  target_compile_definitions(${target} PRIVATE POLYHAL_BUILDING_PLUGIN)
   set_target_properties(${target} PROPERTIES
     PREFIX "lib"
     OUTPUT_NAME "polyhal_plugin_${name}"

@@ -1,6 +1,6 @@
 // The YAML run config: syntax, aliases, keys, values, --set overrides.
 #include "fuzz_input.hpp"
-#include "polyhal/config.hpp"
+#include "polyhal/app/config.hpp"
 #include "polyhal/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

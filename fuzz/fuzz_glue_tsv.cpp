@@ -1,7 +1,7 @@
 // GLUE TSV files: columns, labels, scores (MRPC's layout and STS-B's scores).
 #include "fuzz_input.hpp"
+#include "polyhal/app/glue_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/glue_data.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = polyhal::fuzz::as_file("train.tsv", data, size);

@@ -1,6 +1,6 @@
 // Hugging Face config.json: JSON, types, model dimensions.
 #include "fuzz_input.hpp"
-#include "polyhal/bert_config.hpp"
+#include "polyhal/app/bert_config.hpp"
 #include "polyhal/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

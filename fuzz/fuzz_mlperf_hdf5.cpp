@@ -5,8 +5,8 @@
 #include <algorithm>
 
 #include "fuzz_input.hpp"
+#include "polyhal/app/mlperf_hdf5.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/mlperf_hdf5.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = polyhal::fuzz::as_file("part-00000-of-00001.hdf5", data, size);

@@ -2,8 +2,8 @@
 // short, a wrong descriptor, a text file), `polyhal plugins` loads it in a
 // child process and reports it in one line; this process must never fault.
 #include "fuzz_input.hpp"
+#include "polyhal/app/plugin_loader.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/plugin_loader.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   polyhal::fuzz::as_file("libpolyhal_plugin_fuzzed.so", data, size);

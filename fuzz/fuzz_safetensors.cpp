@@ -1,7 +1,7 @@
 // Safetensors weights: header length, JSON header, dtypes, shapes, offsets.
 #include "fuzz_input.hpp"
+#include "polyhal/app/safetensors.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = polyhal::fuzz::as_file("model.safetensors", data, size);

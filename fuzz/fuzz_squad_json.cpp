@@ -1,7 +1,7 @@
 // SQuAD JSON: structure, answers, answer_start offsets, UTF-8.
 #include "fuzz_input.hpp"
+#include "polyhal/app/squad_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/squad_data.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = polyhal::fuzz::as_file("train.json", data, size);

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "fuzz_input.hpp"
+#include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/tokenizer.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string input(reinterpret_cast<const char*>(data), size);

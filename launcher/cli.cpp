@@ -8,8 +8,8 @@
 #include <filesystem>
 #include <sstream>
 
+#include "polyhal/app/suggest.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/suggest.hpp"
 
 namespace polyhal::launcher {
 namespace {

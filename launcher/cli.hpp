@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "commands.hpp"
-#include "polyhal/packed_data.hpp"
-#include "polyhal/prepare_data.hpp"
+#include "polyhal/app/packed_data.hpp"
+#include "polyhal/app/prepare_data.hpp"
 
 namespace polyhal::launcher {
 

@@ -13,11 +13,11 @@
 #include <iostream>
 
 #include "metrics_writer.hpp"
-#include "polyhal/config.hpp"
-#include "polyhal/config_keys.hpp"
+#include "polyhal/app/config.hpp"
+#include "polyhal/app/config_keys.hpp"
+#include "polyhal/app/mpi_collective.hpp"
+#include "polyhal/app/plugin_loader.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/mpi_collective.hpp"
-#include "polyhal/plugin_loader.hpp"
 #include "report.hpp"
 #include "task.hpp"
 

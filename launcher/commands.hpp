@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "polyhal/packed_data.hpp"
-#include "polyhal/prepare_data.hpp"
+#include "polyhal/app/packed_data.hpp"
+#include "polyhal/app/prepare_data.hpp"
 #include "progress.hpp"
 
 namespace polyhal::launcher {

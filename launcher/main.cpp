@@ -9,7 +9,7 @@
 #include "cli.hpp"
 #include "commands.hpp"
 #include "polyhal/abi.hpp"
-#include "polyhal/config_keys.hpp"
+#include "polyhal/app/config_keys.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/op_schema.hpp"
 #include "task.hpp"

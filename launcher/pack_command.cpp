@@ -5,7 +5,7 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "polyhal/packed_data.hpp"
+#include "polyhal/app/packed_data.hpp"
 #include "progress.hpp"
 
 namespace polyhal::launcher {

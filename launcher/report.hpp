@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "polyhal/app/pretrain_task.hpp"
 #include "polyhal/device.hpp"
-#include "polyhal/pretrain_task.hpp"
 
 namespace polyhal::launcher {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "metrics_writer.hpp"
-#include "polyhal/config.hpp"
-#include "polyhal/pretrain_task.hpp"
+#include "polyhal/app/config.hpp"
+#include "polyhal/app/pretrain_task.hpp"
 #include "progress.hpp"
 
 namespace polyhal::launcher {

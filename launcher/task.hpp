@@ -9,8 +9,8 @@
 
 #include "commands.hpp"
 #include "metrics_writer.hpp"
+#include "polyhal/app/config.hpp"
 #include "polyhal/collective.hpp"
-#include "polyhal/config.hpp"
 #include "polyhal/device.hpp"
 #include "report.hpp"
 

@@ -6,10 +6,10 @@
 #include <cmath>
 #include <fstream>
 
-#include "polyhal/bert_inference.hpp"
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_inference.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/safetensors.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/safetensors.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

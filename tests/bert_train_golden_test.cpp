@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "polyhal/bert_training.hpp"
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/bert_weights.hpp"
 #include "polyhal/error.hpp"
 #include "test_support.hpp"
 

@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "polyhal/config.hpp"
+#include "polyhal/app/config.hpp"
 #include "polyhal/error.hpp"
 #include "test_support.hpp"
 

@@ -2,8 +2,8 @@
 // dtype rules, hardware mode refused, memory plans.
 #include <gtest/gtest.h>
 
-#include "polyhal/bert_config.hpp"
-#include "polyhal/bert_inference.hpp"
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/bert_inference.hpp"
 #include "polyhal/error.hpp"
 #include "test_support.hpp"
 

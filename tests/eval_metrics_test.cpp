@@ -5,7 +5,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "polyhal/eval_metrics.hpp"
+#include "polyhal/app/eval_metrics.hpp"
 
 namespace polyhal {
 namespace {

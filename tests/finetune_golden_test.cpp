@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "polyhal/bert_training.hpp"
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/bert_weights.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

@@ -14,8 +14,8 @@
 #include <regex>
 #include <sstream>
 
-#include "polyhal/bert_weights.hpp"
-#include "polyhal/safetensors.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/safetensors.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

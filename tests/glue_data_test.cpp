@@ -1,8 +1,8 @@
 // GLUE TSV files in their official layouts, and the errors a bad one gets.
 #include <gtest/gtest.h>
 
+#include "polyhal/app/glue_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/glue_data.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

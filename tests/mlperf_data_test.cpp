@@ -9,9 +9,9 @@
 #include <functional>
 #include <set>
 
+#include "polyhal/app/mlperf_hdf5.hpp"
+#include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/mlperf_hdf5.hpp"
-#include "polyhal/pretraining_data.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

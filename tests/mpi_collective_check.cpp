@@ -6,8 +6,8 @@
 #include <chrono>
 #include <vector>
 
+#include "polyhal/app/mpi_collective.hpp"
 #include "polyhal/collective.hpp"
-#include "polyhal/mpi_collective.hpp"
 
 namespace {
 

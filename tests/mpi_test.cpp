@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "polyhal/safetensors.hpp"
+#include "polyhal/app/safetensors.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

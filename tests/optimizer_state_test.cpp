@@ -8,10 +8,10 @@
 #include <cmath>
 #include <vector>
 
-#include "polyhal/bert_training.hpp"
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/dtype.hpp"
-#include "polyhal/pretraining_data.hpp"
 #include "polyhal/train_kernels.hpp"
 #include "test_support.hpp"
 

@@ -6,9 +6,9 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "polyhal/app/mlperf_hdf5.hpp"
+#include "polyhal/app/packed_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/mlperf_hdf5.hpp"
-#include "polyhal/packed_data.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

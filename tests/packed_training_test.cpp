@@ -7,9 +7,9 @@
 
 #include <cmath>
 
-#include "polyhal/bert_inference.hpp"
-#include "polyhal/bert_training.hpp"
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_inference.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/bert_weights.hpp"
 #include "polyhal/error.hpp"
 #include "test_support.hpp"
 

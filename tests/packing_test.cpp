@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "polyhal/app/packing.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/packing.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

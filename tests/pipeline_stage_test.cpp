@@ -12,11 +12,11 @@
 #include <nlohmann/json.hpp>
 #include <tuple>
 
-#include "polyhal/bert_training.hpp"
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/pipelined_training.hpp"
+#include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/pipelined_training.hpp"
-#include "polyhal/pretraining_data.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

@@ -8,10 +8,10 @@
 
 #include <map>
 
+#include "polyhal/app/mlperf_hdf5.hpp"
+#include "polyhal/app/prepare_data.hpp"
+#include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/mlperf_hdf5.hpp"
-#include "polyhal/prepare_data.hpp"
-#include "polyhal/tokenizer.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

@@ -9,8 +9,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "polyhal/bert_weights.hpp"
-#include "polyhal/pretrain_task.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/pretrain_task.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

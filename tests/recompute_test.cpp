@@ -8,10 +8,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "polyhal/bert_training.hpp"
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/pretraining_data.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

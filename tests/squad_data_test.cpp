@@ -3,9 +3,9 @@
 // from them, and the answers predicted back from logits.
 #include <gtest/gtest.h>
 
+#include "polyhal/app/squad_data.hpp"
+#include "polyhal/app/squad_predictions.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/squad_data.hpp"
-#include "polyhal/squad_predictions.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

@@ -7,10 +7,10 @@
 #include <cstring>
 #include <map>
 
-#include "polyhal/bert_training.hpp"
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/pretrain_task.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/pretrain_task.hpp"
 #include "polyhal/train_kernels.hpp"
 #include "test_support.hpp"
 

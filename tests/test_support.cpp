@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "polyhal/app/plugin_loader.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/plugin_loader.hpp"
 
 namespace polyhal::test {
 

@@ -7,10 +7,10 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/config.hpp"
+#include "polyhal/app/safetensors.hpp"
 #include "polyhal/backend.hpp"
-#include "polyhal/bert_config.hpp"
-#include "polyhal/config.hpp"
-#include "polyhal/safetensors.hpp"
 
 namespace polyhal::test {
 

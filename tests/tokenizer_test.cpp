@@ -2,8 +2,8 @@
 // pairs, truncation and padding as run_classifier.py builds them.
 #include <gtest/gtest.h>
 
+#include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/tokenizer.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

@@ -6,10 +6,10 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "polyhal/checkpoint_store.hpp"
+#include "polyhal/app/checkpoint_store.hpp"
+#include "polyhal/app/loss_scaler.hpp"
+#include "polyhal/app/replica_group.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/loss_scaler.hpp"
-#include "polyhal/replica_group.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {

@@ -7,8 +7,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "polyhal/app/finetune_task.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/finetune_task.hpp"
 #include "report.hpp"
 #include "step_progress.hpp"
 #include "task.hpp"

@@ -10,8 +10,8 @@
 #include <algorithm>
 
 #include "metrics_writer.hpp"
+#include "polyhal/app/inference_task.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/inference_task.hpp"
 #include "report.hpp"
 #include "task.hpp"
 

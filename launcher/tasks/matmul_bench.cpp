@@ -7,8 +7,8 @@
 #include <stdexcept>
 
 #include "metrics_writer.hpp"
+#include "polyhal/app/matmul_bench.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/matmul_bench.hpp"
 #include "report.hpp"
 #include "task.hpp"
 

@@ -13,7 +13,7 @@
 #include "step_progress.hpp"
 #include "task.hpp"
 
-#include "polyhal/pretrain_task.hpp"
+#include "polyhal/app/pretrain_task.hpp"
 
 namespace polyhal::launcher {
 namespace {

@@ -10,7 +10,15 @@
 /// object crosses the boundary, and refuses a plugin that does not match with
 /// a sentence naming both sides. Only then does it call `create_backend`.
 ///
-/// ABI rules: the major version changes when any class in core/include/polyhal
+/// The contract is the headers directly in core/include/polyhal, and only
+/// they: a plugin includes nothing else (polyhal/app/ is the framework's own
+/// API and refuses to compile in a plugin). Read them in this order:
+/// abi.hpp, plugin.hpp, backend.hpp, device.hpp, kernel.hpp, op_schema.hpp,
+/// tensor.hpp, dtype.hpp, property.hpp, collective.hpp, error.hpp, then
+/// what a plugin may reuse: reference_kernels.hpp, train_kernels.hpp,
+/// dropout_mask.hpp, parallel.hpp; boundary_layout.hpp guards their layout.
+///
+/// ABI rules: the major version changes when any class of the contract
 /// changes layout or virtual table; the host accepts a plugin with the same
 /// major and a minor no newer than its own. docs/abi-changelog.md has one entry
 /// per version.
@@ -20,7 +28,7 @@
 namespace polyhal {
 class Backend;
 
-inline constexpr std::uint32_t kAbiMajor = 2;
+inline constexpr std::uint32_t kAbiMajor = 3;
 inline constexpr std::uint32_t kAbiMinor = 0;
 
 /// Identity of the C++ toolchain, compared between host and plugin because

@@ -1,6 +1,7 @@
 #pragma once
 /// @file boundary_layout.hpp
-/// Size guards for every class that crosses the plugin boundary.
+/// Size guards for every class of the plugin contract (the headers directly
+/// in core/include/polyhal, the classes that cross the plugin boundary).
 ///
 /// The plugin descriptor carries boundary_layout_fingerprint() as the plugin
 /// saw it; the host refuses a plugin whose fingerprint differs from its own
@@ -14,10 +15,14 @@
 #include "polyhal/backend.hpp"
 #include "polyhal/collective.hpp"
 #include "polyhal/device.hpp"
+#include "polyhal/dropout_mask.hpp"
+#include "polyhal/error.hpp"
 #include "polyhal/kernel.hpp"
 #include "polyhal/op_schema.hpp"
 #include "polyhal/property.hpp"
+#include "polyhal/reference_kernels.hpp"
 #include "polyhal/tensor.hpp"
+#include "polyhal/train_kernels.hpp"
 
 namespace polyhal {
 
@@ -46,6 +51,29 @@ constexpr void for_each_boundary_class(Visit&& visit) {
   POLYHAL_BOUNDARY_CLASS(Buffer);
   POLYHAL_BOUNDARY_CLASS(Tensor);
   POLYHAL_BOUNDARY_CLASS(Communicator);
+  // Since ABI 3: every other class of the contract.
+  POLYHAL_BOUNDARY_CLASS(MemoryAccount);
+  POLYHAL_BOUNDARY_CLASS(InProcessGroup);
+  POLYHAL_BOUNDARY_CLASS(DropoutMask);
+  POLYHAL_BOUNDARY_CLASS(Error);
+  POLYHAL_BOUNDARY_CLASS(ConfigError);
+  POLYHAL_BOUNDARY_CLASS(UsageError);
+  POLYHAL_BOUNDARY_CLASS(PluginError);
+  POLYHAL_BOUNDARY_CLASS(DeviceUnavailableError);
+  POLYHAL_BOUNDARY_CLASS(KernelNotFoundError);
+  POLYHAL_BOUNDARY_CLASS(OutOfDeviceMemoryError);
+  POLYHAL_BOUNDARY_CLASS(CollectiveTimeout);
+  POLYHAL_BOUNDARY_CLASS(RuntimeFailure);
+  POLYHAL_BOUNDARY_CLASS(ReplicaStopped);
+  POLYHAL_BOUNDARY_CLASS(NoAttrs);
+  POLYHAL_BOUNDARY_CLASS(MatmulAttrs);
+  POLYHAL_BOUNDARY_CLASS(EmbeddingAttrs);
+  POLYHAL_BOUNDARY_CLASS(RowStrideAttrs);
+  POLYHAL_BOUNDARY_CLASS(OptimizerHyperParameters);
+  POLYHAL_BOUNDARY_CLASS(AllReduceAttrs);
+  POLYHAL_BOUNDARY_CLASS(MatMulNumerics);
+  POLYHAL_BOUNDARY_CLASS(MatMulDims);
+  POLYHAL_BOUNDARY_CLASS(OperandTypes);
 #undef POLYHAL_BOUNDARY_CLASS
 }
 

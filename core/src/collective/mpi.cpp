@@ -1,4 +1,4 @@
-#include "polyhal/mpi_collective.hpp"
+#include "polyhal/app/mpi_collective.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>

@@ -1,4 +1,4 @@
-#include "polyhal/replica_group.hpp"
+#include "polyhal/app/replica_group.hpp"
 
 #include <exception>
 #include <stdexcept>

@@ -1,6 +1,6 @@
-// The table of every config key (polyhal/config_keys.hpp): what the reader
+// The table of every config key (polyhal/app/config_keys.hpp): what the reader
 // accepts, what `config show` prints and what docs/config-reference.md says.
-#include "polyhal/config_keys.hpp"
+#include "polyhal/app/config_keys.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -8,7 +8,7 @@
 #include <algorithm>
 #include <set>
 
-#include "polyhal/tokenizer.hpp"
+#include "polyhal/app/tokenizer.hpp"
 
 namespace polyhal {
 namespace {

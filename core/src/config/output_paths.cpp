@@ -7,7 +7,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "polyhal/config.hpp"
+#include "polyhal/app/config.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {

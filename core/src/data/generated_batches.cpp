@@ -7,7 +7,7 @@
 #include <cmath>
 #include <random>
 
-#include "polyhal/pretraining_data.hpp"
+#include "polyhal/app/pretraining_data.hpp"
 
 namespace polyhal {
 namespace {

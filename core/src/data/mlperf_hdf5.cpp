@@ -1,6 +1,6 @@
 // MLPerf BERT HDF5 reader (mlperf_hdf5.hpp) on the shared row reader
 // (data/hdf5_rows.hpp), which opens, checks and reads the files.
-#include "polyhal/mlperf_hdf5.hpp"
+#include "polyhal/app/mlperf_hdf5.hpp"
 
 #include <fmt/format.h>
 

@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include "data/hdf5_rows.hpp"
+#include "polyhal/app/packed_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/packed_data.hpp"
 
 namespace polyhal {
 namespace {

@@ -5,9 +5,9 @@
 #include <array>
 
 #include "data/hdf5_writer.hpp"
+#include "polyhal/app/mlperf_hdf5.hpp"
+#include "polyhal/app/packed_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/mlperf_hdf5.hpp"
-#include "polyhal/packed_data.hpp"
 #include "util/atomic_file.hpp"
 
 namespace polyhal {

@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "polyhal/app/packed_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/packed_data.hpp"
 
 namespace polyhal {
 namespace {

@@ -5,8 +5,8 @@
 #include <filesystem>
 #include <memory>
 
+#include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/pretraining_data.hpp"
 
 namespace polyhal {
 

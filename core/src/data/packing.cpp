@@ -1,7 +1,7 @@
 // SPFHP and NNLSHP (Krell et al., 2021), written from the paper's algorithm
 // descriptions and reference code; checked against that reference in
 // tests/packing_test.cpp with golden files from tests/golden/make_packing_golden.py.
-#include "polyhal/packing.hpp"
+#include "polyhal/app/packing.hpp"
 
 #include <fmt/format.h>
 

@@ -2,7 +2,7 @@
 // through a oneTBB pipeline (read chunks of lines in order, tokenize them in
 // parallel, gather documents in order), then each shard's instances in
 // parallel, then the part files.
-#include "polyhal/prepare_data.hpp"
+#include "polyhal/app/prepare_data.hpp"
 
 #include <fmt/format.h>
 #include <oneapi/tbb/parallel_for.h>

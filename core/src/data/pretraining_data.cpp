@@ -1,13 +1,13 @@
-#include "polyhal/pretraining_data.hpp"
+#include "polyhal/app/pretraining_data.hpp"
 
 #include <fmt/format.h>
 
 #include <utility>
 
 #include "data/packed_pretraining_data.hpp"
+#include "polyhal/app/mlperf_hdf5.hpp"
+#include "polyhal/app/packed_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/mlperf_hdf5.hpp"
-#include "polyhal/packed_data.hpp"
 
 namespace polyhal {
 namespace {

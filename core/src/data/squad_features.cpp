@@ -7,8 +7,8 @@
 
 #include <algorithm>
 
+#include "polyhal/app/squad_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/squad_data.hpp"
 #include "util/utf8.hpp"
 
 namespace polyhal {

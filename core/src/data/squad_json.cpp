@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "polyhal/app/squad_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/squad_data.hpp"
 #include "util/utf8.hpp"
 
 namespace polyhal {

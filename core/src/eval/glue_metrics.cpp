@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "polyhal/eval_metrics.hpp"
+#include "polyhal/app/eval_metrics.hpp"
 
 namespace polyhal {
 namespace {

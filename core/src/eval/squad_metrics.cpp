@@ -7,7 +7,7 @@
 #include <map>
 #include <string_view>
 
-#include "polyhal/eval_metrics.hpp"
+#include "polyhal/app/eval_metrics.hpp"
 
 namespace polyhal {
 namespace {

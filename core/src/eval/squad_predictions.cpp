@@ -1,5 +1,5 @@
 // SQuAD post-processing, step for step as the reference's write_predictions.
-#include "polyhal/squad_predictions.hpp"
+#include "polyhal/app/squad_predictions.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "polyhal/bert_config.hpp"
+#include "polyhal/app/bert_config.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

@@ -1,4 +1,4 @@
-#include "polyhal/bert_inference.hpp"
+#include "polyhal/app/bert_inference.hpp"
 
 #include <fmt/format.h>
 

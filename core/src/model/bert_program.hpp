@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "model/program.hpp"
-#include "polyhal/bert_config.hpp"
-#include "polyhal/bert_inference.hpp"
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/bert_inference.hpp"
 
 namespace polyhal {
 

@@ -1,4 +1,4 @@
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_weights.hpp"
 
 #include <fmt/format.h>
 

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "polyhal/app/op_time.hpp"
 #include "polyhal/device.hpp"
 #include "polyhal/kernel.hpp"
-#include "polyhal/op_time.hpp"
 
 namespace polyhal {
 

@@ -1,4 +1,4 @@
-#include "polyhal/safetensors.hpp"
+#include "polyhal/app/safetensors.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "polyhal/tokenizer.hpp"
+#include "polyhal/app/tokenizer.hpp"
 
 #include <fmt/format.h>
 #include <unicode/locid.h>

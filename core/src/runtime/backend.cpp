@@ -5,7 +5,7 @@
 #include <fmt/ranges.h>
 #include <set>
 
-#include "polyhal/config.hpp"
+#include "polyhal/app/device_options.hpp"
 #include "polyhal/error.hpp"
 #include "runtime/plugin_call.hpp"
 

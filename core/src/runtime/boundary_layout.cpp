@@ -7,7 +7,7 @@
 
 namespace polyhal {
 #if defined(__x86_64__) && defined(__GLIBCXX__) && _GLIBCXX_USE_CXX11_ABI
-static_assert(kAbiMajor == 2, "new ABI: update the sizes below for it");
+static_assert(kAbiMajor == 3, "new ABI: update the sizes below for it");
 static_assert(sizeof(Backend) == 24, "Backend changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(OptionSpec) == 128, "OptionSpec changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(Device) == 328, "Device changed layout: bump kAbiMajor (abi.hpp)");
@@ -35,5 +35,40 @@ static_assert(sizeof(OptimizerStep) == 32,
 static_assert(sizeof(Buffer) == 8, "Buffer changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(Tensor) == 48, "Tensor changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(Communicator) == 8, "Communicator changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(MemoryAccount) == 24,
+              "MemoryAccount changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(InProcessGroup) == 8,
+              "InProcessGroup changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(DropoutMask) == 24, "DropoutMask changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(Error) == 24, "Error changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(ConfigError) == 24, "ConfigError changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(UsageError) == 24, "UsageError changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(PluginError) == 24, "PluginError changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(DeviceUnavailableError) == 24,
+              "DeviceUnavailableError changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(KernelNotFoundError) == 24,
+              "KernelNotFoundError changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(OutOfDeviceMemoryError) == 24,
+              "OutOfDeviceMemoryError changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(CollectiveTimeout) == 24,
+              "CollectiveTimeout changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(RuntimeFailure) == 24,
+              "RuntimeFailure changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(ReplicaStopped) == 24,
+              "ReplicaStopped changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(NoAttrs) == 1, "NoAttrs changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(MatmulAttrs) == 2, "MatmulAttrs changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(EmbeddingAttrs) == 8,
+              "EmbeddingAttrs changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(RowStrideAttrs) == 8,
+              "RowStrideAttrs changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(OptimizerHyperParameters) == 40,
+              "OptimizerHyperParameters changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(AllReduceAttrs) == 8,
+              "AllReduceAttrs changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(MatMulNumerics) == 16,
+              "MatMulNumerics changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(MatMulDims) == 24, "MatMulDims changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(OperandTypes) == 72, "OperandTypes changed layout: bump kAbiMajor (abi.hpp)");
 #endif
 }  // namespace polyhal

@@ -1,4 +1,4 @@
-#include "polyhal/plugin_loader.hpp"
+#include "polyhal/app/plugin_loader.hpp"
 
 #include <dlfcn.h>
 #include <fmt/format.h>

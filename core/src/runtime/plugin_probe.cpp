@@ -6,8 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "polyhal/app/plugin_loader.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/plugin_loader.hpp"
 #include "util/child_process.hpp"
 
 namespace polyhal {

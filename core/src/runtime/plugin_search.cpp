@@ -4,7 +4,7 @@
 #include <set>
 #include <sstream>
 
-#include "polyhal/plugin_loader.hpp"
+#include "polyhal/app/plugin_loader.hpp"
 
 namespace polyhal {
 

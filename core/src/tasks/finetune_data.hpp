@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "polyhal/bert_config.hpp"
-#include "polyhal/bert_training.hpp"
-#include "polyhal/config.hpp"
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/config.hpp"
 
 namespace polyhal {
 

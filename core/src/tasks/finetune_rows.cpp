@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "polyhal/glue_data.hpp"
+#include "polyhal/app/glue_data.hpp"
 #include "tasks/finetune_data.hpp"
 
 namespace polyhal {

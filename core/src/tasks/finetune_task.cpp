@@ -1,4 +1,4 @@
-#include "polyhal/finetune_task.hpp"
+#include "polyhal/app/finetune_task.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,14 +11,14 @@
 #include <limits>
 #include <sstream>
 
-#include "polyhal/bert_inference.hpp"
-#include "polyhal/bert_training.hpp"
-#include "polyhal/bert_weights.hpp"
-#include "polyhal/checkpoint_store.hpp"
+#include "polyhal/app/bert_inference.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/checkpoint_store.hpp"
+#include "polyhal/app/inference_task.hpp"
+#include "polyhal/app/pretraining_data.hpp"
+#include "polyhal/app/replica_group.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/inference_task.hpp"
-#include "polyhal/pretraining_data.hpp"
-#include "polyhal/replica_group.hpp"
 #include "tasks/finetune_data.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "polyhal/app/eval_metrics.hpp"
+#include "polyhal/app/glue_data.hpp"
+#include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/eval_metrics.hpp"
-#include "polyhal/glue_data.hpp"
-#include "polyhal/tokenizer.hpp"
 #include "tasks/finetune_data.hpp"
 #include "util/atomic_file.hpp"
 

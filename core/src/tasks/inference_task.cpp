@@ -1,4 +1,4 @@
-#include "polyhal/inference_task.hpp"
+#include "polyhal/app/inference_task.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -10,11 +10,11 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "polyhal/bert_inference.hpp"
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_inference.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/packed_data.hpp"
+#include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/packed_data.hpp"
-#include "polyhal/tokenizer.hpp"
 #include "util/atomic_file.hpp"
 
 namespace polyhal {

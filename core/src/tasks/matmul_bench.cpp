@@ -1,4 +1,4 @@
-#include "polyhal/matmul_bench.hpp"
+#include "polyhal/app/matmul_bench.hpp"
 
 #include <spdlog/spdlog.h>
 

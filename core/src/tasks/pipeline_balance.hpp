@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "polyhal/bert_config.hpp"
+#include "polyhal/app/bert_config.hpp"
 
 namespace polyhal {
 

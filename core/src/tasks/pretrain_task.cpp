@@ -1,14 +1,14 @@
-#include "polyhal/pretrain_task.hpp"
+#include "polyhal/app/pretrain_task.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "polyhal/bert_weights.hpp"
-#include "polyhal/checkpoint_store.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/checkpoint_store.hpp"
+#include "polyhal/app/inference_task.hpp"
+#include "polyhal/app/loss_scaler.hpp"
+#include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/inference_task.hpp"
-#include "polyhal/loss_scaler.hpp"
-#include "polyhal/pretraining_data.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
 #include "train/training_job.hpp"

@@ -7,10 +7,10 @@
 #include <array>
 #include <nlohmann/json.hpp>
 
-#include "polyhal/eval_metrics.hpp"
-#include "polyhal/packing.hpp"
-#include "polyhal/squad_data.hpp"
-#include "polyhal/squad_predictions.hpp"
+#include "polyhal/app/eval_metrics.hpp"
+#include "polyhal/app/packing.hpp"
+#include "polyhal/app/squad_data.hpp"
+#include "polyhal/app/squad_predictions.hpp"
 #include "tasks/finetune_data.hpp"
 #include "util/atomic_file.hpp"
 

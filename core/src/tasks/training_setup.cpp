@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
+#include "polyhal/app/lr_schedule.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/lr_schedule.hpp"
 #include "tasks/pipeline_balance.hpp"
 
 namespace polyhal {

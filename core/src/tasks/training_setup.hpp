@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "polyhal/bert_config.hpp"
-#include "polyhal/bert_training.hpp"
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/config.hpp"
 #include "polyhal/collective.hpp"
-#include "polyhal/config.hpp"
 #include "polyhal/device.hpp"
 #include "train/trainer.hpp"
 #include "train/training_job.hpp"

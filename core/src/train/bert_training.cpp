@@ -1,4 +1,4 @@
-#include "polyhal/bert_training.hpp"
+#include "polyhal/app/bert_training.hpp"
 
 #include <fmt/format.h>
 

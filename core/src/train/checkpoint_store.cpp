@@ -1,4 +1,4 @@
-#include "polyhal/checkpoint_store.hpp"
+#include "polyhal/app/checkpoint_store.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "polyhal/loss_scaler.hpp"
+#include "polyhal/app/loss_scaler.hpp"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "polyhal/lr_schedule.hpp"
+#include "polyhal/app/lr_schedule.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "polyhal/pipelined_training.hpp"
+#include "polyhal/app/pipelined_training.hpp"
 
 #include <fmt/format.h>
 

@@ -10,11 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "polyhal/bert_training.hpp"
-#include "polyhal/checkpoint_store.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/checkpoint_store.hpp"
+#include "polyhal/app/loss_scaler.hpp"
+#include "polyhal/app/training_step.hpp"
 #include "polyhal/collective.hpp"
-#include "polyhal/loss_scaler.hpp"
-#include "polyhal/training_step.hpp"
 #include "train/training_model.hpp"
 
 namespace polyhal {

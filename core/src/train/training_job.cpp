@@ -8,9 +8,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "polyhal/bert_weights.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/pipelined_training.hpp"
 #include "polyhal/error.hpp"
-#include "polyhal/pipelined_training.hpp"
 #include "util/atomic_file.hpp"
 
 namespace polyhal {

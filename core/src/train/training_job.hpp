@@ -13,13 +13,13 @@
 #include <optional>
 #include <vector>
 
-#include "polyhal/bert_config.hpp"
-#include "polyhal/bert_training.hpp"
-#include "polyhal/checkpoint_store.hpp"
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/checkpoint_store.hpp"
+#include "polyhal/app/loss_scaler.hpp"
+#include "polyhal/app/replica_group.hpp"
 #include "polyhal/collective.hpp"
 #include "polyhal/device.hpp"
-#include "polyhal/loss_scaler.hpp"
-#include "polyhal/replica_group.hpp"
 #include "train/training_model.hpp"
 
 namespace polyhal {

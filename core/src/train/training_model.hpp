@@ -9,10 +9,10 @@
 #include <optional>
 #include <vector>
 
-#include "polyhal/bert_training.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/pipelined_training.hpp"
+#include "polyhal/app/training_step.hpp"
 #include "polyhal/collective.hpp"
-#include "polyhal/pipelined_training.hpp"
-#include "polyhal/training_step.hpp"
 
 namespace polyhal {
 

@@ -1,6 +1,6 @@
 #include "util/format.hpp"
 
-#include "polyhal/suggest.hpp"
+#include "polyhal/app/suggest.hpp"
 
 #include <fmt/format.h>
 

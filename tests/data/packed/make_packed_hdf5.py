@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Crafted packed files (the layout of core/include/polyhal/packed_data.hpp),
+"""Crafted packed files (the layout of core/include/polyhal/app/packed_data.hpp),
 written with h5py, for the packed reader's bad-input tests. One good row of
 two sequences (tokens 0-4 and 5-8 of 12), and copies with one field broken.
 

@@ -1,0 +1,70 @@
+#pragma once
+/// @file bert_config.hpp
+/// BERT dimensions: presets, explicit dims, and Hugging Face config.json.
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+#include "polyhal/app/not_for_plugins.hpp"
+
+namespace polyhal {
+
+/// The dimensions of a BERT model, named as Hugging Face's BertConfig names them.
+struct BertConfig {
+  std::int64_t vocab_size = 30522;
+  std::int64_t hidden_size = 768;
+  std::int64_t num_hidden_layers = 12;
+  std::int64_t num_attention_heads = 12;
+  std::int64_t intermediate_size = 3072;
+  std::int64_t max_position_embeddings = 512;
+  std::int64_t type_vocab_size = 2;
+  double layer_norm_eps = 1e-12;
+  std::string hidden_act = "gelu";  ///< exact erf GELU; the only one supported
+
+  std::int64_t head_size() const { return hidden_size / num_attention_heads; }
+  /// Number of parameters of BertForPreTraining (decoder weight tied).
+  std::int64_t parameter_count() const;
+  /// Throws ConfigError (prefixed by `where`) if the dims are inconsistent.
+  void validate(const std::string& where) const;
+};
+
+/// What sits on the encoder, as Hugging Face's model classes and weight
+/// names: BertForPreTraining (MLM + NSP heads, `cls.*`),
+/// BertForQuestionAnswering (`qa_outputs` Linear(H, 2): start and end logits
+/// per token, no pooler) or BertForSequenceClassification (`classifier`
+/// Linear(H, num_labels) on the pooled output; num_labels 1 is regression
+/// with mean squared error, as STS-B).
+struct TaskHead {
+  enum class Kind : std::uint8_t { pretraining, question_answering, classification };
+  Kind kind = Kind::pretraining;
+  std::int64_t num_labels = 2;      ///< classification only
+  std::vector<std::string> labels;  ///< classification: label names for config.json (optional)
+};
+
+/// Pipelining: the part of the model one stage holds. Stage 0 has the
+/// embeddings, the last stage the heads and loss; each has encoder layers
+/// [first_layer, last_layer) (-1: through the last layer).
+struct PipelineStage {
+  std::int64_t first_layer = 0;
+  std::int64_t last_layer = -1;
+  bool embeddings = true, heads = true;
+};
+
+/// "BertForPreTraining", "BertForQuestionAnswering" or "BertForSequenceClassification".
+std::string hf_architecture(const TaskHead& head);
+
+/// Preset names: tiny (L2 H128 A2), mini (L4 H256 A4), small (L4 H512 A8),
+/// medium (L8 H512 A8), base (L12 H768 A12), large (L24 H1024 A16); FFN 4H.
+const std::vector<std::string>& bert_preset_names();
+/// The preset `name`; throws ConfigError naming the presets that exist.
+BertConfig bert_preset(const std::string& name);
+
+/// Reads a Hugging Face config.json. Errors name the file and the key.
+BertConfig read_hf_config(const std::filesystem::path& file);
+/// Writes a Hugging Face config.json for the model class of `head`
+/// (architectures, and for classification id2label/label2id and
+/// problem_type), atomically: a crash leaves the old file or the new one.
+void write_hf_config(const BertConfig& config, const std::filesystem::path& file,
+                     const TaskHead& head = {});
+
+}  // namespace polyhal

@@ -1,0 +1,100 @@
+#pragma once
+/// @file bert_inference.hpp
+/// BERT in eval mode, on any Device, through Kernels only: the encoder and
+/// the pre-training, question-answering or classification head.
+///
+/// Prepared once for a fixed (batch, seq) and precision: every kernel is
+/// prepared in the constructor (a device lacking one fails here, not at step
+/// 1000), the memory plan is known before anything is allocated, and run()
+/// allocates nothing. The forward pass, top to bottom:
+///
+///   x = LayerNorm(word[ids] + position[s] + type[t])                [T, H]
+///   per layer: qkv = x Wqkv^T + b                                   [T, 3H]
+///              ctx = softmax(q k^T / sqrt(d) + mask) v  per head    [T, H]
+///              x1  = LayerNorm(ctx Wo^T + bo + x)   (residual in the linear epilogue)
+///              f   = gelu(x1 Wi^T + bi)                             [T, I]
+///              x   = LayerNorm(f Wf^T + bf + x1)                    [T, H]
+///   pooled = tanh(x[CLS] Wp^T + bp)                                 [B, H]
+///   nsp    = pooled Wn^T + bn                                       [B, 2]
+///   mlm    = LayerNorm(gelu(x Wt^T + bt)) word^T + b_vocab          [T, V]
+/// with T = batch x seq tokens; the MLM decoder reuses the word embeddings.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+#include "polyhal/app/not_for_plugins.hpp"
+
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/safetensors.hpp"
+#include "polyhal/device.hpp"
+
+namespace polyhal {
+
+struct BertShape {
+  std::int64_t batch = 1;
+  std::int64_t seq = 128;
+};
+
+/// Host inputs, batch x seq each, row-major.
+struct BertInputs {
+  std::vector<std::int32_t> input_ids;
+  std::vector<std::int32_t> token_type_ids;
+  /// 0 = padding, else the token's sequence in its row: 1 everywhere in an
+  /// unpacked row, 1..K in a packed one (kernel.hpp attention_allows).
+  std::vector<std::int32_t> attention_mask;
+  /// Packed rows: each token's position in its sequence; empty: 0..S-1.
+  std::vector<std::int32_t> position_ids{};
+};
+
+/// Host outputs in f32 (empty when not asked for).
+struct BertOutputs {
+  std::vector<float> last_hidden_state;         ///< [batch, seq, hidden]
+  std::vector<float> pooled;                    ///< [batch, hidden]
+  std::vector<float> mlm_logits;                ///< [batch, seq, vocab] (with heads)
+  std::vector<float> nsp_logits;                ///< [batch, 2] (with heads)
+  std::vector<float> start_logits, end_logits;  ///< question answering: [batch, seq] each
+  std::vector<float> logits;  ///< classification: [batch, num_labels]; regression: [batch]
+};
+
+class BertInference {
+ public:
+  /// Prepares every kernel on `device`. `with_heads` adds the MLM and NSP heads.
+  BertInference(Device& device, const BertConfig& config, BertShape shape, DType precision,
+                bool with_heads);
+  /// The model class of `head` (bert_config.hpp): BertForPreTraining with its
+  /// MLM and NSP heads, BertForQuestionAnswering (start/end logits, no
+  /// pooler) or BertForSequenceClassification (pooled output and logits).
+  /// `packed`: question answering on packed rows (several sequences per
+  /// row): run() then requires BertInputs::position_ids, and the attention
+  /// mask numbers each token's sequence.
+  BertInference(Device& device, const BertConfig& config, BertShape shape, DType precision,
+                const TaskHead& head, bool packed = false);
+  ~BertInference();
+  BertInference(const BertInference&) = delete;
+  BertInference& operator=(const BertInference&) = delete;
+
+  /// Weights, activations and kernel workspace on the device, without allocating.
+  MemoryReport plan_memory() const;
+  /// Uploads weights (Hugging Face names, see bert_weights.hpp) in the model's
+  /// precision and allocates activations. Call once before run().
+  void load_weights(const TensorMap& weights);
+  /// One forward pass. Copies results to `outputs` if it is not null.
+  void run(const BertInputs& inputs, BertOutputs* outputs);
+
+  /// Floating-point operations of one forward pass (matmuls and attention).
+  double flops() const;
+  /// The device model's estimate of one forward pass (sum over kernels), or
+  /// nullopt when the device gives none for some kernel (real hardware).
+  std::optional<double> estimate_seconds() const;
+  const BertConfig& config() const;
+  const TaskHead& head() const;
+  BertShape shape() const;
+
+  struct State;
+
+ private:
+  void read_head_outputs(BertOutputs& out) const;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace polyhal

@@ -1,0 +1,45 @@
+#pragma once
+/// @file inference_task.hpp
+/// The `inference` task: BERT forward passes on generated data (the default,
+/// as the seeds' --generated-data) or on text through the WordPiece
+/// tokenizer, timed per batch.
+#include <optional>
+#include <string>
+#include <vector>
+#include "polyhal/app/not_for_plugins.hpp"
+
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/config.hpp"
+#include "polyhal/device.hpp"
+
+namespace polyhal {
+
+/// The model dimensions a config asks for: hf_config if given, else the
+/// preset, then any explicit dimensions on top.
+BertConfig resolve_bert_config(const ModelSection& model);
+
+struct InferenceResult {
+  std::string model_name;  ///< preset name, or "custom"
+  BertConfig config;
+  std::int64_t batch = 0, seq = 0;
+  MemoryReport memory;
+  double flops_per_batch = 0;
+  /// Wall time of each timed batch on this host (simulation time on a model).
+  std::vector<double> batch_seconds;
+  /// Wall time of the measured batches, from the first start to the last end.
+  double measured_seconds = 0;
+  /// Device-model estimate per batch; nullopt on real hardware.
+  std::optional<double> estimated_batch_seconds;
+  std::size_t text_examples = 0;  ///< examples written to inference.output
+};
+
+/// Prepares the model (kernels, memory plan); with `compile_only` stops
+/// there. Otherwise loads or initialises weights and runs warmup plus timed
+/// batches; in text mode writes one JSON line per example to
+/// inference.output.
+InferenceResult run_inference(Device& device, const RunConfig& config, bool compile_only);
+
+/// p-th percentile (0-100) of `values`, nearest rank.
+double percentile(std::vector<double> values, double p);
+
+}  // namespace polyhal

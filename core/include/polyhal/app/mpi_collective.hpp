@@ -1,0 +1,46 @@
+#pragma once
+/// @file mpi_collective.hpp
+/// The Communicator over Open MPI: one rank per process, started by
+/// `mpirun -np N polyhal run ...` (docs/scale-out.md). Every collective runs
+/// under a watchdog thread: if a rank died, hangs or never calls the
+/// collective, the others report which collective timed out and end the job
+/// with exit code 4 (CollectiveTimeout's) instead of hanging.
+#include <chrono>
+#include <memory>
+#include "polyhal/app/not_for_plugins.hpp"
+
+#include "polyhal/collective.hpp"
+
+namespace polyhal {
+
+/// MPI_Init_thread / MPI_Finalize for the process; at most one at a time.
+class MpiRuntime {
+ public:
+  MpiRuntime();
+  ~MpiRuntime();
+  MpiRuntime(const MpiRuntime&) = delete;
+  MpiRuntime& operator=(const MpiRuntime&) = delete;
+
+  int rank() const noexcept { return rank_; }
+  int size() const noexcept { return size_; }
+  /// MPI granted MPI_THREAD_MULTIPLE (the collective watchdog can then abort the job).
+  bool thread_multiple() const noexcept { return thread_multiple_; }
+  /// Tears down every rank of the job (MPI_Abort) with `exit_code`: what a
+  /// rank does after it gave up on a lost peer, so no rank is left waiting.
+  [[noreturn]] void abort(int exit_code) const;
+  /// True when this process was started by mpirun/mpiexec (OMPI_* or PMI_*
+  /// in the environment): `collective: mpi` without it runs one rank.
+  static bool launched_by_mpirun();
+
+ private:
+  int rank_ = 0, size_ = 1;
+  bool thread_multiple_ = false;
+};
+
+/// The communicator of MPI_COMM_WORLD (duplicated, so polyhal's traffic
+/// never matches a user's). `timeout`: the longest any one collective may
+/// take before CollectiveTimeout names the operation and the ranks missing.
+std::unique_ptr<Communicator> make_mpi_communicator(const MpiRuntime& runtime,
+                                                    std::chrono::milliseconds timeout);
+
+}  // namespace polyhal

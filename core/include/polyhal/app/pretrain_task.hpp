@@ -1,0 +1,68 @@
+#pragma once
+/// @file pretrain_task.hpp
+/// The `pretrain` task: BERT MLM + NSP pre-training with gradient
+/// accumulation, a learning-rate schedule, progress, and checkpoints that a
+/// crash cannot corrupt (see docs/pretraining.md).
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <vector>
+#include "polyhal/app/not_for_plugins.hpp"
+
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/config.hpp"
+#include "polyhal/app/lr_schedule.hpp"
+#include "polyhal/app/pretraining_data.hpp"
+#include "polyhal/app/training_step.hpp"
+#include "polyhal/collective.hpp"
+#include "polyhal/device.hpp"
+
+namespace polyhal {
+
+struct PretrainResult {
+  std::string model_name;
+  BertConfig config;
+  MemoryReport memory;  ///< per replica (its shard, with optimizer.shard_state)
+  /// With optimizer.shard_state: the same replica without sharding, to show the saving.
+  std::optional<MemoryReport> unsharded_memory;
+  /// Device models with replicas > 1: the modelled time of one optimizer
+  /// step's gradient all-reduce on the device's own links (not measured).
+  std::optional<double> estimated_all_reduce_seconds;
+  /// Pipelining: each stage's plan (one device each), stashes included;
+  /// `memory` is then the fullest stage's.
+  std::vector<MemoryReport> stage_memory;
+  std::vector<PipelineStage> stages;
+  /// Device models: one optimizer step, by part.
+  std::optional<TrainingStepEstimate> estimate;
+  std::int64_t parameters = 0;
+  std::int64_t first_step = 1;  ///< > 1 when resumed from a checkpoint
+  std::vector<TrainingStep> steps;
+  std::vector<std::filesystem::path> checkpoints;
+  std::filesystem::path exported;  ///< Hugging Face directory written at the end
+  std::vector<OpTime> profile;     ///< host time per op kind over the run
+};
+
+/// Runs (or with `compile_only`, prepares and plans) pre-training.
+/// Data parallelism: with `across_processes` (the MPI communicator), this
+/// process is one replica among its ranks; without it, batch.replicas
+/// replicas run as threads of this process on `device` (collective: local).
+/// Replica r of N takes micro-batches r, r+N, ... of the data stream;
+/// gradients and losses are averaged over replicas before every optimizer
+/// step. Only rank 0 calls `observer` and writes checkpoints.
+/// With model.pipeline, stage s runs on `stage_devices[s]` when there are
+/// enough of them (one per stage, as IPUs), else every stage on `device`.
+PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
+                               const StepObserver& observer,
+                               Communicator* across_processes = nullptr,
+                               const std::vector<Device*>& stage_devices = {});
+
+/// The global batch of a training task: replicas (the MPI ranks when this
+/// process is one of them) x batch.grad_accum x batch.micro.
+std::int64_t global_batch(const RunConfig& config, const Communicator* across_processes);
+
+/// The newest complete checkpoint in `dir` (checkpoint-NNNNNNNN.safetensors), if any.
+std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
+
+}  // namespace polyhal

@@ -1,0 +1,64 @@
+#pragma once
+/// @file tokenizer.hpp
+/// BERT's WordPiece tokenizer, following the rules of Google's original
+/// tokenization.py (and Hugging Face's BertTokenizer): text cleaning (NUL,
+/// U+FFFD and categories Cc/Cf removed), whitespace (incl. U+2028/U+2029)
+/// and punctuation splitting, CJK characters as single tokens, optional
+/// lower-casing with accent stripping (NFD, marks removed), then greedy
+/// longest-match-first WordPiece with "##" continuations (words over 200
+/// characters are [UNK]).
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+#include "polyhal/app/not_for_plugins.hpp"
+
+namespace polyhal {
+
+/// One encoded example, padded to the sequence length.
+struct Encoding {
+  std::vector<std::string> tokens;  ///< including [CLS], [SEP], [PAD]
+  std::vector<std::int32_t> input_ids;
+  std::vector<std::int32_t> token_type_ids;
+  std::vector<std::int32_t> attention_mask;
+};
+
+/// What a literal "[MASK]", "[CLS]", "[SEP]", "[PAD]" or "[UNK]" in the
+/// input text becomes. `split`: what BERT's reference tokenization.py does,
+/// punctuation splitting making it "[", "mask", "]" (the data the seeds'
+/// models were trained on). `keep`: one special token, as Hugging Face's
+/// tokenizers do.
+enum class SpecialTokensInText : std::uint8_t { split, keep };
+
+class WordPieceTokenizer {
+ public:
+  /// Reads a vocab.txt (one token per line, id = line number). Throws
+  /// ConfigError naming the file if it cannot be read or lacks [CLS], [SEP],
+  /// [PAD] or [UNK].
+  WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lower_case,
+                     SpecialTokensInText special = SpecialTokensInText::split);
+
+  /// Text -> basic tokens (before WordPiece).
+  std::vector<std::string> basic_tokenize(const std::string& text) const;
+  /// Basic tokens -> WordPiece tokens.
+  std::vector<std::string> tokenize(const std::string& text) const;
+  /// [CLS] a [SEP] (b [SEP]), truncating the longer side first (b on a
+  /// tie) to fit `max_length`, then padding with [PAD] (attention_mask 0).
+  Encoding encode(const std::string& text_a, const std::optional<std::string>& text_b,
+                  std::int64_t max_length) const;
+
+  std::int32_t id(const std::string& token) const;  ///< [UNK]'s id if unknown
+  const std::string& token(std::int32_t id) const;
+  std::size_t vocab_size() const noexcept { return tokens_.size(); }
+
+ private:
+  std::vector<std::string> wordpiece(const std::string& word) const;
+  std::map<std::string, std::int32_t> ids_;
+  std::vector<std::string> tokens_;
+  bool lower_case_;
+  SpecialTokensInText special_;
+};
+
+}  // namespace polyhal

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""The include-order test: every #include in core/, launcher/ and plugins/
+must go down the layers that docs/architecture.md declares (its ```layers
+block: one line per layer, lowest first, with its folders and the
+polyhal/app/ headers it implements). A file may include its own layer and
+the layers before it; plugins may include the contract only. Prints each
+include against the order and exits 1 when there is one.
+
+  python3 scripts/check_layers.py [ROOT]
+"""
+import os
+import re
+import sys
+
+ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), ".."))
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def read_layers():
+    """[(name, [folders], [app headers])] from the ```layers block, lowest first."""
+    text = open(os.path.join(ROOT, "docs", "architecture.md"), encoding="utf-8").read()
+    block = re.search(r"```layers\n(.*?)```", text, re.S)
+    if not block:
+        sys.exit("docs/architecture.md has no ```layers block")
+    layers = []
+    for line in block.group(1).splitlines():
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            continue
+        folders = [w for w in words[1:] if not w.startswith("polyhal/")]
+        headers = [w for w in words[1:] if w.startswith("polyhal/")]
+        layers.append((words[0], folders, headers))
+    return layers
+
+
+def main():
+    layers = read_layers()
+    rank = {name: i for i, (name, _, _) in enumerate(layers)}
+    folder_layer, header_layer = {}, {}
+    for name, folders, headers in layers:
+        for f in folders:
+            folder_layer[f.rstrip("/")] = name
+        for h in headers:
+            header_layer[h] = name
+    problems = []
+    app_dir = os.path.join(ROOT, "core", "include", "polyhal", "app")
+    for h in sorted(os.listdir(app_dir)):
+        if "polyhal/app/" + h not in header_layer:
+            problems.append(f"core/include/polyhal/app/{h}: in no layer of docs/architecture.md")
+
+    def layer_of_file(rel):
+        parts = rel.split("/")
+        for n in range(len(parts) - 1, 0, -1):
+            folder = "/".join(parts[:n])
+            if folder in folder_layer:
+                return folder_layer[folder]
+        return None
+
+    def layer_of_include(target, rel):
+        if target.startswith("polyhal/app/"):
+            return header_layer.get(target)
+        if target.startswith("polyhal/"):
+            return "contract"
+        first = target.split("/")[0]
+        if "/" in target and os.path.isdir(os.path.join(ROOT, "core", "src", first)):
+            return layer_of_file("core/src/" + target)
+        return layer_of_file(os.path.join(os.path.dirname(rel), target))  # beside the includer
+
+    for top in ("core", "launcher", "plugins"):
+        for dirpath, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in sorted(files):
+                if not f.endswith((".cpp", ".hpp")):
+                    continue
+                rel = os.path.relpath(os.path.join(dirpath, f), ROOT)
+                plugin = rel.startswith("plugins/")
+                if plugin:
+                    mine = "contract"
+                elif rel.startswith("core/include/polyhal/app/"):
+                    mine = header_layer.get("polyhal/app/" + f)
+                else:
+                    mine = layer_of_file(rel)
+                if mine is None:
+                    problems.append(f"{rel}: in no layer of docs/architecture.md")
+                    continue
+                with open(os.path.join(dirpath, f), encoding="utf-8") as source:
+                    for number, line in enumerate(source, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        target = m.group(1)
+                        if plugin and not target.startswith("polyhal/"):
+                            continue  # the plugin's own files
+                        theirs = layer_of_include(target, rel)
+                        if theirs is None:
+                            problems.append(f"{rel}:{number}: includes {target}, in no layer")
+                        elif rank[theirs] > rank[mine]:
+                            who = "a plugin" if plugin else f"layer {mine}"
+                            problems.append(f"{rel}:{number}: {who} includes {target} of layer {theirs}")
+    for p in problems:
+        print(p)
+    print(f"check_layers: {len(problems)} include(s) against the order of {len(layers)} layers")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
