@@ -3,7 +3,9 @@
 // BERT inference and training ops) through the core's portable reference
 // kernels, so BERT runs end to end on it. Copy it, rename it (PLUGIN_NAME in
 // CMakeLists.txt, the one place), then replace kernels with your own.
-// docs/plugin-authors.md walks through it.
+// docs/plugin-authors.md walks through it. A plugin includes only the
+// contract, the headers directly in polyhal/ (abi.hpp lists them in reading
+// order); polyhal/app/ is the framework's own API and refuses to compile here.
 #include <polyhal/plugin.hpp>
 #include <polyhal/reference_kernels.hpp>
 
