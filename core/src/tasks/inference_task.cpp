@@ -102,6 +102,108 @@ double percentile(std::vector<double> values, double p) {
   return values[std::clamp<std::size_t>(rank, 1, values.size()) - 1];
 }
 
+namespace {
+
+/// Text inference: every example of data.text_file through the model in
+/// batches (the last filled with empty examples whose results are dropped),
+/// one JSON line per example in inference.output.
+void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTokenizer& tokenizer,
+                const TaskHead& head, InferenceResult& result) {
+  const BertShape shape = bert.shape();
+  const bool heads = config.model.heads;
+  const auto examples = read_text(config.data.text_file);
+  if (config.inference.output.empty())
+    throw ConfigError("inference.output: required with data.source text");
+  // Beside its target and renamed when complete: an interrupted run or a
+  // full disk never leaves a truncated output under the real name.
+  detail::AtomicOutput out(config.inference.output);
+  BertOutputs outputs;
+  for (std::size_t first = 0; first < examples.size();
+       first += static_cast<std::size_t>(shape.batch)) {
+    BertInputs in;
+    std::vector<Encoding> encodings;
+    for (std::int64_t b = 0; b < shape.batch; ++b) {
+      const std::size_t index = first + static_cast<std::size_t>(b);
+      // The last batch is filled with empty examples whose results are dropped.
+      const TextExample example =
+          index < examples.size() ? examples[index] : TextExample{"", std::nullopt};
+      encodings.push_back(tokenizer.encode(example.a, example.b, shape.seq));
+      const auto& e = encodings.back();
+      in.input_ids.insert(in.input_ids.end(), e.input_ids.begin(), e.input_ids.end());
+      in.token_type_ids.insert(in.token_type_ids.end(), e.token_type_ids.begin(),
+                               e.token_type_ids.end());
+      in.attention_mask.insert(in.attention_mask.end(), e.attention_mask.begin(),
+                               e.attention_mask.end());
+    }
+    const auto start = std::chrono::steady_clock::now();
+    bert.run(in, &outputs);
+    result.batch_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    const auto h = static_cast<std::size_t>(result.config.hidden_size);
+    for (std::int64_t b = 0;
+         b < shape.batch && first + static_cast<std::size_t>(b) < examples.size(); ++b) {
+      const auto& e = encodings[static_cast<std::size_t>(b)];
+      const std::size_t index = first + static_cast<std::size_t>(b);
+      nlohmann::json line{{"index", index}, {"line", index + 1}, {"tokens", e.tokens}};
+      const auto slice = [b](const std::vector<float>& all, std::size_t width) {
+        return std::vector<float>(
+            all.begin() + static_cast<std::ptrdiff_t>(b) * static_cast<std::ptrdiff_t>(width),
+            all.begin() + static_cast<std::ptrdiff_t>(b + 1) * static_cast<std::ptrdiff_t>(width));
+      };
+      if (!outputs.pooled.empty()) line["pooled"] = slice(outputs.pooled, h);
+      if (!outputs.start_logits.empty()) {
+        line["start_logits"] = slice(outputs.start_logits, static_cast<std::size_t>(shape.seq));
+        line["end_logits"] = slice(outputs.end_logits, static_cast<std::size_t>(shape.seq));
+      }
+      if (!outputs.logits.empty())
+        line["logits"] = slice(outputs.logits, static_cast<std::size_t>(head.num_labels));
+      if (heads) {
+        line["nsp_logits"] = {outputs.nsp_logits[static_cast<std::size_t>(2 * b)],
+                              outputs.nsp_logits[static_cast<std::size_t>(2 * b + 1)]};
+        nlohmann::json masks = nlohmann::json::array();
+        for (std::int64_t s = 0; s < shape.seq; ++s) {
+          if (e.tokens[static_cast<std::size_t>(s)] != "[MASK]") continue;
+          const float* row =
+              outputs.mlm_logits.data() + (b * shape.seq + s) * result.config.vocab_size;
+          masks.push_back(
+              {{"position", s}, {"top", top_tokens(row, result.config.vocab_size, tokenizer, 5)}});
+        }
+        line["masked_predictions"] = masks;
+      }
+      out.write(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      ++result.text_examples;
+    }
+  }
+  out.commit();
+}
+
+/// The benchmark: warm-up, then inference.iterations batches of generated
+/// inputs, or as many as fit in inference.duration_seconds.
+void time_generated_batches(BertInference& bert, const RunConfig& config, InferenceResult& result) {
+  const BertShape shape = bert.shape();
+  std::mt19937_64 generator(config.data.seed);
+  const BertInputs in = generated_batch(result.config, shape, generator);
+  for (int i = 0; i < config.inference.warmup; ++i) bert.run(in, nullptr);
+  // A count of batches, or (duration_seconds) as many as fit in the time.
+  const auto began = std::chrono::steady_clock::now();
+  const auto timed = config.inference.duration_seconds > 0;
+  const auto until = began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                 std::chrono::duration<double>(config.inference.duration_seconds));
+  for (int i = 0; timed ? (i == 0 || std::chrono::steady_clock::now() < until)
+                        : i < config.inference.iterations;
+       ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    bert.run(in, nullptr);
+    result.batch_seconds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    spdlog::debug("batch {}: {:.3f} ms", i, result.batch_seconds.back() * 1e3);
+  }
+  result.measured_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+}
+
+}  // namespace
+
 InferenceResult run_inference(Device& device, const RunConfig& config, bool compile_only) {
   InferenceResult result;
   result.config = resolve_bert_config(config.model);
@@ -161,93 +263,10 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   }
   bert.load_weights(weights);
   if (text) {
-    const auto examples = read_text(config.data.text_file);
-    if (config.inference.output.empty())
-      throw ConfigError("inference.output: required with data.source text");
-    // Beside its target and renamed when complete: an interrupted run or a
-    // full disk never leaves a truncated output under the real name.
-    detail::AtomicOutput out(config.inference.output);
-    BertOutputs outputs;
-    for (std::size_t first = 0; first < examples.size();
-         first += static_cast<std::size_t>(shape.batch)) {
-      BertInputs in;
-      std::vector<Encoding> encodings;
-      for (std::int64_t b = 0; b < shape.batch; ++b) {
-        const std::size_t index = first + static_cast<std::size_t>(b);
-        // The last batch is filled with empty examples whose results are dropped.
-        const TextExample example =
-            index < examples.size() ? examples[index] : TextExample{"", std::nullopt};
-        encodings.push_back(tokenizer->encode(example.a, example.b, shape.seq));
-        const auto& e = encodings.back();
-        in.input_ids.insert(in.input_ids.end(), e.input_ids.begin(), e.input_ids.end());
-        in.token_type_ids.insert(in.token_type_ids.end(), e.token_type_ids.begin(),
-                                 e.token_type_ids.end());
-        in.attention_mask.insert(in.attention_mask.end(), e.attention_mask.begin(),
-                                 e.attention_mask.end());
-      }
-      const auto start = std::chrono::steady_clock::now();
-      bert.run(in, &outputs);
-      result.batch_seconds.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      const auto h = static_cast<std::size_t>(result.config.hidden_size);
-      for (std::int64_t b = 0;
-           b < shape.batch && first + static_cast<std::size_t>(b) < examples.size(); ++b) {
-        const auto& e = encodings[static_cast<std::size_t>(b)];
-        const std::size_t index = first + static_cast<std::size_t>(b);
-        nlohmann::json line{{"index", index}, {"line", index + 1}, {"tokens", e.tokens}};
-        const auto slice = [b](const std::vector<float>& all, std::size_t width) {
-          return std::vector<float>(
-              all.begin() + static_cast<std::ptrdiff_t>(b) * static_cast<std::ptrdiff_t>(width),
-              all.begin() +
-                  static_cast<std::ptrdiff_t>(b + 1) * static_cast<std::ptrdiff_t>(width));
-        };
-        if (!outputs.pooled.empty()) line["pooled"] = slice(outputs.pooled, h);
-        if (!outputs.start_logits.empty()) {
-          line["start_logits"] = slice(outputs.start_logits, static_cast<std::size_t>(shape.seq));
-          line["end_logits"] = slice(outputs.end_logits, static_cast<std::size_t>(shape.seq));
-        }
-        if (!outputs.logits.empty())
-          line["logits"] = slice(outputs.logits, static_cast<std::size_t>(head.num_labels));
-        if (heads) {
-          line["nsp_logits"] = {outputs.nsp_logits[static_cast<std::size_t>(2 * b)],
-                                outputs.nsp_logits[static_cast<std::size_t>(2 * b + 1)]};
-          nlohmann::json masks = nlohmann::json::array();
-          for (std::int64_t s = 0; s < shape.seq; ++s) {
-            if (e.tokens[static_cast<std::size_t>(s)] != "[MASK]") continue;
-            const float* row =
-                outputs.mlm_logits.data() + (b * shape.seq + s) * result.config.vocab_size;
-            masks.push_back({{"position", s},
-                             {"top", top_tokens(row, result.config.vocab_size, *tokenizer, 5)}});
-          }
-          line["masked_predictions"] = masks;
-        }
-        out.write(line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
-        ++result.text_examples;
-      }
-    }
-    out.commit();
-    return result;
+    infer_text(bert, config, *tokenizer, head, result);
+  } else {
+    time_generated_batches(bert, config, result);
   }
-
-  std::mt19937_64 generator(config.data.seed);
-  const BertInputs in = generated_batch(result.config, shape, generator);
-  for (int i = 0; i < config.inference.warmup; ++i) bert.run(in, nullptr);
-  // A count of batches, or (duration_seconds) as many as fit in the time.
-  const auto began = std::chrono::steady_clock::now();
-  const auto timed = config.inference.duration_seconds > 0;
-  const auto until = began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                 std::chrono::duration<double>(config.inference.duration_seconds));
-  for (int i = 0; timed ? (i == 0 || std::chrono::steady_clock::now() < until)
-                        : i < config.inference.iterations;
-       ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    bert.run(in, nullptr);
-    result.batch_seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-    spdlog::debug("batch {}: {:.3f} ms", i, result.batch_seconds.back() * 1e3);
-  }
-  result.measured_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
   return result;
 }
 
