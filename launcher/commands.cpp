@@ -358,7 +358,7 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
 /// log warnings and errors, prefixed with their rank. Any error on any rank
 /// tears the whole job down (MPI_Abort) with that error's exit code, so no
 /// rank is left waiting for a peer that will never come.
-int run_mpi_pretraining(const CommonOptions& common, const RunOptions& run, RunConfig config) {
+int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, RunConfig config) {
   const Task& task = task_named(config);
   check_collective(task, config);
   MpiRuntime mpi;
@@ -410,7 +410,7 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
   if (run.backend) config.backend = *run.backend;
   check_output_paths(config);
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
-  if (config.collective.engine == "mpi") return run_mpi_pretraining(common, run, config);
+  if (config.collective.engine == "mpi") return run_as_mpi_rank(common, run, config);
   configure_logging(config);
   MetricsWriter metrics({run.metrics_out, run.tensorboard_dir, run.metrics_csv});
   const auto opened = open_configured_devices(common, config, config.batch.replicas);
