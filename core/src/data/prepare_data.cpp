@@ -207,17 +207,9 @@ void write_part(const std::filesystem::path& path, const std::vector<Instance>& 
   file.commit();
 }
 
-}  // namespace
-
-PrepareDataReport prepare_pretraining_data(const PrepareDataOptions& options,
-                                           const PrepareProgress& progress) {
-  const auto start = std::chrono::steady_clock::now();
-  check_options(options);
-  const auto files = input_files(options.inputs);
-  check_output(options.output);
-  const WordPieceTokenizer tokenizer(options.vocab, options.lower_case, options.special_tokens);
-  if (tokenizer.id("[MASK]") == tokenizer.id("[UNK]"))
-    throw ConfigError(fmt::format("{}: vocabulary has no [MASK] token", options.vocab.string()));
+/// Masking and sequence settings with the vocabulary's special token ids.
+detail::InstanceSettings instance_settings(const PrepareDataOptions& options,
+                                           const WordPieceTokenizer& tokenizer) {
   detail::InstanceSettings settings;
   settings.max_seq_len = options.max_seq_len;
   settings.max_predictions = options.max_predictions;
@@ -232,14 +224,15 @@ PrepareDataReport prepare_pretraining_data(const PrepareDataOptions& options,
   for (std::size_t id = 0; id < tokenizer.vocab_size(); ++id)
     settings.continuation[id] = tokenizer.token(static_cast<std::int32_t>(id)).starts_with("##");
 
-  PrepareDataReport report;
-  report.files = static_cast<std::int64_t>(files.size());
-  std::int64_t total_bytes = 0;
-  for (const auto& file : files) {
-    std::error_code ec;
-    total_bytes += static_cast<std::int64_t>(std::filesystem::file_size(file, ec));
-  }
-  tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
+  return settings;
+}
+
+/// Every file's documents (blank lines end them), tokenized in parallel in
+/// chunks and kept in file order; counts lines, sentences and bytes.
+std::vector<Document> read_documents(const std::vector<std::filesystem::path>& files,
+                                     const WordPieceTokenizer& tokenizer, tbb::task_arena& arena,
+                                     std::int64_t total_bytes, const PrepareProgress& progress,
+                                     PrepareDataReport& report) {
   std::vector<Document> documents;
   arena.execute([&] {
     ChunkReader reader(files);
@@ -292,6 +285,31 @@ PrepareDataReport prepare_pretraining_data(const PrepareDataOptions& options,
             }));
     end_document();
   });
+  return documents;
+}
+
+}  // namespace
+
+PrepareDataReport prepare_pretraining_data(const PrepareDataOptions& options,
+                                           const PrepareProgress& progress) {
+  const auto start = std::chrono::steady_clock::now();
+  check_options(options);
+  const auto files = input_files(options.inputs);
+  check_output(options.output);
+  const WordPieceTokenizer tokenizer(options.vocab, options.lower_case, options.special_tokens);
+  if (tokenizer.id("[MASK]") == tokenizer.id("[UNK]"))
+    throw ConfigError(fmt::format("{}: vocabulary has no [MASK] token", options.vocab.string()));
+  const detail::InstanceSettings settings = instance_settings(options, tokenizer);
+  PrepareDataReport report;
+  report.files = static_cast<std::int64_t>(files.size());
+  std::int64_t total_bytes = 0;
+  for (const auto& file : files) {
+    std::error_code ec;
+    total_bytes += static_cast<std::int64_t>(std::filesystem::file_size(file, ec));
+  }
+  tbb::task_arena arena(options.threads > 0 ? options.threads : tbb::task_arena::automatic);
+  std::vector<Document> documents =
+      read_documents(files, tokenizer, arena, total_bytes, progress, report);
   report.documents = static_cast<std::int64_t>(documents.size());
   if (documents.empty()) {
     throw ConfigError(
