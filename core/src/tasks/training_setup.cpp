@@ -6,7 +6,7 @@
 
 #include "polyhal/app/lr_schedule.hpp"
 #include "polyhal/error.hpp"
-#include "tasks/pipeline_balance.hpp"
+#include "train/pipeline_balance.hpp"
 
 namespace polyhal {
 

@@ -12,7 +12,7 @@
 #include "polyhal/app/glue_data.hpp"
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
-#include "tasks/finetune_data.hpp"
+#include "tasks/finetune/finetune_data.hpp"
 #include "util/atomic_file.hpp"
 
 namespace polyhal {

@@ -19,7 +19,7 @@
 #include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/app/replica_group.hpp"
 #include "polyhal/error.hpp"
-#include "tasks/finetune_data.hpp"
+#include "tasks/finetune/finetune_data.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
 #include "train/training_job.hpp"

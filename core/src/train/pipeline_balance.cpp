@@ -1,4 +1,4 @@
-#include "tasks/pipeline_balance.hpp"
+#include "train/pipeline_balance.hpp"
 
 #include <algorithm>
 #include <cmath>

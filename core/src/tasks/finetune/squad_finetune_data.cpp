@@ -11,7 +11,7 @@
 #include "polyhal/app/packing.hpp"
 #include "polyhal/app/squad_data.hpp"
 #include "polyhal/app/squad_predictions.hpp"
-#include "tasks/finetune_data.hpp"
+#include "tasks/finetune/finetune_data.hpp"
 #include "util/atomic_file.hpp"
 
 namespace polyhal {

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "polyhal/app/glue_data.hpp"
-#include "tasks/finetune_data.hpp"
+#include "tasks/finetune/finetune_data.hpp"
 
 namespace polyhal {
 
