@@ -11,7 +11,7 @@
 #include "polyhal/app/suggest.hpp"
 #include "polyhal/error.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 namespace {
 
 namespace po = boost::program_options;
@@ -389,4 +389,4 @@ CommandLine parse_command_line(int argc, char** argv) {
   return cl;
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -10,7 +10,7 @@
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/prepare_data.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 /// Everything the command line can set, filled by parse_command_line.
 struct CommandLine {
@@ -49,4 +49,4 @@ std::vector<std::string> command_names();
 /// the command already typed, one per line.
 std::string completion_candidates(const std::vector<std::string>& words);
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -12,16 +12,16 @@
 #include <chrono>
 #include <iostream>
 
-#include "metrics_writer.hpp"
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/config_keys.hpp"
+#include "polyhal/app/metrics_writer.hpp"
 #include "polyhal/app/mpi_collective.hpp"
 #include "polyhal/app/plugin_loader.hpp"
+#include "polyhal/app/run_report.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
-#include "report.hpp"
-#include "task.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 namespace {
 
 /// Where to look for plugins. Permission to load from writable places comes
@@ -321,9 +321,12 @@ int show_config(const CommonOptions& common, const RunOptions& run) {
 /// `collective: mpi` runs one replica per rank: only tasks that train can.
 void check_collective(const Task& task, const RunConfig& config) {
   if (config.collective.engine == "mpi" && !task.multi_process()) {
-    throw ConfigError(fmt::format(
-        "{}: key 'collective': mpi applies to the training tasks (pretrain, squad, glue), not {}",
-        config.locate("collective"), config.task));
+    std::vector<std::string> multi;
+    for (const auto& t : registered_tasks())
+      if (t->multi_process()) multi.push_back(t->schema().name);
+    throw ConfigError(
+        fmt::format("{}: key 'collective': mpi applies to the training tasks ({}), not {}",
+                    config.locate("collective"), fmt::join(multi, ", "), config.task));
   }
 }
 
@@ -421,4 +424,4 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
   return task_named(config).run(*device, config, run, metrics, nullptr, raw(opened));
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

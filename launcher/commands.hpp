@@ -8,9 +8,10 @@
 
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/prepare_data.hpp"
-#include "progress.hpp"
+#include "polyhal/app/progress.hpp"
+#include "polyhal/app/task.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 /// How log lines look on stderr (and, with the rank, under mpirun).
 inline constexpr const char* kLogPattern = "%Y-%m-%d %H:%M:%S.%e [%l] %v";
@@ -20,17 +21,6 @@ struct CommonOptions {
   std::vector<std::filesystem::path> plugin_paths;
   bool allow_world_writable_plugins = false;
   std::filesystem::path executable_dir;
-};
-
-struct RunOptions {
-  std::filesystem::path config;
-  std::optional<std::string> backend;
-  std::vector<std::string> overrides;
-  bool compile_only = false;
-  std::filesystem::path metrics_out;      ///< JSON lines
-  std::filesystem::path tensorboard_dir;  ///< TensorBoard event file goes here
-  std::filesystem::path metrics_csv;      ///< long-form CSV of every number
-  ProgressMode progress = ProgressMode::automatic;
 };
 
 int list_plugins(const CommonOptions& common);
@@ -50,4 +40,4 @@ int pack_data(const PackOptions& options, ProgressMode progress);
 int prepare_data(const PrepareDataOptions& options, const std::optional<PackOptions>& pack,
                  ProgressMode progress);
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -10,9 +10,9 @@
 #include "commands.hpp"
 #include "polyhal/abi.hpp"
 #include "polyhal/app/config_keys.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/op_schema.hpp"
-#include "task.hpp"
 
 namespace {
 
@@ -23,7 +23,7 @@ std::filesystem::path executable_dir() {
 }
 
 int dispatch(int argc, char** argv) {
-  using namespace polyhal::launcher;
+  using namespace polyhal;
   if (argc > 1 && std::string_view(argv[1]) == "__complete") {  // the shell's completion
     std::cout << completion_candidates(std::vector<std::string>(argv + 2, argv + argc));
     return 0;
@@ -59,7 +59,7 @@ int dispatch(int argc, char** argv) {
   };
   if (command == "config") {
     if (cl.config_action == "reference") {
-      std::cout << polyhal::config_reference_markdown();
+      std::cout << polyhal::config_reference_markdown(polyhal::task_schemas());
       return 0;
     }
     require_config();

@@ -6,9 +6,9 @@
 
 #include "commands.hpp"
 #include "polyhal/app/packed_data.hpp"
-#include "progress.hpp"
+#include "polyhal/app/progress.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 int pack_data(const PackOptions& options, ProgressMode progress) {
   Progress show(progress);
@@ -25,4 +25,4 @@ int pack_data(const PackOptions& options, ProgressMode progress) {
   return 0;
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -6,9 +6,9 @@
 #include <iostream>
 
 #include "commands.hpp"
-#include "progress.hpp"
+#include "polyhal/app/progress.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 int prepare_data(const PrepareDataOptions& options, const std::optional<PackOptions>& pack,
                  ProgressMode progress) {
@@ -46,4 +46,4 @@ int prepare_data(const PrepareDataOptions& options, const std::optional<PackOpti
   return pack_data(packing, progress);
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

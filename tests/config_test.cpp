@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "polyhal/app/config.hpp"
+#include "polyhal/app/matmul_bench.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
 #include "test_support.hpp"
 
@@ -21,7 +23,7 @@ std::string error_of(const std::string& yaml, const std::vector<std::string>& ov
   test::TempDir dir;
   const auto file = dir.write("c.yaml", yaml);
   try {
-    load_run_config(file, overrides);
+    load_task_config(file, overrides);
   } catch (const ConfigError& e) {
     EXPECT_EQ(e.exit_code(), ExitCode::bad_input);
     // Strip the temporary directory so assertions read plainly.
@@ -38,7 +40,10 @@ std::string error_of(const std::string& yaml, const std::vector<std::string>& ov
 // required ones, naming file, line and key.
 TEST(Config, TasksComeWithTheirSchema) {
   test::TempDir dir;
-  const std::vector<TaskSchema> tasks{{"echo", {"model", "data"}, {"model"}}};
+  // The built-in tasks too: `steps` is a section of theirs (pretrain's).
+  const TaskSchema echo{"echo", {"model", "data"}, {"model"}};
+  std::vector<TaskSchema> tasks = task_schemas();
+  tasks.push_back(echo);
   const auto config = load_run_config(
       dir.write("c.yaml", "backend: cpu\ntask: echo\nmodel: {preset: tiny}\n"), {}, tasks);
   EXPECT_EQ(config.task, "echo");
@@ -54,17 +59,42 @@ TEST(Config, TasksComeWithTheirSchema) {
   }
   EXPECT_THROW(load_run_config(dir.write("e.yaml", "backend: cpu\ntask: echo\n"), {}, tasks),
                ConfigError);
-  EXPECT_THROW(load_run_config(dir.write("f.yaml", kGood), {}, tasks), ConfigError);
+  EXPECT_THROW(load_run_config(dir.write("f.yaml", kGood), {}, {echo}), ConfigError);
+}
+
+// A key declared for some tasks is refused, naming them, by another; a task
+// that says it reads another's keys (reads_keys_of) takes them.
+TEST(Config, KeysOfOtherTasksAreNamedAndCanBeShared) {
+  test::TempDir dir;
+  std::vector<TaskSchema> tasks = task_schemas();
+  tasks.push_back({"echo", {"model", "optimizer"}, {}});
+  TaskSchema trainer{"my-trainer", {"model", "optimizer"}, {}};
+  trainer.reads_keys_of = {"pretrain"};
+  tasks.push_back(trainer);
+  const std::string body = "backend: cpu\nmodel: {recompute: all}\noptimizer: {name: sgd}\n";
+  try {
+    load_run_config(dir.write("a.yaml", "task: echo\n" + body), {}, tasks);
+    FAIL() << "a key of the training tasks was accepted by echo";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "a.yaml:3: key 'model.recompute': used by tasks pretrain, squad, glue only, "
+                  "not echo"),
+              std::string::npos)
+        << e.what();
+  }
+  const auto config = load_run_config(dir.write("b.yaml", "task: my-trainer\n" + body), {}, tasks);
+  EXPECT_EQ(config.model.recompute, "all");
+  EXPECT_EQ(config.optimizer.name, "sgd");
 }
 
 TEST(Config, ReadsAValidFile) {
   test::TempDir dir;
-  const auto config = load_run_config(dir.write("c.yaml", kGood));
+  const auto config = load_task_config(dir.write("c.yaml", kGood));
   EXPECT_EQ(config.backend, "cpu");
-  ASSERT_EQ(config.matmul_bench.shapes.size(), 1u);
-  EXPECT_EQ(config.matmul_bench.shapes[0][0], 8);
-  EXPECT_EQ(config.matmul_bench.dtype, DType::bf16);
-  EXPECT_EQ(config.matmul_bench.iterations, 3);
+  ASSERT_EQ(config.section<MatmulBenchConfig>().shapes.size(), 1u);
+  EXPECT_EQ(config.section<MatmulBenchConfig>().shapes[0][0], 8);
+  EXPECT_EQ(config.section<MatmulBenchConfig>().dtype, DType::bf16);
+  EXPECT_EQ(config.section<MatmulBenchConfig>().iterations, 3);
 }
 
 TEST(Config, UnknownKeyNamesLineAndSuggests) {
@@ -92,7 +122,7 @@ TEST(Config, FirstMomentIsF32OrF16) {
             "c.yaml:5: key 'optimizer.first_moment': expected f32 or f16 (the second moment is "
             "always f32), got \"bf16\"");
   test::TempDir dir;
-  EXPECT_EQ(load_run_config(dir.write("f16.yaml", pretrain + "f16\n"), {}).optimizer.first_moment,
+  EXPECT_EQ(load_task_config(dir.write("f16.yaml", pretrain + "f16\n"), {}).optimizer.first_moment,
             DType::f16);
 }
 
@@ -103,9 +133,9 @@ TEST(Config, SpecialTokensAreSplitOrKept) {
             "c.yaml:5: key 'data.special_tokens': expected split (BERT's reference) or keep "
             "(Hugging Face), got \"whole\"");
   test::TempDir dir;
-  EXPECT_EQ(load_run_config(dir.write("keep.yaml", inference + "keep\n"), {}).data.special_tokens,
+  EXPECT_EQ(load_task_config(dir.write("keep.yaml", inference + "keep\n"), {}).data.special_tokens,
             SpecialTokensInText::keep);
-  EXPECT_FALSE(load_run_config(dir.write("unset.yaml", kGood), {}).data.special_tokens);
+  EXPECT_FALSE(load_task_config(dir.write("unset.yaml", kGood), {}).data.special_tokens);
 }
 
 // A 1 KB file of nested aliases would expand to billions of keys: refused
@@ -152,8 +182,8 @@ TEST(Config, YamlSyntaxErrorHasLineAndColumn) {
 TEST(Config, OverridesWinAndAreBlamedInErrors) {
   test::TempDir dir;
   const auto file = dir.write("c.yaml", kGood);
-  const auto config = load_run_config(file, {"matmul_bench.iterations=9", "device.isa=avx2"});
-  EXPECT_EQ(config.matmul_bench.iterations, 9);
+  const auto config = load_task_config(file, {"matmul_bench.iterations=9", "device.isa=avx2"});
+  EXPECT_EQ(config.section<MatmulBenchConfig>().iterations, 9);
   EXPECT_EQ(config.device.at("isa"), "avx2");
   EXPECT_EQ(error_of(kGood, {"matmul_bench.iterations=zero"}),
             "--set matmul_bench.iterations=zero: key 'matmul_bench.iterations': expected a "
@@ -167,7 +197,7 @@ TEST(Config, DeviceOptionsCheckedAgainstBackendSpecs) {
   test::TempDir dir;
   const auto file =
       dir.write("c.yaml", std::string(kGood) + "device:\n  isa: fast\n  color: red\n");
-  const auto config = load_run_config(file);
+  const auto config = load_task_config(file);
   const std::vector<OptionSpec> specs{
       {"isa", OptionSpec::Type::choice, {"auto", "avx2"}, "auto", ""}};
   try {

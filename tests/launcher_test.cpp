@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "polyhal/app/config_keys.hpp"
+#include "polyhal/app/task.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -208,7 +209,7 @@ TEST(LauncherConfig, TheReferenceInDocsIsTheOneTheReaderUses) {
       << "docs/config-reference.md is out of date: polyhal config reference > "
          "docs/config-reference.md";
   // Every key the reader accepts has a line that says what it does.
-  for (const auto& key : config_keys()) EXPECT_GT(key.help.size(), 10u) << key.path;
+  for (const auto* key : config_keys(task_schemas())) EXPECT_GT(key->help.size(), 10u) << key->path;
 }
 
 TEST(LauncherCli, TheConfigMayBeTheFirstArgument) {

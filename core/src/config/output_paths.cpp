@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "polyhal/app/config.hpp"
+#include "polyhal/app/config_keys.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
@@ -46,14 +47,16 @@ void check_file_target(const fs::path& file, const std::string& key, const RunCo
 }  // namespace
 
 void check_output_paths(const RunConfig& config) {
-  if (!config.checkpoint.dir.empty())
-    check_directory_target(config.checkpoint.dir, "checkpoint.dir", config);
-  if ((config.task == "squad" || config.task == "glue") && !config.finetune.output_dir.empty())
-    check_directory_target(config.finetune.output_dir, "finetune.output_dir", config);
-  if (!config.model.save.empty()) check_directory_target(config.model.save, "model.save", config);
-  if (!config.inference.output.empty())
-    check_file_target(config.inference.output, "inference.output", config);
-  if (!config.log_file.empty()) check_file_target(config.log_file, "log.file", config);
+  if (!config.schema) return;
+  for (const ConfigKey* key : task_keys(*config.schema)) {
+    if (key->output == OutputPath::none) continue;
+    const fs::path place = key->value(config);
+    if (place.empty()) continue;
+    if (key->output == OutputPath::directory)
+      check_directory_target(place, key->path, config);
+    else
+      check_file_target(place, key->path, config);
+  }
 }
 
 }  // namespace polyhal

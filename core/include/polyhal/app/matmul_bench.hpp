@@ -5,15 +5,26 @@
 /// models it is the model's estimate, and the host simulation time is
 /// reported separately so nobody mistakes it for device speed.
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
 
-#include "polyhal/app/config.hpp"
 #include "polyhal/device.hpp"
+#include "polyhal/dtype.hpp"
 
 namespace polyhal {
+
+/// Config section `matmul_bench` (core/src/tasks/matmul_bench/matmul_bench_section.cpp).
+struct MatmulBenchConfig {
+  static constexpr const char* kSection = "matmul_bench";
+  std::vector<std::array<std::int64_t, 3>> shapes;  ///< {M, N, K}
+  DType dtype = DType::f32;
+  std::optional<DType> out_dtype;  ///< default: dtype
+  int iterations = 20;
+  int warmup = 2;
+};
 
 struct MatmulShapeResult {
   std::array<std::int64_t, 3> mnk{};  ///< M, N, K

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "finetune_section.hpp"
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/bert_training.hpp"
 #include "polyhal/app/config.hpp"

@@ -54,7 +54,7 @@ TrainingBatch ModelRows::batch(std::span<const std::int64_t> rows) const {
 
 TaskHead finetune_head(const RunConfig& config) {
   if (config.task == "squad") return {TaskHead::Kind::question_answering, 2, {}};
-  const GlueTaskInfo& task = glue_task(config.finetune.glue_task);
+  const GlueTaskInfo& task = glue_task(config.section<FinetuneSection>().glue_task);
   if (task.labels.empty()) return {TaskHead::Kind::classification, 1, {}};
   return {TaskHead::Kind::classification, static_cast<std::int64_t>(task.labels.size()),
           task.labels};

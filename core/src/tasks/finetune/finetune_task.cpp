@@ -1,4 +1,5 @@
 #include "polyhal/app/finetune_task.hpp"
+#include "finetune_section.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -170,7 +171,7 @@ const std::filesystem::path& required_vocab(const StartingPoint& start, const Ru
 /// Returns the optimizer section with that warm-up.
 OptimizerSection plan_epochs(const RunConfig& config, const FinetuneData& data,
                              std::int64_t global_batch, FinetuneResult& result) {
-  const FinetuneSection& f = config.finetune;
+  const FinetuneSection& f = config.section<FinetuneSection>();
   result.train_rows = data.rows(Split::train).count();
   if (result.train_rows < global_batch) {
     throw ConfigError(fmt::format(
@@ -239,7 +240,7 @@ class Evaluator {
     model->load_weights(weights);
     const auto outputs = head_outputs(*model, data_.rows(split), data_.output_width(), replicas);
     if (replicas.rank() != 0) return;
-    const auto& output_dir = config_.finetune.output_dir;
+    const auto& output_dir = config_.section<FinetuneSection>().output_dir;
     FinetuneEvaluation e;
     e.split = split == Split::eval ? "eval" : "predict";
     e.epoch = epoch;
@@ -256,7 +257,7 @@ class Evaluator {
 
   static std::unique_ptr<BertInference> make_inference(Device& device, const RunConfig& config,
                                                        const FinetuneResult& result) {
-    const auto& f = config.finetune;
+    const auto& f = config.section<FinetuneSection>();
     const BertShape shape{f.eval_batch > 0 ? f.eval_batch : config.batch.micro,
                           config.model.seq_len};
     return std::make_unique<BertInference>(device, result.config, shape, config.model.precision,
@@ -284,8 +285,10 @@ void evaluate_only(Device& device, const RunConfig& config, const StartingPoint&
   group.run([&](int r) {
     std::unique_ptr<BertInference> model;
     Communicator& replicas = group.communicator(r);
-    if (config.finetune.eval) evaluate(Split::eval, 0, 0, weights, replicas, model);
-    if (config.finetune.predict) evaluate(Split::predict, 0, 0, weights, replicas, model);
+    if (config.section<FinetuneSection>().eval)
+      evaluate(Split::eval, 0, 0, weights, replicas, model);
+    if (config.section<FinetuneSection>().predict)
+      evaluate(Split::predict, 0, 0, weights, replicas, model);
   });
 }
 
@@ -296,7 +299,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                               Communicator* across_processes,
                               const std::vector<Device*>& stage_devices) {
   FinetuneResult result;
-  const FinetuneSection& f = config.finetune;
+  const FinetuneSection& f = config.section<FinetuneSection>();
   const StartingPoint start = starting_point(config, compile_only);
   const BertConfig& model = result.config = start.model;
   result.head = finetune_head(config);

@@ -21,11 +21,11 @@ namespace {
 class GlueData final : public FinetuneData {
  public:
   GlueData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq)
-      : task_(glue_task(config.finetune.glue_task)),
+      : task_(glue_task(config.section<FinetuneSection>().glue_task)),
         head_(finetune_head(config)),
         tokenizer_(vocab, config.data.lower_case,
                    config.data.special_tokens.value_or(SpecialTokensInText::split)) {
-    const auto& f = config.finetune;
+    const auto& f = config.section<FinetuneSection>();
     if (f.train) load(Split::train, f.train_file, true, seq);
     if (f.eval) load(Split::eval, f.eval_file, true, seq);
     if (f.predict) load(Split::predict, f.predict_file, false, seq);

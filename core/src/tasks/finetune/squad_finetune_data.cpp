@@ -120,7 +120,7 @@ void report_skipped(const std::filesystem::path& path, const SquadSplit& split) 
 class SquadData final : public FinetuneData {
  public:
   SquadData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq)
-      : config_(config.finetune),
+      : config_(config.section<FinetuneSection>()),
         tokenizer_(vocab, config.data.lower_case,
                    config.data.special_tokens.value_or(SpecialTokensInText::split)) {
     settings_.max_seq_length = seq;

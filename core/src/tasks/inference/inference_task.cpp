@@ -1,4 +1,5 @@
 #include "polyhal/app/inference_task.hpp"
+#include "inference_section.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -112,11 +113,11 @@ void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTok
   const BertShape shape = bert.shape();
   const bool heads = config.model.heads;
   const auto examples = read_text(config.data.text_file);
-  if (config.inference.output.empty())
+  if (config.section<InferenceSection>().output.empty())
     throw ConfigError("inference.output: required with data.source text");
   // Beside its target and renamed when complete: an interrupted run or a
   // full disk never leaves a truncated output under the real name.
-  detail::AtomicOutput out(config.inference.output);
+  detail::AtomicOutput out(config.section<InferenceSection>().output);
   BertOutputs outputs;
   for (std::size_t first = 0; first < examples.size();
        first += static_cast<std::size_t>(shape.batch)) {
@@ -183,14 +184,16 @@ void time_generated_batches(BertInference& bert, const RunConfig& config, Infere
   const BertShape shape = bert.shape();
   std::mt19937_64 generator(config.data.seed);
   const BertInputs in = generated_batch(result.config, shape, generator);
-  for (int i = 0; i < config.inference.warmup; ++i) bert.run(in, nullptr);
+  for (int i = 0; i < config.section<InferenceSection>().warmup; ++i) bert.run(in, nullptr);
   // A count of batches, or (duration_seconds) as many as fit in the time.
   const auto began = std::chrono::steady_clock::now();
-  const auto timed = config.inference.duration_seconds > 0;
-  const auto until = began + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                 std::chrono::duration<double>(config.inference.duration_seconds));
+  const auto timed = config.section<InferenceSection>().duration_seconds > 0;
+  const auto until =
+      began +
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+          std::chrono::duration<double>(config.section<InferenceSection>().duration_seconds));
   for (int i = 0; timed ? (i == 0 || std::chrono::steady_clock::now() < until)
-                        : i < config.inference.iterations;
+                        : i < config.section<InferenceSection>().iterations;
        ++i) {
     const auto start = std::chrono::steady_clock::now();
     bert.run(in, nullptr);

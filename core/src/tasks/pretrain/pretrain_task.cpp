@@ -1,4 +1,5 @@
 #include "polyhal/app/pretrain_task.hpp"
+#include "pretrain_section.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -67,7 +68,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       scaler);
   result.first_step = done + 1;
   const TrainerSettings settings = trainer_settings(
-      config, config.steps, config.optimizer,
+      config, config.section<StepsSection>().steps, config.optimizer,
       {{"model", result.model_name}, {"writer", "polyhal pretrain"}}, job.sharded());
   TrainingLog log;
   job.run([&](TrainingModel& model, Communicator& replicas) {
@@ -75,14 +76,15 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
     Trainer trainer(
         model, replicas, settings, [&data](std::uint64_t index) { return data->batch(index); },
         store, replica_scaler);
-    if (config.steps > done) trainer.run(done + 1, config.steps, observer, log);
+    if (config.section<StepsSection>().steps > done)
+      trainer.run(done + 1, config.section<StepsSection>().steps, observer, log);
   });
   result.steps = std::move(log.steps);
   result.checkpoints = std::move(log.checkpoints);
   result.profile = job.profile();
   // The final weights as a Hugging Face directory
   // (BertForPreTraining.from_pretrained), written by rank 0 with the checkpoints.
-  if (config.steps > done && job.lead() && !config.checkpoint.dir.empty()) {
+  if (config.section<StepsSection>().steps > done && job.lead() && !config.checkpoint.dir.empty()) {
     result.exported = config.checkpoint.dir / "hf";
     export_hf_directory(result.exported, result.config, TaskHead{}, job.weights());
   }

@@ -7,13 +7,14 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "finetune_section.hpp"
 #include "polyhal/app/finetune_task.hpp"
+#include "polyhal/app/run_report.hpp"
+#include "polyhal/app/step_progress.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
-#include "report.hpp"
-#include "step_progress.hpp"
-#include "task.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 namespace {
 
 std::string metrics_text(const std::map<std::string, double>& metrics) {
@@ -31,7 +32,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
   const bool model = p.mode == DeviceMode::model;
   const std::int64_t replicas = world ? world->size() : config.batch.replicas;
   const std::int64_t global_batch = polyhal::global_batch(config, world);
-  const auto& f = config.finetune;
+  const auto& f = config.section<FinetuneSection>();
   std::vector<std::string> what;
   if (f.train) what.push_back(fmt::format("train {} epochs", f.epochs));
   if (f.eval) what.push_back("eval");
@@ -121,8 +122,8 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
 
 class FinetuneTask final : public Task {
  public:
-  explicit FinetuneTask(std::string name) : name_(std::move(name)) {}
-  const TaskSchema& schema() const override { return builtin_task_schema(name_); }
+  explicit FinetuneTask(const TaskSchema& schema) : schema_(schema) {}
+  const TaskSchema& schema() const override { return schema_; }
   bool multi_process() const override { return true; }
   PlanSummary plan(Device& device, const RunConfig& config) const override {
     return fit_summary(run_finetuning(device, config, true, {}, {}, nullptr).memory);
@@ -133,16 +134,16 @@ class FinetuneTask final : public Task {
   }
 
  private:
-  std::string name_;
+  const TaskSchema& schema_;
 };
 
 }  // namespace
 
 std::unique_ptr<Task> make_squad_task() {
-  return std::make_unique<FinetuneTask>("squad");
+  return std::make_unique<FinetuneTask>(squad_schema());
 }
 std::unique_ptr<Task> make_glue_task() {
-  return std::make_unique<FinetuneTask>("glue");
+  return std::make_unique<FinetuneTask>(glue_schema());
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -4,13 +4,14 @@
 // and ETA (rewritten in place on a terminal, every log.every steps
 // otherwise). Shared by pretrain, squad and glue.
 #include <cstdint>
+#include "polyhal/app/not_for_plugins.hpp"
 
-#include "metrics_writer.hpp"
 #include "polyhal/app/config.hpp"
-#include "polyhal/app/pretrain_task.hpp"
-#include "progress.hpp"
+#include "polyhal/app/metrics_writer.hpp"
+#include "polyhal/app/progress.hpp"
+#include "polyhal/app/training_step.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 class StepProgress {
  public:
@@ -29,4 +30,4 @@ class StepProgress {
   std::int64_t timed_ = 0;
 };
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

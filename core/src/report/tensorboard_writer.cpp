@@ -1,4 +1,4 @@
-#include "tensorboard_writer.hpp"
+#include "polyhal/app/tensorboard_writer.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -10,7 +10,7 @@
 
 #include "polyhal/error.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 namespace {
 
 constexpr std::array<std::uint32_t, 256> make_crc_table() {
@@ -120,4 +120,4 @@ void TensorBoardWriter::sync() {
   file_->sync();
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

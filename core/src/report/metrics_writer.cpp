@@ -1,10 +1,10 @@
-#include "metrics_writer.hpp"
+#include "polyhal/app/metrics_writer.hpp"
 
 #include <fmt/format.h>
 
 #include <chrono>
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 MetricsWriter::MetricsWriter(const MetricsTargets& targets) {
   if (!targets.json_lines.empty())
@@ -52,4 +52,4 @@ void MetricsWriter::write_summary(nlohmann::json summary) {
   if (tensorboard_) tensorboard_->sync();
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

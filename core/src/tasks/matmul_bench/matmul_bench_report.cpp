@@ -6,22 +6,25 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "metrics_writer.hpp"
+#include "matmul_bench_section.hpp"
 #include "polyhal/app/matmul_bench.hpp"
+#include "polyhal/app/metrics_writer.hpp"
+#include "polyhal/app/run_report.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
-#include "report.hpp"
-#include "task.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 namespace {
 
 int run_matmul(Device& device, const RunConfig& config, const RunOptions& run,
                MetricsWriter& metrics) {
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
-  const auto results = run_matmul_bench(device, config.matmul_bench, run.compile_only);
+  const auto results =
+      run_matmul_bench(device, config.section<MatmulBenchConfig>(), run.compile_only);
   std::cout << fmt::format("matmul-bench on {} ({}{}), dtype {}\n", p.name, p.product,
-                           model ? ", device model" : "", dtype_name(config.matmul_bench.dtype));
+                           model ? ", device model" : "",
+                           dtype_name(config.section<MatmulBenchConfig>().dtype));
   bool all_fit = true;
   double best = 0.0;
   for (const auto& r : results) {
@@ -61,15 +64,16 @@ int run_matmul(Device& device, const RunConfig& config, const RunOptions& run,
     }
     metrics.write(record);
   }
-  nlohmann::json summary{{"backend", config.backend},
-                         {"device", p.name},
-                         {"product", p.product},
-                         {"mode", std::string(device_mode_name(p.mode))},
-                         {"task", config.task},
-                         {"model", "matmul"},
-                         {"precision", std::string(dtype_name(config.matmul_bench.dtype))},
-                         {"compile_only", run.compile_only},
-                         {"fits", all_fit}};
+  nlohmann::json summary{
+      {"backend", config.backend},
+      {"device", p.name},
+      {"product", p.product},
+      {"mode", std::string(device_mode_name(p.mode))},
+      {"task", config.task},
+      {"model", "matmul"},
+      {"precision", std::string(dtype_name(config.section<MatmulBenchConfig>().dtype))},
+      {"compile_only", run.compile_only},
+      {"fits", all_fit}};
   if (!run.compile_only) summary[model ? "estimated_gflops" : "gflops"] = best;
   metrics.write_summary(summary);
   if (run.compile_only && !all_fit) return static_cast<int>(ExitCode::failure);
@@ -78,10 +82,10 @@ int run_matmul(Device& device, const RunConfig& config, const RunOptions& run,
 
 class MatmulBenchTask final : public Task {
  public:
-  const TaskSchema& schema() const override { return builtin_task_schema("matmul-bench"); }
+  const TaskSchema& schema() const override { return matmul_bench_schema(); }
   PlanSummary plan(Device& device, const RunConfig& config) const override {
     bool fits = true;
-    for (const auto& r : run_matmul_bench(device, config.matmul_bench, true))
+    for (const auto& r : run_matmul_bench(device, config.section<MatmulBenchConfig>(), true))
       fits = fits && r.memory.fits;
     return {fits ? "every shape fits" : "a shape does not fit", fits};
   }
@@ -97,4 +101,4 @@ std::unique_ptr<Task> make_matmul_bench_task() {
   return std::make_unique<MatmulBenchTask>();
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

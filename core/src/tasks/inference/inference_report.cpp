@@ -9,13 +9,14 @@
 
 #include <algorithm>
 
-#include "metrics_writer.hpp"
+#include "inference_section.hpp"
 #include "polyhal/app/inference_task.hpp"
+#include "polyhal/app/metrics_writer.hpp"
+#include "polyhal/app/run_report.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
-#include "report.hpp"
-#include "task.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 namespace {
 
 int run_bert_inference(Device& device, const RunConfig& config, const RunOptions& run,
@@ -90,7 +91,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
   }
   if (r.text_examples > 0) {
     std::cout << fmt::format("  wrote {} examples to {}\n", r.text_examples,
-                             config.inference.output.string());
+                             config.section<InferenceSection>().output.string());
   }
   if (!run.compile_only) report_peak_memory(device, r.memory, summary);
   metrics.write_summary(summary);
@@ -100,7 +101,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
 
 class InferenceTask final : public Task {
  public:
-  const TaskSchema& schema() const override { return builtin_task_schema("inference"); }
+  const TaskSchema& schema() const override { return inference_schema(); }
   PlanSummary plan(Device& device, const RunConfig& config) const override {
     return fit_summary(run_inference(device, config, true).memory);
   }
@@ -116,4 +117,4 @@ std::unique_ptr<Task> make_inference_task() {
   return std::make_unique<InferenceTask>();
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -1,17 +1,32 @@
-// The launcher's task registry: one line per task.
+// The task registry: one line per task built into polyhal, then the tasks
+// a program adds with TaskRegistration.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
-#include "task.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 std::unique_ptr<Task> make_matmul_bench_task();
 std::unique_ptr<Task> make_inference_task();
 std::unique_ptr<Task> make_pretrain_task();
 std::unique_ptr<Task> make_squad_task();
 std::unique_ptr<Task> make_glue_task();
+
+namespace {
+
+/// The registry's one mutable part: filled before main() by TaskRegistration.
+std::vector<std::function<std::unique_ptr<Task>()>>& added_tasks() {
+  static std::vector<std::function<std::unique_ptr<Task>()>> added;
+  return added;
+}
+
+}  // namespace
+
+TaskRegistration::TaskRegistration(std::function<std::unique_ptr<Task>()> make) {
+  added_tasks().push_back(std::move(make));
+}
 
 const std::vector<std::unique_ptr<Task>>& registered_tasks() {
   static const std::vector<std::unique_ptr<Task>> tasks = [] {
@@ -21,6 +36,7 @@ const std::vector<std::unique_ptr<Task>>& registered_tasks() {
     all.push_back(make_pretrain_task());
     all.push_back(make_squad_task());
     all.push_back(make_glue_task());
+    for (const auto& make : added_tasks()) all.push_back(make());
     return all;
   }();
   return tasks;
@@ -30,6 +46,11 @@ std::vector<TaskSchema> task_schemas() {
   std::vector<TaskSchema> schemas;
   for (const auto& task : registered_tasks()) schemas.push_back(task->schema());
   return schemas;
+}
+
+RunConfig load_task_config(const std::filesystem::path& file,
+                           const std::vector<std::string>& overrides) {
+  return load_run_config(file, overrides, task_schemas());
 }
 
 const Task& task_named(const RunConfig& config) {
@@ -42,4 +63,4 @@ const Task& task_named(const RunConfig& config) {
                                 config.locate("task"), config.task, fmt::join(names, ", ")));
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -19,11 +19,12 @@
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include "polyhal/app/not_for_plugins.hpp"
 
-#include "checked_file.hpp"
-#include "tensorboard_writer.hpp"
+#include "polyhal/app/checked_file.hpp"
+#include "polyhal/app/tensorboard_writer.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 /// Where a run's metrics go; an empty path is not written.
 struct MetricsTargets {
@@ -48,4 +49,4 @@ class MetricsWriter {
   std::int64_t last_step_ = 0;
 };
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -1,4 +1,4 @@
-#include "report.hpp"
+#include "polyhal/app/run_report.hpp"
 
 #include <sys/resource.h>
 
@@ -7,7 +7,7 @@
 
 #include <iostream>
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 std::string mib(std::uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
@@ -113,4 +113,4 @@ nlohmann::json print_plan(const std::vector<PipelineStage>& stages,
   return out;
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -6,11 +6,13 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+#include "polyhal/app/not_for_plugins.hpp"
 
-#include "polyhal/app/pretrain_task.hpp"
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/training_step.hpp"
 #include "polyhal/device.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 /// "12.3 MiB".
 std::string mib(std::uint64_t bytes);
@@ -43,4 +45,4 @@ nlohmann::json print_plan(const std::vector<PipelineStage>& stages,
 /// "h:mm:ss".
 std::string clock_text(double seconds);
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

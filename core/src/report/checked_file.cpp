@@ -1,4 +1,4 @@
-#include "checked_file.hpp"
+#include "polyhal/app/checked_file.hpp"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -9,7 +9,7 @@
 
 #include "polyhal/error.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 CheckedFile::CheckedFile(std::filesystem::path path, std::string what, bool exclusive)
     : path_(std::move(path)), what_(std::move(what)) {
@@ -43,4 +43,4 @@ void CheckedFile::sync() {
   }
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -6,8 +6,9 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include "polyhal/app/not_for_plugins.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 class CheckedFile {
  public:
@@ -30,4 +31,4 @@ class CheckedFile {
   int fd_ = -1;
 };
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

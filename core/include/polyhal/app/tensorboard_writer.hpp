@@ -10,10 +10,11 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include "polyhal/app/not_for_plugins.hpp"
 
-#include "checked_file.hpp"
+#include "polyhal/app/checked_file.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 /// CRC-32C (Castagnoli), as TFRecord frames use it.
 std::uint32_t crc32c(std::string_view data);
@@ -37,4 +38,4 @@ class TensorBoardWriter {
   std::unique_ptr<CheckedFile> file_;
 };
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

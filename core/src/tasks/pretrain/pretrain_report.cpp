@@ -7,15 +7,16 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "metrics_writer.hpp"
+#include "polyhal/app/metrics_writer.hpp"
+#include "polyhal/app/run_report.hpp"
+#include "polyhal/app/step_progress.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
-#include "report.hpp"
-#include "step_progress.hpp"
-#include "task.hpp"
+#include "pretrain_section.hpp"
 
 #include "polyhal/app/pretrain_task.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 namespace {
 
 int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptions& run,
@@ -123,7 +124,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
 
 class PretrainTask final : public Task {
  public:
-  const TaskSchema& schema() const override { return builtin_task_schema("pretrain"); }
+  const TaskSchema& schema() const override { return pretrain_schema(); }
   bool multi_process() const override { return true; }
   PlanSummary plan(Device& device, const RunConfig& config) const override {
     return fit_summary(run_pretraining(device, config, true, {}, nullptr).memory);
@@ -140,4 +141,4 @@ std::unique_ptr<Task> make_pretrain_task() {
   return std::make_unique<PretrainTask>();
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

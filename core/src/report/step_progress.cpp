@@ -1,4 +1,4 @@
-#include "step_progress.hpp"
+#include "polyhal/app/step_progress.hpp"
 
 #include <fmt/format.h>
 #include <unistd.h>
@@ -6,9 +6,9 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
-#include "report.hpp"
+#include "polyhal/app/run_report.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 StepProgress::StepProgress(const RunConfig& config, std::int64_t global_batch, bool pretraining,
                            bool device_model, MetricsWriter& metrics, ProgressMode mode)
@@ -55,4 +55,4 @@ void StepProgress::operator()(const TrainingStep& step, std::int64_t total) {
   std::cout << (terminal_ ? "\r" : "") << text << (terminal_ && !show ? "" : "\n") << std::flush;
 }
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -10,10 +10,11 @@
 #include <cstdlib>
 #include <iostream>
 #include <string>
+#include "polyhal/app/not_for_plugins.hpp"
 
 #include "polyhal/error.hpp"
 
-namespace polyhal::launcher {
+namespace polyhal {
 
 /// --progress: auto (a live bar on a terminal, plain lines otherwise), bar,
 /// lines, or none.
@@ -73,4 +74,4 @@ class Progress {
   std::chrono::steady_clock::time_point phase_started_ = std::chrono::steady_clock::now();
 };
 
-}  // namespace polyhal::launcher
+}  // namespace polyhal

@@ -1,0 +1,79 @@
+#pragma once
+/// @file task.hpp
+/// The tasks `polyhal run` can run, chosen by the config key `task`. A task
+/// is one folder under core/src/tasks/ (its engine, its config sections and
+/// its report, which defines the Task) plus its line in
+/// core/src/tasks/task_registry.cpp; a program may add more with a
+/// TaskRegistration (tests/task_folder/ does). The commands (run, validate,
+/// config show, config reference, mpirun) only go through the registry.
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include "polyhal/app/not_for_plugins.hpp"
+
+#include "polyhal/app/config.hpp"
+#include "polyhal/app/metrics_writer.hpp"
+#include "polyhal/app/progress.hpp"
+#include "polyhal/app/run_report.hpp"
+#include "polyhal/collective.hpp"
+#include "polyhal/device.hpp"
+
+namespace polyhal {
+
+/// What `polyhal run` (and `validate`, `config show`) was asked.
+struct RunOptions {
+  std::filesystem::path config;
+  std::optional<std::string> backend;
+  std::vector<std::string> overrides;
+  bool compile_only = false;
+  std::filesystem::path metrics_out;      ///< JSON lines
+  std::filesystem::path tensorboard_dir;  ///< TensorBoard event file goes here
+  std::filesystem::path metrics_csv;      ///< long-form CSV of every number
+  ProgressMode progress = ProgressMode::automatic;
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  /// Its name (config key `task`) and the config sections it reads.
+  virtual const TaskSchema& schema() const = 0;
+  /// Runs one replica per mpirun rank under `collective: mpi`.
+  virtual bool multi_process() const { return false; }
+  /// The plan-time checks `validate` runs: the program declared on the
+  /// opened device, every op checked against its kernels, data opened,
+  /// nothing allocated. Returns a one-line summary and whether it fits.
+  virtual PlanSummary plan(Device& device, const RunConfig& config) const = 0;
+  /// Runs the task (or plans only, with --compile-only) and reports on
+  /// stdout and in `metrics`; returns the exit code. `world`: the MPI
+  /// communicator when this process is one rank of a job. `devices`: every
+  /// device the backend opened, `device` first (a pipelined run puts stage s
+  /// on devices[s]).
+  virtual int run(Device& device, const RunConfig& config, const RunOptions& run,
+                  MetricsWriter& metrics, Communicator* world,
+                  const std::vector<Device*>& devices) const = 0;
+};
+
+/// Adds a task to the registry from outside core/src/tasks/ (a program's own
+/// tasks, such as the test task of tests/task_folder/): a namespace-scope
+/// `const TaskRegistration registered{make_my_task};` in the task's folder,
+/// linked into the program. Registrations happen before main();
+/// registered_tasks() is built at its first call.
+class TaskRegistration {
+ public:
+  explicit TaskRegistration(std::function<std::unique_ptr<Task>()> make);
+};
+
+/// Every registered task (task_registry.cpp), built once.
+const std::vector<std::unique_ptr<Task>>& registered_tasks();
+/// Their schemas, for load_run_config.
+std::vector<TaskSchema> task_schemas();
+/// load_run_config for the registered tasks.
+RunConfig load_task_config(const std::filesystem::path& file,
+                           const std::vector<std::string>& overrides = {});
+/// The task `config.task` names; ConfigError listing the tasks otherwise.
+const Task& task_named(const RunConfig& config);
+
+}  // namespace polyhal

@@ -1,0 +1,69 @@
+// Config section `data`: where examples come from and how text is tokenized.
+#include <fmt/format.h>
+
+#include "polyhal/app/config_keys.hpp"
+#include "polyhal/app/tokenizer.hpp"
+#include "sections.hpp"
+
+namespace polyhal::config_sections {
+
+ConfigSection data() {
+  ConfigSection section{.name = "data"};
+  SectionKeys<DataSection> keys(
+      section, [](RunConfig & c) -> auto& { return c.data; });
+  const std::vector<std::string> pretrain{"pretrain"};
+  keys.add("source", &DataSection::source, "generated, pattern, text or mlperf_hdf5",
+           one_of({"generated", "pattern", "mlperf_hdf5", "text"}))
+      .add("text_file", &DataSection::text_file,
+           "text: one example a line, a TAB between the two of a pair")
+      .add("vocab", &DataSection::vocab, "a BERT vocab.txt")
+      .add("lower_case", &DataSection::lower_case, "lower-case text before WordPiece")
+      .custom(
+          "special_tokens", "split (BERT's reference) or keep a literal [MASK] in text",
+          [](const ConfigValue& v, DataSection& d) {
+            const std::string how = v.text();
+            if (how != "split" && how != "keep")
+              v.fail(fmt::format(
+                  "expected split (BERT's reference) or keep (Hugging Face), got \"{}\"", how));
+            d.special_tokens =
+                how == "keep" ? SpecialTokensInText::keep : SpecialTokensInText::split;
+          },
+          [](const DataSection& d) {
+            if (!d.special_tokens) return std::string("(split; keep for text inference)");
+            return std::string(*d.special_tokens == SpecialTokensInText::keep ? "keep" : "split");
+          })
+      .add("seed", &DataSection::seed, "seed of generated data and of the sample order")
+      .add("mask_probability", &DataSection::mask_probability,
+           "generated pre-training data: share of tokens masked",
+           [](const ConfigValue& v) {
+             const double share = v.number();
+             if (!(share > 0.0 && share < 1.0)) v.fail("expected a value between 0 and 1");
+             return share;
+           },
+           {.tasks = pretrain})
+      .add("max_predictions", &DataSection::max_predictions,
+           "masked positions per sequence at most (the MLM head runs on them)", {},
+           {.tasks = pretrain})
+      // Every task that reads data takes it: the source says whether a task
+      // can read such files (inference refuses mlperf_hdf5 naming them).
+      .add("files", &DataSection::files, "mlperf_hdf5: a file or a directory of part files")
+      .add("shuffle", &DataSection::shuffle, "mlperf_hdf5: another sample order every epoch", {},
+           {.tasks = pretrain})
+      .add("packed", &DataSection::packed, "mlperf_hdf5: auto (detect), true or false: packed rows",
+           one_of({"auto", "true", "false"}), {.tasks = pretrain});
+  section.check = [](const ConfigValue&, RunConfig& config) {
+    const auto& d = config.data;
+    if (d.source == "mlperf_hdf5" && d.files.empty())
+      config.fail(
+          "data.files",
+          "required when data.source is mlperf_hdf5 (an .hdf5 file or a directory of them)");
+    if (d.source == "text") {
+      if (d.text_file.empty()) config.fail("data.text_file", "required when data.source is text");
+      if (d.vocab.empty())
+        config.fail("data.vocab", "required when data.source is text (a BERT vocab.txt)");
+    }
+  };
+  return section;
+}
+
+}  // namespace polyhal::config_sections

@@ -1,0 +1,137 @@
+// Config section `model`: which BERT, its size, precision, heads, dropout,
+// recomputation and pipeline stages.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/config_keys.hpp"
+#include "sections.hpp"
+
+namespace polyhal::config_sections {
+namespace {
+
+double dropout_share(const ConfigValue& v) {
+  const double share = v.number();
+  if (share < 0.0 || share >= 1.0) v.fail("expected a value in [0, 1)");
+  return share;
+}
+
+void read_recompute(const ConfigValue& v, ModelSection& m) {
+  if (v.is_list()) {
+    m.recompute = "layers";
+    for (const auto& layer : v.items()) m.recompute_layers.push_back(layer.integer(0));
+    if (m.recompute_layers.empty()) v.fail("an empty list: use none, all or layer numbers");
+    return;
+  }
+  m.recompute = v.text();
+  if (m.recompute != "none" && m.recompute != "all")
+    v.fail(fmt::format("expected none, all or a list of layer numbers, got \"{}\"", m.recompute));
+}
+
+void read_pipeline(const ConfigValue& v, ModelSection& m) {
+  if (!v.is_list()) {
+    m.pipeline_stages = v.integer(1);
+    return;
+  }
+  for (const auto& stage : v.items()) {
+    if (!stage.is_list() || stage.items().empty())
+      v.fail("expected a list of stages, each a list of layer numbers");
+    std::vector<std::int64_t> layers;
+    for (const auto& layer : stage.items()) layers.push_back(layer.integer(0));
+    m.pipeline.push_back(std::move(layers));
+  }
+  if (m.pipeline.empty()) v.fail("an empty list of stages");
+}
+
+std::string pipeline_text(const ModelSection& m) {
+  if (m.pipeline_stages > 0) return std::to_string(m.pipeline_stages);
+  std::vector<std::string> stages;
+  for (const auto& s : m.pipeline) stages.push_back(fmt::format("[{}]", fmt::join(s, ", ")));
+  return stages.empty() ? std::string("none") : fmt::format("[{}]", fmt::join(stages, ", "));
+}
+
+}  // namespace
+
+ConfigSection model() {
+  ConfigSection section{.name = "model"};
+  SectionKeys<ModelSection> keys(
+      section, [](RunConfig & c) -> auto& { return c.model; });
+  const std::vector<std::string> inference{"inference"};
+  keys.add("preset", &ModelSection::preset, "tiny, mini, small, medium, base or large",
+           [](const ConfigValue& v) {
+             std::string preset = v.text();
+             const auto& names = bert_preset_names();
+             if (std::find(names.begin(), names.end(), preset) == names.end())
+               v.fail(fmt::format("unknown preset \"{}\"; presets: {}", preset,
+                                  fmt::join(names, ", ")));
+             return preset;
+           })
+      .add("hf_config", &ModelSection::hf_config,
+           "a Hugging Face config.json instead of the preset")
+      .add("weights", &ModelSection::weights,
+           "safetensors weights (Hugging Face names); default: seeded random init")
+      .add("save", &ModelSection::save,
+           "write config.json and model.safetensors here (Hugging Face layout)", {},
+           {.output = OutputPath::directory})
+      .add("seed", &ModelSection::seed, "seed of the random init and of dropout")
+      .add("seq_len", &ModelSection::seq_len, "tokens per sequence")
+      .add("precision", &ModelSection::precision,
+           "f32, bf16 or f16 (activations and GEMMs; master weights stay f32)")
+      .add("heads", &ModelSection::heads, "inference: also run the MLM and NSP heads", {},
+           {.tasks = inference})
+      .custom(
+          "head", "inference: none, pretraining, question_answering or classification",
+          [](const ConfigValue& v, ModelSection& m) {
+            m.head = v.text();
+            if (m.head != "none" && m.head != "pretraining" && m.head != "question_answering" &&
+                m.head != "classification")
+              v.fail(fmt::format(
+                  "expected none, pretraining, question_answering or classification, got \"{}\"",
+                  m.head));
+            m.heads = m.head == "pretraining";
+          },
+          [](const ModelSection& m) { return m.head; }, {.tasks = inference})
+      .add("num_labels", &ModelSection::num_labels, "classification head: labels", {},
+           {.tasks = inference})
+      .add("dropout", &ModelSection::dropout, "hidden dropout (HF hidden_dropout_prob)",
+           dropout_share)
+      .add("attention_dropout", &ModelSection::attention_dropout,
+           "attention dropout (default: model.dropout)", dropout_share,
+           {.value =
+                [](const ModelSection& m) {
+                  return config_text(m.attention_dropout.value_or(m.dropout));
+                }})
+      .custom("recompute", "none, all, or a list of layers whose activations backward recomputes",
+              read_recompute,
+              [](const ModelSection& m) {
+                return m.recompute_layers.empty()
+                           ? m.recompute
+                           : fmt::format("[{}]", fmt::join(m.recompute_layers, ", "));
+              },
+              {.tasks = kTrainingTasks})
+      .custom("pipeline",
+              "pipeline stages: a stage count (balanced) or a list of [first, last) layer ranges",
+              read_pipeline, pipeline_text, {.tasks = kTrainingTasks});
+  for (const char* dimension :
+       {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+        "intermediate_size", "max_position_embeddings", "type_vocab_size"}) {
+    const std::string name = dimension;
+    keys.custom(
+        name, "a BertConfig dimension over the preset's or hf_config's",
+        [name](const ConfigValue& v, ModelSection& m) { m.dims[name] = v.integer(1); },
+        [name](const ModelSection& m) {
+          const auto it = m.dims.find(name);
+          return it == m.dims.end() ? std::string("(from preset or hf_config)")
+                                    : std::to_string(it->second);
+        });
+  }
+  section.check = [](const ConfigValue& given, RunConfig& config) {
+    if (given.has("head") && given.has("heads"))
+      config.fail("model.head", "give model.head or model.heads, not both");
+  };
+  return section;
+}
+
+}  // namespace polyhal::config_sections

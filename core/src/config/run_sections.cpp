@@ -1,0 +1,145 @@
+// The sections every kind of run shares: the top-level keys, log, batch,
+// collective and checkpoint; and the list of all common sections.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "polyhal/app/config_keys.hpp"
+#include "sections.hpp"
+
+namespace polyhal {
+namespace config_sections {
+
+ConfigSection top_level() {
+  ConfigSection top{.name = ""};
+  top.keys = {
+      {.path = "backend",
+       .help = "required: the backend plugin to run on (cpu, ipu, gaudi, ...); --backend "
+               "overrides it",
+       .read = [](const ConfigValue& v, RunConfig& c) { c.backend = v.text(); },
+       .value = [](const RunConfig& c) { return c.backend; }},
+      {.path = "plugin_paths",
+       .help = "directories searched for plugins first",
+       .read =
+           [](const ConfigValue& v, RunConfig& c) {
+             if (!v.is_list()) v.fail("expected a list of directories");
+             for (const auto& item : v.items()) c.plugin_paths.push_back(item.path());
+           },
+       .value =
+           [](const RunConfig& c) {
+             std::vector<std::string> dirs;
+             for (const auto& p : c.plugin_paths) dirs.push_back(p.string());
+             return fmt::format("[{}]", fmt::join(dirs, ", "));
+           }},
+      {.path = "allow_world_writable_plugins",
+       .help = "refused: only the command line's --allow-world-writable-plugins may lower the "
+               "plugin trust rules",
+       // A config is input like any other file: it may not lower the trust
+       // rules for the code we load.
+       .read =
+           [](const ConfigValue& v, RunConfig&) {
+             v.fail(
+                 "is accepted only on the command line (--allow-world-writable-plugins), never "
+                 "from a config file");
+           },
+       .value = [](const RunConfig&) { return std::string("false"); }},
+      {.path = "device",
+       .help = "the backend's device options as a mapping; `polyhal devices --backend NAME "
+               "--options` lists them",
+       .read =
+           [](const ConfigValue& v, RunConfig& c) {
+             if (!v.is_map()) v.fail("expected a mapping of device options");
+             for (const auto& name : v.names()) c.device[name] = v[name].text();
+           },
+       .value =
+           [](const RunConfig& c) {
+             std::vector<std::string> options;
+             for (const auto& [name, value] : c.device) options.push_back(name + ": " + value);
+             return fmt::format("{{{}}}", fmt::join(options, ", "));
+           }},
+      {.path = "task",
+       .help = "required: the task to run (the table above)",
+       .read = [](const ConfigValue& v, RunConfig& c) { c.task = v.text(); },
+       .value = [](const RunConfig& c) { return c.task; }},
+  };
+  return top;
+}
+
+ConfigSection log() {
+  ConfigSection section{.name = "log"};
+  const auto of = [](RunConfig& c) -> RunConfig& { return c; };
+  SectionKeys<RunConfig> keys(section, of);
+  keys.add(
+          "level", &RunConfig::log_level, "trace, debug, info, warn, error or off",
+          [](const ConfigValue& v) {
+            static const std::vector<std::string> levels{"trace", "debug", "info",
+                                                         "warn",  "error", "off"};
+            std::string level = v.text();
+            if (std::find(levels.begin(), levels.end(), level) == levels.end())
+              v.fail(fmt::format("expected one of {}, got \"{}\"", fmt::join(levels, ", "), level));
+            return level;
+          })
+      .add("file", &RunConfig::log_file, "also append log lines to this file", {},
+           {.output = OutputPath::file})
+      .add("every", &RunConfig::log_every, "a progress line every this many steps");
+  return section;
+}
+
+ConfigSection batch() {
+  ConfigSection section{.name = "batch"};
+  SectionKeys<BatchSection> keys(
+      section, [](RunConfig & c) -> auto& { return c.batch; });
+  keys.add("micro", &BatchSection::micro, "sequences per micro-batch")
+      .add("grad_accum", &BatchSection::grad_accum, "micro-batches per optimizer step", {},
+           {.tasks = kTrainingTasks})
+      .add("replicas", &BatchSection::replicas,
+           "data-parallel replicas (global batch = replicas x grad_accum x micro)");
+  return section;
+}
+
+ConfigSection collective() {
+  ConfigSection section{.name = "collective", .shorthand = "engine"};
+  SectionKeys<CollectiveSection> keys(
+      section, [](RunConfig & c) -> auto& { return c.collective; });
+  keys.add("engine", &CollectiveSection::engine,
+           "local (replicas as threads) or mpi (one rank per replica, under mpirun); "
+           "`collective: mpi` is short for it",
+           one_of({"local", "mpi"}))
+      .add("timeout_seconds", &CollectiveSection::timeout_seconds,
+           "longest wait in one collective before a rank is declared lost (exit 4)",
+           [](const ConfigValue& v) {
+             const double seconds = v.number();
+             if (!(seconds > 0) || seconds > kMaxSeconds)
+               v.fail(fmt::format("expected a positive number of seconds up to {:g}, got {}",
+                                  kMaxSeconds, seconds));
+             return seconds;
+           });
+  return section;
+}
+
+ConfigSection checkpoint() {
+  ConfigSection section{.name = "checkpoint"};
+  SectionKeys<CheckpointSection> keys(
+      section, [](RunConfig & c) -> auto& { return c.checkpoint; }, kTrainingTasks);
+  keys.add("dir", &CheckpointSection::dir, "write checkpoints here (none when unset)", {},
+           {.output = OutputPath::directory})
+      .add("every", &CheckpointSection::every, "a checkpoint every this many steps, and at the end")
+      .add("resume", &CheckpointSection::resume, "continue from the newest checkpoint in dir")
+      .add("init", &CheckpointSection::init,
+           "start from these weights (phase 2 from phase 1; fine-tuning from a pre-trained "
+           "model)");
+  return section;
+}
+
+}  // namespace config_sections
+
+const std::vector<ConfigSection>& common_config_sections() {
+  namespace s = config_sections;
+  static const std::vector<ConfigSection> sections{s::top_level(), s::log(),        s::model(),
+                                                   s::batch(),     s::collective(), s::data(),
+                                                   s::optimizer(), s::checkpoint()};
+  return sections;
+}
+
+}  // namespace polyhal

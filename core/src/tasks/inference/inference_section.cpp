@@ -1,0 +1,52 @@
+// Config section `inference`: how long to measure and where text results go.
+#include "inference_section.hpp"
+
+#include <fmt/format.h>
+
+#include "polyhal/app/config_keys.hpp"
+
+namespace polyhal {
+namespace {
+
+ConfigSection inference_section() {
+  using I = InferenceSection;
+  auto section = task_section<I>();
+  SectionKeys<I> keys(section, task_section_of<I>);
+  keys.add("iterations", &I::iterations, "measured batches")
+      .add("warmup", &I::warmup, "unmeasured batches first", repeats(0))
+      .add("duration_seconds", &I::duration_seconds,
+           "instead of iterations: measured batches until this many seconds have passed",
+           [](const ConfigValue& v) {
+             const double seconds = v.number();
+             if (!(seconds > 0) || seconds > kMaxSeconds)
+               v.fail(fmt::format("expected a positive number of seconds up to {:g}, got {}",
+                                  kMaxSeconds, seconds));
+             return seconds;
+           },
+           {.value =
+                [](const I& i) {
+                  return i.duration_seconds > 0 ? config_text(i.duration_seconds)
+                                                : std::string("(iterations)");
+                }})
+      .add("output", &I::output, "text inference: JSON lines with each example's outputs", {},
+           {.output = OutputPath::file});
+  return section;
+}
+
+}  // namespace
+
+const TaskSchema& inference_schema() {
+  static const TaskSchema schema{
+      .name = "inference",
+      .sections = {"model", "batch", "collective", "data"},
+      .required = {},
+      .own = {std::make_shared<const ConfigSection>(inference_section())},
+      .check = [](const RunConfig& config) {
+        if (config.batch.replicas != 1)
+          config.fail("batch.replicas",
+                      "inference runs one replica; run several processes for throughput");
+      }};
+  return schema;
+}
+
+}  // namespace polyhal
