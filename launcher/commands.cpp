@@ -2,9 +2,9 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <array>
@@ -12,6 +12,7 @@
 #include <chrono>
 #include <iostream>
 
+#include "log_file_sink.hpp"
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/config_keys.hpp"
 #include "polyhal/app/metrics_writer.hpp"
@@ -19,6 +20,7 @@
 #include "polyhal/app/plugin_loader.hpp"
 #include "polyhal/app/run_report.hpp"
 #include "polyhal/app/task.hpp"
+#include "polyhal/app/tensor_limit.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
@@ -119,6 +121,18 @@ void apply_ipus_per_replica(const DeviceOptions& options, RunConfig& config) {
   }
 }
 
+/// Local replicas a host always allows (tests and numerics checks run a few
+/// on a small machine), whatever its CPU count.
+constexpr std::int64_t kMinLocalReplicas = 8;
+
+/// The CPUs this process may run on.
+std::int64_t available_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  return std::max<std::int64_t>(1, ::sysconf(_SC_NPROCESSORS_ONLN));
+}
+
 std::vector<std::shared_ptr<Device>> open_checked_devices(Backend& backend,
                                                           const DeviceOptions& options,
                                                           RunConfig& config,
@@ -142,6 +156,17 @@ std::vector<std::shared_ptr<Device>> open_checked_devices(Backend& backend,
         config.locate("batch.replicas"), replicas, stages, stages == 1 ? "" : "s",
         replicas * stages, backend.name(), devices.size(), p.product));
   }
+  if (p.mode != DeviceMode::model && config.collective.engine == "local") {
+    // Local replicas are threads on this host, each with its own copy of
+    // the model: beyond the CPUs there are, they only wait for each other.
+    const std::int64_t cpus = available_cpus();
+    const std::int64_t most = std::max<std::int64_t>(kMinLocalReplicas, cpus);
+    if (replicas > most)
+      throw ConfigError(fmt::format(
+          "{}: key 'batch.replicas': {} local replicas on {} CPUs: at most {} (one thread each, "
+          "each with its own model); run more as MPI ranks (collective: mpi, docs/scale-out.md)",
+          config.locate("batch.replicas"), replicas, cpus, most));
+  }
   return devices;
 }
 
@@ -162,15 +187,25 @@ std::vector<std::shared_ptr<Device>> open_configured_devices(const CommonOptions
                               replicas);
 }
 
-void configure_logging(const RunConfig& config) {
+/// Sets the log level and adds log.file's sink, returned so that the run
+/// can check at its end that every line reached the file.
+std::shared_ptr<LogFileSink> configure_logging(const RunConfig& config) {
   // The command line's --log-level wins when it asked for more detail.
   const auto level = std::min(spdlog::get_level(), spdlog::level::from_str(config.log_level));
   spdlog::set_level(level);
-  if (!config.log_file.empty()) {
-    auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(config.log_file.string(), true);
-    sink->set_pattern("%Y-%m-%dT%H:%M:%S.%e [%l] %v");
-    spdlog::default_logger()->sinks().push_back(sink);
-  }
+  if (config.log_file.empty()) return nullptr;
+  auto sink = std::make_shared<LogFileSink>(config.log_file);
+  sink->set_pattern("%Y-%m-%dT%H:%M:%S.%e [%l] %v");
+  spdlog::default_logger()->sinks().push_back(sink);
+  return sink;
+}
+
+/// Runs a task's `step` and then checks its log file.
+template <class Step>
+int logged(const std::shared_ptr<LogFileSink>& log, Step&& step) {
+  const int code = step();
+  if (log) log->check();
+  return code;
 }
 
 }  // namespace
@@ -318,6 +353,21 @@ int show_config(const CommonOptions& common, const RunOptions& run) {
   return 0;
 }
 
+/// Runs `step` (a task's plan or run); a tensor over the kernels' limit
+/// comes from the batch and the model's dimensions, so the error names
+/// batch.micro where the config gave it.
+template <class Step>
+auto naming_the_batch(const RunConfig& config, Step&& step) {
+  try {
+    return step();
+  } catch (const TensorTooLargeError& e) {
+    if (!config.schema || !config.schema->reads("batch")) throw;
+    config.fail("batch.micro",
+                fmt::format("{} sequences of {} tokens: {}; lower batch.micro (or model.seq_len)",
+                            config.batch.micro, config.model.seq_len, e.what()));
+  }
+}
+
 /// `collective: mpi` runs one replica per rank: only tasks that train can.
 void check_collective(const Task& task, const RunConfig& config) {
   if (config.collective.engine == "mpi" && !task.multi_process()) {
@@ -349,11 +399,64 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
       open_checked_devices(*backend, config.resolve_device(backend->device_options()), config,
                            config.batch.replicas)
           .front();
-  const PlanSummary plan = task.plan(*device, config);
+  const PlanSummary plan = naming_the_batch(config, [&] { return task.plan(*device, config); });
   std::cout << fmt::format("{}: {} (backend {}, task {}; {})\n", run.config.string(),
                            plan.fits ? "ok" : "DOES NOT FIT", config.backend, config.task,
                            plan.text);
   return plan.fits ? 0 : static_cast<int>(ExitCode::failure);
+}
+
+/// A key every rank of an MPI job must give the same value: not the places
+/// a rank writes (per-node checkpoint directories, logs), nor where it
+/// looks for plugins.
+bool must_agree(const ConfigKey& key) {
+  return key.output == OutputPath::none && !key.path.starts_with("log.") &&
+         key.path != "plugin_paths" && key.path != "device" &&
+         key.path != "allow_world_writable_plugins";
+}
+
+std::int64_t fingerprint(std::string_view text) {
+  std::uint64_t hash = 1469598103934665603ULL;  // FNV-1a
+  for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+  return static_cast<std::int64_t>(hash);
+}
+
+/// Every rank runs the same config, checked before the first collective of
+/// the task: a different learning rate or seq_len would diverge silently, a
+/// different model abort inside MPI. ConfigError naming the rank and keys.
+void check_ranks_agree(const RunConfig& config, Communicator& world) {
+  std::vector<const ConfigKey*> keys;
+  for (const ConfigKey* key : task_keys(*config.schema))
+    if (must_agree(*key)) keys.push_back(key);
+  std::vector<std::int64_t> values;
+  std::string all = config.task;
+  for (const ConfigKey* key : keys) {
+    const std::string value = key->value(config);
+    values.push_back(fingerprint(value));
+    all += "\n" + key->path + "=" + value;
+  }
+  const auto ranks = static_cast<std::size_t>(world.size());
+  const std::array<std::int64_t, 2> mine{static_cast<std::int64_t>(keys.size()), fingerprint(all)};
+  std::vector<std::int64_t> gathered(2 * ranks);
+  world.all_gather(mine.data(), gathered.data(), 2, DType::i64);
+  std::size_t other = 1;
+  while (other < ranks && gathered[2 * other] == gathered[0] &&
+         gathered[2 * other + 1] == gathered[1])
+    ++other;
+  if (other == ranks) return;
+  std::string which = "its task or sections";
+  if (gathered[2 * other] == gathered[0]) {  // the same keys: say which differ
+    std::vector<std::int64_t> every(values.size() * ranks);
+    world.all_gather(values.data(), every.data(), values.size(), DType::i64);
+    std::vector<std::string> differ;
+    for (std::size_t k = 0; k < values.size(); ++k)
+      if (every[other * values.size() + k] != every[k]) differ.push_back(keys[k]->path);
+    which = fmt::format("{}", fmt::join(differ, ", "));
+  }
+  throw ConfigError(fmt::format(
+      "{}: rank {}'s config differs from rank 0's in {}: every rank of an MPI job must run the "
+      "same config (only output places, log and device options may differ)",
+      config.file.string(), other, which));
 }
 
 /// `collective: mpi`: this process is one rank of an mpirun job and one
@@ -378,17 +481,22 @@ int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, RunConfi
       options.metrics_csv.clear();
       std::cout.rdbuf(nullptr);  // only rank 0 prints progress
     }
-    configure_logging(config);
+    const auto log = configure_logging(config);
     if (rank != 0) {
       spdlog::set_level(spdlog::level::warn);
       spdlog::set_pattern(fmt::format("%Y-%m-%d %H:%M:%S.%e [rank {}] [%l] %v", rank));
     }
+    check_ranks_agree(config, *world);
     MetricsWriter metrics({options.metrics_out, options.tensorboard_dir, options.metrics_csv});
     const auto opened = open_configured_devices(common, config, mpi.size());
     const auto& device = opened.front();
     spdlog::info("rank {} of {}: backend {} device {}", rank, mpi.size(), config.backend,
                  device->name());
-    const int code = task.run(*device, config, options, metrics, world.get(), raw(opened));
+    const int code = logged(log, [&] {
+      return naming_the_batch(config, [&] {
+        return task.run(*device, config, options, metrics, world.get(), raw(opened));
+      });
+    });
     world->barrier();  // nobody finalises while a peer still needs it
     std::cout.rdbuf(saved_cout);
     return code;
@@ -414,14 +522,18 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
   check_output_paths(config);
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
   if (config.collective.engine == "mpi") return run_as_mpi_rank(common, run, config);
-  configure_logging(config);
+  const auto log = configure_logging(config);
   MetricsWriter metrics({run.metrics_out, run.tensorboard_dir, run.metrics_csv});
   const auto opened = open_configured_devices(common, config, config.batch.replicas);
   const auto& device = opened.front();
 
   spdlog::info("backend {} device {} ({}, mode {})", config.backend, device->name(),
                device->properties().product, device_mode_name(device->properties().mode));
-  return task_named(config).run(*device, config, run, metrics, nullptr, raw(opened));
+  return logged(log, [&] {
+    return naming_the_batch(config, [&] {
+      return task_named(config).run(*device, config, run, metrics, nullptr, raw(opened));
+    });
+  });
 }
 
 }  // namespace polyhal

@@ -87,6 +87,20 @@ TEST(Config, KeysOfOtherTasksAreNamedAndCanBeShared) {
   EXPECT_EQ(config.optimizer.name, "sgd");
 }
 
+// A second YAML document ("---") was silently ignored: now refused at its line.
+TEST(Config, ASecondYamlDocumentIsRefused) {
+  test::TempDir dir;
+  try {
+    load_task_config(dir.write("two.yaml", std::string(kGood) + "---\nbackend: ipu\n"));
+    FAIL() << "a second document was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("two.yaml:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(": a second YAML document: a config is one document"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Config, ReadsAValidFile) {
   test::TempDir dir;
   const auto config = load_task_config(dir.write("c.yaml", kGood));

@@ -117,5 +117,73 @@ TEST(Mpi, AKilledRankEndsTheJobWithMpirunsStatusOfTheKilledRank) {
   EXPECT_LT(seconds, 60.0) << result.output;
 }
 
+/// `mpirun` with rank 0 running `first` and rank 1 `second` (each a config).
+std::string two_configs(const std::string& first, const std::string& second) {
+  return mpirun(1) + " run --config " + first + " : -np 1 " + POLYHAL_LAUNCHER + " run --config " +
+         second;
+}
+
+// Issue 27, item 3: ranks that would diverge are refused before the first
+// step, naming the rank and what differs; the process exits 2 (bad input).
+TEST(Mpi, RanksWithDifferentConfigsAreRefusedNamingTheKeys) {
+  test::TempDir dir;
+  const std::string mpi = "steps: 2\ncollective: {engine: mpi, timeout_seconds: 60}\n";
+  const auto a = config(dir, "a.yaml", mpi);
+  const auto b = dir.write("b.yaml",
+                           "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, "
+                           "precision: f32, vocab_size: 64, dropout: 0.1}\nbatch: {micro: 16, "
+                           "grad_accum: 1}\ndata: {source: pattern, seed: 3, max_predictions: 3}\n"
+                           "optimizer: {name: lamb, learning_rate: 0.001}\nlog: {every: 1}\n" +
+                               mpi)
+                     .string();
+  const auto r = test::run_command(two_configs(a, b));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("rank 1's config differs from rank 0's in optimizer.learning_rate: "
+                          "every rank of an MPI job must run the same config"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("step 1/"), std::string::npos) << "no step may run: " << r.output;
+  // Another model (it aborted inside MPI with 134).
+  const auto preset = dir.write("c.yaml", std::string("backend: cpu\ntask: pretrain\n") +
+                                              "model: {preset: mini, seq_len: 32, precision: f32, "
+                                              "vocab_size: 64, dropout: 0.1}\nbatch: {micro: 16, "
+                                              "grad_accum: 1}\ndata: {source: pattern, seed: 3, "
+                                              "max_predictions: 3}\noptimizer: {name: lamb, "
+                                              "learning_rate: 0.005}\nlog: {every: 1}\n" +
+                                              mpi)
+                          .string();
+  const auto p = test::run_command(two_configs(a, preset));
+  EXPECT_EQ(p.exit_code, 2) << p.output;
+  EXPECT_NE(p.output.find("rank 1's config differs from rank 0's in model.preset"),
+            std::string::npos)
+      << p.output;
+}
+
+// Per-node checkpoint directories (allowed, docs/scale-out.md): only rank 0
+// writes, so on a rerun rank 0 would resume and rank 1 start afresh. They
+// must agree before any state is loaded, and nothing is written.
+TEST(Mpi, RanksThatWouldResumeFromDifferentPlacesAreRefused) {
+  test::TempDir dir;
+  const std::string mpi = "collective: {engine: mpi, timeout_seconds: 60}\n";
+  const auto a = config(dir, "a.yaml", mpi + "steps: 3\ncheckpoint: {dir: node0, every: 3}\n");
+  const auto b = config(dir, "b.yaml", mpi + "steps: 3\ncheckpoint: {dir: node1, every: 3}\n");
+  const auto first = test::run_command(two_configs(a, b));
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  ASSERT_TRUE(std::filesystem::exists(dir.path() / "node0" / "checkpoint-00000003.safetensors"));
+  const auto exported =
+      std::filesystem::last_write_time(dir.path() / "node0" / "hf" / "model.safetensors");
+  const auto again = test::run_command(
+      two_configs(config(dir, "a6.yaml", mpi + "steps: 6\ncheckpoint: {dir: node0, every: 3}\n"),
+                  config(dir, "b6.yaml", mpi + "steps: 6\ncheckpoint: {dir: node1, every: 3}\n")));
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("ranks start from different places: rank 0 from the checkpoint of "
+                              "step 3, rank 1 from the start weights (no checkpoint found)"),
+            std::string::npos)
+      << again.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "node0" / "checkpoint-00000006.safetensors"));
+  EXPECT_EQ(std::filesystem::last_write_time(dir.path() / "node0" / "hf" / "model.safetensors"),
+            exported);
+}
+
 }  // namespace
 }  // namespace polyhal

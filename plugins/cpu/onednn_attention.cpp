@@ -15,6 +15,7 @@
 #include "onednn_matmul.hpp"
 #include "onednn_packed_scores.hpp"
 #include "polyhal/error.hpp"
+#include "run_scratch.hpp"
 
 namespace polyhal::cpu {
 namespace {
@@ -75,8 +76,8 @@ class OneDnnAttention final : public Kernel {
     kt_ = dnnl::memory(kt_md, engine_, DNNL_MEMORY_NONE);
     v_ = dnnl::memory(v_md, engine_, DNNL_MEMORY_NONE);
     ctx_ = dnnl::memory(ctx_md, engine_, DNNL_MEMORY_NONE);
-    scores_ = dnnl::memory(scores_md, engine_);
-    probs_ = dnnl::memory(probs_md, engine_);
+    scores_ = scratch_.add(scores_md, engine_);
+    probs_ = scratch_.add(probs_md, engine_);
     mask_ = dnnl::memory(mask_md, engine_);
     const auto scratch =
         std::max({scores_pd_.scratchpad_desc().get_size(), softmax_pd_.scratchpad_desc().get_size(),
@@ -101,6 +102,7 @@ class OneDnnAttention final : public Kernel {
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
+    scratch_.ensure();
     auto* base = static_cast<char*>(inputs[0].buffer->data());
     const std::size_t element = dtype_size(inputs[0].dtype);
     const std::int64_t h = inputs[0].shape[1] / 3;
@@ -164,6 +166,7 @@ class OneDnnAttention final : public Kernel {
   dnnl::matmul scores_prim_, context_prim_;
   dnnl::softmax_v2_forward softmax_prim_;
   dnnl::memory q_, kt_, v_, ctx_, scores_, probs_, mask_, scratchpad_;
+  RunScratch scratch_;  // scores_ and probs_
   dnnl::memory::desc scores_md_;
   float score_scale_ = 1.0f;
   std::optional<PackedScores> packed_;  // made at the first packed batch without blocks
@@ -199,7 +202,7 @@ class OneDnnLayerNorm final : public Kernel {
         add_pd_ = dnnl::binary::primitive_desc(
             dnnl::binary::desc(dnnl::algorithm::binary_add, data_md, data_md, data_md), engine_);
         add_prim_ = dnnl::binary(add_pd_);
-        sum_ = dnnl::memory(data_md, engine_);
+        sum_ = scratch_.add(data_md, engine_);
       }
     } catch (const dnnl::error& e) {
       throw_no_onednn_implementation(desc, e);
@@ -231,6 +234,7 @@ class OneDnnLayerNorm final : public Kernel {
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
+    scratch_.ensure();
     src_.set_data_handle(inputs[0].buffer->data());
     dst_.set_data_handle(outputs[0].buffer->data());
     dnnl::memory normalised_input = src_;
@@ -251,6 +255,10 @@ class OneDnnLayerNorm final : public Kernel {
   std::string implementation() const override {
     return fmt::format("onednn layernorm {}", norm_pd_.impl_info_str());
   }
+  /// The residual sum and oneDNN's scratch.
+  std::uint64_t workspace_bytes() const override {
+    return scratch_.bytes() + scratchpad_.get_desc().get_size();
+  }
 
  private:
   dnnl::engine engine_;
@@ -260,6 +268,7 @@ class OneDnnLayerNorm final : public Kernel {
   dnnl::binary::primitive_desc add_pd_;
   dnnl::binary add_prim_;
   dnnl::memory src_, residual_mem_, dst_, sum_, scale_, shift_, scratchpad_;
+  RunScratch scratch_;             // sum_
   std::vector<Tensor> constants_;  // keep gamma and beta alive
   std::unordered_map<int, dnnl::memory> norm_args_, add_args_;
   std::int64_t width_ = 0;

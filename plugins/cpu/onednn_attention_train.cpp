@@ -48,8 +48,11 @@ class KeptProbabilities {
   KeptProbabilities(DType type, std::int64_t count, bool avx512)
       : count_(count),
         avx512_(avx512),
-        bytes_(static_cast<std::size_t>(count) * (type == DType::bf16 ? 2 : 4)) {}
+        size_(static_cast<std::size_t>(count) * (type == DType::bf16 ? 2 : 4)) {}
+  /// What it holds once used (it allocates at its first use, not at prepare).
+  std::uint64_t bytes() const { return size_; }
   const void* of(const Tensor& probs, const DropoutMask& mask) {
+    if (bytes_.size() != size_) bytes_.resize(size_);
     constexpr std::int64_t kChunk = 4096;
     const std::int64_t chunks = (count_ + kChunk - 1) / kChunk;
     const bool bf16 = probs.dtype == DType::bf16;
@@ -71,6 +74,7 @@ class KeptProbabilities {
  private:
   std::int64_t count_;
   bool avx512_;
+  std::size_t size_;
   std::vector<std::byte> bytes_;
 };
 
@@ -148,7 +152,6 @@ class OneDnnAttentionTrain final : public Kernel {
         softmax_(softmax_pd_),
         mask_(mask_md(), engine),
         probs_mem_(v_.scores(dt::f32), engine, DNNL_MEMORY_NONE),
-        scores_f32_(v_.type == DType::bf16 ? static_cast<std::size_t>(v_.score_count()) : 0),
         kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0, avx512),
         blocks_(v_.shape(), engine, avx512) {}
 
@@ -160,6 +163,8 @@ class OneDnnAttentionTrain final : public Kernel {
     const auto* mask = in[1].data<std::int32_t>();
     // Scores and softmax in f32: the output itself in f32, else scratch.
     const bool bf16 = v_.type == DType::bf16;
+    // Allocated at the first run, not at prepare (planning allocates nothing).
+    if (bf16 && scores_f32_.empty()) scores_f32_.resize(scores_f32_size());
     float* scores = bf16 ? scores_f32_.data() : out[1].data<float>();
     const auto mask_of_probs = v_.mask(in, 2);
     if (packed_row(mask, v_.tokens()) &&
@@ -201,8 +206,17 @@ class OneDnnAttentionTrain final : public Kernel {
                        softmax_pd_.impl_info_str(), context_.pd.impl_info_str());
   }
   double flops() const override { return 4.0 * static_cast<double>(v_.b * v_.s * v_.s * v_.h); }
+  /// What run() allocates: the f32 scores (bf16), the kept probabilities
+  /// (dropout), the block path's scratch and the packed rows' [B, S, S] mask.
+  std::uint64_t workspace_bytes() const override {
+    return scores_f32_size() * sizeof(float) + kept_.bytes() + blocks_.workspace_bytes() +
+           packed_mask_md(v_.b, v_.s).get_size();
+  }
 
  private:
+  std::size_t scores_f32_size() const {
+    return v_.type == DType::bf16 ? static_cast<std::size_t>(v_.score_count()) : 0;
+  }
   dnnl::memory::desc mask_md() const { return {{v_.b, 1, 1, v_.s}, dt::f32, tag::abcd}; }
   KernelDesc desc_;
   OperandTypes types_;
@@ -239,7 +253,6 @@ class OneDnnAttentionBackward final : public Kernel {
         // dK = dS^T Q
         dk_(batched_product(desc, engine, v_.scores_t(v_.operand()), v_.qkv_part(v_.operand()),
                             v_.qkv_part(v_.operand()))),
-        dscores_(static_cast<std::size_t>(v_.score_count())),
         kept_(v_.type, v_.dropout > 0.0 ? v_.score_count() : 0, avx512),
         avx512_(avx512),
         ds_(v_.type, v_.score_count()),
@@ -263,6 +276,7 @@ class OneDnnAttentionBackward final : public Kernel {
     const void* p = mask ? kept_.of(in[2], *mask) : in[2].buffer->data();
     const auto third = static_cast<std::size_t>(v_.h) * dtype_size(in[1].dtype);
     auto* dqkv = static_cast<char*>(out[0].buffer->data());
+    if (dscores_.empty()) dscores_.resize(static_cast<std::size_t>(v_.score_count()));
     float* dp = dscores_.data();
     dv_.run(stream_, p, dctx, dqkv + 2 * third);
     dp_.run(stream_, dctx, qkv + 2 * third, dp);
@@ -281,6 +295,12 @@ class OneDnnAttentionBackward final : public Kernel {
     return fmt::format("onednn attention_backward {}", dp_.pd.impl_info_str());
   }
   double flops() const override { return 8.0 * static_cast<double>(v_.b * v_.s * v_.s * v_.h); }
+  /// What run() allocates: dP / dS, the kept probabilities (dropout) and the
+  /// block path's scratch.
+  std::uint64_t workspace_bytes() const override {
+    return static_cast<std::uint64_t>(v_.score_count()) * sizeof(float) + kept_.bytes() +
+           blocks_.workspace_bytes();
+  }
 
  private:
   /// dP -> dS in place, row by row: dS = P (dP - sum_j P dP) / sqrt(d),

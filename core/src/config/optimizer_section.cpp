@@ -7,6 +7,25 @@
 #include "sections.hpp"
 
 namespace polyhal::config_sections {
+namespace {
+
+/// A number in the interval from `low` to `high`, each end open or closed:
+/// values outside make every step NaN or diverge, and the run would exit 0.
+ReadAs<double> number_in(double low, bool low_open, double high, bool high_open) {
+  return [=](const ConfigValue& v) {
+    const double x = v.number();
+    if ((low_open ? x <= low : x < low) || (high_open ? x >= high : x > high))
+      v.fail(fmt::format("expected a number in {}{:g}, {:g}{}, got {:g}", low_open ? "(" : "[", low,
+                         high, high_open ? ")" : "]", x));
+    return x;
+  };
+}
+
+/// The largest learning rate taken: far above any recipe (LAMB at 0.006,
+/// SGD at a few), far below where an update overflows f32.
+constexpr double kMaxLearningRate = 100.0;
+
+}  // namespace
 
 ConfigSection optimizer() {
   ConfigSection section{.name = "optimizer"};
@@ -14,19 +33,23 @@ ConfigSection optimizer() {
   SectionKeys<O> keys(
       section, [](RunConfig & c) -> auto& { return c.optimizer; }, kTrainingTasks);
   keys.add("name", &O::name, "lamb, adamw or sgd", one_of({"lamb", "adamw", "sgd"}))
-      .add("learning_rate", &O::learning_rate, "peak learning rate")
-      .add("beta1", &O::beta1, "Adam/LAMB first moment decay")
-      .add("beta2", &O::beta2, "Adam/LAMB second moment decay")
-      .add("epsilon", &O::epsilon, "Adam/LAMB epsilon")
-      .add("weight_decay", &O::weight_decay, "decoupled weight decay (not on biases and LayerNorm)")
-      .add("momentum", &O::momentum, "sgd momentum")
+      .add("learning_rate", &O::learning_rate, "peak learning rate",
+           number_in(0, true, kMaxLearningRate, false))
+      .add("beta1", &O::beta1, "Adam/LAMB first moment decay", number_in(0, false, 1, true))
+      .add("beta2", &O::beta2, "Adam/LAMB second moment decay", number_in(0, false, 1, true))
+      .add("epsilon", &O::epsilon, "Adam/LAMB epsilon", number_in(0, true, 1, false))
+      .add("weight_decay", &O::weight_decay, "decoupled weight decay (not on biases and LayerNorm)",
+           number_in(0, false, 1, false))
+      .add("momentum", &O::momentum, "sgd momentum", number_in(0, false, 1, true))
       .add("warmup_steps", &O::warmup_steps, "linear warm-up steps", at_least(0))
       .add("schedule", &O::schedule, "polynomial, exponential, steps or constant",
            one_of({"polynomial", "exponential", "steps", "constant"}))
-      .add("power", &O::power, "polynomial decay power")
+      .add("power", &O::power, "polynomial decay power", number_in(0, false, 100, false))
       .add("end_learning_rate", &O::end_learning_rate,
-           "polynomial: the learning rate at the last step")
-      .add("decay_rate", &O::decay_rate, "exponential: lr x decay_rate^(step/decay_steps)")
+           "polynomial: the learning rate at the last step",
+           number_in(0, false, kMaxLearningRate, false))
+      .add("decay_rate", &O::decay_rate, "exponential: lr x decay_rate^(step/decay_steps)",
+           number_in(0, true, 1, false))
       .add("decay_steps", &O::decay_steps, "exponential: see decay_rate")
       .custom(
           "step_list", "steps schedule: [[from_step, learning_rate], ...]",
@@ -36,7 +59,8 @@ ConfigSection optimizer() {
               const auto pair = entry.items();
               if (!entry.is_list() || pair.size() != 2)
                 v.fail("expected a list of [from_step, learning_rate]");
-              o.step_list.emplace_back(pair[0].integer(0), pair[1].number());
+              o.step_list.emplace_back(pair[0].integer(0),
+                                       number_in(0, false, kMaxLearningRate, false)(pair[1]));
             }
           },
           [](const O& o) {
@@ -45,10 +69,12 @@ ConfigSection optimizer() {
               steps.push_back(fmt::format("[{}, {}]", from, lr));
             return fmt::format("[{}]", fmt::join(steps, ", "));
           })
-      .add("max_grad_norm", &O::max_grad_norm, "clip the global gradient norm (0: off)")
+      .add("max_grad_norm", &O::max_grad_norm, "clip the global gradient norm (0: off)",
+           number_in(0, false, 1e6, false))
       .add("loss_scaling", &O::loss_scaling, "auto (dynamic for f16), static, dynamic or none",
            one_of({"auto", "none", "static", "dynamic"}))
-      .add("loss_scale", &O::loss_scale, "the static scale, or the dynamic one's start")
+      .add("loss_scale", &O::loss_scale, "the static scale, or the dynamic one's start",
+           number_in(0, true, 4294967296.0, false))
       .add("loss_scale_growth_interval", &O::loss_scale_growth_interval,
            "dynamic: double the scale after this many good steps")
       .add("shard_state", &O::shard_state, "shard the optimizer state over the replicas")

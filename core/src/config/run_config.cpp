@@ -13,6 +13,7 @@
 #include "polyhal/app/config_keys.hpp"
 #include "polyhal/app/suggest.hpp"
 #include "polyhal/error.hpp"
+#include "util/regular_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -153,6 +154,7 @@ void read_section(const ConfigSection& section, const ConfigValue& given, const 
 }
 
 YAML::Node load_yaml(const std::filesystem::path& file) {
+  detail::refuse_special_file(file);
   std::error_code size_error;
   if (const auto bytes = std::filesystem::file_size(file, size_error);
       !size_error && bytes > kMaxConfigBytes) {
@@ -161,7 +163,14 @@ YAML::Node load_yaml(const std::filesystem::path& file) {
   }
   YAML::Node root;
   try {
-    root = YAML::LoadFile(file.string());
+    // Every document, so that a second one ("---") is refused, not ignored.
+    const std::vector<YAML::Node> documents = YAML::LoadAllFromFile(file.string());
+    if (documents.size() > 1)
+      throw ConfigError(fmt::format(
+          "{}:{}: a second YAML document: a config is one document (remove the '---' and what "
+          "follows, or merge it into the first)",
+          file.string(), documents[1].Mark().line + 1));
+    if (!documents.empty()) root = documents.front();
   } catch (const YAML::BadFile&) {
     throw ConfigError(fmt::format("{}: cannot read the config file", file.string()));
   } catch (const YAML::ParserException& e) {

@@ -10,6 +10,7 @@
 
 #include "polyhal/app/glue_data.hpp"
 #include "polyhal/error.hpp"
+#include "util/regular_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -32,6 +33,8 @@ std::vector<std::string> split_tabs(const std::string& line) {
 }  // namespace
 
 GlueFile read_glue_tsv(const std::filesystem::path& file, const GlueTaskInfo& task, bool labelled) {
+  // Held in memory whole; GLUE's largest file (QQP's training set) is 40 MB.
+  detail::refuse_special_or_oversized_file(file, std::uintmax_t{1} << 30, "GLUE file");
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(fmt::format("{}: cannot read the GLUE file", file.string()));
   GlueFile out;
@@ -77,6 +80,11 @@ GlueFile read_glue_tsv(const std::filesystem::path& file, const GlueTaskInfo& ta
         if (error != std::errc() || end != value.data() + value.size() || !std::isfinite(score)) {
           throw ConfigError(
               fmt::format("{}:{}: score \"{}\" is not a number", file.string(), number, value));
+        }
+        // STS-B's similarity is from 0 to 5 (GLUE's definition).
+        if (score < 0.0 || score > 5.0) {
+          throw ConfigError(fmt::format("{}:{}: score {} is outside STS-B's range [0, 5]",
+                                        file.string(), number, value));
         }
         example.score = score;
       } else {

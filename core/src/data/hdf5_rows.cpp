@@ -7,15 +7,20 @@
 #include <array>
 #include <list>
 #include <mutex>
+#include <optional>
+#include <regex>
+#include <set>
 
 #include "data/hdf5_handle.hpp"
 #include "data/hdf5_vetting.hpp"
 #include "polyhal/error.hpp"
+#include "util/regular_file.hpp"
 
 namespace polyhal::detail {
 namespace {
 
 Handle open_file(const std::filesystem::path& path) {
+  detail::refuse_special_file(path);
   const hid_t id = quietly([&] { return H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT); });
   if (id < 0) {
     throw ConfigError(fmt::format(
@@ -32,6 +37,38 @@ std::vector<hsize_t> dataset_dims(const Handle& dataset) {
   return dims;
 }
 
+/// Part files named "part-NNNNN-of-MMMMM" (as `polyhal pack` and
+/// `prepare-data` write them, and the seeds' scripts) say how many make the
+/// set: a set cut short (a full disk) must not pass for the whole data.
+void check_part_set(const std::filesystem::path& dir,
+                    const std::vector<std::filesystem::path>& paths) {
+  static const std::regex part(R"(.*part-(\d+)-of-(\d+)\.(hdf5|h5))");
+  std::optional<long long> total;
+  std::set<long long> present;
+  for (const auto& file : paths) {
+    std::smatch match;
+    const std::string name = file.filename().string();
+    if (!std::regex_match(name, match, part)) continue;
+    if (match[1].length() > 9 || match[2].length() > 9) continue;  // not a count of ours
+    const long long index = std::stoll(match[1].str()), of = std::stoll(match[2].str());
+    if (total && *total != of)
+      throw ConfigError(fmt::format("{}: part files of two sets ({} parts and {} parts)",
+                                    dir.string(), *total, of));
+    total = of;
+    present.insert(index);
+  }
+  if (!total) return;
+  std::vector<long long> missing;
+  for (long long index = 0; index < *total && missing.size() < 5; ++index)
+    if (!present.contains(index)) missing.push_back(index);
+  if (!missing.empty())
+    throw ConfigError(fmt::format(
+        "{}: {} of {} part files: the set is incomplete (missing part {}{}); was writing it "
+        "stopped? Write it again",
+        dir.string(), present.size(), *total, fmt::join(missing, ", "),
+        present.size() + missing.size() < static_cast<std::size_t>(*total) ? ", ..." : ""));
+}
+
 std::vector<std::filesystem::path> hdf5_files(const std::filesystem::path& path) {
   std::vector<std::filesystem::path> paths;
   std::error_code ec;
@@ -45,10 +82,51 @@ std::vector<std::filesystem::path> hdf5_files(const std::filesystem::path& path)
     if (paths.empty())
       throw ConfigError(
           fmt::format("{}: no *.hdf5 or *.h5 files in this directory", path.string()));
+    check_part_set(path, paths);
   } else {
     paths.push_back(path);
   }
   return paths;
+}
+
+/// A dataset must hold the rows it claims: a few KB may not declare 2^40
+/// rows of unwritten storage (read as fill values, costing minutes before
+/// anything is refused). Contiguous data is all there; chunked data (which
+/// may be compressed) has every chunk written.
+void check_storage(const std::filesystem::path& path, const std::string& name,
+                   const Handle& dataset, const std::vector<hsize_t>& dims) {
+  const Handle plist(quietly([&] { return H5Dget_create_plist(dataset.get()); }), H5Pclose);
+  if (!plist.valid()) return;
+  const H5D_layout_t layout = quietly([&] { return H5Pget_layout(plist.get()); });
+  const hsize_t rows = dims[0], columns = dims.size() == 2 ? dims[1] : 1;
+  if (layout == H5D_CONTIGUOUS) {
+    const Handle type(quietly([&] { return H5Dget_type(dataset.get()); }), H5Tclose);
+    const hsize_t element = type.valid() ? H5Tget_size(type.get()) : 0;
+    const hsize_t stored = H5Dget_storage_size(dataset.get());
+    if (element > 0 && stored / element / columns < rows)
+      throw ConfigError(fmt::format(
+          "{}: dataset '{}' claims {} rows but stores {} bytes ({} rows): a truncated or "
+          "crafted file",
+          path.string(), name, rows, stored, stored / element / columns));
+  } else if (layout == H5D_CHUNKED) {
+    std::array<hsize_t, 2> chunk{1, 1};
+    const int rank = quietly([&] { return H5Pget_chunk(plist.get(), 2, chunk.data()); });
+    if (rank < 1) return;
+    const hsize_t chunk_rows = std::max<hsize_t>(chunk[0], 1);
+    const hsize_t chunk_columns = rank == 2 ? std::max<hsize_t>(chunk[1], 1) : 1;
+    const hsize_t expected =
+        ((rows + chunk_rows - 1) / chunk_rows) * ((columns + chunk_columns - 1) / chunk_columns);
+    hsize_t written = 0;
+    const Handle space(H5Dget_space(dataset.get()), H5Sclose);
+    if (!space.valid() ||
+        quietly([&] { return H5Dget_num_chunks(dataset.get(), space.get(), &written); }) < 0)
+      written = H5Dget_storage_size(dataset.get()) == 0 ? 0 : expected;  // unknown: trust it
+    if (written < expected)
+      throw ConfigError(
+          fmt::format("{}: dataset '{}' claims {} rows but only {} of its {} chunks are written: a "
+                      "truncated or crafted file",
+                      path.string(), name, rows, written, expected));
+  }
 }
 
 /// The open datasets of one file.
@@ -129,6 +207,7 @@ struct Hdf5Rows::Impl {
       if (width > (1 << 20))
         throw ConfigError(
             fmt::format("{}: dataset '{}' claims {} columns", path.string(), names[d], width));
+      check_storage(path, names[d], f.datasets[d], dims);
       if (widths[d] < 0) {
         widths[d] = width;
       } else if (widths[d] != width) {

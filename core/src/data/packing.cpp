@@ -115,6 +115,40 @@ void exact_fills(std::int64_t filled, std::int64_t smallest, std::int64_t target
   }
 }
 
+/// The most strategies nnlshp solves for: its least squares costs about the
+/// square of their number (max_len 512 with 3 per pack, the seeds' setting,
+/// has 22,102).
+constexpr std::int64_t kMaxNnlshpStrategies = 30000;
+
+/// How many ways exact_fills finds: partitions of `target` into at most
+/// `depth` (1 to 3) parts, counted without listing them.
+std::int64_t fill_count(std::int64_t target, std::int64_t depth) {
+  if (depth <= 1) return 1;
+  if (depth == 2) return target / 2 + 1;
+  return ((target + 3) * (target + 3) + 6) / 12;  // round((n + 3)^2 / 12)
+}
+
+/// exact_fills over the lengths in `present` (ascending) only; ConfigError
+/// once more than kMaxNnlshpStrategies would be listed.
+void present_fills(std::size_t from, std::int64_t filled, std::int64_t target, std::int64_t depth,
+                   const std::vector<std::int64_t>& present, std::vector<std::int64_t>& prefix,
+                   std::vector<std::vector<std::int64_t>>& out) {
+  for (std::size_t i = from; i < present.size() && filled + present[i] <= target; ++i) {
+    prefix.push_back(present[i]);
+    if (filled + present[i] == target) {
+      out.push_back(prefix);
+      if (static_cast<std::int64_t>(out.size()) > kMaxNnlshpStrategies)
+        throw ConfigError(fmt::format(
+            "packing: nnlshp at max_len {} would solve for more than {} strategies (its work "
+            "grows as their square); use spfhp, or fewer sequences per pack",
+            target, kMaxNnlshpStrategies));
+    } else if (depth > 1) {
+      present_fills(i, filled + present[i], target, depth - 1, present, prefix, out);
+    }
+    prefix.pop_back();
+  }
+}
+
 /// min ||A x - b|| subject to x >= 0 by Lawson and Hanson's active-set
 /// method, for a sparse A given by columns (row index, value). The passive
 /// set's least squares are solved through its normal equations (Cholesky);
@@ -247,7 +281,17 @@ std::vector<PackStrategy> nnlshp(const std::vector<std::int64_t>& histogram, std
   }
   std::vector<std::vector<std::int64_t>> fills;
   std::vector<std::int64_t> prefix;
-  exact_fills(0, 1, max_len, max_per_pack, prefix, fills);
+  if (fill_count(max_len, max_per_pack) <= kMaxNnlshpStrategies) {
+    exact_fills(0, 1, max_len, max_per_pack, prefix, fills);
+  } else {
+    // Every length up to max_len would make too many strategies for the
+    // least squares (quadratic in their number): only the lengths the data
+    // has, whose fills are all that can be used; bounded by the input.
+    std::vector<std::int64_t> present;
+    for (std::int64_t l = 1; l <= max_len; ++l)
+      if (histogram[static_cast<std::size_t>(l - 1)] > 0) present.push_back(l);
+    present_fills(0, 0, max_len, max_per_pack, present, prefix, fills);
+  }
   // The paper weights lengths below 8 by 0.09: a short sequence left over
   // costs little padding.
   const auto weight = [](std::int64_t length) { return length <= 8 ? 0.09 : 1.0; };

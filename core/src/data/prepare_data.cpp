@@ -21,6 +21,7 @@
 #include "data/hdf5_writer.hpp"
 #include "data/pretraining_instances.hpp"
 #include "polyhal/error.hpp"
+#include "util/regular_file.hpp"
 #include "util/utf8.hpp"
 
 namespace polyhal {
@@ -121,6 +122,7 @@ class ChunkReader {
   std::unique_ptr<Chunk> next() {
     while (current_ < files_.size()) {
       if (!in_) {
+        detail::refuse_special_file(files_[current_]);
         in_.emplace(files_[current_], std::ios::binary);
         if (!*in_)
           throw ConfigError(fmt::format("{}: cannot read (--input)", files_[current_].string()));

@@ -35,13 +35,24 @@ namespace {
 /// token from its front or its back, at random, until both fit.
 void truncate_pair(std::vector<std::int32_t>& a, std::vector<std::int32_t>& b,
                    std::int64_t max_tokens, DataRandom& rng) {
-  while (static_cast<std::int64_t>(a.size() + b.size()) > max_tokens) {
-    auto& longer = a.size() > b.size() ? a : b;
-    if (rng.real() < 0.5) {
-      longer.erase(longer.begin());
-    } else {
-      longer.pop_back();
-    }
+  // The same draws as the reference's loop, but the tokens kept are cut out
+  // once at the end: erasing the front token by token is quadratic in a
+  // long line's length (a 4 MB line took 17 s).
+  struct Side {
+    std::vector<std::int32_t>& tokens;
+    std::size_t front = 0, size = 0;
+  };
+  Side first{a, 0, a.size()}, second{b, 0, b.size()};
+  while (static_cast<std::int64_t>(first.size + second.size) > max_tokens) {
+    Side& longer = first.size > second.size ? first : second;
+    if (rng.real() < 0.5) ++longer.front;
+    --longer.size;
+  }
+  for (Side* side : {&first, &second}) {
+    auto& tokens = side->tokens;
+    const auto begin = tokens.begin() + static_cast<std::ptrdiff_t>(side->front);
+    tokens.erase(begin + static_cast<std::ptrdiff_t>(side->size), tokens.end());
+    tokens.erase(tokens.begin(), begin);
   }
 }
 

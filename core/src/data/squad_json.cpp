@@ -7,6 +7,7 @@
 
 #include "polyhal/app/squad_data.hpp"
 #include "polyhal/error.hpp"
+#include "util/regular_file.hpp"
 #include "util/utf8.hpp"
 
 namespace polyhal {
@@ -65,6 +66,7 @@ SquadFile read_squad_json(const std::filesystem::path& file, std::uintmax_t max_
     throw ConfigError(fmt::format("{}: {} bytes, more than the {} a SQuAD file may have",
                                   file.string(), size, max_bytes));
   }
+  detail::refuse_special_file(file);
   std::ifstream in(file, std::ios::binary);
   json root;
   try {

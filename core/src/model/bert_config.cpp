@@ -9,6 +9,7 @@
 
 #include "polyhal/error.hpp"
 #include "util/atomic_file.hpp"
+#include "util/regular_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -94,6 +95,7 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
     throw ConfigError(
         fmt::format("{}: {} bytes: a model config.json is a few hundred", file.string(), bytes));
   }
+  detail::refuse_special_file(file);
   std::ifstream in(file);
   if (!in) throw ConfigError(fmt::format("{}: cannot read the model config", file.string()));
   nlohmann::json json;

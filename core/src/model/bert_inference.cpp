@@ -60,16 +60,15 @@ BertInference::BertInference(Device& device, const BertConfig& config, BertShape
 BertInference::~BertInference() = default;
 
 MemoryReport BertInference::plan_memory() const {
+  // Each kernel keeps its own scratch (and a linear its packed weights):
+  // Program::plan_memory adds them.
   auto items = state_->program().memory_items();
-  // Each kernel keeps its own scratch (and a linear its packed weights).
-  const auto kernels = state_->program().kernel_memory_items();
-  items.insert(items.end(), kernels.begin(), kernels.end());
   if (state_->program().device().properties().mode != DeviceMode::model) {
     // The host runs it: the weights as read live there while loading.
     items.push_back({"host", "weights as read (f32, while loading)",
                      static_cast<std::uint64_t>(state_->config.parameter_count()) * 4});
   }
-  return state_->program().device().plan_memory(items);
+  return state_->program().plan_memory(std::move(items));
 }
 
 void BertInference::load_weights(const TensorMap& weights) {

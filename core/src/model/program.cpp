@@ -8,6 +8,7 @@
 #include <chrono>
 #include <stdexcept>
 
+#include "polyhal/app/tensor_limit.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/train_kernels.hpp"
 
@@ -110,6 +111,10 @@ int Program::side_kernel(KernelDesc desc) {
 }
 
 void Program::finish() {
+  // Before anything sizes, plans or prepares them. On hardware (the host's
+  // oneDNN kernels); a device model plans any size and says if it fits.
+  if (device_.properties().mode != DeviceMode::model)
+    for (const auto& s : slots_) check_tensor_size(s.name, s.shape);
   const auto give = [&](int index, DType type, const Op& op) {
     Slot& s = at(index);
     if (s.view_of >= 0) return;  // a view has its tensor's dtype
@@ -381,6 +386,18 @@ std::vector<MemoryItem> Program::kernel_memory_items() const {
     if (bytes > 0) items.push_back({"kernel memory", op, bytes});
   }
   return items;
+}
+
+MemoryReport Program::plan_memory(std::vector<MemoryItem> items) const {
+  MemoryReport without_kernels = device_.plan_memory(items);
+  if (!without_kernels.fits) {
+    without_kernels.notes.push_back(
+        "kernel scratch not counted: the tensors alone do not fit (no kernel was prepared)");
+    return without_kernels;
+  }
+  const auto kernels = kernel_memory_items();
+  items.insert(items.end(), kernels.begin(), kernels.end());
+  return device_.plan_memory(items);
 }
 
 namespace {

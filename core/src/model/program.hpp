@@ -111,6 +111,11 @@ class Program {
   /// device model: its plan_memory models the device's own memory, where
   /// the host's kernels do not live.
   std::vector<MemoryItem> kernel_memory_items() const;
+  /// The device's plan of `items` (the tensors and the caller's own) plus
+  /// kernel_memory_items(). When `items` alone do not fit, that plan, with
+  /// no kernel prepared: a plan that cannot fit allocates nothing and
+  /// answers at once, however large the batch.
+  MemoryReport plan_memory(std::vector<MemoryItem> items) const;
   /// Prepares kernels, allocates every tensor, binds every op. Once.
   void allocate();
   bool allocated() const { return allocated_; }

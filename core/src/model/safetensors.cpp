@@ -9,6 +9,7 @@
 
 #include "polyhal/error.hpp"
 #include "util/atomic_file.hpp"
+#include "util/regular_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -39,6 +40,7 @@ const char* safetensors_dtype(DType type) {
 
 TensorMap read_safetensors(const std::filesystem::path& file) {
   const std::string where = file.string();
+  detail::refuse_special_file(file);
   std::ifstream in(file, std::ios::binary);
   if (!in) throw ConfigError(fmt::format("{}: cannot open the weights file", where));
   std::error_code ec;
@@ -170,6 +172,7 @@ void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesys
 }
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& file) {
+  detail::refuse_special_file(file);
   std::ifstream in(file, std::ios::binary);
   std::uint8_t length_bytes[8] = {};
   if (!in.read(reinterpret_cast<char*>(length_bytes), 8)) {

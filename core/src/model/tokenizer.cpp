@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "polyhal/error.hpp"
+#include "util/regular_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -84,6 +85,8 @@ bool is_special(const std::string& token) {
 WordPieceTokenizer::WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lower_case,
                                        SpecialTokensInText special)
     : lower_case_(lower_case), special_(special) {
+  // BERT's vocabularies are 0.2-1 MB; 2^24 entries is the model's limit.
+  detail::refuse_special_or_oversized_file(vocab_file, std::uintmax_t{64} << 20, "vocabulary");
   std::ifstream in(vocab_file);
   if (!in) throw ConfigError(fmt::format("{}: cannot read the vocabulary", vocab_file.string()));
   for (std::string line; std::getline(in, line);) {

@@ -16,7 +16,7 @@ Backend::~Backend() = default;
 std::vector<std::shared_ptr<Device>> Backend::open_devices(const DeviceOptions& options) {
   std::vector<std::shared_ptr<Device>> devices;
   auto opened = detail::call_into_plugin([&] { return do_open_devices(options); },
-                                         "backend '" + name() + "': opening devices", "its");
+                                         "backend '" + name() + "': opening devices", "its", this);
   for (auto& device : opened) {
     device->library_anchor_ = library_anchor_;
     devices.push_back(anchor_to_library(std::move(device), library_anchor_));

@@ -5,9 +5,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 
+#include "polyhal/app/tensor_limit.hpp"
 #include "polyhal/error.hpp"
 #include "runtime/plugin_call.hpp"
 #include "util/format.hpp"
@@ -126,10 +128,22 @@ MemoryStats Device::memory_stats() const noexcept {
 
 std::shared_ptr<Kernel> Device::prepare_kernel(const KernelDesc& desc) {
   check_kernel(desc);
+  // No hardware kernel is asked for an operand its 32-bit indexing cannot
+  // reach (a matmul's product too, which no input shows). A device model
+  // only plans and estimates.
+  if (properties_.mode != DeviceMode::model) {
+    for (std::size_t k = 0; k < desc.input_shapes.size(); ++k)
+      check_tensor_size(fmt::format("{} input {}", op_name(desc.op), k), desc.input_shapes[k]);
+    if (desc.op == OpKind::matmul && desc.input_shapes.size() == 2 &&
+        desc.input_shapes[0].size() == 2 && desc.input_shapes[1].size() == 2) {
+      const std::array<std::int64_t, 2> product{desc.input_shapes[0][0], desc.input_shapes[1][1]};
+      check_tensor_size("matmul output", product);
+    }
+  }
   auto kernel =
       detail::call_into_plugin([&] { return (*kernels_.find(desc.op, desc.dtype))(desc, *this); },
                                fmt::format("{}: preparing a {} kernel", name(), op_name(desc.op)),
-                               "the '" + properties_.backend + "'");
+                               "the '" + properties_.backend + "'", this);
   return anchor_to_library(std::move(kernel), library_anchor_);
 }
 

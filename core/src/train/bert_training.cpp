@@ -240,8 +240,6 @@ MemoryReport BertTraining::plan_memory() const {
 
 MemoryReport BertTraining::plan_memory(const std::vector<MemoryItem>& extra) const {
   auto items = state_->program().memory_items();
-  const auto kernels = state_->program().kernel_memory_items();
-  items.insert(items.end(), kernels.begin(), kernels.end());
   if (state_->program().device().properties().mode != DeviceMode::model) {
     // The host runs it, so its own copies count: a checkpoint's snapshot of
     // the f32 weights and the optimizer state (the larger of the two host
@@ -254,7 +252,7 @@ MemoryReport BertTraining::plan_memory(const std::vector<MemoryItem>& extra) con
     items.push_back({"host", "checkpoint snapshot (f32 weights and optimizer state)", snapshot});
   }
   items.insert(items.end(), extra.begin(), extra.end());
-  return state_->program().device().plan_memory(items);
+  return state_->program().plan_memory(std::move(items));
 }
 
 void BertTraining::load_weights(const TensorMap& weights) {

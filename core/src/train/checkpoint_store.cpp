@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <regex>
+#include <vector>
 
 #include "polyhal/error.hpp"
 
@@ -13,17 +15,47 @@ std::filesystem::path CheckpointStore::path(std::int64_t step) const {
 }
 
 std::optional<std::filesystem::path> CheckpointStore::latest() const {
+  if (dir_.empty()) return std::nullopt;
   std::error_code ec;
-  if (dir_.empty() || !std::filesystem::is_directory(dir_, ec)) return std::nullopt;
+  const auto status = std::filesystem::status(dir_, ec);
+  if (status.type() == std::filesystem::file_type::not_found) return std::nullopt;
+  // Any other failure to list it must stop the run: taken for "no
+  // checkpoints", it would restart at step 1 and overwrite them.
+  const auto cannot_list = [&](const std::error_code& error) {
+    return ConfigError(
+        fmt::format("checkpoint.dir {}: cannot list it ({}); a run that cannot see "
+                    "its checkpoints would start over and overwrite them",
+                    dir_.string(), error.message()));
+  };
+  if (ec) throw cannot_list(ec);
+  if (!std::filesystem::is_directory(status))
+    throw ConfigError(fmt::format("checkpoint.dir {}: not a directory", dir_.string()));
   static const std::regex pattern(R"(checkpoint-(\d{8})\.safetensors)");
   std::optional<std::filesystem::path> best;
-  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+  std::filesystem::directory_iterator entry(dir_, ec);
+  if (ec) throw cannot_list(ec);
+  for (; entry != std::filesystem::directory_iterator(); entry.increment(ec)) {
     // Temporary files (".tmp") of an interrupted write never match.
-    if (std::regex_match(entry.path().filename().string(), pattern)) {
-      if (!best || entry.path().filename() > best->filename()) best = entry.path();
+    if (std::regex_match(entry->path().filename().string(), pattern)) {
+      if (!best || entry->path().filename() > best->filename()) best = entry->path();
     }
   }
+  if (ec) throw cannot_list(ec);
   return best;
+}
+
+std::vector<std::filesystem::path> CheckpointStore::remove_stale_temporaries() const {
+  std::vector<std::filesystem::path> removed;
+  std::error_code ec;
+  if (dir_.empty() || !std::filesystem::is_directory(dir_, ec)) return removed;
+  // Only what a checkpoint write of ours leaves (mkstemp's six characters).
+  static const std::regex temporary(R"(checkpoint-\d{8}\.safetensors\.tmp\.[A-Za-z0-9]{6})");
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
+    if (!std::regex_match(entry.path().filename().string(), temporary)) continue;
+    if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) continue;
+    if (std::filesystem::remove(entry.path(), ec)) removed.push_back(entry.path());
+  }
+  return removed;
 }
 
 std::filesystem::path CheckpointStore::save(std::int64_t step, const TensorMap& state,
@@ -50,8 +82,39 @@ CheckpointStore::Checkpoint CheckpointStore::load(const std::filesystem::path& f
     throw ConfigError(
         fmt::format("{}: checkpoint step \"{}\" is not a step number", file.string(), it->second));
   }
+  if (checkpoint.step > kMaxCheckpointStep)
+    throw ConfigError(fmt::format("{}: checkpoint step {} is beyond any run (at most {})",
+                                  file.string(), checkpoint.step, kMaxCheckpointStep));
+  // The name says the step too: a checkpoint whose metadata disagrees was
+  // renamed or written by something else, and would overwrite good ones.
+  static const std::regex named(R"(checkpoint-(\d{8,})\.safetensors)");
+  std::smatch match;
+  const std::string name = file.filename().string();
+  if (std::regex_match(name, match, named) && std::stoll(match[1].str()) != checkpoint.step)
+    throw ConfigError(fmt::format("{}: its name says step {} but its metadata step {}",
+                                  file.string(), std::stoll(match[1].str()), checkpoint.step));
   checkpoint.state = read_safetensors(file);
+  check_state_values(file, checkpoint.state);
   return checkpoint;
+}
+
+void check_state_values(const std::filesystem::path& file, const TensorMap& state) {
+  for (const auto& [name, tensor] : state) {
+    // Adam's and LAMB's second moment is a running mean of squares.
+    const bool second_moment = name.starts_with("optimizer.v.");
+    for (std::size_t i = 0; i < tensor.values.size(); ++i) {
+      const float x = tensor.values[i];
+      if (!std::isfinite(x))
+        throw ConfigError(
+            fmt::format("{}: tensor '{}' holds {} at element {}: a checkpoint of a "
+                        "run that diverged; resume from an earlier one",
+                        file.string(), name, x, i));
+      if (second_moment && x < 0.0f)
+        throw ConfigError(
+            fmt::format("{}: tensor '{}' holds {} at element {}: a second moment is never negative",
+                        file.string(), name, x, i));
+    }
+  }
 }
 
 }  // namespace polyhal

@@ -8,6 +8,7 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -95,12 +96,26 @@ void Trainer::save(std::int64_t step, TrainingLog& log) {
 void Trainer::run(std::int64_t first, std::int64_t last, const StepObserver& observer,
                   TrainingLog& log) {
   const bool lead = replicas_.rank() == 0;
+  std::int64_t non_finite = 0;  // steps in a row (the loss is the same on every replica)
   for (std::int64_t number = first; number <= last; ++number) {
     const TrainingStep record = step(number);
     if (lead) {
       log.steps.push_back(record);
       if (observer) observer(record, settings_.total_steps);
     }
+    non_finite = std::isfinite(record.loss()) ? 0 : non_finite + 1;
+    if (non_finite > 0 && (non_finite >= settings_.stop_after_non_finite || number == last)) {
+      throw RuntimeFailure(fmt::format(
+          "the loss has not been finite for {} steps in a row (steps {} to {}): the run diverged "
+          "and stops without writing a checkpoint of it{}; lower optimizer.learning_rate, clip "
+          "with optimizer.max_grad_norm, or train in f32",
+          non_finite, number - non_finite + 1, number,
+          log.checkpoints.empty()
+              ? ""
+              : fmt::format(" (the last good one: {})", log.checkpoints.back().string())));
+    }
+    // A step with a non-finite loss is never checkpointed over good state.
+    if (non_finite > 0) continue;
     // Every replica saves: with sharding, saving is a collective.
     if (number == last ||
         (settings_.checkpoint_every > 0 && number % settings_.checkpoint_every == 0))

@@ -41,6 +41,10 @@ struct TrainerSettings {
   std::map<std::string, std::string> metadata;
   /// The optimizer state is sharded: saving is then a collective.
   bool sharded = false;
+  /// Stop (RuntimeFailure, exit 1) once the loss has not been finite for
+  /// this many steps in a row: the run diverged. A loss scaler's skipped
+  /// steps count too, so a scale that can never recover does not spin.
+  std::int64_t stop_after_non_finite = 5;
 };
 
 class Trainer {

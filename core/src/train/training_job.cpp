@@ -9,9 +9,12 @@
 #include <sstream>
 
 #include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/checkpoint_store.hpp"
 #include "polyhal/app/pipelined_training.hpp"
 #include "polyhal/error.hpp"
 #include "util/atomic_file.hpp"
+#include "util/directory_lock.hpp"
+#include "util/regular_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -30,6 +33,7 @@ std::vector<Device*> pipeline_devices(Device& device, const std::vector<Device*>
 }
 
 std::string read_text(const std::filesystem::path& file) {
+  detail::refuse_special_file(file);
   std::ifstream in(file, std::ios::binary);
   std::ostringstream text;
   text << in.rdbuf();
@@ -62,6 +66,26 @@ TrainingJob::TrainingJob(const TrainingJobOptions& options, const TrainingPlacem
     }
   }
   plan_ = first.plan(*where_.device, step_work());
+  count_every_local_replica();
+}
+
+void TrainingJob::count_every_local_replica() {
+  // Local replicas of a whole model share the one host device: each holds
+  // its own weights, state, activations and kernels. (A device model plans
+  // one device, each replica on its own; pipelined replicas take their own
+  // devices.)
+  if (local_replicas_ < 2 || where_.device->properties().mode == DeviceMode::model ||
+      !options_.stages.empty())
+    return;
+  std::vector<MemoryItem> items;
+  for (MemoryItem item : plan_.memory.items) {
+    item.name = fmt::format("{} (x {} replicas)", item.name, local_replicas_);
+    item.bytes *= static_cast<std::uint64_t>(local_replicas_);
+    items.push_back(std::move(item));
+  }
+  auto notes = plan_.memory.notes;
+  plan_.memory = where_.device->plan_memory(items);
+  plan_.memory.notes.insert(plan_.memory.notes.begin(), notes.begin(), notes.end());
 }
 
 TrainingJob::~TrainingJob() = default;
@@ -102,10 +126,17 @@ std::int64_t TrainingJob::start(const CheckpointStore& store, bool resume,
     replicas_.push_back(make_replica(r));
     if (sharded_) replicas_.back()->shard_optimizer_state(group_->communicator(r));
   }
+  if (store.enabled() && lead()) {
+    checkpoint_lock_ = std::make_unique<detail::DirectoryLock>(store.dir(), "checkpoint.dir");
+    for (const auto& file : store.remove_stale_temporaries())
+      spdlog::info("removed {}: the temporary file of a checkpoint write that was killed",
+                   file.string());
+  }
   std::optional<CheckpointStore::Checkpoint> checkpoint;
   if (resume) {
     if (const auto latest = store.latest()) checkpoint = CheckpointStore::load(*latest);
   }
+  if (where_.across_processes) agree_on_start(*where_.across_processes, checkpoint);
   if (!checkpoint) {
     const TensorMap weights = start_weights();
     for (auto& replica : replicas_) replica->load_weights(weights);
@@ -117,6 +148,31 @@ std::int64_t TrainingJob::start(const CheckpointStore& store, bool resume,
   scaler.restore(checkpoint->metadata);
   spdlog::info("resumed from {} at step {}", checkpoint->path.string(), checkpoint->step);
   return checkpoint->step;
+}
+
+void agree_on_start(Communicator& ranks,
+                    const std::optional<CheckpointStore::Checkpoint>& checkpoint) {
+  // Every rank says where it starts (-1: from the start weights); ranks that
+  // start apart would all-reduce two different models.
+  const std::int64_t mine = checkpoint ? checkpoint->step : -1;
+  std::vector<std::int64_t> steps(static_cast<std::size_t>(ranks.size()));
+  ranks.all_gather(&mine, steps.data(), 1, DType::i64);
+  const auto where = [](std::int64_t step) {
+    return step < 0 ? std::string("the start weights (no checkpoint found)")
+                    : fmt::format("the checkpoint of step {}", step);
+  };
+  for (std::size_t r = 1; r < steps.size(); ++r) {
+    if (steps[r] == steps[0]) continue;
+    throw ConfigError(fmt::format(
+        "ranks start from different places: rank 0 from {}, rank {} from {}{}. Every rank must "
+        "resume from the same checkpoint: give them one checkpoint.dir on a shared filesystem, "
+        "or copy the newest checkpoint to every rank's directory",
+        where(steps[0]), r, where(steps[r]),
+        ranks.rank() == 0 || ranks.rank() == static_cast<int>(r)
+            ? fmt::format(" (this is rank {}{})", ranks.rank(),
+                          checkpoint ? ": " + checkpoint->path.string() : "")
+            : ""));
+  }
 }
 
 void TrainingJob::run(const std::function<void(TrainingModel&, Communicator&)>& replica) {
@@ -135,6 +191,7 @@ std::vector<OpTime> TrainingJob::profile() const {
 TensorMap read_start_weights(const std::filesystem::path& file, const BertConfig& model,
                              const TaskHead& head, std::uint64_t seed) {
   HeadStart loaded = load_bert_weights_for_head(file, model, head, seed);
+  check_state_values(file, loaded.weights);
   spdlog::info("weights: {} ({})", file.string(), hf_architecture(head));
   if (!loaded.extended.empty()) spdlog::info("{}", loaded.extended);
   if (!loaded.initialised.empty())

@@ -61,6 +61,10 @@ struct TrainingPlacement {
 /// ConfigError when it belongs to another job.
 using ResumeCheck = std::function<void(const CheckpointStore::Checkpoint&)>;
 
+namespace detail {
+class DirectoryLock;
+}
+
 class TrainingJob {
  public:
   /// Declares and plans the first replica (nothing allocated).
@@ -79,7 +83,9 @@ class TrainingJob {
   /// Rank 0 of the job: the one that reports and writes.
   bool lead() const noexcept;
 
-  /// Makes every local replica and loads the state they all start from:
+  /// Makes every local replica and loads the state they all start from
+  /// (the lead first locks the store's directory for the run: another run
+  /// on it is a ConfigError naming the holder):
   /// the newest checkpoint in `store` when `resume` finds one (checked by
   /// `check`, loss scale restored into `scaler`), else `start_weights()`.
   /// Returns the optimizer steps already done.
@@ -97,6 +103,8 @@ class TrainingJob {
  private:
   std::unique_ptr<TrainingModel> make_replica(int replica) const;
   StepWork step_work() const;
+  /// The plan of every local replica when they share the host device.
+  void count_every_local_replica();
 
   TrainingJobOptions options_;
   TrainingPlacement where_;
@@ -107,9 +115,17 @@ class TrainingJob {
   std::unique_ptr<InProcessGroup> stand_in_;
   std::unique_ptr<Communicator> stand_in_rank_;
   std::vector<std::unique_ptr<TrainingModel>> replicas_;
+  std::unique_ptr<detail::DirectoryLock> checkpoint_lock_;  // the lead's, while it runs
   TrainingPlan plan_;
   std::optional<MemoryReport> unsharded_;
 };
+
+/// Every rank of a multi-process job (`ranks`) must start from the same
+/// place: the same checkpoint step, or all from the start weights. Gathers
+/// where each starts before any state is loaded; ConfigError naming both
+/// ranks and their starting points otherwise (each rank throws it).
+void agree_on_start(Communicator& ranks,
+                    const std::optional<CheckpointStore::Checkpoint>& checkpoint);
 
 /// Reads the weights a job starts from (`file`: a pre-training checkpoint or
 /// a weights file; its optimizer state is dropped) for `head`: tensors of

@@ -52,6 +52,21 @@ def write(path, data, id_type, compression, skip=()):
                 f.create_dataset(name, data=values, dtype=dtype, compression=compression)
 
 
+def write_claiming_files(folder):
+    """Files of a few KB whose datasets claim 2^40 rows they do not store
+    (unwritten chunks; unallocated contiguous storage): read as fill values,
+    they cost minutes before anything is refused."""
+    names = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
+             "next_sentence_labels")
+    widths = (SEQ, SEQ, SEQ, PREDICTIONS, PREDICTIONS, None)
+    for name, chunks in (("claims_rows_chunked.hdf5", True), ("claims_rows_contiguous.hdf5", False)):
+        with h5py.File(os.path.join(folder, name), "w") as f:
+            for dataset, width in zip(names, widths):
+                shape = (2 ** 40,) if width is None else (2 ** 40, width)
+                chunk = None if not chunks else ((1,) if width is None else (1, width))
+                f.create_dataset(dataset, shape=shape, dtype="i4", chunks=chunk)
+
+
 def main():
     # The chop_hdf5_files.py layout (i4 ids, gzip) and the NVIDIA one (i2 ids, uncompressed).
     write(os.path.join(HERE, "part-00000-of-00002.hdf5"), samples(0, 5), "i4", "gzip")
@@ -93,6 +108,9 @@ def main():
                 f.create_virtual_dataset(name, layout, fillvalue=0)
             else:
                 f.create_dataset(name, data=values)
+    claims = os.path.join(HERE, "claims")
+    os.makedirs(claims, exist_ok=True)
+    write_claiming_files(claims)
     with open(os.path.join(bad, "not_hdf5.hdf5"), "wb") as f:
         f.write(b"this is not an HDF5 file\n" * 4)
     # Five bytes of part-00000 changed (found by mutating it at random): the

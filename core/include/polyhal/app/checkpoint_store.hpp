@@ -8,11 +8,21 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
 
 #include "polyhal/app/safetensors.hpp"
 
 namespace polyhal {
+
+/// The largest step a checkpoint may say: far beyond any run, far below
+/// where step arithmetic (step x batch) overflows.
+inline constexpr std::int64_t kMaxCheckpointStep = std::int64_t{1} << 40;
+
+/// Refuses training state no run can continue from: a NaN or infinity in
+/// any tensor, or a negative second moment (tensors "optimizer.v.*");
+/// ConfigError naming the file, the tensor and the element.
+void check_state_values(const std::filesystem::path& file, const TensorMap& state);
 
 class CheckpointStore {
  public:
@@ -23,8 +33,14 @@ class CheckpointStore {
   const std::filesystem::path& dir() const noexcept { return dir_; }
   /// Where the checkpoint of optimizer step `step` goes.
   std::filesystem::path path(std::int64_t step) const;
-  /// The newest complete checkpoint, if any (temporary files never match).
+  /// The newest complete checkpoint, if any (temporary files never match);
+  /// none when the directory does not exist. ConfigError when it exists but
+  /// cannot be listed (taken for empty, the run would overwrite it).
   std::optional<std::filesystem::path> latest() const;
+  /// Removes the temporary files of checkpoint writes that were killed
+  /// (checkpoint-N.safetensors.tmp.XXXXXX); call only while holding the
+  /// directory's lock, so no write of another run is in flight. Returns them.
+  std::vector<std::filesystem::path> remove_stale_temporaries() const;
   /// Writes the state of step `step` with `metadata` (plus "step"); returns its path.
   std::filesystem::path save(std::int64_t step, const TensorMap& state,
                              std::map<std::string, std::string> metadata) const;
@@ -36,7 +52,8 @@ class CheckpointStore {
     std::map<std::string, std::string> metadata;
   };
   /// Reads a checkpoint; throws ConfigError naming the file when it has no
-  /// valid step in its metadata.
+  /// valid step in its metadata, a step over kMaxCheckpointStep or other
+  /// than its name says, or a value check_state_values refuses.
   static Checkpoint load(const std::filesystem::path& file);
 
  private:

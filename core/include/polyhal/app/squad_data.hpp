@@ -42,10 +42,11 @@ struct SquadFile {
 /// Reads an official SQuAD JSON file. Throws ConfigError naming the file and
 /// the JSON path (data[3].paragraphs[0].qas[2].id) for a malformed file, a
 /// missing or mistyped key, or a duplicate question id. Files above
-/// `max_bytes` (default 256 MiB, six times SQuAD v2.0's training set) are
-/// refused before they are read: the parsed JSON takes several times its size.
+/// `max_bytes` (default 128 MiB, three times SQuAD v2.0's training set) are
+/// refused before they are read: the parsed JSON and the features take about
+/// 36 times the file's size (a 128 MiB file about 4.6 GB).
 SquadFile read_squad_json(const std::filesystem::path& file,
-                          std::uintmax_t max_bytes = std::uintmax_t{256} << 20);
+                          std::uintmax_t max_bytes = std::uintmax_t{128} << 20);
 
 /// BERT's SQuAD features (run_squad.py / Hugging Face's
 /// squad_convert_examples_to_features).

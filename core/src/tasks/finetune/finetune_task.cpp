@@ -1,5 +1,4 @@
 #include "polyhal/app/finetune_task.hpp"
-#include "finetune_section.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -12,6 +11,7 @@
 #include <limits>
 #include <sstream>
 
+#include "finetune_section.hpp"
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/bert_training.hpp"
 #include "polyhal/app/bert_weights.hpp"

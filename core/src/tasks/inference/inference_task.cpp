@@ -1,5 +1,4 @@
 #include "polyhal/app/inference_task.hpp"
-#include "inference_section.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -11,12 +10,14 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "inference_section.hpp"
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
 #include "util/atomic_file.hpp"
+#include "util/regular_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -42,6 +43,8 @@ struct TextExample {
 };
 
 std::vector<TextExample> read_text(const std::filesystem::path& file) {
+  // Held in memory whole, about twice its size.
+  detail::refuse_special_or_oversized_file(file, std::uintmax_t{1} << 30, "text file to infer");
   std::ifstream in(file);
   if (!in) throw ConfigError(fmt::format("{}: cannot read the text file", file.string()));
   std::vector<TextExample> examples;

@@ -1,4 +1,5 @@
 #include "polyhal/app/matmul_bench.hpp"
+#include "polyhal/app/tensor_limit.hpp"
 
 #include <spdlog/spdlog.h>
 
@@ -35,6 +36,12 @@ std::vector<MatmulShapeResult> run_matmul_bench(Device& device, const MatmulBenc
     KernelDesc desc{OpKind::matmul, config.dtype, {{m, k}, {k, n}}, MatmulAttrs{out_type}};
     MatmulShapeResult result;
     result.mnk = {m, n, k};
+    // The task bounds them (naming the key); a caller of this function may not have.
+    if (device.properties().mode != DeviceMode::model) {
+      check_tensor_size("A", desc.input_shapes[0]);
+      check_tensor_size("B", desc.input_shapes[1]);
+      check_tensor_size("C", std::array<std::int64_t, 2>{m, n});
+    }
     auto kernel = device.prepare_kernel(desc);
     result.implementation = kernel->implementation();
     result.flops_per_run = kernel->flops();

@@ -2,22 +2,46 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <tuple>
 
 #include "matmul_bench_section.hpp"
 #include "polyhal/app/matmul_bench.hpp"
 #include "polyhal/app/metrics_writer.hpp"
 #include "polyhal/app/run_report.hpp"
 #include "polyhal/app/task.hpp"
+#include "polyhal/app/tensor_limit.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
 namespace {
 
+/// On hardware, every operand and product under the kernels' limit
+/// (tensor_limit.hpp), refused naming the shape's key; a device model plans
+/// any size and says whether it fits.
+void check_shapes(const Device& device, const RunConfig& config) {
+  if (device.properties().mode == DeviceMode::model) return;
+  const auto& shapes = config.section<MatmulBenchConfig>().shapes;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    const auto [m, n, k] = shapes[i];
+    for (const auto& [operand, rows, columns] :
+         {std::tuple{"A", m, k}, std::tuple{"B", k, n}, std::tuple{"C", m, n}}) {
+      const std::array<std::int64_t, 2> dims{rows, columns};
+      if (bounded_element_count(dims) < 0)
+        config.fail(fmt::format("matmul_bench.shapes[{}]", i),
+                    fmt::format("{} [{}, {}] would hold more than {} elements, the most one "
+                                "kernel indexes (oneDNN uses 32-bit offsets)",
+                                operand, rows, columns, kMaxTensorElements));
+    }
+  }
+}
+
 int run_matmul(Device& device, const RunConfig& config, const RunOptions& run,
                MetricsWriter& metrics) {
+  check_shapes(device, config);
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
   const auto results =
@@ -84,6 +108,7 @@ class MatmulBenchTask final : public Task {
  public:
   const TaskSchema& schema() const override { return matmul_bench_schema(); }
   PlanSummary plan(Device& device, const RunConfig& config) const override {
+    check_shapes(device, config);
     bool fits = true;
     for (const auto& r : run_matmul_bench(device, config.section<MatmulBenchConfig>(), true))
       fits = fits && r.memory.fits;

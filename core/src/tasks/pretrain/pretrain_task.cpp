@@ -1,8 +1,9 @@
 #include "polyhal/app/pretrain_task.hpp"
-#include "pretrain_section.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+
+#include <filesystem>
 
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/checkpoint_store.hpp"
@@ -10,6 +11,7 @@
 #include "polyhal/app/loss_scaler.hpp"
 #include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/error.hpp"
+#include "pretrain_section.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
 #include "train/training_job.hpp"
@@ -83,9 +85,18 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   result.checkpoints = std::move(log.checkpoints);
   result.profile = job.profile();
   // The final weights as a Hugging Face directory
-  // (BertForPreTraining.from_pretrained), written by rank 0 with the checkpoints.
-  if (config.section<StepsSection>().steps > done && job.lead() && !config.checkpoint.dir.empty()) {
-    result.exported = config.checkpoint.dir / "hf";
+  // (BertForPreTraining.from_pretrained), written by rank 0 with the
+  // checkpoints; also by a rerun of a finished run that stopped before its
+  // export was whole (its last checkpoint holds the final weights).
+  const std::int64_t steps = config.section<StepsSection>().steps;
+  const auto hf = config.checkpoint.dir / "hf";
+  const bool export_whole = std::filesystem::is_regular_file(hf / "config.json") &&
+                            std::filesystem::is_regular_file(hf / "model.safetensors");
+  if (job.lead() && !config.checkpoint.dir.empty() &&
+      (steps > done || (steps == done && !export_whole))) {
+    if (steps == done)
+      spdlog::info("the run had finished; writing its missing export {}", hf.string());
+    result.exported = hf;
     export_hf_directory(result.exported, result.config, TaskHead{}, job.weights());
   }
   return result;
