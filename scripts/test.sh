@@ -8,6 +8,8 @@ build=${POLYHAL_BUILD_DIR:-$root/build}
 "$root/scripts/install-deps.sh"
 POLYHAL_BUILD_DIR=$build "$root/scripts/build.sh" -DPOLYHAL_WARNINGS_AS_ERRORS=ON
 (cd "$build" && cpack -G DEB > cpack.log 2>&1) || { cat "$build/cpack.log"; exit 1; }
+# The real pretrained model the RealModel tests compare (83 MB, once, cached in the build).
+"$root/scripts/fetch-real-model.sh" "$build"
 (cd "$build" && ctest --output-on-failure --timeout 900 "$@")
 # RPM distributions: the spec's build, install and %files, from the tarball.
 POLYHAL_RPM_DIR=$build/rpm "$root/scripts/rpm-check.sh" > "$build/rpm-check.log" 2>&1 ||

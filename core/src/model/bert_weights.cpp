@@ -181,6 +181,35 @@ TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig&
   return weights;
 }
 
+TensorMap load_bert_encoder_weights(const std::filesystem::path& file, const BertConfig& config,
+                                    std::vector<std::string>* unused) {
+  TensorMap weights = read_weights(file);
+  std::vector<std::string> problems;
+  TensorMap encoder;
+  for (const auto& [name, shape] : bert_tensor_shapes(config, TaskHead{})) {
+    if (head_tensor(name) && !name.starts_with("bert.pooler.")) continue;
+    auto it = weights.find(name);
+    if (it == weights.end()) {
+      problems.push_back(fmt::format("missing tensor '{}' {}", name, shape_string(shape)));
+    } else if (it->second.shape != shape) {
+      problems.push_back(shape_problem(name, it->second.shape, shape));
+    } else {
+      encoder.emplace(name, std::move(it->second));
+      weights.erase(it);
+    }
+  }
+  const auto known = known_names(config);
+  for (const auto& [name, tensor] : weights) {
+    if (!known.contains(name)) {
+      problems.push_back(fmt::format("unexpected tensor '{}'", name));
+    } else if (unused) {
+      unused->push_back(name);
+    }
+  }
+  if (!problems.empty()) throw_problems(file, problems);
+  return encoder;
+}
+
 void check_bert_weights(const TensorMap& weights, const std::filesystem::path& file,
                         const BertConfig& config, const TaskHead& head) {
   std::vector<std::string> problems;

@@ -20,6 +20,10 @@ std::optional<DType> dtype_from_safetensors(const std::string& name) {
   if (name == "F32") return DType::f32;
   if (name == "BF16") return DType::bf16;
   if (name == "F16") return DType::f16;
+  // Integer buffers a model saves beside its weights (BertModel's
+  // embeddings.position_ids): read exactly as f32 up to 2^24.
+  if (name == "I64") return DType::i64;
+  if (name == "I32") return DType::i32;
   return std::nullopt;
 }
 
@@ -83,8 +87,8 @@ TensorMap read_safetensors(const std::filesystem::path& file) {
     const auto type =
         dtype_from_safetensors(info["dtype"].is_string() ? info["dtype"].get<std::string>() : "");
     if (!type) {
-      throw ConfigError(fmt::format("{}: dtype {} is not supported (F32, BF16, F16)", tensor,
-                                    info["dtype"].dump()));
+      throw ConfigError(fmt::format("{}: dtype {} is not supported (F32, BF16, F16, I64, I32)",
+                                    tensor, info["dtype"].dump()));
     }
     HostTensor t;
     std::uint64_t begin = 0, end = 0;

@@ -29,6 +29,12 @@ TensorMap init_bert_weights(const BertConfig& config, std::uint64_t seed,
 /// missing, extra or wrongly shaped tensor.
 TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig& config,
                             const TaskHead& head = {});
+/// The encoder and pooler of any BERT checkpoint (BertModel's tensors, as
+/// sentence-transformers ships them; a BertFor... file's too): checked as
+/// load_bert_weights checks them; another model class's head tensors are
+/// left out and listed in `unused`. Tensors of no BERT are an error.
+TensorMap load_bert_encoder_weights(const std::filesystem::path& file, const BertConfig& config,
+                                    std::vector<std::string>* unused = nullptr);
 /// A safetensors map with load_bert_weights' names: canonical BERT names
 /// ("bert." prefix, LayerNorm weight/bias), optimizer state and buffers left out.
 TensorMap canonical_bert_weights(TensorMap raw);

@@ -29,7 +29,16 @@ ConfigSection inference_section() {
                                                 : std::string("(iterations)");
                 }})
       .add("output", &I::output, "text inference: JSON lines with each example's outputs", {},
-           {.output = OutputPath::file});
+           {.output = OutputPath::file})
+      .add("pooling", &I::pooling,
+           "text inference: sentence embedding: auto (from a sentence-transformers directory), "
+           "none, mean, cls or max",
+           one_of({"auto", "none", "mean", "cls", "max"}))
+      .add("normalize", &I::normalize,
+           "text inference: L2-normalise the embedding: auto (from modules.json), true or false",
+           one_of({"auto", "true", "false"}))
+      .add("hidden_states", &I::hidden_states,
+           "text inference: also write each real token's last hidden state");
   return section;
 }
 

@@ -14,6 +14,15 @@ struct InferenceSection {
   /// least one), as OpenVINO's benchmark_app -t; `iterations` is then unused.
   double duration_seconds = 0;
   std::filesystem::path output;
+  /// Text inference: a sentence embedding per example (sentence_pooling.hpp):
+  /// auto (what a sentence-transformers directory beside model.hf_config
+  /// says, else none), none, mean, cls or max.
+  std::string pooling = "auto";
+  /// L2-normalise the embedding: auto (when the directory's modules.json
+  /// lists a Normalize module), true or false.
+  std::string normalize = "auto";
+  /// Text inference: also write each real token's last hidden state.
+  bool hidden_states = false;
 };
 
 const TaskSchema& inference_schema();

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <span>
 
 #include "inference_section.hpp"
 #include "polyhal/app/bert_inference.hpp"
@@ -16,6 +17,7 @@
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
+#include "sentence_pooling.hpp"
 #include "util/atomic_file.hpp"
 #include "util/regular_file.hpp"
 
@@ -98,6 +100,25 @@ BertConfig resolve_bert_config(const ModelSection& model) {
   return c;
 }
 
+namespace {
+
+/// The model's weights: seeded, or from model.weights. Without heads the
+/// encoder of any BERT file serves (a BertModel as sentence-transformers
+/// ships it); the heads a file has beyond it are logged as unused.
+TensorMap read_inference_weights(const RunConfig& config, const BertConfig& model,
+                                 const TaskHead& head, bool with_heads) {
+  if (config.model.weights.empty()) return init_bert_weights(model, config.model.seed, head);
+  if (with_heads) return load_bert_weights(config.model.weights, model, head);
+  std::vector<std::string> unused;
+  TensorMap weights = load_bert_encoder_weights(config.model.weights, model, &unused);
+  if (!unused.empty())
+    spdlog::info("weights: {} head tensors not used by the encoder (model.head is none)",
+                 unused.size());
+  return weights;
+}
+
+}  // namespace
+
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());
@@ -121,6 +142,17 @@ void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTok
   // Beside its target and renamed when complete: an interrupted run or a
   // full disk never leaves a truncated output under the real name.
   detail::AtomicOutput out(config.section<InferenceSection>().output);
+  const auto& section = config.section<InferenceSection>();
+  const auto& model = config.model;
+  const SentencePooling pooling =
+      resolve_sentence_pooling(section.pooling, section.normalize,
+                               !model.hf_config.empty() ? model.hf_config.parent_path()
+                               : !model.weights.empty() ? model.weights.parent_path()
+                                                        : std::filesystem::path());
+  if (pooling.mode != "none")
+    spdlog::info("sentence embeddings: {} pooling{}{}", pooling.mode,
+                 pooling.normalize ? ", L2-normalised" : "",
+                 pooling.source.empty() ? "" : " (from " + pooling.source + ")");
   BertOutputs outputs;
   for (std::size_t first = 0; first < examples.size();
        first += static_cast<std::size_t>(shape.batch)) {
@@ -155,6 +187,21 @@ void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTok
             all.begin() + static_cast<std::ptrdiff_t>(b + 1) * static_cast<std::ptrdiff_t>(width));
       };
       if (!outputs.pooled.empty()) line["pooled"] = slice(outputs.pooled, h);
+      const auto seq = static_cast<std::size_t>(shape.seq);
+      const std::span<const float> hidden(
+          outputs.last_hidden_state.data() + static_cast<std::size_t>(b) * seq * h, seq * h);
+      if (pooling.mode != "none")
+        line["embedding"] =
+            pool_sentence(hidden, e.attention_mask, result.config.hidden_size, pooling);
+      if (section.hidden_states) {
+        nlohmann::json rows = nlohmann::json::array();
+        for (std::size_t t = 0; t < seq; ++t)
+          if (e.attention_mask[t] != 0)
+            rows.push_back(
+                std::vector<float>(hidden.begin() + static_cast<std::ptrdiff_t>(t * h),
+                                   hidden.begin() + static_cast<std::ptrdiff_t>((t + 1) * h)));
+        line["last_hidden_state"] = std::move(rows);
+      }
       if (!outputs.start_logits.empty()) {
         line["start_logits"] = slice(outputs.start_logits, static_cast<std::size_t>(shape.seq));
         line["end_logits"] = slice(outputs.end_logits, static_cast<std::size_t>(shape.seq));
@@ -257,9 +304,7 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   result.estimated_batch_seconds = bert.estimate_seconds();
   if (compile_only) return result;
 
-  const TensorMap weights = config.model.weights.empty()
-                                ? init_bert_weights(result.config, config.model.seed, head)
-                                : load_bert_weights(config.model.weights, result.config, head);
+  const TensorMap weights = read_inference_weights(config, result.config, head, task_head || heads);
   if (!config.model.save.empty()) {
     // Hugging Face layout: the directory loads with BertForPreTraining.from_pretrained.
     std::filesystem::create_directories(config.model.save);

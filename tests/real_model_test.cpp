@@ -1,0 +1,178 @@
+// A real pretrained model (sentence-transformers/all-MiniLM-L6-v2, fetched
+// by scripts/fetch-real-model.sh) on real text (tests/data/real_model/
+// sentences.txt), against what transformers and sentence-transformers
+// compute (tests/data/real_model/make_reference.py wrote reference.safetensors).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "polyhal/app/safetensors.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+const std::filesystem::path kModel = POLYHAL_REAL_MODEL_DIR;
+const std::filesystem::path kData =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/real_model";
+
+/// The fetched model, or a failure saying how to fetch it (never a skip).
+bool model_present() {
+  if (std::filesystem::exists(kModel / "model.safetensors")) return true;
+  ADD_FAILURE() << "the real model is missing at " << kModel.string()
+                << ": run scripts/fetch-real-model.sh "
+                << kModel.parent_path().parent_path().string()
+                << " (scripts/test.sh and .ci/run do)";
+  return false;
+}
+
+std::vector<std::string> read_lines(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+/// Runs text inference on `text` with the real model; returns its JSON lines.
+std::vector<nlohmann::json> infer(const test::TempDir& dir, const std::filesystem::path& text,
+                                  const std::string& precision, bool hidden) {
+  const auto output = dir.path() / ("out-" + precision + (hidden ? "-hidden" : "") + ".jsonl");
+  const auto config = dir.write(
+      "real.yaml",
+      fmt::format("backend: cpu\ntask: inference\nmodel: {{hf_config: {}, weights: {}, seq_len: "
+                  "128, precision: {}}}\nbatch: {{micro: 8}}\ndata: {{source: text, text_file: {}, "
+                  "vocab: {}}}\ninference: {{output: {}, hidden_states: {}}}\n",
+                  (kModel / "config.json").string(), (kModel / "model.safetensors").string(),
+                  precision, text.string(), (kModel / "vocab.txt").string(), output.string(),
+                  hidden ? "true" : "false"));
+  const auto r = test::run_polyhal("run --config " + config.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("sentence embeddings: mean pooling, L2-normalised (from "),
+            std::string::npos)
+      << r.output;
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(output);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return lines;
+}
+
+double cosine(const std::vector<float>& a, const float* b) {
+  double ab = 0, aa = 0, bb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    ab += static_cast<double>(a[i]) * b[i];
+    aa += static_cast<double>(a[i]) * a[i];
+    bb += static_cast<double>(b[i]) * b[i];
+  }
+  return ab / std::sqrt(aa * bb);
+}
+
+/// The first `bytes` of `text`, cut at a character boundary.
+std::string head_of(const std::string& text, std::size_t bytes) {
+  if (text.size() <= bytes) return text;
+  while (bytes > 0 && (static_cast<unsigned char>(text[bytes]) & 0xC0) == 0x80) --bytes;
+  return text.substr(0, bytes);
+}
+
+struct Worst {
+  double value;
+  std::size_t sentence;
+};
+
+TEST(RealModel, EmbeddingsAndTokensEqualTheReferenceOnRealText) {
+  if (!model_present()) return;
+  const auto reference = read_safetensors(kData / "reference.safetensors");
+  const auto sentences = read_lines(kData / "sentences.txt");
+  const auto& embeddings = reference.at("embeddings");
+  ASSERT_EQ(embeddings.shape[0], static_cast<std::int64_t>(sentences.size()));
+  const auto width = static_cast<std::size_t>(embeddings.shape[1]);
+  // The vocabulary, to turn polyhal's tokens into ids.
+  std::map<std::string, int> vocab;
+  for (const auto& token : read_lines(kModel / "vocab.txt"))
+    vocab.emplace(token, static_cast<int>(vocab.size()));
+  test::TempDir dir;
+  for (const std::string precision : {"f32", "bf16"}) {
+    const auto lines = infer(dir, kData / "sentences.txt", precision, false);
+    ASSERT_EQ(lines.size(), sentences.size()) << precision;
+    Worst diff{0, 0}, cos{1, 0};
+    std::size_t offset = 0, token_mismatches = 0;
+    const auto& ids = reference.at("ids").values;
+    const auto& lengths = reference.at("lengths").values;
+    for (std::size_t s = 0; s < sentences.size(); ++s) {
+      const auto mine = lines[s]["embedding"].get<std::vector<float>>();
+      ASSERT_EQ(mine.size(), width);
+      const float* theirs = embeddings.values.data() + s * width;
+      for (std::size_t i = 0; i < width; ++i) {
+        const double d = std::fabs(static_cast<double>(mine[i]) - theirs[i]);
+        if (d > diff.value) diff = {d, s};
+      }
+      if (const double c = cosine(mine, theirs); c < cos.value) cos = {c, s};
+      // Tokens: ids equal BertTokenizerFast's, real tokens only.
+      const auto count = static_cast<std::size_t>(lengths[s]);
+      std::vector<int> mine_ids;
+      for (const auto& token : lines[s]["tokens"]) {
+        const auto text = token.get<std::string>();
+        if (text == "[PAD]") break;
+        mine_ids.push_back(vocab.count(text) ? vocab.at(text) : -1);
+      }
+      std::vector<int> their_ids(ids.begin() + static_cast<std::ptrdiff_t>(offset),
+                                 ids.begin() + static_cast<std::ptrdiff_t>(offset + count));
+      if (mine_ids != their_ids) {
+        ++token_mismatches;
+        ADD_FAILURE() << "sentence " << s + 1 << " tokenised differently: " << sentences[s];
+      }
+      offset += count;
+    }
+    std::cout << fmt::format(
+        "{}: {} sentences; embeddings max abs difference {:.3g} (sentence {}), worst cosine "
+        "{:.8f} (sentence {}: {}); {} tokenised differently\n",
+        precision, sentences.size(), diff.value, diff.sentence + 1, cos.value, cos.sentence + 1,
+        head_of(sentences[cos.sentence], 60), token_mismatches);
+    if (precision == "f32") {
+      EXPECT_LE(diff.value, 1e-4) << "sentence " << diff.sentence + 1;
+      EXPECT_GE(cos.value, 0.99999) << "sentence " << cos.sentence + 1;
+    } else {
+      EXPECT_GE(cos.value, 0.999) << "sentence " << cos.sentence + 1;
+    }
+  }
+}
+
+TEST(RealModel, LastHiddenStatesEqualTheReference) {
+  if (!model_present()) return;
+  const auto reference = read_safetensors(kData / "reference.safetensors");
+  const auto sentences = read_lines(kData / "sentences.txt");
+  test::TempDir dir;
+  std::size_t count = 0;
+  while (reference.count("hidden." + std::to_string(count))) ++count;
+  ASSERT_GT(count, 0u);
+  std::string first;
+  for (std::size_t s = 0; s < count; ++s) first += sentences[s] + "\n";
+  const auto lines = infer(dir, dir.write("first.txt", first), "f32", true);
+  ASSERT_EQ(lines.size(), count);
+  double worst = 0;
+  for (std::size_t s = 0; s < count; ++s) {
+    const auto& theirs = reference.at("hidden." + std::to_string(s));
+    const auto rows = lines[s]["last_hidden_state"];
+    ASSERT_EQ(static_cast<std::int64_t>(rows.size()), theirs.shape[0]) << "sentence " << s + 1;
+    const auto width = static_cast<std::size_t>(theirs.shape[1]);
+    for (std::size_t t = 0; t < rows.size(); ++t) {
+      const auto row = rows[t].get<std::vector<float>>();
+      for (std::size_t i = 0; i < width; ++i)
+        worst =
+            std::max(worst, std::fabs(static_cast<double>(row[i]) - theirs.values[t * width + i]));
+    }
+  }
+  std::cout << fmt::format("last hidden states of {} sentences: max abs difference {:.3g}\n", count,
+                           worst);
+  EXPECT_LE(worst, 1e-4);
+}
+
+}  // namespace
+}  // namespace polyhal
