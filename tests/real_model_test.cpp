@@ -174,5 +174,61 @@ TEST(RealModel, LastHiddenStatesEqualTheReference) {
   EXPECT_LE(worst, 1e-4);
 }
 
+// A model directory that polyhal cannot read as its authors meant is an
+// error naming the file and what to do, never a silent difference.
+TEST(ModelDirectory, SettingsPolyhalDoesNotImplementAreRefusedNamingTheFile) {
+  test::TempDir dir;
+  const auto vocab =
+      dir.write("model/vocab.txt", "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nhello\nHello\n");
+  const auto text = dir.write("x.txt", "Hello\n");
+  const auto run = [&](const std::string& tokenizer_config, const std::string& extra = "") {
+    dir.write("model/tokenizer_config.json", tokenizer_config);
+    const auto config =
+        dir.write("m.yaml",
+                  "backend: cpu\ntask: inference\nmodel: {preset: tiny, vocab_size: 7, seq_len: "
+                  "8}\ndata: {source: text, text_file: " +
+                      text.string() + ", vocab: " + vocab.string() + extra +
+                      "}\ninference: {output: " + (dir.path() / "out.jsonl").string() + "}\n");
+    return test::run_polyhal("run --config " + config.string());
+  };
+  const auto refused = [&](const std::string& settings, const std::string& message) {
+    const auto r = run(settings);
+    EXPECT_EQ(r.exit_code, 2) << settings << ": " << r.output;
+    EXPECT_NE(r.output.find("model/tokenizer_config.json: " + message), std::string::npos)
+        << r.output;
+  };
+  refused(R"({"tokenizer_class": "XLMRobertaTokenizer"})",
+          "\"tokenizer_class\": XLMRobertaTokenizer is not BERT's WordPiece tokenizer");
+  refused(R"({"do_lower_case": false, "strip_accents": true})",
+          "\"strip_accents\": true with do_lower_case false");
+  refused(R"({"tokenize_chinese_chars": false})", "\"tokenize_chinese_chars\": false");
+  refused(R"({"never_split": ["Hello"]})", "\"never_split\": words kept whole");
+  refused("{not json", "not valid JSON");
+  // A cased model's setting is taken: "Hello" stays "Hello".
+  auto r = run(R"({"do_lower_case": false, "tokenizer_class": "BertTokenizer"})");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream out(dir.path() / "out.jsonl");
+  std::string line;
+  std::getline(out, line);
+  EXPECT_NE(line.find("\"Hello\""), std::string::npos) << line;
+  // ... unless the config says otherwise, which is logged.
+  r = run(R"({"do_lower_case": false})", ", lower_case: true");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("data.lower_case true overrides"), std::string::npos) << r.output;
+  // A vocabulary larger than the model's embeddings.
+  dir.write("model/tokenizer_config.json", "{}");
+  const auto big =
+      dir.write("b.yaml",
+                "backend: cpu\ntask: inference\nmodel: {preset: tiny, vocab_size: 5, seq_len: "
+                "8}\ndata: {source: text, text_file: " +
+                    text.string() + ", vocab: " + vocab.string() +
+                    "}\ninference: {output: " + (dir.path() / "o.jsonl").string() + "}\n");
+  r = test::run_polyhal("run --config " + big.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("vocabulary has 7 tokens but the model's vocab_size is 5"),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace polyhal

@@ -13,6 +13,7 @@
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
 #include "tasks/finetune/finetune_data.hpp"
+#include "tasks/tokenizer_settings.hpp"
 #include "util/atomic_file.hpp"
 
 namespace polyhal {
@@ -23,7 +24,7 @@ class GlueData final : public FinetuneData {
   GlueData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq)
       : task_(glue_task(config.section<FinetuneSection>().glue_task)),
         head_(finetune_head(config)),
-        tokenizer_(vocab, config.data.lower_case,
+        tokenizer_(vocab, tokenizer_lower_case(config),
                    config.data.special_tokens.value_or(SpecialTokensInText::split)) {
     const auto& f = config.section<FinetuneSection>();
     if (f.train) load(Split::train, f.train_file, true, seq);

@@ -12,6 +12,7 @@
 #include "polyhal/app/squad_data.hpp"
 #include "polyhal/app/squad_predictions.hpp"
 #include "tasks/finetune/finetune_data.hpp"
+#include "tasks/tokenizer_settings.hpp"
 #include "util/atomic_file.hpp"
 
 namespace polyhal {
@@ -121,7 +122,7 @@ class SquadData final : public FinetuneData {
  public:
   SquadData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq)
       : config_(config.section<FinetuneSection>()),
-        tokenizer_(vocab, config.data.lower_case,
+        tokenizer_(vocab, tokenizer_lower_case(config),
                    config.data.special_tokens.value_or(SpecialTokensInText::split)) {
     settings_.max_seq_length = seq;
     settings_.doc_stride = config_.doc_stride;
