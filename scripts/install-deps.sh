@@ -3,7 +3,7 @@
 # own packages. Safe to run again: apt skips what is already there.
 set -euo pipefail
 packages=(
-  build-essential cmake ninja-build pkg-config file dpkg-dev python3
+  build-essential cmake ninja-build pkg-config file dpkg-dev python3 python3-pip
   libdnnl-dev libtbb-dev libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libicu-dev libopenmpi-dev openmpi-bin libhdf5-dev lintian rpm clang-format
