@@ -138,9 +138,10 @@ TensorMap read_start_weights(const std::filesystem::path& file, const BertConfig
 
 /// Writes a Hugging Face directory as save_pretrained does: config.json for
 /// `head`'s model class, model.safetensors, and `vocab` copied in as
-/// vocab.txt when given, so from_pretrained(dir) and checkpoint.init both take it.
+/// vocab.txt when given, with tokenizer_config.json (`lower_case`), so
+/// from_pretrained(dir), AutoTokenizer and checkpoint.init all take it.
 void export_hf_directory(const std::filesystem::path& dir, const BertConfig& model,
                          const TaskHead& head, const TensorMap& weights,
-                         const std::filesystem::path& vocab = {});
+                         const std::filesystem::path& vocab = {}, bool lower_case = true);
 
 }  // namespace polyhal

@@ -21,6 +21,7 @@
 #include "polyhal/app/replica_group.hpp"
 #include "polyhal/error.hpp"
 #include "tasks/finetune/finetune_data.hpp"
+#include "tasks/tokenizer_settings.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
 #include "train/training_job.hpp"
@@ -393,7 +394,8 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                                                ? config.checkpoint.dir / "hf"
                                                : std::filesystem::path();
   if (job.lead() && result.total_steps > done && !export_dir.empty()) {
-    export_hf_directory(export_dir, model, result.head, job.weights(), start.vocab);
+    export_hf_directory(export_dir, model, result.head, job.weights(), start.vocab,
+                        tokenizer_lower_case(config));
     result.exported = export_dir;
   }
   return result;
