@@ -34,7 +34,9 @@ void ConfigValue::fail(const std::string& problem) const {
 }
 
 std::string ConfigValue::text() const {
-  if (node_->IsNull()) fail("expected a value, got nothing");
+  // (A node that is not there, such as the value of a key that is itself a
+  // list, is not "defined": yaml-cpp throws on asking its type.)
+  if (!node_->IsDefined() || node_->IsNull()) fail("expected a value, got nothing");
   if (!node_->IsScalar()) fail("expected a single value, got a list or mapping");
   return node_->Scalar();
 }
@@ -97,16 +99,16 @@ std::string ConfigValue::one_of(const std::vector<std::string>& choices) const {
 }
 
 bool ConfigValue::is_list() const {
-  return node_->IsSequence();
+  return node_->IsDefined() && node_->IsSequence();
 }
 
 bool ConfigValue::is_map() const {
-  return node_->IsMap();
+  return node_->IsDefined() && node_->IsMap();
 }
 
 std::vector<ConfigValue> ConfigValue::items() const {
   std::vector<ConfigValue> out;
-  if (!node_->IsSequence()) {
+  if (!is_list()) {
     out.push_back(*this);
     return out;
   }
@@ -120,7 +122,7 @@ ConfigValue ConfigValue::named(std::string key) const {
 
 bool ConfigValue::has(const std::string& name) const {
   const YAML::Node& node = *node_;  // const: a lookup must not add the key
-  return node.IsMap() && static_cast<bool>(node[name]);
+  return is_map() && node[name].IsDefined();
 }
 
 ConfigValue ConfigValue::operator[](const std::string& name) const {
@@ -130,8 +132,11 @@ ConfigValue ConfigValue::operator[](const std::string& name) const {
 
 std::vector<std::string> ConfigValue::names() const {
   std::vector<std::string> out;
-  if (!node_->IsMap()) return out;
-  for (const auto& entry : *node_) out.push_back(entry.first.Scalar());
+  if (!is_map()) return out;
+  for (const auto& entry : *node_) {
+    if (!entry.first.IsScalar()) fail("expected key names, got a list or mapping as a key");
+    out.push_back(entry.first.Scalar());
+  }
   return out;
 }
 
