@@ -21,6 +21,16 @@ ReadAs<std::string> one_of(std::vector<std::string> choices) {
   return [choices = std::move(choices)](const ConfigValue& v) { return v.one_of(choices); };
 }
 
+ReadAs<double> seconds() {
+  return [](const ConfigValue& v) {
+    const double value = v.number();
+    if (!(value > 0) || value > kMaxSeconds)
+      v.fail(fmt::format("expected a positive number of seconds up to {:g}, got {}", kMaxSeconds,
+                         value));
+    return value;
+  };
+}
+
 std::string config_text(const std::filesystem::path& p) {
   return p.string();
 }

@@ -39,6 +39,8 @@ ReadAs<std::int64_t> at_least(std::int64_t min, std::int64_t max = kMaxConfigInt
 ReadAs<int> repeats(std::int64_t min);
 /// One of `choices`.
 ReadAs<std::string> one_of(std::vector<std::string> choices);
+/// A positive number of seconds, at most kMaxSeconds (a deadline from it never overflows).
+ReadAs<double> seconds();
 
 /// A value as YAML text, for `config show` and the reference.
 std::string config_text(const std::filesystem::path& p);

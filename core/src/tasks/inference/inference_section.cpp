@@ -15,14 +15,7 @@ ConfigSection inference_section() {
   keys.add("iterations", &I::iterations, "measured batches")
       .add("warmup", &I::warmup, "unmeasured batches first", repeats(0))
       .add("duration_seconds", &I::duration_seconds,
-           "instead of iterations: measured batches until this many seconds have passed",
-           [](const ConfigValue& v) {
-             const double seconds = v.number();
-             if (!(seconds > 0) || seconds > kMaxSeconds)
-               v.fail(fmt::format("expected a positive number of seconds up to {:g}, got {}",
-                                  kMaxSeconds, seconds));
-             return seconds;
-           },
+           "instead of iterations: measured batches until this many seconds have passed", seconds(),
            {.value =
                 [](const I& i) {
                   return i.duration_seconds > 0 ? config_text(i.duration_seconds)
