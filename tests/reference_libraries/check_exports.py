@@ -134,6 +134,19 @@ checkpoint: {{dir: ck}}
     close(tb, losses, f"TensorBoard step/loss read by tbparse vs metrics ({len(tb)} steps)")
 
 
+def finetune(task, section):
+    """Fine-tunes a tiny BERT for `task` from the pre-training export."""
+    polyhal(f"{task}.yaml", f"""backend: cpu
+task: {task}
+model: {{preset: tiny, seq_len: 64, vocab_size: {V}}}
+batch: {{micro: 4}}
+data: {{vocab: {VOCAB}}}
+optimizer: {{name: adamw, learning_rate: 0.001}}
+checkpoint: {{init: ck/hf}}
+finetune: {section}
+""")
+
+
 def squad():
     random.seed(1)
     words = [w for w in open(VOCAB, encoding="utf-8").read().split() if w.isalpha()]
@@ -150,15 +163,7 @@ def squad():
              "answers": [{"text": answer, "answer_start": start}]}]}]})
     with open(os.path.join(WORK, "train.json"), "w") as f:
         json.dump({"version": "1.1", "data": data}, f)
-    polyhal("squad.yaml", f"""backend: cpu
-task: squad
-model: {{preset: tiny, seq_len: 64, vocab_size: {V}}}
-batch: {{micro: 4}}
-data: {{vocab: {VOCAB}}}
-optimizer: {{name: adamw, learning_rate: 0.001}}
-checkpoint: {{init: ck/hf}}
-finetune: {{train_file: train.json, output_dir: squad, epochs: 1}}
-""")
+    finetune("squad", "{train_file: train.json, output_dir: squad, epochs: 1}")
     export = os.path.join(WORK, "squad/model")
     model = loads_cleanly(AutoModelForQuestionAnswering, export, "SQuAD export squad/model")
     tokenizer = AutoTokenizer.from_pretrained(export)
@@ -183,15 +188,7 @@ def glue():
         rows.append(f"{r % 2}\t{2 * r}\t{2 * r + 1}\t{a}\t{b}")
     with open(os.path.join(WORK, "train.tsv"), "w") as f:
         f.write("\n".join(rows) + "\n")
-    polyhal("glue.yaml", f"""backend: cpu
-task: glue
-model: {{preset: tiny, seq_len: 64, vocab_size: {V}}}
-batch: {{micro: 4}}
-data: {{vocab: {VOCAB}}}
-optimizer: {{name: adamw, learning_rate: 0.001}}
-checkpoint: {{init: ck/hf}}
-finetune: {{glue_task: mrpc, train_file: train.tsv, output_dir: glue, epochs: 1}}
-""")
+    finetune("glue", "{glue_task: mrpc, train_file: train.tsv, output_dir: glue, epochs: 1}")
     export = os.path.join(WORK, "glue/model")
     model = loads_cleanly(AutoModelForSequenceClassification, export, "GLUE export glue/model")
     tokenizer = AutoTokenizer.from_pretrained(export)
