@@ -67,6 +67,32 @@ TEST(Tokenizer, LiteralSpecialTokensAreSplitAsTheReferenceOrKeptAsHuggingFace) {
   EXPECT_EQ(kept.basic_tokenize(text), (Tokens{"hello", "[MASK]", "you", "[", "cls", "]"}))
       << "only the exact special token is kept whole";
   EXPECT_EQ(kept.tokenize(text), (Tokens{"hello", "[MASK]", "you", "[UNK]", "[UNK]", "[UNK]"}));
+  // Found anywhere in the raw text, as Hugging Face's tokenizers do; text
+  // that only becomes "[MASK]" once cleaned is not one.
+  EXPECT_EQ(kept.basic_tokenize("x[MASK].[SEP][[CLS]]"),
+            (Tokens{"x", "[MASK]", ".", "[SEP]", "[", "[CLS]", "]"}));
+  EXPECT_EQ(kept.basic_tokenize("[MA\u200bSK]"), (Tokens{"[", "mask", "]"}));
+  EXPECT_EQ(reference.basic_tokenize("x[MASK]"), (Tokens{"x", "[", "mask", "]"}));
+}
+
+TEST(Tokenizer, LowerCasingIsPerCharacterAsHuggingFace) {
+  Vocab v;
+  WordPieceTokenizer t(v.file, true);
+  // No final-sigma rule: "ΟΔΟΣ" is "οδοσ", not "οδος".
+  EXPECT_EQ(t.basic_tokenize("ΟΔΟΣ."), (Tokens{"οδοσ", "."}));
+  // Capital I with dot: "i" and a combining dot, which accent stripping removes.
+  EXPECT_EQ(t.basic_tokenize("İstanbul"), (Tokens{"istanbul"}));
+}
+
+TEST(Tokenizer, TheLongestWordIsAnOption) {
+  Vocab v;
+  std::string word;
+  for (int i = 0; i < 38; ++i) word += "want";  // 152 characters
+  EXPECT_EQ(WordPieceTokenizer(v.file, true).tokenize(word).size(), 38u)
+      << "Google's limit, 200 characters";
+  TokenizerOptions hugging_face;
+  hugging_face.max_chars_per_word = kHuggingFaceMaxCharsPerWord;
+  EXPECT_EQ(WordPieceTokenizer(v.file, hugging_face).tokenize(word), Tokens{"[UNK]"});
 }
 
 TEST(Tokenizer, LineAndParagraphSeparatorsAreWhitespace) {
@@ -76,16 +102,17 @@ TEST(Tokenizer, LineAndParagraphSeparatorsAreWhitespace) {
   EXPECT_EQ(t.tokenize("how\u3000are"), (Tokens{"how", "are"}));  // Zs
 }
 
-TEST(Tokenizer, OnlyControlAndFormatCharactersAreRemoved) {
+TEST(Tokenizer, ControlFormatAndPrivateUseCharactersAreRemoved) {
   Vocab v;
   WordPieceTokenizer t(v.file, true);
   // Cc (U+0001, U+0085) and Cf (U+200B zero-width space, U+00AD soft hyphen) go.
   EXPECT_EQ(t.basic_tokenize("how\x01"
                              "are\u200byou\u00ad\u0085"),
             (Tokens{"howareyou"}));
-  // Private use (U+E000) and unassigned (U+0378) stay, and are unknown words.
-  EXPECT_EQ(t.basic_tokenize("how \ue000 are\u0378"), (Tokens{"how", "\ue000", "are\u0378"}));
-  EXPECT_EQ(t.tokenize("how \ue000 are\u0378"), (Tokens{"how", "[UNK]", "[UNK]"}));
+  // Private use (U+E000) goes too, as in Hugging Face's tokenizers;
+  // unassigned (U+0378) stays, as in BertTokenizerFast, an unknown word.
+  EXPECT_EQ(t.basic_tokenize("how \ue000 are\u0378"), (Tokens{"how", "are\u0378"}));
+  EXPECT_EQ(t.tokenize("how \ue000 are\u0378"), (Tokens{"how", "[UNK]"}));
 }
 
 TEST(Tokenizer, ControlCharactersAreDroppedAndWhitespaceSplits) {

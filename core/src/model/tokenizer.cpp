@@ -1,21 +1,19 @@
 #include "polyhal/app/tokenizer.hpp"
 
 #include <fmt/format.h>
-#include <unicode/locid.h>
 #include <unicode/normalizer2.h>
 #include <unicode/uchar.h>
 #include <unicode/unistr.h>
 
+#include <algorithm>
 #include <fstream>
+#include <iterator>
 
 #include "polyhal/error.hpp"
 #include "util/regular_file.hpp"
 
 namespace polyhal {
 namespace {
-
-// The reference's max_input_chars_per_word: longer words become [UNK].
-constexpr std::size_t kMaxCharsPerWord = 200;
 
 /// Whitespace as the reference splits on it: its _is_whitespace (space, tab,
 /// newline, carriage return, category Zs) and what Python's str.split()
@@ -27,13 +25,15 @@ bool is_whitespace(UChar32 c) {
          type == U_LINE_SEPARATOR || type == U_PARAGRAPH_SEPARATOR;
 }
 
-/// The reference's _is_control: categories Cc and Cf, but not tab, newline
-/// or carriage return. Unassigned and private-use code points are kept (and
-/// become [UNK] unless the vocabulary has them).
-bool is_control(UChar32 c) {
+/// What cleaning removes: categories Cc and Cf (Google's _is_control), but
+/// not tab, newline or carriage return, and private-use code points (Co),
+/// which both of Hugging Face's tokenizers remove too. Unassigned code
+/// points (Cn) are kept and become [UNK], as in Google's and
+/// BertTokenizerFast (BertTokenizer removes them).
+bool is_removed(UChar32 c) {
   if (c == '\t' || c == '\n' || c == '\r') return false;
   const auto type = u_charType(c);
-  return type == U_CONTROL_CHAR || type == U_FORMAT_CHAR;
+  return type == U_CONTROL_CHAR || type == U_FORMAT_CHAR || type == U_PRIVATE_USE_CHAR;
 }
 
 bool is_punctuation(UChar32 c) {
@@ -60,9 +60,25 @@ std::string to_utf8(const icu::UnicodeString& text) {
   return out;
 }
 
+/// Lower-cases code point by code point, with no context: both of Hugging
+/// Face's tokenizers do so, so a final capital sigma becomes "σ", not the
+/// "ς" that Unicode's context-sensitive rule gives. U+0130 (capital I with
+/// dot) is the one code point whose lower case is two: "i" and U+0307.
+icu::UnicodeString lower_each(const icu::UnicodeString& word) {
+  icu::UnicodeString out;
+  for (int32_t i = 0; i < word.length(); i = word.moveIndex32(i, 1)) {
+    const UChar32 c = word.char32At(i);
+    if (c == 0x130) {
+      out.append(static_cast<UChar32>('i')).append(static_cast<UChar32>(0x307));
+    } else {
+      out.append(u_tolower(c));
+    }
+  }
+  return out;
+}
+
 icu::UnicodeString lower_and_strip_accents(const icu::UnicodeString& word) {
-  icu::UnicodeString lowered = word;
-  lowered.toLower(icu::Locale::getRoot());
+  const icu::UnicodeString lowered = lower_each(word);
   UErrorCode status = U_ZERO_ERROR;
   const icu::Normalizer2* nfd = icu::Normalizer2::getNFDInstance(status);
   if (U_FAILURE(status)) throw RuntimeFailure("ICU: no NFD normaliser");
@@ -75,16 +91,18 @@ icu::UnicodeString lower_and_strip_accents(const icu::UnicodeString& word) {
   return out;
 }
 
+constexpr const char* kSpecialTokens[] = {"[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]"};
+
 bool is_special(const std::string& token) {
-  return token == "[CLS]" || token == "[SEP]" || token == "[MASK]" || token == "[PAD]" ||
-         token == "[UNK]";
+  return std::find(std::begin(kSpecialTokens), std::end(kSpecialTokens), token) !=
+         std::end(kSpecialTokens);
 }
 
 }  // namespace
 
-WordPieceTokenizer::WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lower_case,
-                                       SpecialTokensInText special)
-    : lower_case_(lower_case), special_(special) {
+WordPieceTokenizer::WordPieceTokenizer(const std::filesystem::path& vocab_file,
+                                       const TokenizerOptions& options)
+    : options_(options) {
   // BERT's vocabularies are 0.2-1 MB; 2^24 entries is the model's limit.
   detail::refuse_special_or_oversized_file(vocab_file, std::uintmax_t{64} << 20, "vocabulary");
   std::ifstream in(vocab_file);
@@ -104,12 +122,37 @@ WordPieceTokenizer::WordPieceTokenizer(const std::filesystem::path& vocab_file, 
 }
 
 std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& text) const {
+  std::vector<std::string> out;
+  if (options_.special == SpecialTokensInText::split) {
+    basic_tokenize_segment(text, out);
+    return out;
+  }
+  // Hugging Face's tokenizers find special tokens in the raw text first,
+  // anywhere ("x[MASK]." is "x", "[MASK]", "."), and tokenize the text
+  // between them on its own.
+  std::size_t done = 0;
+  for (std::size_t at = text.find('['); at != std::string::npos; at = text.find('[', at + 1)) {
+    for (const char* special : kSpecialTokens) {
+      if (text.compare(at, std::char_traits<char>::length(special), special) != 0) continue;
+      basic_tokenize_segment(text.substr(done, at - done), out);
+      out.emplace_back(special);
+      done = at + std::char_traits<char>::length(special);
+      at = done - 1;
+      break;
+    }
+  }
+  basic_tokenize_segment(text.substr(done), out);
+  return out;
+}
+
+void WordPieceTokenizer::basic_tokenize_segment(const std::string& text,
+                                                std::vector<std::string>& out) const {
   const icu::UnicodeString source = icu::UnicodeString::fromUTF8(text);
   // Clean, and put spaces around CJK characters so each becomes a token.
   icu::UnicodeString cleaned;
   for (int32_t i = 0; i < source.length(); i = source.moveIndex32(i, 1)) {
     const UChar32 c = source.char32At(i);
-    if (c == 0 || c == 0xFFFD || is_control(c)) continue;
+    if (c == 0 || c == 0xFFFD || is_removed(c)) continue;
     if (is_whitespace(c)) {
       cleaned.append(static_cast<UChar>(' '));
     } else if (is_cjk(c)) {
@@ -118,7 +161,6 @@ std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& t
       cleaned.append(c);
     }
   }
-  std::vector<std::string> out;
   int32_t start = 0;
   while (start < cleaned.length()) {
     while (start < cleaned.length() && cleaned.charAt(start) == ' ') ++start;
@@ -127,11 +169,7 @@ std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& t
     if (end == start) break;
     icu::UnicodeString word(cleaned, start, end - start);
     start = end;
-    if (special_ == SpecialTokensInText::keep && is_special(to_utf8(word))) {
-      out.push_back(to_utf8(word));
-      continue;
-    }
-    if (lower_case_) word = lower_and_strip_accents(word);
+    if (options_.lower_case) word = lower_and_strip_accents(word);
     icu::UnicodeString current;
     for (int32_t i = 0; i < word.length(); i = word.moveIndex32(i, 1)) {
       const UChar32 c = word.char32At(i);
@@ -145,12 +183,11 @@ std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& t
     }
     if (!current.isEmpty()) out.push_back(to_utf8(current));
   }
-  return out;
 }
 
 std::vector<std::string> WordPieceTokenizer::wordpiece(const std::string& word) const {
   const icu::UnicodeString chars = icu::UnicodeString::fromUTF8(word);
-  if (static_cast<std::size_t>(chars.countChar32()) > kMaxCharsPerWord) return {"[UNK]"};
+  if (static_cast<std::size_t>(chars.countChar32()) > options_.max_chars_per_word) return {"[UNK]"};
   std::vector<std::string> pieces;
   int32_t start = 0;
   while (start < chars.length()) {
@@ -175,7 +212,7 @@ std::vector<std::string> WordPieceTokenizer::wordpiece(const std::string& word) 
 std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) const {
   std::vector<std::string> out;
   for (const auto& word : basic_tokenize(text)) {
-    if (special_ == SpecialTokensInText::keep && is_special(word) && ids_.contains(word)) {
+    if (options_.special == SpecialTokensInText::keep && is_special(word) && ids_.contains(word)) {
       out.push_back(word);
       continue;
     }

@@ -1,18 +1,18 @@
 #pragma once
-// The tokenizer settings a model directory ships beside its vocab.txt
-// (Hugging Face's tokenizer_config.json), so a real model tokenizes as its
-// authors did with no hand editing; a setting polyhal's WordPiece does not
-// implement is an error naming the file, never a silent difference.
+// The tokenizer a run's config asks for: its data keys, then the settings
+// a model directory ships beside its vocab.txt (polyhal/app/tokenizer_files.hpp).
 #include "polyhal/app/config.hpp"
+#include "polyhal/app/tokenizer.hpp"
 
 namespace polyhal {
 
-/// Whether text is lower-cased (and accents stripped) for `config`'s
-/// data.vocab: data.lower_case when the config gives it, else the
-/// directory's do_lower_case, else true (BERT's uncased default). Checks
-/// the rest of tokenizer_config.json (tokenizer_class, strip_accents,
-/// tokenize_chinese_chars, do_basic_tokenize, never_split): ConfigError
-/// naming the file and the setting for one polyhal does not implement.
-bool tokenizer_lower_case(const RunConfig& config);
+/// `config`'s tokenizer options for data.vocab. Lower-casing:
+/// data.lower_case when the config gives it (with a warning if the
+/// directory says otherwise), else the directory's, else true (BERT's
+/// uncased default). Special tokens in text: data.special_tokens, else
+/// `default_special` (the task's). Longest word: the directory's rule.
+/// Throws ConfigError naming the file for a setting polyhal does not
+/// implement.
+TokenizerOptions tokenizer_options(const RunConfig& config, SpecialTokensInText default_special);
 
 }  // namespace polyhal

@@ -5,8 +5,9 @@
 /// U+FFFD and categories Cc/Cf removed), whitespace (incl. U+2028/U+2029)
 /// and punctuation splitting, CJK characters as single tokens, optional
 /// lower-casing with accent stripping (NFD, marks removed), then greedy
-/// longest-match-first WordPiece with "##" continuations (words over 200
-/// characters are [UNK]).
+/// longest-match-first WordPiece with "##" continuations (words over
+/// max_chars_per_word characters are [UNK]). docs/bert.md, "Tokenizer",
+/// lists where Hugging Face's tokenizers differ and why.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -32,13 +33,27 @@ struct Encoding {
 /// tokenizers do.
 enum class SpecialTokensInText : std::uint8_t { split, keep };
 
+/// Google's tokenization.py: a word of more characters is [UNK].
+inline constexpr std::size_t kGoogleMaxCharsPerWord = 200;
+/// Hugging Face's BertTokenizer and its tokenizer.json default.
+inline constexpr std::size_t kHuggingFaceMaxCharsPerWord = 100;
+
+/// How text becomes tokens, besides the vocabulary.
+struct TokenizerOptions {
+  bool lower_case = true;  ///< lower-case and strip accents
+  SpecialTokensInText special = SpecialTokensInText::split;
+  std::size_t max_chars_per_word = kGoogleMaxCharsPerWord;
+};
+
 class WordPieceTokenizer {
  public:
   /// Reads a vocab.txt (one token per line, id = line number). Throws
   /// ConfigError naming the file if it cannot be read or lacks [CLS], [SEP],
   /// [PAD] or [UNK].
+  WordPieceTokenizer(const std::filesystem::path& vocab_file, const TokenizerOptions& options);
   WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lower_case,
-                     SpecialTokensInText special = SpecialTokensInText::split);
+                     SpecialTokensInText special = SpecialTokensInText::split)
+      : WordPieceTokenizer(vocab_file, TokenizerOptions{lower_case, special}) {}
 
   /// Text -> basic tokens (before WordPiece).
   std::vector<std::string> basic_tokenize(const std::string& text) const;
@@ -54,11 +69,12 @@ class WordPieceTokenizer {
   std::size_t vocab_size() const noexcept { return tokens_.size(); }
 
  private:
+  /// basic_tokenize on text with no special token to keep.
+  void basic_tokenize_segment(const std::string& text, std::vector<std::string>& out) const;
   std::vector<std::string> wordpiece(const std::string& word) const;
   std::map<std::string, std::int32_t> ids_;
   std::vector<std::string> tokens_;
-  bool lower_case_;
-  SpecialTokensInText special_;
+  TokenizerOptions options_;
 };
 
 }  // namespace polyhal

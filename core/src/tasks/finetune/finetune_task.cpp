@@ -395,7 +395,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                                                : std::filesystem::path();
   if (job.lead() && result.total_steps > done && !export_dir.empty()) {
     export_hf_directory(export_dir, model, result.head, job.weights(), start.vocab,
-                        tokenizer_lower_case(config));
+                        tokenizer_options(config, SpecialTokensInText::split).lower_case);
     result.exported = export_dir;
   }
   return result;

@@ -24,8 +24,7 @@ class GlueData final : public FinetuneData {
   GlueData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq)
       : task_(glue_task(config.section<FinetuneSection>().glue_task)),
         head_(finetune_head(config)),
-        tokenizer_(vocab, tokenizer_lower_case(config),
-                   config.data.special_tokens.value_or(SpecialTokensInText::split)) {
+        tokenizer_(vocab, tokenizer_options(config, SpecialTokensInText::split)) {
     const auto& f = config.section<FinetuneSection>();
     if (f.train) load(Split::train, f.train_file, true, seq);
     if (f.eval) load(Split::eval, f.eval_file, true, seq);

@@ -122,8 +122,7 @@ class SquadData final : public FinetuneData {
  public:
   SquadData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq)
       : config_(config.section<FinetuneSection>()),
-        tokenizer_(vocab, tokenizer_lower_case(config),
-                   config.data.special_tokens.value_or(SpecialTokensInText::split)) {
+        tokenizer_(vocab, tokenizer_options(config, SpecialTokensInText::split)) {
     settings_.max_seq_length = seq;
     settings_.doc_stride = config_.doc_stride;
     settings_.max_query_length = config_.max_query_length;

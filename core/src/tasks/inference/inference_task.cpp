@@ -278,8 +278,7 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   const bool text = config.data.source == "text";
   std::optional<WordPieceTokenizer> tokenizer;
   if (text) {
-    tokenizer.emplace(config.data.vocab, tokenizer_lower_case(config),
-                      config.data.special_tokens.value_or(SpecialTokensInText::keep));
+    tokenizer.emplace(config.data.vocab, tokenizer_options(config, SpecialTokensInText::keep));
     if (static_cast<std::int64_t>(tokenizer->vocab_size()) > result.config.vocab_size) {
       throw ConfigError(fmt::format("{}: vocabulary has {} tokens but the model's vocab_size is {}",
                                     config.data.vocab.string(), tokenizer->vocab_size(),

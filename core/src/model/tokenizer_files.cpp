@@ -1,0 +1,148 @@
+#include "polyhal/app/tokenizer_files.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "polyhal/error.hpp"
+#include "util/regular_file.hpp"
+
+namespace polyhal {
+namespace {
+
+// A multilingual tokenizer.json (250k tokens) is about 17 MB.
+constexpr std::uintmax_t kMaxTokenizerJsonBytes = std::uintmax_t{64} << 20;
+constexpr std::uintmax_t kMaxTokenizerConfigBytes = std::uintmax_t{1} << 20;
+// Longer words than this are not words; the bound keeps a hostile value from
+// meaning "no limit".
+constexpr std::int64_t kMaxCharsPerWordSetting = 1 << 20;
+
+nlohmann::json read_json(const std::filesystem::path& file, std::uintmax_t max_bytes,
+                         const char* kind) {
+  detail::refuse_special_or_oversized_file(file, max_bytes, kind);
+  std::ifstream in(file);
+  if (!in) throw ConfigError(fmt::format("{}: cannot read the {}", file.string(), kind));
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+  }
+  if (!json.is_object())
+    throw ConfigError(fmt::format("{}: expected a JSON object", file.string()));
+  return json;
+}
+
+[[noreturn]] void unsupported(const std::filesystem::path& file, const std::string& key,
+                              const std::string& why) {
+  throw ConfigError(fmt::format(
+      "{}: \"{}\": {}; polyhal's tokenizer is BERT's WordPiece (docs/bert.md, \"Text mode\")",
+      file.string(), key, why));
+}
+
+/// `json[key]` when it is a string, else empty.
+std::optional<std::string> string_at(const nlohmann::json& json, const char* key) {
+  const auto it = json.find(key);
+  if (it == json.end() || !it->is_string()) return std::nullopt;
+  return it->get<std::string>();
+}
+
+std::optional<bool> bool_at(const nlohmann::json& json, const char* key) {
+  const auto it = json.find(key);
+  if (it == json.end() || !it->is_boolean()) return std::nullopt;
+  return it->get<bool>();
+}
+
+/// Accents are stripped exactly when text is lower-cased here, as in both
+/// of Hugging Face's tokenizers when strip_accents is null.
+void check_strip_accents(const std::filesystem::path& file, const nlohmann::json& json,
+                         bool lower) {
+  const auto strip = bool_at(json, "strip_accents");
+  if (strip && *strip != lower)
+    unsupported(file, "strip_accents",
+                fmt::format("{} with do_lower_case {}: accents are stripped exactly when text is "
+                            "lower-cased here",
+                            *strip, lower));
+}
+
+/// tokenizer_config.json: BertTokenizer's arguments.
+void read_tokenizer_config(const std::filesystem::path& file, TokenizerFiles& out) {
+  const auto settings = read_json(file, kMaxTokenizerConfigBytes, "tokenizer config");
+  if (const auto name = string_at(settings, "tokenizer_class");
+      name && *name != "BertTokenizer" && *name != "BertTokenizerFast")
+    unsupported(file, "tokenizer_class", *name + " is not BERT's WordPiece tokenizer");
+  out.lower_case = bool_at(settings, "do_lower_case");
+  check_strip_accents(file, settings, out.lower_case.value_or(true));
+  if (bool_at(settings, "tokenize_chinese_chars") == false)
+    unsupported(file, "tokenize_chinese_chars",
+                "false: CJK characters are always split apart here");
+  if (bool_at(settings, "do_basic_tokenize") == false)
+    unsupported(file, "do_basic_tokenize", "false: basic tokenization always runs here");
+  if (const auto it = settings.find("never_split");
+      it != settings.end() && !it->is_null() && !(it->is_array() && it->empty()))
+    unsupported(file, "never_split", "words kept whole are not implemented");
+  out.max_chars_per_word = kHuggingFaceMaxCharsPerWord;
+}
+
+/// tokenizer.json: the fast tokenizer's model, normalizer and pre-tokenizer.
+void read_tokenizer_json(const std::filesystem::path& file, TokenizerFiles& out) {
+  const auto pipeline = read_json(file, kMaxTokenizerJsonBytes, "tokenizer file");
+  if (const auto it = pipeline.find("model"); it != pipeline.end() && it->is_object()) {
+    const auto& model = *it;
+    if (const auto type = string_at(model, "type"); type && *type != "WordPiece")
+      unsupported(file, "model.type", *type + " is not WordPiece");
+    if (const auto prefix = string_at(model, "continuing_subword_prefix");
+        prefix && *prefix != "##")
+      unsupported(file, "model.continuing_subword_prefix",
+                  fmt::format("\"{}\": word pieces continue with \"##\" here", *prefix));
+    if (const auto unk = string_at(model, "unk_token"); unk && *unk != "[UNK]")
+      unsupported(file, "model.unk_token",
+                  fmt::format("\"{}\": the unknown token is [UNK] here", *unk));
+    if (const auto max = model.find("max_input_chars_per_word"); max != model.end()) {
+      if (!max->is_number_integer() || max->get<std::int64_t>() < 1 ||
+          max->get<std::int64_t>() > kMaxCharsPerWordSetting)
+        throw ConfigError(
+            fmt::format("{}: \"model.max_input_chars_per_word\": {} is not a whole number from 1 "
+                        "to {}",
+                        file.string(), max->dump(), kMaxCharsPerWordSetting));
+      out.max_chars_per_word = static_cast<std::size_t>(max->get<std::int64_t>());
+    } else {
+      out.max_chars_per_word = kHuggingFaceMaxCharsPerWord;
+    }
+  }
+  if (const auto it = pipeline.find("normalizer"); it != pipeline.end() && it->is_object()) {
+    const auto& normalizer = *it;
+    if (const auto type = string_at(normalizer, "type"); type && *type != "BertNormalizer")
+      unsupported(file, "normalizer.type", *type + " is not BertNormalizer");
+    if (bool_at(normalizer, "clean_text") == false)
+      unsupported(file, "normalizer.clean_text", "false: text is always cleaned here");
+    if (bool_at(normalizer, "handle_chinese_chars") == false)
+      unsupported(file, "normalizer.handle_chinese_chars",
+                  "false: CJK characters are always split apart here");
+    const auto lower = bool_at(normalizer, "lowercase");
+    if (!out.lower_case) out.lower_case = lower;
+    check_strip_accents(file, normalizer, lower.value_or(true));
+  }
+  if (const auto it = pipeline.find("pre_tokenizer"); it != pipeline.end() && it->is_object()) {
+    if (const auto type = string_at(*it, "type"); type && *type != "BertPreTokenizer")
+      unsupported(file, "pre_tokenizer.type", *type + " is not BertPreTokenizer");
+  }
+}
+
+}  // namespace
+
+TokenizerFiles read_tokenizer_files(const std::filesystem::path& vocab_file) {
+  TokenizerFiles out;
+  const auto dir = vocab_file.parent_path();
+  // tokenizer_config.json first: its do_lower_case wins, as BertTokenizerFast
+  // rebuilds tokenizer.json's normalizer from it.
+  if (const auto file = dir / "tokenizer_config.json"; std::filesystem::exists(file))
+    read_tokenizer_config(file, out);
+  if (const auto file = dir / "tokenizer.json"; std::filesystem::exists(file))
+    read_tokenizer_json(file, out);
+  return out;
+}
+
+}  // namespace polyhal
