@@ -3,15 +3,19 @@
 # (tests/reference_libraries/check_exports.py): the pre-training and
 # fine-tuned exports with transformers (no missing or unexpected keys, the
 # same logits), AutoTokenizer, the safetensors library, TensorBoard events
-# through tbparse, prepare-data and pack files through h5py. The same
-# environment makes the real-model references
-# (tests/data/real_model/make_reference.py).
+# through tbparse, prepare-data and pack files through h5py. Then polyhal's
+# tokenizer against BertTokenizerFast and BertTokenizer on 12 MB of varied
+# text the machine ships (tests/reference_libraries/compare_tokenizers.py:
+# identical ids to BertTokenizerFast on every line, each difference from
+# BertTokenizer explained). The same environment makes the real-model
+# references (tests/data/real_model/make_reference.py) and, with
+# --write-sample tests/data/tokenizer, the tokenizer regression sample.
 #
 #   scripts/check-with-reference-libraries.sh [BUILD_DIR]
 #
 # Not part of scripts/test.sh: it needs PyTorch (Debian's python3-torch 1.13,
 # installed here when missing) and a few hundred MB of Python packages, too
-# much for every CI run. It takes about a minute once set up.
+# much for every CI run. It takes about three minutes once set up.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build}
@@ -33,3 +37,5 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$venv/bin/python" "$root/tests/reference_libraries/check_exports.py" \
   "$build/launcher/polyhal" "$root" "$work"
+"$venv/bin/python" "$root/tests/reference_libraries/compare_tokenizers.py" \
+  "$build/tests/tokenize_lines" "$build/models/all-MiniLM-L6-v2"

@@ -1,7 +1,10 @@
 // A real pretrained model (sentence-transformers/all-MiniLM-L6-v2, fetched
 // by scripts/fetch-real-model.sh) on real text (tests/data/real_model/
 // sentences.txt), against what transformers and sentence-transformers
-// compute (tests/data/real_model/make_reference.py wrote reference.safetensors).
+// compute (tests/data/real_model/make_reference.py wrote reference.safetensors),
+// and its tokenizer on the lines of a 12 MB comparison with Hugging Face's
+// that once tokenized differently (tests/data/tokenizer/regression.jsonl,
+// written by tests/reference_libraries/compare_tokenizers.py).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -15,6 +18,8 @@
 #include <vector>
 
 #include "polyhal/app/safetensors.hpp"
+#include "polyhal/app/tokenizer.hpp"
+#include "polyhal/app/tokenizer_files.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -142,6 +147,36 @@ TEST(RealModel, EmbeddingsAndTokensEqualTheReferenceOnRealText) {
       EXPECT_GE(cos.value, 0.999) << "sentence " << cos.sentence + 1;
     }
   }
+}
+
+TEST(RealModel, TokenizerRegressionSampleEqualsBertTokenizerFast) {
+  if (!model_present()) return;
+  const auto vocab = kModel / "vocab.txt";
+  const auto files = read_tokenizer_files(vocab);
+  ASSERT_EQ(files.lower_case, std::optional<bool>(true));
+  ASSERT_EQ(files.max_chars_per_word, kHuggingFaceMaxCharsPerWord) << "from tokenizer.json";
+  TokenizerOptions options;
+  options.max_chars_per_word = files.max_chars_per_word;
+  options.special = SpecialTokensInText::keep;
+  options.lower_case = true;
+  const WordPieceTokenizer uncased(vocab, options);
+  options.lower_case = false;
+  const WordPieceTokenizer cased(vocab, options);
+  std::map<std::string, int> lines_per_reason;
+  for (const auto& line : read_lines(std::filesystem::path(POLYHAL_SOURCE_DIR) /
+                                     "tests/data/tokenizer/regression.jsonl")) {
+    const auto sample = nlohmann::json::parse(line);
+    const auto text = sample["text"].get<std::string>();
+    const auto& tokenizer = sample["case"] == "uncased" ? uncased : cased;
+    std::vector<int> ids;
+    for (const auto& token : tokenizer.tokenize(text)) ids.push_back(tokenizer.id(token));
+    EXPECT_EQ(ids, sample["fast"].get<std::vector<int>>())
+        << sample["case"] << " " << sample["why"] << ": " << sample["text"].dump();
+    ++lines_per_reason[sample["case"].get<std::string>() + ", " + sample["why"].get<std::string>()];
+  }
+  EXPECT_GE(lines_per_reason.size(), 8u) << "each rule in both cases";
+  for (const auto& [reason, count] : lines_per_reason)
+    std::cout << count << " lines: " << reason << "\n";
 }
 
 TEST(RealModel, LastHiddenStatesEqualTheReference) {

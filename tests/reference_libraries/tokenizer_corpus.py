@@ -18,7 +18,9 @@ tokenizers: real text that Debian 12 ships, one line per example, by kind.
   private-use, unassigned, separator and replacement characters inserted;
 - long_words: URLs, base64 and hexadecimal runs from the machine's files and
   words of 95 to 205 characters made of real words (around both the 100
-  and the 200 character limits), some with accents and emoji.
+  and the 200 character limits), some with accents and emoji;
+- special_tokens: real lines with literal [MASK], [SEP], ... spaced, glued
+  to words and inside punctuation.
 
 Deterministic for a given machine: files are read in sorted order and the
 insertions come from a seeded generator. The corpus is built where the
@@ -34,9 +36,10 @@ import re
 import unicodedata
 
 MB = 1 << 20
-# Bytes per kind: 12 MB in all.
+# Bytes per kind: 12.5 MB in all.
 BUDGET = {"prose": 3 * MB, "code": 2.5 * MB, "scripts": 3 * MB, "accents": 1 * MB,
-          "emoji": 0.75 * MB, "control": 1 * MB, "long_words": 0.75 * MB}
+          "emoji": 0.75 * MB, "control": 1 * MB, "long_words": 0.75 * MB,
+          "special_tokens": 0.5 * MB}
 
 
 def _take(lines, budget):
@@ -238,8 +241,26 @@ def long_words():
     yield from sorted(set(german))
 
 
+SPECIAL = ["[MASK]", "[CLS]", "[SEP]", "[PAD]", "[UNK]", "[mask]", "[MASK", "MASK]"]
+
+
+def special_tokens():
+    """Real lines with literal special tokens, spaced and glued to words and
+    punctuation ("x[MASK].", "[[SEP]]")."""
+    rng = random.Random(4)
+    for line in _english_lines():
+        words = line.split(" ")
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(words))
+            token = rng.choice(SPECIAL)
+            glue = rng.choice(["{t}", "{w}{t}", "{t}{w}", "({t})", "{w}{t}.", "[{t}]"])
+            words[at] = glue.format(t=token, w=words[at]) if "{w}" in glue else \
+                words[at] + " " + glue.format(t=token)
+        yield " ".join(words)
+
+
 KINDS = {"prose": prose, "code": code, "scripts": scripts, "accents": accents, "emoji": emoji,
-         "control": control, "long_words": long_words}
+         "control": control, "long_words": long_words, "special_tokens": special_tokens}
 
 
 def corpus():
