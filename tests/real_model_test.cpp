@@ -250,6 +250,27 @@ TEST(ModelDirectory, SettingsPolyhalDoesNotImplementAreRefusedNamingTheFile) {
   r = run(R"({"do_lower_case": false})", ", lower_case: true");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("data.lower_case true overrides"), std::string::npos) << r.output;
+  // tokenizer.json: what it says is checked too, and a bad value named.
+  const auto refused_pipeline = [&](const std::string& pipeline, const std::string& message) {
+    dir.write("model/tokenizer.json", pipeline);
+    const auto result = run("{}");
+    EXPECT_EQ(result.exit_code, 2) << pipeline << ": " << result.output;
+    EXPECT_NE(result.output.find("model/tokenizer.json: " + message), std::string::npos)
+        << result.output;
+  };
+  refused_pipeline(R"({"model": {"type": "BPE"}})", "\"model.type\": BPE is not WordPiece");
+  refused_pipeline(R"({"model": {"type": "WordPiece", "max_input_chars_per_word": -1}})",
+                   "\"model.max_input_chars_per_word\": -1 is not a whole number");
+  refused_pipeline(R"({"model": {"continuing_subword_prefix": "@@"}})",
+                   "\"model.continuing_subword_prefix\": \"@@\"");
+  refused_pipeline(R"({"normalizer": {"type": "Sequence"}})",
+                   "\"normalizer.type\": Sequence is not BertNormalizer");
+  refused_pipeline(R"({"normalizer": {"type": "BertNormalizer", "clean_text": false}})",
+                   "\"normalizer.clean_text\": false");
+  refused_pipeline(R"({"pre_tokenizer": {"type": "Whitespace"}})",
+                   "\"pre_tokenizer.type\": Whitespace is not BertPreTokenizer");
+  refused_pipeline("[1, 2]", "expected a JSON object");
+  std::filesystem::remove(dir.path() / "model/tokenizer.json");
   // A vocabulary larger than the model's embeddings.
   dir.write("model/tokenizer_config.json", "{}");
   const auto big =
