@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config file dpkg-dev python3 python3-pip
   libdnnl-dev libtbb-dev libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-  libicu-dev libopenmpi-dev openmpi-bin libhdf5-dev lintian rpm clang-format
+  libicu-dev libprotobuf-dev protobuf-compiler zlib1g-dev libopenmpi-dev openmpi-bin libhdf5-dev lintian rpm clang-format
   clang libclang-rt-14-dev
 )
 missing=()

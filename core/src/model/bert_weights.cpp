@@ -1,11 +1,14 @@
 #include "polyhal/app/bert_weights.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <random>
 #include <set>
 
+#include "polyhal/app/tf_bert_weights.hpp"
+#include "polyhal/app/tf_checkpoint.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
@@ -110,7 +113,17 @@ namespace {
 /// The file's tensors under canonical names, without buffers, tied copies
 /// and a pre-training checkpoint's optimizer state.
 TensorMap read_weights(const std::filesystem::path& file) {
-  return canonical_bert_weights(read_safetensors(file));
+  if (!is_tf_checkpoint(file)) return canonical_bert_weights(read_safetensors(file));
+  TfReadReport report;
+  auto weights = read_tf_bert_weights(file, &report);
+  if (!report.training_state.empty())
+    spdlog::info("{}: {} tensors of optimizer and training state left out ({}{})", file.string(),
+                 report.training_state.size(), report.training_state.front(),
+                 report.training_state.size() > 1 ? ", ..." : "");
+  if (!report.other.empty())
+    spdlog::info("{}: {} tensors that are not numbers left out ({})", file.string(),
+                 report.other.size(), report.other.front());
+  return canonical_bert_weights(std::move(weights));
 }
 
 [[noreturn]] void throw_problems(const std::filesystem::path& file,

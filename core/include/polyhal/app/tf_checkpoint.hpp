@@ -1,0 +1,55 @@
+#pragma once
+/// @file tf_checkpoint.hpp
+/// TensorFlow checkpoints (tensor bundles), read directly: PREFIX.index, a
+/// sorted table of one record per tensor, and the shards
+/// PREFIX.data-NNNNN-of-MMMMM holding the bytes. Everything the index says
+/// is checked against the files before it is used (shard numbers, offsets,
+/// sizes against dtype x shape, CRC-32C of every tensor read).
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/app/safetensors.hpp"
+
+namespace polyhal {
+
+/// True when `path` names a TensorFlow checkpoint: its prefix (with
+/// PREFIX.index beside it) or the .index file itself.
+bool is_tf_checkpoint(const std::filesystem::path& path);
+
+/// One tensor's record in the index.
+struct TfTensorEntry {
+  std::string dtype;  ///< TensorFlow's name: "float", "bfloat16", "half", "int32", "int64", ...
+  Shape shape;
+  std::int32_t shard = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t size = 0;
+  std::uint32_t masked_crc32c = 0;
+  /// Bytes per element; 0 for a dtype polyhal does not read (string, bool, ...).
+  std::size_t element_bytes = 0;
+};
+
+class TfCheckpoint {
+ public:
+  /// Reads and checks the index of the checkpoint `path` names (prefix or
+  /// .index file); the shards must exist and be large enough for every
+  /// record. Throws ConfigError naming the file and what is wrong.
+  explicit TfCheckpoint(const std::filesystem::path& path);
+
+  const std::filesystem::path& prefix() const noexcept { return prefix_; }
+  /// Every tensor, by TensorFlow name.
+  const std::map<std::string, TfTensorEntry>& entries() const noexcept { return entries_; }
+  /// The tensor's values as f32, after checking its CRC-32C. Throws
+  /// ConfigError naming the shard, the tensor and the byte offset.
+  HostTensor read(const std::string& name) const;
+
+ private:
+  std::filesystem::path prefix_;
+  std::vector<std::filesystem::path> shards_;
+  std::map<std::string, TfTensorEntry> entries_;
+};
+
+}  // namespace polyhal

@@ -1,0 +1,111 @@
+#include "polyhal/app/tf_bert_weights.hpp"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "polyhal/app/tf_checkpoint.hpp"
+
+namespace polyhal {
+namespace {
+
+std::vector<std::string> split(const std::string& name, char by) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (std::size_t at = name.find(by); at != std::string::npos; at = name.find(by, start)) {
+    parts.push_back(name.substr(start, at - start));
+    start = at + 1;
+  }
+  parts.push_back(name.substr(start));
+  return parts;
+}
+
+/// "layer_12" -> "12".
+std::optional<std::string> layer_number(const std::string& part) {
+  if (!part.starts_with("layer_") || part.size() == 6) return std::nullopt;
+  int n = 0;
+  const auto* end = part.data() + part.size();
+  const auto [ptr, ec] = std::from_chars(part.data() + 6, end, n);
+  if (ec != std::errc() || ptr != end || n < 0) return std::nullopt;
+  return std::to_string(n);
+}
+
+}  // namespace
+
+bool is_tf_training_state(const std::string& name) {
+  for (const char* suffix :
+       {"/adam_m", "/adam_v", "/lamb_m", "/lamb_v", "/Adam", "/Adam_1", "/Momentum", "/LAMB",
+        "/LAMB_1", "/accumulator", "/ExponentialMovingAverage"})
+    if (name.ends_with(suffix)) return true;
+  for (const char* part : {"AdamWeightDecayOptimizer", "LAMBOptimizer", "/.OPTIMIZER_SLOT/"})
+    if (name.find(part) != std::string::npos) return true;
+  return name == "global_step" || name == "_CHECKPOINTABLE_OBJECT_GRAPH" ||
+         name.starts_with("optimizer/") || name.starts_with("save_counter/") ||
+         name.find("loss_scale") != std::string::npos || name.ends_with("good_steps");
+}
+
+std::optional<TfBertName> hf_name_of_tf_variable(const std::string& tf_name) {
+  const auto parts = split(tf_name, '/');
+  // Heads of Google's fine-tuning scripts: run_squad.py's "cls/squad/output_*",
+  // run_classifier.py's top-level "output_*".
+  if (tf_name == "cls/squad/output_weights") return TfBertName{"qa_outputs.weight", false};
+  if (tf_name == "cls/squad/output_bias") return TfBertName{"qa_outputs.bias", false};
+  if (tf_name == "output_weights") return TfBertName{"classifier.weight", false};
+  if (tf_name == "output_bias") return TfBertName{"classifier.bias", false};
+  if (parts.size() < 2 || (parts[0] != "bert" && parts[0] != "cls")) return std::nullopt;
+  TfBertName out;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const auto& part = parts[i];
+    std::string piece = part;
+    if (part.empty()) return std::nullopt;
+    if (const auto n = layer_number(part)) {
+      piece = "layer." + *n;
+    } else if (part == "kernel") {
+      piece = "weight";
+      out.transpose = true;
+    } else if (part == "gamma") {
+      piece = "weight";
+    } else if (part == "beta") {
+      piece = "bias";
+    } else if (part == "output_weights") {
+      piece = "weight";  // stored [out, in]: used with transpose_b in Google's code
+    } else if (part == "output_bias") {
+      piece = "bias";
+    }
+    if (!out.hf.empty()) out.hf += '.';
+    out.hf += piece;
+  }
+  if (parts.back().ends_with("_embeddings")) out.hf += ".weight";
+  return out;
+}
+
+TensorMap read_tf_bert_weights(const std::filesystem::path& path, TfReadReport* report) {
+  const TfCheckpoint checkpoint(path);
+  TensorMap out;
+  for (const auto& [name, entry] : checkpoint.entries()) {
+    if (is_tf_training_state(name)) {
+      if (report) report->training_state.push_back(name);
+      continue;
+    }
+    if (entry.element_bytes == 0) {
+      if (report) report->other.push_back(name);
+      continue;
+    }
+    const auto mapped = hf_name_of_tf_variable(name);
+    HostTensor tensor = checkpoint.read(name);
+    if (mapped && mapped->transpose && tensor.shape.size() == 2) {
+      const auto rows = static_cast<std::size_t>(tensor.shape[0]);
+      const auto cols = static_cast<std::size_t>(tensor.shape[1]);
+      std::vector<float> transposed(tensor.values.size());
+      for (std::size_t r = 0; r < rows; ++r)
+        for (std::size_t c = 0; c < cols; ++c)
+          transposed[c * rows + r] = tensor.values[r * cols + c];
+      tensor.values = std::move(transposed);
+      tensor.shape = {tensor.shape[1], tensor.shape[0]};
+    }
+    out.emplace(mapped ? mapped->hf : name, std::move(tensor));
+  }
+  return out;
+}
+
+}  // namespace polyhal

@@ -1,0 +1,208 @@
+#include "polyhal/app/tf_checkpoint.hpp"
+
+#include <fmt/format.h>
+#include <proto/tensor_bundle.pb.h>
+
+#include <cstring>
+#include <fstream>
+#include <limits>
+
+#include "model/sstable.hpp"
+#include "polyhal/dtype.hpp"
+#include "polyhal/error.hpp"
+#include "util/crc32c.hpp"
+#include "util/regular_file.hpp"
+
+namespace polyhal {
+namespace {
+
+// An index holds one short record per tensor: BERT-large with Adam slots
+// has about 1,200 (200 KB). A larger file is not an index.
+constexpr std::uintmax_t kMaxIndexBytes = std::uintmax_t{256} << 20;
+constexpr std::int32_t kMaxShards = 100000;
+constexpr std::size_t kMaxRank = 8;
+// One tensor polyhal would read: 2^32 elements (16 GiB in f32).
+constexpr std::int64_t kMaxElements = std::int64_t{1} << 32;
+
+struct DTypeInfo {
+  const char* name;
+  std::size_t bytes;  // 0: not read by polyhal
+};
+
+/// TensorFlow's DataType enum values (types.proto) that can hold weights.
+DTypeInfo dtype_info(std::int32_t code) {
+  switch (code) {
+    case 1:
+      return {"float", 4};
+    case 2:
+      return {"double", 8};
+    case 3:
+      return {"int32", 4};
+    case 9:
+      return {"int64", 8};
+    case 14:
+      return {"bfloat16", 2};
+    case 19:
+      return {"half", 2};
+    case 4:
+      return {"uint8", 0};
+    case 6:
+      return {"int8", 0};
+    case 7:
+      return {"string", 0};
+    case 10:
+      return {"bool", 0};
+    default:
+      return {"unknown", 0};
+  }
+}
+
+std::filesystem::path prefix_of(const std::filesystem::path& path) {
+  auto text = path.string();
+  if (text.ends_with(".index")) text.resize(text.size() - 6);
+  return text;
+}
+
+std::filesystem::path index_of(const std::filesystem::path& prefix) {
+  return prefix.string() + ".index";
+}
+
+std::filesystem::path shard_file(const std::filesystem::path& prefix, std::int32_t shard,
+                                 std::int32_t shards) {
+  return prefix.string() + fmt::format(".data-{:05d}-of-{:05d}", shard, shards);
+}
+
+float to_f32(const char* p, const std::string& dtype) {
+  if (dtype == "float") {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  if (dtype == "double") {
+    double v;
+    std::memcpy(&v, p, 8);
+    return static_cast<float>(v);
+  }
+  if (dtype == "int32") {
+    std::int32_t v;
+    std::memcpy(&v, p, 4);
+    return static_cast<float>(v);
+  }
+  if (dtype == "int64") {
+    std::int64_t v;
+    std::memcpy(&v, p, 8);
+    return static_cast<float>(v);
+  }
+  std::uint16_t bits;
+  std::memcpy(&bits, p, 2);
+  return dtype == "bfloat16" ? bf16_bits_to_f32(bits) : f16_bits_to_f32(bits);
+}
+
+}  // namespace
+
+bool is_tf_checkpoint(const std::filesystem::path& path) {
+  std::error_code ec;
+  return !path.empty() && std::filesystem::is_regular_file(index_of(prefix_of(path)), ec);
+}
+
+TfCheckpoint::TfCheckpoint(const std::filesystem::path& path) : prefix_(prefix_of(path)) {
+  const auto index = index_of(prefix_);
+  const auto records = detail::read_sstable(index, kMaxIndexBytes);
+  const auto fail = [&](const std::string& key, const std::string& what) {
+    throw ConfigError(fmt::format("{}: {}{}", index.string(),
+                                  key.empty() ? std::string("header") : "tensor '" + key + "'",
+                                  ": " + what));
+  };
+  if (records.empty() || !records.front().first.empty())
+    throw ConfigError(
+        fmt::format("{}: no bundle header record: not a TensorFlow checkpoint "
+                    "index (a TF1 .ckpt without .index is not supported)",
+                    index.string()));
+  tfproto::BundleHeader header;
+  if (!header.ParseFromString(records.front().second)) fail("", "not a BundleHeaderProto");
+  if (header.num_shards() < 1 || header.num_shards() > kMaxShards)
+    fail("", fmt::format("{} shards (1 to {} expected)", header.num_shards(), kMaxShards));
+  if (header.endianness() != tfproto::BundleHeader::LITTLE)
+    fail("", "big-endian tensors are not supported");
+  std::vector<std::uintmax_t> shard_sizes;
+  for (std::int32_t s = 0; s < header.num_shards(); ++s) {
+    shards_.push_back(shard_file(prefix_, s, header.num_shards()));
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(shards_.back(), ec))
+      throw ConfigError(fmt::format("{}: missing: the index {} names {} shard{}",
+                                    shards_.back().string(), index.string(), header.num_shards(),
+                                    header.num_shards() == 1 ? "" : "s"));
+    shard_sizes.push_back(std::filesystem::file_size(shards_.back()));
+  }
+  for (std::size_t r = 1; r < records.size(); ++r) {
+    const auto& [key, value] = records[r];
+    tfproto::BundleEntry record;
+    if (!record.ParseFromString(value)) fail(key, "not a BundleEntryProto");
+    if (record.slices_size() > 0)
+      fail(key, "a partitioned (sliced) variable; polyhal reads whole tensors only");
+    TfTensorEntry entry;
+    const auto info = dtype_info(record.dtype());
+    entry.dtype = info.name;
+    if (record.shape().unknown_rank() ||
+        static_cast<std::size_t>(record.shape().dim_size()) > kMaxRank)
+      fail(key, "a shape of unknown or more than 8 dimensions");
+    std::int64_t elements = 1;
+    for (const auto& dim : record.shape().dim()) {
+      if (dim.size() < 0 || (dim.size() > 0 && elements > kMaxElements / dim.size()))
+        fail(key, fmt::format("dimension {} is negative or makes the tensor larger than 2^32 "
+                              "elements",
+                              dim.size()));
+      elements *= dim.size();
+      entry.shape.push_back(dim.size());
+    }
+    if (record.shard_id() < 0 || record.shard_id() >= header.num_shards())
+      fail(key, fmt::format("shard {} of {}", record.shard_id(), header.num_shards()));
+    if (record.offset() < 0 || record.size() < 0) fail(key, "a negative offset or size");
+    entry.shard = record.shard_id();
+    entry.offset = static_cast<std::uint64_t>(record.offset());
+    entry.size = static_cast<std::uint64_t>(record.size());
+    entry.masked_crc32c = record.crc32c();
+    const auto shard_size = shard_sizes[static_cast<std::size_t>(entry.shard)];
+    if (entry.offset > shard_size || entry.size > shard_size - entry.offset)
+      fail(key, fmt::format("bytes {} to {} lie past the end of {} ({} bytes): truncated shard",
+                            entry.offset, entry.offset + entry.size,
+                            shards_[static_cast<std::size_t>(entry.shard)].string(), shard_size));
+    entry.element_bytes = info.bytes;
+    if (info.bytes > 0 && entry.size != static_cast<std::uint64_t>(elements) * info.bytes)
+      fail(key, fmt::format("{} bytes for {} {} elements of {} bytes", entry.size, elements,
+                            info.name, info.bytes));
+    entries_.emplace(key, std::move(entry));
+  }
+}
+
+HostTensor TfCheckpoint::read(const std::string& name) const {
+  const auto it = entries_.find(name);
+  if (it == entries_.end())
+    throw ConfigError(fmt::format("{}: no tensor '{}'", index_of(prefix_).string(), name));
+  const auto& entry = it->second;
+  const auto& shard = shards_[static_cast<std::size_t>(entry.shard)];
+  if (entry.element_bytes == 0)
+    throw ConfigError(fmt::format("{}: tensor '{}' is {}, not a number type polyhal reads",
+                                  shard.string(), name, entry.dtype));
+  std::string bytes(static_cast<std::size_t>(entry.size), '\0');
+  std::ifstream in(shard, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(entry.offset));
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+    throw ConfigError(fmt::format("{}: cannot read tensor '{}' at byte {} ({} bytes)",
+                                  shard.string(), name, entry.offset, entry.size));
+  const auto crc = detail::mask_crc32c(detail::crc32c(bytes.data(), bytes.size()));
+  if (crc != entry.masked_crc32c)
+    throw ConfigError(
+        fmt::format("{}: tensor '{}' at byte {} fails its checksum (index says "
+                    "{:#010x}, data gives {:#010x}): the shard is damaged",
+                    shard.string(), name, entry.offset, entry.masked_crc32c, crc));
+  HostTensor out;
+  out.shape = entry.shape;
+  const std::size_t width = entry.element_bytes;
+  out.values.resize(bytes.size() / width);
+  for (std::size_t i = 0; i < out.values.size(); ++i)
+    out.values[i] = to_f32(bytes.data() + i * width, entry.dtype);
+  return out;
+}
+
+}  // namespace polyhal

@@ -1,0 +1,146 @@
+// TensorFlow checkpoints (tests/data/tf_checkpoint/make_tf_checkpoint.py wrote
+// them with TensorFlow 2.21): polyhal reads Google's BERT names, and the model
+// it builds computes what transformers computes from the same checkpoint
+// through its own TensorFlow loader (make_reference.py). Damaged files are
+// errors naming the file and the place.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "polyhal/app/bert_inference.hpp"
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/tf_bert_weights.hpp"
+#include "polyhal/app/tf_checkpoint.hpp"
+#include "polyhal/error.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+const std::filesystem::path kData =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/tf_checkpoint";
+const std::filesystem::path kGoogle = kData / "google/model.ckpt-7";
+
+double max_error(const std::vector<float>& got, const std::vector<float>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double worst = 0;
+  for (std::size_t i = 0; i < std::min(got.size(), want.size()); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+  return worst;
+}
+
+TEST(TfCheckpoint, ReadsTheIndexAndEveryTensorTensorFlowWrote) {
+  EXPECT_TRUE(is_tf_checkpoint(kGoogle));
+  EXPECT_TRUE(is_tf_checkpoint(kGoogle.string() + ".index"));
+  EXPECT_FALSE(is_tf_checkpoint(kData / "google/model.ckpt-8"));
+  const TfCheckpoint checkpoint(kGoogle);
+  // 46 weights of a 2-layer BERT with heads, adam_m and adam_v of each, global_step.
+  EXPECT_EQ(checkpoint.entries().size(), 46u * 3 + 1);
+  const auto& step = checkpoint.entries().at("global_step");
+  EXPECT_EQ(step.dtype, "int64");
+  EXPECT_EQ(checkpoint.read("global_step").values, std::vector<float>{7.0f});
+  const auto query = checkpoint.read("bert/encoder/layer_0/attention/self/query/kernel");
+  EXPECT_EQ(query.shape, (Shape{32, 32}));
+  EXPECT_EQ(checkpoint.read("bert/embeddings/word_embeddings/adam_m").values[5], 0.01f);
+}
+
+TEST(TfCheckpoint, GoogleNamesBecomeHuggingFaceNamesAsTransformersMapsThem) {
+  TfReadReport report;
+  const auto weights = read_tf_bert_weights(kGoogle, &report);
+  EXPECT_EQ(report.training_state.size(), 46u * 2 + 1);
+  EXPECT_TRUE(report.other.empty());
+  const auto reference = read_safetensors(kData / "reference.safetensors");
+  // transformers' load_tf_weights_in_bert, bit for bit: kernels transposed.
+  EXPECT_EQ(weights.at("bert.embeddings.word_embeddings.weight").values,
+            reference.at("word_embeddings").values);
+  EXPECT_EQ(weights.at("bert.encoder.layer.0.attention.self.query.weight").values,
+            reference.at("layer0_query_weight").values);
+  EXPECT_EQ(hf_name_of_tf_variable("cls/seq_relationship/output_weights")->hf,
+            "cls.seq_relationship.weight");
+  EXPECT_EQ(hf_name_of_tf_variable("bert/encoder/layer_11/output/LayerNorm/gamma")->hf,
+            "bert.encoder.layer.11.output.LayerNorm.weight");
+  EXPECT_EQ(hf_name_of_tf_variable("cls/squad/output_weights")->hf, "qa_outputs.weight");
+  EXPECT_FALSE(hf_name_of_tf_variable("encoder/layer_with_weights-0/embeddings"));
+  // Two shards hold the same tensors.
+  EXPECT_EQ(read_tf_bert_weights(kData / "sharded/model.ckpt-7").at("cls.predictions.bias").values,
+            weights.at("cls.predictions.bias").values);
+}
+
+TEST(TfCheckpoint, TheModelComputesWhatTransformersComputesFromIt) {
+  const auto config = read_hf_config(kData / "google/bert_config.json");
+  const auto reference = read_safetensors(kData / "reference.safetensors");
+  const BertShape shape{reference.at("input_ids").shape[0], reference.at("input_ids").shape[1]};
+  for (const std::string backend : {"cpu", "ipu", "gaudi"}) {
+    SCOPED_TRACE(backend);
+    auto device = test::first_device(backend);
+    BertInference bert(*device, config, shape, DType::f32, /*with_heads=*/true);
+    bert.load_weights(load_bert_weights(kGoogle, config));
+    BertOutputs out;
+    bert.run(
+        {test::as_ints(reference.at("input_ids")), test::as_ints(reference.at("token_type_ids")),
+         test::as_ints(reference.at("attention_mask"))},
+        &out);
+    EXPECT_LE(max_error(out.last_hidden_state, reference.at("last_hidden_state").values), 1e-4);
+    EXPECT_LE(max_error(out.mlm_logits, reference.at("mlm_logits").values), 1e-4);
+    EXPECT_LE(max_error(out.nsp_logits, reference.at("nsp_logits").values), 1e-4);
+  }
+}
+
+/// A copy of the single-shard checkpoint in `dir`, as prefix.
+std::filesystem::path copy_checkpoint(const test::TempDir& dir) {
+  for (const char* suffix : {".index", ".data-00000-of-00001"})
+    std::filesystem::copy_file(kGoogle.string() + suffix,
+                               (dir.path() / "model.ckpt-7").string() + suffix);
+  return dir.path() / "model.ckpt-7";
+}
+
+void flip_byte(const std::filesystem::path& file, std::uintmax_t offset) {
+  std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.get(c);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.put(static_cast<char>(c ^ 0x5a));
+}
+
+std::string error_of(const std::filesystem::path& prefix) {
+  try {
+    read_tf_bert_weights(prefix);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(TfCheckpoint, DamagedFilesAreErrorsNamingFileAndPlace) {
+  test::TempDir dir;
+  const auto prefix = copy_checkpoint(dir);
+  const auto index = prefix.string() + ".index";
+  const auto shard = prefix.string() + ".data-00000-of-00001";
+  // A flipped byte in a shard: the tensor's CRC-32C.
+  flip_byte(shard, 1000);
+  EXPECT_NE(error_of(prefix).find("fails its checksum (index says"), std::string::npos)
+      << error_of(prefix);
+  EXPECT_NE(error_of(prefix).find(shard), std::string::npos);
+  // A truncated shard: records pointing past its end.
+  std::filesystem::resize_file(shard, 100);
+  EXPECT_NE(error_of(prefix).find("lie past the end of"), std::string::npos) << error_of(prefix);
+  // A missing shard.
+  std::filesystem::remove(shard);
+  EXPECT_NE(error_of(prefix).find("missing: the index"), std::string::npos) << error_of(prefix);
+  // A flipped byte in the index: a block's checksum.
+  test::TempDir dir2;
+  const auto other = copy_checkpoint(dir2);
+  flip_byte(other.string() + ".index", 10);
+  EXPECT_NE(error_of(other).find("fails its checksum"), std::string::npos) << error_of(other);
+  // A truncated index: no footer magic.
+  test::TempDir dir3;
+  const auto cut = copy_checkpoint(dir3);
+  std::filesystem::resize_file(cut.string() + ".index", 2000);
+  EXPECT_NE(error_of(cut).find("no table magic number"), std::string::npos) << error_of(cut);
+  EXPECT_NE(error_of(cut).find(".index"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace polyhal
