@@ -3,6 +3,7 @@
 // it builds computes what transformers computes from the same checkpoint
 // through its own TensorFlow loader (make_reference.py). Damaged files are
 // errors naming the file and the place.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -140,6 +141,76 @@ TEST(TfCheckpoint, DamagedFilesAreErrorsNamingFileAndPlace) {
   std::filesystem::resize_file(cut.string() + ".index", 2000);
   EXPECT_NE(error_of(cut).find("no table magic number"), std::string::npos) << error_of(cut);
   EXPECT_NE(error_of(cut).find(".index"), std::string::npos);
+}
+
+/// Google's released-model layout: bert_config.json, vocab.txt and the
+/// checkpoint bert_model.ckpt.* in one directory.
+std::filesystem::path google_model_directory(const test::TempDir& dir) {
+  const auto model = dir.path() / "uncased_L-2_H-32_A-4";
+  std::filesystem::create_directories(model);
+  std::filesystem::copy_file(kData / "google/bert_config.json", model / "bert_config.json");
+  for (const char* suffix : {".index", ".data-00000-of-00001"})
+    std::filesystem::copy_file(kGoogle.string() + suffix,
+                               (model / "bert_model.ckpt").string() + suffix);
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nwhat\nfollows\nkey\n?\n";
+  for (int w = 0; w < 90; ++w) vocab += fmt::format("w{}\n", w);
+  std::ofstream(model / "vocab.txt") << vocab;
+  return model;
+}
+
+TEST(TfCheckpoint, SquadFineTuningStartsFromGooglesModelDirectory) {
+  test::TempDir dir;
+  const auto model = google_model_directory(dir);
+  std::string data = R"({"version": "1.1", "data": [)";
+  for (int q = 0; q < 24; ++q)
+    data += fmt::format(
+        R"({}{{"title": "t", "paragraphs": [{{"context": "w{} w{} key w{} w{}", "qas": [{{"id": "q{}", "question": "what follows key ?", "answers": [{{"text": "w{}", "answer_start": {}}}]}}]}}]}})",
+        q ? "," : "", q, q + 1, q + 2, q + 3, q, q + 2,
+        fmt::format("w{} w{} key ", q, q + 1).size());
+  data += "]}";
+  dir.write("train.json", data);
+  const auto config =
+      dir.write("squad.yaml",
+                "backend: cpu\ntask: squad\nmodel: {seq_len: 32}\nbatch: {micro: 8}\n"
+                "checkpoint: {init: " +
+                    model.string() +
+                    "}\n"
+                    "finetune: {train_file: train.json, epochs: 1, output_dir: out}\n");
+  const auto run = test::run_polyhal("run --config " + config.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("93 tensors of optimizer and training state left out"),
+            std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("newly initialised (not in the file): qa_outputs.weight"),
+            std::string::npos)
+      << run.output;
+  // The checkpoint prefix itself works too, with Google's config named.
+  const auto prefix = test::run_polyhal(
+      "run --config " + config.string() +
+      " --set checkpoint.init=" + (model / "bert_model.ckpt").string() +
+      " --set model.hf_config=" + (model / "bert_config.json").string() +
+      " --set data.vocab=" + (model / "vocab.txt").string() + " --set finetune.output_dir=out2");
+  EXPECT_EQ(prefix.exit_code, 0) << prefix.output;
+  // A directory with two checkpoints: name one.
+  std::filesystem::copy_file(model / "bert_model.ckpt.index", model / "other.ckpt.index");
+  const auto two = test::run_polyhal("run --config " + config.string());
+  EXPECT_EQ(two.exit_code, 2) << two.output;
+  EXPECT_NE(two.output.find("holds 2 TensorFlow checkpoints"), std::string::npos) << two.output;
+}
+
+TEST(TfCheckpoint, PreTrainingStartsFromATensorFlowCheckpoint) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "pretrain.yaml",
+      fmt::format("backend: cpu\ntask: pretrain\nmodel: {{hf_config: {}, seq_len: 16}}\n"
+                  "batch: {{micro: 4}}\ndata: {{source: pattern, max_predictions: 3}}\nsteps: 2\n"
+                  "checkpoint: {{init: {}}}\n",
+                  (kData / "google/bert_config.json").string(), kGoogle.string()));
+  for (const std::string backend : {"cpu", "ipu", "gaudi"}) {
+    const auto run = test::run_polyhal("run --config " + config.string() + " --backend " + backend);
+    EXPECT_EQ(run.exit_code, 0) << backend << ": " << run.output;
+    EXPECT_NE(run.output.find("weights: " + kGoogle.string()), std::string::npos) << run.output;
+  }
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "polyhal/app/inference_task.hpp"
 #include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/app/replica_group.hpp"
+#include "polyhal/app/tf_checkpoint.hpp"
 #include "polyhal/error.hpp"
 #include "tasks/finetune/finetune_data.hpp"
 #include "tasks/tokenizer_settings.hpp"
@@ -41,9 +42,35 @@ struct StartingPoint {
   std::filesystem::path vocab;
 };
 
-/// checkpoint.init is a pre-training checkpoint (.safetensors) or a Hugging
-/// Face directory (config.json + model.safetensors [+ vocab.txt]); the
-/// directory's config.json gives the model unless model.preset or
+/// The one TensorFlow checkpoint in `dir` (Google's released models hold
+/// bert_model.ckpt.index and its shard), as a prefix.
+template <class Fail>
+std::filesystem::path tf_checkpoint_in(const std::filesystem::path& dir, const Fail& fail) {
+  std::vector<std::filesystem::path> found;
+  for (const auto& file : std::filesystem::directory_iterator(dir)) {
+    const auto name = file.path().filename().string();
+    if (name.ends_with(".index") && is_tf_checkpoint(file.path()))
+      found.push_back(dir / name.substr(0, name.size() - 6));
+  }
+  if (found.size() == 1) return found.front();
+  if (found.empty())
+    fail(
+        fmt::format("{} has no model.safetensors (a Hugging Face directory) and no TensorFlow "
+                    "checkpoint (PREFIX.index and its shards, as Google's bert_model.ckpt)",
+                    dir.string()));
+  std::sort(found.begin(), found.end());
+  fail(fmt::format(
+      "{} holds {} TensorFlow checkpoints ({}, ...): name one as "
+      "checkpoint.init, e.g. {}",
+      dir.string(), found.size(), found.front().filename().string(), found.back().string()));
+  return {};
+}
+
+/// checkpoint.init is a pre-training checkpoint (.safetensors), a
+/// TensorFlow checkpoint prefix (DIR/model.ckpt-28252), or a model
+/// directory: Hugging Face's (config.json + model.safetensors) or Google's
+/// (bert_config.json + bert_model.ckpt.*), each with an optional vocab.txt;
+/// the directory's config gives the model unless model.preset or
 /// model.hf_config is set, and its vocab.txt the vocabulary unless data.vocab is.
 /// `compile_only` with model.preset or model.hf_config set: checkpoint.init
 /// need not exist yet (a plan before pre-training has finished).
@@ -64,19 +91,25 @@ StartingPoint starting_point(const RunConfig& config, bool compile_only) {
   if (!init.empty() && std::filesystem::is_directory(init)) {
     s.hf_dir = init;
     s.weights = init / "model.safetensors";
-    if (!std::filesystem::exists(s.weights))
-      fail(
-          fmt::format("{} has no model.safetensors (a Hugging Face directory holds config.json "
-                      "and model.safetensors)",
-                      init.string()));
+    if (!std::filesystem::exists(s.weights)) s.weights = tf_checkpoint_in(init, fail);
     if (!given(config, "model.preset") && model.hf_config.empty()) {
-      if (!std::filesystem::exists(init / "config.json"))
-        fail(fmt::format("{} has no config.json: set model.preset or model.hf_config",
-                         init.string()));
-      model.hf_config = init / "config.json";
+      // Hugging Face's config.json, else Google's bert_config.json.
+      for (const char* name : {"config.json", "bert_config.json"}) {
+        if (std::filesystem::exists(init / name)) {
+          model.hf_config = init / name;
+          break;
+        }
+      }
+      if (model.hf_config.empty())
+        fail(
+            fmt::format("{} has no config.json or bert_config.json: set model.preset or "
+                        "model.hf_config",
+                        init.string()));
     }
   } else if (!init.empty()) {
-    if (!std::filesystem::exists(init)) fail(fmt::format("no such file: {}", init.string()));
+    if (!std::filesystem::exists(init) && !is_tf_checkpoint(init))
+      fail(fmt::format("no such file or TensorFlow checkpoint ({}.index): {}", init.string(),
+                       init.string()));
     s.weights = init;
   } else {
     s.weights = config.model.weights;
