@@ -46,6 +46,22 @@ TEST(TfCheckpoint, ReadsTheIndexAndEveryTensorTensorFlowWrote) {
   EXPECT_EQ(checkpoint.read("bert/embeddings/word_embeddings/adam_m").values[5], 0.01f);
 }
 
+TEST(TfCheckpoint, EveryNumberTypeIsReadAsF32) {
+  const TfCheckpoint checkpoint(kData / "dtypes/model.ckpt");
+  EXPECT_EQ(checkpoint.read("f32").values,
+            (std::vector<float>{-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f}));
+  EXPECT_EQ(checkpoint.read("bf16").values[1], -2.25f);
+  EXPECT_NEAR(checkpoint.read("bf16").values[3], 1e-3f, 1e-5f);
+  EXPECT_EQ(checkpoint.read("f16").values, (std::vector<float>{0.5f, -65504.0f}));
+  EXPECT_EQ(checkpoint.read("f64").values, (std::vector<float>{1e-10f, 2.0f}));
+  EXPECT_EQ(checkpoint.read("i32").values, (std::vector<float>{-3.0f, 4.0f}));
+  EXPECT_EQ(checkpoint.entries().at("text").dtype, "string");
+  EXPECT_THROW(checkpoint.read("text"), ConfigError);
+  TfReadReport report;
+  read_tf_bert_weights(kData / "dtypes/model.ckpt", &report);
+  EXPECT_EQ(report.other, std::vector<std::string>{"text"});
+}
+
 TEST(TfCheckpoint, GoogleNamesBecomeHuggingFaceNamesAsTransformersMapsThem) {
   TfReadReport report;
   const auto weights = read_tf_bert_weights(kGoogle, &report);

@@ -10,6 +10,8 @@ TensorFlow itself (tensorflow-cpu 2.21.0 from the Python Package Index):
 - sharded/model.ckpt-7: the same variables split over two shards
   (Saver(sharded=True) with the variables on two CPU devices).
 - bert_config.json: Google's config format.
+- dtypes/model.ckpt: one variable of each dtype (float, bfloat16, half,
+  double, int32, and a string polyhal leaves out).
 - variables.npz (not committed; in the output folder): every variable as
   TensorFlow reads it back (tf.train.load_checkpoint), for make_reference.py.
 
@@ -99,6 +101,24 @@ def save(values, prefix, sharded):
             saver.save(session, prefix, global_step=7, write_meta_graph=False)
 
 
+def save_dtypes(prefix):
+    """One small variable of each dtype polyhal converts to f32."""
+    graph = tf.Graph()
+    with graph.as_default():
+        for name, value in (("f32", np.arange(6, dtype=np.float32).reshape(2, 3) - 2.5),
+                            ("bf16", np.array([1.5, -2.25, 3e38, 1e-3],
+                                              dtype=tf.bfloat16.as_numpy_dtype)),
+                            ("f16", np.array([0.5, -65504.0], np.float16)),
+                            ("f64", np.array([1e-10, 2.0], np.float64)),
+                            ("i32", np.array([-3, 4], np.int32)),
+                            ("text", np.array([b"not a number"]))):
+            tf.compat.v1.get_variable(name, initializer=value)
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session(graph=graph) as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            saver.save(session, prefix, write_meta_graph=False)
+
+
 def main():
     npz_dir = sys.argv[1] if len(sys.argv) > 1 else HERE
     rng = np.random.default_rng(2911)
@@ -112,6 +132,9 @@ def main():
         os.remove(os.path.join(out, "checkpoint"))  # the index file is what users name
         with open(os.path.join(out, "bert_config.json"), "w") as f:
             json.dump(CONFIG, f, indent=2)
+    os.makedirs(os.path.join(HERE, "dtypes"), exist_ok=True)
+    save_dtypes(os.path.join(HERE, "dtypes", "model.ckpt"))
+    os.remove(os.path.join(HERE, "dtypes", "checkpoint"))
     reader = tf.train.load_checkpoint(os.path.join(HERE, "google", "model.ckpt-7"))
     read = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
     os.makedirs(npz_dir, exist_ok=True)
