@@ -68,6 +68,17 @@ const std::vector<CommandSpec>& commands() {
        "does (and packs it with --pack).",
        {"data", "prepare"},
        "  polyhal prepare-data --input wiki/ --vocab vocab.txt --output hdf5/ --max-seq-len 128\n"},
+      {"convert",
+       "polyhal convert --input TF_CHECKPOINT_OR_DIR --output DIR [--bert-config FILE] "
+       "[--vocab FILE] [--cased]",
+       "Converts a TensorFlow BERT checkpoint (Google's names: the released models, the MLPerf "
+       "phase-1 checkpoint, the vendors' TensorFlow recipes) into a Hugging Face directory "
+       "(config.json, model.safetensors, vocab.txt, tokenizer_config.json) that checkpoint.init, "
+       "model.weights and transformers read; optimizer slots are left out.",
+       {"convert"},
+       "  polyhal convert --input uncased_L-24_H-1024_A-16/ --output bert-large-uncased/\n"
+       "  polyhal convert --input phase1/model.ckpt-28252 --bert-config bert_config.json \\\n"
+       "                  --vocab vocab.txt --output mlperf-phase1/\n"},
       {"config",
        "polyhal config show CONFIG [--set key.path=value]... | polyhal config reference",
        "show: the resolved config, every key that applies to its task with its value and where "
@@ -167,6 +178,19 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
                     "spfhp (default) or nnlshp")("rows-per-file",
                                                  po::value(&cl.pack.rows_per_file)->value_name("N"),
                                                  "packed rows per output file (16384)");
+    return d;
+  }
+  if (group == "convert") {
+    po::options_description d("convert options");
+    d.add_options()("input", po::value(&cl.inputs)->composing()->value_name("PATH"),
+                    "a TensorFlow checkpoint prefix (DIR/model.ckpt-28252) or a directory "
+                    "holding one")("output", po::value(&cl.pack.output)->value_name("DIR"),
+                                   "the Hugging Face directory to write")(
+        "bert-config", po::value(&cl.bert_config)->value_name("FILE"),
+        "the model's bert_config.json (default: beside the checkpoint)")(
+        "vocab", po::value(&cl.vocab)->value_name("FILE"),
+        "vocab.txt to copy in (default: beside the checkpoint)")(
+        "cased", po::bool_switch(&cl.cased), "a cased model: do_lower_case false");
     return d;
   }
   po::options_description d("prepare-data options");

@@ -26,6 +26,7 @@ struct CommandLine {
   PrepareDataOptions prepare;
   std::vector<std::string> inputs;
   std::string vocab, special_tokens = "split", pack_after;
+  std::string bert_config;  ///< convert --bert-config
   bool cased = false, lower_case = false;
   bool max_seq_len_given = false;
   bool device_options = false;  ///< devices --options

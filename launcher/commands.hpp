@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "polyhal/app/convert_model.hpp"
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/prepare_data.hpp"
 #include "polyhal/app/progress.hpp"
@@ -35,6 +36,10 @@ int show_config(const CommonOptions& common, const RunOptions& run);
 int run_workload(const CommonOptions& common, const RunOptions& run);
 /// `polyhal pack`: packs MLPerf HDF5 data and prints efficiency and speed-up.
 int pack_data(const PackOptions& options, ProgressMode progress);
+
+/// `polyhal convert`: a TensorFlow checkpoint into a Hugging Face directory;
+/// prints what was read and written.
+int convert_model(const ConvertOptions& options);
 /// `polyhal prepare-data`: text to MLPerf HDF5 (and packed rows when `pack`
 /// is given: into OUTPUT/packed); prints what it made.
 int prepare_data(const PrepareDataOptions& options, const std::optional<PackOptions>& pack,

@@ -84,6 +84,18 @@ int dispatch(int argc, char** argv) {
     cl.pack.input = cl.inputs.front();
     return pack_data(cl.pack, cl.run.progress);
   }
+  if (command == "convert") {
+    if (cl.inputs.size() != 1 || cl.pack.output.empty())
+      throw polyhal::UsageError(
+          fmt::format("'convert' needs one --input and --output\n{}", command_help(command)));
+    polyhal::ConvertOptions options;
+    options.input = cl.inputs.front();
+    options.output = cl.pack.output;
+    options.bert_config = cl.bert_config;
+    options.vocab = cl.vocab;
+    options.lower_case = !cl.cased;
+    return convert_model(options);
+  }
   if (command == "prepare-data") {
     if (cl.inputs.empty() || cl.vocab.empty() || cl.pack.output.empty())
       throw polyhal::UsageError(fmt::format(

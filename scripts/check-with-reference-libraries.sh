@@ -7,7 +7,8 @@
 # tokenizer against BertTokenizerFast and BertTokenizer on 12 MB of varied
 # text the machine ships (tests/reference_libraries/compare_tokenizers.py:
 # identical ids to BertTokenizerFast on every line, each difference from
-# BertTokenizer explained). The same environment makes the real-model
+# BertTokenizer explained). Then `polyhal convert` of the TensorFlow fixture,
+# loaded by transformers (check_converted.py). The same environment makes the real-model
 # references (tests/data/real_model/make_reference.py) and, with
 # --write-sample tests/data/tokenizer, the tokenizer regression sample.
 #
@@ -39,3 +40,5 @@ trap 'rm -rf "$work"' EXIT
   "$build/launcher/polyhal" "$root" "$work"
 "$venv/bin/python" "$root/tests/reference_libraries/compare_tokenizers.py" \
   "$build/tests/tokenize_lines" "$build/models/all-MiniLM-L6-v2"
+"$venv/bin/python" "$root/tests/reference_libraries/check_converted.py" \
+  "$build/launcher/polyhal" "$root" "$work"

@@ -214,6 +214,43 @@ TEST(TfCheckpoint, SquadFineTuningStartsFromGooglesModelDirectory) {
   EXPECT_NE(two.output.find("holds 2 TensorFlow checkpoints"), std::string::npos) << two.output;
 }
 
+TEST(TfCheckpoint, ConvertWritesAHuggingFaceDirectoryWithTheSameWeights) {
+  test::TempDir dir;
+  const auto model = google_model_directory(dir);
+  const auto out = dir.path() / "converted";
+  const auto run =
+      test::run_polyhal("convert --input " + model.string() + " --output " + out.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("46 BERT tensors; 93 of optimizer and training state left out"),
+            std::string::npos)
+      << run.output;
+  const auto config = read_hf_config(out / "config.json");
+  EXPECT_EQ(config.hidden_size, 32);
+  const auto converted = read_safetensors(out / "model.safetensors");
+  const auto direct = canonical_bert_weights(read_tf_bert_weights(kGoogle));
+  ASSERT_EQ(converted.size(), direct.size());
+  for (const auto& [name, tensor] : direct) {
+    const auto it = converted.find(name);
+    ASSERT_NE(it, converted.end()) << name;
+    EXPECT_EQ(it->second.values, tensor.values) << name;
+  }
+  EXPECT_TRUE(std::filesystem::exists(out / "vocab.txt"));
+  EXPECT_TRUE(std::filesystem::exists(out / "tokenizer_config.json"));
+  // Bad input: not a checkpoint; a config that does not fit the tensors.
+  const auto none = test::run_polyhal("convert --input " + (dir.path() / "x").string() +
+                                      " --output " + (dir.path() / "y").string());
+  EXPECT_EQ(none.exit_code, 2) << none.output;
+  EXPECT_NE(none.output.find("not a TensorFlow checkpoint"), std::string::npos) << none.output;
+  std::ofstream(model / "bert_config.json")
+      << R"({"hidden_size": 64, "num_attention_heads": 4, "intermediate_size": 37, )"
+      << R"("num_hidden_layers": 2, "vocab_size": 99, "max_position_embeddings": 64})";
+  const auto wrong = test::run_polyhal("convert --input " + model.string() + " --output " +
+                                       (dir.path() / "z").string());
+  EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
+  EXPECT_NE(wrong.output.find("problems with the weights"), std::string::npos) << wrong.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "z"));
+}
+
 TEST(TfCheckpoint, PreTrainingStartsFromATensorFlowCheckpoint) {
   test::TempDir dir;
   const auto config = dir.write(

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <proto/tensor_bundle.pb.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -103,6 +104,17 @@ float to_f32(const char* p, const std::string& dtype) {
 bool is_tf_checkpoint(const std::filesystem::path& path) {
   std::error_code ec;
   return !path.empty() && std::filesystem::is_regular_file(index_of(prefix_of(path)), ec);
+}
+
+std::vector<std::filesystem::path> tf_checkpoints_in(const std::filesystem::path& dir) {
+  std::vector<std::filesystem::path> found;
+  std::error_code ec;
+  for (const auto& file : std::filesystem::directory_iterator(dir, ec)) {
+    if (file.path().extension() == ".index" && file.is_regular_file(ec))
+      found.push_back(prefix_of(file.path()));
+  }
+  std::sort(found.begin(), found.end());
+  return found;
 }
 
 TfCheckpoint::TfCheckpoint(const std::filesystem::path& path) : prefix_(prefix_of(path)) {

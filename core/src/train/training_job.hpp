@@ -16,6 +16,7 @@
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/bert_training.hpp"
 #include "polyhal/app/checkpoint_store.hpp"
+#include "polyhal/app/hf_directory.hpp"
 #include "polyhal/app/loss_scaler.hpp"
 #include "polyhal/app/replica_group.hpp"
 #include "polyhal/collective.hpp"
@@ -135,13 +136,5 @@ void agree_on_start(Communicator& ranks,
 /// Throws ConfigError naming the file and every problem.
 TensorMap read_start_weights(const std::filesystem::path& file, const BertConfig& model,
                              const TaskHead& head, std::uint64_t seed);
-
-/// Writes a Hugging Face directory as save_pretrained does: config.json for
-/// `head`'s model class, model.safetensors, and `vocab` copied in as
-/// vocab.txt when given, with tokenizer_config.json (`lower_case`), so
-/// from_pretrained(dir), AutoTokenizer and checkpoint.init all take it.
-void export_hf_directory(const std::filesystem::path& dir, const BertConfig& model,
-                         const TaskHead& head, const TensorMap& weights,
-                         const std::filesystem::path& vocab = {}, bool lower_case = true);
 
 }  // namespace polyhal

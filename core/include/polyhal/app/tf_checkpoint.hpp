@@ -20,6 +20,10 @@ namespace polyhal {
 /// PREFIX.index beside it) or the .index file itself.
 bool is_tf_checkpoint(const std::filesystem::path& path);
 
+/// The TensorFlow checkpoints in `dir` (prefixes of its *.index files),
+/// sorted: Google's released models hold one, bert_model.ckpt.
+std::vector<std::filesystem::path> tf_checkpoints_in(const std::filesystem::path& dir);
+
 /// One tensor's record in the index.
 struct TfTensorEntry {
   std::string dtype;  ///< TensorFlow's name: "float", "bfloat16", "half", "int32", "int64", ...

@@ -46,19 +46,13 @@ struct StartingPoint {
 /// bert_model.ckpt.index and its shard), as a prefix.
 template <class Fail>
 std::filesystem::path tf_checkpoint_in(const std::filesystem::path& dir, const Fail& fail) {
-  std::vector<std::filesystem::path> found;
-  for (const auto& file : std::filesystem::directory_iterator(dir)) {
-    const auto name = file.path().filename().string();
-    if (name.ends_with(".index") && is_tf_checkpoint(file.path()))
-      found.push_back(dir / name.substr(0, name.size() - 6));
-  }
+  const auto found = tf_checkpoints_in(dir);
   if (found.size() == 1) return found.front();
   if (found.empty())
     fail(
         fmt::format("{} has no model.safetensors (a Hugging Face directory) and no TensorFlow "
                     "checkpoint (PREFIX.index and its shards, as Google's bert_model.ckpt)",
                     dir.string()));
-  std::sort(found.begin(), found.end());
   fail(fmt::format(
       "{} holds {} TensorFlow checkpoints ({}, ...): name one as "
       "checkpoint.init, e.g. {}",

@@ -1,0 +1,20 @@
+#pragma once
+/// @file hf_directory.hpp
+/// Hugging Face's model directory, as save_pretrained writes it.
+#include <filesystem>
+
+#include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/app/safetensors.hpp"
+
+namespace polyhal {
+
+/// Writes a Hugging Face directory as save_pretrained does: config.json for
+/// `head`'s model class, model.safetensors, and `vocab` copied in as
+/// vocab.txt when given, with tokenizer_config.json (`lower_case`), so
+/// from_pretrained(dir), AutoTokenizer and checkpoint.init all take it.
+void export_hf_directory(const std::filesystem::path& dir, const BertConfig& model,
+                         const TaskHead& head, const TensorMap& weights,
+                         const std::filesystem::path& vocab = {}, bool lower_case = true);
+
+}  // namespace polyhal

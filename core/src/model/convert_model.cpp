@@ -1,0 +1,94 @@
+#include "polyhal/app/convert_model.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/hf_directory.hpp"
+#include "polyhal/app/tf_bert_weights.hpp"
+#include "polyhal/app/tf_checkpoint.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+namespace {
+
+std::filesystem::path checkpoint_of(const std::filesystem::path& input) {
+  if (std::filesystem::is_directory(input)) {
+    const auto found = tf_checkpoints_in(input);
+    if (found.size() == 1) return found.front();
+    if (found.empty())
+      throw ConfigError(
+          fmt::format("{}: no TensorFlow checkpoint here (PREFIX.index and its "
+                      "shards, as Google's bert_model.ckpt)",
+                      input.string()));
+    throw ConfigError(fmt::format("{}: {} TensorFlow checkpoints ({} ... {}): give one as --input",
+                                  input.string(), found.size(), found.front().filename().string(),
+                                  found.back().filename().string()));
+  }
+  if (!is_tf_checkpoint(input))
+    throw ConfigError(
+        fmt::format("{}: not a TensorFlow checkpoint (no {}.index); convert reads "
+                    "TensorFlow checkpoints, and polyhal reads Hugging Face "
+                    "directories and safetensors files as they are",
+                    input.string(), input.string()));
+  auto text = input.string();
+  if (text.ends_with(".index")) text.resize(text.size() - 6);
+  return text;
+}
+
+/// The model class the tensors belong to.
+TaskHead head_of(const TensorMap& weights) {
+  TaskHead head;
+  if (weights.contains("qa_outputs.weight")) {
+    head.kind = TaskHead::Kind::question_answering;
+  } else if (const auto it = weights.find("classifier.weight");
+             it != weights.end() && it->second.shape.size() == 2) {
+    head.kind = TaskHead::Kind::classification;
+    head.num_labels = it->second.shape[0];
+  }
+  return head;
+}
+
+}  // namespace
+
+ConvertResult convert_tf_to_hf(const ConvertOptions& options) {
+  ConvertResult result;
+  result.checkpoint = checkpoint_of(options.input);
+  const auto beside = std::filesystem::is_directory(options.input)
+                          ? options.input
+                          : result.checkpoint.parent_path();
+  result.bert_config = options.bert_config;
+  if (result.bert_config.empty()) {
+    for (const char* name : {"bert_config.json", "config.json"})
+      if (std::filesystem::exists(beside / name)) {
+        result.bert_config = beside / name;
+        break;
+      }
+    if (result.bert_config.empty())
+      throw ConfigError(
+          fmt::format("{}: no bert_config.json or config.json beside the "
+                      "checkpoint: give one with --bert-config",
+                      beside.string()));
+  }
+  result.vocab = options.vocab;
+  if (result.vocab.empty() && std::filesystem::exists(beside / "vocab.txt"))
+    result.vocab = beside / "vocab.txt";
+  result.model = read_hf_config(result.bert_config);
+  TfReadReport report;
+  TensorMap weights = canonical_bert_weights(read_tf_bert_weights(result.checkpoint, &report));
+  result.training_state = std::move(report.training_state);
+  result.head = head_of(weights);
+  check_bert_weights(weights, result.checkpoint, result.model, result.head);
+  for (const auto& [name, tensor] : weights)
+    for (const float v : tensor.values)
+      if (!std::isfinite(v))
+        throw ConfigError(fmt::format("{}: tensor {} holds {}: the checkpoint is not usable",
+                                      result.checkpoint.string(), name, v));
+  result.tensors = weights.size();
+  export_hf_directory(options.output, result.model, result.head, weights, result.vocab,
+                      options.lower_case);
+  return result;
+}
+
+}  // namespace polyhal

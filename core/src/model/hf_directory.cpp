@@ -1,0 +1,51 @@
+#include "polyhal/app/hf_directory.hpp"
+
+#include <fmt/format.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/error.hpp"
+#include "util/atomic_file.hpp"
+#include "util/regular_file.hpp"
+
+namespace polyhal {
+namespace {
+
+std::string read_text(const std::filesystem::path& file) {
+  detail::refuse_special_file(file);
+  std::ifstream in(file, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (!in) throw RuntimeFailure(fmt::format("{}: cannot read", file.string()));
+  return text.str();
+}
+
+}  // namespace
+
+void export_hf_directory(const std::filesystem::path& dir, const BertConfig& model,
+                         const TaskHead& head, const TensorMap& weights,
+                         const std::filesystem::path& vocab, bool lower_case) {
+  std::filesystem::create_directories(dir);
+  write_hf_config(model, dir / "config.json", head);
+  save_bert_weights(weights, DType::f32, dir / "model.safetensors");
+  if (vocab.empty()) return;
+  if (std::filesystem::absolute(vocab) != std::filesystem::absolute(dir / "vocab.txt"))
+    detail::write_file_atomically(dir / "vocab.txt", read_text(vocab));
+  // The settings the text was tokenized with, for AutoTokenizer.from_pretrained(dir).
+  const nlohmann::json settings{{"tokenizer_class", "BertTokenizer"},
+                                {"do_lower_case", lower_case},
+                                {"strip_accents", nullptr},
+                                {"tokenize_chinese_chars", true},
+                                {"model_max_length", model.max_position_embeddings},
+                                {"unk_token", "[UNK]"},
+                                {"sep_token", "[SEP]"},
+                                {"pad_token", "[PAD]"},
+                                {"cls_token", "[CLS]"},
+                                {"mask_token", "[MASK]"}};
+  detail::write_file_atomically(dir / "tokenizer_config.json", settings.dump(2) + "\n");
+}
+
+}  // namespace polyhal
