@@ -12,8 +12,8 @@ ConfigSection data() {
   SectionKeys<DataSection> keys(
       section, [](RunConfig & c) -> auto& { return c.data; });
   const std::vector<std::string> pretrain{"pretrain"};
-  keys.add("source", &DataSection::source, "generated, pattern, text or mlperf_hdf5",
-           one_of({"generated", "pattern", "mlperf_hdf5", "text"}))
+  keys.add("source", &DataSection::source, "generated, pattern, text, mlperf_hdf5 or tfrecord",
+           one_of({"generated", "pattern", "mlperf_hdf5", "tfrecord", "text"}))
       .add("text_file", &DataSection::text_file,
            "text: one example a line, a TAB between the two of a pair")
       .add("vocab", &DataSection::vocab, "a BERT vocab.txt")
@@ -46,10 +46,12 @@ ConfigSection data() {
            {.tasks = pretrain})
       // Every task that reads data takes it: the source says whether a task
       // can read such files (inference refuses mlperf_hdf5 naming them).
-      .add("files", &DataSection::files, "mlperf_hdf5: a file or a directory of part files")
-      .add("shuffle", &DataSection::shuffle, "mlperf_hdf5: another sample order every epoch", {},
-           {.tasks = pretrain})
-      .add("packed", &DataSection::packed, "mlperf_hdf5: auto (detect), true or false: packed rows",
+      .add("files", &DataSection::files,
+           "mlperf_hdf5, tfrecord: a file or a directory of part files")
+      .add("shuffle", &DataSection::shuffle,
+           "mlperf_hdf5, tfrecord: another sample order every epoch", {}, {.tasks = pretrain})
+      .add("packed", &DataSection::packed,
+           "mlperf_hdf5, tfrecord: auto (detect), true or false: packed rows",
            one_of({"auto", "true", "false"}), {.tasks = pretrain});
   section.check = [](const ConfigValue&, RunConfig& config) {
     const auto& d = config.data;
@@ -57,6 +59,9 @@ ConfigSection data() {
       config.fail(
           "data.files",
           "required when data.source is mlperf_hdf5 (an .hdf5 file or a directory of them)");
+    if (d.source == "tfrecord" && d.files.empty())
+      config.fail("data.files",
+                  "required when data.source is tfrecord (a TFRecord file or a directory of them)");
     if (d.source == "text") {
       if (d.text_file.empty()) config.fail("data.text_file", "required when data.source is text");
       if (d.vocab.empty())

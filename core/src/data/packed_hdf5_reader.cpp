@@ -35,7 +35,9 @@ std::vector<std::string> dataset_names() {
           "packed_next_sentence_weights"};
 }
 
-void check_row(const PackedSample& s) {
+}  // namespace
+
+void check_packed_row(const PackedSample& s) {
   const auto fail = [&](Dataset d, const std::string& problem) {
     throw ConfigError(fmt::format("{}: sample {}: field {}: {}", s.file.string(), s.row,
                                   dataset_names()[d], problem));
@@ -97,8 +99,6 @@ void check_row(const PackedSample& s) {
       fail(lm_positions, fmt::format("{} at {}: not a token of any sequence", at, p));
   }
 }
-
-}  // namespace
 
 std::int64_t PackedSample::sequences() const {
   std::int64_t count = 0;
@@ -167,7 +167,7 @@ PackedSample PackedHdf5Reader::sample(std::int64_t index) const {
   rows.read(index, ns_positions, s.next_sentence_positions.data());
   rows.read(index, ns_labels, s.next_sentence_labels.data());
   rows.read(index, ns_weights, s.next_sentence_weights.data());
-  check_row(s);
+  check_packed_row(s);
   return s;
 }
 

@@ -3,31 +3,37 @@
 #include <fmt/format.h>
 
 #include "polyhal/app/packed_data.hpp"
+#include "polyhal/app/tfrecord_data.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
 namespace {
 
+/// Packed rows: polyhal's packed HDF5 (PackedHdf5Reader) or a packed
+/// TFRecord layout (TfRecordPackedReader).
+template <class Reader>
 class PackedData final : public PretrainingData {
  public:
-  PackedData(const RunConfig& config, const BertConfig& model, BertShape shape)
-      : reader_(open_data_files<PackedHdf5Reader>(config)),
+  PackedData(std::unique_ptr<Reader> reader, std::string format, const RunConfig& config,
+             const BertConfig& model, BertShape shape)
+      : reader_(std::move(reader)),
+        format_(std::move(format)),
         vocab_(model.vocab_size),
         positions_(model.max_position_embeddings),
         shape_(shape),
         seed_(config.data.seed),
         shuffle_(config.data.shuffle) {
-    if (reader_.seq_len() != shape.seq) {
+    if (reader_->seq_len() != shape.seq) {
       throw ConfigError(fmt::format(
           "{}: key 'data.files': {} holds packed rows of {} tokens, but model.seq_len is {}",
-          config.locate("data.files"), config.data.files.string(), reader_.seq_len(), shape.seq));
+          config.locate("data.files"), config.data.files.string(), reader_->seq_len(), shape.seq));
     }
     // Up to 1024 rows spread over the files: the packer writes its kinds of
     // rows in runs (full single sequences first), so the first rows would not do.
-    const std::int64_t rows = std::min<std::int64_t>(reader_.size(), 1024);
+    const std::int64_t rows = std::min<std::int64_t>(reader_->size(), 1024);
     std::int64_t sequences = 0;
     for (std::int64_t r = 0; r < rows; ++r)
-      sequences += reader_.sample(r * reader_.size() / rows).sequences();
+      sequences += reader_->sample(r * reader_->size() / rows).sequences();
     per_row_ = rows > 0 ? static_cast<double>(sequences) / static_cast<double>(rows) : 1.0;
   }
 
@@ -38,7 +44,7 @@ class PackedData final : public PretrainingData {
     for (std::int64_t b = 0; b < shape_.batch; ++b) {
       const auto position =
           index * static_cast<std::uint64_t>(shape_.batch) + static_cast<std::uint64_t>(b);
-      const PackedSample s = reader_.sample(sample_at(position, reader_.size(), seed_, shuffle_));
+      const PackedSample s = reader_->sample(sample_at(position, reader_->size(), seed_, shuffle_));
       const auto where = [&] { return fmt::format("{}: sample {}", s.file.string(), s.row); };
       for (const std::int32_t id : s.input_ids) {
         if (id < 0 || id >= vocab_)
@@ -79,20 +85,21 @@ class PackedData final : public PretrainingData {
     }
     return out;
   }
-  std::int64_t max_predictions() const override { return reader_.max_predictions(); }
-  std::int64_t packed_sequences() const override { return reader_.max_sequences(); }
+  std::int64_t max_predictions() const override { return reader_->max_predictions(); }
+  std::int64_t packed_sequences() const override { return reader_->max_sequences(); }
   double sequences_per_row() const override { return per_row_; }
   std::string description() const override {
     return fmt::format(
-        "packed MLPerf HDF5: {} rows of {} tokens (up to {} sequences, {:.2f} on average, {} "
-        "predictions each), {}",
-        reader_.size(), reader_.seq_len(), reader_.max_sequences(), per_row_,
-        reader_.max_predictions(),
+        "{}: {} rows of {} tokens (up to {} sequences, {:.2f} on average, {} predictions "
+        "each), {}",
+        format_, reader_->size(), reader_->seq_len(), reader_->max_sequences(), per_row_,
+        reader_->max_predictions(),
         shuffle_ ? fmt::format("shuffled per epoch (seed {})", seed_) : "in order");
   }
 
  private:
-  PackedHdf5Reader reader_;
+  std::unique_ptr<Reader> reader_;
+  std::string format_;
   std::int64_t vocab_, positions_;
   BertShape shape_;
   std::uint64_t seed_;
@@ -104,7 +111,15 @@ class PackedData final : public PretrainingData {
 
 std::unique_ptr<PretrainingData> open_packed_data(const RunConfig& config, const BertConfig& model,
                                                   BertShape shape) {
-  return std::make_unique<PackedData>(config, model, shape);
+  return std::make_unique<PackedData<PackedHdf5Reader>>(open_data_files<PackedHdf5Reader>(config),
+                                                        "packed MLPerf HDF5", config, model, shape);
+}
+
+std::unique_ptr<PretrainingData> open_packed_rows(std::unique_ptr<TfRecordPackedReader> reader,
+                                                  std::string format, const RunConfig& config,
+                                                  const BertConfig& model, BertShape shape) {
+  return std::make_unique<PackedData<TfRecordPackedReader>>(std::move(reader), std::move(format),
+                                                            config, model, shape);
 }
 
 }  // namespace polyhal

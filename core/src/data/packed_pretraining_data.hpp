@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "polyhal/app/pretraining_data.hpp"
+#include "polyhal/app/tfrecord_data.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
@@ -13,9 +14,9 @@ namespace polyhal {
 /// Reader(data.files), its errors (which name the data file) prefixed with
 /// where data.files was set.
 template <class Reader>
-Reader open_data_files(const RunConfig& config) {
+std::unique_ptr<Reader> open_data_files(const RunConfig& config) {
   try {
-    return Reader(config.data.files);
+    return std::make_unique<Reader>(config.data.files);
   } catch (const ConfigError& e) {
     throw ConfigError(
         fmt::format("{}: key 'data.files': {}", config.locate("data.files"), e.what()));
@@ -26,5 +27,11 @@ Reader open_data_files(const RunConfig& config) {
 /// length must equal model.seq_len. Throws ConfigError naming data.files.
 std::unique_ptr<PretrainingData> open_packed_data(const RunConfig& config, const BertConfig& model,
                                                   BertShape shape);
+
+/// Micro-batches of packed TFRecord rows (already opened; `format` names
+/// them in the log).
+std::unique_ptr<PretrainingData> open_packed_rows(std::unique_ptr<TfRecordPackedReader> reader,
+                                                  std::string format, const RunConfig& config,
+                                                  const BertConfig& model, BertShape shape);
 
 }  // namespace polyhal

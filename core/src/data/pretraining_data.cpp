@@ -7,6 +7,7 @@
 #include "data/packed_pretraining_data.hpp"
 #include "polyhal/app/mlperf_hdf5.hpp"
 #include "polyhal/app/packed_data.hpp"
+#include "polyhal/app/tfrecord_data.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
@@ -38,20 +39,25 @@ class SyntheticData final : public PretrainingData {
   DataSection data_;
 };
 
+/// One sequence per row: MLPerf HDF5 (MlperfHdf5Reader) or TFRecord in
+/// Google's layout (TfRecordReader).
+template <class Reader>
 class MlperfData final : public PretrainingData {
  public:
-  MlperfData(const RunConfig& config, const BertConfig& model, BertShape shape)
-      : reader_(open_data_files<MlperfHdf5Reader>(config)),
+  MlperfData(std::unique_ptr<Reader> reader, std::string format, const RunConfig& config,
+             const BertConfig& model, BertShape shape)
+      : reader_(std::move(reader)),
+        format_(std::move(format)),
         vocab_(model.vocab_size),
         shape_(shape),
         seed_(config.data.seed),
         shuffle_(config.data.shuffle),
         where_(config.locate("data.files")) {
-    if (reader_.seq_len() != shape.seq) {
+    if (reader_->seq_len() != shape.seq) {
       throw ConfigError(fmt::format(
           "{}: key 'data.files': {} holds sequences of {} tokens, but model.seq_len is {} "
           "(phase 1 data is seq 128, phase 2 seq 512: use the files of this phase)",
-          where_, reader_.files().front().string(), reader_.seq_len(), shape.seq));
+          where_, reader_->files().front().string(), reader_->seq_len(), shape.seq));
     }
   }
 
@@ -62,7 +68,7 @@ class MlperfData final : public PretrainingData {
     for (std::int64_t b = 0; b < shape_.batch; ++b) {
       const auto position =
           index * static_cast<std::uint64_t>(shape_.batch) + static_cast<std::uint64_t>(b);
-      const MlperfSample s = reader_.sample(sample_at(position, reader_.size(), seed_, shuffle_));
+      const MlperfSample s = reader_->sample(sample_at(position, reader_->size(), seed_, shuffle_));
       for (const std::int32_t id : s.input_ids) {
         if (id < 0 || id >= vocab_) {
           throw ConfigError(fmt::format(
@@ -112,22 +118,60 @@ class MlperfData final : public PretrainingData {
     }
     return out;
   }
-  std::int64_t max_predictions() const override { return reader_.max_predictions(); }
+  std::int64_t max_predictions() const override { return reader_->max_predictions(); }
   std::string description() const override {
-    return fmt::format("MLPerf HDF5: {} samples of seq {} ({} predictions) in {} file(s), {}",
-                       reader_.size(), reader_.seq_len(), reader_.max_predictions(),
-                       reader_.files().size(),
+    return fmt::format("{}: {} samples of seq {} ({} predictions) in {} file(s), {}", format_,
+                       reader_->size(), reader_->seq_len(), reader_->max_predictions(),
+                       reader_->files().size(),
                        shuffle_ ? fmt::format("shuffled per epoch (seed {})", seed_) : "in order");
   }
 
  private:
-  MlperfHdf5Reader reader_;
+  std::unique_ptr<Reader> reader_;
+  std::string format_;
   std::int64_t vocab_;
   BertShape shape_;
   std::uint64_t seed_;
   bool shuffle_;
   std::string where_;
 };
+
+/// data.packed against what the files hold.
+void check_packed_setting(const RunConfig& config, bool packed) {
+  if (config.data.packed != "auto" && packed != (config.data.packed == "true")) {
+    throw ConfigError(fmt::format("{}: key 'data.packed': {}, but {} holds {} rows",
+                                  config.locate("data.packed"), config.data.packed,
+                                  config.data.files.string(), packed ? "packed" : "unpacked"));
+  }
+}
+
+std::unique_ptr<PretrainingData> open_tfrecord_data(const RunConfig& config,
+                                                    const BertConfig& model, BertShape shape) {
+  std::unique_ptr<TfRecordSet> set;
+  try {
+    set = std::make_unique<TfRecordSet>(config.data.files);
+  } catch (const ConfigError& e) {
+    throw ConfigError(
+        fmt::format("{}: key 'data.files': {}", config.locate("data.files"), e.what()));
+  }
+  check_packed_setting(config, set->packed());
+  // A GZIP stream has no random access: a shuffled epoch would decompress
+  // half a file per sample.
+  if (config.data.shuffle && set->any_gzip()) {
+    throw ConfigError(fmt::format(
+        "{}: key 'data.shuffle': {} holds GZIP-compressed TFRecord files, which are read in "
+        "order only; set data.shuffle: false, or decompress them once (gzip -dc F > F.tfrecord: "
+        "TensorFlow's GZIP files are one gzip stream) to read them shuffled",
+        config.locate("data.shuffle"), config.data.files.string()));
+  }
+  const std::string format = fmt::format("TFRecord ({} layout{})", to_string(set->layout()),
+                                         set->any_gzip() ? ", GZIP" : "");
+  if (set->packed())
+    return open_packed_rows(std::make_unique<TfRecordPackedReader>(std::move(set)), format, config,
+                            model, shape);
+  return std::make_unique<MlperfData<TfRecordReader>>(
+      std::make_unique<TfRecordReader>(std::move(set)), format, config, model, shape);
+}
 
 }  // namespace
 
@@ -161,18 +205,17 @@ std::unique_ptr<PretrainingData> open_pretraining_data(const RunConfig& config,
                                                        const BertConfig& model, BertShape shape) {
   if (config.data.source == "mlperf_hdf5") {
     const bool packed = is_packed_data(config.data.files);
-    if (config.data.packed != "auto" && packed != (config.data.packed == "true")) {
-      throw ConfigError(fmt::format("{}: key 'data.packed': {}, but {} holds {} rows",
-                                    config.locate("data.packed"), config.data.packed,
-                                    config.data.files.string(), packed ? "packed" : "unpacked"));
-    }
+    check_packed_setting(config, packed);
     if (packed) return open_packed_data(config, model, shape);
-    return std::make_unique<MlperfData>(config, model, shape);
+    return std::make_unique<MlperfData<MlperfHdf5Reader>>(open_data_files<MlperfHdf5Reader>(config),
+                                                          "MLPerf HDF5", config, model, shape);
   }
+  if (config.data.source == "tfrecord") return open_tfrecord_data(config, model, shape);
   if (config.data.source == "generated" || config.data.source == "pattern")
     return std::make_unique<SyntheticData>(model, shape, config.data);
   throw ConfigError(fmt::format(
-      "{}: key 'data.source': pre-training reads generated, pattern or mlperf_hdf5, not \"{}\"",
+      "{}: key 'data.source': pre-training reads generated, pattern, mlperf_hdf5 or tfrecord, "
+      "not \"{}\"",
       config.locate("data.source"), config.data.source));
 }
 

@@ -88,7 +88,7 @@ struct DataSection {
   double mask_probability = 0.15;     ///< pretrain: share of tokens masked
   std::int64_t max_predictions = 20;  ///< pretrain: at most this many per sequence
   std::filesystem::path files;        ///< mlperf_hdf5: a file or a directory of part files
-  bool shuffle = true;                ///< mlperf_hdf5: another sample order each epoch
+  bool shuffle = true;                ///< mlperf_hdf5, tfrecord: another sample order each epoch
   /// mlperf_hdf5: packed rows (`polyhal pack`): "auto" detects them from the
   /// files; "true" requires packed files, "false" unpacked ones.
   std::string packed = "auto";

@@ -89,6 +89,10 @@ class PackedHdf5Reader {
   std::unique_ptr<Impl> impl_;
 };
 
+/// Checks one row as PackedHdf5Reader checks each it reads (the rules
+/// above it); ConfigError naming row.file, row.row and the field.
+void check_packed_row(const PackedSample& row);
+
 /// Whether `path` holds packed data (its first file has packed_input_ids).
 bool is_packed_data(const std::filesystem::path& path);
 

@@ -266,14 +266,15 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   result.batch = config.batch.micro;
   result.seq = config.model.seq_len;
   const BertShape shape{result.batch, result.seq};
-  if (config.data.source == "mlperf_hdf5") {
+  if (config.data.source == "mlperf_hdf5" || config.data.source == "tfrecord") {
     // Pre-training files carry no inputs this task can time or answer:
     // never fall back to generated data in their place.
     throw ConfigError(fmt::format(
         "{}: key 'data.source': task inference reads generated, pattern or text data, not "
-        "mlperf_hdf5 ({}{}): pre-training files are read by task pretrain",
-        config.locate("data.source"), config.data.files.string(),
-        is_packed_data(config.data.files) ? ", packed rows" : ""));
+        "{} ({}{}): pre-training files are read by task pretrain",
+        config.locate("data.source"), config.data.source, config.data.files.string(),
+        config.data.source == "mlperf_hdf5" && is_packed_data(config.data.files) ? ", packed rows"
+                                                                                 : ""));
   }
   const bool text = config.data.source == "text";
   std::optional<WordPieceTokenizer> tokenizer;

@@ -1,0 +1,262 @@
+// TFRecord pre-training data: files TensorFlow wrote
+// (tests/data/tfrecord/make_tfrecords.py) in Google's layout, Habana's and
+// Graphcore's packed layouts, plain and GZIP, give the rows TensorFlow
+// parses (reference.json); packed rows arrive in polyhal's packed layout;
+// damaged files are errors naming file and record; pre-training runs on
+// them from a TensorFlow checkpoint on every backend.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "polyhal/app/pretraining_data.hpp"
+#include "polyhal/app/tfrecord_data.hpp"
+#include "polyhal/error.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+const std::filesystem::path kData =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/tfrecord";
+const std::filesystem::path kCheckpoint =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/tf_checkpoint/google/model.ckpt-7";
+
+using test::expect_config_error;
+
+nlohmann::json reference() {
+  std::ifstream in(kData / "reference.json");
+  return nlohmann::json::parse(in);
+}
+
+template <class T>
+std::vector<T> values(const nlohmann::json& j) {
+  return j.get<std::vector<T>>();
+}
+
+void expect_google_rows(const std::filesystem::path& files) {
+  const auto want = reference()["google"];
+  const TfRecordSet set(files);
+  EXPECT_EQ(set.layout(), TfRecordLayout::google);
+  ASSERT_EQ(set.size(), static_cast<std::int64_t>(want.size()));
+  EXPECT_EQ(set.seq_len(), 32);
+  EXPECT_EQ(set.max_predictions(), 5);
+  for (std::int64_t r = 0; r < set.size(); ++r) {
+    const auto& row = want[static_cast<std::size_t>(r)];
+    const MlperfSample s = set.sample(r);
+    EXPECT_EQ(s.input_ids, values<std::int32_t>(row["input_ids"])) << r;
+    EXPECT_EQ(s.input_mask, values<std::int32_t>(row["input_mask"])) << r;
+    EXPECT_EQ(s.segment_ids, values<std::int32_t>(row["segment_ids"])) << r;
+    EXPECT_EQ(s.masked_lm_positions, values<std::int32_t>(row["masked_lm_positions"])) << r;
+    EXPECT_EQ(s.masked_lm_ids, values<std::int32_t>(row["masked_lm_ids"])) << r;
+    EXPECT_EQ(s.next_sentence_label, row["next_sentence_labels"][0].get<std::int32_t>()) << r;
+  }
+}
+
+TEST(TfRecord, GoogleLayoutRowsEqualWhatTensorFlowParses) {
+  expect_google_rows(kData / "google");
+  const TfRecordSet set(kData / "google");
+  EXPECT_EQ(set.files().size(), 2u);
+  EXPECT_FALSE(set.any_gzip());
+  EXPECT_EQ(set.sample(26).file.filename(), "part-00001-of-00002");
+  EXPECT_EQ(set.sample(26).row, 1);
+}
+
+TEST(TfRecord, GzipFilesGiveTheSameRowsInAnyOrder) {
+  expect_google_rows(kData / "google_gzip");
+  const TfRecordSet set(kData / "google_gzip");
+  EXPECT_TRUE(set.any_gzip());
+  // Backwards and interleaved, as replicas read: the cursors restart.
+  const TfRecordSet plain(kData / "google");
+  for (const std::int64_t r : {39, 3, 38, 4, 0, 20, 21, 5})
+    EXPECT_EQ(set.sample(r).input_ids, plain.sample(r).input_ids) << r;
+}
+
+void expect_packed_rows(const std::filesystem::path& files, TfRecordLayout layout) {
+  const auto want = reference()["packed"];
+  const TfRecordSet set(files);
+  EXPECT_EQ(set.layout(), layout);
+  ASSERT_EQ(set.size(), static_cast<std::int64_t>(want.size()));
+  EXPECT_EQ(set.max_sequences(), 3);
+  for (std::int64_t r = 0; r < set.size(); ++r) {
+    const auto& row = want[static_cast<std::size_t>(r)];
+    const PackedSample s = set.packed_sample(r);
+    EXPECT_EQ(s.input_ids, values<std::int32_t>(row["input_ids"])) << r;
+    EXPECT_EQ(s.segment_ids, values<std::int32_t>(row["segment_ids"])) << r;
+    EXPECT_EQ(s.input_mask, values<std::int32_t>(row["input_mask"])) << r;
+    EXPECT_EQ(s.position_ids, values<std::int32_t>(row["position_ids"])) << r;
+    const auto sequences = row["next_sentence_labels"].size();
+    EXPECT_EQ(s.sequences(), static_cast<std::int64_t>(sequences)) << r;
+    for (std::size_t q = 0; q < sequences; ++q) {
+      EXPECT_EQ(s.next_sentence_positions[q], row["next_sentence_positions"][q].get<int>()) << r;
+      EXPECT_EQ(s.next_sentence_labels[q], row["next_sentence_labels"][q].get<int>()) << r;
+    }
+    // The vendors order masked slots alike; polyhal's row lists them first.
+    const auto masked = row["masked_lm_ids"].size();
+    for (std::size_t q = 0; q < s.masked_lm_weights.size(); ++q) {
+      EXPECT_EQ(s.masked_lm_weights[q], q < masked ? 1.0f : 0.0f) << r;
+      if (q >= masked) continue;
+      EXPECT_EQ(s.masked_lm_positions[q], row["masked_lm_positions"][q].get<int>()) << r;
+      EXPECT_EQ(s.masked_lm_ids[q], row["masked_lm_ids"][q].get<int>()) << r;
+    }
+  }
+}
+
+TEST(TfRecord, HabanaPackedRowsArePolyhalsPackedRows) {
+  expect_packed_rows(kData / "habana_packed", TfRecordLayout::habana_packed);
+  expect_packed_rows(kData / "habana_packed_gzip", TfRecordLayout::habana_packed);
+  EXPECT_EQ(TfRecordSet(kData / "habana_packed").files().size(), 1u) << "the JSON is no data";
+}
+
+TEST(TfRecord, GraphcorePackedRowsGetTheirClsBackInFrontOfEachSequence) {
+  expect_packed_rows(kData / "graphcore_packed", TfRecordLayout::graphcore_packed);
+  EXPECT_EQ(TfRecordSet(kData / "graphcore_packed").files().size(), 1u) << ".index is no data";
+}
+
+std::string bytes_of(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+TEST(TfRecord, DamagedFilesAreErrorsNamingFileAndRecord) {
+  test::TempDir dir;
+  const std::string good = bytes_of(kData / "google/part-00001-of-00002");
+  const auto damaged = [&](const std::string& name, const std::string& bytes) {
+    const auto path = dir.path() / name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  };
+  // Records are 12 + 305 + 4 bytes here: record 1 starts at 321.
+  const std::size_t frame = good.size() / 15;
+  ASSERT_EQ(frame * 15, good.size());
+  expect_config_error([&] { TfRecordSet s(damaged("cut", good.substr(0, good.size() - 3))); },
+                      "cut: record 14 (byte " + std::to_string(14 * frame) +
+                          "): " + std::to_string(frame - 16) + " bytes of data announced");
+  expect_config_error(
+      [&] { TfRecordSet s(damaged("cut_header", good.substr(0, frame + 5))); },
+      "cut_header: record 1 (byte " + std::to_string(frame) + "): the file ends inside its header");
+  std::string flipped = good;
+  flipped[frame + 40] ^= 0x10;
+  const TfRecordSet set(damaged("flipped", flipped));  // headers are intact
+  expect_config_error([&] { set.sample(1); }, "flipped: record 1: the data's CRC does not match");
+  EXPECT_NO_THROW(set.sample(2));
+  std::string length = good;
+  length[frame + 2] = '\x7f';
+  expect_config_error(
+      [&] { TfRecordSet s(damaged("length", length)); },
+      "length: record 1 (byte " + std::to_string(frame) + "): the length's CRC does not match");
+  // A header that is right about a huge length: refused before allocating.
+  std::string huge = good.substr(0, frame);
+  const std::uint64_t size = std::uint64_t{1} << 40;
+  std::string header(reinterpret_cast<const char*>(&size), 8);
+  const std::uint32_t crc = [&] {
+    // The masked CRC-32C of the 8 length bytes, computed bit by bit here.
+    std::uint32_t c = 0xffffffffu;
+    for (const unsigned char b : header) {
+      c ^= b;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u)));
+    }
+    c = ~c;
+    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+  }();
+  huge += header + std::string(reinterpret_cast<const char*>(&crc), 4);
+  expect_config_error([&] { TfRecordSet s(damaged("huge", huge)); },
+                      "huge: record 1 (byte " + std::to_string(frame) + "): 1099511627776 bytes");
+  const std::string gz = bytes_of(kData / "google_gzip/part-00000-of-00001.gz");
+  expect_config_error([&] { TfRecordSet s(damaged("cut.gz", gz.substr(0, gz.size() / 2))); },
+                      "cut.gz: record");
+  std::string garbage = gz;
+  for (std::size_t i = 20; i < 60; ++i) garbage[i] = static_cast<char>(i * 7);
+  expect_config_error([&] { TfRecordSet s(damaged("garbage.gz", garbage)); }, "garbage.gz: record");
+  expect_config_error([&] { TfRecordSet s(damaged("empty", "")); }, "no records in 1 file(s)");
+  test::TempDir none;
+  expect_config_error([&] { TfRecordSet s(none.path()); }, "no TFRecord files in this directory");
+  expect_config_error([&] { TfRecordSet s(dir.path() / "absent"); },
+                      "absent: no such file or directory");
+}
+
+TEST(TfRecord, RecordsOfAnotherShapeOrKindAreNamed) {
+  test::TempDir dir;
+  // A file whose second record is of another layout than the first.
+  const std::string google = bytes_of(kData / "google/part-00001-of-00002");
+  const std::string packed = bytes_of(kData / "habana_packed/strategy_part_0");
+  const std::size_t frame = google.size() / 15;
+  std::uint64_t packed_length = 0;
+  std::memcpy(&packed_length, packed.data(), 8);
+  std::ofstream(dir.path() / "mixed", std::ios::binary)
+      << google.substr(0, frame) << packed.substr(0, packed_length + 16);
+  const TfRecordSet mixed(dir.path() / "mixed");
+  expect_config_error([&] { mixed.sample(1); },
+                      "mixed: record 1: feature 'masked_lm_positions' has 8 values, expected 5");
+  // A foreign example: the features it has are listed.
+  std::ofstream(dir.path() / "foreign", std::ios::binary)
+      << bytes_of(kData / "graphcore_packed/wiki_000.index");
+  expect_config_error([&] { TfRecordSet s(dir.path() / "foreign"); },
+                      "foreign: record 0 (byte 0): the length's CRC does not match");
+  expect_config_error(
+      [&] { TfRecordReader r(std::make_unique<TfRecordSet>(kData / "habana_packed")); },
+      "packed rows (habana_packed layout), read as unpacked");
+}
+
+std::filesystem::path pretrain_config(const test::TempDir& dir, const std::string& files,
+                                      const std::string& extra = "") {
+  return dir.write(
+      "tfrecord.yaml",
+      fmt::format("backend: cpu\ntask: pretrain\nmodel: {{hf_config: {}, seq_len: 32}}\n"
+                  "batch: {{micro: 4, grad_accum: 2}}\n"
+                  "data: {{source: tfrecord, files: {}{}}}\n"
+                  "optimizer: {{name: lamb, learning_rate: 0.001}}\nsteps: 2\n"
+                  "checkpoint: {{init: {}}}\n",
+                  (kCheckpoint.parent_path() / "bert_config.json").string(),
+                  (kData / files).string(), extra, kCheckpoint.string()));
+}
+
+TEST(TfRecord, PretrainingRunsOnEveryLayoutFromATensorFlowCheckpointOnEveryBackend) {
+  test::TempDir dir;
+  for (const std::string files : {"google", "google_gzip", "habana_packed", "graphcore_packed"}) {
+    // GZIP streams are read in order (the shuffled default is refused, below).
+    const auto config =
+        pretrain_config(dir, files, files.ends_with("gzip") ? ", shuffle: false" : "");
+    for (const std::string backend : {"cpu", "ipu", "gaudi"}) {
+      if (files != "google" && backend != "cpu" && files != "habana_packed") continue;
+      const auto run =
+          test::run_polyhal("run --config " + config.string() + " --backend " + backend);
+      EXPECT_EQ(run.exit_code, 0) << files << " on " << backend << ": " << run.output;
+      EXPECT_NE(run.output.find("step 2/2"), std::string::npos) << run.output;
+      EXPECT_NE(run.output.find("TFRecord ("), std::string::npos) << run.output;
+      EXPECT_NE(run.output.find("weights: " + kCheckpoint.string()), std::string::npos)
+          << run.output;
+    }
+  }
+}
+
+TEST(TfRecord, ConfigMistakesAreNamedWithTheKey) {
+  test::TempDir dir;
+  const auto shuffled =
+      test::run_polyhal("run --config " + pretrain_config(dir, "google_gzip").string());
+  EXPECT_EQ(shuffled.exit_code, 2) << shuffled.output;
+  EXPECT_NE(shuffled.output.find("tfrecord.yaml:5: key 'data.shuffle': "), std::string::npos)
+      << shuffled.output;
+  const auto packed = test::run_polyhal("run --config " +
+                                        pretrain_config(dir, "google", ", packed: true").string());
+  EXPECT_EQ(packed.exit_code, 2) << packed.output;
+  EXPECT_NE(packed.output.find("key 'data.packed': true, but"), std::string::npos) << packed.output;
+  const auto seq = test::run_polyhal("run --config " + pretrain_config(dir, "google").string() +
+                                     " --set model.seq_len=16");
+  EXPECT_EQ(seq.exit_code, 2) << seq.output;
+  EXPECT_NE(seq.output.find("holds sequences of 32 tokens, but model.seq_len is 16"),
+            std::string::npos)
+      << seq.output;
+  const auto missing = test::run_polyhal("run --config " + pretrain_config(dir, "google").string() +
+                                         " --set data.files=nowhere");
+  EXPECT_EQ(missing.exit_code, 2) << missing.output;
+  EXPECT_NE(missing.output.find("key 'data.files': " + (dir.path() / "nowhere").string() +
+                                ": no such file or directory"),
+            std::string::npos)
+      << missing.output;
+}
+
+}  // namespace
+}  // namespace polyhal
