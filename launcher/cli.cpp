@@ -70,15 +70,18 @@ const std::vector<CommandSpec>& commands() {
        "  polyhal prepare-data --input wiki/ --vocab vocab.txt --output hdf5/ --max-seq-len 128\n"},
       {"convert",
        "polyhal convert --input TF_CHECKPOINT_OR_DIR --output DIR [--bert-config FILE] "
-       "[--vocab FILE] [--cased]",
+       "[--vocab FILE] [--cased] [--to hf|checkpoint]",
        "Converts a TensorFlow BERT checkpoint (Google's names: the released models, the MLPerf "
        "phase-1 checkpoint, the vendors' TensorFlow recipes) into a Hugging Face directory "
        "(config.json, model.safetensors, vocab.txt, tokenizer_config.json) that checkpoint.init, "
-       "model.weights and transformers read; optimizer slots are left out.",
+       "model.weights and transformers read; optimizer slots are left out. With --to checkpoint: "
+       "a polyhal pre-training checkpoint with the Adam/LAMB moments and global_step, which "
+       "task pretrain resumes from (checkpoint.dir, checkpoint.resume: true).",
        {"convert"},
        "  polyhal convert --input uncased_L-24_H-1024_A-16/ --output bert-large-uncased/\n"
        "  polyhal convert --input phase1/model.ckpt-28252 --bert-config bert_config.json \\\n"
-       "                  --vocab vocab.txt --output mlperf-phase1/\n"},
+       "                  --vocab vocab.txt --output mlperf-phase1/\n"
+       "  polyhal convert --input phase1/model.ckpt-28252 --to checkpoint --output ckpt/\n"},
       {"config",
        "polyhal config show CONFIG [--set key.path=value]... | polyhal config reference",
        "show: the resolved config, every key that applies to its task with its value and where "
@@ -190,7 +193,10 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
         "the model's bert_config.json (default: beside the checkpoint)")(
         "vocab", po::value(&cl.vocab)->value_name("FILE"),
         "vocab.txt to copy in (default: beside the checkpoint)")(
-        "cased", po::bool_switch(&cl.cased), "a cased model: do_lower_case false");
+        "cased", po::bool_switch(&cl.cased), "a cased model: do_lower_case false")(
+        "to", po::value(&cl.convert_to)->value_name("FORMAT"),
+        "hf (default): a Hugging Face directory; checkpoint: a polyhal checkpoint directory "
+        "with the optimizer moments and global_step, for checkpoint.dir and resume");
     return d;
   }
   po::options_description d("prepare-data options");

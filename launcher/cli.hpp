@@ -28,6 +28,7 @@ struct CommandLine {
   std::string vocab, special_tokens = "split", pack_after;
   std::string bert_config;  ///< convert --bert-config
   bool cased = false, lower_case = false;
+  std::string convert_to = "hf";  ///< convert --to
   bool max_seq_len_given = false;
   bool device_options = false;  ///< devices --options
   std::string config_action;    ///< config show | config reference

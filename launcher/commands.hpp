@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "polyhal/app/convert_checkpoint.hpp"
 #include "polyhal/app/convert_model.hpp"
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/prepare_data.hpp"

@@ -94,6 +94,12 @@ int dispatch(int argc, char** argv) {
     options.bert_config = cl.bert_config;
     options.vocab = cl.vocab;
     options.lower_case = !cl.cased;
+    if (cl.convert_to != "hf" && cl.convert_to != "checkpoint")
+      throw polyhal::UsageError(fmt::format(
+          "--to {}: expected hf (a Hugging Face directory) or checkpoint (a polyhal checkpoint "
+          "directory to resume from)",
+          cl.convert_to));
+    options.to = cl.convert_to;
     return convert_model(options);
   }
   if (command == "prepare-data") {

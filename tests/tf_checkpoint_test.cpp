@@ -11,6 +11,7 @@
 
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/checkpoint_store.hpp"
 #include "polyhal/app/tf_bert_weights.hpp"
 #include "polyhal/app/tf_checkpoint.hpp"
 #include "polyhal/error.hpp"
@@ -43,7 +44,8 @@ TEST(TfCheckpoint, ReadsTheIndexAndEveryTensorTensorFlowWrote) {
   EXPECT_EQ(checkpoint.read("global_step").values, std::vector<float>{7.0f});
   const auto query = checkpoint.read("bert/encoder/layer_0/attention/self/query/kernel");
   EXPECT_EQ(query.shape, (Shape{32, 32}));
-  EXPECT_EQ(checkpoint.read("bert/embeddings/word_embeddings/adam_m").values[5], 0.01f);
+  EXPECT_EQ(checkpoint.read("bert/embeddings/word_embeddings/adam_m").values[5],
+            0.5f * checkpoint.read("bert/embeddings/word_embeddings").values[5]);
 }
 
 TEST(TfCheckpoint, EveryNumberTypeIsReadAsF32) {
@@ -249,6 +251,56 @@ TEST(TfCheckpoint, ConvertWritesAHuggingFaceDirectoryWithTheSameWeights) {
   EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
   EXPECT_NE(wrong.output.find("problems with the weights"), std::string::npos) << wrong.output;
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "z"));
+}
+
+TEST(TfCheckpoint, ConvertToACheckpointKeepsTheMomentsAndPreTrainingResumesFromIt) {
+  test::TempDir dir;
+  const auto out = dir.path() / "ckpt";
+  const auto run = test::run_polyhal("convert --input " + kGoogle.string() +
+                                     " --to checkpoint --output " + out.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("93 of optimizer and training state, moments taken"), std::string::npos)
+      << run.output;
+  // The fixture's slots are m = w / 2 and v = w * w of each TensorFlow
+  // variable: a moment laid out other than its weight shows here.
+  const auto checkpoint = CheckpointStore::load(out / "checkpoint-00000007.safetensors");
+  EXPECT_EQ(checkpoint.step, 7);
+  EXPECT_EQ(checkpoint.metadata.at("writer"), "polyhal pretrain");
+  const auto weights = canonical_bert_weights(read_tf_bert_weights(kGoogle));
+  EXPECT_EQ(checkpoint.state.size(), 3 * weights.size());
+  for (const auto& [name, w] : weights) {
+    const auto& m = checkpoint.state.at("optimizer.m." + name);
+    const auto& v = checkpoint.state.at("optimizer.v." + name);
+    ASSERT_EQ(m.shape, w.shape) << name;
+    ASSERT_EQ(v.shape, w.shape) << name;
+    EXPECT_EQ(checkpoint.state.at(name).values, w.values) << name;
+    for (std::size_t i = 0; i < w.values.size(); ++i) {
+      ASSERT_EQ(m.values[i], 0.5f * w.values[i]) << name << "[" << i << "]";
+      ASSERT_EQ(v.values[i], w.values[i] * w.values[i]) << name << "[" << i << "]";
+    }
+  }
+  const auto config =
+      dir.write("resume.yaml",
+                fmt::format("backend: cpu\ntask: pretrain\nmodel: {{hf_config: {}, seq_len: 16}}\n"
+                            "batch: {{micro: 4}}\ndata: {{source: pattern, max_predictions: 3}}\n"
+                            "steps: 9\ncheckpoint: {{dir: {}, resume: true}}\n",
+                            (kData / "google/bert_config.json").string(), out.string()));
+  const auto resumed = test::run_polyhal("run --config " + config.string());
+  EXPECT_EQ(resumed.exit_code, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from " +
+                                (out / "checkpoint-00000007.safetensors").string() + " at step 7"),
+            std::string::npos)
+      << resumed.output;
+  // The directory now holds checkpoints: converting into it again is refused.
+  const auto again = test::run_polyhal("convert --input " + kGoogle.string() +
+                                       " --to checkpoint --output " + out.string());
+  EXPECT_EQ(again.exit_code, 2) << again.output;
+  EXPECT_NE(again.output.find("already holds checkpoint-00000009.safetensors"), std::string::npos)
+      << again.output;
+  const auto bad = test::run_polyhal("convert --input " + kGoogle.string() +
+                                     " --to onnx --output " + (dir.path() / "x").string());
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--to onnx: expected hf"), std::string::npos) << bad.output;
 }
 
 TEST(TfCheckpoint, PreTrainingStartsFromATensorFlowCheckpoint) {

@@ -52,8 +52,9 @@ TaskHead head_of(const TensorMap& weights) {
 
 }  // namespace
 
-ConvertResult convert_tf_to_hf(const ConvertOptions& options) {
-  ConvertResult result;
+TfModel read_tf_model(const ConvertOptions& options) {
+  TfModel model;
+  ConvertResult& result = model.result;
   result.checkpoint = checkpoint_of(options.input);
   const auto beside = std::filesystem::is_directory(options.input)
                           ? options.input
@@ -86,9 +87,15 @@ ConvertResult convert_tf_to_hf(const ConvertOptions& options) {
         throw ConfigError(fmt::format("{}: tensor {} holds {}: the checkpoint is not usable",
                                       result.checkpoint.string(), name, v));
   result.tensors = weights.size();
-  export_hf_directory(options.output, result.model, result.head, weights, result.vocab,
-                      options.lower_case);
-  return result;
+  model.weights = std::move(weights);
+  return model;
+}
+
+ConvertResult convert_tf_to_hf(const ConvertOptions& options) {
+  TfModel model = read_tf_model(options);
+  const ConvertResult& r = model.result;
+  export_hf_directory(options.output, r.model, r.head, model.weights, r.vocab, options.lower_case);
+  return model.result;
 }
 
 }  // namespace polyhal

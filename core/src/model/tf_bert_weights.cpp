@@ -79,6 +79,56 @@ std::optional<TfBertName> hf_name_of_tf_variable(const std::string& tf_name) {
   return out;
 }
 
+namespace {
+
+/// Variable `name` under its Hugging Face name (kernels transposed); a name
+/// of no BERT kept as it is.
+std::pair<std::string, HostTensor> read_as_hf(const TfCheckpoint& checkpoint,
+                                              const std::string& name,
+                                              const std::string& variable) {
+  const auto mapped = hf_name_of_tf_variable(variable);
+  HostTensor tensor = checkpoint.read(name);
+  if (mapped && mapped->transpose && tensor.shape.size() == 2) {
+    const auto rows = static_cast<std::size_t>(tensor.shape[0]);
+    const auto cols = static_cast<std::size_t>(tensor.shape[1]);
+    std::vector<float> transposed(tensor.values.size());
+    for (std::size_t r = 0; r < rows; ++r)
+      for (std::size_t c = 0; c < cols; ++c) transposed[c * rows + r] = tensor.values[r * cols + c];
+    tensor.values = std::move(transposed);
+    tensor.shape = {tensor.shape[1], tensor.shape[0]};
+  }
+  return {mapped ? mapped->hf : variable, std::move(tensor)};
+}
+
+}  // namespace
+
+TfOptimizerState read_tf_optimizer_state(const std::filesystem::path& path) {
+  const TfCheckpoint checkpoint(path);
+  TfOptimizerState out;
+  // Google's AdamWeightDecayOptimizer and the MLPerf LAMB name their slots
+  // adam_m/adam_v (lamb_m/lamb_v in some forks); tf.compat.v1's Adam, Adam
+  // and Adam_1.
+  const std::pair<const char*, bool> slots[] = {{"/adam_m", true},  {"/lamb_m", true},
+                                                {"/Adam", true},    {"/adam_v", false},
+                                                {"/lamb_v", false}, {"/Adam_1", false}};
+  for (const auto& [name, entry] : checkpoint.entries()) {
+    if (name == "global_step" && entry.element_bytes > 0) {
+      const auto values = checkpoint.read(name).values;
+      if (values.size() == 1 && values[0] >= 0)
+        out.global_step = static_cast<std::int64_t>(values[0]);
+      continue;
+    }
+    for (const auto& [suffix, first] : slots) {
+      if (!name.ends_with(suffix) || entry.element_bytes == 0) continue;
+      const std::string variable = name.substr(0, name.size() - std::string_view(suffix).size());
+      auto [hf, tensor] = read_as_hf(checkpoint, name, variable);
+      (first ? out.m : out.v).emplace(std::move(hf), std::move(tensor));
+      break;
+    }
+  }
+  return out;
+}
+
 TensorMap read_tf_bert_weights(const std::filesystem::path& path, TfReadReport* report) {
   const TfCheckpoint checkpoint(path);
   TensorMap out;
@@ -91,19 +141,7 @@ TensorMap read_tf_bert_weights(const std::filesystem::path& path, TfReadReport* 
       if (report) report->other.push_back(name);
       continue;
     }
-    const auto mapped = hf_name_of_tf_variable(name);
-    HostTensor tensor = checkpoint.read(name);
-    if (mapped && mapped->transpose && tensor.shape.size() == 2) {
-      const auto rows = static_cast<std::size_t>(tensor.shape[0]);
-      const auto cols = static_cast<std::size_t>(tensor.shape[1]);
-      std::vector<float> transposed(tensor.values.size());
-      for (std::size_t r = 0; r < rows; ++r)
-        for (std::size_t c = 0; c < cols; ++c)
-          transposed[c * rows + r] = tensor.values[r * cols + c];
-      tensor.values = std::move(transposed);
-      tensor.shape = {tensor.shape[1], tensor.shape[0]};
-    }
-    out.emplace(mapped ? mapped->hf : name, std::move(tensor));
+    out.insert(read_as_hf(checkpoint, name, name));
   }
   return out;
 }

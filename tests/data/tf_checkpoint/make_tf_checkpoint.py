@@ -6,7 +6,8 @@ TensorFlow itself (tensorflow-cpu 2.21.0 from the Python Package Index):
   run_pretraining.py): bert/embeddings/..., bert/encoder/layer_N/...,
   bert/pooler/..., cls/predictions/..., cls/seq_relationship/... (kernels
   stored [in, out], output_weights [2, hidden]); AdamWeightDecayOptimizer's
-  adam_m/adam_v slots and global_step, as run_pretraining.py saves them.
+  adam_m/adam_v slots (m = w / 2 and v = w * w, so a slot laid out other
+  than its variable shows) and global_step, as run_pretraining.py saves them.
 - sharded/model.ckpt-7: the same variables split over two shards
   (Saver(sharded=True) with the variables on two CPU devices).
 - bert_config.json: Google's config format.
@@ -88,9 +89,11 @@ def save(values, prefix, sharded):
             with tf.device(device):
                 variables.append(tf.compat.v1.get_variable(name, initializer=value))
                 if value.dtype == np.float32:  # AdamWeightDecayOptimizer's slots
-                    for slot in ("adam_m", "adam_v"):
+                    # m = w / 2 and v = w * w: a slot laid out other than its
+                    # variable (a kernel not transposed) shows in the tests.
+                    for slot, slot_value in (("adam_m", 0.5 * value), ("adam_v", value * value)):
                         variables.append(tf.compat.v1.get_variable(
-                            f"{name}/{slot}", initializer=np.full_like(value, 0.01)))
+                            f"{name}/{slot}", initializer=slot_value.astype(np.float32)))
         with tf.device("/cpu:0"):
             tf.compat.v1.train.get_or_create_global_step()
         saver = tf.compat.v1.train.Saver(sharded=sharded)

@@ -10,6 +10,7 @@
 
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/app/safetensors.hpp"
 
 namespace polyhal {
 
@@ -21,6 +22,9 @@ struct ConvertOptions {
   std::filesystem::path bert_config;  ///< empty: bert_config.json or config.json beside the input
   std::filesystem::path vocab;        ///< empty: vocab.txt beside the input, if any
   bool lower_case = true;             ///< tokenizer_config.json's do_lower_case
+  /// "hf": a Hugging Face directory; "checkpoint": a polyhal checkpoint
+  /// directory with the optimizer state (convert_checkpoint.hpp).
+  std::string to = "hf";
 };
 
 struct ConvertResult {
@@ -31,6 +35,17 @@ struct ConvertResult {
   std::size_t tensors = 0;
   std::vector<std::string> training_state;  ///< left out: optimizer slots, global_step
 };
+
+/// A checkpoint read and checked, nothing written yet.
+struct TfModel {
+  ConvertResult result;
+  TensorMap weights;  ///< under Hugging Face names
+};
+/// Reads and checks (every tensor of the model class, right shapes, finite
+/// values) the checkpoint `options.input` names, with its bert_config.json
+/// and vocab.txt found as convert_tf_to_hf says. Throws ConfigError naming
+/// the file and each problem.
+TfModel read_tf_model(const ConvertOptions& options);
 
 /// Reads, checks (every tensor of the model class, right shapes, finite
 /// values) and writes. Throws ConfigError naming the file and each problem;

@@ -4,6 +4,7 @@
 /// (google-research/bert modeling.py and run_pretraining.py, which the MLPerf
 /// reference and the vendors' TensorFlow recipes keep), under the Hugging
 /// Face names the rest of polyhal uses (polyhal/app/bert_weights.hpp).
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -43,5 +44,14 @@ struct TfReadReport {
 /// check (check_bert_weights) lists it as unexpected. Throws ConfigError for
 /// a damaged checkpoint.
 TensorMap read_tf_bert_weights(const std::filesystem::path& path, TfReadReport* report = nullptr);
+
+/// The optimizer state beside the weights: the first and second moments of
+/// Adam/LAMB under the Hugging Face names of their variables, laid out as
+/// the weights are (kernels transposed), and global_step when present.
+struct TfOptimizerState {
+  TensorMap m, v;
+  std::optional<std::int64_t> global_step;
+};
+TfOptimizerState read_tf_optimizer_state(const std::filesystem::path& path);
 
 }  // namespace polyhal
