@@ -36,10 +36,11 @@ std::vector<T> values(const nlohmann::json& j) {
   return j.get<std::vector<T>>();
 }
 
-void expect_google_rows(const std::filesystem::path& files) {
+void expect_google_rows(const std::filesystem::path& files,
+                        TfRecordLayout layout = TfRecordLayout::google) {
   const auto want = reference()["google"];
   const TfRecordSet set(files);
-  EXPECT_EQ(set.layout(), TfRecordLayout::google);
+  EXPECT_EQ(set.layout(), layout);
   ASSERT_EQ(set.size(), static_cast<std::int64_t>(want.size()));
   EXPECT_EQ(set.seq_len(), 32);
   EXPECT_EQ(set.max_predictions(), 5);
@@ -62,6 +63,10 @@ TEST(TfRecord, GoogleLayoutRowsEqualWhatTensorFlowParses) {
   EXPECT_FALSE(set.any_gzip());
   EXPECT_EQ(set.sample(26).file.filename(), "part-00001-of-00002");
   EXPECT_EQ(set.sample(26).row, 1);
+}
+
+TEST(TfRecord, GraphcoreRemaskedRowsAreGoogleRowsAgain) {
+  expect_google_rows(kData / "graphcore_remasked", TfRecordLayout::graphcore_remasked);
 }
 
 TEST(TfRecord, GzipFilesGiveTheSameRowsInAnyOrder) {
@@ -215,7 +220,8 @@ std::filesystem::path pretrain_config(const test::TempDir& dir, const std::strin
 
 TEST(TfRecord, PretrainingRunsOnEveryLayoutFromATensorFlowCheckpointOnEveryBackend) {
   test::TempDir dir;
-  for (const std::string files : {"google", "google_gzip", "habana_packed", "graphcore_packed"}) {
+  for (const std::string files :
+       {"google", "google_gzip", "graphcore_remasked", "habana_packed", "graphcore_packed"}) {
     // GZIP streams are read in order (the shuffled default is refused, below).
     const auto config =
         pretrain_config(dir, files, files.ends_with("gzip") ? ", shuffle: false" : "");

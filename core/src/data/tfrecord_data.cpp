@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <tuple>
 
 #include "data/tf_example.hpp"
 #include "data/tfrecord_file.hpp"
@@ -53,6 +54,17 @@ LayoutNames names_of(TfRecordLayout layout) {
               "next_sentence_positions",
               "next_sentence_labels",
               "next_sentence_weights"};
+    case TfRecordLayout::graphcore_remasked:
+      return {"input_ids",
+              "",
+              "segment_ids",
+              "input_position",
+              "",
+              "masked_labels",
+              "masked_lm_weights",
+              "",
+              "next_sentence_labels",
+              ""};
     case TfRecordLayout::graphcore_packed:
       break;
   }
@@ -72,6 +84,8 @@ TfRecordLayout detect_layout(const detail::TfExample& first, const std::filesyst
   if (first.has("packed_input_ids")) return TfRecordLayout::graphcore_packed;
   if (first.has("input_ids") && first.has("next_sentence_positions"))
     return TfRecordLayout::habana_packed;
+  if (first.has("input_position") && first.has("mask_padding_index"))
+    return TfRecordLayout::graphcore_remasked;
   if (first.has("input_ids") && first.has("masked_lm_positions") &&
       first.has("next_sentence_labels"))
     return TfRecordLayout::google;
@@ -98,6 +112,8 @@ const char* to_string(TfRecordLayout layout) {
       return "google";
     case TfRecordLayout::habana_packed:
       return "habana_packed";
+    case TfRecordLayout::graphcore_remasked:
+      return "graphcore_remasked";
     case TfRecordLayout::graphcore_packed:
       return "graphcore_packed";
   }
@@ -137,6 +153,61 @@ struct TfRecordSet::Impl {
   LayoutNames names{};
   std::int64_t records = 0, seq = 0, predictions = 0, sequences = 1;
 
+  /// The file and record number of sample `index`.
+  std::pair<std::filesystem::path, std::int64_t> place(std::int64_t index) const {
+    const auto f =
+        static_cast<std::size_t>(std::upper_bound(first_record.begin(), first_record.end(), index) -
+                                 first_record.begin() - 1);
+    return {paths[f], index - first_record[f]};
+  }
+
+  /// Graphcore's remasked row put back in Google's layout: the P masked
+  /// tokens come first, then the others up to seq_padding_index, each with
+  /// its original position in input_position.
+  MlperfSample remasked_sample(const detail::TfExample& e, std::int64_t index) const {
+    const auto s_len = static_cast<std::size_t>(seq);
+    const auto p = static_cast<std::size_t>(predictions);
+    MlperfSample s;
+    std::tie(s.file, s.row) = place(index);
+    const auto where = [&](const char* feature) {
+      return fmt::format("{}: record {}: feature '{}'", s.file.string(), s.row, feature);
+    };
+    const auto ids = e.ints("input_ids", s_len), positions = e.ints("input_position", s_len),
+               segments = e.ints("segment_ids", s_len), labels = e.ints("masked_labels", p);
+    const std::int32_t masked = e.ints("mask_padding_index", 1).front();
+    const std::int32_t end = e.ints("seq_padding_index", 1).front();
+    if (masked < 0 || static_cast<std::size_t>(masked) > p)
+      throw ConfigError(
+          fmt::format("{} = {}: outside 0..{}", where("mask_padding_index"), masked, p));
+    if (end < static_cast<std::int32_t>(p) || static_cast<std::size_t>(end) > s_len)
+      throw ConfigError(
+          fmt::format("{} = {}: outside {}..{}", where("seq_padding_index"), end, p, s_len));
+    s.input_ids.assign(s_len, 0), s.input_mask.assign(s_len, 0), s.segment_ids.assign(s_len, 0);
+    s.masked_lm_positions.assign(p, 0), s.masked_lm_ids.assign(p, 0);
+    std::size_t tokens = 0;
+    for (std::size_t slot = 0; slot < static_cast<std::size_t>(end); ++slot) {
+      if (slot >= static_cast<std::size_t>(masked) && slot < p) continue;  // unused mask slots
+      const std::int32_t at = positions[slot];
+      if (at < 0 || static_cast<std::size_t>(at) >= s_len ||
+          s.input_mask[static_cast<std::size_t>(at)])
+        throw ConfigError(fmt::format("{}[{}] = {}: not a free position of the {}-token sequence",
+                                      where("input_position"), slot, at, s_len));
+      const auto a = static_cast<std::size_t>(at);
+      s.input_ids[a] = ids[slot], s.segment_ids[a] = segments[slot], s.input_mask[a] = 1;
+      if (slot < static_cast<std::size_t>(masked)) {
+        s.masked_lm_positions[slot] = at;
+        s.masked_lm_ids[slot] = labels[slot];
+      }
+      ++tokens;
+    }
+    for (std::size_t t = 0; t < s_len; ++t)  // the tokens fill the start of the sequence
+      if ((t < tokens) != (s.input_mask[t] == 1))
+        throw ConfigError(fmt::format("{}: the {} tokens' positions leave a gap at {}",
+                                      where("input_position"), tokens, t));
+    s.next_sentence_label = e.ints("next_sentence_labels", 1).front();
+    return s;
+  }
+
   /// The file and record `index` falls in, parsed.
   detail::TfExample example(std::int64_t index) const {
     if (index < 0 || index >= records)
@@ -167,8 +238,11 @@ TfRecordSet::TfRecordSet(const std::filesystem::path& path) : impl_(std::make_un
                                m.first_record.begin() - 1)]);
   m.names = names_of(m.layout);
   m.seq = static_cast<std::int64_t>(first.count(m.names.ids));
-  m.predictions = static_cast<std::int64_t>(first.count(m.names.lm_positions));
-  if (m.layout != TfRecordLayout::google)
+  // The remasked layout's masked_lm_positions is not padded: its width is
+  // that of masked_labels.
+  m.predictions = static_cast<std::int64_t>(first.count(
+      m.layout == TfRecordLayout::graphcore_remasked ? m.names.lm_ids : m.names.lm_positions));
+  if (m.layout != TfRecordLayout::google && m.layout != TfRecordLayout::graphcore_remasked)
     m.sequences = static_cast<std::int64_t>(first.count(m.names.ns_labels));
   if (m.seq < 2 || m.predictions < 1 || m.sequences < 1)
     throw ConfigError(fmt::format(
@@ -181,6 +255,10 @@ TfRecordSet::~TfRecordSet() = default;
 
 TfRecordLayout TfRecordSet::layout() const noexcept {
   return impl_->layout;
+}
+bool TfRecordSet::packed() const noexcept {
+  return impl_->layout == TfRecordLayout::habana_packed ||
+         impl_->layout == TfRecordLayout::graphcore_packed;
 }
 bool TfRecordSet::any_gzip() const noexcept {
   return std::any_of(impl_->files.begin(), impl_->files.end(),
@@ -204,12 +282,13 @@ const std::vector<std::filesystem::path>& TfRecordSet::files() const noexcept {
 
 MlperfSample TfRecordSet::sample(std::int64_t index) const {
   const auto& m = *impl_;
-  if (m.layout != TfRecordLayout::google)
+  if (packed())
     throw Error(ExitCode::failure,
                 fmt::format("{}: packed rows read as unpacked", m.paths.front().string()));
   const detail::TfExample e = m.example(index);
   const auto seq = static_cast<std::size_t>(m.seq);
   const auto p = static_cast<std::size_t>(m.predictions);
+  if (m.layout == TfRecordLayout::graphcore_remasked) return m.remasked_sample(e, index);
   MlperfSample s;
   s.input_ids = e.ints("input_ids", seq);
   s.input_mask = e.ints("input_mask", seq);
@@ -235,7 +314,7 @@ MlperfSample TfRecordSet::sample(std::int64_t index) const {
 PackedSample TfRecordSet::packed_sample(std::int64_t index) const {
   const auto& m = *impl_;
   const auto& n = m.names;
-  if (m.layout == TfRecordLayout::google)
+  if (!packed())
     throw Error(ExitCode::failure,
                 fmt::format("{}: unpacked rows read as packed", m.paths.front().string()));
   const detail::TfExample e = m.example(index);
@@ -355,8 +434,8 @@ TfRecordReader::TfRecordReader(std::unique_ptr<TfRecordSet> set) : set_(std::mov
 TfRecordPackedReader::TfRecordPackedReader(std::unique_ptr<TfRecordSet> set)
     : set_(std::move(set)) {
   if (!set_->packed())
-    throw ConfigError(fmt::format("{}: unpacked rows (google layout), read as packed",
-                                  set_->files().front().string()));
+    throw ConfigError(fmt::format("{}: unpacked rows ({} layout), read as packed",
+                                  set_->files().front().string(), to_string(set_->layout())));
 }
 
 }  // namespace polyhal

@@ -7,6 +7,10 @@ seq 32):
   input_mask, segment_ids [32]; masked_lm_positions, masked_lm_ids,
   masked_lm_weights [5]; next_sentence_labels [1]), two plain files.
 - google_gzip/: the same records in one GZIP file (TFRecordOptions "GZIP").
+- graphcore_remasked/: the same sequences as Graphcore's TensorFlow
+  create_pretraining_data.py --remask writes them (masked tokens in the
+  first 5 slots, input_position, mask_padding_index, seq_padding_index,
+  masked_labels), which must read back as the google rows.
 - habana_packed/: the packs of Habana's pack_pretraining_data_tfrec.py
   (input_mask and masked_lm_weights hold the sequence number; positions,
   next_sentence_positions/labels/weights [3]; 5 + 3 masked slots), with the
@@ -79,6 +83,32 @@ def google_example(s):
         "input_mask": ints(padded([1] * n, SEQ)),
         "segment_ids": ints(padded(s["segments"], SEQ)),
         "masked_lm_positions": ints(padded(s["masked"], PREDICTIONS)),
+        "masked_lm_ids": ints(padded(s["labels"], PREDICTIONS)),
+        "masked_lm_weights": floats(padded([1.0] * len(s["masked"]), PREDICTIONS)),
+        "next_sentence_labels": ints([s["is_random_next"]]),
+    }
+    return tf.train.Example(features=tf.train.Features(feature=features))
+
+
+def graphcore_remasked_example(s, pad_position=384):
+    """Graphcore's TF1 create_pretraining_data.py --remask: masked tokens first."""
+    ids, positions, segments = [0] * SEQ, [pad_position] * SEQ, [0] * SEQ
+    labels = [0] * PREDICTIONS
+    masked_slot, other_slot = 0, PREDICTIONS
+    for at, token in enumerate(s["tokens"]):
+        if at in s["masked"]:
+            slot = masked_slot
+            labels[slot] = s["labels"][s["masked"].index(at)]
+            masked_slot += 1
+        else:
+            slot = other_slot
+            other_slot += 1
+        ids[slot], positions[slot], segments[slot] = token, at, s["segments"][at]
+    features = {
+        "input_ids": ints(ids), "input_position": ints(positions), "segment_ids": ints(segments),
+        "mask_padding_index": ints([masked_slot]), "seq_padding_index": ints([other_slot]),
+        "masked_lm_positions": ints(s["masked"]),  # not padded, as the script writes it
+        "masked_labels": ints(labels),
         "masked_lm_ids": ints(padded(s["labels"], PREDICTIONS)),
         "masked_lm_weights": floats(padded([1.0] * len(s["masked"]), PREDICTIONS)),
         "next_sentence_labels": ints([s["is_random_next"]]),
@@ -200,7 +230,8 @@ def parsed_google(paths, compression):
 
 
 def main():
-    for folder in ("google", "google_gzip", "habana_packed", "habana_packed_gzip", "graphcore_packed"):
+    for folder in ("google", "google_gzip", "graphcore_remasked", "habana_packed", "habana_packed_gzip",
+                   "graphcore_packed"):
         shutil.rmtree(os.path.join(HERE, folder), ignore_errors=True)
     rng = np.random.default_rng(2912)
     sequences = unpacked_sequences(rng, 40)
@@ -208,6 +239,7 @@ def main():
     plain = [write("google", "part-00000-of-00002", google[:25]),
              write("google", "part-00001-of-00002", google[25:])]
     compressed = write("google_gzip", "part-00000-of-00001.gz", google, gzip=True)
+    write("graphcore_remasked", "sample.tfrecord", [graphcore_remasked_example(s) for s in sequences])
     rows = parsed_google(plain, "")
     assert rows == parsed_google([compressed], "GZIP")
 

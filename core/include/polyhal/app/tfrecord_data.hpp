@@ -8,6 +8,12 @@
 ///   Graphcore's unpacked data): input_ids, input_mask, segment_ids [S];
 ///   masked_lm_positions, masked_lm_ids [P] (0-padded), masked_lm_weights [P]
 ///   (float, 1 real, 0 padding); next_sentence_labels [1].
+/// - graphcore_remasked: Graphcore's TensorFlow create_pretraining_data.py
+///   --remask: the masked tokens moved to the first P slots of input_ids,
+///   the others after them up to seq_padding_index, each token's original
+///   position in input_position [S]; mask_padding_index and
+///   seq_padding_index [1]; masked_labels [P] in slot order. Rows are put
+///   back in Google's layout.
 /// - habana_packed: Habana's pack_pretraining_data_tfrec.py: the same names
 ///   plus positions [S] and next_sentence_positions, next_sentence_weights
 ///   [K]; input_mask and masked_lm_weights hold each token's sequence number
@@ -34,7 +40,7 @@
 
 namespace polyhal {
 
-enum class TfRecordLayout { google, habana_packed, graphcore_packed };
+enum class TfRecordLayout { google, graphcore_remasked, habana_packed, graphcore_packed };
 const char* to_string(TfRecordLayout layout);
 
 /// The TFRecord files `path` names: the file itself, or every regular file
@@ -55,7 +61,7 @@ class TfRecordSet {
   TfRecordSet& operator=(const TfRecordSet&) = delete;
 
   TfRecordLayout layout() const noexcept;
-  bool packed() const noexcept { return layout() != TfRecordLayout::google; }
+  bool packed() const noexcept;  ///< habana_packed or graphcore_packed
   bool any_gzip() const noexcept;
   std::int64_t size() const noexcept;  ///< records in all files
   std::int64_t seq_len() const noexcept;
@@ -63,7 +69,7 @@ class TfRecordSet {
   std::int64_t max_sequences() const noexcept;  ///< K; 1 for the google layout
   const std::vector<std::filesystem::path>& files() const noexcept;
 
-  /// Record `index` of the google layout, as MLPerf HDF5 gives it
+  /// Record `index` of an unpacked layout, as MLPerf HDF5 gives it
   /// (masked_lm_positions of weight 0 set to 0). Safe from several threads.
   MlperfSample sample(std::int64_t index) const;
   /// Record `index` of a packed layout in polyhal's packed layout, checked
