@@ -16,8 +16,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::size_t index_bytes = std::min<std::size_t>(index_size, body);
   const auto* start = data + (size >= 4 ? 4 : size);
   polyhal::fuzz::as_file("model.ckpt.index", start, index_bytes);
-  polyhal::fuzz::as_file("model.ckpt.data-00000-of-00001", start + index_bytes,
-                         body - index_bytes);
+  polyhal::fuzz::as_file("model.ckpt.data-00000-of-00001", start + index_bytes, body - index_bytes);
   try {
     const polyhal::TfCheckpoint checkpoint(polyhal::fuzz::scratch_dir() / "model.ckpt");
     for (const auto& [name, entry] : checkpoint.entries()) {

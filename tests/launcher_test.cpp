@@ -49,7 +49,8 @@ TEST(Launcher, UnknownCommandAndOptionAreUsageErrors) {
 TEST(LauncherCli, HelpForEveryCommandAndTheOverview) {
   auto r = run_polyhal("help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  for (const char* command : {"plugins", "devices", "run", "validate", "pack", "prepare-data", "convert"})
+  for (const char* command :
+       {"plugins", "devices", "run", "validate", "pack", "prepare-data", "convert"})
     EXPECT_NE(r.output.find(std::string("\n  ") + command), std::string::npos) << command;
   EXPECT_NE(r.output.find("4 a replica was lost"), std::string::npos) << r.output;
   r = run_polyhal("help run");

@@ -303,6 +303,46 @@ TEST(TfCheckpoint, ConvertToACheckpointKeepsTheMomentsAndPreTrainingResumesFromI
   EXPECT_NE(bad.output.find("--to onnx: expected hf"), std::string::npos) << bad.output;
 }
 
+TEST(TfCheckpoint, ATf2ObjectBasedCheckpointReadsAsTheNameBasedOne) {
+  // Keys follow the object tree (model/weights/N/.ATTRIBUTES/VARIABLE_VALUE);
+  // the names come from the object graph, the slots from its slot references.
+  const TfCheckpoint tf2(kData / "tf2/ckpt-1");
+  EXPECT_TRUE(tf2.entries().contains("bert/encoder/layer_1/output/dense/kernel"));
+  EXPECT_TRUE(tf2.entries().contains("bert/encoder/layer_1/output/dense/kernel/adam_v"));
+  TfReadReport report;
+  const auto weights = canonical_bert_weights(read_tf_bert_weights(kData / "tf2/ckpt-1", &report));
+  const auto google = canonical_bert_weights(read_tf_bert_weights(kGoogle));
+  ASSERT_EQ(weights.size(), google.size());
+  for (const auto& [name, w] : google) EXPECT_EQ(weights.at(name).values, w.values) << name;
+  EXPECT_NE(std::find(report.training_state.begin(), report.training_state.end(),
+                      "_CHECKPOINTABLE_OBJECT_GRAPH"),
+            report.training_state.end());
+  const auto state = read_tf_optimizer_state(kData / "tf2/ckpt-1");
+  const auto m = canonical_bert_weights(state.m), v = canonical_bert_weights(state.v);
+  ASSERT_EQ(m.size(), google.size());
+  for (const auto& [name, w] : google)
+    for (std::size_t i = 0; i < w.values.size(); ++i) {
+      ASSERT_EQ(m.at(name).values[i], 0.5f * w.values[i]) << name;
+      ASSERT_EQ(v.at(name).values[i], w.values[i] * w.values[i]) << name;
+    }
+  EXPECT_FALSE(state.global_step.has_value());
+  test::TempDir dir;
+  const auto config = dir.write(
+      "pretrain.yaml",
+      fmt::format("backend: cpu\ntask: pretrain\nmodel: {{hf_config: {}, seq_len: 16}}\n"
+                  "batch: {{micro: 4}}\ndata: {{source: pattern, max_predictions: 3}}\nsteps: 1\n"
+                  "checkpoint: {{init: {}}}\n",
+                  (kData / "tf2/bert_config.json").string(), (kData / "tf2").string()));
+  const auto run = test::run_polyhal("run --config " + config.string());
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("weights: " + (kData / "tf2/ckpt-1").string()), std::string::npos)
+      << run.output;
+  const auto resume = test::run_polyhal("convert --input " + (kData / "tf2").string() +
+                                        " --to checkpoint --output " + (dir.path() / "c").string());
+  EXPECT_EQ(resume.exit_code, 2) << resume.output;
+  EXPECT_NE(resume.output.find("no global_step"), std::string::npos) << resume.output;
+}
+
 TEST(TfCheckpoint, PreTrainingStartsFromATensorFlowCheckpoint) {
   test::TempDir dir;
   const auto config = dir.write(

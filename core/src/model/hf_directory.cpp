@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/tf_checkpoint.hpp"
 #include "polyhal/error.hpp"
 #include "util/atomic_file.hpp"
 #include "util/regular_file.hpp"
@@ -46,6 +47,20 @@ void export_hf_directory(const std::filesystem::path& dir, const BertConfig& mod
                                 {"cls_token", "[CLS]"},
                                 {"mask_token", "[MASK]"}};
   detail::write_file_atomically(dir / "tokenizer_config.json", settings.dump(2) + "\n");
+}
+
+std::filesystem::path model_weights_in(const std::filesystem::path& dir) {
+  if (std::filesystem::exists(dir / "model.safetensors")) return dir / "model.safetensors";
+  const auto found = tf_checkpoints_in(dir);
+  if (found.size() == 1) return found.front();
+  if (found.empty())
+    throw ConfigError(
+        fmt::format("{} has no model.safetensors (a Hugging Face directory) and no TensorFlow "
+                    "checkpoint (PREFIX.index and its shards, as Google's bert_model.ckpt)",
+                    dir.string()));
+  throw ConfigError(fmt::format(
+      "{} holds {} TensorFlow checkpoints ({}, ...): name one as checkpoint.init, e.g. {}",
+      dir.string(), found.size(), found.front().filename().string(), found.back().string()));
 }
 
 }  // namespace polyhal

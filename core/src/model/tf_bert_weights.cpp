@@ -40,6 +40,8 @@ bool is_tf_training_state(const std::string& name) {
   for (const char* part : {"AdamWeightDecayOptimizer", "LAMBOptimizer", "/.OPTIMIZER_SLOT/"})
     if (name.find(part) != std::string::npos) return true;
   return name == "global_step" || name == "_CHECKPOINTABLE_OBJECT_GRAPH" ||
+         name == "save_counter" || name.ends_with("/iter") || name.ends_with("/iterations") ||
+         name.ends_with("beta1_power") || name.ends_with("beta2_power") ||
          name.starts_with("optimizer/") || name.starts_with("save_counter/") ||
          name.find("loss_scale") != std::string::npos || name.ends_with("good_steps");
 }

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <proto/tensor_bundle.pb.h>
+#include <proto/trackable_object_graph.pb.h>
 
 #include <algorithm>
 #include <cstring>
@@ -24,6 +25,8 @@ constexpr std::int32_t kMaxShards = 100000;
 constexpr std::size_t kMaxRank = 8;
 // One tensor polyhal would read: 2^32 elements (16 GiB in f32).
 constexpr std::int64_t kMaxElements = std::int64_t{1} << 32;
+// Where a TF2 object-based checkpoint keeps its object graph.
+constexpr const char* kObjectGraphKey = "_CHECKPOINTABLE_OBJECT_GRAPH";
 
 struct DTypeInfo {
   const char* name;
@@ -185,6 +188,7 @@ TfCheckpoint::TfCheckpoint(const std::filesystem::path& path) : prefix_(prefix_o
                             info.name, info.bytes));
     entries_.emplace(key, std::move(entry));
   }
+  name_by_object_graph();
 }
 
 HostTensor TfCheckpoint::read(const std::string& name) const {
@@ -196,6 +200,18 @@ HostTensor TfCheckpoint::read(const std::string& name) const {
   if (entry.element_bytes == 0)
     throw ConfigError(fmt::format("{}: tensor '{}' is {}, not a number type polyhal reads",
                                   shard.string(), name, entry.dtype));
+  const std::string bytes = checked_bytes(name, entry);
+  HostTensor out;
+  out.shape = entry.shape;
+  const std::size_t width = entry.element_bytes;
+  out.values.resize(bytes.size() / width);
+  for (std::size_t i = 0; i < out.values.size(); ++i)
+    out.values[i] = to_f32(bytes.data() + i * width, entry.dtype);
+  return out;
+}
+
+std::string TfCheckpoint::checked_bytes(const std::string& name, const TfTensorEntry& entry) const {
+  const auto& shard = shards_[static_cast<std::size_t>(entry.shard)];
   std::string bytes(static_cast<std::size_t>(entry.size), '\0');
   std::ifstream in(shard, std::ios::binary);
   in.seekg(static_cast<std::streamoff>(entry.offset));
@@ -208,13 +224,99 @@ HostTensor TfCheckpoint::read(const std::string& name) const {
         fmt::format("{}: tensor '{}' at byte {} fails its checksum (index says "
                     "{:#010x}, data gives {:#010x}): the shard is damaged",
                     shard.string(), name, entry.offset, entry.masked_crc32c, crc));
-  HostTensor out;
-  out.shape = entry.shape;
-  const std::size_t width = entry.element_bytes;
-  out.values.resize(bytes.size() / width);
-  for (std::size_t i = 0; i < out.values.size(); ++i)
-    out.values[i] = to_f32(bytes.data() + i * width, entry.dtype);
-  return out;
+  return bytes;
+}
+
+std::string TfCheckpoint::read_string(const std::string& name, const TfTensorEntry& entry) const {
+  // A scalar string tensor as tensor_bundle writes it: the length as a
+  // varint64, a masked CRC-32C of the length (taken as 4 little-endian
+  // bytes), the bytes; the entry's CRC extends over the length (as 4
+  // bytes), the length's CRC and the bytes.
+  const auto& shard = shards_[static_cast<std::size_t>(entry.shard)];
+  const auto fail = [&](const std::string& what) {
+    return ConfigError(fmt::format("{}: string tensor '{}' at byte {}: {}", shard.string(), name,
+                                   entry.offset, what));
+  };
+  std::string bytes(static_cast<std::size_t>(entry.size), '\0');
+  std::ifstream in(shard, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(entry.offset));
+  if (!in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+    throw fail(fmt::format("cannot read {} bytes", entry.size));
+  std::uint64_t length = 0;
+  std::size_t at = 0;
+  for (unsigned shift = 0;; shift += 7) {
+    if (at >= bytes.size() || shift > 63) throw fail("a malformed length");
+    const auto byte = static_cast<unsigned char>(bytes[at++]);
+    length |= std::uint64_t{byte & 0x7fu} << shift;
+    if ((byte & 0x80u) == 0) break;
+  }
+  if (bytes.size() - at < 4 || length != bytes.size() - at - 4)
+    throw fail(fmt::format("a length of {} in {} bytes", length, bytes.size()));
+  std::uint32_t crc = 0;
+  if (length <= 0xffffffffu) {
+    const auto length32 = static_cast<std::uint32_t>(length);
+    crc = detail::crc32c_extend(crc, &length32, 4);
+  } else {
+    crc = detail::crc32c_extend(crc, &length, 8);
+  }
+  std::uint32_t stored = 0;
+  std::memcpy(&stored, bytes.data() + at, 4);
+  if (detail::mask_crc32c(crc) != stored) throw fail("its length fails its checksum");
+  crc = detail::crc32c_extend(crc, bytes.data() + at, 4);
+  crc = detail::crc32c_extend(crc, bytes.data() + at + 4, static_cast<std::size_t>(length));
+  if (detail::mask_crc32c(crc) != entry.masked_crc32c) throw fail("fails its checksum (damaged)");
+  return bytes.substr(at + 4);
+}
+
+void TfCheckpoint::name_by_object_graph() {
+  const auto graph_entry = entries_.find(kObjectGraphKey);
+  if (graph_entry == entries_.end() || graph_entry->second.dtype != "string" ||
+      !graph_entry->second.shape.empty())
+    return;  // a TF1 name-based checkpoint: the keys are the variables' names
+  const auto index = index_of(prefix_).string();
+  // A scalar string tensor: varint64 length, 4 bytes of checksum over the
+  // lengths, the bytes (TensorFlow's tensor_bundle string layout).
+  const std::string text = read_string(kObjectGraphKey, graph_entry->second);
+  tfproto::TrackableObjectGraph graph;
+  if (text.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
+      !graph.ParseFromArray(text.data(), static_cast<int>(text.size())))
+    throw ConfigError(fmt::format("{}: {}: not a TrackableObjectGraph", index, kObjectGraphKey));
+  // Each variable's value under the name it was created with; an optimizer
+  // slot under its variable's name and the slot's (m -> adam_m, v -> adam_v).
+  std::map<std::string, std::string> rename;  // checkpoint key -> name
+  const auto value_key =
+      [&](int node) -> const tfproto::TrackableObjectGraph::TrackableObject::SerializedTensor* {
+    if (node < 0 || node >= graph.nodes_size()) return nullptr;
+    for (const auto& attribute : graph.nodes(node).attributes())
+      if (attribute.name() == "VARIABLE_VALUE") return &attribute;
+    return nullptr;
+  };
+  for (int n = 0; n < graph.nodes_size(); ++n) {
+    const auto* value = value_key(n);
+    if (value && !value->full_name().empty()) rename[value->checkpoint_key()] = value->full_name();
+  }
+  // Second: a slot variable has a name of its own ("kernel/Adam_1"); the
+  // slot reference says what it is.
+  for (const auto& node : graph.nodes()) {
+    for (const auto& slot : node.slot_variables()) {
+      const auto* original = value_key(slot.original_variable_node_id());
+      const auto* slot_value = value_key(slot.slot_variable_node_id());
+      if (!original || !slot_value || original->full_name().empty()) continue;
+      const std::string suffix = slot.slot_name() == "m"   ? "adam_m"
+                                 : slot.slot_name() == "v" ? "adam_v"
+                                                           : slot.slot_name();
+      rename[slot_value->checkpoint_key()] = original->full_name() + "/" + suffix;
+    }
+  }
+  std::map<std::string, TfTensorEntry> named;
+  for (auto& [key, entry] : entries_) {
+    const auto it = rename.find(key);
+    const std::string& name = it == rename.end() ? key : it->second;
+    if (!named.emplace(name, std::move(entry)).second)
+      throw ConfigError(
+          fmt::format("{}: two tensors are named '{}' by the object graph", index, name));
+  }
+  entries_ = std::move(named);
 }
 
 }  // namespace polyhal

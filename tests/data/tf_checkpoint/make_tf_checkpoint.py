@@ -11,6 +11,10 @@ TensorFlow itself (tensorflow-cpu 2.21.0 from the Python Package Index):
 - sharded/model.ckpt-7: the same variables split over two shards
   (Saver(sharded=True) with the variables on two CPU devices).
 - bert_config.json: Google's config format.
+- tf2/ckpt-1: the same variables as a TF2 object-based checkpoint
+  (tf.train.Checkpoint), whose keys follow the object tree and whose
+  variable names live in the object graph, with tf.compat.v1 Adam's m and v
+  slots (again w / 2 and w * w).
 - dtypes/model.ckpt: one variable of each dtype (float, bfloat16, half,
   double, int32, and a string polyhal leaves out).
 - variables.npz (not committed; in the output folder): every variable as
@@ -104,6 +108,22 @@ def save(values, prefix, sharded):
             saver.save(session, prefix, global_step=7, write_meta_graph=False)
 
 
+def save_tf2(values, prefix):
+    """The same variables as a TF2 object-based checkpoint (tf.train.Checkpoint):
+    keys follow the tracked object tree (model/weights/N/.ATTRIBUTES/VARIABLE_VALUE,
+    optimizer/.../.OPTIMIZER_SLOT/...), the variables' own names live in the object
+    graph; with tf.compat.v1's Adam slots m = w / 2 and v = w * w."""
+    root = tf.Module()
+    root.weights = [tf.Variable(value, name=name) for name, value in sorted(values.items())]
+    optimizer = tf.compat.v1.train.AdamOptimizer()
+    optimizer.apply_gradients([(tf.zeros_like(v), v) for v in root.weights])
+    for variable, (name, value) in zip(root.weights, sorted(values.items())):
+        variable.assign(value)
+        optimizer.get_slot(variable, "m").assign(0.5 * value)
+        optimizer.get_slot(variable, "v").assign(value * value)
+    tf.train.Checkpoint(model=root, optimizer=optimizer).write(prefix)
+
+
 def save_dtypes(prefix):
     """One small variable of each dtype polyhal converts to f32."""
     graph = tf.Graph()
@@ -135,6 +155,13 @@ def main():
         os.remove(os.path.join(out, "checkpoint"))  # the index file is what users name
         with open(os.path.join(out, "bert_config.json"), "w") as f:
             json.dump(CONFIG, f, indent=2)
+    tf2 = os.path.join(HERE, "tf2")
+    os.makedirs(tf2, exist_ok=True)
+    for f in os.listdir(tf2):
+        os.remove(os.path.join(tf2, f))
+    save_tf2(values, os.path.join(tf2, "ckpt-1"))
+    with open(os.path.join(tf2, "bert_config.json"), "w") as f:
+        json.dump(CONFIG, f, indent=2)
     os.makedirs(os.path.join(HERE, "dtypes"), exist_ok=True)
     save_dtypes(os.path.join(HERE, "dtypes", "model.ckpt"))
     os.remove(os.path.join(HERE, "dtypes", "checkpoint"))

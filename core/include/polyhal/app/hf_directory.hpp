@@ -17,4 +17,10 @@ void export_hf_directory(const std::filesystem::path& dir, const BertConfig& mod
                          const TaskHead& head, const TensorMap& weights,
                          const std::filesystem::path& vocab = {}, bool lower_case = true);
 
+/// The weights of a model directory: Hugging Face's model.safetensors, else
+/// the one TensorFlow checkpoint in it (Google's bert_model.ckpt, a TF2
+/// ckpt-N). ConfigError naming the directory when it holds neither, or
+/// several checkpoints (then naming them, to pick one).
+std::filesystem::path model_weights_in(const std::filesystem::path& dir);
+
 }  // namespace polyhal

@@ -40,7 +40,13 @@ class TfCheckpoint {
  public:
   /// Reads and checks the index of the checkpoint `path` names (prefix or
   /// .index file); the shards must exist and be large enough for every
-  /// record. Throws ConfigError naming the file and what is wrong.
+  /// record. A TF2 object-based checkpoint (keys such as
+  /// "model/layer/0/kernel/.ATTRIBUTES/VARIABLE_VALUE") is read through its
+  /// object graph: each variable is then named as it was created
+  /// ("bert/encoder/layer_0/attention/self/query/kernel"), an optimizer slot
+  /// by its variable's name and the slot's ("/adam_m" for m, "/adam_v" for
+  /// v), so both kinds read alike. Throws ConfigError naming the file and
+  /// what is wrong.
   explicit TfCheckpoint(const std::filesystem::path& path);
 
   const std::filesystem::path& prefix() const noexcept { return prefix_; }
@@ -51,6 +57,9 @@ class TfCheckpoint {
   HostTensor read(const std::string& name) const;
 
  private:
+  std::string checked_bytes(const std::string& name, const TfTensorEntry& entry) const;
+  std::string read_string(const std::string& name, const TfTensorEntry& entry) const;
+  void name_by_object_graph();
   std::filesystem::path prefix_;
   std::vector<std::filesystem::path> shards_;
   std::map<std::string, TfTensorEntry> entries_;

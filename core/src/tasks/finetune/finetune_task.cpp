@@ -16,6 +16,7 @@
 #include "polyhal/app/bert_training.hpp"
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/checkpoint_store.hpp"
+#include "polyhal/app/hf_directory.hpp"
 #include "polyhal/app/inference_task.hpp"
 #include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/app/replica_group.hpp"
@@ -42,24 +43,6 @@ struct StartingPoint {
   std::filesystem::path vocab;
 };
 
-/// The one TensorFlow checkpoint in `dir` (Google's released models hold
-/// bert_model.ckpt.index and its shard), as a prefix.
-template <class Fail>
-std::filesystem::path tf_checkpoint_in(const std::filesystem::path& dir, const Fail& fail) {
-  const auto found = tf_checkpoints_in(dir);
-  if (found.size() == 1) return found.front();
-  if (found.empty())
-    fail(
-        fmt::format("{} has no model.safetensors (a Hugging Face directory) and no TensorFlow "
-                    "checkpoint (PREFIX.index and its shards, as Google's bert_model.ckpt)",
-                    dir.string()));
-  fail(fmt::format(
-      "{} holds {} TensorFlow checkpoints ({}, ...): name one as "
-      "checkpoint.init, e.g. {}",
-      dir.string(), found.size(), found.front().filename().string(), found.back().string()));
-  return {};
-}
-
 /// checkpoint.init is a pre-training checkpoint (.safetensors), a
 /// TensorFlow checkpoint prefix (DIR/model.ckpt-28252), or a model
 /// directory: Hugging Face's (config.json + model.safetensors) or Google's
@@ -84,8 +67,11 @@ StartingPoint starting_point(const RunConfig& config, bool compile_only) {
   };
   if (!init.empty() && std::filesystem::is_directory(init)) {
     s.hf_dir = init;
-    s.weights = init / "model.safetensors";
-    if (!std::filesystem::exists(s.weights)) s.weights = tf_checkpoint_in(init, fail);
+    try {
+      s.weights = model_weights_in(init);
+    } catch (const ConfigError& e) {
+      fail(e.what());
+    }
     if (!given(config, "model.preset") && model.hf_config.empty()) {
       // Hugging Face's config.json, else Google's bert_config.json.
       for (const char* name : {"config.json", "bert_config.json"}) {

@@ -7,6 +7,7 @@
 
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/checkpoint_store.hpp"
+#include "polyhal/app/hf_directory.hpp"
 #include "polyhal/app/inference_task.hpp"
 #include "polyhal/app/loss_scaler.hpp"
 #include "polyhal/app/pretraining_data.hpp"
@@ -57,8 +58,11 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       [&] {
         if (!config.checkpoint.init.empty()) {
           try {
-            return read_start_weights(config.checkpoint.init, result.config, TaskHead{},
-                                      config.model.seed);
+            const auto& init = config.checkpoint.init;
+            // A model directory: its model.safetensors or its one TensorFlow checkpoint.
+            return read_start_weights(
+                std::filesystem::is_directory(init) ? model_weights_in(init) : init, result.config,
+                TaskHead{}, config.model.seed);
           } catch (const ConfigError& e) {
             throw ConfigError(fmt::format("checkpoint.init: {}", e.what()));
           }
