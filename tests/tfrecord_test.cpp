@@ -67,6 +67,7 @@ TEST(TfRecord, GoogleLayoutRowsEqualWhatTensorFlowParses) {
 
 TEST(TfRecord, GraphcoreRemaskedRowsAreGoogleRowsAgain) {
   expect_google_rows(kData / "graphcore_remasked", TfRecordLayout::graphcore_remasked);
+  expect_google_rows(kData / "graphcore_remasked_gzip", TfRecordLayout::graphcore_remasked);
 }
 
 TEST(TfRecord, GzipFilesGiveTheSameRowsInAnyOrder) {
@@ -117,12 +118,33 @@ TEST(TfRecord, HabanaPackedRowsArePolyhalsPackedRows) {
 
 TEST(TfRecord, GraphcorePackedRowsGetTheirClsBackInFrontOfEachSequence) {
   expect_packed_rows(kData / "graphcore_packed", TfRecordLayout::graphcore_packed);
+  expect_packed_rows(kData / "graphcore_packed_gzip", TfRecordLayout::graphcore_packed);
   EXPECT_EQ(TfRecordSet(kData / "graphcore_packed").files().size(), 1u) << ".index is no data";
 }
 
 std::string bytes_of(const std::filesystem::path& file) {
   std::ifstream in(file, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
+}
+
+/// TFRecord's masked CRC-32C, computed bit by bit here (independent of polyhal's).
+std::uint32_t masked_crc32c(const std::string& bytes) {
+  std::uint32_t c = 0xffffffffu;
+  for (const char ch : bytes) {
+    c ^= static_cast<unsigned char>(ch);
+    for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u)));
+  }
+  c = ~c;
+  return ((c >> 15) | (c << 17)) + 0xa282ead8u;
+}
+
+/// `record` framed as TFRecord frames it, with correct CRCs.
+std::string framed(const std::string& record) {
+  const std::uint64_t length = record.size();
+  const std::string length_bytes(reinterpret_cast<const char*>(&length), 8);
+  const std::uint32_t length_crc = masked_crc32c(length_bytes), data_crc = masked_crc32c(record);
+  return length_bytes + std::string(reinterpret_cast<const char*>(&length_crc), 4) + record +
+         std::string(reinterpret_cast<const char*>(&data_crc), 4);
 }
 
 TEST(TfRecord, DamagedFilesAreErrorsNamingFileAndRecord) {
@@ -156,16 +178,7 @@ TEST(TfRecord, DamagedFilesAreErrorsNamingFileAndRecord) {
   std::string huge = good.substr(0, frame);
   const std::uint64_t size = std::uint64_t{1} << 40;
   std::string header(reinterpret_cast<const char*>(&size), 8);
-  const std::uint32_t crc = [&] {
-    // The masked CRC-32C of the 8 length bytes, computed bit by bit here.
-    std::uint32_t c = 0xffffffffu;
-    for (const unsigned char b : header) {
-      c ^= b;
-      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0x82f63b78u & (0u - (c & 1u)));
-    }
-    c = ~c;
-    return ((c >> 15) | (c << 17)) + 0xa282ead8u;
-  }();
+  const std::uint32_t crc = masked_crc32c(header);
   huge += header + std::string(reinterpret_cast<const char*>(&crc), 4);
   expect_config_error([&] { TfRecordSet s(damaged("huge", huge)); },
                       "huge: record 1 (byte " + std::to_string(frame) + "): 1099511627776 bytes");
@@ -200,6 +213,17 @@ TEST(TfRecord, RecordsOfAnotherShapeOrKindAreNamed) {
       << bytes_of(kData / "graphcore_packed/wiki_000.index");
   expect_config_error([&] { TfRecordSet s(dir.path() / "foreign"); },
                       "foreign: record 0 (byte 0): the length's CRC does not match");
+  // Records whose CRCs are right but whose bytes are not an Example: a
+  // varint that never ends, a length past the record.
+  std::ofstream(dir.path() / "varint", std::ios::binary)
+      << google.substr(0, frame) << framed("\x0a" + std::string(20, '\xff'));
+  const TfRecordSet varint(dir.path() / "varint");
+  expect_config_error([&] { varint.sample(1); },
+                      "varint: record 1: not a tf.train.Example (21 bytes)");
+  std::ofstream(dir.path() / "past", std::ios::binary)
+      << google.substr(0, frame) << framed("\x0a\x7f\x0a\x02");
+  const TfRecordSet past(dir.path() / "past");
+  expect_config_error([&] { past.sample(1); }, "past: record 1: not a tf.train.Example");
   expect_config_error(
       [&] { TfRecordReader r(std::make_unique<TfRecordSet>(kData / "habana_packed")); },
       "packed rows (habana_packed layout), read as unpacked");

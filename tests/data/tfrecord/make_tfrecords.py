@@ -19,6 +19,7 @@ seq 32):
   (packed_* features; each sequence's [CLS] moved to the end of the row,
   seq - k, and its label to index 3 - k; 5 + 3 - 1 masked slots), with the
   .index side file tfrecord2idx writes.
+- graphcore_remasked_gzip/, graphcore_packed_gzip/: the same, GZIP.
 - reference.json: every google record as TensorFlow parses it back
   (tf.data.TFRecordDataset + tf.io.parse_single_example), and every pack in
   polyhal's packed layout, built from the unpacked sequences directly (not
@@ -230,8 +231,8 @@ def parsed_google(paths, compression):
 
 
 def main():
-    for folder in ("google", "google_gzip", "graphcore_remasked", "habana_packed", "habana_packed_gzip",
-                   "graphcore_packed"):
+    for folder in ("google", "google_gzip", "graphcore_remasked", "graphcore_remasked_gzip", "habana_packed",
+                   "habana_packed_gzip", "graphcore_packed", "graphcore_packed_gzip"):
         shutil.rmtree(os.path.join(HERE, folder), ignore_errors=True)
     rng = np.random.default_rng(2912)
     sequences = unpacked_sequences(rng, 40)
@@ -239,7 +240,9 @@ def main():
     plain = [write("google", "part-00000-of-00002", google[:25]),
              write("google", "part-00001-of-00002", google[25:])]
     compressed = write("google_gzip", "part-00000-of-00001.gz", google, gzip=True)
-    write("graphcore_remasked", "sample.tfrecord", [graphcore_remasked_example(s) for s in sequences])
+    remasked = [graphcore_remasked_example(s) for s in sequences]
+    write("graphcore_remasked", "sample.tfrecord", remasked)
+    write("graphcore_remasked_gzip", "sample.tfrecord.gz", remasked, gzip=True)
     rows = parsed_google(plain, "")
     assert rows == parsed_google([compressed], "GZIP")
 
@@ -249,6 +252,7 @@ def main():
         json.dump({"avg_seq_per_sample": len(sequences) / len(packs)}, f)
     write("habana_packed_gzip", "strategy_part_0.gz", [habana_example(p) for p in packs], gzip=True)
     path = write("graphcore_packed", "wiki_000.tfrecord", [graphcore_example(p) for p in packs])
+    write("graphcore_packed_gzip", "wiki_000.tfrecord.gz", [graphcore_example(p) for p in packs], gzip=True)
     with open(os.path.join(HERE, "graphcore_packed", "wiki_000.index"), "w") as f:
         offset = 0
         for record in tf.data.TFRecordDataset([path]):
