@@ -213,7 +213,11 @@ TEST(TfCheckpoint, SquadFineTuningStartsFromGooglesModelDirectory) {
   std::filesystem::copy_file(model / "bert_model.ckpt.index", model / "other.ckpt.index");
   const auto two = test::run_polyhal("run --config " + config.string());
   EXPECT_EQ(two.exit_code, 2) << two.output;
-  EXPECT_NE(two.output.find("holds 2 TensorFlow checkpoints"), std::string::npos) << two.output;
+  EXPECT_NE(
+      two.output.find(": 2 TensorFlow checkpoints (bert_model.ckpt ... other.ckpt): give one as "
+                      "checkpoint.init"),
+      std::string::npos)
+      << two.output;
 }
 
 TEST(TfCheckpoint, ConvertWritesAHuggingFaceDirectoryWithTheSameWeights) {

@@ -14,18 +14,7 @@ namespace polyhal {
 namespace {
 
 std::filesystem::path checkpoint_of(const std::filesystem::path& input) {
-  if (std::filesystem::is_directory(input)) {
-    const auto found = tf_checkpoints_in(input);
-    if (found.size() == 1) return found.front();
-    if (found.empty())
-      throw ConfigError(
-          fmt::format("{}: no TensorFlow checkpoint here (PREFIX.index and its "
-                      "shards, as Google's bert_model.ckpt)",
-                      input.string()));
-    throw ConfigError(fmt::format("{}: {} TensorFlow checkpoints ({} ... {}): give one as --input",
-                                  input.string(), found.size(), found.front().filename().string(),
-                                  found.back().filename().string()));
-  }
+  if (std::filesystem::is_directory(input)) return tf_checkpoint_in(input, "as --input");
   if (!is_tf_checkpoint(input))
     throw ConfigError(
         fmt::format("{}: not a TensorFlow checkpoint (no {}.index); convert reads "

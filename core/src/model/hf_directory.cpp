@@ -51,16 +51,12 @@ void export_hf_directory(const std::filesystem::path& dir, const BertConfig& mod
 
 std::filesystem::path model_weights_in(const std::filesystem::path& dir) {
   if (std::filesystem::exists(dir / "model.safetensors")) return dir / "model.safetensors";
-  const auto found = tf_checkpoints_in(dir);
-  if (found.size() == 1) return found.front();
-  if (found.empty())
+  if (tf_checkpoints_in(dir).empty())
     throw ConfigError(
         fmt::format("{} has no model.safetensors (a Hugging Face directory) and no TensorFlow "
                     "checkpoint (PREFIX.index and its shards, as Google's bert_model.ckpt)",
                     dir.string()));
-  throw ConfigError(fmt::format(
-      "{} holds {} TensorFlow checkpoints ({}, ...): name one as checkpoint.init, e.g. {}",
-      dir.string(), found.size(), found.front().filename().string(), found.back().string()));
+  return tf_checkpoint_in(dir, "as checkpoint.init");
 }
 
 }  // namespace polyhal

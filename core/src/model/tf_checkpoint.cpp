@@ -120,6 +120,19 @@ std::vector<std::filesystem::path> tf_checkpoints_in(const std::filesystem::path
   return found;
 }
 
+std::filesystem::path tf_checkpoint_in(const std::filesystem::path& dir, const std::string& where) {
+  const auto found = tf_checkpoints_in(dir);
+  if (found.size() == 1) return found.front();
+  if (found.empty())
+    throw ConfigError(
+        fmt::format("{}: no TensorFlow checkpoint here (PREFIX.index and its shards, as Google's "
+                    "bert_model.ckpt)",
+                    dir.string()));
+  throw ConfigError(fmt::format("{}: {} TensorFlow checkpoints ({} ... {}): give one {}, e.g. {}",
+                                dir.string(), found.size(), found.front().filename().string(),
+                                found.back().filename().string(), where, found.back().string()));
+}
+
 TfCheckpoint::TfCheckpoint(const std::filesystem::path& path) : prefix_(prefix_of(path)) {
   const auto index = index_of(prefix_);
   const auto records = detail::read_sstable(index, kMaxIndexBytes);

@@ -24,6 +24,11 @@ bool is_tf_checkpoint(const std::filesystem::path& path);
 /// sorted: Google's released models hold one, bert_model.ckpt.
 std::vector<std::filesystem::path> tf_checkpoints_in(const std::filesystem::path& dir);
 
+/// The one TensorFlow checkpoint in `dir`, as a prefix. ConfigError naming
+/// `dir` when it holds none, or several: then naming them and saying to give
+/// one `where` ("as --input", "as checkpoint.init").
+std::filesystem::path tf_checkpoint_in(const std::filesystem::path& dir, const std::string& where);
+
 /// One tensor's record in the index.
 struct TfTensorEntry {
   std::string dtype;  ///< TensorFlow's name: "float", "bfloat16", "half", "int32", "int64", ...
