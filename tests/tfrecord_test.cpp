@@ -279,6 +279,18 @@ TEST(TfRecord, ConfigMistakesAreNamedWithTheKey) {
   EXPECT_NE(seq.output.find("holds sequences of 32 tokens, but model.seq_len is 16"),
             std::string::npos)
       << seq.output;
+  // Inference never falls back to generated data in place of the files.
+  const auto inference = test::run_polyhal(
+      "run --config " + dir.write("inference.yaml",
+                                  "backend: cpu\ntask: inference\nmodel: {preset: tiny}\n"
+                                  "data: {source: tfrecord, files: " +
+                                      (kData / "google").string() + "}\n")
+                            .string());
+  EXPECT_EQ(inference.exit_code, 2) << inference.output;
+  EXPECT_NE(inference.output.find("task inference reads generated, pattern or text data, not "
+                                  "tfrecord"),
+            std::string::npos)
+      << inference.output;
   const auto missing = test::run_polyhal("run --config " + pretrain_config(dir, "google").string() +
                                          " --set data.files=nowhere");
   EXPECT_EQ(missing.exit_code, 2) << missing.output;
