@@ -20,7 +20,7 @@ class TfRecordFile {
  public:
   /// Opens `path` and walks every frame once: a plain file's headers are
   /// read and their CRCs checked (the payloads are skipped, so opening reads
-  /// 16 bytes a record), a GZIP file is decompressed as a stream. Throws
+  /// 12 bytes a record), a GZIP file is decompressed as a stream. Throws
   /// ConfigError naming the file, the record number and the byte offset of a
   /// truncated frame, a bad length CRC or an oversized record.
   explicit TfRecordFile(std::filesystem::path path);
