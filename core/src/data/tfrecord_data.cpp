@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <tuple>
 
 #include "data/tf_example.hpp"
 #include "data/tfrecord_file.hpp"
@@ -153,12 +152,12 @@ struct TfRecordSet::Impl {
   LayoutNames names{};
   std::int64_t records = 0, seq = 0, predictions = 0, sequences = 1;
 
-  /// The file and record number of sample `index`.
-  std::pair<std::filesystem::path, std::int64_t> place(std::int64_t index) const {
+  /// The file (its number) and the record in it of sample `index`.
+  std::pair<std::size_t, std::int64_t> place(std::int64_t index) const {
     const auto f =
         static_cast<std::size_t>(std::upper_bound(first_record.begin(), first_record.end(), index) -
                                  first_record.begin() - 1);
-    return {paths[f], index - first_record[f]};
+    return {f, index - first_record[f]};
   }
 
   /// Graphcore's remasked row put back in Google's layout: the P masked
@@ -168,7 +167,8 @@ struct TfRecordSet::Impl {
     const auto s_len = static_cast<std::size_t>(seq);
     const auto p = static_cast<std::size_t>(predictions);
     MlperfSample s;
-    std::tie(s.file, s.row) = place(index);
+    const auto [f, row] = place(index);
+    s.file = paths[f], s.row = row;
     const auto where = [&](const char* feature) {
       return fmt::format("{}: record {}: feature '{}'", s.file.string(), s.row, feature);
     };
@@ -212,10 +212,7 @@ struct TfRecordSet::Impl {
   detail::TfExample example(std::int64_t index) const {
     if (index < 0 || index >= records)
       throw Error(ExitCode::failure, fmt::format("TFRecord sample {} asked of {}", index, records));
-    const auto f =
-        static_cast<std::size_t>(std::upper_bound(first_record.begin(), first_record.end(), index) -
-                                 first_record.begin() - 1);
-    const std::int64_t r = index - first_record[f];
+    const auto [f, r] = place(index);
     return detail::TfExample(files[f].record(r), files[f].path(), r);
   }
 };
@@ -232,10 +229,7 @@ TfRecordSet::TfRecordSet(const std::filesystem::path& path) : impl_(std::make_un
   if (m.records == 0)
     throw ConfigError(fmt::format("{}: no records in {} file(s)", path.string(), m.paths.size()));
   const detail::TfExample first = m.example(0);
-  m.layout =
-      detect_layout(first, m.paths[static_cast<std::size_t>(
-                               std::upper_bound(m.first_record.begin(), m.first_record.end(), 0) -
-                               m.first_record.begin() - 1)]);
+  m.layout = detect_layout(first, m.paths[m.place(0).first]);
   m.names = names_of(m.layout);
   m.seq = static_cast<std::int64_t>(first.count(m.names.ids));
   // The remasked layout's masked_lm_positions is not padded: its width is
@@ -297,9 +291,8 @@ MlperfSample TfRecordSet::sample(std::int64_t index) const {
   s.masked_lm_ids = e.ints("masked_lm_ids", p);
   const std::vector<float> weights = e.floats("masked_lm_weights", p);
   s.next_sentence_label = e.ints("next_sentence_labels", 1).front();
-  const auto place = std::upper_bound(m.first_record.begin(), m.first_record.end(), index) - 1;
-  s.file = m.paths[static_cast<std::size_t>(place - m.first_record.begin())];
-  s.row = index - *place;
+  const auto [f, row] = m.place(index);
+  s.file = m.paths[f], s.row = row;
   for (std::size_t k = 0; k < p; ++k) {
     if (weights[k] != 0.0f && weights[k] != 1.0f)
       throw ConfigError(
@@ -321,10 +314,9 @@ PackedSample TfRecordSet::packed_sample(std::int64_t index) const {
   const auto seq = static_cast<std::size_t>(m.seq);
   const auto p = static_cast<std::size_t>(m.predictions);
   const auto k = static_cast<std::size_t>(m.sequences);
-  const auto place = std::upper_bound(m.first_record.begin(), m.first_record.end(), index) - 1;
   PackedSample s;
-  s.file = m.paths[static_cast<std::size_t>(place - m.first_record.begin())];
-  s.row = index - *place;
+  const auto [f, row] = m.place(index);
+  s.file = m.paths[f], s.row = row;
   const auto where = [&](const char* feature, std::size_t at) {
     return fmt::format("{}: record {}: feature '{}'[{}]", s.file.string(), s.row, feature, at);
   };
