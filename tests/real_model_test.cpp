@@ -47,17 +47,19 @@ std::vector<std::string> read_lines(const std::filesystem::path& file) {
 }
 
 /// Runs text inference on `text` with the real model; returns its JSON lines.
+/// `model_keys`: more keys of the model section ("int8_scales: s.json").
 std::vector<nlohmann::json> infer(const test::TempDir& dir, const std::filesystem::path& text,
-                                  const std::string& precision, bool hidden) {
+                                  const std::string& precision, bool hidden,
+                                  const std::string& model_keys = "") {
   const auto output = dir.path() / ("out-" + precision + (hidden ? "-hidden" : "") + ".jsonl");
   const auto config = dir.write(
       "real.yaml",
       fmt::format("backend: cpu\ntask: inference\nmodel: {{hf_config: {}, weights: {}, seq_len: "
-                  "128, precision: {}}}\nbatch: {{micro: 8}}\ndata: {{source: text, text_file: {}, "
-                  "vocab: {}}}\ninference: {{output: {}, hidden_states: {}}}\n",
+                  "128, precision: {}{}}}\nbatch: {{micro: 8}}\ndata: {{source: text, text_file: "
+                  "{}, vocab: {}}}\ninference: {{output: {}, hidden_states: {}}}\n",
                   (kModel / "config.json").string(), (kModel / "model.safetensors").string(),
-                  precision, text.string(), (kModel / "vocab.txt").string(), output.string(),
-                  hidden ? "true" : "false"));
+                  precision, model_keys.empty() ? "" : ", " + model_keys, text.string(),
+                  (kModel / "vocab.txt").string(), output.string(), hidden ? "true" : "false"));
   const auto r = test::run_polyhal("run --config " + config.string());
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("sentence embeddings: mean pooling, L2-normalised (from "),
@@ -146,6 +148,47 @@ TEST(RealModel, EmbeddingsAndTokensEqualTheReferenceOnRealText) {
     } else {
       EXPECT_GE(cos.value, 0.999) << "sentence " << cos.sentence + 1;
     }
+  }
+}
+
+// INT8 (model.precision int8) against sentence-transformers' f32
+// embeddings, printed for docs/bert.md. Dynamic activations (the default)
+// and static ones (scales calibrated at f32 on the first 400 sentences) are
+// each held to what was measured, so a regression shows: dynamic's worst
+// sentence is at 0.983, below the 0.99 the issue asks (docs/bert.md, "INT8").
+TEST(RealModel, Int8EmbeddingsKeepTheirDirection) {
+  if (!model_present()) return;
+  const auto reference = read_safetensors(kData / "reference.safetensors");
+  const auto sentences = read_lines(kData / "sentences.txt");
+  const auto& embeddings = reference.at("embeddings");
+  const auto width = static_cast<std::size_t>(embeddings.shape[1]);
+  test::TempDir dir;
+  constexpr std::size_t kCalibration = 400;
+  std::string first;
+  for (std::size_t s = 0; s < kCalibration; ++s) first += sentences[s] + "\n";
+  const auto scales = dir.path() / "scales.json";
+  infer(dir, dir.write("calibration.txt", first), "f32", false, "calibrate: " + scales.string());
+  ASSERT_TRUE(std::filesystem::exists(scales));
+  for (const std::string activations : {"dynamic", "static"}) {
+    const auto lines =
+        infer(dir, kData / "sentences.txt", "int8", false,
+              "int8_activations: " + activations +
+                  (activations == "static" ? ", int8_scales: " + scales.string() : ""));
+    ASSERT_EQ(lines.size(), sentences.size());
+    Worst worst{1, 0};
+    double sum = 0;
+    for (std::size_t s = 0; s < sentences.size(); ++s) {
+      const double c = cosine(lines[s]["embedding"].get<std::vector<float>>(),
+                              embeddings.values.data() + s * width);
+      if (c < worst.value) worst = {c, s};
+      sum += c;
+    }
+    std::cout << fmt::format(
+        "int8 {}: {} sentences; worst cosine {:.6f} (sentence {}: {}); mean {:.6f}\n", activations,
+        sentences.size(), worst.value, worst.sentence + 1, head_of(sentences[worst.sentence], 60),
+        sum / static_cast<double>(sentences.size()));
+    EXPECT_GE(worst.value, activations == "dynamic" ? 0.98 : 0.92)
+        << activations << ", sentence " << worst.sentence + 1;
   }
 }
 

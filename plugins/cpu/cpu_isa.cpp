@@ -90,10 +90,33 @@ CpuFeatures detect_cpu_features() {
   f.avx512_core = os_avx512 && avx512f && avx512dq && avx512bw && avx512vl;
   const bool amx_bf16 = (edx >> 22) & 1u, amx_tile = (edx >> 24) & 1u;
   f.amx = os_amx && amx_tile && amx_bf16;
+  f.amx_int8 = f.amx && ((edx >> 25) & 1u);
+  f.avx512_vnni = f.avx512_core && ((ecx >> 11) & 1u);
   __cpuid_count(7, 1, eax, ebx, ecx, edx);
   f.avx512_bf16 = f.avx512_core && ((eax >> 5) & 1u);
   f.amx_permitted = f.amx && amx_permission_granted();
   return f;
+}
+
+Int8Choice int8_support(const CpuFeatures& f, Isa isa) {
+  if (isa == Isa::amx && f.amx_int8)
+    return {true, "AMX-INT8", "AMX-INT8 tiles (device.isa allows amx)"};
+  if ((isa == Isa::amx || isa == Isa::avx512_core_bf16) && f.avx512_vnni) {
+    return {true, "AVX512-VNNI",
+            isa == Isa::amx ? "AVX512-VNNI (the CPU has AMX-BF16 but not AMX-INT8)"
+                            : fmt::format("AVX512-VNNI vpdpbusd{}",
+                                          f.amx_int8 ? " (AMX-INT8 needs device.isa amx or auto)"
+                                                     : "; no AMX-INT8 on this CPU")};
+  }
+  if (!f.avx512_vnni)
+    return {
+        false, {}, "this CPU has no AVX512-VNNI (nor AMX-INT8): int8 needs Cascade Lake or newer"};
+  return {
+      false,
+      {},
+      fmt::format("device.isa {} caps oneDNN below AVX512-VNNI; int8 needs avx512_core_bf16, amx "
+                  "or auto",
+                  isa_name(isa))};
 }
 
 IsaChoice choose_isa(const CpuFeatures& features, const std::string& cap) {

@@ -11,7 +11,9 @@ struct CpuFeatures {
   bool avx2 = false;
   bool avx512_core = false;  // F, BW, VL, DQ and the OS saves ZMM state
   bool avx512_bf16 = false;
+  bool avx512_vnni = false;    // vpdpbusd: u8 x s8 dot products into s32
   bool amx = false;            // AMX-TILE + AMX-BF16 and the OS saves tile state
+  bool amx_int8 = false;       // AMX-INT8 (with the tile state above)
   bool amx_permitted = false;  // the kernel granted ARCH_REQ_XCOMP_PERM
 };
 
@@ -26,6 +28,14 @@ struct IsaChoice {
   Isa isa = Isa::reference;
   std::string reason;  // for `polyhal devices` and --log-level debug
 };
+
+/// Whether int8 linears (LinearMath::int8) run under `isa`, and on what.
+struct Int8Choice {
+  bool runs = false;
+  std::string engine;  // "AVX512-VNNI" or "AMX-INT8"
+  std::string reason;  // why, or why not (for the refusal and `polyhal devices`)
+};
+Int8Choice int8_support(const CpuFeatures& features, Isa isa);
 
 /// Picks the best ISA at or below `cap` ("auto" = no cap). Throws
 /// DeviceUnavailableError if `cap` names an ISA this CPU cannot run, with the

@@ -129,9 +129,11 @@ double flops_per_cycle(Isa isa, DType type) {
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice(const IsaChoice& choice, dnnl::cpu_isa effective, const ThreadChoice& threads)
-      : Device(make_properties(choice, effective, threads)),
+  CpuDevice(const IsaChoice& choice, const Int8Choice& int8, dnnl::cpu_isa effective,
+            const ThreadChoice& threads)
+      : Device(make_properties(choice, int8, effective, threads)),
         engine_(dnnl::engine::kind::cpu, 0),
+        int8_(int8),
         avx512_(choice.isa == Isa::amx || choice.isa == Isa::avx512_core_bf16 ||
                 choice.isa == Isa::avx512_core),
         opened_rss_(resident_bytes()) {
@@ -143,7 +145,14 @@ class CpuDevice final : public Device {
         return make_onednn_matmul(desc, engine_);
       });
       registry().add(OpKind::linear, type, [this](const KernelDesc& desc, Device&) {
-        return make_onednn_linear(desc, engine_);
+        if (desc.attrs_as<LinearAttrs>().math != LinearMath::int8)
+          return make_onednn_linear(desc, engine_);
+        if (!int8_.runs)
+          throw KernelNotFoundError(
+              fmt::format("{}: the CPU plugin runs int8 on AVX512-VNNI or AMX-INT8 only, never "
+                          "by emulation: {}",
+                          desc.to_string(), int8_.reason));
+        return make_onednn_int8_linear(desc, avx512_, engine_);
       });
       registry().add(OpKind::attention, type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_attention(desc, engine_);
@@ -227,8 +236,8 @@ class CpuDevice final : public Device {
   }
 
  private:
-  static DeviceProperties make_properties(const IsaChoice& choice, dnnl::cpu_isa effective,
-                                          const ThreadChoice& threads) {
+  static DeviceProperties make_properties(const IsaChoice& choice, const Int8Choice& int8,
+                                          dnnl::cpu_isa effective, const ThreadChoice& threads) {
     DeviceProperties p;
     p.name = "cpu0";
     p.backend = "cpu";
@@ -255,6 +264,7 @@ class CpuDevice final : public Device {
          fmt::format("{:.1f} GiB", static_cast<double>(p.memory_capacity_bytes) / (1ull << 30)),
          Provenance::measured, "MemTotal from /proc/meminfo"},
         {"clock", fmt::format("{:.0f} MHz", mhz), Provenance::measured, "/proc/cpuinfo, current"},
+        {"int8", int8.runs ? int8.engine : "no", Provenance::measured, int8.reason},
     };
     for (const auto& [type, flops] : p.peak_flops) {
       p.table.push_back({fmt::format("peak {}", dtype_name(type)),
@@ -266,6 +276,7 @@ class CpuDevice final : public Device {
   }
 
   dnnl::engine engine_;
+  Int8Choice int8_;
   bool avx512_;  // the ISA choice allows AVX-512 in our own loops too
   std::uint64_t opened_rss_;
 };
@@ -292,7 +303,8 @@ class CpuBackend final : public Backend {
 
  protected:
   std::vector<std::unique_ptr<Device>> do_open_devices(const DeviceOptions& options) override {
-    const IsaChoice choice = choose_isa(detect_cpu_features(), options.at("isa"));
+    const CpuFeatures features = detect_cpu_features();
+    const IsaChoice choice = choose_isa(features, options.at("isa"));
     const dnnl::cpu_isa effective = apply_isa_cap(choice.isa);
     const int requested = std::stoi(options.at("threads"));
     if (requested < 0 || requested > kMaxThreads)
@@ -304,7 +316,8 @@ class CpuBackend final : public Backend {
     spdlog::debug("cpu: isa {} ({}), oneDNN effective {}", isa_name(choice.isa), choice.reason,
                   onednn_isa_name(effective));
     std::vector<std::unique_ptr<Device>> devices;
-    devices.push_back(std::make_unique<CpuDevice>(choice, effective, threads));
+    devices.push_back(std::make_unique<CpuDevice>(choice, int8_support(features, choice.isa),
+                                                  effective, threads));
     return devices;
   }
 };

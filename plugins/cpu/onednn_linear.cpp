@@ -13,7 +13,11 @@ using tag = dnnl::memory::format_tag;
 /// Y = act(X W^T + b) as one oneDNN matmul with a bias and an eltwise
 /// post-op. The weights are reordered once, in set_constants, into the
 /// blocked layout the primitive asked for (format_tag::any): packed once,
-/// never per run.
+/// never per run. LinearMath::bf16_products (bf32) on f32 tensors: W is
+/// packed as bf16 and X rounded to bf16 by a reorder before each run, so
+/// the products run on AVX512-BF16 (or AMX-BF16) with f32 accumulation and
+/// an f32 Y. oneDNN's own fpmath_mode is not relied on: 2.6 ignores it on
+/// CPUs without AMX.
 class OneDnnLinear final : public Kernel {
  public:
   OneDnnLinear(const KernelDesc& desc, const dnnl::engine& engine)
@@ -22,13 +26,17 @@ class OneDnnLinear final : public Kernel {
     const auto& attrs = desc.attrs_as<LinearAttrs>();
     const std::int64_t n = attrs.out_features;
     flops_ = 2.0 * static_cast<double>(m * n) * static_cast<double>(k);
-    const auto type = onednn_type(desc.dtype);
+    bf16_products_ = attrs.math == LinearMath::bf16_products;
+    if (bf16_products_ && desc.dtype != DType::f32)
+      throw KernelNotFoundError(
+          fmt::format("{}: bf16 products are for f32 tensors (bf32)", desc.to_string()));
+    const auto type = bf16_products_ ? dnnl::memory::data_type::bf16 : onednn_type(desc.dtype);
     const dnnl::memory::desc src_md({m, k}, type, tag::ab);
     const dnnl::memory::desc weights_md({k, n}, type, tag::any);
     const dnnl::memory::desc bias_md({1, n}, dnnl::memory::data_type::f32, tag::ab);
     const dnnl::memory::desc dst_md({m, n}, onednn_type(desc.out_dtype()), tag::ab);
-    user_weights_md_ =
-        dnnl::memory::desc({k, n}, type, tag::ba);  // W[N, K] row-major, seen as [K, N]
+    user_weights_md_ = dnnl::memory::desc({k, n}, onednn_type(desc.dtype),
+                                          tag::ba);  // W[N, K] row-major, seen as [K, N]
     n_ = n;
     k_ = k;
     dnnl::post_ops post_ops;
@@ -51,7 +59,16 @@ class OneDnnLinear final : public Kernel {
                                           attr, engine_);
     });
     primitive_ = dnnl::matmul(pd_);
-    src_ = dnnl::memory(pd_.src_desc(), engine_, DNNL_MEMORY_NONE);
+    if (bf16_products_) {
+      const dnnl::memory::desc f32_src({m, k}, dnnl::memory::data_type::f32, tag::ab);
+      to_bf16_ = create_or_refuse(desc, [&] {
+        return dnnl::reorder(dnnl::reorder::primitive_desc(engine_, f32_src, engine_, src_md));
+      });
+      user_src_ = dnnl::memory(f32_src, engine_, DNNL_MEMORY_NONE);
+      src_ = dnnl::memory(pd_.src_desc(), engine_);  // X in bf16, the kernel's own
+    } else {
+      src_ = dnnl::memory(pd_.src_desc(), engine_, DNNL_MEMORY_NONE);
+    }
     dst_ = dnnl::memory(pd_.dst_desc(), engine_, DNNL_MEMORY_NONE);
     residual_ = dnnl::memory(dst_md, engine_, DNNL_MEMORY_NONE);
     scratchpad_ = dnnl::memory(pd_.scratchpad_desc(), engine_);
@@ -81,7 +98,12 @@ class OneDnnLinear final : public Kernel {
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
-    src_.set_data_handle(inputs[0].buffer->data());
+    if (bf16_products_) {
+      user_src_.set_data_handle(inputs[0].buffer->data());
+      to_bf16_.execute(stream_, user_src_, src_);
+    } else {
+      src_.set_data_handle(inputs[0].buffer->data());
+    }
     dst_.set_data_handle(outputs[0].buffer->data());
     if (residual_index_ >= 0) residual_.set_data_handle(inputs[1].buffer->data());
     primitive_.execute(stream_, args_);
@@ -89,12 +111,14 @@ class OneDnnLinear final : public Kernel {
   }
 
   std::string implementation() const override {
-    return fmt::format("onednn {} linear+{}", pd_.impl_info_str(), activation_name(activation_));
+    return fmt::format("onednn {} linear+{}{}", pd_.impl_info_str(), activation_name(activation_),
+                       bf16_products_ ? " (bf16 products of f32 tensors)" : "");
   }
   /// oneDNN's scratch and the kernel's own packed copy of the weights
   /// (made in set_constants, in the layout the primitive chose).
   std::uint64_t workspace_bytes() const override {
-    return pd_.scratchpad_desc().get_size() + pd_.weights_desc().get_size();
+    return pd_.scratchpad_desc().get_size() + pd_.weights_desc().get_size() +
+           (bf16_products_ ? pd_.src_desc().get_size() : 0);
   }
   double flops() const override { return flops_; }
 
@@ -104,7 +128,9 @@ class OneDnnLinear final : public Kernel {
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul primitive_;
   dnnl::memory::desc user_weights_md_;
-  dnnl::memory src_, dst_, weights_, bias_, scratchpad_, residual_;
+  dnnl::memory src_, dst_, weights_, bias_, scratchpad_, residual_, user_src_;
+  dnnl::reorder to_bf16_;
+  bool bf16_products_ = false;
   int residual_index_ = -1;
   std::unordered_map<int, dnnl::memory> args_;
   Tensor bias_tensor_;  // keeps the bias buffer alive

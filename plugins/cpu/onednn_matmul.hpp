@@ -17,6 +17,11 @@ std::unique_ptr<Kernel> make_onednn_matmul(const KernelDesc& desc, const dnnl::e
 /// linear (kernel.hpp) through oneDNN matmul with bias and activation post-ops.
 std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, const dnnl::engine& engine);
 
+/// linear with LinearMath::int8 (op_schema.hpp) on AVX512-VNNI or AMX-INT8;
+/// `avx512`: the dynamic quantiser may use AVX-512.
+std::unique_ptr<Kernel> make_onednn_int8_linear(const KernelDesc& desc, bool avx512,
+                                                const dnnl::engine& engine);
+
 /// attention and layernorm (kernel.hpp) through oneDNN primitives.
 std::unique_ptr<Kernel> make_onednn_attention(const KernelDesc& desc, const dnnl::engine& engine);
 std::unique_ptr<Kernel> make_onednn_layernorm(const KernelDesc& desc, const dnnl::engine& engine);

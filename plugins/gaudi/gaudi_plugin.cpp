@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "../common/collective_cost.hpp"
+#include "../common/linear_math_policy.hpp"
 #include "../common/op_cost.hpp"
 #include "../common/roofline.hpp"
 #include "../common/vendor_runtime.hpp"
@@ -34,6 +35,14 @@ class GaudiDevice final : public Device {
       : Device(make_properties(index, generation)), generation_(generation) {
     // MME and TPC: f32 accumulation, round-to-nearest-even outputs.
     register_reference_kernels(registry(), generation.dtypes, MatMulNumerics{DType::f32, false, 0});
+    // bf16 products with f32 accumulation are what the MME does with bf16
+    // operands, so bf32 is modelled; int8 is not an MME format.
+    plugins::refuse_linear_math(registry(), [](LinearMath math) -> std::string {
+      if (math == LinearMath::int8)
+        return "Gaudi's MME multiplies f32, tf32, bf16 and f16 (fp8 from Gaudi 2, not modelled), "
+               "not int8; use model.precision bf16";
+      return {};
+    });
   }
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {

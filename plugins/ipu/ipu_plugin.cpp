@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "../common/collective_cost.hpp"
+#include "../common/linear_math_policy.hpp"
 #include "../common/op_cost.hpp"
 #include "../common/roofline.hpp"
 #include "../common/vendor_runtime.hpp"
@@ -49,6 +50,13 @@ class IpuDevice final : public Device {
     register_reference_kernels(
         registry(), {DType::f16, DType::f32},
         MatMulNumerics{settings.partials, settings.stochastic_rounding, settings.seed});
+    plugins::refuse_linear_math(registry(), [](LinearMath math) -> std::string {
+      if (math == LinearMath::int8)
+        return "the IPU's AMP units multiply f16 and f32 only (no int8); use model.precision f16";
+      if (math == LinearMath::bf16_products)
+        return "the IPU has no bf16 arithmetic (bf32 needs it); use model.precision f16 or f32";
+      return {};
+    });
   }
 
   std::optional<double> estimate_seconds(const KernelDesc& desc) const override {

@@ -14,7 +14,7 @@
 /// they: a plugin includes nothing else (polyhal/app/ is the framework's own
 /// API and refuses to compile in a plugin). Read them in this order:
 /// abi.hpp, plugin.hpp, backend.hpp, device.hpp, kernel.hpp, op_schema.hpp,
-/// tensor.hpp, dtype.hpp, property.hpp, collective.hpp, error.hpp, then
+/// tensor.hpp, dtype.hpp, int8.hpp, property.hpp, collective.hpp, error.hpp, then
 /// what a plugin may reuse: reference_kernels.hpp, train_kernels.hpp,
 /// dropout_mask.hpp, parallel.hpp; boundary_layout.hpp guards their layout.
 ///

@@ -33,8 +33,9 @@ namespace polyhal {
 /// OptimizerUpdateAttrs::first_moment (f16 m); attention masks as sequence
 /// numbers (packed rows, attention_allows in kernel.hpp). 6: the mask as
 /// attention_backward's last input; optional position ids in embedding and
-/// the mask in span_loss (packed rows).
-inline constexpr std::uint32_t kOpSchemaVersion = 6;
+/// the mask in span_loss (packed rows). 7: LinearAttrs::math and
+/// input_scale (int8 linears, static or dynamic; bf32 linears).
+inline constexpr std::uint32_t kOpSchemaVersion = 7;
 
 /// Every op of the schema. Values are part of the op schema: append only
 /// together with a kOpSchemaVersion bump.
@@ -104,11 +105,28 @@ struct MatmulAttrs {
   bool operator==(const MatmulAttrs&) const = default;
 };
 
+/// How a linear op multiplies (the precision paths of Intel's BERT stack).
+enum class LinearMath : std::uint8_t {
+  native,  ///< in the desc's dtype, f32 accumulation
+  /// bf32: tensors stay in the desc's dtype (f32); X and W are rounded to
+  /// bf16 (nearest even) for the products, which accumulate in f32.
+  bf16_products,
+  /// X and W quantised to s8 as int8.hpp says (X with LinearAttrs::
+  /// input_scale when > 0, else per row at run time), s8 x s8 products
+  /// accumulated exactly in s32 and dequantised in the epilogue before the
+  /// bias, activation and residual. Y is stored in the desc's dtype.
+  int8,
+};
+std::string_view linear_math_name(LinearMath m) noexcept;
+
 /// linear: Y = act(X W^T + b) [+ R].
 struct LinearAttrs {
   std::int64_t out_features = 0;
   Activation activation = Activation::none;
   bool residual = false;  ///< a second input R is added in the epilogue
+  LinearMath math = LinearMath::native;
+  /// int8: X's one step (static, calibrated); 0: a step per row (dynamic).
+  float input_scale = 0.0f;
   bool operator==(const LinearAttrs&) const = default;
 };
 

@@ -52,6 +52,26 @@ std::string pipeline_text(const ModelSection& m) {
   return stages.empty() ? std::string("none") : fmt::format("[{}]", fmt::join(stages, ", "));
 }
 
+void read_precision(const ConfigValue& v, ModelSection& m) {
+  const std::string text = v.text();
+  m.linear_math = LinearMath::native;
+  if (text == "int8") {
+    m.precision = DType::bf16;
+    m.linear_math = LinearMath::int8;
+  } else if (text == "bf32") {
+    m.precision = DType::f32;
+    m.linear_math = LinearMath::bf16_products;
+  } else if (const auto type = parse_dtype(text); type && is_floating(*type)) {
+    m.precision = *type;
+  } else {
+    v.fail(fmt::format("expected f32, bf16, f16, int8 or bf32, got \"{}\"", text));
+  }
+}
+
+std::string precision_text(const ModelSection& m) {
+  return m.precision_name();
+}
+
 }  // namespace
 
 ConfigSection model() {
@@ -77,8 +97,28 @@ ConfigSection model() {
            {.output = OutputPath::directory})
       .add("seed", &ModelSection::seed, "seed of the random init and of dropout")
       .add("seq_len", &ModelSection::seq_len, "tokens per sequence")
-      .add("precision", &ModelSection::precision,
-           "f32, bf16 or f16 (activations and GEMMs; master weights stay f32)")
+      .custom("precision",
+              "f32, bf16 or f16 (activations and GEMMs; master weights stay f32); inference and "
+              "evaluation also int8 (encoder GEMMs in int8, bf16 activations, "
+              "model.int8_activations) and bf32 (f32 tensors, bf16 products)",
+              read_precision, precision_text)
+      .add("int8_activations", &ModelSection::int8_activations,
+           "model.precision int8: dynamic (a step per row of each linear's input, computed as it "
+           "runs) or static (one calibrated step per linear, model.int8_scales)",
+           [](const ConfigValue& v) {
+             std::string mode = v.text();
+             if (mode != "dynamic" && mode != "static")
+               v.fail(fmt::format("expected dynamic or static, got \"{}\"", mode));
+             return mode;
+           },
+           {.tasks = kInt8Tasks})
+      .add("int8_scales", &ModelSection::int8_scales,
+           "int8_activations static: the calibrated scales file (written by model.calibrate)", {},
+           {.tasks = kInt8Tasks})
+      .add("calibrate", &ModelSection::calibrate,
+           "write int8 scales from this run's forward passes to this file (then run with "
+           "model.precision int8 and model.int8_scales)",
+           {}, {.tasks = kInt8Tasks, .output = OutputPath::file})
       .add("heads", &ModelSection::heads, "inference: also run the MLM and NSP heads", {},
            {.tasks = inference})
       .custom(

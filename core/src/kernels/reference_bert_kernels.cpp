@@ -11,6 +11,7 @@
 
 #include "kernels/reference_gemm.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/int8.hpp"
 #include "polyhal/reference_kernels.hpp"
 #include "polyhal/train_kernels.hpp"
 
@@ -44,6 +45,11 @@ class ReferenceLinear final : public Kernel {
     n_ = attrs.out_features;
     activation_ = attrs.activation;
     residual_ = attrs.residual;
+    math_ = attrs.math;
+    input_scale_ = attrs.input_scale;
+    if (math_ == LinearMath::int8 && !(input_scale_ >= 0.0f && std::isfinite(input_scale_)))
+      throw RuntimeFailure(fmt::format("{}: int8 input_scale must be finite and >= 0, got {}",
+                                       desc_.to_string(), input_scale_));
   }
 
   void set_constants(std::span<const Tensor> constants) override {
@@ -54,6 +60,15 @@ class ReferenceLinear final : public Kernel {
     }
     std::vector<float> w(size_of(n_ * k_));
     convert(constants[0].buffer->data(), constants[0].dtype, w.data(), DType::f32, w.size());
+    if (math_ == LinearMath::int8) {
+      // The int8 weights stand in for W as exact small integers.
+      std::vector<std::int8_t> q(w.size());
+      weight_step_.resize(size_of(n_));
+      quantize_weights_per_channel(w, n_, k_, q, weight_step_);
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = q[i];
+    } else if (math_ == LinearMath::bf16_products) {
+      for (float& v : w) v = round_through(DType::bf16, v);
+    }
     weight_t_.resize(w.size());
     for (std::int64_t n = 0; n < n_; ++n) {
       for (std::int64_t k = 0; k < k_; ++k) weight_t_[size_of(k * n_ + n)] = w[size_of(n * k_ + k)];
@@ -73,8 +88,14 @@ class ReferenceLinear final : public Kernel {
       convert(inputs[1].buffer->data(), inputs[1].dtype, residual_values_.data(), DType::f32,
               y_.size());
     }
-    detail::reference_gemm(x_.data(), weight_t_.data(), y_.data(), size_of(m_), size_of(n_),
-                           size_of(k_), numerics_.accumulate == DType::f16);
+    if (math_ == LinearMath::int8) {
+      int8_gemm();
+    } else {
+      if (math_ == LinearMath::bf16_products)
+        for (float& v : x_) v = round_through(DType::bf16, v);
+      detail::reference_gemm(x_.data(), weight_t_.data(), y_.data(), size_of(m_), size_of(n_),
+                             size_of(k_), numerics_.accumulate == DType::f16);
+    }
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, size_of(m_)), [&](const auto& rows) {
       for (std::size_t i = rows.begin(); i < rows.end(); ++i) {
         float* row = y_.data() + i * size_of(n_);
@@ -92,8 +113,10 @@ class ReferenceLinear final : public Kernel {
   }
 
   std::string implementation() const override {
-    return fmt::format("reference linear {} accumulate {} activation {}", dtype_name(desc_.dtype),
-                       dtype_name(numerics_.accumulate), activation_name(activation_));
+    return fmt::format("reference linear {} {} products accumulate {} activation {}",
+                       dtype_name(desc_.dtype), linear_math_name(math_),
+                       math_ == LinearMath::int8 ? "s32" : dtype_name(numerics_.accumulate),
+                       activation_name(activation_));
   }
   std::uint64_t workspace_bytes() const override {
     return static_cast<std::uint64_t>(m_ * k_ + m_ * n_ + k_ * n_ + n_) * sizeof(float);
@@ -108,8 +131,45 @@ class ReferenceLinear final : public Kernel {
   std::int64_t m_ = 0, n_ = 0, k_ = 0;
   Activation activation_ = Activation::none;
   bool residual_ = false;
-  std::vector<float> weight_t_, bias_, x_, y_, residual_values_;
+  LinearMath math_ = LinearMath::native;
+  float input_scale_ = 0.0f;
+  std::vector<float> weight_t_, bias_, x_, y_, residual_values_, weight_step_, row_step_;
+  std::vector<std::int8_t> x_q_;
   std::uint64_t runs_ = 0;
+
+  /// y_ = dequantised s32 products of the quantised x_ and the int8 weights
+  /// (held as exact small integers in weight_t_).
+  void int8_gemm() {
+    x_q_.resize(x_.size());
+    row_step_.assign(size_of(m_), input_scale_);
+    const std::size_t k = size_of(k_);
+    for (std::size_t i = 0; i < size_of(m_); ++i) {
+      const std::span<const float> row(x_.data() + i * k, k);
+      const std::span<std::int8_t> q(x_q_.data() + i * k, k);
+      if (input_scale_ > 0.0f) {
+        for (std::size_t j = 0; j < k; ++j) q[j] = quantize_s8(row[j], 1.0f / input_scale_);
+      } else {
+        row_step_[i] = quantize_row_s8(row, q);
+      }
+    }
+    tbb::parallel_for(tbb::blocked_range<std::size_t>(0, size_of(m_)), [&](const auto& rows) {
+      std::vector<std::int32_t> acc(size_of(n_));
+      for (std::size_t i = rows.begin(); i < rows.end(); ++i) {
+        std::fill(acc.begin(), acc.end(), 0);
+        for (std::size_t kk = 0; kk < size_of(k_); ++kk) {
+          const std::int32_t a = x_q_[i * size_of(k_) + kk];
+          if (a == 0) continue;
+          const float* w = weight_t_.data() + kk * size_of(n_);
+          for (std::size_t j = 0; j < size_of(n_); ++j)
+            acc[j] += a * static_cast<std::int32_t>(w[j]);
+        }
+        for (std::size_t j = 0; j < size_of(n_); ++j)
+          y_[i * size_of(n_) + j] =
+              input_scale_ > 0.0f ? static_cast<float>(acc[j]) * (input_scale_ * weight_step_[j])
+                                  : static_cast<float>(acc[j]) * weight_step_[j] * row_step_[i];
+      }
+    });
+  }
 };
 
 /// LayerNorm over the last dimension, optionally of X + R.

@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "model/bert_program.hpp"
 #include "polyhal/error.hpp"
 
@@ -17,6 +20,10 @@ struct BertInference::State {
   TaskHead head;
   std::unique_ptr<BertProgram> bert;
   bool loaded = false;
+  bool calibrating = false;
+  std::int64_t runs = 0;
+  std::int64_t calibrated_batches = 0;
+  std::map<std::string, float> max_abs;  // calibration
 
   Program& program() { return bert->program; }
 };
@@ -28,10 +35,13 @@ namespace {
 /// and the plan knows the kernels' scratch. Nothing is allocated until
 /// load_weights.
 std::unique_ptr<BertInference::State> declare_inference(Device& device, const BertConfig& config,
-                                                        BertShape shape, DType precision,
+                                                        BertShape shape,
+                                                        const InferencePrecision& precision,
                                                         const TaskHead& head, bool with_heads,
                                                         bool packed = false) {
   BertProgramOptions options;
+  options.encoder_math = precision.encoder_math;
+
   options.config = config;
   options.shape = shape;
   options.heads = with_heads;
@@ -42,7 +52,8 @@ std::unique_ptr<BertInference::State> declare_inference(Device& device, const Be
   state->shape = shape;
   state->with_heads = with_heads;
   state->head = head;
-  state->bert = declare_bert(device, precision, options);
+  options.int8_max_abs = precision.int8_max_abs;
+  state->bert = declare_bert(device, precision.dtype, options);
   state->program().prepare_kernels();
   return state;
 }
@@ -50,11 +61,11 @@ std::unique_ptr<BertInference::State> declare_inference(Device& device, const Be
 }  // namespace
 
 BertInference::BertInference(Device& device, const BertConfig& config, BertShape shape,
-                             DType precision, bool with_heads)
+                             const InferencePrecision& precision, bool with_heads)
     : state_(declare_inference(device, config, shape, precision, TaskHead{}, with_heads)) {}
 
 BertInference::BertInference(Device& device, const BertConfig& config, BertShape shape,
-                             DType precision, const TaskHead& head, bool packed)
+                             const InferencePrecision& precision, const TaskHead& head, bool packed)
     : state_(declare_inference(device, config, shape, precision, head, true, packed)) {}
 
 BertInference::~BertInference() = default;
@@ -106,13 +117,51 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
   } else if (!in.position_ids.empty()) {
     throw RuntimeFailure("position_ids given to a model not prepared for packed rows");
   }
-  program.run(Phase::forward);
+  if (s.calibrating) {
+    const auto& points = s.bert->calibration_points;
+    std::size_t next = 0;
+    program.run(Phase::forward, [&](std::size_t op) {
+      if (next >= points.size() || points[next].forward_op != op) return;
+      program.device().synchronize();
+      float& seen = s.max_abs[points[next].name];
+      for (const float v : program.read_floats(points[next].input))
+        if (std::isfinite(v)) seen = std::max(seen, std::fabs(v));
+      ++next;
+    });
+    ++s.calibrated_batches;
+  } else {
+    program.run(Phase::forward);
+  }
+  ++s.runs;
   program.device().synchronize();
   if (out != nullptr) {
     out->last_hidden_state = program.read_floats(s.bert->hidden);
     if (s.bert->pooled >= 0) out->pooled = program.read_floats(s.bert->pooled);
     if (s.with_heads) read_head_outputs(*out);
   }
+}
+
+std::vector<OpTime> BertInference::profile() const {
+  std::vector<OpTime> out;
+  for (auto& [name, t] : state_->program().profile())
+    if (t.calls > 0) out.push_back(t);
+  std::sort(out.begin(), out.end(),
+            [](const OpTime& a, const OpTime& b) { return a.seconds > b.seconds; });
+  return out;
+}
+
+std::int64_t BertInference::runs() const {
+  return state_->runs;
+}
+
+void BertInference::start_calibration() {
+  state_->calibrating = true;
+}
+const std::map<std::string, float>& BertInference::calibrated_max_abs() const {
+  return state_->max_abs;
+}
+std::int64_t BertInference::calibrated_batches() const {
+  return state_->calibrated_batches;
 }
 
 void BertInference::read_head_outputs(BertOutputs& out) const {

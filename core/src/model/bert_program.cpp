@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "polyhal/error.hpp"
+#include "polyhal/int8.hpp"
 
 namespace polyhal {
 namespace {
@@ -180,12 +181,15 @@ class Builder {
     const std::size_t first = p_.op_count(Phase::forward);
     recording_ = recompute;
     recorded_.clear();
-    const int qkv = linear(x, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv");
+    const int qkv = linear(x, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv",
+                           p + "attention.self.qkv");
     const int context = attention(qkv);
-    const int s1 = linear(context, o_w, o_b, h, Activation::none, x, "attention out");
+    const int s1 = linear(context, o_w, o_b, h, Activation::none, x, "attention out",
+                          p + "attention.output.dense");
     const int x1 = layernorm(s1, g1, b1, "block");
-    const int f = linear(x1, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate");
-    const int s2 = linear(f, f_w, f_b, h, Activation::none, x1, "ffn out");
+    const int f = linear(x1, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate",
+                         p + "intermediate.dense");
+    const int s2 = linear(f, f_w, f_b, h, Activation::none, x1, "ffn out", p + "output.dense");
     const int next = layernorm(s2, g2, b2, "hidden");
     prefix_.clear();
     recording_ = false;
@@ -344,15 +348,29 @@ class Builder {
   /// activation and residual in its epilogue, W and b its constants.
   /// Training: dense on the weights' compute copy, then the activation, then
   /// (before a residual) hidden dropout and the add, each with its backward.
+  /// `encoder_linear`: the module name of an encoder linear (int8_scales.hpp),
+  /// which inference multiplies with options.encoder_math.
   int linear(int x, int w, int bias, std::int64_t out, Activation activation,
-             std::optional<int> residual, const std::string& role) {
+             std::optional<int> residual, const std::string& role,
+             const std::string& encoder_linear = {}) {
     const std::int64_t rows = p_.shape(x)[0];
     if (!training_) {
       const int y = act(role, {rows, out});
       std::vector<int> inputs{x};
       if (residual) inputs.push_back(*residual);
-      p_.op(Phase::forward, OpKind::linear, std::move(inputs), {y},
-            LinearAttrs{out, activation, residual.has_value()}, {w, bias});
+      LinearAttrs attrs{out, activation, residual.has_value()};
+      if (!encoder_linear.empty()) {
+        out_.calibration_points.push_back({p_.op_count(Phase::forward), encoder_linear, x});
+        attrs.math = o_.encoder_math;
+        if (attrs.math == LinearMath::int8 && !o_.int8_max_abs.empty()) {
+          const auto it = o_.int8_max_abs.find(encoder_linear);
+          if (it == o_.int8_max_abs.end())
+            throw ConfigError(
+                fmt::format("int8: no calibrated scale for linear \"{}\"", encoder_linear));
+          attrs.input_scale = int8_scale(it->second);
+        }
+      }
+      p_.op(Phase::forward, OpKind::linear, std::move(inputs), {y}, attrs, {w, bias});
       return y;
     }
     const int weight = p_.compute_copy(w);

@@ -6,6 +6,7 @@
 // ops that keep what backward needs, with the backward of every op recorded
 // as it is declared and emitted in reverse at the end.
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,6 +45,19 @@ struct BertProgramOptions {
   PipelineStage stage;
   double dropout = 0.0;            ///< training: hidden dropout
   double attention_dropout = 0.0;  ///< training: attention-probability dropout
+  /// Inference: how the encoder's linears (int8_scales.hpp int8_linear_names)
+  /// multiply. int8 with `int8_max_abs` quantises each one's input with the
+  /// calibrated step (static); without, per row at run time (dynamic).
+  LinearMath encoder_math = LinearMath::native;
+  std::map<std::string, float> int8_max_abs;
+};
+
+/// Inference: an encoder linear's input, observed by calibration after the
+/// forward op that follows its producer has run (the linear itself).
+struct CalibrationPoint {
+  std::size_t forward_op = 0;  ///< index of the linear in the forward list
+  std::string name;            ///< int8_linear_names
+  int input = -1;              ///< the tensor it reads
 };
 
 /// A trainable (or, in inference, loadable) tensor under its Hugging Face name.
@@ -73,6 +87,8 @@ struct BertProgram {
   int labels = -1;          ///< classification: i32 [B]
   int targets = -1;         ///< regression: f32 [B]
   int cls_positions = -1;   ///< classification training: i32 [B] rows 0, S, 2S, ... of the tokens
+  /// Inference: every encoder linear's input, in forward order.
+  std::vector<CalibrationPoint> calibration_points;
   // Pipeline stages (PipelineStage).
   int stage_input = -1, stage_input_grad = -1, stage_output = -1, stage_output_grad = -1;
 };

@@ -264,8 +264,11 @@ void Program::bind_constants() {
   }
 }
 
-void Program::run(Phase phase) {
-  for (auto& op : list(phase)) {
+void Program::run(Phase phase, const std::function<void(std::size_t)>& before_op) {
+  auto& ops = list(phase);
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    auto& op = ops[i];
+    if (before_op) before_op(i);
     const auto start = std::chrono::steady_clock::now();
     op.kernel->run(op.bound_inputs, op.bound_outputs);
     op.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -277,7 +280,11 @@ std::map<std::string, OpTime> Program::profile() const {
   std::map<std::string, OpTime> by_op;
   for (const auto& ops : lists_) {
     for (const auto& op : ops) {
-      const std::string name(op_name(op.desc.op));
+      std::string name(op_name(op.desc.op));
+      // int8 and bf32 linears run other kernels than the bf16/f32 ones.
+      if (const auto* linear = std::get_if<LinearAttrs>(&op.desc.attrs);
+          linear != nullptr && linear->math != LinearMath::native)
+        name += fmt::format(" ({})", linear->math == LinearMath::int8 ? "int8" : "bf32");
       auto& t = by_op[name];
       if (t.op.empty()) t = {name, op.kernel ? op.kernel->implementation() : "not prepared", 0, 0};
       t.calls += op.calls;

@@ -6,6 +6,7 @@
 // programs (bert_program.hpp declares them); the memory plan and the
 // allocation come from the same table.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -122,8 +123,9 @@ class Program {
   /// Hands every op its constants (Kernel::set_constants), after their
   /// values were uploaded: kernels may pack them.
   void bind_constants();
-  /// Runs the ops of `phase` in order, timing each.
-  void run(Phase phase);
+  /// Runs the ops of `phase` in order, timing each; `before_op(i)`, when
+  /// given, is called before op i runs (calibration reads its inputs).
+  void run(Phase phase, const std::function<void(std::size_t)>& before_op = {});
   /// Time per op kind over every run so far, all phases.
   std::map<std::string, OpTime> profile() const;
 

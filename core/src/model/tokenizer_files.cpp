@@ -7,7 +7,7 @@
 #include <string>
 
 #include "polyhal/error.hpp"
-#include "util/regular_file.hpp"
+#include "util/json_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -18,22 +18,6 @@ constexpr std::uintmax_t kMaxTokenizerConfigBytes = std::uintmax_t{1} << 20;
 // Longer words than this are not words; the bound keeps a hostile value from
 // meaning "no limit".
 constexpr std::int64_t kMaxCharsPerWordSetting = 1 << 20;
-
-nlohmann::json read_json(const std::filesystem::path& file, std::uintmax_t max_bytes,
-                         const char* kind) {
-  detail::refuse_special_or_oversized_file(file, max_bytes, kind);
-  std::ifstream in(file);
-  if (!in) throw ConfigError(fmt::format("{}: cannot read the {}", file.string(), kind));
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
-  }
-  if (!json.is_object())
-    throw ConfigError(fmt::format("{}: expected a JSON object", file.string()));
-  return json;
-}
 
 [[noreturn]] void unsupported(const std::filesystem::path& file, const std::string& key,
                               const std::string& why) {
@@ -69,7 +53,8 @@ void check_strip_accents(const std::filesystem::path& file, const nlohmann::json
 
 /// tokenizer_config.json: BertTokenizer's arguments.
 void read_tokenizer_config(const std::filesystem::path& file, TokenizerFiles& out) {
-  const auto settings = read_json(file, kMaxTokenizerConfigBytes, "tokenizer config");
+  const auto settings =
+      detail::read_json_object(file, kMaxTokenizerConfigBytes, "tokenizer config");
   if (const auto name = string_at(settings, "tokenizer_class");
       name && *name != "BertTokenizer" && *name != "BertTokenizerFast")
     unsupported(file, "tokenizer_class", *name + " is not BERT's WordPiece tokenizer");
@@ -88,7 +73,7 @@ void read_tokenizer_config(const std::filesystem::path& file, TokenizerFiles& ou
 
 /// tokenizer.json: the fast tokenizer's model, normalizer and pre-tokenizer.
 void read_tokenizer_json(const std::filesystem::path& file, TokenizerFiles& out) {
-  const auto pipeline = read_json(file, kMaxTokenizerJsonBytes, "tokenizer file");
+  const auto pipeline = detail::read_json_object(file, kMaxTokenizerJsonBytes, "tokenizer file");
   if (const auto it = pipeline.find("model"); it != pipeline.end() && it->is_object()) {
     const auto& model = *it;
     if (const auto type = string_at(model, "type"); type && *type != "WordPiece")

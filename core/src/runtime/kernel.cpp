@@ -40,6 +40,9 @@ void KernelDesc::check_attrs() const {
 
 std::string KernelDesc::to_string() const {
   std::string text = fmt::format("{} {}", op_name(op), dtype_name(dtype));
+  if (const auto* linear = std::get_if<LinearAttrs>(&attrs);
+      linear != nullptr && linear->math != LinearMath::native)
+    text += fmt::format(" ({} products)", linear_math_name(linear->math));
   for (std::size_t i = 0; i < input_shapes.size(); ++i) {
     text += (i == 0 ? " " : " x ") + shape_string(input_shapes[i]);
   }

@@ -113,4 +113,16 @@ std::string_view activation_name(Activation a) noexcept {
   return "?";
 }
 
+std::string_view linear_math_name(LinearMath m) noexcept {
+  switch (m) {
+    case LinearMath::native:
+      return "native";
+    case LinearMath::bf16_products:
+      return "bf16";
+    case LinearMath::int8:
+      return "int8";
+  }
+  return "?";
+}
+
 }  // namespace polyhal

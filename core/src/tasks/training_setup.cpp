@@ -95,9 +95,14 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertCo
   return stages;
 }
 
-void check_training_setup(Device& device, const RunConfig& config,
+void check_training_setup(Device& device, const RunConfig& config, bool trains,
                           const Communicator* across_processes) {
   check_output_paths(config);
+  if (trains && config.model.linear_math != LinearMath::native)
+    throw ConfigError(fmt::format(
+        "{}: key 'model.precision': {} is for inference and evaluation (fine-tuning with do: "
+        "eval); train in bf16 or f32",
+        config.locate("model.precision"), config.model.precision_name()));
   const DType precision = config.model.precision;
   if (!device.supports(precision)) {
     throw ConfigError(fmt::format(

@@ -29,9 +29,10 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertCo
 /// The optimizer section as BertTraining takes it.
 OptimizerSettings optimizer_settings(const OptimizerSection& optimizer);
 
-/// Refuses, naming the key, a precision the device cannot train in and a
+/// Refuses, naming the key, a precision the device cannot train in (int8
+/// and bf32 when `trains`: they are inference precisions) and a
 /// batch.replicas that disagrees with the number of MPI ranks.
-void check_training_setup(Device& device, const RunConfig& config,
+void check_training_setup(Device& device, const RunConfig& config, bool trains,
                           const Communicator* across_processes);
 
 /// batch.* with the replicas of the whole job (one per MPI rank under mpirun).

@@ -19,12 +19,15 @@
 ///   mlm    = LayerNorm(gelu(x Wt^T + bt)) word^T + b_vocab          [T, V]
 /// with T = batch x seq tokens; the MLM decoder reuses the word embeddings.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
 
 #include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/op_time.hpp"
 #include "polyhal/app/safetensors.hpp"
 #include "polyhal/device.hpp"
 
@@ -56,19 +59,30 @@ struct BertOutputs {
   std::vector<float> logits;  ///< classification: [batch, num_labels]; regression: [batch]
 };
 
+/// How an inference computes: its activations' dtype, and how the encoder's
+/// linears multiply (int8 with calibrated scales, or bf32's bf16 products).
+struct InferencePrecision {
+  InferencePrecision(DType type = DType::f32) : dtype(type) {}  // NOLINT: a plain dtype is one
+  DType dtype;
+  LinearMath encoder_math = LinearMath::native;
+  /// int8 static: the calibrated largest |x| at each encoder linear's input
+  /// (int8_scales.hpp); empty: int8 quantises X per row at run time (dynamic).
+  std::map<std::string, float> int8_max_abs;
+};
+
 class BertInference {
  public:
   /// Prepares every kernel on `device`. `with_heads` adds the MLM and NSP heads.
-  BertInference(Device& device, const BertConfig& config, BertShape shape, DType precision,
-                bool with_heads);
+  BertInference(Device& device, const BertConfig& config, BertShape shape,
+                const InferencePrecision& precision, bool with_heads);
   /// The model class of `head` (bert_config.hpp): BertForPreTraining with its
   /// MLM and NSP heads, BertForQuestionAnswering (start/end logits, no
   /// pooler) or BertForSequenceClassification (pooled output and logits).
   /// `packed`: question answering on packed rows (several sequences per
   /// row): run() then requires BertInputs::position_ids, and the attention
   /// mask numbers each token's sequence.
-  BertInference(Device& device, const BertConfig& config, BertShape shape, DType precision,
-                const TaskHead& head, bool packed = false);
+  BertInference(Device& device, const BertConfig& config, BertShape shape,
+                const InferencePrecision& precision, const TaskHead& head, bool packed = false);
   ~BertInference();
   BertInference(const BertInference&) = delete;
   BertInference& operator=(const BertInference&) = delete;
@@ -80,7 +94,18 @@ class BertInference {
   void load_weights(const TensorMap& weights);
   /// One forward pass. Copies results to `outputs` if it is not null.
   void run(const BertInputs& inputs, BertOutputs* outputs);
+  /// Calibration: from now on every run() also records the largest |x| at
+  /// each encoder linear's input (int8_scales.hpp int8_linear_names).
+  void start_calibration();
+  /// What the runs since start_calibration() recorded, and how many runs.
+  const std::map<std::string, float>& calibrated_max_abs() const;
+  std::int64_t calibrated_batches() const;
 
+  /// Host time per kind of op over every run so far, most first, with the
+  /// kernel that ran it.
+  std::vector<OpTime> profile() const;
+  /// Forward passes run so far (warmup included).
+  std::int64_t runs() const;
   /// Floating-point operations of one forward pass (matmuls and attention).
   double flops() const;
   /// The device model's estimate of one forward pass (sum over kernels), or

@@ -26,6 +26,7 @@
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/backend.hpp"
 #include "polyhal/dtype.hpp"
+#include "polyhal/op_schema.hpp"
 
 namespace polyhal {
 
@@ -46,7 +47,22 @@ struct ModelSection {
   /// unset: the same as `dropout`.
   std::optional<double> attention_dropout;
   std::int64_t seq_len = 128;
+  /// The activations' dtype (model.precision int8: bf16; bf32: f32).
   DType precision = DType::f32;
+  /// How the encoder's GEMMs multiply: int8 (model.precision int8) or bf16
+  /// products of f32 tensors (bf32); inference and evaluation only.
+  LinearMath linear_math = LinearMath::native;
+  /// int8: "dynamic" (each row of a linear's input gets its own step as it
+  /// runs) or "static" (one calibrated step per linear, from int8_scales).
+  std::string int8_activations = "dynamic";
+  std::filesystem::path int8_scales;  ///< int8 static: the calibrated scales file
+  std::filesystem::path calibrate;    ///< write int8 scales from this run's forward passes
+  /// model.precision as written: f32, bf16, f16, int8 or bf32.
+  std::string precision_name() const {
+    if (linear_math == LinearMath::int8) return "int8";
+    if (linear_math == LinearMath::bf16_products) return "bf32";
+    return std::string(dtype_name(precision));
+  }
   /// Training: recompute encoder layers' activations in backward ("none",
   /// "all", or the layers listed in recompute_layers).
   std::string recompute = "none";

@@ -10,6 +10,7 @@
 
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/config.hpp"
+#include "polyhal/app/op_time.hpp"
 #include "polyhal/device.hpp"
 
 namespace polyhal {
@@ -31,6 +32,10 @@ struct InferenceResult {
   /// Device-model estimate per batch; nullopt on real hardware.
   std::optional<double> estimated_batch_seconds;
   std::size_t text_examples = 0;  ///< examples written to inference.output
+  /// Host time per kind of op over every batch run (warmup included), most
+  /// first, with the kernel that ran it (which ISA, int8 or bf16).
+  std::vector<OpTime> profile;
+  std::int64_t forward_runs = 0;  ///< the batches `profile` covers
 };
 
 /// Prepares the model (kernels, memory plan); with `compile_only` stops

@@ -42,7 +42,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
       "on {} ({})\n",
       config.task, config.task == "glue" ? " " + f.glue_task : "", fmt::join(what, ", "),
       config.model.seq_len, config.batch.micro, config.batch.grad_accum, replicas, global_batch,
-      config.optimizer.name, dtype_name(config.model.precision), p.name, p.product);
+      config.optimizer.name, config.model.precision_name(), p.name, p.product);
   StepProgress on_step(config, global_batch, false, model, metrics, run.progress);
   const auto on_eval = [&](const FinetuneEvaluation& e) {
     nlohmann::json line{{"event", e.split},
@@ -66,7 +66,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
                          {"mode", std::string(device_mode_name(p.mode))},
                          {"task", config.task},
                          {"architecture", hf_architecture(r.head)},
-                         {"precision", std::string(dtype_name(config.model.precision))},
+                         {"precision", config.model.precision_name()},
                          {"seq_len", config.model.seq_len},
                          {"micro_batch", config.batch.micro},
                          {"grad_accum", config.batch.grad_accum},

@@ -23,6 +23,7 @@
 #include "polyhal/app/tf_checkpoint.hpp"
 #include "polyhal/error.hpp"
 #include "tasks/finetune/finetune_data.hpp"
+#include "tasks/inference_precision.hpp"
 #include "tasks/tokenizer_settings.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
@@ -250,7 +251,11 @@ class Evaluator {
   void operator()(Split split, std::int64_t epoch, std::int64_t step, const TensorMap& weights,
                   Communicator& replicas, std::unique_ptr<BertInference>& model) const {
     const auto begin = std::chrono::steady_clock::now();
-    if (!model) model = make_inference(device_, config_, result_);
+    if (!model) {
+      model = make_inference(device_, config_, result_);
+      if (!config_.model.calibrate.empty()) model->start_calibration();
+    }
+    check_int8_weights(config_, result_.config, weights);
     model->load_weights(weights);
     const auto outputs = head_outputs(*model, data_.rows(split), data_.output_width(), replicas);
     if (replicas.rank() != 0) return;
@@ -274,8 +279,11 @@ class Evaluator {
     const auto& f = config.section<FinetuneSection>();
     const BertShape shape{f.eval_batch > 0 ? f.eval_batch : config.batch.micro,
                           config.model.seq_len};
-    return std::make_unique<BertInference>(device, result.config, shape, config.model.precision,
-                                           result.head, f.packed);
+    const InferencePrecision precision = inference_precision(config, result.config, device);
+    return refusing_precision(config, [&] {
+      return std::make_unique<BertInference>(device, result.config, shape, precision, result.head,
+                                             f.packed);
+    });
   }
 
  private:
@@ -296,6 +304,11 @@ void evaluate_only(Device& device, const RunConfig& config, const StartingPoint&
   const Evaluator evaluate(device, config, *data, result, on_eval, result.evaluations);
   ReplicaGroup group(across_processes ? 1 : static_cast<int>(config.batch.replicas),
                      across_processes);
+  const bool calibrate = !config.model.calibrate.empty();
+  if (calibrate && (group.total() > 1 || across_processes != nullptr))
+    throw ConfigError(fmt::format(
+        "{}: key 'model.calibrate': calibrate with one replica (batch.replicas 1, no mpirun)",
+        config.locate("model.calibrate")));
   group.run([&](int r) {
     std::unique_ptr<BertInference> model;
     Communicator& replicas = group.communicator(r);
@@ -303,6 +316,7 @@ void evaluate_only(Device& device, const RunConfig& config, const StartingPoint&
       evaluate(Split::eval, 0, 0, weights, replicas, model);
     if (config.section<FinetuneSection>().predict)
       evaluate(Split::predict, 0, 0, weights, replicas, model);
+    if (calibrate && model) write_calibration(config, *model, weights);
   });
 }
 
@@ -317,7 +331,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   const StartingPoint start = starting_point(config, compile_only);
   const BertConfig& model = result.config = start.model;
   result.head = finetune_head(config);
-  check_training_setup(device, config, across_processes);
+  check_training_setup(device, config, f.train, across_processes);
   const std::int64_t seq = config.model.seq_len;
   if (seq > model.max_position_embeddings) {
     throw ConfigError(

@@ -24,7 +24,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
   const auto r = run_inference(device, config, run.compile_only);
-  const std::string precision(dtype_name(config.model.precision));
+  const std::string precision = config.model.precision_name();
   std::cout << fmt::format(
       "inference: BERT {} (L{} H{} A{}){}, seq {}, batch {}, {} on {} ({}{})\n", r.model_name,
       r.config.num_hidden_layers, r.config.hidden_size, r.config.num_attention_heads,
@@ -88,6 +88,22 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
           latency[1].second, latency[2].second, latency[3].second, latency[4].second,
           latency[5].second);
     }
+  }
+  if (!r.profile.empty() && !model) {
+    // What really ran: int8 or bf16 GEMMs, and on which ISA (oneDNN's
+    // implementation names), so no precision or ISA is claimed unseen.
+    std::cout << "  kernels (host time per batch, most first):\n";
+    nlohmann::json ops = nlohmann::json::array();
+    const double batches = static_cast<double>(std::max<std::int64_t>(r.forward_runs, 1));
+    for (const auto& t : r.profile) {
+      ops.push_back({{"op", t.op},
+                     {"calls", t.calls},
+                     {"seconds", t.seconds},
+                     {"implementation", t.implementation}});
+      std::cout << fmt::format("    {:<18} {:>8.2f} ms  {}\n", t.op, t.seconds * 1e3 / batches,
+                               t.implementation);
+    }
+    summary["profile"] = ops;
   }
   if (r.text_examples > 0) {
     std::cout << fmt::format("  wrote {} examples to {}\n", r.text_examples,

@@ -18,6 +18,7 @@
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
 #include "sentence_pooling.hpp"
+#include "tasks/inference_precision.hpp"
 #include "tasks/tokenizer_settings.hpp"
 #include "util/atomic_file.hpp"
 #include "util/regular_file.hpp"
@@ -297,9 +298,11 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
                                                           : TaskHead::Kind::classification;
     head.num_labels = head.kind == TaskHead::Kind::classification ? config.model.num_labels : 2;
   }
-  BertInference bert =
-      task_head ? BertInference(device, result.config, shape, config.model.precision, head)
-                : BertInference(device, result.config, shape, config.model.precision, heads);
+  const InferencePrecision precision = inference_precision(config, result.config, device);
+  BertInference bert = refusing_precision(config, [&] {
+    return task_head ? BertInference(device, result.config, shape, precision, head)
+                     : BertInference(device, result.config, shape, precision, heads);
+  });
   result.memory = bert.plan_memory();
   result.flops_per_batch = bert.flops();
   result.estimated_batch_seconds = bert.estimate_seconds();
@@ -313,12 +316,23 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
     save_bert_weights(weights, DType::f32, config.model.save / "model.safetensors");
     spdlog::info("saved config.json and model.safetensors to {}", config.model.save.string());
   }
+  check_int8_weights(config, result.config, weights);
   bert.load_weights(weights);
+  const bool calibrate = !config.model.calibrate.empty();
+  if (calibrate) {
+    spdlog::info(
+        "calibrating int8 scales: every batch also reads each encoder linear's input, "
+        "so this run's timings are not the model's");
+    bert.start_calibration();
+  }
   if (text) {
     infer_text(bert, config, *tokenizer, head, result);
   } else {
     time_generated_batches(bert, config, result);
   }
+  if (calibrate) write_calibration(config, bert, weights);
+  result.profile = bert.profile();
+  result.forward_runs = bert.runs();
   return result;
 }
 

@@ -30,7 +30,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   result.config = resolve_bert_config(config.model);
   result.model_name =
       config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
-  check_training_setup(device, config, across_processes);
+  check_training_setup(device, config, true, across_processes);
   // The data never labels more than max_predictions positions per sequence,
   // so the MLM head runs on those rows only.
   const auto data =

@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""polyhal against the engines a user would pick instead, side by side in one
+run on this machine, same threads, shapes and weights, each at its
+recommended fast path:
+
+  OpenVINO          f32 and bf16 inference precision hints, LATENCY hint at
+                    batch 1 and THROUGHPUT at batch 8; INT8 through NNCF's
+                    post-training quantisation
+  ONNX Runtime      the transformer optimizer's fusions (attention, skip and
+                    embed LayerNorm), f32; INT8 by dynamic quantisation
+  PyTorch 2         bf16 weights (and torch.compile with --compile)
+  IPEX              ipex.optimize(dtype=bfloat16) + TorchScript trace and
+                    freeze, as Intel's BERT scripts do (needs --ipex-python)
+  polyhal           bf16 and int8 (dynamic activations) on the cpu plugin
+
+The weights are polyhal's seeded BERT written as a Hugging Face directory
+(model.save), so every engine runs the same numbers. Inputs are random
+token ids (seq full, no padding). Prints a Markdown table and the versions.
+
+  bench/peers-venv.sh build                 # the pinned virtual environments, once
+  build/peer-venv/bin/python bench/peers_bench.py [--build build] [--rows base-b1,base-b8,large-b8]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import polyhal_bench  # noqa: E402
+
+ROWS = {
+    "base-b1": ("base", 128, 1),
+    "base-b8": ("base", 128, 8),
+    "large-b8": ("large", 384, 8),
+}
+
+
+def timed(fn, iterations, warmup):
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(iterations):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    times.sort()
+    return times
+
+
+def summary(times, batch):
+    p50 = statistics.median(times)
+    p99 = times[min(len(times) - 1, int(round(0.99 * (len(times) - 1))))]
+    return {"seq_per_s": batch * len(times) / sum(times), "p50_ms": p50 * 1e3, "p99_ms": p99 * 1e3}
+
+
+def polyhal_rows(build, hf_dir, seq, batch, iterations, threads):
+    out = {}
+    for name, precision in (("polyhal bf16", "bf16"), ("polyhal int8 (dynamic)", "int8")):
+        lines = polyhal_bench.run(build, [
+            "--config", os.path.join(polyhal_bench.ROOT, "configs", "bert-demo-cpu.yaml"),
+            "--set", f"model.hf_config={hf_dir}/config.json", "--set", f"model.weights={hf_dir}/model.safetensors",
+            "--set", f"model.seq_len={seq}", "--set", f"batch.micro={batch}", "--set", f"model.precision={precision}",
+            "--set", f"inference.iterations={iterations}", "--set", f"device.threads={threads}"])
+        s = lines[-1]
+        out[name] = {"seq_per_s": s["sequences_per_second"], "p50_ms": s["latency_p50_ms"],
+                     "p99_ms": s["latency_p99_ms"],
+                     "kernels": "; ".join(sorted({p["implementation"] for p in s.get("profile", [])
+                                                  if p["op"].startswith("linear")}))}
+    return out
+
+
+def make_model(build, preset, seq, directory):
+    """polyhal's seeded BERT as a Hugging Face directory (one batch run with model.save)."""
+    polyhal_bench.run(build, ["--config", os.path.join(polyhal_bench.ROOT, "configs", "bert-demo-cpu.yaml"),
+                              "--set", f"model.preset={preset}", "--set", f"model.seq_len={seq}",
+                              "--set", "inference.iterations=1", "--set", "inference.warmup=0",
+                              "--set", f"model.save={directory}"])
+
+
+def inputs(seq, batch):
+    import numpy as np
+    rng = np.random.default_rng(7)
+    return {"input_ids": rng.integers(1000, 20000, (batch, seq), dtype=np.int64),
+            "attention_mask": np.ones((batch, seq), dtype=np.int64),
+            "token_type_ids": np.zeros((batch, seq), dtype=np.int64)}
+
+
+def export_onnx(hf_dir, seq, path):
+    import torch
+    from transformers import BertModel
+    model = BertModel.from_pretrained(hf_dir, attn_implementation="eager").eval()
+    feed = {k: torch.from_numpy(v) for k, v in inputs(seq, 1).items()}
+    torch.onnx.export(model, (feed["input_ids"], feed["attention_mask"], feed["token_type_ids"]), path,
+                      input_names=["input_ids", "attention_mask", "token_type_ids"],
+                      output_names=["last_hidden_state", "pooler_output"],
+                      dynamic_axes={n: {0: "batch", 1: "seq"} for n in ("input_ids", "attention_mask",
+                                                                         "token_type_ids")},
+                      opset_version=17, dynamo=False)
+
+
+def onnxruntime_rows(onnx_path, hidden, heads, seq, batch, iterations, threads, work):
+    import onnxruntime as ort
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+    fused = os.path.join(work, "bert-fused.onnx")
+    if not os.path.exists(fused):
+        optimize_model(onnx_path, model_type="bert", num_heads=heads, hidden_size=hidden).save_model_to_file(fused)
+        quantize_dynamic(fused, os.path.join(work, "bert-int8.onnx"), weight_type=QuantType.QInt8)
+    feed = inputs(seq, batch)
+    out = {}
+    for name, path in (("ONNX Runtime f32 (fused)", fused),
+                       ("ONNX Runtime int8 (dynamic)", os.path.join(work, "bert-int8.onnx"))):
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        out[name] = summary(timed(lambda: session.run(None, feed), iterations, 3), batch)
+    return out
+
+
+def openvino_rows(onnx_path, seq, batch, iterations, threads, work, bf16):
+    import openvino as ov
+    core = ov.Core()
+    model = core.read_model(onnx_path)
+    model.reshape({n.get_any_name(): [batch, seq] for n in model.inputs})
+    feed = inputs(seq, batch)
+    hint = "LATENCY" if batch == 1 else "THROUGHPUT"
+    out = {}
+    precisions = ["f32"] + (["bf16"] if bf16 else [])
+    for precision in precisions:
+        compiled = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads,
+                                                     "INFERENCE_PRECISION_HINT": precision})
+        out[f"OpenVINO {precision} ({hint})"] = openvino_time(compiled, feed, batch, iterations, hint)
+    # INT8: NNCF post-training quantisation on random-token calibration batches.
+    import nncf
+    int8_path = os.path.join(work, f"bert-int8-{batch}x{seq}.xml")
+    if not os.path.exists(int8_path):
+        calibration = nncf.Dataset([inputs(seq, batch) for _ in range(8)])
+        quantized = nncf.quantize(model, calibration, model_type=nncf.ModelType.TRANSFORMER, subset_size=8)
+        ov.save_model(quantized, int8_path)
+    compiled = core.compile_model(core.read_model(int8_path), "CPU",
+                                  {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads})
+    out[f"OpenVINO int8 NNCF ({hint})"] = openvino_time(compiled, feed, batch, iterations, hint)
+    return out
+
+
+def openvino_time(compiled, feed, batch, iterations, hint):
+    if hint == "LATENCY":
+        request = compiled.create_infer_request()
+        return summary(timed(lambda: request.infer(feed), iterations, 3), batch)
+    import openvino as ov
+    queue = ov.AsyncInferQueue(compiled)
+    requests = len(queue)
+    for _ in range(requests):  # warm every request
+        queue.start_async(feed)
+    queue.wait_all()
+    start = time.perf_counter()
+    for _ in range(iterations):
+        queue.start_async(feed)
+    queue.wait_all()
+    elapsed = time.perf_counter() - start
+    # Throughput mode overlaps requests: no per-batch latency to report.
+    return {"seq_per_s": batch * iterations / elapsed, "p50_ms": float("nan"), "p99_ms": float("nan"),
+            "note": f"{requests} requests in flight"}
+
+
+def torch_rows(hf_dir, seq, batch, iterations, threads, compile_too):
+    import torch
+    from transformers import BertModel
+    torch.set_num_threads(threads)
+    model = BertModel.from_pretrained(hf_dir, torch_dtype=torch.bfloat16).eval()
+    feed = {k: torch.from_numpy(v) for k, v in inputs(seq, batch).items()}
+    out = {}
+    with torch.inference_mode():
+        out[f"PyTorch {torch.__version__} bf16"] = summary(timed(lambda: model(**feed), iterations, 3), batch)
+        if compile_too:
+            compiled = torch.compile(model)
+            out[f"PyTorch {torch.__version__} bf16 compile"] = summary(
+                timed(lambda: compiled(**feed), iterations, 3), batch)
+    return out
+
+
+IPEX_SCRIPT = r'''
+import json, sys, time, statistics, torch, numpy as np
+import intel_extension_for_pytorch as ipex
+from transformers import BertModel
+hf, seq, batch, iterations, threads = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+torch.set_num_threads(threads)
+model = BertModel.from_pretrained(hf, torchscript=True, attn_implementation="eager").eval()
+model = ipex.optimize(model, dtype=torch.bfloat16)
+rng = np.random.default_rng(7)
+ids = torch.from_numpy(rng.integers(1000, 20000, (batch, seq), dtype=np.int64))
+mask = torch.ones((batch, seq), dtype=torch.int64); types = torch.zeros((batch, seq), dtype=torch.int64)
+with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+    traced = torch.jit.freeze(torch.jit.trace(model, (ids, mask, types), strict=False))
+    for _ in range(3): traced(ids, mask, types)
+    times = []
+    for _ in range(iterations):
+        t = time.perf_counter(); traced(ids, mask, types); times.append(time.perf_counter() - t)
+print(json.dumps({"times": times, "torch": torch.__version__, "ipex": ipex.__version__}))
+'''
+
+
+def ipex_rows(python, hf_dir, seq, batch, iterations, threads):
+    result = subprocess.run([python, "-c", IPEX_SCRIPT, hf_dir, str(seq), str(batch), str(iterations), str(threads)],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        return {"IPEX": {"error": result.stderr.strip().splitlines()[-1] if result.stderr else "failed"}}
+    data = json.loads(result.stdout.strip().splitlines()[-1])
+    times = sorted(data["times"])
+    return {f"IPEX {data['ipex']} bf16 (TorchScript, frozen)": summary(times, batch)}
+
+
+def isa_line():
+    flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0]
+    wanted = ["avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_fp16", "avx512_fp16"]
+    return ", ".join(f"{w} {'yes' if f' {w}' in flags else 'no'}" for w in wanted)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--build", default=os.path.join(polyhal_bench.ROOT, "build"))
+    parser.add_argument("--rows", default="base-b1,base-b8,large-b8")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=os.cpu_count())
+    parser.add_argument("--ipex-python", default=os.path.join(polyhal_bench.ROOT, "build", "ipex-venv", "bin", "python"))
+    parser.add_argument("--compile", action="store_true", help="also torch.compile (minutes per shape)")
+    a = parser.parse_args()
+    import onnxruntime
+    import openvino
+    import torch
+    has_bf16 = "avx512_bf16" in open("/proc/cpuinfo").read() or "amx_bf16" in open("/proc/cpuinfo").read()
+    results = []
+    with tempfile.TemporaryDirectory() as work:
+        for row in a.rows.split(","):
+            preset, seq, batch = ROWS[row]
+            hf_dir = os.path.join(work, preset)
+            onnx_path = os.path.join(hf_dir, "bert.onnx")
+            if not os.path.exists(hf_dir):
+                make_model(a.build, preset, seq, hf_dir)
+                export_onnx(hf_dir, seq, onnx_path)
+            config = json.load(open(os.path.join(hf_dir, "config.json")))
+            iterations = a.iterations if preset == "base" else max(5, a.iterations // 4)
+            engines = {}
+            engines.update(polyhal_rows(a.build, hf_dir, seq, batch, iterations, a.threads))
+            engines.update(openvino_rows(onnx_path, seq, batch, iterations, a.threads, hf_dir, has_bf16))
+            engines.update(onnxruntime_rows(onnx_path, config["hidden_size"], config["num_attention_heads"], seq,
+                                            batch, iterations, a.threads, hf_dir))
+            engines.update(torch_rows(hf_dir, seq, batch, iterations, a.threads, a.compile))
+            if os.path.exists(a.ipex_python):
+                engines.update(ipex_rows(a.ipex_python, hf_dir, seq, batch, iterations, a.threads))
+            results.append((row, preset, seq, batch, engines))
+            print(f"{row} done", file=sys.stderr)
+    print(f"BERT inference, {a.threads} threads, {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
+    print(f"CPU: {isa_line()}")
+    print(f"OpenVINO {openvino.__version__}, ONNX Runtime {onnxruntime.__version__}, PyTorch {torch.__version__}\n")
+    print("| row | engine | seq/s | p50 ms | p99 ms | vs polyhal bf16 | note |")
+    print("|---|---|---|---|---|---|---|")
+    for row, preset, seq, batch, engines in results:
+        ours = engines["polyhal bf16"]["seq_per_s"]
+        for name, r in sorted(engines.items(), key=lambda kv: -kv[1].get("seq_per_s", 0)):
+            if "error" in r:
+                print(f"| {preset} s{seq} b{batch} | {name} | - | - | - | - | {r['error']} |")
+                continue
+            print(f"| {preset} s{seq} b{batch} | {name} | {r['seq_per_s']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
+                  f"| {r['seq_per_s'] / ours:.2f}x | {r.get('note', r.get('kernels', ''))} |")
+
+
+if __name__ == "__main__":
+    main()

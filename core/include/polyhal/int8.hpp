@@ -1,0 +1,62 @@
+#pragma once
+/// @file int8.hpp
+/// The int8 quantisation of LinearAttrs::math = int8 (op_schema.hpp), in one
+/// place so that every kernel (reference, CPU plugin) computes alike:
+/// symmetric (no zero point), round to nearest even, X saturated to s8's
+/// [-128, 127] as oneDNN's reorders do, W per output channel (its largest
+/// value maps to 127, so W stays in [-127, 127]). X has one step for the
+/// whole tensor (static: LinearAttrs::input_scale, calibrated) or one per
+/// row, max |x_row| / 127, computed as the linear runs (dynamic).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <span>
+
+namespace polyhal {
+
+/// The largest |q| of a quantised value.
+inline constexpr float kInt8Max = 127.0f;
+
+/// q = round(x * inverse_scale) to nearest even, saturated to [-128, 127];
+/// NaN becomes 0.
+inline std::int8_t quantize_s8(float x, float inverse_scale) noexcept {
+  const float v = std::nearbyint(x * inverse_scale);
+  if (!(v == v)) return 0;
+  return static_cast<std::int8_t>(std::clamp(v, -128.0f, kInt8Max));
+}
+
+/// The step of a tensor whose largest |x| is `max_abs`: max_abs / 127, or 1
+/// for an all-zero (or non-finite) range, so that dividing by it is safe.
+inline float int8_scale(float max_abs) noexcept {
+  return std::isfinite(max_abs) && max_abs > 0.0f ? max_abs / kInt8Max : 1.0f;
+}
+
+/// Quantises W[N, K] (row-major, f32) per output channel n: scales[n] =
+/// int8_scale(max |W[n, :]|), q[n * K + k] = quantize_s8(W[n, k], 1 / scales[n]).
+inline void quantize_weights_per_channel(std::span<const float> w, std::int64_t n, std::int64_t k,
+                                         std::span<std::int8_t> q,
+                                         std::span<float> scales) noexcept {
+  for (std::int64_t row = 0; row < n; ++row) {
+    const float* in = w.data() + row * k;
+    float max_abs = 0.0f;
+    for (std::int64_t i = 0; i < k; ++i) max_abs = std::max(max_abs, std::fabs(in[i]));
+    const float scale = int8_scale(max_abs);
+    scales[static_cast<std::size_t>(row)] = scale;
+    const float inverse = 1.0f / scale;
+    for (std::int64_t i = 0; i < k; ++i)
+      q[static_cast<std::size_t>(row * k + i)] = quantize_s8(in[i], inverse);
+  }
+}
+
+/// Dynamic quantisation of one row: returns its step int8_scale(max |x|)
+/// and writes q[i] = quantize_s8(x[i], 1 / step).
+inline float quantize_row_s8(std::span<const float> x, std::span<std::int8_t> q) noexcept {
+  float max_abs = 0.0f;
+  for (const float v : x) max_abs = std::max(max_abs, std::fabs(v));
+  const float step = int8_scale(max_abs);
+  const float inverse = 1.0f / step;
+  for (std::size_t i = 0; i < x.size(); ++i) q[i] = quantize_s8(x[i], inverse);
+  return step;
+}
+
+}  // namespace polyhal

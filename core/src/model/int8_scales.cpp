@@ -1,0 +1,146 @@
+#include "polyhal/app/int8_scales.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "polyhal/error.hpp"
+#include "util/atomic_file.hpp"
+#include "util/json_file.hpp"
+
+namespace polyhal {
+namespace {
+
+constexpr const char* kFormat = "polyhal int8 scales 1";
+// A BERT-large file is about 6 KiB; anything far larger is not one.
+constexpr std::uintmax_t kMaxScalesFileBytes = std::uintmax_t{1} << 20;
+constexpr std::size_t kFingerprintStride = 61;
+
+struct Fnv1a {
+  std::uint64_t hash = 0xcbf29ce484222325ull;
+  void bytes(const void* data, std::size_t size) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (std::size_t i = 0; i < size; ++i) {
+      hash ^= p[i];
+      hash *= 0x100000001b3ull;
+    }
+  }
+  template <class T>
+  void value(T v) {
+    bytes(&v, sizeof v);
+  }
+};
+
+const char* const kDimensions[] = {"num_hidden_layers", "hidden_size", "intermediate_size"};
+
+std::int64_t dimension(const BertConfig& c, const std::string& name) {
+  if (name == "num_hidden_layers") return c.num_hidden_layers;
+  if (name == "hidden_size") return c.hidden_size;
+  return c.intermediate_size;
+}
+
+}  // namespace
+
+std::vector<std::string> int8_linear_names(const BertConfig& config) {
+  std::vector<std::string> names;
+  for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
+    const std::string p = fmt::format("bert.encoder.layer.{}.", l);
+    for (const char* linear :
+         {"attention.self.qkv", "attention.output.dense", "intermediate.dense", "output.dense"})
+      names.push_back(p + linear);
+  }
+  return names;
+}
+
+std::string model_fingerprint(const TensorMap& weights) {
+  Fnv1a fnv;
+  for (const auto& [name, tensor] : weights) {
+    fnv.bytes(name.data(), name.size());
+    for (const std::int64_t d : tensor.shape) fnv.value(d);
+    const auto& v = tensor.values;
+    for (std::size_t i = 0; i < v.size(); i += kFingerprintStride)
+      fnv.value(std::bit_cast<std::uint32_t>(v[i]));
+    if (!v.empty()) fnv.value(std::bit_cast<std::uint32_t>(v.back()));
+  }
+  return fmt::format("fnv1a64:{:016x}", fnv.hash);
+}
+
+Int8Scales read_int8_scales(const std::filesystem::path& file, const BertConfig& config,
+                            const std::string& key) {
+  const auto where = [&](const std::string& what) {
+    return fmt::format("{}: key '{}': {}", file.string(), key, what);
+  };
+  const nlohmann::json json =
+      detail::read_json_object(file, kMaxScalesFileBytes, "int8 scales file");
+  Int8Scales scales;
+  try {
+    if (json.value("format", std::string()) != kFormat)
+      throw ConfigError(where(fmt::format(
+          "not an int8 scales file (\"format\" must be \"{}\"); write one with model.calibrate",
+          kFormat)));
+    const auto& model = json.at("model");
+    for (const char* name : kDimensions) {
+      const std::int64_t theirs = model.at(name).get<std::int64_t>();
+      if (theirs != dimension(config, name))
+        throw ConfigError(where(fmt::format(
+            "calibrated for another model: {} {} in the file, {} in this one; calibrate this "
+            "model with model.calibrate",
+            name, theirs, dimension(config, name))));
+    }
+    scales.fingerprint = model.at("fingerprint").get<std::string>();
+    const auto& calibration = json.at("calibration");
+    scales.batches = calibration.at("batches").get<std::int64_t>();
+    scales.precision = calibration.value("precision", std::string());
+    const auto& max_abs = json.at("max_abs");
+    for (const std::string& name : int8_linear_names(config)) {
+      if (!max_abs.contains(name))
+        throw ConfigError(where(fmt::format("no scale for linear \"{}\"", name)));
+      const double value = max_abs.at(name).get<double>();
+      if (!std::isfinite(value) || value <= 0.0 || value > 3.0e38)
+        throw ConfigError(where(fmt::format(
+            "the scale of \"{}\" is {}; a calibrated largest |x| is finite and > 0", name, value)));
+      scales.max_abs[name] = static_cast<float>(value);
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(where(fmt::format("malformed: {}", e.what())));
+  }
+  return scales;
+}
+
+void check_int8_fingerprint(const Int8Scales& scales, const std::string& fingerprint,
+                            const std::filesystem::path& file, const std::string& key) {
+  if (scales.fingerprint != fingerprint)
+    throw ConfigError(fmt::format(
+        "{}: key '{}': calibrated on other weights (fingerprint {}, these weights are {}); "
+        "calibrate these weights with model.calibrate",
+        file.string(), key, scales.fingerprint, fingerprint));
+}
+
+void write_int8_scales(const std::filesystem::path& file, const BertConfig& config,
+                       const Int8Scales& scales) {
+  nlohmann::ordered_json json;
+  json["format"] = kFormat;
+  nlohmann::ordered_json model;
+  model["fingerprint"] = scales.fingerprint;
+  for (const char* name : kDimensions) model[name] = dimension(config, name);
+  json["model"] = model;
+  json["calibration"] = {
+      {"batches", scales.batches}, {"statistic", "max_abs"}, {"precision", scales.precision}};
+  nlohmann::ordered_json max_abs;
+  for (const std::string& name : int8_linear_names(config)) {
+    const auto it = scales.max_abs.find(name);
+    if (it == scales.max_abs.end())
+      throw RuntimeFailure(fmt::format("calibration saw no input of linear \"{}\"", name));
+    // An input that was zero throughout still gets a usable (tiny) range.
+    max_abs[name] = std::max(it->second, std::numeric_limits<float>::min());
+  }
+  json["max_abs"] = max_abs;
+  detail::write_file_atomically(file, json.dump(2) + "\n");
+}
+
+}  // namespace polyhal

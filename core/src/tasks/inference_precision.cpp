@@ -1,0 +1,79 @@
+#include "tasks/inference_precision.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "polyhal/app/int8_scales.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+namespace {
+
+constexpr const char* kScalesKey = "model.int8_scales";
+
+bool static_int8(const RunConfig& config) {
+  return config.model.linear_math == LinearMath::int8 && config.model.int8_activations == "static";
+}
+
+Int8Scales read_configured_scales(const RunConfig& config, const BertConfig& model) {
+  if (config.model.int8_scales.empty())
+    throw ConfigError(fmt::format(
+        "{}: key 'model.int8_activations': static needs model.int8_scales, the scales a "
+        "calibration run wrote (run once with model.calibrate: scales.json at f32, docs/bert.md "
+        "\"INT8\")",
+        config.locate("model.int8_activations")));
+  return read_int8_scales(config.model.int8_scales, model, kScalesKey);
+}
+
+}  // namespace
+
+void throw_precision_refused(const RunConfig& config, const KernelNotFoundError& e) {
+  throw ConfigError(fmt::format("{}: key 'model.precision': {} cannot run here: {}",
+                                config.locate("model.precision"), config.model.precision_name(),
+                                e.what()));
+}
+
+InferencePrecision inference_precision(const RunConfig& config, const BertConfig& model,
+                                       const Device& device) {
+  InferencePrecision precision(config.model.precision);
+  if (config.model.linear_math == LinearMath::int8 && !device.supports(DType::bf16))
+    precision.dtype = DType::f32;
+  precision.encoder_math = config.model.linear_math;
+  const bool int8 = config.model.linear_math == LinearMath::int8;
+  if (!static_int8(config) && !config.model.int8_scales.empty())
+    throw ConfigError(fmt::format(
+        "{}: key '{}': read by model.precision int8 with int8_activations static only, not {}{}",
+        config.locate(kScalesKey), kScalesKey, config.model.precision_name(),
+        int8 ? " with dynamic activations" : ""));
+  if (int8 && !config.model.calibrate.empty())
+    throw ConfigError(fmt::format(
+        "{}: key 'model.calibrate': calibrate at f32 (or bf16), not int8: the scales measure the "
+        "unquantised model",
+        config.locate("model.calibrate")));
+  if (static_int8(config)) precision.int8_max_abs = read_configured_scales(config, model).max_abs;
+  return precision;
+}
+
+void check_int8_weights(const RunConfig& config, const BertConfig& model,
+                        const TensorMap& weights) {
+  if (!static_int8(config)) return;
+  check_int8_fingerprint(read_configured_scales(config, model), model_fingerprint(weights),
+                         config.model.int8_scales, kScalesKey);
+}
+
+void write_calibration(const RunConfig& config, const BertInference& inference,
+                       const TensorMap& weights) {
+  Int8Scales scales;
+  scales.fingerprint = model_fingerprint(weights);
+  scales.batches = inference.calibrated_batches();
+  scales.precision = config.model.precision_name();
+  scales.max_abs = inference.calibrated_max_abs();
+  if (scales.batches < 1)
+    throw ConfigError(fmt::format("{}: key 'model.calibrate': the run ran no batch to calibrate on",
+                                  config.locate("model.calibrate")));
+  write_int8_scales(config.model.calibrate, inference.config(), scales);
+  spdlog::info("int8 scales of {} linears from {} batch(es) written to {}", scales.max_abs.size(),
+               scales.batches, config.model.calibrate.string());
+}
+
+}  // namespace polyhal

@@ -1,0 +1,16 @@
+#pragma once
+// Dynamic int8 quantisation of a linear's input, row by row (int8.hpp's
+// rule), on the OpenMP pool: AVX-512 where the ISA choice allows it, the
+// contract's scalar rule otherwise. Both give the same bytes.
+#include <cstdint>
+
+#include "polyhal/dtype.hpp"
+
+namespace polyhal::cpu {
+
+/// x[rows, columns] (f32 or bf16) -> q[rows, columns] s8 and step[rows],
+/// step[r] = int8_scale(max |x[r, :]|), q = quantize_s8(x, 1 / step[r]).
+void quantize_rows_s8(const void* x, DType type, std::int64_t rows, std::int64_t columns,
+                      std::int8_t* q, float* step, bool avx512);
+
+}  // namespace polyhal::cpu

@@ -1,0 +1,189 @@
+// linear with LinearMath::int8 (op_schema.hpp, int8.hpp) through oneDNN.
+// X is quantised to s8, with its calibrated step by a oneDNN reorder
+// (static) or row by row by omp_quantize (dynamic); the s8 weights, per
+// output channel, are packed once into the primitive's layout (VNNI on
+// AVX-512, AMX-INT8 where the ISA allows). The s32 sums are dequantised by
+// per-channel output scales and, when dynamic, a per-row binary multiply;
+// bias, activation and residual are post-ops after that, the contract's
+// order (oneDNN 2.x would add its own bias before scaling). The problem is
+// posed as a batch of one [1, M, K] x [1, K, N]: oneDNN 2.6's brgemm
+// broadcasts a [1, M, 1] operand only in that form (in 2-D it falls back to
+// its reference kernel).
+#include <fmt/format.h>
+
+#include <unordered_map>
+#include <vector>
+
+#include "omp_quantize.hpp"
+#include "onednn_matmul.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/int8.hpp"
+
+namespace polyhal::cpu {
+namespace {
+
+using tag = dnnl::memory::format_tag;
+using dt = dnnl::memory::data_type;
+
+class OneDnnInt8Linear final : public Kernel {
+ public:
+  OneDnnInt8Linear(const KernelDesc& desc, bool avx512, const dnnl::engine& engine)
+      : engine_(engine), stream_(engine), desc_(desc), avx512_(avx512) {
+    m_ = desc.input_shapes.at(0).at(0);
+    k_ = desc.input_shapes.at(0).at(1);
+    const auto& attrs = desc.attrs_as<LinearAttrs>();
+    n_ = attrs.out_features;
+    activation_ = attrs.activation;
+    residual_ = attrs.residual;
+    input_scale_ = attrs.input_scale;
+    if (!(input_scale_ >= 0.0f) || !std::isfinite(input_scale_))
+      throw KernelNotFoundError(fmt::format("{}: int8 input_scale must be finite and >= 0, got {}",
+                                            desc.to_string(), input_scale_));
+    flops_ = 2.0 * static_cast<double>(m_ * n_) * static_cast<double>(k_);
+    // Created now with unit scales, so a missing implementation is refused
+    // at prepare; set_constants makes the real one once the weights' steps
+    // are known.
+    pd_ = create_or_refuse(desc, [&] { return make_pd(std::vector<float>(size_of(n_), 1.0f)); });
+    if (!dynamic()) {
+      quantize_pd_ = create_or_refuse(desc, [&] {
+        dnnl::primitive_attr attr;
+        attr.set_output_scales(0, {1.0f / input_scale_});
+        return dnnl::reorder::primitive_desc(engine_, {{m_, k_}, onednn_type(desc_.dtype), tag::ab},
+                                             engine_, {{m_, k_}, dt::s8, tag::ab}, attr);
+      });
+    }
+  }
+
+  void set_constants(std::span<const Tensor> constants) override {
+    if (constants.size() != 2 || constants[0].shape != Shape{n_, k_} ||
+        constants[1].dtype != DType::f32) {
+      throw RuntimeFailure(fmt::format("{}: constants must be W[{}, {}] and an f32 bias",
+                                       desc_.to_string(), n_, k_));
+    }
+    std::vector<float> w(size_of(n_ * k_));
+    convert(constants[0].buffer->data(), constants[0].dtype, w.data(), DType::f32, w.size());
+    std::vector<std::int8_t> q(w.size());
+    std::vector<float> weight_step(size_of(n_));
+    quantize_weights_per_channel(w, n_, k_, q, weight_step);
+    if (!dynamic())
+      for (float& step : weight_step) step *= input_scale_;
+    pd_ = make_pd(weight_step);
+    primitive_ = dnnl::matmul(pd_);
+    // W[N, K] row-major, seen as [1, K, N].
+    dnnl::memory user({{1, k_, n_}, dt::s8, tag::acb}, engine_, q.data());
+    weights_ = dnnl::memory(pd_.weights_desc(), engine_);
+    dnnl::reorder(user, weights_).execute(stream_, user, weights_);
+    stream_.wait();
+    bias_tensor_ = constants[1];
+    x_ = dnnl::memory({{m_, k_}, onednn_type(desc_.dtype), tag::ab}, engine_, DNNL_MEMORY_NONE);
+    x_q_ = dnnl::memory(pd_.src_desc(), engine_);
+    if (!dynamic()) {
+      quantize_ = dnnl::reorder(quantize_pd_);
+      x_q_2d_ = dnnl::memory({{m_, k_}, dt::s8, tag::ab}, engine_, x_q_.get_data_handle());
+    }
+    dst_ = dnnl::memory(pd_.dst_desc(), engine_, DNNL_MEMORY_NONE);
+    residual_mem_ = dnnl::memory(dst_md(), engine_, DNNL_MEMORY_NONE);
+    bias_ = dnnl::memory(bias_md(), engine_, bias_tensor_.buffer->data());
+    row_step_ = dnnl::memory(row_md(), engine_);
+    scratchpad_ = dnnl::memory(pd_.scratchpad_desc(), engine_);
+    args_ = {{DNNL_ARG_SRC, x_q_},
+             {DNNL_ARG_WEIGHTS, weights_},
+             {DNNL_ARG_DST, dst_},
+             {DNNL_ARG_SCRATCHPAD, scratchpad_},
+             {DNNL_ARG_ATTR_MULTIPLE_POST_OP(bias_index_) | DNNL_ARG_SRC_1, bias_}};
+    if (dynamic()) args_.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, row_step_);
+    if (residual_index_ >= 0)
+      args_.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_index_) | DNNL_ARG_SRC_1,
+                    residual_mem_);
+  }
+
+  void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
+    if (!primitive_) throw RuntimeFailure(desc_.to_string() + ": run before set_constants");
+    if (dynamic()) {
+      quantize_rows_s8(inputs[0].buffer->data(), desc_.dtype, m_, k_,
+                       static_cast<std::int8_t*>(x_q_.get_data_handle()),
+                       static_cast<float*>(row_step_.get_data_handle()), avx512_);
+    } else {
+      x_.set_data_handle(inputs[0].buffer->data());
+      quantize_.execute(stream_, x_, x_q_2d_);
+    }
+    dst_.set_data_handle(outputs[0].buffer->data());
+    if (residual_index_ >= 0) residual_mem_.set_data_handle(inputs[1].buffer->data());
+    primitive_.execute(stream_, args_);
+    stream_.wait();
+  }
+
+  std::string implementation() const override {
+    return fmt::format("onednn {} int8 linear+{} (s8 x s8 -> s32; X {})", pd_.impl_info_str(),
+                       activation_name(activation_),
+                       dynamic()
+                           ? fmt::format("per row at run time, {}",
+                                         avx512_ ? "avx512 quantiser" : "scalar quantiser")
+                           : fmt::format("calibrated step, {}", quantize_pd_.impl_info_str()));
+  }
+  /// oneDNN's scratch, the quantised X and its row steps, the packed s8 weights.
+  std::uint64_t workspace_bytes() const override {
+    return pd_.scratchpad_desc().get_size() + pd_.weights_desc().get_size() +
+           pd_.src_desc().get_size() + row_md().get_size();
+  }
+  double flops() const override { return flops_; }
+
+ private:
+  static std::size_t size_of(std::int64_t v) { return static_cast<std::size_t>(v); }
+  bool dynamic() const { return input_scale_ == 0.0f; }
+  dnnl::memory::desc dst_md() const { return {{1, m_, n_}, onednn_type(desc_.dtype), tag::abc}; }
+  dnnl::memory::desc bias_md() const { return {{1, 1, n_}, dt::f32, tag::abc}; }
+  dnnl::memory::desc row_md() const { return {{1, m_, 1}, dt::f32, tag::abc}; }
+
+  /// The matmul with per-channel output scales; the row steps (dynamic),
+  /// bias, activation and residual as post-ops, applied after the scale.
+  dnnl::matmul::primitive_desc make_pd(const std::vector<float>& output_scale) {
+    dnnl::post_ops post_ops;
+    if (dynamic()) post_ops.append_binary(dnnl::algorithm::binary_mul, row_md());
+    bias_index_ = post_ops.len();
+    post_ops.append_binary(dnnl::algorithm::binary_add, bias_md());
+    if (activation_ == Activation::gelu) {
+      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    } else if (activation_ == Activation::tanh) {
+      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+    }
+    if (residual_) {
+      residual_index_ = post_ops.len();
+      post_ops.append_binary(dnnl::algorithm::binary_add, dst_md());
+    }
+    dnnl::primitive_attr attr;
+    attr.set_output_scales(1 << 2, output_scale);
+    attr.set_post_ops(post_ops);
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::memory::desc src({1, m_, k_}, dt::s8, tag::abc);
+    const dnnl::memory::desc weights({1, k_, n_}, dt::s8, tag::any);
+    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst_md()), attr, engine_);
+  }
+
+  dnnl::engine engine_;
+  dnnl::stream stream_;
+  KernelDesc desc_;
+  bool avx512_;
+  dnnl::matmul::primitive_desc pd_;
+  dnnl::matmul primitive_;
+  dnnl::reorder::primitive_desc quantize_pd_;
+  dnnl::reorder quantize_;
+  dnnl::memory x_, x_q_, x_q_2d_, dst_, weights_, bias_, row_step_, scratchpad_, residual_mem_;
+  int bias_index_ = 0, residual_index_ = -1;
+  std::unordered_map<int, dnnl::memory> args_;
+  Tensor bias_tensor_;  // keeps the bias buffer alive
+  std::int64_t m_ = 0, n_ = 0, k_ = 0;
+  Activation activation_ = Activation::none;
+  bool residual_ = false;
+  float input_scale_ = 0.0f;
+  double flops_ = 0.0;
+};
+
+}  // namespace
+
+std::unique_ptr<Kernel> make_onednn_int8_linear(const KernelDesc& desc, bool avx512,
+                                                const dnnl::engine& engine) {
+  return std::make_unique<OneDnnInt8Linear>(desc, avx512, engine);
+}
+
+}  // namespace polyhal::cpu

@@ -1,0 +1,291 @@
+// INT8 and bf32 linears (LinearAttrs::math, int8.hpp): the quantisation
+// rule, the reference kernel against a computation done here in double from
+// the rule, the CPU plugin's oneDNN kernels against the reference, the
+// refusals (an ISA without VNNI, the device models), and the scales file.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <random>
+
+#include "polyhal/app/int8_scales.hpp"
+#include "polyhal/error.hpp"
+#include "polyhal/int8.hpp"
+#include "polyhal/reference_kernels.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+struct LinearProblem {
+  std::int64_t m = 37, k = 96, n = 70;  // odd rows catch tails
+  std::vector<float> x, w, b, r;
+  float x_max = 0.0f;  ///< largest |x|: the static step's calibration
+};
+
+/// X with a few outlier columns, as BERT's LayerNorm outputs have.
+LinearProblem make_problem(DType type) {
+  LinearProblem p;
+  std::mt19937 generator(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  p.x.resize(static_cast<std::size_t>(p.m * p.k));
+  for (std::size_t i = 0; i < p.x.size(); ++i) {
+    const bool outlier = i % static_cast<std::size_t>(p.k) % 31 == 3;
+    p.x[i] = round_through(type, normal(generator) * (outlier ? 20.0f : 1.0f));
+  }
+  p.w.resize(static_cast<std::size_t>(p.n * p.k));
+  for (auto& v : p.w) v = round_through(type, 0.05f * normal(generator));
+  p.b.resize(static_cast<std::size_t>(p.n));
+  for (auto& v : p.b) v = 0.1f * normal(generator);
+  p.r.resize(static_cast<std::size_t>(p.m * p.n));
+  for (auto& v : p.r) v = round_through(type, normal(generator));
+  for (const float v : p.x) p.x_max = std::max(p.x_max, std::fabs(v));
+  return p;
+}
+
+Tensor upload(Device& device, DType type, const Shape& shape, const std::vector<float>& values) {
+  Tensor t = device.allocate_tensor(type, shape, "test");
+  std::vector<std::byte> staging(t.bytes());
+  convert(values.data(), DType::f32, staging.data(), type, values.size());
+  device.copy_from_host(*t.buffer, staging.data(), t.bytes());
+  return t;
+}
+
+/// Runs linear(X) + gelu + residual with `math` on `kernel`.
+std::vector<float> run_linear(Device& device, Kernel& kernel, const LinearProblem& p, DType type) {
+  const std::array constants{upload(device, type, {p.n, p.k}, p.w),
+                             upload(device, DType::f32, {p.n}, p.b)};
+  kernel.set_constants(constants);
+  const std::array inputs{upload(device, type, {p.m, p.k}, p.x),
+                          upload(device, type, {p.m, p.n}, p.r)};
+  const std::array outputs{device.allocate_tensor(type, {p.m, p.n}, "Y")};
+  kernel.run(inputs, outputs);
+  std::vector<float> y(static_cast<std::size_t>(p.m * p.n));
+  convert(outputs[0].buffer->data(), type, y.data(), DType::f32, y.size());
+  return y;
+}
+
+/// The portable reference kernel for `desc` (reference_kernels.hpp).
+std::unique_ptr<Kernel> reference_kernel(const KernelDesc& desc, Device& device) {
+  KernelRegistry registry;
+  register_reference_kernels(registry, {DType::f32, DType::bf16}, MatMulNumerics{});
+  return (*registry.find(desc.op, desc.dtype))(desc, device);
+}
+
+/// `input_scale` 0: int8 quantises X per row (dynamic).
+KernelDesc linear_desc(const LinearProblem& p, DType type, LinearMath math,
+                       float input_scale = 0.0f) {
+  return {OpKind::linear,
+          type,
+          {{p.m, p.k}},
+          LinearAttrs{p.n, Activation::gelu, true, math, input_scale}};
+}
+
+double gelu(double v) {
+  return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+}
+
+/// The int8 rule computed here in double: quantise as int8.hpp says (one
+/// step, or one per row when `input_scale` is 0), sum the integer products,
+/// dequantise, bias, GELU, residual.
+std::vector<double> int8_expected(const LinearProblem& p, float input_scale) {
+  std::vector<std::int8_t> w(p.w.size());
+  std::vector<float> w_step(static_cast<std::size_t>(p.n));
+  quantize_weights_per_channel(p.w, p.n, p.k, w, w_step);
+  std::vector<double> y(static_cast<std::size_t>(p.m * p.n));
+  std::vector<std::int8_t> x(static_cast<std::size_t>(p.k));
+  for (std::int64_t i = 0; i < p.m; ++i) {
+    const std::span<const float> row(p.x.data() + i * p.k, static_cast<std::size_t>(p.k));
+    double step = input_scale;
+    if (input_scale > 0.0f) {
+      for (std::int64_t q = 0; q < p.k; ++q) x[q] = quantize_s8(row[q], 1.0f / input_scale);
+    } else {
+      step = quantize_row_s8(row, x);
+    }
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      std::int64_t acc = 0;
+      for (std::int64_t q = 0; q < p.k; ++q) acc += std::int64_t{x[q]} * w[j * p.k + q];
+      const double v = static_cast<double>(acc) * step * w_step[j] + p.b[j];
+      y[i * p.n + j] = gelu(v) + p.r[i * p.n + j];
+    }
+  }
+  return y;
+}
+
+std::vector<double> f32_expected(const LinearProblem& p) {
+  std::vector<double> y(static_cast<std::size_t>(p.m * p.n));
+  for (std::int64_t i = 0; i < p.m; ++i) {
+    for (std::int64_t j = 0; j < p.n; ++j) {
+      double acc = 0;
+      for (std::int64_t q = 0; q < p.k; ++q)
+        acc += static_cast<double>(p.x[i * p.k + q]) * p.w[j * p.k + q];
+      y[i * p.n + j] = gelu(acc + p.b[j]) + p.r[i * p.n + j];
+    }
+  }
+  return y;
+}
+
+double max_difference(const std::vector<float>& got, const std::vector<double>& want) {
+  double worst = 0;
+  for (std::size_t i = 0; i < got.size(); ++i)
+    worst = std::max(worst, std::fabs(static_cast<double>(got[i]) - want[i]));
+  return worst;
+}
+
+TEST(Int8, QuantisationRoundsToNearestEvenAndSaturates) {
+  EXPECT_EQ(quantize_s8(2.5f, 1.0f), 2);
+  EXPECT_EQ(quantize_s8(3.5f, 1.0f), 4);
+  EXPECT_EQ(quantize_s8(-2.5f, 1.0f), -2);
+  EXPECT_EQ(quantize_s8(1000.0f, 1.0f), 127);
+  EXPECT_EQ(quantize_s8(-1000.0f, 1.0f), -128);
+  EXPECT_EQ(quantize_s8(std::nanf(""), 1.0f), 0);
+  EXPECT_EQ(int8_scale(0.0f), 1.0f);
+  EXPECT_FLOAT_EQ(int8_scale(12.7f), 0.1f);
+  // A row's own step: its largest value maps to 127.
+  const std::vector<float> row{0.5f, -2.0f, 1.0f};
+  std::vector<std::int8_t> q(3);
+  EXPECT_FLOAT_EQ(quantize_row_s8(row, q), 2.0f / 127.0f);
+  EXPECT_EQ(q, (std::vector<std::int8_t>{32, -127, 64}));  // 31.75 -> 32, 63.5 -> 64
+}
+
+TEST(Int8, ReferenceLinearFollowsTheRuleAndStaysNearF32) {
+  const LinearProblem p = make_problem(DType::f32);
+  auto device = test::first_device("ipu");  // any device: the kernel is the reference
+  for (const float input_scale : {0.0f, int8_scale(p.x_max)}) {
+    auto kernel =
+        reference_kernel(linear_desc(p, DType::f32, LinearMath::int8, input_scale), *device);
+    const auto y = run_linear(*device, *kernel, p, DType::f32);
+    EXPECT_LE(max_difference(y, int8_expected(p, input_scale)), 1e-4) << input_scale;
+    const double error = max_difference(y, f32_expected(p));
+    std::cout << fmt::format("int8 ({}) vs f32 linear: max abs difference {:.4f}\n",
+                             input_scale > 0 ? "static" : "dynamic", error);
+    EXPECT_LE(error, 0.4);
+    EXPECT_GT(error, 0.0);
+  }
+}
+
+TEST(Int8, CpuKernelEqualsTheReference) {
+  auto cpu = test::first_device("cpu");
+  for (const DType type : {DType::f32, DType::bf16}) {
+    const LinearProblem p = make_problem(type);
+    for (const float input_scale : {0.0f, int8_scale(p.x_max)}) {
+      const auto desc = linear_desc(p, type, LinearMath::int8, input_scale);
+      std::shared_ptr<Kernel> kernel;
+      try {
+        kernel = cpu->prepare_kernel(desc);
+      } catch (const KernelNotFoundError& e) {
+        // Only a CPU without VNNI may refuse, and it says so.
+        EXPECT_NE(std::string(e.what()).find("VNNI"), std::string::npos) << e.what();
+        GTEST_SKIP() << e.what();
+      }
+      EXPECT_NE(kernel->implementation().find("int8"), std::string::npos);
+      const auto got = run_linear(*cpu, *kernel, p, type);
+      auto reference = reference_kernel(desc, *cpu);
+      const auto want = run_linear(*cpu, *reference, p, type);
+      // Same integers; only oneDNN's GELU and the output rounding may differ.
+      EXPECT_LE(max_difference(got, std::vector<double>(want.begin(), want.end())),
+                type == DType::f32 ? 1e-4 : 0.07)
+          << dtype_name(type) << " " << kernel->implementation();
+    }
+  }
+}
+
+TEST(Int8, Bf32MultipliesBf16RoundedOperandsInF32) {
+  auto cpu = test::first_device("cpu");
+  LinearProblem p = make_problem(DType::f32);
+  const auto desc = linear_desc(p, DType::f32, LinearMath::bf16_products);
+  auto kernel = cpu->prepare_kernel(desc);
+  const auto got = run_linear(*cpu, *kernel, p, DType::f32);
+  auto reference = reference_kernel(desc, *cpu);
+  const auto want = run_linear(*cpu, *reference, p, DType::f32);
+  // The reference rounds X and W to bf16 and sums in f32: the same products.
+  LinearProblem rounded = p;
+  for (auto& v : rounded.x) v = round_through(DType::bf16, v);
+  for (auto& v : rounded.w) v = round_through(DType::bf16, v);
+  EXPECT_LE(max_difference(want, f32_expected(rounded)), 1e-3);
+  EXPECT_LE(max_difference(got, f32_expected(rounded)), 1e-3) << kernel->implementation();
+  EXPECT_GT(max_difference(got, f32_expected(p)), 1e-3) << "bf16 products differ from f32 ones";
+  EXPECT_NE(kernel->implementation().find("bf16 products"), std::string::npos);
+}
+
+TEST(Int8, RefusedBelowVnniNeverEmulated) {
+  auto cpu = test::first_device("cpu", {{"isa", "avx2"}});
+  const LinearProblem p = make_problem(DType::f32);
+  try {
+    cpu->prepare_kernel(linear_desc(p, DType::f32, LinearMath::int8));
+    FAIL() << "int8 prepared under device.isa avx2";
+  } catch (const KernelNotFoundError& e) {
+    EXPECT_NE(std::string(e.what()).find("AVX512-VNNI"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Int8, DeviceModelsRefuseWhatTheirHardwareLacks) {
+  const LinearProblem p = make_problem(DType::f32);
+  auto ipu = test::first_device("ipu");
+  for (const LinearMath math : {LinearMath::int8, LinearMath::bf16_products}) {
+    try {
+      ipu->prepare_kernel(linear_desc(p, DType::f32, math));
+      ADD_FAILURE() << "the IPU model prepared " << linear_math_name(math);
+    } catch (const KernelNotFoundError& e) {
+      EXPECT_NE(std::string(e.what()).find("IPU"), std::string::npos) << e.what();
+    }
+  }
+  auto gaudi = test::first_device("gaudi");
+  try {
+    gaudi->prepare_kernel(linear_desc(p, DType::bf16, LinearMath::int8));
+    ADD_FAILURE() << "the Gaudi model prepared int8";
+  } catch (const KernelNotFoundError& e) {
+    EXPECT_NE(std::string(e.what()).find("MME"), std::string::npos) << e.what();
+  }
+  EXPECT_NO_THROW(gaudi->prepare_kernel(linear_desc(p, DType::f32, LinearMath::bf16_products)));
+}
+
+TEST(Int8, ScalesFileErrorsNameTheFileAndKey) {
+  test::TempDir dir;
+  const BertConfig config = test::small_bert(2);
+  Int8Scales scales;
+  scales.fingerprint = "fnv1a64:0123456789abcdef";
+  scales.batches = 3;
+  scales.precision = "f32";
+  for (const auto& name : int8_linear_names(config)) scales.max_abs[name] = 1.5f;
+  const auto file = dir.path() / "scales.json";
+  write_int8_scales(file, config, scales);
+  const auto back = read_int8_scales(file, config, "model.int8_scales");
+  EXPECT_EQ(back.max_abs, scales.max_abs);
+  EXPECT_EQ(back.fingerprint, scales.fingerprint);
+  test::expect_config_error(
+      [&] { check_int8_fingerprint(back, "fnv1a64:ffffffffffffffff", file, "model.int8_scales"); },
+      "calibrated on other weights");
+  BertConfig other = config;
+  other.hidden_size *= 2;
+  test::expect_config_error([&] { read_int8_scales(file, other, "model.int8_scales"); },
+                            "calibrated for another model: hidden_size");
+  const auto text = [&] {
+    std::ifstream in(file);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }();
+  const auto edited = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return dir.write("edited.json", t);
+  };
+  test::expect_config_error(
+      [&] {
+        read_int8_scales(edited("bert.encoder.layer.1.output.dense", "x"), config,
+                         "model.int8_scales");
+      },
+      "no scale for linear \"bert.encoder.layer.1.output.dense\"");
+  test::expect_config_error(
+      [&] { read_int8_scales(edited("1.5,", "-1.5,"), config, "model.int8_scales"); },
+      "is -1.5; a calibrated largest |x| is finite and > 0");
+  test::expect_config_error(
+      [&] { read_int8_scales(dir.write("not.json", "{\"a\": 1}"), config, "model.int8_scales"); },
+      "not an int8 scales file");
+  test::expect_config_error(
+      [&] { read_int8_scales(dir.path() / "missing.json", config, "model.int8_scales"); },
+      "missing.json");
+}
+
+}  // namespace
+}  // namespace polyhal
