@@ -94,10 +94,20 @@ def export_onnx(hf_dir, seq, path):
     import torch
     from transformers import BertModel
     model = BertModel.from_pretrained(hf_dir, attn_implementation="eager").eval()
+
+    class Encoder(torch.nn.Module):  # positional inputs, the encoder's output only
+        def __init__(self):
+            super().__init__()
+            self.bert = model
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+                             use_cache=False).last_hidden_state
+
     feed = {k: torch.from_numpy(v) for k, v in inputs(seq, 1).items()}
-    torch.onnx.export(model, (feed["input_ids"], feed["attention_mask"], feed["token_type_ids"]), path,
+    torch.onnx.export(Encoder().eval(), (feed["input_ids"], feed["attention_mask"], feed["token_type_ids"]), path,
                       input_names=["input_ids", "attention_mask", "token_type_ids"],
-                      output_names=["last_hidden_state", "pooler_output"],
+                      output_names=["last_hidden_state"],
                       dynamic_axes={n: {0: "batch", 1: "seq"} for n in ("input_ids", "attention_mask",
                                                                          "token_type_ids")},
                       opset_version=17, dynamo=False)
@@ -110,7 +120,10 @@ def onnxruntime_rows(onnx_path, hidden, heads, seq, batch, iterations, threads, 
     fused = os.path.join(work, "bert-fused.onnx")
     if not os.path.exists(fused):
         optimize_model(onnx_path, model_type="bert", num_heads=heads, hidden_size=hidden).save_model_to_file(fused)
-        quantize_dynamic(fused, os.path.join(work, "bert-int8.onnx"), weight_type=QuantType.QInt8)
+        # The fused graph's contrib ops carry no inferred types: name the default.
+        import onnx
+        quantize_dynamic(fused, os.path.join(work, "bert-int8.onnx"), weight_type=QuantType.QInt8,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
     feed = inputs(seq, batch)
     out = {}
     for name, path in (("ONNX Runtime f32 (fused)", fused),
