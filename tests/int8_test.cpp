@@ -73,13 +73,21 @@ std::unique_ptr<Kernel> reference_kernel(const KernelDesc& desc, Device& device)
   return (*registry.find(desc.op, desc.dtype))(desc, device);
 }
 
-/// `input_scale` 0: int8 quantises X per row (dynamic).
+/// `input_scale` 0: int8 quantises X per row (dynamic); `input` gelu: X is
+/// a GELU output (u8 after the shift).
 KernelDesc linear_desc(const LinearProblem& p, DType type, LinearMath math,
-                       float input_scale = 0.0f) {
+                       float input_scale = 0.0f, Activation input = Activation::none) {
   return {OpKind::linear,
           type,
           {{p.m, p.k}},
-          LinearAttrs{p.n, Activation::gelu, true, math, input_scale}};
+          LinearAttrs{p.n, Activation::gelu, true, math, input, input_scale}};
+}
+
+/// The problem's X replaced by GELU outputs (>= -0.17), as FFN-down reads.
+LinearProblem gelu_input(LinearProblem p, DType type) {
+  for (float& v : p.x)
+    v = round_through(type, static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)))));
+  return p;
 }
 
 double gelu(double v) {
@@ -87,26 +95,36 @@ double gelu(double v) {
 }
 
 /// The int8 rule computed here in double: quantise as int8.hpp says (one
-/// step, or one per row when `input_scale` is 0), sum the integer products,
-/// dequantise, bias, GELU, residual.
-std::vector<double> int8_expected(const LinearProblem& p, float input_scale) {
+/// step, or one per row when `input_scale` is 0, u8 after the shift for a
+/// GELU input), sum the integer products, dequantise, bias, GELU, residual.
+std::vector<double> int8_expected(const LinearProblem& p, float input_scale,
+                                  bool gelu_input = false) {
   std::vector<std::int8_t> w(p.w.size());
   std::vector<float> w_step(static_cast<std::size_t>(p.n));
   quantize_weights_per_channel(p.w, p.n, p.k, w, w_step);
   std::vector<double> y(static_cast<std::size_t>(p.m * p.n));
   std::vector<std::int8_t> x(static_cast<std::size_t>(p.k));
+  std::vector<std::uint8_t> u(static_cast<std::size_t>(p.k));
   for (std::int64_t i = 0; i < p.m; ++i) {
     const std::span<const float> row(p.x.data() + i * p.k, static_cast<std::size_t>(p.k));
     double step = input_scale;
     if (input_scale > 0.0f) {
       for (std::int64_t q = 0; q < p.k; ++q) x[q] = quantize_s8(row[q], 1.0f / input_scale);
+    } else if (gelu_input) {
+      step = quantize_gelu_row_u8(row, u);
     } else {
       step = quantize_row_s8(row, x);
     }
     for (std::int64_t j = 0; j < p.n; ++j) {
-      std::int64_t acc = 0;
-      for (std::int64_t q = 0; q < p.k; ++q) acc += std::int64_t{x[q]} * w[j * p.k + q];
-      const double v = static_cast<double>(acc) * step * w_step[j] + p.b[j];
+      std::int64_t acc = 0, weights = 0;
+      for (std::int64_t q = 0; q < p.k; ++q) {
+        acc += (gelu_input ? std::int64_t{u[q]} : std::int64_t{x[q]}) * w[j * p.k + q];
+        weights += w[j * p.k + q];
+      }
+      // The shift's share: kGeluShift times the dequantised weights' sum.
+      const double shift =
+          gelu_input ? double{kGeluShift} * w_step[j] * static_cast<double>(weights) : 0.0;
+      const double v = static_cast<double>(acc) * step * w_step[j] + p.b[j] - shift;
       y[i * p.n + j] = gelu(v) + p.r[i * p.n + j];
     }
   }
@@ -162,6 +180,32 @@ TEST(Int8, ReferenceLinearFollowsTheRuleAndStaysNearF32) {
                              input_scale > 0 ? "static" : "dynamic", error);
     EXPECT_LE(error, 0.4);
     EXPECT_GT(error, 0.0);
+  }
+}
+
+TEST(Int8, GeluInputsUseAllEightBits) {
+  const LinearProblem p = gelu_input(make_problem(DType::f32), DType::f32);
+  auto cpu = test::first_device("cpu");
+  const auto desc = linear_desc(p, DType::f32, LinearMath::int8, 0.0f, Activation::gelu);
+  auto reference = reference_kernel(desc, *cpu);
+  const auto want = run_linear(*cpu, *reference, p, DType::f32);
+  EXPECT_LE(max_difference(want, int8_expected(p, 0.0f, true)), 1e-4);
+  // u8 halves the step of s8 on the same rows: closer to f32.
+  auto s8 = reference_kernel(linear_desc(p, DType::f32, LinearMath::int8), *cpu);
+  const double u8_error = max_difference(want, f32_expected(p));
+  const double s8_error = max_difference(run_linear(*cpu, *s8, p, DType::f32), f32_expected(p));
+  std::cout << fmt::format("GELU input vs f32: u8 {:.4f}, s8 {:.4f}\n", u8_error, s8_error);
+  EXPECT_LT(u8_error, s8_error);
+  for (const DType type : {DType::f32, DType::bf16}) {
+    const LinearProblem q = gelu_input(make_problem(type), type);
+    const auto typed = linear_desc(q, type, LinearMath::int8, 0.0f, Activation::gelu);
+    auto kernel = cpu->prepare_kernel(typed);
+    EXPECT_NE(kernel->implementation().find("u8"), std::string::npos) << kernel->implementation();
+    const auto got = run_linear(*cpu, *kernel, q, type);
+    const auto expected = run_linear(*cpu, *reference_kernel(typed, *cpu), q, type);
+    EXPECT_LE(max_difference(got, std::vector<double>(expected.begin(), expected.end())),
+              type == DType::f32 ? 1e-4 : 0.07)
+        << dtype_name(type);
   }
 }
 

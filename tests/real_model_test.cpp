@@ -155,7 +155,7 @@ TEST(RealModel, EmbeddingsAndTokensEqualTheReferenceOnRealText) {
 // embeddings, printed for docs/bert.md. Dynamic activations (the default)
 // and static ones (scales calibrated at f32 on the first 400 sentences) are
 // each held to what was measured, so a regression shows: dynamic's worst
-// sentence is at 0.983, below the 0.99 the issue asks (docs/bert.md, "INT8").
+// sentence is at 0.986, below the 0.99 the issue asks (docs/bert.md, "INT8").
 TEST(RealModel, Int8EmbeddingsKeepTheirDirection) {
   if (!model_present()) return;
   const auto reference = read_safetensors(kData / "reference.safetensors");
@@ -187,7 +187,7 @@ TEST(RealModel, Int8EmbeddingsKeepTheirDirection) {
         "int8 {}: {} sentences; worst cosine {:.6f} (sentence {}: {}); mean {:.6f}\n", activations,
         sentences.size(), worst.value, worst.sentence + 1, head_of(sentences[worst.sentence], 60),
         sum / static_cast<double>(sentences.size()));
-    EXPECT_GE(worst.value, activations == "dynamic" ? 0.98 : 0.92)
+    EXPECT_GE(worst.value, activations == "dynamic" ? 0.985 : 0.92)
         << activations << ", sentence " << worst.sentence + 1;
   }
 }

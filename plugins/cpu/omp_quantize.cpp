@@ -70,6 +70,42 @@ __attribute__((target("avx512f,avx512bw"))) float quantize_row_avx512(const T* x
   return step;
 }
 
+/// quantize_gelu_row_u8, 16 lanes at a time (same clamping and rounding).
+template <class T>
+__attribute__((target("avx512f,avx512bw"))) float quantize_gelu_row_avx512(const T* x,
+                                                                           std::int64_t n,
+                                                                           std::uint8_t* q) {
+  const __m512 shift = _mm512_set1_ps(kGeluShift);
+  __m512 max16 = _mm512_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 16 <= n; i += 16) max16 = _mm512_max_ps(_mm512_add_ps(load16(x + i), shift), max16);
+  float max_value = _mm512_reduce_max_ps(max16);
+  for (std::int64_t j = i; j < n; ++j) max_value = std::max(max_value, load(x, j) + kGeluShift);
+  const float step = std::isfinite(max_value) && max_value > 0.0f ? max_value / 255.0f : 1.0f;
+  const float inverse = 1.0f / step;
+  const __m512 scale = _mm512_set1_ps(inverse);
+  const __m512 zero = _mm512_setzero_ps(), high = _mm512_set1_ps(255.0f);
+  for (i = 0; i < n - 15; i += 16) {
+    const __m512 shifted = _mm512_add_ps(load16(x + i), shift);
+    const __mmask16 number = _mm512_cmp_ps_mask(shifted, shifted, _CMP_ORD_Q);
+    const __m512 v = _mm512_min_ps(_mm512_mul_ps(_mm512_max_ps(shifted, zero), scale), high);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i),
+                     _mm512_cvtusepi32_epi8(_mm512_maskz_cvtps_epu32(number, v)));
+  }
+  for (; i < n; ++i) {
+    const float v = std::nearbyint(std::max(load(x, i) + kGeluShift, 0.0f) * inverse);
+    q[i] = v == v ? static_cast<std::uint8_t>(std::min(v, 255.0f)) : std::uint8_t{0};
+  }
+  return step;
+}
+
+template <class T>
+float quantize_gelu_row_scalar(const T* x, std::int64_t n, std::uint8_t* q) {
+  std::vector<float> row(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) row[static_cast<std::size_t>(i)] = load(x, i);
+  return quantize_gelu_row_u8(row, std::span(q, static_cast<std::size_t>(n)));
+}
+
 #pragma GCC diagnostic pop
 
 template <class T>
@@ -84,7 +120,28 @@ void quantize_rows(const T* x, std::int64_t rows, std::int64_t columns, std::int
   }
 }
 
+template <class T>
+void quantize_gelu_rows(const T* x, std::int64_t rows, std::int64_t columns, std::uint8_t* q,
+                        float* step, bool avx512) {
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const T* row = x + r * columns;
+    std::uint8_t* out = q + r * columns;
+    step[r] = avx512 ? quantize_gelu_row_avx512(row, columns, out)
+                     : quantize_gelu_row_scalar(row, columns, out);
+  }
+}
+
 }  // namespace
+
+void quantize_gelu_rows_u8(const void* x, DType type, std::int64_t rows, std::int64_t columns,
+                           std::uint8_t* q, float* step, bool avx512) {
+  if (type == DType::bf16) {
+    quantize_gelu_rows(static_cast<const std::uint16_t*>(x), rows, columns, q, step, avx512);
+  } else {
+    quantize_gelu_rows(static_cast<const float*>(x), rows, columns, q, step, avx512);
+  }
+}
 
 void quantize_rows_s8(const void* x, DType type, std::int64_t rows, std::int64_t columns,
                       std::int8_t* q, float* step, bool avx512) {

@@ -13,4 +13,8 @@ namespace polyhal::cpu {
 void quantize_rows_s8(const void* x, DType type, std::int64_t rows, std::int64_t columns,
                       std::int8_t* q, float* step, bool avx512);
 
+/// The same for a GELU output (int8.hpp quantize_gelu_row_u8): q is u8.
+void quantize_gelu_rows_u8(const void* x, DType type, std::int64_t rows, std::int64_t columns,
+                           std::uint8_t* q, float* step, bool avx512);
+
 }  // namespace polyhal::cpu

@@ -1,6 +1,7 @@
 // linear with LinearMath::int8 (op_schema.hpp, int8.hpp) through oneDNN.
 // X is quantised to s8, with its calibrated step by a oneDNN reorder
-// (static) or row by row by omp_quantize (dynamic); the s8 weights, per
+// (static) or row by row by omp_quantize (dynamic; u8 after a shift when X
+// is a GELU output); the s8 weights, per
 // output channel, are packed once into the primitive's layout (VNNI on
 // AVX-512, AMX-INT8 where the ISA allows). The s32 sums are dequantised by
 // per-channel output scales and, when dynamic, a per-row binary multiply;
@@ -36,6 +37,7 @@ class OneDnnInt8Linear final : public Kernel {
     activation_ = attrs.activation;
     residual_ = attrs.residual;
     input_scale_ = attrs.input_scale;
+    gelu_u8_ = input_scale_ == 0.0f && attrs.input_activation == Activation::gelu;
     if (!(input_scale_ >= 0.0f) || !std::isfinite(input_scale_))
       throw KernelNotFoundError(fmt::format("{}: int8 input_scale must be finite and >= 0, got {}",
                                             desc.to_string(), input_scale_));
@@ -65,6 +67,9 @@ class OneDnnInt8Linear final : public Kernel {
     std::vector<std::int8_t> q(w.size());
     std::vector<float> weight_step(size_of(n_));
     quantize_weights_per_channel(w, n_, k_, q, weight_step);
+    const auto* bias = static_cast<const float*>(constants[1].buffer->data());
+    bias_values_.assign(bias, bias + n_);
+    if (gelu_u8_) subtract_gelu_shift(q, n_, k_, weight_step, bias_values_, false);
     if (!dynamic())
       for (float& step : weight_step) step *= input_scale_;
     pd_ = make_pd(weight_step);
@@ -74,7 +79,6 @@ class OneDnnInt8Linear final : public Kernel {
     weights_ = dnnl::memory(pd_.weights_desc(), engine_);
     dnnl::reorder(user, weights_).execute(stream_, user, weights_);
     stream_.wait();
-    bias_tensor_ = constants[1];
     x_ = dnnl::memory({{m_, k_}, onednn_type(desc_.dtype), tag::ab}, engine_, DNNL_MEMORY_NONE);
     x_q_ = dnnl::memory(pd_.src_desc(), engine_);
     if (!dynamic()) {
@@ -83,7 +87,7 @@ class OneDnnInt8Linear final : public Kernel {
     }
     dst_ = dnnl::memory(pd_.dst_desc(), engine_, DNNL_MEMORY_NONE);
     residual_mem_ = dnnl::memory(dst_md(), engine_, DNNL_MEMORY_NONE);
-    bias_ = dnnl::memory(bias_md(), engine_, bias_tensor_.buffer->data());
+    bias_ = dnnl::memory(bias_md(), engine_, bias_values_.data());
     row_step_ = dnnl::memory(row_md(), engine_);
     scratchpad_ = dnnl::memory(pd_.scratchpad_desc(), engine_);
     args_ = {{DNNL_ARG_SRC, x_q_},
@@ -99,7 +103,11 @@ class OneDnnInt8Linear final : public Kernel {
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     if (!primitive_) throw RuntimeFailure(desc_.to_string() + ": run before set_constants");
-    if (dynamic()) {
+    if (gelu_u8_) {
+      quantize_gelu_rows_u8(inputs[0].buffer->data(), desc_.dtype, m_, k_,
+                            static_cast<std::uint8_t*>(x_q_.get_data_handle()),
+                            static_cast<float*>(row_step_.get_data_handle()), avx512_);
+    } else if (dynamic()) {
       quantize_rows_s8(inputs[0].buffer->data(), desc_.dtype, m_, k_,
                        static_cast<std::int8_t*>(x_q_.get_data_handle()),
                        static_cast<float*>(row_step_.get_data_handle()), avx512_);
@@ -114,8 +122,8 @@ class OneDnnInt8Linear final : public Kernel {
   }
 
   std::string implementation() const override {
-    return fmt::format("onednn {} int8 linear+{} (s8 x s8 -> s32; X {})", pd_.impl_info_str(),
-                       activation_name(activation_),
+    return fmt::format("onednn {} int8 linear+{} ({} x s8 -> s32; X {})", pd_.impl_info_str(),
+                       activation_name(activation_), gelu_u8_ ? "u8 (GELU + 0.17)" : "s8",
                        dynamic()
                            ? fmt::format("per row at run time, {}",
                                          avx512_ ? "avx512 quantiser" : "scalar quantiser")
@@ -155,7 +163,7 @@ class OneDnnInt8Linear final : public Kernel {
     attr.set_output_scales(1 << 2, output_scale);
     attr.set_post_ops(post_ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    const dnnl::memory::desc src({1, m_, k_}, dt::s8, tag::abc);
+    const dnnl::memory::desc src({1, m_, k_}, gelu_u8_ ? dt::u8 : dt::s8, tag::abc);
     const dnnl::memory::desc weights({1, k_, n_}, dt::s8, tag::any);
     return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst_md()), attr, engine_);
   }
@@ -171,10 +179,11 @@ class OneDnnInt8Linear final : public Kernel {
   dnnl::memory x_, x_q_, x_q_2d_, dst_, weights_, bias_, row_step_, scratchpad_, residual_mem_;
   int bias_index_ = 0, residual_index_ = -1;
   std::unordered_map<int, dnnl::memory> args_;
-  Tensor bias_tensor_;  // keeps the bias buffer alive
+  std::vector<float> bias_values_;  // the bias, less the GELU shift's share when u8
   std::int64_t m_ = 0, n_ = 0, k_ = 0;
   Activation activation_ = Activation::none;
   bool residual_ = false;
+  bool gelu_u8_ = false;  // dynamic, and X is a GELU output: u8 (int8.hpp)
   float input_scale_ = 0.0f;
   double flops_ = 0.0;
 };

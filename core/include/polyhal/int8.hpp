@@ -6,7 +6,11 @@
 /// [-128, 127] as oneDNN's reorders do, W per output channel (its largest
 /// value maps to 127, so W stays in [-127, 127]). X has one step for the
 /// whole tensor (static: LinearAttrs::input_scale, calibrated) or one per
-/// row, max |x_row| / 127, computed as the linear runs (dynamic).
+/// row, max |x_row| / 127, computed as the linear runs (dynamic). A dynamic
+/// linear whose input is a GELU output (LinearAttrs::input_activation) uses
+/// all 8 bits instead: x + kGeluShift >= 0 is quantised to u8 with the step
+/// max_row(x + kGeluShift) / 255, and the shift's share, kGeluShift times
+/// each output channel's (dequantised) weight sum, comes off the bias.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -57,6 +61,42 @@ inline float quantize_row_s8(std::span<const float> x, std::span<std::int8_t> q)
   const float inverse = 1.0f / step;
   for (std::size_t i = 0; i < x.size(); ++i) q[i] = quantize_s8(x[i], inverse);
   return step;
+}
+
+/// GELU(x) >= -0.16997 for every x (its minimum, at x = -0.7518): adding
+/// this makes a GELU output non-negative.
+inline constexpr float kGeluShift = 0.17f;
+
+/// Dynamic u8 quantisation of a row of GELU outputs: returns its step
+/// (max(x + kGeluShift) / 255, or 1) and writes q[i] = round(max(x[i] +
+/// kGeluShift, 0) / step) to nearest even, saturated to 255; NaN becomes 0.
+inline float quantize_gelu_row_u8(std::span<const float> x, std::span<std::uint8_t> q) noexcept {
+  float max_value = 0.0f;
+  for (const float v : x) max_value = std::max(max_value, v + kGeluShift);
+  const float step = std::isfinite(max_value) && max_value > 0.0f ? max_value / 255.0f : 1.0f;
+  const float inverse = 1.0f / step;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float v = std::nearbyint(std::max(x[i] + kGeluShift, 0.0f) * inverse);
+    q[i] = v == v ? static_cast<std::uint8_t>(std::min(v, 255.0f)) : std::uint8_t{0};
+  }
+  return step;
+}
+
+/// The bias of a linear whose input was shifted by kGeluShift: b[n] -=
+/// kGeluShift * (weight_step[n] * sum_k q[n, k]), q the s8 weights (as
+/// exact small integers, [N, K] row-major, or [K, N] when `transposed`).
+template <class Weights>
+void subtract_gelu_shift(const Weights& q, std::int64_t n, std::int64_t k,
+                         std::span<const float> weight_step, std::span<float> bias,
+                         bool transposed) noexcept {
+  for (std::int64_t row = 0; row < n; ++row) {
+    std::int64_t sum = 0;
+    for (std::int64_t i = 0; i < k; ++i)
+      sum += static_cast<std::int64_t>(
+          q[static_cast<std::size_t>(transposed ? i * n + row : row * k + i)]);
+    const auto r = static_cast<std::size_t>(row);
+    bias[r] -= kGeluShift * (weight_step[r] * static_cast<float>(sum));
+  }
 }
 
 }  // namespace polyhal

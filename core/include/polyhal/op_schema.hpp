@@ -125,6 +125,9 @@ struct LinearAttrs {
   Activation activation = Activation::none;
   bool residual = false;  ///< a second input R is added in the epilogue
   LinearMath math = LinearMath::native;
+  /// What produced X: gelu tells an int8 linear that X >= -0.17
+  /// (int8.hpp kGeluShift), so dynamic quantisation may use u8 (one more bit).
+  Activation input_activation = Activation::none;
   /// int8: X's one step (static, calibrated); 0: a step per row (dynamic).
   float input_scale = 0.0f;
   bool operator==(const LinearAttrs&) const = default;

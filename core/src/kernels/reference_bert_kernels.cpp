@@ -47,6 +47,8 @@ class ReferenceLinear final : public Kernel {
     residual_ = attrs.residual;
     math_ = attrs.math;
     input_scale_ = attrs.input_scale;
+    gelu_input_u8_ = math_ == LinearMath::int8 && input_scale_ == 0.0f &&
+                     attrs.input_activation == Activation::gelu;
     if (math_ == LinearMath::int8 && !(input_scale_ >= 0.0f && std::isfinite(input_scale_)))
       throw RuntimeFailure(fmt::format("{}: int8 input_scale must be finite and >= 0, got {}",
                                        desc_.to_string(), input_scale_));
@@ -76,6 +78,7 @@ class ReferenceLinear final : public Kernel {
     bias_.resize(size_of(n_));
     convert(constants[1].buffer->data(), constants[1].dtype, bias_.data(), DType::f32,
             bias_.size());
+    if (gelu_input_u8_) subtract_gelu_shift(weight_t_, n_, k_, weight_step_, bias_, true);
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
@@ -134,24 +137,32 @@ class ReferenceLinear final : public Kernel {
   LinearMath math_ = LinearMath::native;
   float input_scale_ = 0.0f;
   std::vector<float> weight_t_, bias_, x_, y_, residual_values_, weight_step_, row_step_;
-  std::vector<std::int8_t> x_q_;
+  std::vector<std::int8_t> x_s8_;
+  std::vector<std::uint8_t> x_u8_;
+  std::vector<std::int32_t> x_q_;
+  bool gelu_input_u8_ = false;
   std::uint64_t runs_ = 0;
 
   /// y_ = dequantised s32 products of the quantised x_ and the int8 weights
   /// (held as exact small integers in weight_t_).
   void int8_gemm() {
-    x_q_.resize(x_.size());
+    x_s8_.resize(x_.size());
+    x_u8_.resize(x_.size());
     row_step_.assign(size_of(m_), input_scale_);
     const std::size_t k = size_of(k_);
     for (std::size_t i = 0; i < size_of(m_); ++i) {
       const std::span<const float> row(x_.data() + i * k, k);
-      const std::span<std::int8_t> q(x_q_.data() + i * k, k);
+      const std::span<std::int8_t> q(x_s8_.data() + i * k, k);
       if (input_scale_ > 0.0f) {
         for (std::size_t j = 0; j < k; ++j) q[j] = quantize_s8(row[j], 1.0f / input_scale_);
+      } else if (gelu_input_u8_) {
+        row_step_[i] = quantize_gelu_row_u8(row, std::span(x_u8_.data() + i * k, k));
       } else {
         row_step_[i] = quantize_row_s8(row, q);
       }
     }
+    x_q_.resize(x_.size());
+    for (std::size_t i = 0; i < x_.size(); ++i) x_q_[i] = gelu_input_u8_ ? x_u8_[i] : x_s8_[i];
     tbb::parallel_for(tbb::blocked_range<std::size_t>(0, size_of(m_)), [&](const auto& rows) {
       std::vector<std::int32_t> acc(size_of(n_));
       for (std::size_t i = rows.begin(); i < rows.end(); ++i) {

@@ -362,6 +362,7 @@ class Builder {
       if (!encoder_linear.empty()) {
         out_.calibration_points.push_back({p_.op_count(Phase::forward), encoder_linear, x});
         attrs.math = o_.encoder_math;
+        if (role == "ffn out") attrs.input_activation = Activation::gelu;
         if (attrs.math == LinearMath::int8 && !o_.int8_max_abs.empty()) {
           const auto it = o_.int8_max_abs.find(encoder_linear);
           if (it == o_.int8_max_abs.end())
