@@ -184,6 +184,34 @@ TEST(SquadTask, LearnsTheSpanAfterAMarkerAndWritesTheReferenceFiles) {
   ASSERT_EQ(alone_eval.size(), 1u);
   EXPECT_DOUBLE_EQ(alone_eval[0]["exact"].get<double>(), evaluations.back()["exact"].get<double>());
   EXPECT_EQ(alone_eval[0]["epoch"], 0);
+
+  // INT8 evaluation of the same model keeps F1 within MLPerf's BERT-99 rule
+  // (at least 99% of the f32 F1), with dynamic and with calibrated static
+  // activations (calibrated on the dev set, as MLPerf calibrates on its own
+  // split of it).
+  const auto f32_f1 = alone_eval[0]["f1"].get<double>();
+  const auto scales = dir.path() / "scales.json";
+  const auto calibrate = test::run_polyhal(
+      fmt::format("run --config {} --set finetune.do=eval --set checkpoint.init=out/model "
+                  "--set finetune.output_dir=calibrate --set model.calibrate={}",
+                  (dir.path() / "squad.yaml").string(), scales.string()));
+  ASSERT_EQ(calibrate.exit_code, 0) << calibrate.output;
+  for (const std::string activations : {"dynamic", "static"}) {
+    const auto int8_metrics = dir.path() / ("int8-" + activations + ".jsonl");
+    const auto int8 = test::run_polyhal(fmt::format(
+        "run --config {} --metrics-out {} --set finetune.do=eval --set checkpoint.init=out/model "
+        "--set finetune.output_dir=int8 --set model.precision=int8 --set "
+        "model.int8_activations={}{}",
+        (dir.path() / "squad.yaml").string(), int8_metrics.string(), activations,
+        activations == "static" ? " --set model.int8_scales=" + scales.string() : ""));
+    ASSERT_EQ(int8.exit_code, 0) << int8.output;
+    const auto int8_eval = events(int8_metrics, "eval");
+    ASSERT_EQ(int8_eval.size(), 1u);
+    const double f1 = int8_eval[0]["f1"].get<double>();
+    std::cout << fmt::format("SQuAD F1: f32 {:.3f}, int8 {} {:.3f} ({:.2f}%)\n", f32_f1,
+                             activations, f1, 100.0 * f1 / f32_f1);
+    EXPECT_GE(f1, 0.99 * f32_f1) << activations;
+  }
 }
 
 TEST(SquadTask, PackedFeaturesLearnInFewerRowsAndPredictAsUnpacked) {
