@@ -25,6 +25,25 @@ TEST(CpuIsa, PicksAmxWhenPresentAndPermitted) {
   EXPECT_EQ(choice.reason, "best available");
 }
 
+TEST(CpuIsa, Int8RunsOnVnniOrAmxInt8AndSaysWhyNot) {
+  CpuFeatures spr = sapphire_rapids();
+  spr.avx512_vnni = spr.amx_int8 = true;
+  EXPECT_EQ(int8_support(spr, Isa::amx).engine, "AMX-INT8");
+  const auto capped = int8_support(spr, Isa::avx512_core_bf16);
+  EXPECT_EQ(capped.engine, "AVX512-VNNI");
+  EXPECT_NE(capped.reason.find("AMX-INT8 needs device.isa amx"), std::string::npos)
+      << capped.reason;
+  CpuFeatures cpl = cooper_lake();
+  cpl.avx512_vnni = true;
+  EXPECT_TRUE(int8_support(cpl, Isa::avx512_core_bf16).runs);
+  const auto avx2 = int8_support(cpl, Isa::avx2);
+  EXPECT_FALSE(avx2.runs);
+  EXPECT_NE(avx2.reason.find("caps oneDNN below AVX512-VNNI"), std::string::npos) << avx2.reason;
+  const auto old = int8_support(skylake(), Isa::avx512_core);
+  EXPECT_FALSE(old.runs);
+  EXPECT_NE(old.reason.find("no AVX512-VNNI"), std::string::npos) << old.reason;
+}
+
 TEST(CpuIsa, FallsBackToAvx512Bf16WhenKernelRefusesAmx) {
   auto features = sapphire_rapids();
   features.amx_permitted = false;

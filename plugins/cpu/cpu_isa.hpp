@@ -11,10 +11,10 @@ struct CpuFeatures {
   bool avx2 = false;
   bool avx512_core = false;  // F, BW, VL, DQ and the OS saves ZMM state
   bool avx512_bf16 = false;
-  bool avx512_vnni = false;    // vpdpbusd: u8 x s8 dot products into s32
   bool amx = false;            // AMX-TILE + AMX-BF16 and the OS saves tile state
-  bool amx_int8 = false;       // AMX-INT8 (with the tile state above)
   bool amx_permitted = false;  // the kernel granted ARCH_REQ_XCOMP_PERM
+  bool avx512_vnni = false;    // vpdpbusd: u8 x s8 dot products into s32
+  bool amx_int8 = false;       // AMX-INT8 (with the tile state above)
 };
 
 /// Reads CPUID/XGETBV and asks the kernel for AMX permission.
