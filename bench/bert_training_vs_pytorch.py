@@ -33,9 +33,14 @@ summed; attention's batched GEMMs at the best measured rate (the fastest
 possible, so the ceiling errs high). "% of ceiling" = ceiling time / step time.
 
   /usr/bin/python3 bench/bert_training_vs_pytorch.py [--preset base] [--batch 8] [--steps 4]
-      [--rows autocast,f32,bf16]
+      [--rows autocast,f32,bf16] [--optimizer lamb|adamw]
+
+With a PyTorch 2 environment's Python (bench/peers-venv.sh) it measures that
+PyTorch instead (its own BLAS; AdamW on the fused CPU kernel), and with
+--ipex through ipex.optimize; bench/peers_bench.py's training row does so.
 """
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -49,7 +54,7 @@ import torch  # noqa: E402
 VOCAB = 30522
 
 
-def polyhal_step(build, preset, seq, batch, precision, steps, dropout, predictions, threads):
+def polyhal_step(build, preset, seq, batch, precision, steps, dropout, predictions, threads, optimizer="lamb"):
     """Sequences per second of polyhal's training step, the first step left out."""
     with tempfile.TemporaryDirectory() as tmp:
         config = os.path.join(tmp, "train.yaml")
@@ -57,7 +62,7 @@ def polyhal_step(build, preset, seq, batch, precision, steps, dropout, predictio
             f.write(f"backend: cpu\ndevice: {{threads: {threads}}}\ntask: pretrain\n"
                     f"model: {{preset: {preset}, seq_len: {seq}, precision: {precision}, dropout: {dropout}}}\n"
                     f"batch: {{micro: {batch}}}\ndata: {{source: generated, max_predictions: {predictions}}}\n"
-                    f"optimizer: {{name: lamb, learning_rate: 0.001, weight_decay: 0.01}}\nsteps: {steps + 1}\n")
+                    f"optimizer: {{name: {optimizer}, learning_rate: 0.001, weight_decay: 0.01}}\nsteps: {steps + 1}\n")
         rows = polyhal_bench.run(build, ["--config", config])
     times = [r["seconds"] for r in rows if r.get("event") == "step"][1:]  # the first pays first-touch
     return batch * len(times) / sum(times)
@@ -99,15 +104,32 @@ def layer_norm_in_f32(self, x):
     return torch.nn.functional.layer_norm(x.float(), self.normalized_shape, self.weight, self.bias, self.eps)
 
 
-def torch_step(preset, seq, batch, mode, steps, threads, dropout, predictions):
+def make_optimizer(model, name):
+    """LAMB as written above, or PyTorch's own AdamW at its fast path (the
+    fused CPU kernel from PyTorch 2.4 on; foreach before that)."""
+    if name == "lamb":
+        return Lamb(model.named_parameters())
+    decay = [p for n, p in model.named_parameters() if not (n.endswith("bias") or "norm" in n)]
+    rest = [p for n, p in model.named_parameters() if n.endswith("bias") or "norm" in n]
+    groups = [{"params": decay, "weight_decay": 0.01}, {"params": rest, "weight_decay": 0.0}]
+    fast = {"fused": True} if tuple(int(v) for v in torch.__version__.split(".")[:2]) >= (2, 4) else {"foreach": True}
+    return torch.optim.AdamW(groups, lr=1e-3, eps=1e-6, **fast)
+
+
+def torch_step(preset, seq, batch, mode, steps, threads, dropout, predictions, optimizer_name="lamb", ipex=False):
     torch.set_num_threads(threads)
     torch.manual_seed(0)
     config = pytorch_bert.bert_config(preset)
     model = pytorch_bert.Bert(config).train()
     if mode == "bf16":
         model = model.to(torch.bfloat16)
-    torch.nn.LayerNorm.forward = layer_norm_in_f32 if mode == "autocast" else ORIGINAL_LAYER_NORM
-    optimizer = Lamb(model.named_parameters())
+    # PyTorch 1.13's autocast fails inside LayerNorm; later ones run it in f32 themselves.
+    old_autocast = tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 0)
+    torch.nn.LayerNorm.forward = layer_norm_in_f32 if mode == "autocast" and old_autocast else ORIGINAL_LAYER_NORM
+    optimizer = make_optimizer(model, optimizer_name)
+    if ipex:  # IPEX's bf16 training path: bf16 weights with split f32 master halves, fused optimizer
+        import intel_extension_for_pytorch as intel_extension
+        model, optimizer = intel_extension.optimize(model, optimizer=optimizer, dtype=torch.bfloat16)
     ids = torch.randint(0, VOCAB, (batch, seq))
     types = torch.zeros(batch, seq, dtype=torch.long)
     mask = torch.ones(batch, seq, dtype=torch.long)
@@ -128,6 +150,8 @@ def torch_step(preset, seq, batch, mode, steps, threads, dropout, predictions):
                 torch.nn.functional.cross_entropy(nsp.float(), nsp_labels)
         loss.backward()
         optimizer.step()
+        if hasattr(optimizer, "zero_grad"):
+            optimizer.zero_grad(set_to_none=True)
         if i > 0:
             times.append(time.perf_counter() - start)
     return batch * len(times) / sum(times)
@@ -158,7 +182,20 @@ def main():
     p.add_argument("--dropout", type=float, default=0.1)
     p.add_argument("--predictions", type=int, default=20)
     p.add_argument("--rows", default="autocast,f32")
+    p.add_argument("--optimizer", default="lamb", choices=["lamb", "adamw"])
+    p.add_argument("--ipex", action="store_true", help="PyTorch through ipex.optimize (run with IPEX's Python)")
+    p.add_argument("--torch-only", action="store_true",
+                   help="only PyTorch's seq/s per row, as JSON (bench/peers_bench.py runs this per environment)")
     a = p.parse_args()
+    if a.torch_only:
+        version = torch.__version__
+        if a.ipex:
+            import intel_extension_for_pytorch as intel_extension
+            version += f" + IPEX {intel_extension.__version__}"
+        print(json.dumps({"version": version, "rows": {
+            mode: torch_step(a.preset, a.seq, a.batch, mode, a.steps, a.threads, a.dropout, a.predictions,
+                             a.optimizer, a.ipex) for mode in a.rows.split(",")}}))
+        return
     gemms, attention_flops = step_gemms(a.preset, a.seq, a.batch, a.predictions)
     rates = polyhal_bench.gemm_rates(a.build, [(m, n, k) for m, n, k, _ in gemms], a.threads)
     ceiling = polyhal_bench.ceiling_seconds(gemms, rates) + attention_flops / (max(rates.values()) * 1e9)
@@ -173,8 +210,9 @@ def main():
     for mode in a.rows.split(","):
         precision = "f32" if mode == "f32" else "bf16"
         ours = polyhal_step(a.build, a.preset, a.seq, a.batch, precision, a.steps, a.dropout, a.predictions,
-                            a.threads)
-        theirs = torch_step(a.preset, a.seq, a.batch, mode, a.steps, a.threads, a.dropout, a.predictions)
+                            a.threads, a.optimizer)
+        theirs = torch_step(a.preset, a.seq, a.batch, mode, a.steps, a.threads, a.dropout, a.predictions,
+                            a.optimizer, a.ipex)
         share = f"{100 * ceiling * ours / a.batch:.0f}%" if precision == "bf16" else "-"
         print(f"| {mode} | {precision} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x | {share} |", flush=True)
 

@@ -13,6 +13,13 @@ recommended fast path:
                     freeze, as Intel's BERT scripts do (needs --ipex-python)
   polyhal           bf16 and int8 (dynamic activations) on the cpu plugin
 
+The training row (base-train-b8) is bench/bert_training_vs_pytorch.py's step
+(MLM on 20 gathered positions + NSP, dropout 0.1, bf16 autocast) for polyhal
+(LAMB, AdamW), this environment's PyTorch (fused AdamW; LAMB in tensor ops)
+and IPEX (ipex.optimize with fused AdamW). Each bf16 polyhal row also gives
+its share of the bf16 GEMM ceiling measured in the same run (polyhal
+matmul-bench: oneDNN's bf16 matmul on each GEMM shape alone).
+
 The weights are polyhal's seeded BERT written as a Hugging Face directory
 (model.save), so every engine runs the same numbers. Inputs are random
 token ids (seq full, no padding). Prints a Markdown table and the versions.
@@ -37,7 +44,9 @@ ROWS = {
     "base-b1": ("base", 128, 1),
     "base-b8": ("base", 128, 8),
     "large-b8": ("large", 384, 8),
+    "base-train-b8": ("base", 128, 8),  # the pre-training step: fwd + bwd + optimizer
 }
+TRAINING_BENCH = os.path.join(HERE, "bert_training_vs_pytorch.py")
 
 
 def timed(fn, iterations, warmup):
@@ -229,6 +238,53 @@ def ipex_rows(python, hf_dir, seq, batch, iterations, threads):
     return {f"IPEX {data['ipex']} bf16 (TorchScript, frozen)": summary(times, batch)}
 
 
+def training_rows(build, ipex_python, seq, batch, steps, threads):
+    """The pre-training step (MLM on 20 gathered positions + NSP, dropout 0.1)
+    as bench/bert_training_vs_pytorch.py defines it, with bf16 autocast: polyhal
+    with LAMB and AdamW, PyTorch 2 with its fused AdamW and with LAMB, IPEX's
+    bf16 training path with fused AdamW. The bf16 GEMM ceiling of the step is
+    measured in the same run."""
+    import bert_training_vs_pytorch as training
+    out = {}
+    for optimizer in ("lamb", "adamw"):
+        out[f"polyhal bf16, {optimizer}"] = {
+            "seq_per_s": training.polyhal_step(build, "base", seq, batch, "bf16", steps, 0.1, 20, threads, optimizer)}
+    for python, name, extra in ((sys.executable, "PyTorch", []), (ipex_python, "IPEX", ["--ipex"])):
+        if not os.path.exists(python):
+            continue
+        for optimizer in (("adamw", "lamb") if name == "PyTorch" else ("adamw",)):
+            result = subprocess.run([python, TRAINING_BENCH, "--torch-only", "--preset", "base", "--seq", str(seq),
+                                     "--batch", str(batch), "--steps", str(steps), "--threads", str(threads),
+                                     "--rows", "autocast", "--optimizer", optimizer] + extra,
+                                    capture_output=True, text=True)
+            if result.returncode != 0:
+                out[f"{name} {optimizer}"] = {"error": (result.stderr.strip().splitlines() or ["failed"])[-1]}
+                continue
+            data = json.loads(result.stdout.strip().splitlines()[-1])
+            fused = " (fused)" if optimizer == "adamw" else " (in-place tensor ops)"
+            out[f"{name} {data['version']} bf16 autocast, {optimizer}{fused}"] = {
+                "seq_per_s": data["rows"]["autocast"]}
+    gemms, attention_flops = training.step_gemms("base", seq, batch, 20)
+    rates = polyhal_bench.gemm_rates(build, [(m, n, k) for m, n, k, _ in gemms], threads)
+    ceiling = polyhal_bench.ceiling_seconds(gemms, rates) + attention_flops / (max(rates.values()) * 1e9)
+    for r in out.values():
+        r.update({"p50_ms": float("nan"), "p99_ms": float("nan")})
+        if "seq_per_s" in r:
+            r["note"] = f"{100 * ceiling * r['seq_per_s'] / batch:.0f}% of the step's bf16 GEMM ceiling"
+    return out
+
+
+def inference_ceiling(build, preset, seq, batch, threads):
+    """Seconds per batch of the encoder's four linears at oneDNN's bf16 matmul
+    rate on each shape alone (polyhal matmul-bench): the bf16 GEMM ceiling."""
+    layers, hidden = {"base": (12, 768), "large": (24, 1024)}[preset]
+    t = batch * seq
+    gemms = [(t, 3 * hidden, hidden, layers), (t, hidden, hidden, layers), (t, 4 * hidden, hidden, layers),
+             (t, hidden, 4 * hidden, layers)]
+    rates = polyhal_bench.gemm_rates(build, [(m, n, k) for m, n, k, _ in gemms], threads)
+    return polyhal_bench.ceiling_seconds(gemms, rates)
+
+
 def isa_line():
     flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0]
     wanted = ["avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_fp16", "avx512_fp16"]
@@ -238,7 +294,8 @@ def isa_line():
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--build", default=os.path.join(polyhal_bench.ROOT, "build"))
-    parser.add_argument("--rows", default="base-b1,base-b8,large-b8")
+    parser.add_argument("--rows", default="base-b1,base-b8,large-b8,base-train-b8")
+    parser.add_argument("--train-steps", type=int, default=4)
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--ipex-python", default=os.path.join(polyhal_bench.ROOT, "build", "ipex-venv", "bin", "python"))
@@ -252,6 +309,11 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         for row in a.rows.split(","):
             preset, seq, batch = ROWS[row]
+            if row.startswith("base-train"):
+                results.append((row, preset, seq, batch, training_rows(a.build, a.ipex_python, seq, batch,
+                                                                       a.train_steps, a.threads)))
+                print(f"{row} done", file=sys.stderr)
+                continue
             hf_dir = os.path.join(work, preset)
             onnx_path = os.path.join(hf_dir, "bert.onnx")
             if not os.path.exists(hf_dir):
@@ -261,6 +323,10 @@ def main():
             iterations = a.iterations if preset == "base" else max(5, a.iterations // 4)
             engines = {}
             engines.update(polyhal_rows(a.build, hf_dir, seq, batch, iterations, a.threads))
+            ceiling = inference_ceiling(a.build, preset, seq, batch, a.threads)
+            bf16 = engines["polyhal bf16"]
+            bf16["kernels"] = (f"{100 * ceiling * bf16['seq_per_s'] / batch:.0f}% of the encoder linears' bf16 GEMM "
+                               f"ceiling; " + bf16["kernels"])
             engines.update(openvino_rows(onnx_path, seq, batch, iterations, a.threads, hf_dir, has_bf16))
             engines.update(onnxruntime_rows(onnx_path, config["hidden_size"], config["num_attention_heads"], seq,
                                             batch, iterations, a.threads, hf_dir))
@@ -269,18 +335,22 @@ def main():
                 engines.update(ipex_rows(a.ipex_python, hf_dir, seq, batch, iterations, a.threads))
             results.append((row, preset, seq, batch, engines))
             print(f"{row} done", file=sys.stderr)
-    print(f"BERT inference, {a.threads} threads, {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
+    print(f"BERT inference and pre-training step, {a.threads} threads, {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
     print(f"CPU: {isa_line()}")
     print(f"OpenVINO {openvino.__version__}, ONNX Runtime {onnxruntime.__version__}, PyTorch {torch.__version__}\n")
     print("| row | engine | seq/s | p50 ms | p99 ms | vs polyhal bf16 | note |")
     print("|---|---|---|---|---|---|---|")
     for row, preset, seq, batch, engines in results:
-        ours = engines["polyhal bf16"]["seq_per_s"]
+        label = f"{preset} s{seq} b{batch}" + (" training step" if "train" in row else "")
         for name, r in sorted(engines.items(), key=lambda kv: -kv[1].get("seq_per_s", 0)):
+            # Training rows compare with polyhal on the same optimizer.
+            baseline = "polyhal bf16" if "polyhal bf16" in engines else \
+                f"polyhal bf16, {'adamw' if 'adamw' in name else 'lamb'}"
+            ours = engines[baseline]["seq_per_s"]
             if "error" in r:
-                print(f"| {preset} s{seq} b{batch} | {name} | - | - | - | - | {r['error']} |")
+                print(f"| {label} | {name} | - | - | - | - | {r['error']} |")
                 continue
-            print(f"| {preset} s{seq} b{batch} | {name} | {r['seq_per_s']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
+            print(f"| {label} | {name} | {r['seq_per_s']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
                   f"| {r['seq_per_s'] / ours:.2f}x | {r.get('note', r.get('kernels', ''))} |")
 
 

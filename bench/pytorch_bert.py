@@ -18,6 +18,8 @@ def use_openblas():
     worse than none)."""
     if os.environ.get("POLYHAL_BENCH_OPENBLAS") == "1":
         return
+    if sys.prefix != sys.base_prefix:
+        return  # a virtual environment's PyTorch wheel brings its own BLAS (MKL) and oneDNN
     if not os.path.exists(OPENBLAS):
         sys.exit(f"{OPENBLAS} not found: apt-get install libopenblas0-openmp (PyTorch's baseline BLAS)")
     preload = " ".join(p for p in (OPENBLAS, os.environ.get("LD_PRELOAD", "")) if p)

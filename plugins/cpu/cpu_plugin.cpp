@@ -146,7 +146,7 @@ class CpuDevice final : public Device {
       });
       registry().add(OpKind::linear, type, [this](const KernelDesc& desc, Device&) {
         if (desc.attrs_as<LinearAttrs>().math != LinearMath::int8)
-          return make_onednn_linear(desc, engine_);
+          return make_onednn_linear(desc, avx512_, engine_);
         if (!int8_.runs)
           throw KernelNotFoundError(
               fmt::format("{}: the CPU plugin runs int8 on AVX512-VNNI or AMX-INT8 only, never "

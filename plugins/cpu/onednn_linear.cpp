@@ -1,7 +1,9 @@
 #include <fmt/format.h>
 
 #include <unordered_map>
+#include <vector>
 
+#include "omp_round_f16.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 
@@ -13,26 +15,31 @@ using tag = dnnl::memory::format_tag;
 /// Y = act(X W^T + b) as one oneDNN matmul with a bias and an eltwise
 /// post-op. The weights are reordered once, in set_constants, into the
 /// blocked layout the primitive asked for (format_tag::any): packed once,
-/// never per run. LinearMath::bf16_products (bf32) on f32 tensors: W is
-/// packed as bf16 and X rounded to bf16 by a reorder before each run, so
-/// the products run on AVX512-BF16 (or AMX-BF16) with f32 accumulation and
-/// an f32 Y. oneDNN's own fpmath_mode is not relied on: 2.6 ignores it on
-/// CPUs without AMX.
+/// never per run.
+///
+/// Products of f32 tensors in a narrower type (LinearAttrs::math):
+/// - bf16_products (bf32): W is packed as bf16 and X rounded to bf16 by a
+///   reorder before each run, so the products run on AVX512-BF16 (or
+///   AMX-BF16) with f32 accumulation and an f32 Y. oneDNN's own fpmath_mode
+///   is not relied on: 2.6 ignores it on CPUs without AMX.
+/// - f16_products: the same with f16 where oneDNN has an f16 matmul for
+///   this CPU (AMX-FP16 or AVX512-FP16, oneDNN 3). Where it has none (every
+///   CPU with Debian's oneDNN 2.6), X and W are rounded to f16 and multiplied
+///   by the f32 kernel: the same products (an f16 x f16 product is exact in
+///   f32) and the same f32 accumulation, at f32 speed; implementation() says
+///   which ran and why.
 class OneDnnLinear final : public Kernel {
  public:
-  OneDnnLinear(const KernelDesc& desc, const dnnl::engine& engine)
-      : engine_(engine), stream_(engine) {
+  OneDnnLinear(const KernelDesc& desc, bool avx512, const dnnl::engine& engine)
+      : engine_(engine), stream_(engine), avx512_(avx512) {
     const std::int64_t m = desc.input_shapes.at(0).at(0), k = desc.input_shapes.at(0).at(1);
     const auto& attrs = desc.attrs_as<LinearAttrs>();
     const std::int64_t n = attrs.out_features;
     flops_ = 2.0 * static_cast<double>(m * n) * static_cast<double>(k);
-    bf16_products_ = attrs.math == LinearMath::bf16_products;
-    if (bf16_products_ && desc.dtype != DType::f32)
-      throw KernelNotFoundError(
-          fmt::format("{}: bf16 products are for f32 tensors (bf32)", desc.to_string()));
-    const auto type = bf16_products_ ? dnnl::memory::data_type::bf16 : onednn_type(desc.dtype);
-    const dnnl::memory::desc src_md({m, k}, type, tag::ab);
-    const dnnl::memory::desc weights_md({k, n}, type, tag::any);
+    math_ = attrs.math;
+    if (math_ != LinearMath::native && desc.dtype != DType::f32)
+      throw KernelNotFoundError(fmt::format("{}: {} products are for f32 tensors", desc.to_string(),
+                                            linear_math_name(math_)));
     const dnnl::memory::desc bias_md({1, n}, dnnl::memory::data_type::f32, tag::ab);
     const dnnl::memory::desc dst_md({m, n}, onednn_type(desc.out_dtype()), tag::ab);
     user_weights_md_ = dnnl::memory::desc({k, n}, onednn_type(desc.dtype),
@@ -54,18 +61,46 @@ class OneDnnLinear final : public Kernel {
     dnnl::primitive_attr attr;
     attr.set_post_ops(post_ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    pd_ = create_or_refuse(desc, [&] {
-      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src_md, weights_md, bias_md, dst_md),
-                                          attr, engine_);
-    });
+    const auto matmul_pd = [&](dnnl::memory::data_type type) {
+      return dnnl::matmul::primitive_desc(
+          dnnl::matmul::desc(dnnl::memory::desc({m, k}, type, tag::ab),
+                             dnnl::memory::desc({k, n}, type, tag::any), bias_md, dst_md),
+          attr, engine_);
+    };
+    auto product_type = math_ == LinearMath::bf16_products  ? dnnl::memory::data_type::bf16
+                        : math_ == LinearMath::f16_products ? dnnl::memory::data_type::f16
+                                                            : onednn_type(desc.dtype);
+    if (math_ == LinearMath::f16_products) {
+      try {
+        pd_ = matmul_pd(product_type);
+      } catch (const dnnl::error&) {
+        const auto* version = dnnl_version();
+        f16_fallback_ = fmt::format(
+            "oneDNN {}.{}.{} has no f16 matmul for this CPU (it needs AMX-FP16 or AVX512-FP16)",
+            version->major, version->minor, version->patch);
+        product_type = dnnl::memory::data_type::f32;
+      }
+    }
+    if (!pd_) pd_ = create_or_refuse(desc, [&] { return matmul_pd(product_type); });
     primitive_ = dnnl::matmul(pd_);
-    if (bf16_products_) {
-      const dnnl::memory::desc f32_src({m, k}, dnnl::memory::data_type::f32, tag::ab);
-      to_bf16_ = create_or_refuse(desc, [&] {
-        return dnnl::reorder(dnnl::reorder::primitive_desc(engine_, f32_src, engine_, src_md));
-      });
+    const dnnl::memory::desc f32_src({m, k}, dnnl::memory::data_type::f32, tag::ab);
+    if (math_ != LinearMath::native) {
+      // X rounded into the kernel's own buffer: to bf16/f16 by a reorder,
+      // or (the f32 fallback) through f16 and back by round_through_f16.
+      const dnnl::memory::desc narrow_src({m, k},
+                                          math_ == LinearMath::bf16_products
+                                              ? dnnl::memory::data_type::bf16
+                                              : dnnl::memory::data_type::f16,
+                                          tag::ab);
       user_src_ = dnnl::memory(f32_src, engine_, DNNL_MEMORY_NONE);
-      src_ = dnnl::memory(pd_.src_desc(), engine_);  // X in bf16, the kernel's own
+      if (f16_fallback_.empty()) {
+        to_narrow_ = create_or_refuse(desc, [&] {
+          return dnnl::reorder(
+              dnnl::reorder::primitive_desc(engine_, f32_src, engine_, narrow_src));
+        });
+        narrow_ = dnnl::memory(narrow_src, engine_);
+      }
+      src_ = f16_fallback_.empty() ? narrow_ : dnnl::memory(pd_.src_desc(), engine_);
     } else {
       src_ = dnnl::memory(pd_.src_desc(), engine_, DNNL_MEMORY_NONE);
     }
@@ -81,6 +116,14 @@ class OneDnnLinear final : public Kernel {
           fmt::format("linear: constants must be W[{}, {}] and an f32 bias", n_, k_));
     }
     dnnl::memory user(user_weights_md_, engine_, constants[0].buffer->data());
+    std::vector<float> rounded;
+    if (!f16_fallback_.empty()) {
+      // The f32 kernel multiplies W as f16 would hold it.
+      const auto* w = static_cast<const float*>(constants[0].buffer->data());
+      rounded.assign(w, w + constants[0].numel());
+      for (float& v : rounded) v = round_through(DType::f16, v);
+      user.set_data_handle(rounded.data());
+    }
     weights_ = dnnl::memory(pd_.weights_desc(), engine_);
     dnnl::reorder(user, weights_).execute(stream_, user, weights_);
     stream_.wait();
@@ -98,9 +141,12 @@ class OneDnnLinear final : public Kernel {
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
-    if (bf16_products_) {
+    if (!f16_fallback_.empty()) {
+      round_through_f16(inputs[0].data<float>(), static_cast<float*>(src_.get_data_handle()),
+                        inputs[0].numel(), avx512_);
+    } else if (math_ != LinearMath::native) {
       user_src_.set_data_handle(inputs[0].buffer->data());
-      to_bf16_.execute(stream_, user_src_, src_);
+      to_narrow_.execute(stream_, user_src_, narrow_);
     } else {
       src_.set_data_handle(inputs[0].buffer->data());
     }
@@ -111,14 +157,19 @@ class OneDnnLinear final : public Kernel {
   }
 
   std::string implementation() const override {
+    std::string math;
+    if (math_ != LinearMath::native)
+      math = fmt::format(
+          " ({} products of f32 tensors{}{})", linear_math_name(math_),
+          f16_fallback_.empty() ? "" : ", f16-rounded operands on the f32 kernel: ", f16_fallback_);
     return fmt::format("onednn {} linear+{}{}", pd_.impl_info_str(), activation_name(activation_),
-                       bf16_products_ ? " (bf16 products of f32 tensors)" : "");
+                       math);
   }
   /// oneDNN's scratch and the kernel's own packed copy of the weights
   /// (made in set_constants, in the layout the primitive chose).
   std::uint64_t workspace_bytes() const override {
     return pd_.scratchpad_desc().get_size() + pd_.weights_desc().get_size() +
-           (bf16_products_ ? pd_.src_desc().get_size() : 0);
+           (math_ != LinearMath::native ? pd_.src_desc().get_size() : 0);
   }
   double flops() const override { return flops_; }
 
@@ -128,9 +179,11 @@ class OneDnnLinear final : public Kernel {
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul primitive_;
   dnnl::memory::desc user_weights_md_;
-  dnnl::memory src_, dst_, weights_, bias_, scratchpad_, residual_, user_src_;
-  dnnl::reorder to_bf16_;
-  bool bf16_products_ = false;
+  dnnl::memory src_, dst_, weights_, bias_, scratchpad_, residual_, user_src_, narrow_;
+  dnnl::reorder to_narrow_;
+  bool avx512_ = false;  ///< round_through_f16 may use AVX-512 (the ISA choice allows it)
+  LinearMath math_ = LinearMath::native;
+  std::string f16_fallback_;  ///< why f16 products run on the f32 kernel, or empty
   int residual_index_ = -1;
   std::unordered_map<int, dnnl::memory> args_;
   Tensor bias_tensor_;  // keeps the bias buffer alive
@@ -141,8 +194,9 @@ class OneDnnLinear final : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, const dnnl::engine& engine) {
-  return std::make_unique<OneDnnLinear>(desc, engine);
+std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, bool avx512,
+                                           const dnnl::engine& engine) {
+  return std::make_unique<OneDnnLinear>(desc, avx512, engine);
 }
 
 }  // namespace polyhal::cpu

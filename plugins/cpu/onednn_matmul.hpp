@@ -14,8 +14,10 @@ namespace polyhal::cpu {
 /// the ISA in force.
 std::unique_ptr<Kernel> make_onednn_matmul(const KernelDesc& desc, const dnnl::engine& engine);
 
-/// linear (kernel.hpp) through oneDNN matmul with bias and activation post-ops.
-std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, const dnnl::engine& engine);
+/// linear (kernel.hpp) through oneDNN matmul with bias and activation post-ops;
+/// native, bf16 or f16 products (`avx512`: f16 rounding may use AVX-512).
+std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, bool avx512,
+                                           const dnnl::engine& engine);
 
 /// linear with LinearMath::int8 (op_schema.hpp) on AVX512-VNNI or AMX-INT8;
 /// `avx512`: the dynamic quantiser may use AVX-512.

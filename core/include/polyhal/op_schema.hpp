@@ -35,7 +35,7 @@ namespace polyhal {
 /// attention_backward's last input; optional position ids in embedding and
 /// the mask in span_loss (packed rows). 7: LinearAttrs::math and
 /// input_scale (int8 linears, static or dynamic; bf32 linears).
-inline constexpr std::uint32_t kOpSchemaVersion = 7;
+inline constexpr std::uint32_t kOpSchemaVersion = 8;
 
 /// Every op of the schema. Values are part of the op schema: append only
 /// together with a kOpSchemaVersion bump.
@@ -116,6 +116,9 @@ enum class LinearMath : std::uint8_t {
   /// accumulated exactly in s32 and dequantised in the epilogue before the
   /// bias, activation and residual. Y is stored in the desc's dtype.
   int8,
+  /// As bf16_products with f16 (IEEE binary16, nearest even): Intel's
+  /// AMX-FP16 path, and what autocast to float16 does to a linear.
+  f16_products,
 };
 std::string_view linear_math_name(LinearMath m) noexcept;
 

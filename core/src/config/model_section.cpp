@@ -98,8 +98,9 @@ ConfigSection model() {
       .add("seed", &ModelSection::seed, "seed of the random init and of dropout")
       .add("seq_len", &ModelSection::seq_len, "tokens per sequence")
       .custom("precision",
-              "f32, bf16 or f16 (activations and GEMMs; master weights stay f32); inference and "
-              "evaluation also int8 (encoder GEMMs in int8, bf16 activations, "
+              "f32, bf16 or f16 (activations and GEMMs; master weights stay f32; on the cpu, "
+              "inference's f16 is f32 tensors with f16 products in the encoder's linears); "
+              "inference and evaluation also int8 (encoder GEMMs in int8, bf16 activations, "
               "model.int8_activations) and bf32 (f32 tensors, bf16 products)",
               read_precision, precision_text)
       .add("int8_activations", &ModelSection::int8_activations,

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "kernels/reference_gemm.hpp"
@@ -68,8 +69,8 @@ class ReferenceLinear final : public Kernel {
       weight_step_.resize(size_of(n_));
       quantize_weights_per_channel(w, n_, k_, q, weight_step_);
       for (std::size_t i = 0; i < w.size(); ++i) w[i] = q[i];
-    } else if (math_ == LinearMath::bf16_products) {
-      for (float& v : w) v = round_through(DType::bf16, v);
+    } else if (const auto narrow = rounded_type()) {
+      for (float& v : w) v = round_through(*narrow, v);
     }
     weight_t_.resize(w.size());
     for (std::int64_t n = 0; n < n_; ++n) {
@@ -94,8 +95,8 @@ class ReferenceLinear final : public Kernel {
     if (math_ == LinearMath::int8) {
       int8_gemm();
     } else {
-      if (math_ == LinearMath::bf16_products)
-        for (float& v : x_) v = round_through(DType::bf16, v);
+      if (const auto narrow = rounded_type())
+        for (float& v : x_) v = round_through(*narrow, v);
       detail::reference_gemm(x_.data(), weight_t_.data(), y_.data(), size_of(m_), size_of(n_),
                              size_of(k_), numerics_.accumulate == DType::f16);
     }
@@ -129,6 +130,12 @@ class ReferenceLinear final : public Kernel {
   }
 
  private:
+  /// The type X and W are rounded to for bf16/f16 products, if any.
+  std::optional<DType> rounded_type() const {
+    if (math_ == LinearMath::bf16_products) return DType::bf16;
+    if (math_ == LinearMath::f16_products) return DType::f16;
+    return std::nullopt;
+  }
   KernelDesc desc_;
   MatMulNumerics numerics_;
   std::int64_t m_ = 0, n_ = 0, k_ = 0;

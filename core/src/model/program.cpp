@@ -281,10 +281,12 @@ std::map<std::string, OpTime> Program::profile() const {
   for (const auto& ops : lists_) {
     for (const auto& op : ops) {
       std::string name(op_name(op.desc.op));
-      // int8 and bf32 linears run other kernels than the bf16/f32 ones.
+      // int8, bf32 and f16-product linears run other kernels than the bf16/f32 ones.
       if (const auto* linear = std::get_if<LinearAttrs>(&op.desc.attrs);
           linear != nullptr && linear->math != LinearMath::native)
-        name += fmt::format(" ({})", linear->math == LinearMath::int8 ? "int8" : "bf32");
+        name += fmt::format(" ({})", linear->math == LinearMath::int8            ? "int8"
+                                     : linear->math == LinearMath::bf16_products ? "bf32"
+                                                                                 : "f16 products");
       auto& t = by_op[name];
       if (t.op.empty()) t = {name, op.kernel ? op.kernel->implementation() : "not prepared", 0, 0};
       t.calls += op.calls;

@@ -121,6 +121,8 @@ std::string_view linear_math_name(LinearMath m) noexcept {
       return "bf16";
     case LinearMath::int8:
       return "int8";
+    case LinearMath::f16_products:
+      return "f16";
   }
   return "?";
 }

@@ -39,6 +39,18 @@ InferencePrecision inference_precision(const RunConfig& config, const BertConfig
   if (config.model.linear_math == LinearMath::int8 && !device.supports(DType::bf16))
     precision.dtype = DType::f32;
   precision.encoder_math = config.model.linear_math;
+  if (config.model.precision == DType::f16 && !device.supports(DType::f16) &&
+      device.supports(DType::f32)) {
+    // A CPU keeps f16 as Intel's scripts run it (autocast to float16): the
+    // encoder's linears multiply f16 operands, everything else stays f32.
+    // A device that refuses f16 products says why at prepare.
+    precision.dtype = DType::f32;
+    precision.encoder_math = LinearMath::f16_products;
+    spdlog::info(
+        "model.precision f16 on {}: f16 products in the encoder's linears, f32 tensors "
+        "(the device keeps no f16 tensors)",
+        device.name());
+  }
   const bool int8 = config.model.linear_math == LinearMath::int8;
   if (!static_int8(config) && !config.model.int8_scales.empty())
     throw ConfigError(fmt::format(

@@ -14,7 +14,9 @@ namespace polyhal {
 /// to any other precision, or when model.calibrate is asked of an int8 run
 /// (calibrate at f32 or bf16).
 /// int8's activations are bf16 where `device` computes in it, else f32 (so
-/// that a device without int8 refuses int8 itself, with its reason).
+/// that a device without int8 refuses int8 itself, with its reason). f16 on
+/// a device without f16 tensors (the CPU) is f32 tensors with f16 products
+/// in the encoder's linears (LinearMath::f16_products).
 InferencePrecision inference_precision(const RunConfig& config, const BertConfig& model,
                                        const Device& device);
 
