@@ -196,22 +196,41 @@ TEST(SquadTask, LearnsTheSpanAfterAMarkerAndWritesTheReferenceFiles) {
                   "--set finetune.output_dir=calibrate --set model.calibrate={}",
                   (dir.path() / "squad.yaml").string(), scales.string()));
   ASSERT_EQ(calibrate.exit_code, 0) << calibrate.output;
-  for (const std::string activations : {"dynamic", "static"}) {
-    const auto int8_metrics = dir.path() / ("int8-" + activations + ".jsonl");
+  // "smoothed": dynamic activations smoothed with the file's per-channel maxima.
+  for (const std::string mode : {"dynamic", "static", "smoothed"}) {
+    const std::string activations = mode == "static" ? "static" : "dynamic";
+    const auto int8_metrics = dir.path() / ("int8-" + mode + ".jsonl");
     const auto int8 = test::run_polyhal(fmt::format(
         "run --config {} --metrics-out {} --set finetune.do=eval --set checkpoint.init=out/model "
         "--set finetune.output_dir=int8 --set model.precision=int8 --set "
         "model.int8_activations={}{}",
         (dir.path() / "squad.yaml").string(), int8_metrics.string(), activations,
-        activations == "static" ? " --set model.int8_scales=" + scales.string() : ""));
+        mode != "dynamic" ? " --set model.int8_scales=" + scales.string() : ""));
     ASSERT_EQ(int8.exit_code, 0) << int8.output;
     const auto int8_eval = events(int8_metrics, "eval");
     ASSERT_EQ(int8_eval.size(), 1u);
     const double f1 = int8_eval[0]["f1"].get<double>();
-    std::cout << fmt::format("SQuAD F1: f32 {:.3f}, int8 {} {:.3f} ({:.2f}%)\n", f32_f1,
-                             activations, f1, 100.0 * f1 / f32_f1);
-    EXPECT_GE(f1, 0.99 * f32_f1) << activations;
+    std::cout << fmt::format("SQuAD F1: f32 {:.3f}, int8 {} {:.3f} ({:.2f}%)\n", f32_f1, mode, f1,
+                             100.0 * f1 / f32_f1);
+    EXPECT_GE(f1, 0.99 * f32_f1) << mode;
   }
+  // A scales file is read by int8 only, and dynamic int8 needs its
+  // per-channel maxima (a file without them serves static only).
+  const auto refused = [&](const std::string& sets, const std::string& message) {
+    const auto refusal = test::run_polyhal(
+        fmt::format("run --config {} --set finetune.do=eval --set checkpoint.init=out/model "
+                    "--set finetune.output_dir=refused {}",
+                    (dir.path() / "squad.yaml").string(), sets));
+    EXPECT_EQ(refusal.exit_code, 2) << refusal.output;
+    EXPECT_NE(refusal.output.find(message), std::string::npos) << refusal.output;
+  };
+  refused("--set model.precision=bf16 --set model.int8_scales=" + scales.string(),
+          "key 'model.int8_scales': read by model.precision int8 only, not bf16");
+  nlohmann::json stripped = nlohmann::json::parse(std::ifstream(scales));
+  stripped.erase("channel_max_abs");
+  const auto old_file = dir.write("old-scales.json", stripped.dump());
+  refused("--set model.precision=int8 --set model.int8_scales=" + old_file.string(),
+          "has no per-channel maxima, which dynamic int8 smooths with");
 }
 
 TEST(SquadTask, PackedFeaturesLearnInFewerRowsAndPredictAsUnpacked) {

@@ -52,10 +52,13 @@ Tensor upload(Device& device, DType type, const Shape& shape, const std::vector<
   return t;
 }
 
-/// Runs linear(X) + gelu + residual with `math` on `kernel`.
-std::vector<float> run_linear(Device& device, Kernel& kernel, const LinearProblem& p, DType type) {
-  const std::array constants{upload(device, type, {p.n, p.k}, p.w),
-                             upload(device, DType::f32, {p.n}, p.b)};
+/// Runs linear(X) + gelu + residual with `math` on `kernel` (smoothed by
+/// `smoothing`, int8.hpp, when given).
+std::vector<float> run_linear(Device& device, Kernel& kernel, const LinearProblem& p, DType type,
+                              const std::vector<float>* smoothing = nullptr) {
+  std::vector<Tensor> constants{upload(device, type, {p.n, p.k}, p.w),
+                                upload(device, DType::f32, {p.n}, p.b)};
+  if (smoothing != nullptr) constants.push_back(upload(device, DType::f32, {p.k}, *smoothing));
   kernel.set_constants(constants);
   const std::array inputs{upload(device, type, {p.m, p.k}, p.x),
                           upload(device, type, {p.m, p.n}, p.r)};
@@ -285,6 +288,87 @@ TEST(Int8, F16ProductsWithoutAvx512RoundTheSame) {
   expect_f16_products(*test::first_device("cpu", {{"isa", "avx2"}}));
 }
 
+/// The problem's largest |x| per input channel, as a calibration records it.
+std::vector<float> channel_max_abs(const LinearProblem& p) {
+  std::vector<float> max_abs(static_cast<std::size_t>(p.k), 0.0f);
+  for (std::size_t i = 0; i < p.x.size(); ++i) {
+    float& m = max_abs[i % max_abs.size()];
+    m = std::max(m, std::fabs(p.x[i]));
+  }
+  return max_abs;
+}
+
+// Smoothing (int8.hpp, SmoothQuant): X's outlier channels divided out and
+// multiplied into W. The reference follows the rule exactly (the same as
+// quantising X / s and W * s), the CPU kernel agrees with it, and the
+// result is closer to f32 than without smoothing.
+TEST(Int8, SmoothingTamesOutlierChannels) {
+  auto cpu = test::first_device("cpu");
+  for (const DType type : {DType::f32, DType::bf16}) {
+    const LinearProblem p = make_problem(type);
+    const auto s = int8_smoothing(channel_max_abs(p), p.w, p.n, p.k);
+    const auto desc = linear_desc(p, type, LinearMath::int8);
+    auto reference = reference_kernel(desc, *cpu);
+    const auto want = run_linear(*cpu, *reference, p, type, &s);
+    if (type == DType::f32) {
+      LinearProblem moved = p;
+      for (std::size_t i = 0; i < moved.x.size(); ++i) moved.x[i] *= 1.0f / s[i % s.size()];
+      for (std::size_t i = 0; i < moved.w.size(); ++i) moved.w[i] *= s[i % s.size()];
+      EXPECT_LE(max_difference(want, int8_expected(moved, 0.0f)), 1e-4);
+      const double smoothed = max_difference(want, f32_expected(p));
+      const double plain =
+          max_difference(run_linear(*cpu, *reference_kernel(desc, *cpu), p, type), f32_expected(p));
+      std::cout << fmt::format("outlier channels vs f32: smoothed {:.4f}, plain {:.4f}\n", smoothed,
+                               plain);
+      EXPECT_LT(smoothed, 0.6 * plain);
+    }
+    std::shared_ptr<Kernel> kernel;
+    try {
+      kernel = cpu->prepare_kernel(desc);
+    } catch (const KernelNotFoundError& e) {
+      GTEST_SKIP() << e.what();
+    }
+    const auto got = run_linear(*cpu, *kernel, p, type, &s);
+    EXPECT_NE(kernel->implementation().find("smoothed"), std::string::npos)
+        << kernel->implementation();
+    EXPECT_LE(max_difference(got, std::vector<double>(want.begin(), want.end())),
+              type == DType::f32 ? 1e-4 : 0.07)
+        << dtype_name(type);
+  }
+}
+
+// A third constant only where the rule has one, and only usable values.
+TEST(Int8, SmoothingConstantIsChecked) {
+  auto cpu = test::first_device("cpu");
+  const LinearProblem p = make_problem(DType::f32);
+  std::vector<float> s(static_cast<std::size_t>(p.k), 1.0f);
+  s[5] = 0.0f;
+  const std::vector<float> short_s(4, 1.0f);
+  const std::vector<float> ones(static_cast<std::size_t>(p.k), 1.0f);
+  for (const bool reference : {true, false}) {
+    if (!reference) {
+      try {
+        cpu->prepare_kernel(linear_desc(p, DType::f32, LinearMath::int8));
+      } catch (const KernelNotFoundError& e) {
+        continue;  // no VNNI: Int8.RefusedBelowVnniNeverEmulated covers it
+      }
+    }
+    const auto make = [&](const KernelDesc& desc) {
+      return reference ? std::shared_ptr<Kernel>(reference_kernel(desc, *cpu))
+                       : std::shared_ptr<Kernel>(cpu->prepare_kernel(desc));
+    };
+    const auto dynamic = linear_desc(p, DType::f32, LinearMath::int8);
+    EXPECT_THROW(run_linear(*cpu, *make(dynamic), p, DType::f32, &s), RuntimeFailure);
+    EXPECT_THROW(run_linear(*cpu, *make(dynamic), p, DType::f32, &short_s), RuntimeFailure);
+    const auto static_desc = linear_desc(p, DType::f32, LinearMath::int8, int8_scale(p.x_max));
+    EXPECT_THROW(run_linear(*cpu, *make(static_desc), p, DType::f32, &ones), RuntimeFailure);
+    const auto gelu_desc = linear_desc(p, DType::f32, LinearMath::int8, 0.0f, Activation::gelu);
+    EXPECT_THROW(run_linear(*cpu, *make(gelu_desc), p, DType::f32, &ones), RuntimeFailure);
+    const auto native = linear_desc(p, DType::f32, LinearMath::native);
+    EXPECT_THROW(run_linear(*cpu, *make(native), p, DType::f32, &ones), RuntimeFailure);
+  }
+}
+
 TEST(Int8, RefusedBelowVnniNeverEmulated) {
   auto cpu = test::first_device("cpu", {{"isa", "avx2"}});
   const LinearProblem p = make_problem(DType::f32);
@@ -361,6 +445,47 @@ TEST(Int8, ScalesFileErrorsNameTheFileAndKey) {
   test::expect_config_error(
       [&] { read_int8_scales(dir.path() / "missing.json", config, "model.int8_scales"); },
       "missing.json");
+}
+
+// Per-channel maxima (dynamic int8's smoothing): written for the LayerNorm-
+// input linears only, read back, and each bad value named.
+TEST(Int8, ScalesFileChannelMaxima) {
+  test::TempDir dir;
+  const BertConfig config = test::small_bert(2);
+  Int8Scales scales;
+  scales.fingerprint = "fnv1a64:0123456789abcdef";
+  scales.batches = 1;
+  for (const auto& name : int8_linear_names(config)) {
+    scales.max_abs[name] = 1.5f;
+    scales.channel_max_abs[name] = std::vector<float>(static_cast<std::size_t>(config.hidden_size),
+                                                      int8_smoothed(name) ? 2.5f : 3.5f);
+  }
+  const auto file = dir.path() / "scales.json";
+  write_int8_scales(file, config, scales);
+  const auto back = read_int8_scales(file, config, "model.int8_scales");
+  ASSERT_EQ(back.channel_max_abs.size(), 2u * static_cast<std::size_t>(config.num_hidden_layers));
+  for (const auto& [name, values] : back.channel_max_abs) {
+    EXPECT_TRUE(int8_smoothed(name)) << name;
+    EXPECT_EQ(values, scales.channel_max_abs.at(name));
+  }
+  std::ifstream in(file);
+  const std::string text(std::istreambuf_iterator<char>(in), {});
+  EXPECT_EQ(text.find("3.5"), std::string::npos) << "only the smoothed linears' maxima";
+  const auto edited = [&](const std::string& from, const std::string& to) {
+    std::string t = text;
+    t.replace(t.find(from), from.size(), to);
+    return dir.write("edited.json", t);
+  };
+  const std::string qkv0 = "\"bert.encoder.layer.0.attention.self.qkv\": [";
+  test::expect_config_error(
+      [&] { read_int8_scales(edited(qkv0, qkv0 + "1.0,"), config, "model.int8_scales"); },
+      "must be 128 numbers (hidden_size)");
+  test::expect_config_error(
+      [&] { read_int8_scales(edited("2.5,", "-2.5,"), config, "model.int8_scales"); },
+      "channel 0 of \"bert.encoder.layer.0.attention.self.qkv\" is -2.5");
+  test::expect_config_error(
+      [&] { read_int8_scales(edited(qkv0, "\"x\": ["), config, "model.int8_scales"); },
+      "no per-channel maxima for linear \"bert.encoder.layer.0.attention.self.qkv\"");
 }
 
 }  // namespace

@@ -154,10 +154,11 @@ TEST(RealModel, EmbeddingsAndTokensEqualTheReferenceOnRealText) {
 }
 
 // INT8 (model.precision int8) against sentence-transformers' f32
-// embeddings, printed for docs/bert.md. Dynamic activations (the default)
-// and static ones (scales calibrated at f32 on the first 400 sentences) are
-// each held to what was measured, so a regression shows: dynamic's worst
-// sentence is at 0.986, below the 0.99 the issue asks (docs/bert.md, "INT8").
+// embeddings, printed for docs/bert.md. Scales calibrated at f32 on the
+// first 400 sentences. Dynamic activations smoothed with the calibrated
+// per-channel maxima must keep every sentence at 0.99 or more (the issue's
+// bar); plain dynamic (no file) and static are held to what was measured,
+// so a regression shows (docs/bert.md, "INT8").
 TEST(RealModel, Int8EmbeddingsKeepTheirDirection) {
   if (!model_present()) return;
   const auto reference = read_safetensors(kData / "reference.safetensors");
@@ -171,26 +172,33 @@ TEST(RealModel, Int8EmbeddingsKeepTheirDirection) {
   const auto scales = dir.path() / "scales.json";
   infer(dir, dir.write("calibration.txt", first), "f32", false, "calibrate: " + scales.string());
   ASSERT_TRUE(std::filesystem::exists(scales));
-  for (const std::string activations : {"dynamic", "static"}) {
-    const auto lines =
-        infer(dir, kData / "sentences.txt", "int8", false,
-              "int8_activations: " + activations +
-                  (activations == "static" ? ", int8_scales: " + scales.string() : ""));
+  struct Mode {
+    std::string name, keys;
+    double bar;
+  };
+  const std::vector<Mode> modes{
+      {"dynamic, smoothed", "int8_activations: dynamic, int8_scales: " + scales.string(), 0.99},
+      {"dynamic", "int8_activations: dynamic", 0.985},
+      {"static", "int8_activations: static, int8_scales: " + scales.string(), 0.92}};
+  for (const auto& mode : modes) {
+    const auto lines = infer(dir, kData / "sentences.txt", "int8", false, mode.keys);
     ASSERT_EQ(lines.size(), sentences.size());
-    Worst worst{1, 0};
+    Worst worst{1, 0}, unseen{1, 0};
     double sum = 0;
     for (std::size_t s = 0; s < sentences.size(); ++s) {
       const double c = cosine(lines[s]["embedding"].get<std::vector<float>>(),
                               embeddings.values.data() + s * width);
       if (c < worst.value) worst = {c, s};
+      if (s >= kCalibration && c < unseen.value) unseen = {c, s};
       sum += c;
     }
     std::cout << fmt::format(
-        "int8 {}: {} sentences; worst cosine {:.6f} (sentence {}: {}); mean {:.6f}\n", activations,
-        sentences.size(), worst.value, worst.sentence + 1, head_of(sentences[worst.sentence], 60),
+        "int8 {}: {} sentences; worst cosine {:.6f} (sentence {}: {}); not calibrated on: worst "
+        "{:.6f}; mean {:.6f}\n",
+        mode.name, sentences.size(), worst.value, worst.sentence + 1,
+        head_of(sentences[worst.sentence], 60), unseen.value,
         sum / static_cast<double>(sentences.size()));
-    EXPECT_GE(worst.value, activations == "dynamic" ? 0.985 : 0.92)
-        << activations << ", sentence " << worst.sentence + 1;
+    EXPECT_GE(worst.value, mode.bar) << mode.name << ", sentence " << worst.sentence + 1;
   }
 }
 

@@ -22,14 +22,20 @@ float load(const std::uint16_t* p, std::int64_t i) {
   return bf16_bits_to_f32(p[i]);
 }
 
+/// x[i] times the smoothing factor of column i (int8.hpp), if any.
+template <class T>
+float load(const T* x, const float* factor, std::int64_t i) {
+  return factor != nullptr ? load(x, i) * factor[i] : load(x, i);
+}
+
 /// The contract's rule, element by element.
 template <class T>
-float quantize_row_scalar(const T* x, std::int64_t n, std::int8_t* q) {
+float quantize_row_scalar(const T* x, const float* factor, std::int64_t n, std::int8_t* q) {
   float max_abs = 0.0f;
-  for (std::int64_t i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(load(x, i)));
+  for (std::int64_t i = 0; i < n; ++i) max_abs = std::max(max_abs, std::fabs(load(x, factor, i)));
   const float step = int8_scale(max_abs);
   const float inverse = 1.0f / step;
-  for (std::int64_t i = 0; i < n; ++i) q[i] = quantize_s8(load(x, i), inverse);
+  for (std::int64_t i = 0; i < n; ++i) q[i] = quantize_s8(load(x, factor, i), inverse);
   return step;
 }
 
@@ -41,24 +47,33 @@ __attribute__((target("avx512f,avx512bw"))) __m512 load16(const std::uint16_t* p
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
 }
 
+template <class T>
+__attribute__((target("avx512f,avx512bw"))) __m512 load16(const T* x, const float* factor,
+                                                          std::int64_t i) {
+  const __m512 v = load16(x + i);
+  return factor != nullptr ? _mm512_mul_ps(v, _mm512_loadu_ps(factor + i)) : v;
+}
+
 /// The same rule 16 lanes at a time: vcvtps2dq rounds to nearest even (the
 /// default MXCSR mode) of values clamped to [-128, 127]. NaN is dropped
 /// from the maximum (vmaxps returns its second operand) and becomes 0, like
 /// quantize_s8. The tail goes through the scalar rule.
 template <class T>
-__attribute__((target("avx512f,avx512bw"))) float quantize_row_avx512(const T* x, std::int64_t n,
+__attribute__((target("avx512f,avx512bw"))) float quantize_row_avx512(const T* x,
+                                                                      const float* factor,
+                                                                      std::int64_t n,
                                                                       std::int8_t* q) {
   __m512 max16 = _mm512_setzero_ps();
   std::int64_t i = 0;
-  for (; i + 16 <= n; i += 16) max16 = _mm512_max_ps(_mm512_abs_ps(load16(x + i)), max16);
+  for (; i + 16 <= n; i += 16) max16 = _mm512_max_ps(_mm512_abs_ps(load16(x, factor, i)), max16);
   float max_abs = _mm512_reduce_max_ps(max16);
-  for (std::int64_t j = i; j < n; ++j) max_abs = std::max(max_abs, std::fabs(load(x, j)));
+  for (std::int64_t j = i; j < n; ++j) max_abs = std::max(max_abs, std::fabs(load(x, factor, j)));
   const float step = int8_scale(max_abs);
   const float inverse = 1.0f / step;
   const __m512 scale = _mm512_set1_ps(inverse);
   const __m512 low = _mm512_set1_ps(-128.0f), high = _mm512_set1_ps(127.0f);
   for (i = 0; i + 16 <= n; i += 16) {
-    const __m512 product = _mm512_mul_ps(load16(x + i), scale);
+    const __m512 product = _mm512_mul_ps(load16(x, factor, i), scale);
     // Clamped first, so that an infinity saturates as quantize_s8 does.
     const __m512 v = _mm512_mask_min_ps(product, _mm512_cmp_ps_mask(product, product, _CMP_ORD_Q),
                                         _mm512_max_ps(product, low), high);
@@ -66,7 +81,7 @@ __attribute__((target("avx512f,avx512bw"))) float quantize_row_avx512(const T* x
     const __m512i rounded = _mm512_maskz_cvtps_epi32(number, v);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtsepi32_epi8(rounded));
   }
-  for (; i < n; ++i) q[i] = quantize_s8(load(x, i), inverse);
+  for (; i < n; ++i) q[i] = quantize_s8(load(x, factor, i), inverse);
   return step;
 }
 
@@ -109,14 +124,14 @@ float quantize_gelu_row_scalar(const T* x, std::int64_t n, std::uint8_t* q) {
 #pragma GCC diagnostic pop
 
 template <class T>
-void quantize_rows(const T* x, std::int64_t rows, std::int64_t columns, std::int8_t* q, float* step,
-                   bool avx512) {
+void quantize_rows(const T* x, const float* factor, std::int64_t rows, std::int64_t columns,
+                   std::int8_t* q, float* step, bool avx512) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* row = x + r * columns;
     std::int8_t* out = q + r * columns;
-    step[r] =
-        avx512 ? quantize_row_avx512(row, columns, out) : quantize_row_scalar(row, columns, out);
+    step[r] = avx512 ? quantize_row_avx512(row, factor, columns, out)
+                     : quantize_row_scalar(row, factor, columns, out);
   }
 }
 
@@ -144,11 +159,12 @@ void quantize_gelu_rows_u8(const void* x, DType type, std::int64_t rows, std::in
 }
 
 void quantize_rows_s8(const void* x, DType type, std::int64_t rows, std::int64_t columns,
-                      std::int8_t* q, float* step, bool avx512) {
+                      std::int8_t* q, float* step, bool avx512, const float* column_factor) {
   if (type == DType::bf16) {
-    quantize_rows(static_cast<const std::uint16_t*>(x), rows, columns, q, step, avx512);
+    quantize_rows(static_cast<const std::uint16_t*>(x), column_factor, rows, columns, q, step,
+                  avx512);
   } else {
-    quantize_rows(static_cast<const float*>(x), rows, columns, q, step, avx512);
+    quantize_rows(static_cast<const float*>(x), column_factor, rows, columns, q, step, avx512);
   }
 }
 

@@ -10,8 +10,11 @@ namespace polyhal::cpu {
 
 /// x[rows, columns] (f32 or bf16) -> q[rows, columns] s8 and step[rows],
 /// step[r] = int8_scale(max |x[r, :]|), q = quantize_s8(x, 1 / step[r]).
+/// `column_factor` (smoothing, int8.hpp): x[r, c] * column_factor[c] in
+/// place of x[r, c], when given.
 void quantize_rows_s8(const void* x, DType type, std::int64_t rows, std::int64_t columns,
-                      std::int8_t* q, float* step, bool avx512);
+                      std::int8_t* q, float* step, bool avx512,
+                      const float* column_factor = nullptr);
 
 /// The same for a GELU output (int8.hpp quantize_gelu_row_u8): q is u8.
 void quantize_gelu_rows_u8(const void* x, DType type, std::int64_t rows, std::int64_t columns,

@@ -12,6 +12,7 @@
 // its reference kernel).
 #include <fmt/format.h>
 
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -57,13 +58,26 @@ class OneDnnInt8Linear final : public Kernel {
   }
 
   void set_constants(std::span<const Tensor> constants) override {
-    if (constants.size() != 2 || constants[0].shape != Shape{n_, k_} ||
+    const bool smoothed = constants.size() == 3 && dynamic() && !gelu_u8_;
+    if ((constants.size() != 2 && !smoothed) || constants[0].shape != Shape{n_, k_} ||
         constants[1].dtype != DType::f32) {
-      throw RuntimeFailure(fmt::format("{}: constants must be W[{}, {}] and an f32 bias",
-                                       desc_.to_string(), n_, k_));
+      throw RuntimeFailure(fmt::format(
+          "{}: constants must be W[{}, {}] and an f32 bias (and s[{}], f32, for a dynamic s8 "
+          "linear)",
+          desc_.to_string(), n_, k_, k_));
     }
     std::vector<float> w(size_of(n_ * k_));
     convert(constants[0].buffer->data(), constants[0].dtype, w.data(), DType::f32, w.size());
+    inverse_smoothing_.clear();
+    if (smoothed) {
+      if (constants[2].dtype != DType::f32 || constants[2].numel() != k_)
+        throw RuntimeFailure(fmt::format("{}: smoothing must be f32 s[{}]", desc_.to_string(), k_));
+      const std::span smoothing(constants[2].data<float>(), size_of(k_));
+      if (const std::string problem = int8_smoothing_problem(smoothing, k_); !problem.empty())
+        throw RuntimeFailure(fmt::format("{}: {}", desc_.to_string(), problem));
+      smooth_weights(w, n_, k_, smoothing);
+      for (const float v : smoothing) inverse_smoothing_.push_back(1.0f / v);
+    }
     std::vector<std::int8_t> q(w.size());
     std::vector<float> weight_step(size_of(n_));
     quantize_weights_per_channel(w, n_, k_, q, weight_step);
@@ -110,7 +124,8 @@ class OneDnnInt8Linear final : public Kernel {
     } else if (dynamic()) {
       quantize_rows_s8(inputs[0].buffer->data(), desc_.dtype, m_, k_,
                        static_cast<std::int8_t*>(x_q_.get_data_handle()),
-                       static_cast<float*>(row_step_.get_data_handle()), avx512_);
+                       static_cast<float*>(row_step_.get_data_handle()), avx512_,
+                       inverse_smoothing_.empty() ? nullptr : inverse_smoothing_.data());
     } else {
       x_.set_data_handle(inputs[0].buffer->data());
       quantize_.execute(stream_, x_, x_q_2d_);
@@ -125,7 +140,8 @@ class OneDnnInt8Linear final : public Kernel {
     return fmt::format("onednn {} int8 linear+{} ({} x s8 -> s32; X {})", pd_.impl_info_str(),
                        activation_name(activation_), gelu_u8_ ? "u8 (GELU + 0.17)" : "s8",
                        dynamic()
-                           ? fmt::format("per row at run time, {}",
+                           ? fmt::format("per row at run time{}, {}",
+                                         inverse_smoothing_.empty() ? "" : ", smoothed",
                                          avx512_ ? "avx512 quantiser" : "scalar quantiser")
                            : fmt::format("calibrated step, {}", quantize_pd_.impl_info_str()));
   }
@@ -179,7 +195,8 @@ class OneDnnInt8Linear final : public Kernel {
   dnnl::memory x_, x_q_, x_q_2d_, dst_, weights_, bias_, row_step_, scratchpad_, residual_mem_;
   int bias_index_ = 0, residual_index_ = -1;
   std::unordered_map<int, dnnl::memory> args_;
-  std::vector<float> bias_values_;  // the bias, less the GELU shift's share when u8
+  std::vector<float> bias_values_;        // the bias, less the GELU shift's share when u8
+  std::vector<float> inverse_smoothing_;  // 1 / s[k] when smoothed (int8.hpp), else empty
   std::int64_t m_ = 0, n_ = 0, k_ = 0;
   Activation activation_ = Activation::none;
   bool residual_ = false;

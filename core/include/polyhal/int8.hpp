@@ -11,6 +11,13 @@
 /// all 8 bits instead: x + kGeluShift >= 0 is quantised to u8 with the step
 /// max_row(x + kGeluShift) / 255, and the shift's share, kGeluShift times
 /// each output channel's (dequantised) weight sum, comes off the bias.
+///
+/// Smoothing (SmoothQuant, Xiao et al. 2023): a dynamic s8 linear may be
+/// given a third constant s[K] (f32, > 0). X's column k is then multiplied
+/// by 1 / s[k] (in f32) before its row is quantised, and W's column k by
+/// s[k] before W is quantised per channel: X W^T is unchanged, but input
+/// channels with outliers (a LayerNorm output's few large dimensions) no
+/// longer set every other channel's step.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -61,6 +68,24 @@ inline float quantize_row_s8(std::span<const float> x, std::span<std::int8_t> q)
   const float inverse = 1.0f / step;
   for (std::size_t i = 0; i < x.size(); ++i) q[i] = quantize_s8(x[i], inverse);
   return step;
+}
+
+/// Why `smoothing` cannot smooth a linear's K input channels, or empty: the
+/// kernels' one check of the third constant.
+inline const char* int8_smoothing_problem(std::span<const float> smoothing,
+                                          std::int64_t k) noexcept {
+  if (static_cast<std::int64_t>(smoothing.size()) != k) return "smoothing must hold K values";
+  for (const float v : smoothing)
+    if (!(std::isfinite(v) && v > 0.0f)) return "smoothing values must be finite and > 0";
+  return "";
+}
+
+/// W[N, K] (row-major) with column k multiplied by smoothing[k].
+inline void smooth_weights(std::span<float> w, std::int64_t n, std::int64_t k,
+                           std::span<const float> smoothing) noexcept {
+  for (std::int64_t row = 0; row < n; ++row)
+    for (std::int64_t i = 0; i < k; ++i)
+      w[static_cast<std::size_t>(row * k + i)] *= smoothing[static_cast<std::size_t>(i)];
 }
 
 /// GELU(x) >= -0.16997 for every x (its minimum, at x = -0.7518): adding

@@ -9,7 +9,9 @@
 ///   matmul:    A[M,K], B[K,N] -> C[M,N]; MatmulAttrs (out_dtype, default dtype)
 ///   linear:    X[M,K] [, R[M,N] when residual]; W[N,K] (Hugging Face
 ///              layout), b[N] (f32) -> Y = act(X W^T + b) [+ R], [M,N];
-///              LinearAttrs (out_features, activation none | gelu (exact erf) | tanh)
+///              LinearAttrs (out_features, activation none | gelu (exact erf) | tanh);
+///              an int8 linear with dynamic s8 input may take a third
+///              constant, the smoothing s[K] (f32, int8.hpp)
 ///   layernorm: X[M,H] [, R[M,H] when residual: normalises X+R]; gamma[H],
 ///              beta[H] (f32) -> Y[M,H]; LayerNormAttrs (eps, residual)
 ///   attention: QKV[B*S, 3H] (q, k, v blocks side by side), mask[B,S] (i32:

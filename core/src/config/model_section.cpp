@@ -114,8 +114,10 @@ ConfigSection model() {
            },
            {.tasks = kInt8Tasks})
       .add("int8_scales", &ModelSection::int8_scales,
-           "int8_activations static: the calibrated scales file (written by model.calibrate)", {},
-           {.tasks = kInt8Tasks})
+           "the calibrated scales file (written by model.calibrate): required by int8_activations "
+           "static (its steps); dynamic smooths the LayerNorm outputs' outlier channels with it "
+           "(SmoothQuant) when given",
+           {}, {.tasks = kInt8Tasks})
       .add("calibrate", &ModelSection::calibrate,
            "write int8 scales from this run's forward passes to this file (then run with "
            "model.precision int8 and model.int8_scales)",

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "kernels/reference_gemm.hpp"
@@ -56,13 +57,28 @@ class ReferenceLinear final : public Kernel {
   }
 
   void set_constants(std::span<const Tensor> constants) override {
-    if (constants.size() != 2 || constants[0].shape != Shape{n_, k_} ||
+    const bool smoothed = constants.size() == 3 && math_ == LinearMath::int8 &&
+                          input_scale_ == 0.0f && !gelu_input_u8_;
+    if ((constants.size() != 2 && !smoothed) || constants[0].shape != Shape{n_, k_} ||
         constants[1].numel() != n_) {
-      throw RuntimeFailure(
-          fmt::format("{}: constants must be W[{}, {}] and b[{}]", desc_.to_string(), n_, k_, n_));
+      throw RuntimeFailure(fmt::format(
+          "{}: constants must be W[{}, {}] and b[{}] (and s[{}] for a dynamic s8 int8 linear)",
+          desc_.to_string(), n_, k_, n_, k_));
     }
     std::vector<float> w(size_of(n_ * k_));
     convert(constants[0].buffer->data(), constants[0].dtype, w.data(), DType::f32, w.size());
+    inverse_smoothing_.clear();
+    if (smoothed) {
+      std::vector<float> smoothing(size_of(k_));
+      if (constants[2].numel() != k_)
+        throw RuntimeFailure(fmt::format("{}: smoothing must hold K values", desc_.to_string()));
+      convert(constants[2].buffer->data(), constants[2].dtype, smoothing.data(), DType::f32,
+              smoothing.size());
+      if (const std::string problem = int8_smoothing_problem(smoothing, k_); !problem.empty())
+        throw RuntimeFailure(fmt::format("{}: {}", desc_.to_string(), problem));
+      smooth_weights(w, n_, k_, smoothing);
+      for (const float v : smoothing) inverse_smoothing_.push_back(1.0f / v);
+    }
     if (math_ == LinearMath::int8) {
       // The int8 weights stand in for W as exact small integers.
       std::vector<std::int8_t> q(w.size());
@@ -144,6 +160,7 @@ class ReferenceLinear final : public Kernel {
   LinearMath math_ = LinearMath::native;
   float input_scale_ = 0.0f;
   std::vector<float> weight_t_, bias_, x_, y_, residual_values_, weight_step_, row_step_;
+  std::vector<float> inverse_smoothing_;  ///< 1 / s[k] of a smoothed int8 linear, else empty
   std::vector<std::int8_t> x_s8_;
   std::vector<std::uint8_t> x_u8_;
   std::vector<std::int32_t> x_q_;
@@ -164,6 +181,10 @@ class ReferenceLinear final : public Kernel {
         for (std::size_t j = 0; j < k; ++j) q[j] = quantize_s8(row[j], 1.0f / input_scale_);
       } else if (gelu_input_u8_) {
         row_step_[i] = quantize_gelu_row_u8(row, std::span(x_u8_.data() + i * k, k));
+      } else if (!inverse_smoothing_.empty()) {
+        std::vector<float> smoothed(row.begin(), row.end());
+        for (std::size_t j = 0; j < k; ++j) smoothed[j] *= inverse_smoothing_[j];
+        row_step_[i] = quantize_row_s8(smoothed, q);
       } else {
         row_step_[i] = quantize_row_s8(row, q);
       }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/bert_program.hpp"
+#include "polyhal/app/int8_scales.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
@@ -24,6 +25,9 @@ struct BertInference::State {
   std::int64_t runs = 0;
   std::int64_t calibrated_batches = 0;
   std::map<std::string, float> max_abs;  // calibration
+  std::map<std::string, std::vector<float>> channel_max_abs;
+  /// Dynamic int8: the calibrated per-channel maxima the smoothing comes from.
+  std::map<std::string, std::vector<float>> smoothing_channels;
 
   Program& program() { return bert->program; }
 };
@@ -53,6 +57,8 @@ std::unique_ptr<BertInference::State> declare_inference(Device& device, const Be
   state->with_heads = with_heads;
   state->head = head;
   options.int8_max_abs = precision.int8_max_abs;
+  options.int8_channel_max_abs = precision.int8_channel_max_abs;
+  state->smoothing_channels = precision.int8_channel_max_abs;
   state->bert = declare_bert(device, precision.dtype, options);
   state->program().prepare_kernels();
   return state;
@@ -92,6 +98,12 @@ void BertInference::load_weights(const TensorMap& weights) {
       throw ConfigError(fmt::format("weights: missing tensor '{}'", parameter.name));
     program.upload_floats(parameter.weight, it->second.values);
   }
+  for (const auto& point : s.bert->smoothing_points) {
+    const Shape& shape = program.shape(point.weight);
+    program.upload_floats(point.smoothing,
+                          int8_smoothing(s.smoothing_channels.at(point.name),
+                                         program.read_floats(point.weight), shape[0], shape[1]));
+  }
   program.bind_constants();
   s.loaded = true;
 }
@@ -123,9 +135,18 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
     program.run(Phase::forward, [&](std::size_t op) {
       if (next >= points.size() || points[next].forward_op != op) return;
       program.device().synchronize();
-      float& seen = s.max_abs[points[next].name];
-      for (const float v : program.read_floats(points[next].input))
-        if (std::isfinite(v)) seen = std::max(seen, std::fabs(v));
+      const auto& name = points[next].name;
+      float& seen = s.max_abs[name];
+      const auto columns = static_cast<std::size_t>(program.shape(points[next].input)[1]);
+      auto& channels = s.channel_max_abs[name];
+      channels.resize(columns, 0.0f);
+      const auto values = program.read_floats(points[next].input);
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        const float v = std::fabs(values[i]);
+        if (!std::isfinite(v)) continue;
+        seen = std::max(seen, v);
+        channels[i % columns] = std::max(channels[i % columns], v);
+      }
       ++next;
     });
     ++s.calibrated_batches;
@@ -159,6 +180,9 @@ void BertInference::start_calibration() {
 }
 const std::map<std::string, float>& BertInference::calibrated_max_abs() const {
   return state_->max_abs;
+}
+const std::map<std::string, std::vector<float>>& BertInference::calibrated_channel_max_abs() const {
+  return state_->channel_max_abs;
 }
 std::int64_t BertInference::calibrated_batches() const {
   return state_->calibrated_batches;

@@ -370,6 +370,15 @@ class Builder {
                 fmt::format("int8: no calibrated scale for linear \"{}\"", encoder_linear));
           attrs.input_scale = int8_scale(it->second);
         }
+        if (attrs.math == LinearMath::int8 && attrs.input_scale == 0.0f &&
+            o_.int8_channel_max_abs.count(encoder_linear) != 0) {
+          const int smoothing = p_.tensor(encoder_linear + ".int8_smoothing", "weights",
+                                          {p_.shape(x)[1]}, DType::f32);
+          out_.smoothing_points.push_back({smoothing, w, encoder_linear});
+          p_.op(Phase::forward, OpKind::linear, std::move(inputs), {y}, attrs,
+                {w, bias, smoothing});
+          return y;
+        }
       }
       p_.op(Phase::forward, OpKind::linear, std::move(inputs), {y}, attrs, {w, bias});
       return y;

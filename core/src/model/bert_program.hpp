@@ -50,6 +50,18 @@ struct BertProgramOptions {
   /// calibrated step (static); without, per row at run time (dynamic).
   LinearMath encoder_math = LinearMath::native;
   std::map<std::string, float> int8_max_abs;
+  /// Dynamic int8: the calibrated largest |x| per input channel of the
+  /// linears to smooth (int8_scales.hpp int8_smoothed), by name. Each gets a
+  /// smoothing constant (SmoothingPoint) that load_weights fills.
+  std::map<std::string, std::vector<float>> int8_channel_max_abs;
+};
+
+/// Inference: the smoothing constant s[K] of an int8 linear (int8.hpp),
+/// computed from its weight once the weights are loaded.
+struct SmoothingPoint {
+  int smoothing = -1;  ///< f32 [K], the linear's third constant
+  int weight = -1;     ///< W[N, K]
+  std::string name;    ///< int8_linear_names
 };
 
 /// Inference: an encoder linear's input, observed by calibration after the
@@ -89,6 +101,8 @@ struct BertProgram {
   int cls_positions = -1;   ///< classification training: i32 [B] rows 0, S, 2S, ... of the tokens
   /// Inference: every encoder linear's input, in forward order.
   std::vector<CalibrationPoint> calibration_points;
+  /// Inference, dynamic int8 with per-channel maxima: the smoothed linears.
+  std::vector<SmoothingPoint> smoothing_points;
   // Pipeline stages (PipelineStage).
   int stage_input = -1, stage_input_grad = -1, stage_output = -1, stage_output_grad = -1;
 };

@@ -17,8 +17,9 @@ namespace polyhal {
 namespace {
 
 constexpr const char* kFormat = "polyhal int8 scales 1";
-// A BERT-large file is about 6 KiB; anything far larger is not one.
-constexpr std::uintmax_t kMaxScalesFileBytes = std::uintmax_t{1} << 20;
+// A BERT-large file is about 0.6 MiB (per-channel maxima of 48 linears);
+// anything far larger is not one.
+constexpr std::uintmax_t kMaxScalesFileBytes = std::uintmax_t{8} << 20;
 constexpr std::size_t kFingerprintStride = 61;
 
 struct Fnv1a {
@@ -55,6 +56,31 @@ std::vector<std::string> int8_linear_names(const BertConfig& config) {
       names.push_back(p + linear);
   }
   return names;
+}
+
+bool int8_smoothed(const std::string& linear_name) {
+  const auto ends_with = [&](const std::string& tail) {
+    return linear_name.size() >= tail.size() &&
+           linear_name.compare(linear_name.size() - tail.size(), tail.size(), tail) == 0;
+  };
+  return ends_with(".attention.self.qkv") || ends_with(".intermediate.dense");
+}
+
+std::vector<float> int8_smoothing(const std::vector<float>& channel_max_abs,
+                                  const std::vector<float>& weights, std::int64_t n,
+                                  std::int64_t k) {
+  const auto columns = static_cast<std::size_t>(k);
+  if (channel_max_abs.size() != columns || weights.size() != columns * static_cast<std::size_t>(n))
+    throw RuntimeFailure(fmt::format("int8 smoothing: {} channel maxima for W[{}, {}]",
+                                     channel_max_abs.size(), n, k));
+  std::vector<float> weight_max(columns, 0.0f);
+  for (std::size_t i = 0; i < weights.size(); ++i)
+    weight_max[i % columns] = std::max(weight_max[i % columns], std::fabs(weights[i]));
+  std::vector<float> s(columns, 1.0f);
+  for (std::size_t j = 0; j < columns; ++j)
+    if (channel_max_abs[j] > 0.0f && weight_max[j] > 0.0f)
+      s[j] = std::clamp(std::sqrt(channel_max_abs[j] / weight_max[j]), 1e-4f, 1e4f);
+  return s;
 }
 
 std::string model_fingerprint(const TensorMap& weights) {
@@ -106,6 +132,28 @@ Int8Scales read_int8_scales(const std::filesystem::path& file, const BertConfig&
             "the scale of \"{}\" is {}; a calibrated largest |x| is finite and > 0", name, value)));
       scales.max_abs[name] = static_cast<float>(value);
     }
+    if (json.contains("channel_max_abs")) {
+      const auto& channels = json.at("channel_max_abs");
+      for (const std::string& name : int8_linear_names(config)) {
+        if (!int8_smoothed(name)) continue;
+        if (!channels.contains(name))
+          throw ConfigError(where(fmt::format("no per-channel maxima for linear \"{}\"", name)));
+        const auto& values = channels.at(name);
+        if (!values.is_array() || values.size() != static_cast<std::size_t>(config.hidden_size))
+          throw ConfigError(
+              where(fmt::format("the per-channel maxima of \"{}\" must be {} numbers (hidden_size)",
+                                name, config.hidden_size)));
+        auto& out = scales.channel_max_abs[name];
+        for (std::size_t j = 0; j < values.size(); ++j) {
+          const double value = values[j].get<double>();
+          if (!std::isfinite(value) || value < 0.0 || value > 3.0e38)
+            throw ConfigError(where(fmt::format(
+                "channel {} of \"{}\" is {}; a calibrated largest |x| is finite and >= 0", j, name,
+                value)));
+          out.push_back(static_cast<float>(value));
+        }
+      }
+    }
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(where(fmt::format("malformed: {}", e.what())));
   }
@@ -140,6 +188,10 @@ void write_int8_scales(const std::filesystem::path& file, const BertConfig& conf
     max_abs[name] = std::max(it->second, std::numeric_limits<float>::min());
   }
   json["max_abs"] = max_abs;
+  nlohmann::ordered_json channels;
+  for (const auto& [name, values] : scales.channel_max_abs)
+    if (int8_smoothed(name)) channels[name] = values;
+  if (!channels.empty()) json["channel_max_abs"] = channels;
   detail::write_file_atomically(file, json.dump(2) + "\n");
 }
 

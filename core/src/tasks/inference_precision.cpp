@@ -15,6 +15,12 @@ bool static_int8(const RunConfig& config) {
   return config.model.linear_math == LinearMath::int8 && config.model.int8_activations == "static";
 }
 
+/// Dynamic int8 given a scales file: smoothed by its per-channel maxima.
+bool smoothed_int8(const RunConfig& config) {
+  return config.model.linear_math == LinearMath::int8 &&
+         config.model.int8_activations == "dynamic" && !config.model.int8_scales.empty();
+}
+
 Int8Scales read_configured_scales(const RunConfig& config, const BertConfig& model) {
   if (config.model.int8_scales.empty())
     throw ConfigError(fmt::format(
@@ -52,23 +58,30 @@ InferencePrecision inference_precision(const RunConfig& config, const BertConfig
         device.name());
   }
   const bool int8 = config.model.linear_math == LinearMath::int8;
-  if (!static_int8(config) && !config.model.int8_scales.empty())
-    throw ConfigError(fmt::format(
-        "{}: key '{}': read by model.precision int8 with int8_activations static only, not {}{}",
-        config.locate(kScalesKey), kScalesKey, config.model.precision_name(),
-        int8 ? " with dynamic activations" : ""));
+  if (!int8 && !config.model.int8_scales.empty())
+    throw ConfigError(fmt::format("{}: key '{}': read by model.precision int8 only, not {}",
+                                  config.locate(kScalesKey), kScalesKey,
+                                  config.model.precision_name()));
   if (int8 && !config.model.calibrate.empty())
     throw ConfigError(fmt::format(
         "{}: key 'model.calibrate': calibrate at f32 (or bf16), not int8: the scales measure the "
         "unquantised model",
         config.locate("model.calibrate")));
   if (static_int8(config)) precision.int8_max_abs = read_configured_scales(config, model).max_abs;
+  if (smoothed_int8(config)) {
+    precision.int8_channel_max_abs = read_configured_scales(config, model).channel_max_abs;
+    if (precision.int8_channel_max_abs.empty())
+      throw ConfigError(fmt::format(
+          "{}: key '{}': {} has no per-channel maxima, which dynamic int8 smooths with; "
+          "calibrate again with model.calibrate (or set model.int8_activations: static)",
+          config.locate(kScalesKey), kScalesKey, config.model.int8_scales.string()));
+  }
   return precision;
 }
 
 void check_int8_weights(const RunConfig& config, const BertConfig& model,
                         const TensorMap& weights) {
-  if (!static_int8(config)) return;
+  if (!static_int8(config) && !smoothed_int8(config)) return;
   check_int8_fingerprint(read_configured_scales(config, model), model_fingerprint(weights),
                          config.model.int8_scales, kScalesKey);
 }
@@ -80,6 +93,7 @@ void write_calibration(const RunConfig& config, const BertInference& inference,
   scales.batches = inference.calibrated_batches();
   scales.precision = config.model.precision_name();
   scales.max_abs = inference.calibrated_max_abs();
+  scales.channel_max_abs = inference.calibrated_channel_max_abs();
   if (scales.batches < 1)
     throw ConfigError(fmt::format("{}: key 'model.calibrate': the run ran no batch to calibrate on",
                                   config.locate("model.calibrate")));

@@ -8,11 +8,13 @@
 
 namespace polyhal {
 
-/// The precision `config` asks for. int8 with static activations reads
-/// model.int8_scales for `model`; ConfigError naming the key and file when it
-/// is missing, malformed or another model's, when model.int8_scales is given
-/// to any other precision, or when model.calibrate is asked of an int8 run
-/// (calibrate at f32 or bf16).
+/// The precision `config` asks for. int8 reads model.int8_scales for
+/// `model`: static activations their steps (required), dynamic ones the
+/// per-channel maxima they are smoothed with (optional); ConfigError naming
+/// the key and file when it is missing, malformed or another model's, when a
+/// dynamic run's file has no per-channel maxima, when model.int8_scales is
+/// given to any other precision, or when model.calibrate is asked of an int8
+/// run (calibrate at f32 or bf16).
 /// int8's activations are bf16 where `device` computes in it, else f32 (so
 /// that a device without int8 refuses int8 itself, with its reason). f16 on
 /// a device without f16 tensors (the CPU) is f32 tensors with f16 products
@@ -35,8 +37,8 @@ auto refusing_precision(const RunConfig& config, Make make) {
   }
 }
 
-/// int8 static: ConfigError naming model.int8_scales unless its scales were
-/// calibrated on exactly these weights. Nothing otherwise.
+/// int8 with model.int8_scales: ConfigError naming the key unless its scales
+/// were calibrated on exactly these weights. Nothing otherwise.
 void check_int8_weights(const RunConfig& config, const BertConfig& model, const TensorMap& weights);
 
 /// model.calibrate: writes what `inference` recorded since

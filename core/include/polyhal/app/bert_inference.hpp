@@ -68,6 +68,9 @@ struct InferencePrecision {
   /// int8 static: the calibrated largest |x| at each encoder linear's input
   /// (int8_scales.hpp); empty: int8 quantises X per row at run time (dynamic).
   std::map<std::string, float> int8_max_abs;
+  /// int8 dynamic: the calibrated largest |x| per input channel of the
+  /// linears to smooth (int8_scales.hpp int8_smoothed); empty: no smoothing.
+  std::map<std::string, std::vector<float>> int8_channel_max_abs;
 };
 
 class BertInference {
@@ -95,10 +98,13 @@ class BertInference {
   /// One forward pass. Copies results to `outputs` if it is not null.
   void run(const BertInputs& inputs, BertOutputs* outputs);
   /// Calibration: from now on every run() also records the largest |x| at
-  /// each encoder linear's input (int8_scales.hpp int8_linear_names).
+  /// each encoder linear's input (int8_scales.hpp int8_linear_names), over
+  /// the whole input and per input channel.
   void start_calibration();
   /// What the runs since start_calibration() recorded, and how many runs.
   const std::map<std::string, float>& calibrated_max_abs() const;
+  /// The same per input channel (column of each linear's input).
+  const std::map<std::string, std::vector<float>>& calibrated_channel_max_abs() const;
   std::int64_t calibrated_batches() const;
 
   /// Host time per kind of op over every run so far, most first, with the

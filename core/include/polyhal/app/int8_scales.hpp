@@ -7,7 +7,11 @@
 /// JSON, a few KiB: {"format": "polyhal int8 scales 1", "model": {"fingerprint",
 /// "num_hidden_layers", "hidden_size", "intermediate_size"}, "calibration":
 /// {"batches", "statistic": "max_abs", "precision"}, "max_abs": {linear name:
-/// largest |x| seen}}. A linear's static input step is max_abs / 127 (int8.hpp).
+/// largest |x| seen}, "channel_max_abs": {linear name: [largest |x| per input
+/// channel]}}. A linear's static input step is max_abs / 127 (int8.hpp); the
+/// per-channel maxima (of the linears int8_smoothed names) give dynamic int8
+/// its smoothing (int8_smoothing). A file without them is still read: it
+/// serves static int8 only.
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -26,7 +30,19 @@ struct Int8Scales {
   std::string precision;  ///< the precision the calibration ran at
   /// Largest |x| at the input of each quantised linear (int8_linear_names).
   std::map<std::string, float> max_abs;
+  /// Largest |x| per input channel of each linear int8_smoothed names.
+  std::map<std::string, std::vector<float>> channel_max_abs;
 };
+
+/// True for the linears whose input is a LayerNorm output (the fused Q, K, V
+/// and FFN up): their few outlier channels are what smoothing is for.
+bool int8_smoothed(const std::string& linear_name);
+
+/// SmoothQuant's factors (alpha 0.5) for a linear: s[k] = sqrt(channel_max_abs[k]
+/// / max_n |W[n, k]|), 1 where either is 0, clamped to [1e-4, 1e4].
+std::vector<float> int8_smoothing(const std::vector<float>& channel_max_abs,
+                                  const std::vector<float>& weights, std::int64_t n,
+                                  std::int64_t k);
 
 /// The encoder linears model.precision int8 quantises, by Hugging Face module
 /// name ("bert.encoder.layer.0.attention.self.qkv" for the fused Q, K, V;
