@@ -188,10 +188,10 @@ def main():
                    help="only PyTorch's seq/s per row, as JSON (bench/peers_bench.py runs this per environment)")
     a = p.parse_args()
     if a.torch_only:
-        version = torch.__version__
+        version = f"PyTorch {torch.__version__}"
         if a.ipex:
             import intel_extension_for_pytorch as intel_extension
-            version += f" + IPEX {intel_extension.__version__}"
+            version = f"IPEX {intel_extension.__version__} (PyTorch {torch.__version__})"
         print(json.dumps({"version": version, "rows": {
             mode: torch_step(a.preset, a.seq, a.batch, mode, a.steps, a.threads, a.dropout, a.predictions,
                              a.optimizer, a.ipex) for mode in a.rows.split(",")}}))

@@ -133,15 +133,39 @@ def onnxruntime_rows(onnx_path, hidden, heads, seq, batch, iterations, threads, 
         import onnx
         quantize_dynamic(fused, os.path.join(work, "bert-int8.onnx"), weight_type=QuantType.QInt8,
                          extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+    static_path = os.path.join(work, f"bert-int8-static-{batch}x{seq}.onnx")
+    static_error = None
+    if not os.path.exists(static_path):
+        # Static: QDQ per channel, on the same kind of calibration batches as NNCF's.
+        from onnxruntime.quantization import CalibrationDataReader, QuantFormat, quantize_static
+
+        class Batches(CalibrationDataReader):
+            def __init__(self):
+                self.batches = iter([inputs(seq, batch) for _ in range(8)])
+
+            def get_next(self):
+                return next(self.batches, None)
+        try:
+            import onnx
+            quantize_static(fused, static_path, Batches(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            weight_type=QuantType.QInt8, activation_type=QuantType.QInt8,
+                            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        except Exception as e:  # reported in the table, not hidden
+            static_error = f"quantize_static failed: {type(e).__name__}: {str(e).splitlines()[0][:120]}"
     feed = inputs(seq, batch)
     out = {}
-    for name, path in (("ONNX Runtime f32 (fused)", fused),
-                       ("ONNX Runtime int8 (dynamic)", os.path.join(work, "bert-int8.onnx"))):
+    if static_error:
+        out["ONNX Runtime int8 (static, QDQ)"] = {"error": static_error}
+    models = [("ONNX Runtime f32 (fused)", fused), ("ONNX Runtime int8 (dynamic)", os.path.join(work, "bert-int8.onnx"))]
+    if os.path.exists(static_path):
+        models.append(("ONNX Runtime int8 (static, QDQ)", static_path))
+    for name, path in models:
         options = ort.SessionOptions()
         options.intra_op_num_threads = threads
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         out[name] = summary(timed(lambda: session.run(None, feed), iterations, 3), batch)
+        out[name]["note"] = "MLAS kernels (ONNX Runtime reports no ISA)"
     return out
 
 
@@ -151,13 +175,15 @@ def openvino_rows(onnx_path, seq, batch, iterations, threads, work, bf16):
     model = core.read_model(onnx_path)
     model.reshape({n.get_any_name(): [batch, seq] for n in model.inputs})
     feed = inputs(seq, batch)
-    hint = "LATENCY" if batch == 1 else "THROUGHPUT"
     out = {}
     precisions = ["f32"] + (["bf16"] if bf16 else [])
     for precision in precisions:
-        compiled = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads,
-                                                     "INFERENCE_PRECISION_HINT": precision})
-        out[f"OpenVINO {precision} ({hint})"] = openvino_time(compiled, feed, batch, iterations, hint)
+        for hint in ("LATENCY", "THROUGHPUT"):
+            compiled = core.compile_model(model, "CPU", {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads,
+                                                         "INFERENCE_PRECISION_HINT": precision})
+            r = openvino_time(compiled, feed, batch, iterations, hint)
+            r["note"] = "; ".join(filter(None, [r.get("note"), openvino_kernels(compiled)]))
+            out[f"OpenVINO {precision} ({hint})"] = r
     # INT8: NNCF post-training quantisation on random-token calibration batches.
     import nncf
     int8_path = os.path.join(work, f"bert-int8-{batch}x{seq}.xml")
@@ -165,10 +191,31 @@ def openvino_rows(onnx_path, seq, batch, iterations, threads, work, bf16):
         calibration = nncf.Dataset([inputs(seq, batch) for _ in range(8)])
         quantized = nncf.quantize(model, calibration, model_type=nncf.ModelType.TRANSFORMER, subset_size=8)
         ov.save_model(quantized, int8_path)
-    compiled = core.compile_model(core.read_model(int8_path), "CPU",
-                                  {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads})
-    out[f"OpenVINO int8 NNCF ({hint})"] = openvino_time(compiled, feed, batch, iterations, hint)
+    for hint in ("LATENCY", "THROUGHPUT"):
+        compiled = core.compile_model(core.read_model(int8_path), "CPU",
+                                      {"PERFORMANCE_HINT": hint, "INFERENCE_NUM_THREADS": threads})
+        r = openvino_time(compiled, feed, batch, iterations, hint)
+        r["note"] = "; ".join(filter(None, [r.get("note"), openvino_kernels(compiled)]))
+        out[f"OpenVINO int8 NNCF ({hint})"] = r
     return out
+
+
+def openvino_kernels(compiled):
+    """What OpenVINO's CPU plugin says ran for the GEMMs: the runtime
+    precision and primitive type of each FullyConnected/MatMul node of the
+    compiled (execution) graph, counted."""
+    counts = {}
+    for op in compiled.get_runtime_model().get_ops():
+        info = op.get_rt_info()
+
+        def field(name):
+            return str(info[name].value) if name in info.keys() else "?"
+        kind = field("layerType")
+        if kind not in ("FullyConnected", "MatMul"):
+            continue
+        key = f"{kind} {field('runtimePrecision')} {field('primitiveType')}"
+        counts[key] = counts.get(key, 0) + 1
+    return ", ".join(f"{n}x {k}" for k, n in sorted(counts.items()))
 
 
 def openvino_time(compiled, feed, batch, iterations, hint):
@@ -196,15 +243,57 @@ def torch_rows(hf_dir, seq, batch, iterations, threads, compile_too):
     from transformers import BertModel
     torch.set_num_threads(threads)
     model = BertModel.from_pretrained(hf_dir, torch_dtype=torch.bfloat16).eval()
+    f32_model = BertModel.from_pretrained(hf_dir).eval()
     feed = {k: torch.from_numpy(v) for k, v in inputs(seq, batch).items()}
     out = {}
+    version = torch.__version__.split("+")[0]
+
+    def autocast():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return f32_model(**feed)
+
     with torch.inference_mode():
-        out[f"PyTorch {torch.__version__} bf16"] = summary(timed(lambda: model(**feed), iterations, 3), batch)
+        for name, fn in ((f"PyTorch {version} bf16 weights", lambda: model(**feed)),
+                         (f"PyTorch {version} bf16 autocast", autocast)):
+            out[name] = summary(timed(fn, iterations, 3), batch)
+            out[name]["note"] = onednn_kernels(fn)
         if compile_too:
             compiled = torch.compile(model)
-            out[f"PyTorch {torch.__version__} bf16 compile"] = summary(
+            out[f"PyTorch {version} bf16 weights, torch.compile"] = summary(
                 timed(lambda: compiled(**feed), iterations, 3), batch)
     return out
+
+
+def onednn_kernels(fn):
+    """The oneDNN GEMM implementations PyTorch ran for one call of `fn`
+    (oneDNN's verbose log, captured from file descriptor 1)."""
+    import torch
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with tempfile.TemporaryFile(mode="w+") as log:
+        os.dup2(log.fileno(), 1)
+        try:
+            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON):
+                fn()
+        finally:
+            sys.stdout.flush()
+            os.dup2(saved, 1)
+            os.close(saved)
+        log.seek(0)
+        return verbose_summary(log.read())
+
+
+def verbose_summary(text):
+    """'matmul brg:avx512_core_bf16' and the like, from oneDNN verbose lines."""
+    seen = set()
+    for line in text.splitlines():
+        fields = line.split(",")
+        if len(fields) > 5 and fields[0] in ("onednn_verbose", "dnnl_verbose") and "exec" in fields:
+            at = fields.index("exec")
+            kind, impl = fields[at + 2], fields[at + 3]
+            if kind in ("matmul", "inner_product", "convolution"):
+                seen.add(f"{kind} {impl}")
+    return "oneDNN: " + "; ".join(sorted(seen)) if seen else "no oneDNN GEMM reported"
 
 
 IPEX_SCRIPT = r'''
@@ -224,7 +313,16 @@ with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
     times = []
     for _ in range(iterations):
         t = time.perf_counter(); traced(ids, mask, types); times.append(time.perf_counter() - t)
-print(json.dumps({"times": times, "torch": torch.__version__, "ipex": ipex.__version__}))
+    # One more call with oneDNN's verbose log on, captured from descriptor 1.
+    import os, tempfile
+    sys.stdout.flush(); saved = os.dup(1)
+    with tempfile.TemporaryFile(mode="w+") as log:
+        os.dup2(log.fileno(), 1)
+        with ipex.verbose(ipex.VERBOSE_ON):
+            traced(ids, mask, types)
+        sys.stdout.flush(); os.dup2(saved, 1); os.close(saved)
+        log.seek(0); verbose = log.read()
+print(json.dumps({"times": times, "torch": torch.__version__, "ipex": ipex.__version__, "verbose": verbose}))
 '''
 
 
@@ -235,7 +333,9 @@ def ipex_rows(python, hf_dir, seq, batch, iterations, threads):
         return {"IPEX": {"error": result.stderr.strip().splitlines()[-1] if result.stderr else "failed"}}
     data = json.loads(result.stdout.strip().splitlines()[-1])
     times = sorted(data["times"])
-    return {f"IPEX {data['ipex']} bf16 (TorchScript, frozen)": summary(times, batch)}
+    r = summary(times, batch)
+    r["note"] = verbose_summary(data.get("verbose", ""))
+    return {f"IPEX {data['ipex']} bf16 (TorchScript, frozen)": r}
 
 
 def training_rows(build, ipex_python, seq, batch, steps, threads):
@@ -262,7 +362,7 @@ def training_rows(build, ipex_python, seq, batch, steps, threads):
                 continue
             data = json.loads(result.stdout.strip().splitlines()[-1])
             fused = " (fused)" if optimizer == "adamw" else " (in-place tensor ops)"
-            out[f"{name} {data['version']} bf16 autocast, {optimizer}{fused}"] = {
+            out[f"{data['version']} bf16 autocast, {optimizer}{fused}"] = {
                 "seq_per_s": data["rows"]["autocast"]}
     gemms, attention_flops = training.step_gemms("base", seq, batch, 20)
     rates = polyhal_bench.gemm_rates(build, [(m, n, k) for m, n, k, _ in gemms], threads)
