@@ -385,6 +385,18 @@ def inference_ceiling(build, preset, seq, batch, threads):
     return polyhal_bench.ceiling_seconds(gemms, rates)
 
 
+def gemm_ceilings(build, tokens, hidden, threads):
+    """oneDNN's int8 and bf16 GEMM ceilings on the encoder's shapes, raw and
+    with polyhal's epilogues (bench/gemm_epilogue_bench.cpp), as its table."""
+    binary = os.path.join(build, "bench", "polyhal_gemm_epilogue_bench")
+    if not os.path.exists(binary):
+        return f"({binary} not built)"
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env.pop("LD_PRELOAD", None)
+    return subprocess.run([binary, str(tokens), str(hidden)], capture_output=True, text=True, env=env,
+                          check=True).stdout
+
+
 def isa_line():
     flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0]
     wanted = ["avx512_bf16", "avx512_vnni", "amx_bf16", "amx_int8", "amx_fp16", "avx512_fp16"]
@@ -405,7 +417,7 @@ def main():
     import openvino
     import torch
     has_bf16 = "avx512_bf16" in open("/proc/cpuinfo").read() or "amx_bf16" in open("/proc/cpuinfo").read()
-    results = []
+    results, ceilings = [], []
     with tempfile.TemporaryDirectory() as work:
         for row in a.rows.split(","):
             preset, seq, batch = ROWS[row]
@@ -433,6 +445,7 @@ def main():
             engines.update(torch_rows(hf_dir, seq, batch, iterations, a.threads, a.compile))
             if os.path.exists(a.ipex_python):
                 engines.update(ipex_rows(a.ipex_python, hf_dir, seq, batch, iterations, a.threads))
+            ceilings.append((row, gemm_ceilings(a.build, seq * batch, config["hidden_size"], a.threads)))
             results.append((row, preset, seq, batch, engines))
             print(f"{row} done", file=sys.stderr)
     print(f"BERT inference and pre-training step, {a.threads} threads, {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
@@ -452,6 +465,9 @@ def main():
                 continue
             print(f"| {label} | {name} | {r['seq_per_s']:.1f} | {r['p50_ms']:.1f} | {r['p99_ms']:.1f} "
                   f"| {r['seq_per_s'] / ours:.2f}x | {r.get('note', r.get('kernels', ''))} |")
+    for row, table in ceilings:
+        print(f"\nGEMM ceilings of {row} (one encoder layer's four GEMMs, measured in this run):\n")
+        print(table)
 
 
 if __name__ == "__main__":
