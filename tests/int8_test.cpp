@@ -238,40 +238,40 @@ TEST(Int8, CpuKernelEqualsTheReference) {
   }
 }
 
+/// Products of f32 tensors in `narrow` (bf32, f16): the reference rounds X
+/// and W to `narrow` and sums in f32, and so must the CPU kernel, within
+/// `tolerance`; the result differs from f32 products by more than
+/// `differs`. Returns the CPU kernel's implementation.
+std::string expect_narrow_products(Device& cpu, LinearMath math, DType narrow, double tolerance,
+                                   double differs) {
+  const LinearProblem p = make_problem(DType::f32);
+  const auto desc = linear_desc(p, DType::f32, math);
+  auto kernel = cpu.prepare_kernel(desc);
+  const auto got = run_linear(cpu, *kernel, p, DType::f32);
+  const auto want = run_linear(cpu, *reference_kernel(desc, cpu), p, DType::f32);
+  LinearProblem rounded = p;
+  for (auto& v : rounded.x) v = round_through(narrow, v);
+  for (auto& v : rounded.w) v = round_through(narrow, v);
+  EXPECT_LE(max_difference(want, f32_expected(rounded)), tolerance);
+  EXPECT_LE(max_difference(got, f32_expected(rounded)), tolerance) << kernel->implementation();
+  EXPECT_GT(max_difference(got, f32_expected(p)), differs)
+      << dtype_name(narrow) << " products differ from f32 ones";
+  return kernel->implementation();
+}
+
 TEST(Int8, Bf32MultipliesBf16RoundedOperandsInF32) {
   auto cpu = test::first_device("cpu");
-  LinearProblem p = make_problem(DType::f32);
-  const auto desc = linear_desc(p, DType::f32, LinearMath::bf16_products);
-  auto kernel = cpu->prepare_kernel(desc);
-  const auto got = run_linear(*cpu, *kernel, p, DType::f32);
-  auto reference = reference_kernel(desc, *cpu);
-  const auto want = run_linear(*cpu, *reference, p, DType::f32);
-  // The reference rounds X and W to bf16 and sums in f32: the same products.
-  LinearProblem rounded = p;
-  for (auto& v : rounded.x) v = round_through(DType::bf16, v);
-  for (auto& v : rounded.w) v = round_through(DType::bf16, v);
-  EXPECT_LE(max_difference(want, f32_expected(rounded)), 1e-3);
-  EXPECT_LE(max_difference(got, f32_expected(rounded)), 1e-3) << kernel->implementation();
-  EXPECT_GT(max_difference(got, f32_expected(p)), 1e-3) << "bf16 products differ from f32 ones";
-  EXPECT_NE(kernel->implementation().find("bf16 products"), std::string::npos);
+  const auto implementation =
+      expect_narrow_products(*cpu, LinearMath::bf16_products, DType::bf16, 1e-3, 1e-3);
+  EXPECT_NE(implementation.find("bf16 products"), std::string::npos);
 }
 
 // model.precision f16 on the CPU: f16 products of f32 tensors. With
 // Debian's oneDNN 2.6 (no f16 matmul on any CPU) the operands are rounded to
 // f16 and multiplied by the f32 kernel, and the kernel says so.
 void expect_f16_products(Device& cpu) {
-  LinearProblem p = make_problem(DType::f32);
-  const auto desc = linear_desc(p, DType::f32, LinearMath::f16_products);
-  auto kernel = cpu.prepare_kernel(desc);
-  const auto got = run_linear(cpu, *kernel, p, DType::f32);
-  const auto want = run_linear(cpu, *reference_kernel(desc, cpu), p, DType::f32);
-  LinearProblem rounded = p;
-  for (auto& v : rounded.x) v = round_through(DType::f16, v);
-  for (auto& v : rounded.w) v = round_through(DType::f16, v);
-  EXPECT_LE(max_difference(want, f32_expected(rounded)), 1e-4);
-  EXPECT_LE(max_difference(got, f32_expected(rounded)), 1e-4) << kernel->implementation();
-  EXPECT_GT(max_difference(got, f32_expected(p)), 1e-5) << "f16 products differ from f32 ones";
-  const auto implementation = kernel->implementation();
+  const auto implementation =
+      expect_narrow_products(cpu, LinearMath::f16_products, DType::f16, 1e-4, 1e-5);
   EXPECT_NE(implementation.find("f16 products"), std::string::npos) << implementation;
   if (implementation.find("f16-rounded operands on the f32 kernel") != std::string::npos) {
     EXPECT_NE(implementation.find("AMX-FP16"), std::string::npos) << "says why";
