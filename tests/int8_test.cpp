@@ -401,14 +401,20 @@ TEST(Int8, DeviceModelsRefuseWhatTheirHardwareLacks) {
   EXPECT_NO_THROW(gaudi->prepare_kernel(linear_desc(p, DType::f32, LinearMath::bf16_products)));
 }
 
-TEST(Int8, ScalesFileErrorsNameTheFileAndKey) {
-  test::TempDir dir;
-  const BertConfig config = test::small_bert(2);
+/// Scales of `config` with every linear's largest |x| at 1.5.
+Int8Scales test_scales(const BertConfig& config) {
   Int8Scales scales;
   scales.fingerprint = "fnv1a64:0123456789abcdef";
   scales.batches = 3;
   scales.precision = "f32";
   for (const auto& name : int8_linear_names(config)) scales.max_abs[name] = 1.5f;
+  return scales;
+}
+
+TEST(Int8, ScalesFileErrorsNameTheFileAndKey) {
+  test::TempDir dir;
+  const BertConfig config = test::small_bert(2);
+  const Int8Scales scales = test_scales(config);
   const auto file = dir.path() / "scales.json";
   write_int8_scales(file, config, scales);
   const auto back = read_int8_scales(file, config, "model.int8_scales");
@@ -452,11 +458,8 @@ TEST(Int8, ScalesFileErrorsNameTheFileAndKey) {
 TEST(Int8, ScalesFileChannelMaxima) {
   test::TempDir dir;
   const BertConfig config = test::small_bert(2);
-  Int8Scales scales;
-  scales.fingerprint = "fnv1a64:0123456789abcdef";
-  scales.batches = 1;
+  Int8Scales scales = test_scales(config);
   for (const auto& name : int8_linear_names(config)) {
-    scales.max_abs[name] = 1.5f;
     scales.channel_max_abs[name] = std::vector<float>(static_cast<std::size_t>(config.hidden_size),
                                                       int8_smoothed(name) ? 2.5f : 3.5f);
   }
