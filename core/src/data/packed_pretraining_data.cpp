@@ -24,9 +24,10 @@ class PackedData final : public PretrainingData {
         seed_(config.data.seed),
         shuffle_(config.data.shuffle) {
     if (reader_->seq_len() != shape.seq) {
-      throw ConfigError(fmt::format(
-          "{}: key 'data.files': {} holds packed rows of {} tokens, but model.seq_len is {}",
-          config.locate("data.files"), config.data.files.string(), reader_->seq_len(), shape.seq));
+      throw ConfigError(
+          fmt::format("{}: key '{}': {} holds packed rows of {} tokens, but model.seq_len is {}",
+                      config.locate(config.data.key("files")), config.data.key("files"),
+                      config.data.files.string(), reader_->seq_len(), shape.seq));
     }
     // Up to 1024 rows spread over the files: the packer writes its kinds of
     // rows in runs (full single sequences first), so the first rows would not do.
@@ -86,6 +87,7 @@ class PackedData final : public PretrainingData {
     return out;
   }
   std::int64_t max_predictions() const override { return reader_->max_predictions(); }
+  std::int64_t rows() const override { return reader_->size(); }
   std::int64_t packed_sequences() const override { return reader_->max_sequences(); }
   double sequences_per_row() const override { return per_row_; }
   std::string description() const override {

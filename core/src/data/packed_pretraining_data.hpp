@@ -18,8 +18,8 @@ std::unique_ptr<Reader> open_data_files(const RunConfig& config) {
   try {
     return std::make_unique<Reader>(config.data.files);
   } catch (const ConfigError& e) {
-    throw ConfigError(
-        fmt::format("{}: key 'data.files': {}", config.locate("data.files"), e.what()));
+    throw ConfigError(fmt::format("{}: key '{}': {}", config.locate(config.data.key("files")),
+                                  config.data.key("files"), e.what()));
   }
 }
 

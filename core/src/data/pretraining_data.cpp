@@ -52,12 +52,13 @@ class MlperfData final : public PretrainingData {
         shape_(shape),
         seed_(config.data.seed),
         shuffle_(config.data.shuffle),
-        where_(config.locate("data.files")) {
+        where_(fmt::format("{}: key '{}'", config.locate(config.data.key("files")),
+                           config.data.key("files"))) {
     if (reader_->seq_len() != shape.seq) {
-      throw ConfigError(fmt::format(
-          "{}: key 'data.files': {} holds sequences of {} tokens, but model.seq_len is {} "
-          "(phase 1 data is seq 128, phase 2 seq 512: use the files of this phase)",
-          where_, reader_->files().front().string(), reader_->seq_len(), shape.seq));
+      throw ConfigError(
+          fmt::format("{}: {} holds sequences of {} tokens, but model.seq_len is {} "
+                      "(phase 1 data is seq 128, phase 2 seq 512: use the files of this phase)",
+                      where_, reader_->files().front().string(), reader_->seq_len(), shape.seq));
     }
   }
 
@@ -119,6 +120,7 @@ class MlperfData final : public PretrainingData {
     return out;
   }
   std::int64_t max_predictions() const override { return reader_->max_predictions(); }
+  std::int64_t rows() const override { return reader_->size(); }
   std::string description() const override {
     return fmt::format("{}: {} samples of seq {} ({} predictions) in {} file(s), {}", format_,
                        reader_->size(), reader_->seq_len(), reader_->max_predictions(),
@@ -139,8 +141,9 @@ class MlperfData final : public PretrainingData {
 /// data.packed against what the files hold.
 void check_packed_setting(const RunConfig& config, bool packed) {
   if (config.data.packed != "auto" && packed != (config.data.packed == "true")) {
-    throw ConfigError(fmt::format("{}: key 'data.packed': {}, but {} holds {} rows",
-                                  config.locate("data.packed"), config.data.packed,
+    throw ConfigError(fmt::format("{}: key '{}': {}, but {} holds {} rows",
+                                  config.locate(config.data.key("packed")),
+                                  config.data.key("packed"), config.data.packed,
                                   config.data.files.string(), packed ? "packed" : "unpacked"));
   }
 }
@@ -151,18 +154,19 @@ std::unique_ptr<PretrainingData> open_tfrecord_data(const RunConfig& config,
   try {
     set = std::make_unique<TfRecordSet>(config.data.files);
   } catch (const ConfigError& e) {
-    throw ConfigError(
-        fmt::format("{}: key 'data.files': {}", config.locate("data.files"), e.what()));
+    throw ConfigError(fmt::format("{}: key '{}': {}", config.locate(config.data.key("files")),
+                                  config.data.key("files"), e.what()));
   }
   check_packed_setting(config, set->packed());
   // A GZIP stream has no random access: a shuffled epoch would decompress
   // half a file per sample.
   if (config.data.shuffle && set->any_gzip()) {
-    throw ConfigError(fmt::format(
-        "{}: key 'data.shuffle': {} holds GZIP-compressed TFRecord files, which are read in "
-        "order only; set data.shuffle: false, or decompress them once (gzip -dc F > F.tfrecord: "
-        "TensorFlow's GZIP files are one gzip stream) to read them shuffled",
-        config.locate("data.shuffle"), config.data.files.string()));
+    throw ConfigError(
+        fmt::format("{}: key '{}': {} holds GZIP-compressed TFRecord files, which are read in "
+                    "order only; set {}: false, or decompress them once (gzip -dc F > F.tfrecord: "
+                    "TensorFlow's GZIP files are one gzip stream) to read them shuffled",
+                    config.locate(config.data.key("shuffle")), config.data.key("shuffle"),
+                    config.data.files.string(), config.data.key("shuffle")));
   }
   const std::string format = fmt::format("TFRecord ({} layout{})", to_string(set->layout()),
                                          set->any_gzip() ? ", GZIP" : "");
@@ -214,9 +218,9 @@ std::unique_ptr<PretrainingData> open_pretraining_data(const RunConfig& config,
   if (config.data.source == "generated" || config.data.source == "pattern")
     return std::make_unique<SyntheticData>(model, shape, config.data);
   throw ConfigError(fmt::format(
-      "{}: key 'data.source': pre-training reads generated, pattern, mlperf_hdf5 or tfrecord, "
+      "{}: key '{}': pre-training reads generated, pattern, mlperf_hdf5 or tfrecord, "
       "not \"{}\"",
-      config.locate("data.source"), config.data.source));
+      config.locate(config.data.key("source")), config.data.key("source"), config.data.source));
 }
 
 }  // namespace polyhal

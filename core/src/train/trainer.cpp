@@ -94,7 +94,7 @@ void Trainer::save(std::int64_t step, TrainingLog& log) {
 }
 
 void Trainer::run(std::int64_t first, std::int64_t last, const StepObserver& observer,
-                  TrainingLog& log) {
+                  TrainingLog& log, const AfterStep& after_step) {
   const bool lead = replicas_.rank() == 0;
   std::int64_t non_finite = 0;  // steps in a row (the loss is the same on every replica)
   for (std::int64_t number = first; number <= last; ++number) {
@@ -116,10 +116,12 @@ void Trainer::run(std::int64_t first, std::int64_t last, const StepObserver& obs
     }
     // A step with a non-finite loss is never checkpointed over good state.
     if (non_finite > 0) continue;
+    const bool stop = after_step && after_step(number, number == last);
     // Every replica saves: with sharding, saving is a collective.
-    if (number == last ||
+    if (number == last || stop ||
         (settings_.checkpoint_every > 0 && number % settings_.checkpoint_every == 0))
       save(number, log);
+    if (stop) break;
   }
 }
 

@@ -29,6 +29,12 @@ struct TrainingLog {
   std::vector<std::filesystem::path> checkpoints;
 };
 
+/// Called by every replica after optimizer step `step` (`last`: the run's
+/// last) and before its checkpoint: an evaluation, for one. Returns true to
+/// end the run here (then the step is checkpointed); every replica must
+/// return the same.
+using AfterStep = std::function<bool(std::int64_t step, bool last)>;
+
 /// The schedule a Trainer follows.
 struct TrainerSettings {
   std::int64_t grad_accum = 1;
@@ -63,7 +69,9 @@ class Trainer {
   /// with N x the accumulation would. Rank 0 (of every replica in every
   /// process) reports each step to `observer`, records it in `log` and
   /// writes the checkpoints: every checkpoint_every steps, and at `last`.
-  void run(std::int64_t first, std::int64_t last, const StepObserver& observer, TrainingLog& log);
+  /// `after_step` may end the run early (then it checkpoints that step).
+  void run(std::int64_t first, std::int64_t last, const StepObserver& observer, TrainingLog& log,
+           const AfterStep& after_step = {});
 
  private:
   TrainingStep step(std::int64_t number);

@@ -108,6 +108,11 @@ struct DataSection {
   /// mlperf_hdf5: packed rows (`polyhal pack`): "auto" detects them from the
   /// files; "true" requires packed files, "false" unpacked ones.
   std::string packed = "auto";
+  /// The config section these keys were read from ("data", or "eval" for a
+  /// pre-training run's held-out data): errors name its keys.
+  std::string section = "data";
+  /// "<section>.<key>", for errors about this data.
+  std::string key(const char* name) const { return section + "." + name; }
 };
 
 struct OptimizerSection {

@@ -21,6 +21,23 @@
 
 namespace polyhal {
 
+/// One evaluation on the held-out data (config `eval`), over every replica.
+/// Masked-LM accuracy as MLPerf defines it: correctly predicted masked
+/// tokens / masked tokens, over the whole evaluation set.
+struct PretrainEvaluation {
+  std::int64_t step = 0;  ///< after this optimizer step
+  std::int64_t sequences = 0;
+  std::int64_t masked_tokens = 0;
+  double mlm_accuracy = 0, nsp_accuracy = 0;
+  double mlm_loss = 0;  ///< mean cross-entropy per masked token
+  double nsp_loss = 0;  ///< mean cross-entropy per sequence
+  double seconds = 0;
+  bool reached_target = false;  ///< eval.stop_at reached: the run ends here
+};
+
+/// Called on rank 0 after every evaluation.
+using EvaluationObserver = std::function<void(const PretrainEvaluation&)>;
+
 struct PretrainResult {
   std::string model_name;
   BertConfig config;
@@ -42,6 +59,8 @@ struct PretrainResult {
   std::vector<std::filesystem::path> checkpoints;
   std::filesystem::path exported;  ///< Hugging Face directory written at the end
   std::vector<OpTime> profile;     ///< host time per op kind over the run
+  std::vector<PretrainEvaluation> evaluations;
+  std::string eval_data;  ///< the held-out data, described (empty: no evaluation)
 };
 
 /// Runs (or with `compile_only`, prepares and plans) pre-training.
@@ -53,10 +72,14 @@ struct PretrainResult {
 /// step. Only rank 0 calls `observer` and writes checkpoints.
 /// With model.pipeline, stage s runs on `stage_devices[s]` when there are
 /// enough of them (one per stage, as IPUs), else every stage on `device`.
+/// With an `eval` section, the held-out data is evaluated (every replica
+/// takes its share, in eval mode on `device`) as eval.every_* say and at
+/// the end, and eval.stop_at may end the run early with a checkpoint.
 PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
                                const StepObserver& observer,
                                Communicator* across_processes = nullptr,
-                               const std::vector<Device*>& stage_devices = {});
+                               const std::vector<Device*>& stage_devices = {},
+                               const EvaluationObserver& on_eval = {});
 
 /// The global batch of a training task: replicas (the MPI ranks when this
 /// process is one of them) x batch.grad_accum x batch.micro.

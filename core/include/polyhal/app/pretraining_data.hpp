@@ -32,6 +32,8 @@ class PretrainingData {
   /// Sequences per row on average (packed: measured over the first rows); 1
   /// for one sequence per row. Device-model estimates count sequences with it.
   virtual double sequences_per_row() const { return 1.0; }
+  /// Rows the files hold (one epoch); 0 for an endless generated stream.
+  virtual std::int64_t rows() const { return 0; }
 };
 
 /// Micro-batch number `index` of the data stream: [CLS] A [SEP] B [SEP],

@@ -33,8 +33,28 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
       config.model.hf_config.empty() ? config.model.preset : "custom", config.model.seq_len,
       config.batch.micro, config.batch.grad_accum, replicas, global_batch, config.optimizer.name,
       dtype_name(config.model.precision), p.name, p.product);
-  const auto r =
-      run_pretraining(device, config, run.compile_only, std::ref(observer), world, devices);
+  const auto on_eval = [&](const PretrainEvaluation& e) {
+    metrics.write({{"event", "eval"},
+                   {"step", e.step},
+                   {"sequences", e.sequences},
+                   {"masked_tokens", e.masked_tokens},
+                   {"mlm_accuracy", e.mlm_accuracy},
+                   {"nsp_accuracy", e.nsp_accuracy},
+                   {"mlm_loss", e.mlm_loss},
+                   {"nsp_loss", e.nsp_loss},
+                   {"seconds", e.seconds}});
+    std::cout << fmt::format(
+        "eval after step {}: masked-LM accuracy {:.4f} ({} tokens), NSP accuracy {:.4f}, loss "
+        "{:.4f} + {:.4f} ({} sequences in {:.1f} s){}\n",
+        e.step, e.mlm_accuracy, e.masked_tokens, e.nsp_accuracy, e.mlm_loss, e.nsp_loss,
+        e.sequences, e.seconds,
+        e.reached_target ? fmt::format(": target {} reached, the run ends here",
+                                       config.section<EvalSection>().stop_at)
+                         : "");
+  };
+  const auto r = run_pretraining(device, config, run.compile_only, std::ref(observer), world,
+                                 devices, on_eval);
+  if (!r.eval_data.empty()) std::cout << fmt::format("  evaluation: {}\n", r.eval_data);
   const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
                                            r.config.num_hidden_layers, config.batch.grad_accum);
   if (r.estimated_all_reduce_seconds) {
@@ -100,6 +120,15 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
         model ? "host simulation of the modelled device"
               : fmt::format("{:.1f} sequences/s", static_cast<double>(trained) / total),
         trained, r.steps.back().loss(), r.steps.front().loss());
+  }
+  if (!r.evaluations.empty()) {
+    const auto& e = r.evaluations.back();
+    summary["eval_step"] = e.step;
+    summary["eval_mlm_accuracy"] = e.mlm_accuracy;
+    summary["eval_nsp_accuracy"] = e.nsp_accuracy;
+    summary["eval_mlm_loss"] = e.mlm_loss;
+    summary["eval_nsp_loss"] = e.nsp_loss;
+    summary["reached_target"] = e.reached_target;
   }
   if (!r.profile.empty()) {
     nlohmann::json ops = nlohmann::json::array();

@@ -1,4 +1,4 @@
-// Task pretrain's schema: the common sections it reads and its `steps`.
+// Task pretrain's schema: the common sections it reads, its `steps` and its `eval`.
 #include "pretrain_section.hpp"
 
 #include "polyhal/app/config_keys.hpp"
@@ -18,6 +18,62 @@ ConfigSection steps_section() {
   return section;
 }
 
+ConfigSection eval_section() {
+  using E = EvalSection;
+  auto section = task_section<E>();
+  SectionKeys<E> keys(section, task_section_of<E>);
+  keys.add("source", &E::source,
+           "held-out data: mlperf_hdf5, tfrecord, generated or pattern (default: data.source "
+           "when eval.files is given)",
+           one_of({"mlperf_hdf5", "tfrecord", "generated", "pattern"}))
+      .add("files", &E::files, "held-out evaluation file or directory (MLPerf's eval set)")
+      .add("seed", &E::seed, "generated / pattern held-out data: its seed (default data.seed + 1)",
+           {},
+           {.value =
+                [](const E& e) {
+                  return e.seed ? config_text(*e.seed) : std::string("(data.seed + 1)");
+                }})
+      .add("samples", &E::samples, "rows evaluated (0: every row of the files; 256 generated)",
+           at_least(0))
+      .add("micro", &E::micro, "rows per evaluation batch (0: batch.micro)", at_least(0))
+      .add("every_steps", &E::every_steps, "evaluate every this many steps (0: off)", at_least(0))
+      .add("every_samples", &E::every_samples,
+           "evaluate every this many training samples (0: off); always at the end", at_least(0))
+      .add("stop_at", &E::stop_at,
+           "end the run, with a checkpoint, once masked-LM accuracy reaches this (MLPerf: 0.720; "
+           "0: off)",
+           [](const ConfigValue& v) {
+             const double target = v.number();
+             if (!(target >= 0.0 && target <= 1.0)) v.fail("expected an accuracy in [0, 1]");
+             return target;
+           });
+  section.check = [](const ConfigValue&, RunConfig& config) {
+    auto& e = config.section<E>();
+    const bool asked = e.every_steps > 0 || e.every_samples > 0 || e.stop_at > 0.0 ||
+                       e.samples > 0 || e.micro > 0 || e.seed;
+    if (!e.enabled()) {
+      if (asked)
+        config.fail("eval.files", "required by the eval keys given: the held-out data to evaluate");
+      return;
+    }
+    if (e.source.empty()) e.source = config.data.source;
+    const bool from_files = e.source == "mlperf_hdf5" || e.source == "tfrecord";
+    if (from_files && e.files.empty())
+      config.fail("eval.files", "required by eval.source " + e.source);
+    if (!from_files && !e.files.empty())
+      config.fail("eval.files", "eval.source " + e.source + " reads no files");
+    if (e.source != "mlperf_hdf5" && e.source != "tfrecord" && e.source != "generated" &&
+        e.source != "pattern")
+      config.fail("eval.source",
+                  "pre-training evaluates mlperf_hdf5, tfrecord, generated or "
+                  "pattern data, not \"" +
+                      e.source + "\"");
+    if (e.every_steps > 0 && e.every_samples > 0)
+      config.fail("eval.every_samples", "give eval.every_steps or eval.every_samples, not both");
+  };
+  return section;
+}
+
 }  // namespace
 
 const TaskSchema& pretrain_schema() {
@@ -25,7 +81,8 @@ const TaskSchema& pretrain_schema() {
       .name = "pretrain",
       .sections = {"model", "batch", "collective", "data", "optimizer", "checkpoint"},
       .required = {},
-      .own = {std::make_shared<const ConfigSection>(steps_section())},
+      .own = {std::make_shared<const ConfigSection>(steps_section()),
+              std::make_shared<const ConfigSection>(eval_section())},
       .check = [](const RunConfig& config) {
         if (config.data.source == "text")
           config.fail("data.source", "pretrain reads generated or pattern data");

@@ -13,6 +13,7 @@
 #include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/error.hpp"
 #include "pretrain_section.hpp"
+#include "tasks/pretrain/pretrain_evaluation.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
 #include "train/training_job.hpp"
@@ -25,7 +26,8 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 
 PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
                                const StepObserver& observer, Communicator* across_processes,
-                               const std::vector<Device*>& stage_devices) {
+                               const std::vector<Device*>& stage_devices,
+                               const EvaluationObserver& on_eval) {
   PretrainResult result;
   result.config = resolve_bert_config(config.model);
   result.model_name =
@@ -36,6 +38,12 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   const auto data =
       open_pretraining_data(config, result.config, {config.batch.micro, config.model.seq_len});
   spdlog::info("data: {}", data->description());
+  std::unique_ptr<PretrainEvaluator> evaluator;
+  if (config.section<EvalSection>().enabled()) {
+    evaluator = std::make_unique<PretrainEvaluator>(config, result.config);
+    result.eval_data = evaluator->description();
+    spdlog::info("evaluation: {}", result.eval_data);
+  }
   TrainingJobOptions options =
       training_job_options(config, result.config, TaskHead{}, data->max_predictions(),
                            data->packed_sequences(), compile_only, across_processes);
@@ -77,13 +85,30 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       config, config.section<StepsSection>().steps, config.optimizer,
       {{"model", result.model_name}, {"writer", "polyhal pretrain"}}, job.sharded());
   TrainingLog log;
+  const std::int64_t steps = config.section<StepsSection>().steps;
+  const std::int64_t samples_per_step = global_batch(config, across_processes);
   job.run([&](TrainingModel& model, Communicator& replicas) {
     LossScaler replica_scaler = scaler;
     Trainer trainer(
         model, replicas, settings, [&data](std::uint64_t index) { return data->batch(index); },
         store, replica_scaler);
-    if (config.section<StepsSection>().steps > done)
-      trainer.run(done + 1, config.section<StepsSection>().steps, observer, log);
+    std::unique_ptr<BertInference> eval_model;
+    const auto evaluate = [&](std::int64_t step) {
+      const PretrainEvaluation e =
+          evaluator->evaluate(device, model.weights(), replicas, step, eval_model);
+      if (replicas.rank() == 0) {
+        result.evaluations.push_back(e);
+        if (on_eval) on_eval(e);
+      }
+      return e.reached_target;
+    };
+    // A resumed run that had reached its target ends at once, as it did.
+    if (evaluator && done > 0 && config.section<EvalSection>().stop_at > 0 && evaluate(done))
+      return;
+    if (steps > done)
+      trainer.run(done + 1, steps, observer, log, [&](std::int64_t step, bool last) {
+        return evaluator && evaluator->due(step, samples_per_step, last) && evaluate(step);
+      });
   });
   result.steps = std::move(log.steps);
   result.checkpoints = std::move(log.checkpoints);
@@ -92,7 +117,6 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   // (BertForPreTraining.from_pretrained), written by rank 0 with the
   // checkpoints; also by a rerun of a finished run that stopped before its
   // export was whole (its last checkpoint holds the final weights).
-  const std::int64_t steps = config.section<StepsSection>().steps;
   const auto hf = config.checkpoint.dir / "hf";
   const bool export_whole = std::filesystem::is_regular_file(hf / "config.json") &&
                             std::filesystem::is_regular_file(hf / "model.safetensors");

@@ -1,0 +1,44 @@
+#pragma once
+// Evaluation during pre-training: the held-out data of config `eval`, run
+// in eval mode (no dropout) through BertInference with the pre-training
+// heads, scored as MLPerf scores it.
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "polyhal/app/bert_inference.hpp"
+#include "polyhal/app/config.hpp"
+#include "polyhal/app/pretrain_task.hpp"
+#include "polyhal/app/pretraining_data.hpp"
+#include "polyhal/collective.hpp"
+
+namespace polyhal {
+
+class PretrainEvaluator {
+ public:
+  /// Opens config.eval's data for `model` and reads its first batch, so
+  /// that data of another sequence length or vocabulary fails here (in
+  /// `validate` too), with a ConfigError naming the eval key and the file.
+  PretrainEvaluator(const RunConfig& config, const BertConfig& model);
+  ~PretrainEvaluator();
+
+  std::string description() const;
+  /// Whether optimizer step `step` (of `global_batch` samples) evaluates:
+  /// every eval.every_steps, each time the samples trained pass a multiple
+  /// of eval.every_samples, and at the run's `last` step.
+  bool due(std::int64_t step, std::int64_t global_batch, bool last) const;
+  /// Evaluates `weights` after `step`: this replica's share of the batches
+  /// on `device` (`model` is made on first use and kept), summed over
+  /// `replicas`; every replica returns the same.
+  PretrainEvaluation evaluate(Device& device, const TensorMap& weights, Communicator& replicas,
+                              std::int64_t step, std::unique_ptr<BertInference>& model) const;
+
+ private:
+  const RunConfig& config_;
+  BertConfig model_;
+  BertShape shape_;
+  std::int64_t rows_ = 0;  ///< rows evaluated
+  std::unique_ptr<PretrainingData> data_;
+};
+
+}  // namespace polyhal
