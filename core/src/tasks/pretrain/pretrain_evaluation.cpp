@@ -154,8 +154,11 @@ PretrainEvaluator::PretrainEvaluator(const RunConfig& config, const BertConfig& 
                  e.files.string(), available);
     rows_ = available;
   }
+  // Every row is read once here: ids of another vocabulary or labels out
+  // of range fail now (in validate too), not at the first evaluation.
   try {
-    (void)data_->batch(0);
+    for (std::int64_t b = 0; b * shape_.batch < rows_; ++b)
+      (void)data_->batch(static_cast<std::uint64_t>(b));
   } catch (const ConfigError& err) {
     const char* key = e.files.empty() ? "eval.source" : "eval.files";
     throw ConfigError(fmt::format("{}: key '{}': {}", config.locate(key), key, err.what()));

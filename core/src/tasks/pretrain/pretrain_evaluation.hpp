@@ -16,8 +16,8 @@ namespace polyhal {
 
 class PretrainEvaluator {
  public:
-  /// Opens config.eval's data for `model` and reads its first batch, so
-  /// that data of another sequence length or vocabulary fails here (in
+  /// Opens config.eval's data for `model` and reads every row it will
+  /// evaluate, so that data of another sequence length or vocabulary fails here (in
   /// `validate` too), with a ConfigError naming the eval key and the file.
   PretrainEvaluator(const RunConfig& config, const BertConfig& model);
   ~PretrainEvaluator();

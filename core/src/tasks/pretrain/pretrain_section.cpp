@@ -1,6 +1,9 @@
 // Task pretrain's schema: the common sections it reads, its `steps` and its `eval`.
 #include "pretrain_section.hpp"
 
+#include <filesystem>
+#include <system_error>
+
 #include "polyhal/app/config_keys.hpp"
 
 namespace polyhal {
@@ -11,11 +14,28 @@ ConfigSection steps_section() {
   section.shorthand = "steps";
   section.keys.push_back(ConfigKey{
       .path = "steps",
-      .help = "optimizer steps to train",
+      .help = "optimizer steps to train (0: evaluate the starting weights on eval's data only)",
       .read = [](const ConfigValue& v,
-                 RunConfig& c) { c.section<StepsSection>().steps = v.integer(1); },
+                 RunConfig& c) { c.section<StepsSection>().steps = v.integer(0); },
       .value = [](const RunConfig& c) { return config_text(c.section<StepsSection>().steps); }});
   return section;
+}
+
+/// eval.source when not given: data.source when that reads files, else
+/// what eval.files holds (HDF5 files, else TFRecord).
+std::string default_source(const EvalSection& e, const DataSection& data) {
+  if (e.files.empty() || data.source == "mlperf_hdf5" || data.source == "tfrecord")
+    return data.source;
+  const auto is_hdf5 = [](const std::filesystem::path& p) {
+    return p.extension() == ".hdf5" || p.extension() == ".h5";
+  };
+  std::error_code error;
+  if (std::filesystem::is_directory(e.files, error)) {
+    for (const auto& entry : std::filesystem::directory_iterator(e.files, error))
+      if (is_hdf5(entry.path())) return "mlperf_hdf5";
+    return "tfrecord";
+  }
+  return is_hdf5(e.files) ? "mlperf_hdf5" : "tfrecord";
 }
 
 ConfigSection eval_section() {
@@ -23,8 +43,8 @@ ConfigSection eval_section() {
   auto section = task_section<E>();
   SectionKeys<E> keys(section, task_section_of<E>);
   keys.add("source", &E::source,
-           "held-out data: mlperf_hdf5, tfrecord, generated or pattern (default: data.source "
-           "when eval.files is given)",
+           "held-out data: mlperf_hdf5, tfrecord, generated or pattern (default: data.source, "
+           "or what eval.files holds)",
            one_of({"mlperf_hdf5", "tfrecord", "generated", "pattern"}))
       .add("files", &E::files, "held-out evaluation file or directory (MLPerf's eval set)")
       .add("seed", &E::seed, "generated / pattern held-out data: its seed (default data.seed + 1)",
@@ -56,7 +76,7 @@ ConfigSection eval_section() {
         config.fail("eval.files", "required by the eval keys given: the held-out data to evaluate");
       return;
     }
-    if (e.source.empty()) e.source = config.data.source;
+    if (e.source.empty()) e.source = default_source(e, config.data);
     const bool from_files = e.source == "mlperf_hdf5" || e.source == "tfrecord";
     if (from_files && e.files.empty())
       config.fail("eval.files", "required by eval.source " + e.source);
@@ -86,6 +106,10 @@ const TaskSchema& pretrain_schema() {
       .check = [](const RunConfig& config) {
         if (config.data.source == "text")
           config.fail("data.source", "pretrain reads generated or pattern data");
+        if (config.section<StepsSection>().steps == 0 && !config.section<EvalSection>().enabled())
+          config.fail("steps",
+                      "0 trains nothing and only evaluates: give eval.files (or "
+                      "eval.source) to evaluate on");
       }};
   return schema;
 }

@@ -12,7 +12,7 @@ namespace polyhal {
 
 struct StepsSection {
   static constexpr const char* kSection = "steps";
-  std::int64_t steps = 100;  ///< optimizer steps to train
+  std::int64_t steps = 100;  ///< optimizer steps to train; 0: evaluate only
 };
 
 /// Evaluation during pre-training on held-out data (docs/pretraining.md):

@@ -102,8 +102,10 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       }
       return e.reached_target;
     };
-    // A resumed run that had reached its target ends at once, as it did.
-    if (evaluator && done > 0 && config.section<EvalSection>().stop_at > 0 && evaluate(done))
+    // steps 0 evaluates the starting weights; a resumed run that had
+    // reached its target ends at once, as it did.
+    if (evaluator && (steps == 0 || (done > 0 && config.section<EvalSection>().stop_at > 0)) &&
+        (evaluate(done) || steps == 0))
       return;
     if (steps > done)
       trainer.run(done + 1, steps, observer, log, [&](std::int64_t step, bool last) {
@@ -120,7 +122,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   const auto hf = config.checkpoint.dir / "hf";
   const bool export_whole = std::filesystem::is_regular_file(hf / "config.json") &&
                             std::filesystem::is_regular_file(hf / "model.safetensors");
-  if (job.lead() && !config.checkpoint.dir.empty() &&
+  if (job.lead() && !config.checkpoint.dir.empty() && steps > 0 &&
       (steps > done || (steps == done && !export_whole))) {
     if (steps == done)
       spdlog::info("the run had finished; writing its missing export {}", hf.string());
