@@ -18,6 +18,7 @@
 #include "polyhal/app/metrics_writer.hpp"
 #include "polyhal/app/mpi_collective.hpp"
 #include "polyhal/app/plugin_loader.hpp"
+#include "polyhal/app/precision_policy.hpp"
 #include "polyhal/app/run_report.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/app/tensor_limit.hpp"
@@ -142,6 +143,8 @@ std::vector<std::shared_ptr<Device>> open_checked_devices(Backend& backend,
   if (devices.empty()) {
     throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
   }
+  if (const auto chosen = resolve_precision_policy(config, *devices.front()))
+    spdlog::info("{}", *chosen);
   const auto& p = devices.front()->properties();
   // A pipelined replica takes one device per stage.
   const std::int64_t stages =
@@ -380,6 +383,27 @@ void check_collective(const Task& task, const RunConfig& config) {
   }
 }
 
+/// What a plan that does not fit can change, key by key (those not set
+/// already): the same recipe on another backend often needs one of them.
+std::string fit_advice(const RunConfig& config, const std::vector<OptionSpec>& device_options) {
+  std::vector<std::string> keys;
+  if (config.batch.micro > 1)
+    keys.push_back(
+        fmt::format("batch.micro (now {}; raise batch.grad_accum to keep the global batch)",
+                    config.batch.micro));
+  const bool trains = config.task != "inference" && config.task != "matmul_bench";
+  if (trains && config.model.recompute != "all")
+    keys.push_back("model.recompute: all (activations recomputed in backward)");
+  for (const auto& spec : device_options)
+    if (spec.name == "ipus_per_replica")
+      keys.push_back(
+          fmt::format("device.{}.ipus_per_replica (a pipeline stage per device)", config.backend));
+  if (trains && !config.optimizer.shard_state && config.batch.replicas > 1)
+    keys.push_back("optimizer.shard_state: true (optimizer state split over the replicas)");
+  if (keys.empty()) return {};
+  return fmt::format("  to fit on {}, set: {}\n", config.backend, fmt::join(keys, "; "));
+}
+
 /// Every check `run` makes before its first step, short of allocating: the
 /// config, output places, the plugin (loaded as run loads it), device
 /// options, the task and collective, every op against the device's
@@ -403,6 +427,7 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
   std::cout << fmt::format("{}: {} (backend {}, task {}; {})\n", run.config.string(),
                            plan.fits ? "ok" : "DOES NOT FIT", config.backend, config.task,
                            plan.text);
+  if (!plan.fits) std::cout << fit_advice(config, backend->device_options());
   return plan.fits ? 0 : static_cast<int>(ExitCode::failure);
 }
 

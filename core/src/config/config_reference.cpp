@@ -180,7 +180,10 @@ std::string config_show_text(const RunConfig& config,
     for (const auto& spec : *device_options) {
       const std::string key = "device." + spec.name;
       const std::string& value = resolved.at(spec.name);
-      const std::string origin = config.device.contains(spec.name)
+      const auto own = config.device_for.find(config.backend);
+      const std::string origin = own != config.device_for.end() && own->second.contains(spec.name)
+                                     ? config.locate("device." + config.backend + "." + spec.name)
+                                 : config.device.contains(spec.name)
                                      ? config.locate(key)
                                      : fmt::format("default of backend {}", config.backend);
       out += fmt::format("{:<{}}  {:<32}  # {}\n", key + ":", width + 1,
@@ -191,6 +194,14 @@ std::string config_show_text(const RunConfig& config,
   for (const auto& [name, value] : config.device) {
     out += fmt::format("{:<{}}  {:<32}  # {}\n", "device." + name + ":", width + 1, value,
                        config.locate("device." + name));
+  }
+  for (const auto& [backend, given] : config.device_for) {
+    for (const auto& [name, value] : given) {
+      const std::string key = "device." + backend + "." + name;
+      out +=
+          fmt::format("{:<{}}  {:<32}  # {}{}\n", key + ":", width + 1, value, config.locate(key),
+                      backend == config.backend ? "" : " (not this backend)");
+    }
   }
   return out;
 }

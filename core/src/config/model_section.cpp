@@ -55,7 +55,10 @@ std::string pipeline_text(const ModelSection& m) {
 void read_precision(const ConfigValue& v, ModelSection& m) {
   const std::string text = v.text();
   m.linear_math = LinearMath::native;
-  if (text == "int8") {
+  m.mixed = text == "mixed";
+  if (m.mixed) {
+    m.precision = DType::bf16;  // until resolve_precision_policy knows the device
+  } else if (text == "int8") {
     m.precision = DType::bf16;
     m.linear_math = LinearMath::int8;
   } else if (text == "bf32") {
@@ -64,12 +67,12 @@ void read_precision(const ConfigValue& v, ModelSection& m) {
   } else if (const auto type = parse_dtype(text); type && is_floating(*type)) {
     m.precision = *type;
   } else {
-    v.fail(fmt::format("expected f32, bf16, f16, int8 or bf32, got \"{}\"", text));
+    v.fail(fmt::format("expected mixed, f32, bf16, f16, int8 or bf32, got \"{}\"", text));
   }
 }
 
 std::string precision_text(const ModelSection& m) {
-  return m.precision_name();
+  return m.mixed ? "mixed" : m.precision_name();
 }
 
 }  // namespace
@@ -98,6 +101,8 @@ ConfigSection model() {
       .add("seed", &ModelSection::seed, "seed of the random init and of dropout")
       .add("seq_len", &ModelSection::seq_len, "tokens per sequence")
       .custom("precision",
+              "mixed (each backend's native low precision: bf16 on cpu and gaudi, f16 with dynamic "
+              "loss scaling on ipu; the run says which), "
               "f32, bf16 or f16 (activations and GEMMs; master weights stay f32; on the cpu, "
               "inference's f16 is f32 tensors with f16 products in the encoder's linears); "
               "inference and evaluation also int8 (encoder GEMMs in int8, bf16 activations, "

@@ -257,8 +257,17 @@ std::string RunConfig::locate(const std::string& key_path) const {
 DeviceOptions RunConfig::resolve_device(const std::vector<OptionSpec>& specs) const {
   DeviceOptions resolved;
   for (const auto& spec : specs) resolved[spec.name] = spec.default_value;
-  for (const auto& [name, value] : device) {
-    const std::string key = "device." + name;
+  std::vector<std::pair<std::string, std::string>> given;  // (key, value)
+  for (const auto& [name, value] : device) given.emplace_back("device." + name, value);
+  if (const auto own = device_for.find(backend); own != device_for.end())
+    for (const auto& [name, value] : own->second)
+      given.emplace_back("device." + backend + "." + name, value);
+  // The backend's own options win over the flat ones, but the command line
+  // (--set device.X=...) wins over the file.
+  for (const auto& [name, value] : device)
+    if (overrides.contains("device." + name)) given.emplace_back("device." + name, value);
+  for (const auto& [key, value] : given) {
+    const std::string name = key.substr(key.rfind('.') + 1);
     const std::string& option = name;  // (clang 14 cannot capture a structured binding)
     auto spec =
         std::find_if(specs.begin(), specs.end(), [&](const auto& s) { return s.name == option; });

@@ -45,17 +45,31 @@ ConfigSection top_level() {
            },
        .value = [](const RunConfig&) { return std::string("false"); }},
       {.path = "device",
-       .help = "the backend's device options as a mapping; `polyhal devices --backend NAME "
-               "--options` lists them",
+       .help = "the backend's device options as a mapping, or each backend's under its name "
+               "(device: {ipu: {partials: f16}, gaudi: {cards: 8}}: only the run's backend's "
+               "apply); `polyhal devices --backend NAME --options` lists them",
        .read =
            [](const ConfigValue& v, RunConfig& c) {
              if (!v.is_map()) v.fail("expected a mapping of device options");
-             for (const auto& name : v.names()) c.device[name] = v[name].text();
+             for (const auto& name : v.names()) {
+               // A mapping is one backend's options (options are scalars).
+               if (v[name].is_map()) {
+                 for (const auto& option : v[name].names())
+                   c.device_for[name][option] = v[name][option].text();
+               } else {
+                 c.device[name] = v[name].text();
+               }
+             }
            },
        .value =
            [](const RunConfig& c) {
              std::vector<std::string> options;
              for (const auto& [name, value] : c.device) options.push_back(name + ": " + value);
+             for (const auto& [backend, given] : c.device_for) {
+               std::vector<std::string> own;
+               for (const auto& [name, value] : given) own.push_back(name + ": " + value);
+               options.push_back(fmt::format("{}: {{{}}}", backend, fmt::join(own, ", ")));
+             }
              return fmt::format("{{{}}}", fmt::join(options, ", "));
            }},
       {.path = "task",

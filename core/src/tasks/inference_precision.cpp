@@ -57,6 +57,11 @@ InferencePrecision inference_precision(const RunConfig& config, const BertConfig
         "(the device keeps no f16 tensors)",
         device.name());
   }
+  if (!device.supports(precision.dtype))
+    throw ConfigError(fmt::format(
+        "{}: key 'model.precision': {} does not compute in {}; set model.precision: mixed to run "
+        "one config on every backend (it picks each device's own low precision)",
+        config.locate("model.precision"), device.name(), dtype_name(precision.dtype)));
   const bool int8 = config.model.linear_math == LinearMath::int8;
   if (!int8 && !config.model.int8_scales.empty())
     throw ConfigError(fmt::format("{}: key '{}': read by model.precision int8 only, not {}",

@@ -106,10 +106,12 @@ void check_training_setup(Device& device, const RunConfig& config, bool trains,
   const DType precision = config.model.precision;
   if (!device.supports(precision)) {
     throw ConfigError(fmt::format(
-        "{}: key 'model.precision': {} does not compute in {}{}", config.locate("model.precision"),
-        device.name(), dtype_name(precision),
+        "{}: key 'model.precision': {} does not compute in {}{}{}",
+        config.locate("model.precision"), device.name(), dtype_name(precision),
         precision == DType::bf16 ? " (the IPU has f16 and f32: use f16 with loss scaling)"
-                                 : " (use bf16 or f32)"));
+                                 : " (use bf16 or f32)",
+        "; model.precision: mixed runs one config on every backend (bf16 on cpu and gaudi, f16 "
+        "with dynamic loss scaling on ipu)"));
   }
   if (across_processes && config.batch.replicas != 1 &&
       config.batch.replicas != across_processes->size()) {

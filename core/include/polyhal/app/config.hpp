@@ -49,6 +49,9 @@ struct ModelSection {
   std::int64_t seq_len = 128;
   /// The activations' dtype (model.precision int8: bf16; bf32: f32).
   DType precision = DType::f32;
+  /// model.precision mixed: `precision` is the device's native low
+  /// precision, set by resolve_precision_policy once the device is open.
+  bool mixed = false;
   /// How the encoder's GEMMs multiply: int8 (model.precision int8) or bf16
   /// products of f32 tensors (bf32); inference and evaluation only.
   LinearMath linear_math = LinearMath::native;
@@ -149,6 +152,9 @@ struct RunConfig {
   std::string backend;
   std::vector<std::filesystem::path> plugin_paths;
   std::map<std::string, std::string> device;  ///< raw; see resolve_device
+  /// Per-backend device options (`device: {ipu: {partials: f16}}`): only the
+  /// run's backend's apply, so one config carries every backend's options.
+  std::map<std::string, std::map<std::string, std::string>> device_for;
   std::string task;
   ModelSection model;
   BatchSection batch;
@@ -164,7 +170,8 @@ struct RunConfig {
   std::string locate(const std::string& key_path) const;
   /// Throws ConfigError "<locate(key)>: key '<key>': <problem>".
   [[noreturn]] void fail(const std::string& key_path, const std::string& problem) const;
-  /// Validates `device` against a backend's options, with file/line in errors.
+  /// Validates `device` and device_for[backend] against a backend's
+  /// options, with file/line in errors.
   DeviceOptions resolve_device(const std::vector<OptionSpec>& specs) const;
 
   /// The schema of `task` this config was read with (its keys for `config

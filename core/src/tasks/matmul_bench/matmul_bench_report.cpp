@@ -1,5 +1,6 @@
 // Task `matmul-bench`: GEMMs at given shapes, measured or estimated.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <array>
@@ -23,6 +24,14 @@ namespace {
 /// (tensor_limit.hpp), refused naming the shape's key; a device model plans
 /// any size and says whether it fits.
 void check_shapes(const Device& device, const RunConfig& config) {
+  const DType dtype = config.section<MatmulBenchConfig>().dtype;
+  if (!device.supports(dtype)) {
+    std::vector<std::string> has;
+    for (const DType t : device.properties().dtypes) has.emplace_back(dtype_name(t));
+    config.fail("matmul_bench.dtype",
+                fmt::format("{} does not compute in {}; it has {}", device.name(),
+                            dtype_name(dtype), fmt::join(has, ", ")));
+  }
   if (device.properties().mode == DeviceMode::model) return;
   const auto& shapes = config.section<MatmulBenchConfig>().shapes;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
