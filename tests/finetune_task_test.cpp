@@ -630,3 +630,42 @@ TEST(FinetuneTasks, BadInputNamesFileLineAndKey) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// The seeds' schedule terms: fractional epochs (Habana's 0.5) take that share
+// of an epoch's steps, the last epoch partial and evaluated at its end; a
+// step cap ends the schedule early.
+TEST(GlueTask, FractionalEpochsAndAStepCap) {
+  test::TempDir dir;
+  const std::string config = glue_config(dir, "", 1);
+  const auto run = [&](const std::string& name, const std::string& sets) {
+    const auto metrics = dir.path() / (name + ".jsonl");
+    const auto r = test::run_polyhal(
+        fmt::format("run --config {} --metrics-out {} {}", config, metrics.string(), sets));
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return metrics;
+  };
+  // 3000 rows in global batches of 32: 93 steps per epoch.
+  const auto half = run("half", "--set finetune.epochs=1.5");
+  EXPECT_EQ(events(half, "step").size(), 139u) << "93 + floor(0.5 x 93)";
+  const auto evals = events(half, "eval");
+  ASSERT_EQ(evals.size(), 2u);
+  EXPECT_EQ(evals[0]["step"], 93);
+  EXPECT_EQ(evals[1]["step"], 139);
+  const auto capped = run("capped", "--set finetune.epochs=3 --set finetune.max_steps=50");
+  EXPECT_EQ(events(capped, "step").size(), 50u);
+  ASSERT_EQ(events(capped, "eval").size(), 1u);
+  EXPECT_EQ(events(capped, "eval")[0]["step"], 50);
+  // The schedule ends at the cap: the last step's rate is the end rate (0).
+  EXPECT_EQ(events(capped, "step").back()["learning_rate"].get<double>(), 0.0);
+  const auto bad = test::run_polyhal("validate --config " + config + " --set finetune.epochs=0");
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
+  EXPECT_NE(bad.output.find("key 'finetune.epochs': expected a number of epochs in (0, 1e6]"),
+            std::string::npos)
+      << bad.output;
+}
+
+}  // namespace
+}  // namespace polyhal

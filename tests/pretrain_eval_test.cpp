@@ -161,3 +161,56 @@ TEST(PretrainEval, BadEvaluationDataIsRefusedByValidateNamingTheKey) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// The seeds' schedule terms in pre-training: training by samples (whole
+// steps, rounded up), checkpoints by samples after a start (Intel's
+// num_samples_per_checkpoint and min_samples_to_start_checkpoints), and
+// Habana's learning rate per worker, which trains exactly as the same
+// effective rate given whole.
+TEST(PretrainSchedule, SamplesCheckpointsBySamplesAndTheRatePerWorker) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "s.yaml",
+      "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, vocab_size: 64, "
+      "dropout: 0}\nbatch: {micro: 8, replicas: 2}\ndata: {source: pattern, seed: 1, "
+      "max_predictions: 3}\noptimizer: {name: adamw, warmup_steps: 5}\nsamples: 500\n"
+      "checkpoint: {dir: ckpt, every_samples: 160, start_after_samples: 320}\nlog: {every: 1}\n");
+  const auto run = [&](const std::string& name, const std::string& sets) {
+    const auto metrics = dir.path() / (name + ".jsonl");
+    const auto r = test::run_polyhal("run --config " + config.string() + " --metrics-out " +
+                                     metrics.string() + " " + sets);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return std::make_pair(r.output, test::step_records(metrics));
+  };
+  const auto [output, per_worker] =
+      run("a", "--set optimizer.learning_rate_per_worker=0.0025 --set checkpoint.dir=a");
+  EXPECT_NE(output.find("samples 500: 32 steps of 16 samples"), std::string::npos) << output;
+  EXPECT_NE(output.find("optimizer.learning_rate_per_worker 0.0025 x 2 replicas: learning rate "
+                        "0.005"),
+            std::string::npos)
+      << output;
+  ASSERT_EQ(per_worker.size(), 32u) << "ceil(500 / 16)";
+  std::vector<std::string> saved;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.path() / "a"))
+    if (entry.path().extension() == ".safetensors") saved.push_back(entry.path().stem().string());
+  std::sort(saved.begin(), saved.end());
+  // Every 160 samples = 10 steps, none before 320 samples (step 20), and the end.
+  EXPECT_EQ(saved, (std::vector<std::string>{"checkpoint-00000020", "checkpoint-00000030",
+                                             "checkpoint-00000032"}));
+  const auto [_, whole] = run("b", "--set optimizer.learning_rate=0.005 --set checkpoint.dir=b");
+  ASSERT_EQ(whole.size(), per_worker.size());
+  for (std::size_t i = 0; i < whole.size(); ++i) {
+    EXPECT_EQ(per_worker[i]["learning_rate"], whole[i]["learning_rate"]) << i;
+    EXPECT_EQ(per_worker[i]["loss"], whole[i]["loss"]) << i;
+  }
+  const auto both = test::run_polyhal("validate --config " + config.string() + " --set steps=3");
+  EXPECT_EQ(both.exit_code, 2);
+  EXPECT_NE(both.output.find("key 'samples': give steps or samples, not both"), std::string::npos)
+      << both.output;
+}
+
+}  // namespace
+}  // namespace polyhal

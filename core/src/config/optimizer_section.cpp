@@ -35,6 +35,10 @@ ConfigSection optimizer() {
   keys.add("name", &O::name, "lamb, adamw or sgd", one_of({"lamb", "adamw", "sgd"}))
       .add("learning_rate", &O::learning_rate, "peak learning rate",
            number_in(0, true, kMaxLearningRate, false))
+      .add("learning_rate_per_worker", &O::learning_rate_per_worker,
+           "peak learning rate per worker, as Habana's scripts take it: multiplied by the "
+           "job's replicas (instead of learning_rate)",
+           number_in(0, true, kMaxLearningRate, false))
       .add("beta1", &O::beta1, "Adam/LAMB first moment decay", number_in(0, false, 1, true))
       .add("beta2", &O::beta2, "Adam/LAMB second moment decay", number_in(0, false, 1, true))
       .add("epsilon", &O::epsilon, "Adam/LAMB epsilon", number_in(0, true, 1, false))
@@ -86,7 +90,11 @@ ConfigSection optimizer() {
                    "expected f32 or f16 (the second moment is always f32), got \"{}\"", type));
              return type == "f16" ? DType::f16 : DType::f32;
            });
-  section.check = [](const ConfigValue&, RunConfig& config) {
+  section.check = [](const ConfigValue& given, RunConfig& config) {
+    if (given.has("learning_rate") && given.has("learning_rate_per_worker"))
+      config.fail("optimizer.learning_rate_per_worker",
+                  "give learning_rate (the job's rate) or learning_rate_per_worker (multiplied by "
+                  "the replicas), not both");
     if (config.optimizer.schedule == "steps" && config.optimizer.step_list.empty())
       config.fail("optimizer.step_list", "required by schedule: steps");
   };

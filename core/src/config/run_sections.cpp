@@ -132,6 +132,14 @@ ConfigSection checkpoint() {
   keys.add("dir", &CheckpointSection::dir, "write checkpoints here (none when unset)", {},
            {.output = OutputPath::directory})
       .add("every", &CheckpointSection::every, "a checkpoint every this many steps, and at the end")
+      .add("every_samples", &CheckpointSection::every_samples,
+           "a checkpoint each time the samples trained pass a multiple of this (Intel's "
+           "num_samples_per_checkpoint); 0: off",
+           at_least(0))
+      .add("start_after_samples", &CheckpointSection::start_after_samples,
+           "no scheduled checkpoint before this many samples (Intel's "
+           "min_samples_to_start_checkpoints); the end always saves",
+           at_least(0))
       .add("resume", &CheckpointSection::resume, "continue from the newest checkpoint in dir")
       .add("init", &CheckpointSection::init,
            "start from these weights (phase 2 from phase 1; fine-tuning from a pre-trained "

@@ -1,6 +1,7 @@
 #include "tasks/training_setup.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 
@@ -155,17 +156,31 @@ TrainingJobOptions training_job_options(const RunConfig& config, const BertConfi
   return o;
 }
 
+OptimizerSection effective_rate(const RunConfig& config, OptimizerSection schedule, int replicas) {
+  if (const auto per_worker = config.optimizer.learning_rate_per_worker) {
+    schedule.learning_rate = *per_worker * replicas;
+    spdlog::info(
+        "optimizer.learning_rate_per_worker {:g} x {} replicas: learning rate {:g} (Habana's "
+        "scripts multiply their --learning_rate by the workers alike)",
+        *per_worker, replicas, schedule.learning_rate);
+  }
+  return schedule;
+}
+
 TrainerSettings trainer_settings(const RunConfig& config, std::int64_t total_steps,
                                  const OptimizerSection& schedule,
-                                 std::map<std::string, std::string> metadata, bool sharded) {
+                                 std::map<std::string, std::string> metadata, bool sharded,
+                                 const BatchShape& batch) {
   TrainerSettings s;
   s.grad_accum = config.batch.grad_accum;
   s.micro_batch = config.batch.micro;
   s.total_steps = total_steps;
-  s.learning_rate = [schedule, total_steps](std::int64_t step) {
-    return learning_rate_at(schedule, step, total_steps);
-  };
+  s.learning_rate = [rates = effective_rate(config, schedule, batch.replicas), total_steps](
+                        std::int64_t step) { return learning_rate_at(rates, step, total_steps); };
   s.checkpoint_every = config.checkpoint.every;
+  s.samples_per_step = batch.global();
+  s.checkpoint_every_samples = config.checkpoint.every_samples;
+  s.checkpoint_start_samples = config.checkpoint.start_after_samples;
   s.metadata = std::move(metadata);
   s.sharded = sharded;
   return s;

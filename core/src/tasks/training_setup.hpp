@@ -48,10 +48,13 @@ TrainingJobOptions training_job_options(const RunConfig& config, const BertConfi
                                         std::int64_t packed_sequences, bool compile_only,
                                         const Communicator* across_processes);
 
-/// The Trainer's schedule: `total_steps` under `schedule`'s learning rates,
-/// checkpoint.every, and `metadata` in every checkpoint.
+/// The Trainer's schedule: `total_steps` under `schedule`'s learning rates
+/// (optimizer.learning_rate_per_worker x `batch`'s replicas when given),
+/// checkpoint.every / every_samples / start_after_samples with `batch`'s
+/// global batch as the samples of a step, and `metadata` in every checkpoint.
 TrainerSettings trainer_settings(const RunConfig& config, std::int64_t total_steps,
                                  const OptimizerSection& schedule,
-                                 std::map<std::string, std::string> metadata, bool sharded);
+                                 std::map<std::string, std::string> metadata, bool sharded,
+                                 const BatchShape& batch);
 
 }  // namespace polyhal

@@ -34,6 +34,19 @@ std::int64_t sequences_in(const TrainingBatch& batch, std::int64_t rows) {
 
 }  // namespace
 
+// Samples in 128 bits: steps x global batch may pass 2^63 for configs at their limits.
+__extension__ using WideCount = __int128;
+
+bool passes_multiple(std::int64_t step, std::int64_t samples_per_step, std::int64_t every) {
+  if (every <= 0 || step < 1) return false;
+  const WideCount per = samples_per_step;
+  return WideCount{step} * per / every > WideCount{step - 1} * per / every;
+}
+
+bool samples_reached(std::int64_t step, std::int64_t samples_per_step, std::int64_t samples) {
+  return WideCount{step} * samples_per_step >= samples;
+}
+
 TrainingStep Trainer::step(std::int64_t number) {
   const auto start = std::chrono::steady_clock::now();
   const std::int64_t accumulation = settings_.grad_accum;
@@ -93,6 +106,13 @@ void Trainer::save(std::int64_t step, TrainingLog& log) {
   spdlog::info("checkpoint {}", path.string());
 }
 
+bool Trainer::checkpoint_due(std::int64_t number) const {
+  if (!samples_reached(number, settings_.samples_per_step, settings_.checkpoint_start_samples))
+    return false;
+  if (settings_.checkpoint_every > 0 && number % settings_.checkpoint_every == 0) return true;
+  return passes_multiple(number, settings_.samples_per_step, settings_.checkpoint_every_samples);
+}
+
 void Trainer::run(std::int64_t first, std::int64_t last, const StepObserver& observer,
                   TrainingLog& log, const AfterStep& after_step) {
   const bool lead = replicas_.rank() == 0;
@@ -118,9 +138,7 @@ void Trainer::run(std::int64_t first, std::int64_t last, const StepObserver& obs
     if (non_finite > 0) continue;
     const bool stop = after_step && after_step(number, number == last);
     // Every replica saves: with sharding, saving is a collective.
-    if (number == last || stop ||
-        (settings_.checkpoint_every > 0 && number % settings_.checkpoint_every == 0))
-      save(number, log);
+    if (number == last || stop || checkpoint_due(number)) save(number, log);
     if (stop) break;
   }
 }

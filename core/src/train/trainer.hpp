@@ -29,6 +29,13 @@ struct TrainingLog {
   std::vector<std::filesystem::path> checkpoints;
 };
 
+/// Whether the samples trained pass a multiple of `every` at step `step`
+/// (1-based) of `samples_per_step` each; false for `every` <= 0. Exact for
+/// any step count and batch (128-bit products).
+bool passes_multiple(std::int64_t step, std::int64_t samples_per_step, std::int64_t every);
+/// Whether `step` steps of `samples_per_step` have trained `samples`.
+bool samples_reached(std::int64_t step, std::int64_t samples_per_step, std::int64_t samples);
+
 /// Called by every replica after optimizer step `step` (`last`: the run's
 /// last) and before its checkpoint: an evaluation, for one. Returns true to
 /// end the run here (then the step is checkpointed); every replica must
@@ -43,6 +50,11 @@ struct TrainerSettings {
   /// The learning rate of optimizer step n (1-based) of total_steps.
   std::function<double(std::int64_t step)> learning_rate;
   std::int64_t checkpoint_every = 0;  ///< 0: only at the end of a run()
+  std::int64_t samples_per_step = 0;  ///< the global batch
+  /// Also a checkpoint each time the samples pass a multiple of this (0: off).
+  std::int64_t checkpoint_every_samples = 0;
+  /// No scheduled checkpoint before this many samples (the end still saves).
+  std::int64_t checkpoint_start_samples = 0;
   /// Goes into every checkpoint (model, writer, ...).
   std::map<std::string, std::string> metadata;
   /// The optimizer state is sharded: saving is then a collective.
@@ -75,6 +87,8 @@ class Trainer {
 
  private:
   TrainingStep step(std::int64_t number);
+  /// Whether step `number`'s schedule asks for a checkpoint (not the end's).
+  bool checkpoint_due(std::int64_t number) const;
   void save(std::int64_t step, TrainingLog& log);
 
   TrainingModel& model_;

@@ -127,6 +127,9 @@ struct OptimizerSection {
   /// (PopART accl1_type FLOAT16); the second moment stays f32.
   DType first_moment = DType::f32;
   double learning_rate = 1e-3;
+  /// Habana's convention: the rate given per worker, multiplied by the job's
+  /// replicas (MPI ranks or batch.replicas) for the effective rate.
+  std::optional<double> learning_rate_per_worker;
   double beta1 = 0.9, beta2 = 0.999, epsilon = 1e-6, weight_decay = 0.01, momentum = 0.9;
   std::int64_t warmup_steps = 0;
   std::string schedule = "polynomial";  ///< polynomial | exponential | steps | constant
@@ -141,8 +144,14 @@ struct OptimizerSection {
 };
 
 struct CheckpointSection {
-  std::filesystem::path dir;   ///< empty: no checkpoints
-  std::int64_t every = 0;      ///< also at the end when dir is set
+  std::filesystem::path dir;  ///< empty: no checkpoints
+  std::int64_t every = 0;     ///< also at the end when dir is set
+  /// A checkpoint each time the samples trained pass a multiple of this
+  /// (Intel's num_samples_per_checkpoint); 0: off.
+  std::int64_t every_samples = 0;
+  /// No scheduled checkpoint before this many samples (Intel's
+  /// min_samples_to_start_checkpoints); the end of a run always saves.
+  std::int64_t start_after_samples = 0;
   bool resume = true;          ///< continue from the newest checkpoint in dir
   std::filesystem::path init;  ///< start from these weights (phase 2 from phase 1)
 };

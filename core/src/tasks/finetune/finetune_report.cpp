@@ -34,7 +34,10 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
   const std::int64_t global_batch = polyhal::global_batch(config, world);
   const auto& f = config.section<FinetuneSection>();
   std::vector<std::string> what;
-  if (f.train) what.push_back(fmt::format("train {} epochs", f.epochs));
+  if (f.train)
+    what.push_back(f.max_steps > 0
+                       ? fmt::format("train {:g} epochs, at most {} steps", f.epochs, f.max_steps)
+                       : fmt::format("train {:g} epochs", f.epochs));
   if (f.eval) what.push_back("eval");
   if (f.predict) what.push_back("predict");
   std::cout << fmt::format(

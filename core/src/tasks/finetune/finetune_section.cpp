@@ -67,7 +67,18 @@ ConfigSection finetune_section() {
       .add("predict_file", &F::predict_file, "predictions written for it")
       .add("output_dir", &F::output_dir, "predictions, metrics and the fine-tuned model go here",
            {}, {.output = OutputPath::directory})
-      .add("epochs", &F::epochs, "passes over the training set")
+      .add("epochs", &F::epochs,
+           "passes over the training set; fractional allowed (0.5: half of it, as Habana's "
+           "--num_train_epochs=0.5)",
+           [](const ConfigValue& v) {
+             const double epochs = v.number();
+             if (!(epochs > 0.0 && epochs <= 1e6))
+               v.fail("expected a number of epochs in (0, 1e6]");
+             return epochs;
+           })
+      .add("max_steps", &F::max_steps,
+           "at most this many optimizer steps (0: the epochs decide); the schedule ends there",
+           at_least(0))
       .add("warmup_proportion", &F::warmup_proportion,
            "share of the steps warming up (optimizer.warmup_steps wins)",
            [](const ConfigValue& v) {

@@ -23,7 +23,12 @@ struct FinetuneSection {
   std::filesystem::path train_file, eval_file, predict_file;
   /// eval/ and predict/ results, model/ (Hugging Face directory) at the end.
   std::filesystem::path output_dir;
-  std::int64_t epochs = 2;
+  /// Passes over the training set; fractional as Habana's 0.5: that share
+  /// of an epoch's steps (floor, at least one).
+  double epochs = 2;
+  /// > 0: at most this many optimizer steps (a cap on the epochs' steps;
+  /// the schedule ends there).
+  std::int64_t max_steps = 0;
   /// Linear warm-up over this share of the optimizer steps (the seeds'
   /// warmup_proportion); optimizer.warmup_steps, when given, wins.
   double warmup_proportion = 0.1;

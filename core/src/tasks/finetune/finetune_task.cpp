@@ -195,17 +195,25 @@ OptimizerSection plan_epochs(const RunConfig& config, const FinetuneData& data,
         config.locate("finetune.train_file"), result.train_rows, global_batch));
   }
   result.steps_per_epoch = result.train_rows / global_batch;
-  result.total_steps = result.steps_per_epoch * f.epochs;
+  // Fractional epochs take that share of an epoch's steps (as run_squad.py's
+  // int(rows / batch x epochs), with polyhal's whole batches per epoch).
+  result.total_steps = std::max<std::int64_t>(
+      1, static_cast<std::int64_t>(static_cast<double>(result.steps_per_epoch) * f.epochs));
+  if (f.max_steps > 0 && f.max_steps < result.total_steps) {
+    spdlog::info("finetune.max_steps: {} steps of the epochs' {}", f.max_steps, result.total_steps);
+    result.total_steps = f.max_steps;
+  }
   OptimizerSection schedule = config.optimizer;
   if (!given(config, "optimizer.warmup_steps"))
     schedule.warmup_steps =
         std::llround(f.warmup_proportion * static_cast<double>(result.total_steps));
   result.warmup_steps = schedule.warmup_steps;
   spdlog::info(
-      "{} training rows: {} epochs of {} steps of {} rows ({} left out per epoch), "
+      "{} training rows: {:g} epochs of {} steps of {} rows ({} left out per epoch): {} steps, "
       "{} warm-up steps",
       result.train_rows, f.epochs, result.steps_per_epoch, global_batch,
-      result.train_rows - result.steps_per_epoch * global_batch, result.warmup_steps);
+      result.train_rows - result.steps_per_epoch * global_batch, result.total_steps,
+      result.warmup_steps);
   return schedule;
 }
 
@@ -395,23 +403,25 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                        {{"model", hf_architecture(result.head)},
                         {"writer", writer},
                         {"total_steps", std::to_string(result.total_steps)}},
-                       job.sharded());
+                       job.sharded(), options.batch);
   const Evaluator evaluate(device, config, *data, result, on_eval, result.evaluations);
   TrainingLog log;
   job.run([&](TrainingModel& training, Communicator& replicas) {
     std::unique_ptr<BertInference> evaluator;
     LossScaler replica_scaler = scaler;
     Trainer trainer(training, replicas, settings, batches, store, replica_scaler);
-    for (std::int64_t epoch = 1; epoch <= f.epochs; ++epoch) {
-      const std::int64_t last = epoch * result.steps_per_epoch;
-      const std::int64_t first = std::max(done + 1, last - result.steps_per_epoch + 1);
+    // Epoch by epoch, the last one partial with fractional epochs or max_steps.
+    const std::int64_t epochs =
+        (result.total_steps + result.steps_per_epoch - 1) / result.steps_per_epoch;
+    for (std::int64_t epoch = 1; epoch <= epochs; ++epoch) {
+      const std::int64_t last = std::min(epoch * result.steps_per_epoch, result.total_steps);
+      const std::int64_t first = std::max(done + 1, (epoch - 1) * result.steps_per_epoch + 1);
       if (first > last) continue;  // done before the resume
       trainer.run(first, last, on_step, log);
       if (f.eval) evaluate(Split::eval, epoch, last, training.weights(), replicas, evaluator);
     }
     if (f.predict)
-      evaluate(Split::predict, f.epochs, result.total_steps, training.weights(), replicas,
-               evaluator);
+      evaluate(Split::predict, epochs, result.total_steps, training.weights(), replicas, evaluator);
   });
   result.steps = std::move(log.steps);
   result.checkpoints = std::move(log.checkpoints);

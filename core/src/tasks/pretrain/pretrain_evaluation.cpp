@@ -10,6 +10,7 @@
 
 #include "polyhal/error.hpp"
 #include "tasks/pretrain/pretrain_section.hpp"
+#include "train/trainer.hpp"
 
 namespace polyhal {
 namespace {
@@ -183,9 +184,7 @@ bool PretrainEvaluator::due(std::int64_t step, std::int64_t global_batch, bool l
   const auto& e = config_.section<EvalSection>();
   if (last) return true;
   if (e.every_steps > 0) return step % e.every_steps == 0;
-  if (e.every_samples > 0)
-    return step * global_batch / e.every_samples > (step - 1) * global_batch / e.every_samples;
-  return false;
+  return passes_multiple(step, global_batch, e.every_samples);
 }
 
 PretrainEvaluation PretrainEvaluator::evaluate(Device& device, const TensorMap& weights,

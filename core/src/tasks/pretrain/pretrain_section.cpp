@@ -38,6 +38,22 @@ std::string default_source(const EvalSection& e, const DataSection& data) {
   return is_hdf5(e.files) ? "mlperf_hdf5" : "tfrecord";
 }
 
+ConfigSection samples_section() {
+  auto section = task_section<SamplesSection>();
+  section.shorthand = "samples";
+  section.keys.push_back(
+      ConfigKey{.path = "samples",
+                .help = "samples to train instead of steps: ceil(samples / global batch) steps",
+                .read = [](const ConfigValue& v,
+                           RunConfig& c) { c.section<SamplesSection>().samples = v.integer(1); },
+                .value =
+                    [](const RunConfig& c) {
+                      const auto samples = c.section<SamplesSection>().samples;
+                      return samples > 0 ? config_text(samples) : std::string("(steps decide)");
+                    }});
+  return section;
+}
+
 ConfigSection eval_section() {
   using E = EvalSection;
   auto section = task_section<E>();
@@ -96,17 +112,28 @@ ConfigSection eval_section() {
 
 }  // namespace
 
+std::int64_t pretrain_steps(const RunConfig& config, std::int64_t global_batch) {
+  const std::int64_t samples = config.section<SamplesSection>().samples;
+  if (samples <= 0) return config.section<StepsSection>().steps;
+  return samples / global_batch + (samples % global_batch != 0 ? 1 : 0);
+}
+
 const TaskSchema& pretrain_schema() {
   static const TaskSchema schema{
       .name = "pretrain",
       .sections = {"model", "batch", "collective", "data", "optimizer", "checkpoint"},
       .required = {},
       .own = {std::make_shared<const ConfigSection>(steps_section()),
+              std::make_shared<const ConfigSection>(samples_section()),
               std::make_shared<const ConfigSection>(eval_section())},
       .check = [](const RunConfig& config) {
         if (config.data.source == "text")
           config.fail("data.source", "pretrain reads generated or pattern data");
-        if (config.section<StepsSection>().steps == 0 && !config.section<EvalSection>().enabled())
+        const bool by_samples = config.section<SamplesSection>().samples > 0;
+        if (by_samples && (config.lines.contains("steps") || config.overrides.contains("steps")))
+          config.fail("samples", "give steps or samples, not both");
+        if (!by_samples && config.section<StepsSection>().steps == 0 &&
+            !config.section<EvalSection>().enabled())
           config.fail("steps",
                       "0 trains nothing and only evaluates: give eval.files (or "
                       "eval.source) to evaluate on");

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "polyhal/app/config.hpp"
 #include "polyhal/app/config_schema.hpp"
 
 namespace polyhal {
@@ -14,6 +15,17 @@ struct StepsSection {
   static constexpr const char* kSection = "steps";
   std::int64_t steps = 100;  ///< optimizer steps to train; 0: evaluate only
 };
+
+/// Training by samples, as MLPerf and the seeds count pre-training: the
+/// steps are ceil(samples / global batch). Instead of `steps`.
+struct SamplesSection {
+  static constexpr const char* kSection = "samples";
+  std::int64_t samples = 0;  ///< 0: `steps` decides
+};
+
+/// The optimizer steps of a pre-training run with `global_batch` samples
+/// per step: `steps`, or `samples` rounded up to whole steps.
+std::int64_t pretrain_steps(const RunConfig& config, std::int64_t global_batch);
 
 /// Evaluation during pre-training on held-out data (docs/pretraining.md):
 /// masked-LM accuracy as MLPerf defines it, NSP accuracy and the eval

@@ -81,12 +81,15 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
       },
       scaler);
   result.first_step = done + 1;
+  const std::int64_t samples_per_step = options.batch.global();
+  const std::int64_t steps = pretrain_steps(config, samples_per_step);
+  if (config.section<SamplesSection>().samples > 0)
+    spdlog::info("samples {}: {} steps of {} samples", config.section<SamplesSection>().samples,
+                 steps, samples_per_step);
   const TrainerSettings settings = trainer_settings(
-      config, config.section<StepsSection>().steps, config.optimizer,
-      {{"model", result.model_name}, {"writer", "polyhal pretrain"}}, job.sharded());
+      config, steps, config.optimizer,
+      {{"model", result.model_name}, {"writer", "polyhal pretrain"}}, job.sharded(), options.batch);
   TrainingLog log;
-  const std::int64_t steps = config.section<StepsSection>().steps;
-  const std::int64_t samples_per_step = global_batch(config, across_processes);
   job.run([&](TrainingModel& model, Communicator& replicas) {
     LossScaler replica_scaler = scaler;
     Trainer trainer(
