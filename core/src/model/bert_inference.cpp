@@ -38,11 +38,9 @@ namespace {
 /// `with_heads`) and prepares every kernel: a device lacking one fails now,
 /// and the plan knows the kernels' scratch. Nothing is allocated until
 /// load_weights.
-std::unique_ptr<BertInference::State> declare_inference(Device& device, const BertConfig& config,
-                                                        BertShape shape,
-                                                        const InferencePrecision& precision,
-                                                        const TaskHead& head, bool with_heads,
-                                                        bool packed = false) {
+std::unique_ptr<BertInference::State> declare_inference(
+    Device& device, const BertConfig& config, BertShape shape, const InferencePrecision& precision,
+    const TaskHead& head, bool with_heads, bool packed = false, std::int64_t mlm_predictions = 0) {
   BertProgramOptions options;
   options.encoder_math = precision.encoder_math;
 
@@ -51,6 +49,7 @@ std::unique_ptr<BertInference::State> declare_inference(Device& device, const Be
   options.heads = with_heads;
   options.head = head;
   options.packed_sequences = packed ? 1 : 0;  // inference needs only the position ids
+  options.max_predictions = mlm_predictions;
   auto state = std::make_unique<BertInference::State>();
   state->config = config;
   state->shape = shape;
@@ -71,8 +70,10 @@ BertInference::BertInference(Device& device, const BertConfig& config, BertShape
     : state_(declare_inference(device, config, shape, precision, TaskHead{}, with_heads)) {}
 
 BertInference::BertInference(Device& device, const BertConfig& config, BertShape shape,
-                             const InferencePrecision& precision, const TaskHead& head, bool packed)
-    : state_(declare_inference(device, config, shape, precision, head, true, packed)) {}
+                             const InferencePrecision& precision, const TaskHead& head, bool packed,
+                             std::int64_t mlm_predictions)
+    : state_(declare_inference(device, config, shape, precision, head, true, packed,
+                               mlm_predictions)) {}
 
 BertInference::~BertInference() = default;
 
@@ -128,6 +129,15 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
     program.upload(s.bert->positions, in.position_ids);
   } else if (!in.position_ids.empty()) {
     throw RuntimeFailure("position_ids given to a model not prepared for packed rows");
+  }
+  if (s.bert->mlm_positions >= 0) {
+    const auto wanted = static_cast<std::size_t>(s.bert->program.shape(s.bert->mlm_positions)[0]);
+    if (in.mlm_positions.size() != wanted)
+      throw RuntimeFailure(fmt::format("mlm_positions must hold {} token indices", wanted));
+    for (const std::int32_t t : in.mlm_positions)
+      if (t < 0 || t >= tokens)
+        throw RuntimeFailure(fmt::format("mlm_positions: {} outside the {} tokens", t, tokens));
+    program.upload(s.bert->mlm_positions, in.mlm_positions);
   }
   if (s.calibrating) {
     const auto& points = s.bert->calibration_points;

@@ -313,17 +313,18 @@ class Builder {
     out_.nsp_logits =
         linear(out_.pooled, nsp_w, nsp_b, 2, Activation::none, std::nullopt, "nsp logits");
     int rows = x;
-    if (training_ && o_.max_predictions > 0) {  // the labelled positions only
+    if (o_.max_predictions > 0) {  // the labelled positions only
       const std::int64_t predicted = b * o_.max_predictions;
       out_.mlm_positions = p_.tensor("mlm positions", "inputs", {predicted}, DType::i32);
       rows = act("masked rows", {predicted, h});
       p_.op(Phase::forward, OpKind::gather_rows, {x, out_.mlm_positions}, {rows});
-      backward([=, this] {
-        const int dx = fresh_gradient(x);
-        p_.op(Phase::backward, OpKind::gather_rows_backward, {grad(rows), out_.mlm_positions},
-              {dx});
-        contribute(x, dx);
-      });
+      if (training_)
+        backward([=, this] {
+          const int dx = fresh_gradient(x);
+          p_.op(Phase::backward, OpKind::gather_rows_backward, {grad(rows), out_.mlm_positions},
+                {dx});
+          contribute(x, dx);
+        });
     }
     const int transformed =
         linear(rows, transform_w, transform_b, h, Activation::gelu, std::nullopt, "mlm transform");

@@ -25,8 +25,9 @@ struct BertProgramOptions {
   /// What sits on the encoder (TaskHead, bert_config.hpp); classification
   /// runs on the pooled output after hidden dropout.
   TaskHead head;
-  /// Training: > 0 runs the MLM head on at most this many gathered
-  /// positions per sequence; 0 on every position.
+  /// > 0 runs the MLM head on at most this many gathered positions per
+  /// sequence (training, and evaluation of the pre-training heads); 0 on
+  /// every position.
   std::int64_t max_predictions = 0;
   /// Training: the encoder layers whose activations are recomputed in
   /// backward instead of kept from forward (only each such layer's input

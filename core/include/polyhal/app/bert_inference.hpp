@@ -47,13 +47,17 @@ struct BertInputs {
   std::vector<std::int32_t> attention_mask;
   /// Packed rows: each token's position in its sequence; empty: 0..S-1.
   std::vector<std::int32_t> position_ids{};
+  /// A model prepared with mlm_predictions P: batch x P token indices
+  /// (row x seq + position) whose MLM logits are computed, in that order.
+  std::vector<std::int32_t> mlm_positions{};
 };
 
 /// Host outputs in f32 (empty when not asked for).
 struct BertOutputs {
-  std::vector<float> last_hidden_state;         ///< [batch, seq, hidden]
-  std::vector<float> pooled;                    ///< [batch, hidden]
-  std::vector<float> mlm_logits;                ///< [batch, seq, vocab] (with heads)
+  std::vector<float> last_hidden_state;  ///< [batch, seq, hidden]
+  std::vector<float> pooled;             ///< [batch, hidden]
+  /// [batch, seq, vocab] (with heads); [batch x P, vocab] with mlm_predictions P
+  std::vector<float> mlm_logits;
   std::vector<float> nsp_logits;                ///< [batch, 2] (with heads)
   std::vector<float> start_logits, end_logits;  ///< question answering: [batch, seq] each
   std::vector<float> logits;  ///< classification: [batch, num_labels]; regression: [batch]
@@ -84,8 +88,13 @@ class BertInference {
   /// `packed`: question answering on packed rows (several sequences per
   /// row): run() then requires BertInputs::position_ids, and the attention
   /// mask numbers each token's sequence.
+  /// `mlm_predictions` > 0 (pre-training head): the MLM head runs on that
+  /// many gathered positions per sequence (BertInputs::mlm_positions), as
+  /// training's does: evaluation scores the masked tokens without the
+  /// vocabulary GEMM of every position.
   BertInference(Device& device, const BertConfig& config, BertShape shape,
-                const InferencePrecision& precision, const TaskHead& head, bool packed = false);
+                const InferencePrecision& precision, const TaskHead& head, bool packed = false,
+                std::int64_t mlm_predictions = 0);
   ~BertInference();
   BertInference(const BertInference&) = delete;
   BertInference& operator=(const BertInference&) = delete;

@@ -88,20 +88,47 @@ std::pair<double, bool> score_logits(const float* logits, std::size_t count, std
   return {loss, top - logits == label};
 }
 
-void score(const BertOutputs& out, const PendingRows& rows, std::int64_t real, std::int64_t seq,
+/// The token indices (row x seq + position) of each row's labelled
+/// positions, `predictions` per row (padded with the row's [CLS], label
+/// -100), and their labels in the same order.
+std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> gathered_labels(
+    const std::vector<std::int32_t>& labels, std::int64_t rows, std::int64_t seq,
+    std::int64_t predictions) {
+  std::vector<std::int32_t> positions, gathered;
+  for (std::int64_t j = 0; j < rows; ++j) {
+    std::int64_t taken = 0;
+    for (std::int64_t t = 0; t < seq && taken < predictions; ++t) {
+      const std::int32_t label = labels[static_cast<std::size_t>(j * seq + t)];
+      if (label < 0) continue;
+      positions.push_back(static_cast<std::int32_t>(j * seq + t));
+      gathered.push_back(label);
+      ++taken;
+    }
+    for (; taken < predictions; ++taken) {
+      positions.push_back(static_cast<std::int32_t>(j * seq));
+      gathered.push_back(-100);
+    }
+  }
+  return {positions, gathered};
+}
+
+/// Scores the first `real` rows: `mlm_labels` [rows x P] for the gathered
+/// MLM logits [rows x P, vocab], `nsp_labels` per row.
+void score(const BertOutputs& out, const std::vector<std::int32_t>& mlm_labels,
+           const std::vector<std::int32_t>& nsp_labels, std::int64_t real, std::int64_t predictions,
            std::int64_t vocab, Scores& scores) {
   const auto v = static_cast<std::size_t>(vocab);
+  for (std::int64_t i = 0; i < real * predictions; ++i) {
+    const std::int32_t label = mlm_labels[static_cast<std::size_t>(i)];
+    if (label < 0) continue;
+    const auto [loss, right] =
+        score_logits(out.mlm_logits.data() + static_cast<std::size_t>(i) * v, v, label);
+    scores.mlm_loss += loss;
+    scores.mlm_correct += right ? 1 : 0;
+    scores.mlm_count += 1;
+  }
   for (std::int64_t j = 0; j < real; ++j) {
-    for (std::int64_t t = 0; t < seq; ++t) {
-      const std::int32_t label = rows.mlm_labels[static_cast<std::size_t>(j * seq + t)];
-      if (label < 0) continue;
-      const auto [loss, right] =
-          score_logits(out.mlm_logits.data() + static_cast<std::size_t>(j * seq + t) * v, v, label);
-      scores.mlm_loss += loss;
-      scores.mlm_correct += right ? 1 : 0;
-      scores.mlm_count += 1;
-    }
-    const std::int32_t next = rows.nsp_labels[static_cast<std::size_t>(j)];
+    const std::int32_t next = nsp_labels[static_cast<std::size_t>(j)];
     if (next < 0) continue;
     const auto [loss, right] =
         score_logits(out.nsp_logits.data() + static_cast<std::size_t>(j) * 2, 2, next);
@@ -191,9 +218,11 @@ PretrainEvaluation PretrainEvaluator::evaluate(Device& device, const TensorMap& 
                                                Communicator& replicas, std::int64_t step,
                                                std::unique_ptr<BertInference>& model) const {
   const auto begin = std::chrono::steady_clock::now();
+  const std::int64_t predictions = data_->max_predictions();
   if (!model) {
-    model = std::make_unique<BertInference>(
-        device, model_, shape_, InferencePrecision(config_.model.precision), TaskHead{});
+    model = std::make_unique<BertInference>(device, model_, shape_,
+                                            InferencePrecision(config_.model.precision), TaskHead{},
+                                            false, predictions);
   }
   model->load_weights(weights);
   const std::int64_t micro = shape_.batch, seq = shape_.seq;
@@ -202,9 +231,11 @@ PretrainEvaluation PretrainEvaluator::evaluate(Device& device, const TensorMap& 
   PendingRows pending;
   BertOutputs outputs;
   const auto run_batch = [&](std::int64_t count) {
-    const PendingRows rows = take_rows(pending, count, micro, seq);
+    PendingRows rows = take_rows(pending, count, micro, seq);
+    auto [positions, labels] = gathered_labels(rows.mlm_labels, micro, seq, predictions);
+    rows.inputs.mlm_positions = std::move(positions);
     model->run(rows.inputs, &outputs);
-    score(outputs, rows, count, seq, model_.vocab_size, scores);
+    score(outputs, labels, rows.nsp_labels, count, predictions, model_.vocab_size, scores);
   };
   for (std::int64_t b = replicas.rank(); b < batches; b += replicas.size()) {
     const std::int64_t real = std::min(micro, rows_ - b * micro);
