@@ -215,7 +215,7 @@ def main():
         loss.backward()
         lr = learning_rate_at(step, args.lr, args.warmup, args.steps)
         norm = optimizer.step(lr)
-        write(dict(event="step", step=step, loss=float(loss), learning_rate=lr, grad_norm=norm,
+        write(dict(event="step", step=step, loss=float(loss.detach()), learning_rate=lr, grad_norm=norm,
                    seconds=time.time() - start))
         if step % args.eval_every == 0 or step == args.steps:
             e = evaluate(model, held_out, 64, autocast)
