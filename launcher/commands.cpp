@@ -333,7 +333,8 @@ void check_device_options(Backend& backend, const std::vector<OptionSpec>& specs
 /// backend that is not installed is a warning: the config is still shown,
 /// with the device options it gives.
 int show_config(const CommonOptions& common, const RunOptions& run) {
-  RunConfig config = load_run_config(run.config, run.overrides, task_schemas());
+  RunConfig config =
+      load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
   if (run.backend) config.backend = *run.backend;
   const auto probed = probe_plugins(search_options(common, config.plugin_paths, config.backend),
                                     [&](Backend& backend) {
@@ -410,7 +411,8 @@ std::string fit_advice(const RunConfig& config, const std::vector<OptionSpec>& d
 /// kernels, the data, and the memory plan. Same exit codes as `run`: a plan
 /// that does not fit is exit 1, as `run` fails to allocate it.
 int validate_config(const CommonOptions& common, const RunOptions& run) {
-  RunConfig config = load_run_config(run.config, run.overrides, task_schemas());
+  RunConfig config =
+      load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
   if (run.backend) config.backend = *run.backend;
   check_output_paths(config);
   const Task& task = task_named(config);
@@ -542,7 +544,8 @@ int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, RunConfi
 }
 
 int run_workload(const CommonOptions& common, const RunOptions& run) {
-  RunConfig config = load_run_config(run.config, run.overrides, task_schemas());
+  RunConfig config =
+      load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
   if (run.backend) config.backend = *run.backend;
   check_output_paths(config);
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));

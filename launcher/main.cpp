@@ -10,9 +10,11 @@
 #include "commands.hpp"
 #include "polyhal/abi.hpp"
 #include "polyhal/app/config_keys.hpp"
+#include "polyhal/app/recipe.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/op_schema.hpp"
+#include "recipe_command.hpp"
 
 namespace {
 
@@ -71,10 +73,12 @@ int dispatch(int argc, char** argv) {
     return list_devices(cl.common, cl.run.backend, cl.run.overrides, cl.device_options);
   if (command == "validate") {
     require_config();
+    if (polyhal::is_recipe(cl.run.config)) return run_recipe(cl.common, cl.run, true);
     return validate_config(cl.common, cl.run);
   }
   if (command == "run") {
     require_config();
+    if (polyhal::is_recipe(cl.run.config)) return run_recipe(cl.common, cl.run, false);
     return run_workload(cl.common, cl.run);
   }
   if (command == "pack") {

@@ -669,3 +669,92 @@ TEST(GlueTask, FractionalEpochsAndAStepCap) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+std::vector<nlohmann::json> step_events(const std::filesystem::path& metrics) {
+  return events(metrics, "step");
+}
+
+// A multi-stage recipe: phase 1, phase 2 from phase 1's export (a longer
+// sequence), GLUE from phase 2's export; finished stages are skipped, an
+// interrupted one resumes exactly from its checkpoint, and a stage that
+// starts from nothing an earlier stage writes is refused by validate.
+TEST(Recipe, RunsStagesInOrderSkipsFinishedOnesAndResumesAnInterruptedOne) {
+  test::TempDir dir;
+  glue_config(dir, "", 1);
+  const std::string pretrain =
+      "backend: cpu\ntask: pretrain\nbatch: {micro: 8}\ndata: {source: pattern, max_predictions: "
+      "3}\noptimizer: {name: adamw, learning_rate: 0.005}\n";
+  dir.write("p1.yaml", pretrain +
+                           "model: {preset: tiny, seq_len: 32, vocab_size: 64, dropout: 0}\n"
+                           "steps: 10\ncheckpoint: {dir: p1}\n");
+  dir.write("p2.yaml", pretrain +
+                           "model: {preset: tiny, seq_len: 64, vocab_size: 64, dropout: 0}\n"
+                           "steps: 6\ncheckpoint: {dir: p2, every: 3, init: p1/hf}\n");
+  const auto recipe =
+      dir.write("recipe.yaml",
+                "dir: state\nstages:\n  - name: phase1\n    config: p1.yaml\n  - name: phase2\n"
+                "    config: p2.yaml\n  - name: mrpc\n    config: glue.yaml\n"
+                "    set: {checkpoint.init: p2/hf, finetune.max_steps: 5}\n");
+  const auto run = [&](const std::string& file) {
+    return test::run_command("cd " + dir.path().string() + " && " + POLYHAL_LAUNCHER + " run " +
+                             file + " 2>&1");
+  };
+  auto r = run("recipe.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* line : {"stage 1/3 phase1: ", "stage 2/3 phase2: ", "stage 3/3 mrpc: ",
+                           "recipe recipe.yaml: 3 stages"})
+    EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
+  EXPECT_NE(r.output.find("pretrain, 6 steps, final loss"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("glue, 5 steps"), std::string::npos) << r.output;
+  for (const char* stage : {"phase1", "phase2", "mrpc"})
+    EXPECT_TRUE(
+        std::filesystem::exists(dir.path() / "state" / (std::string(stage) + ".done.json")));
+  const auto phase2 = step_events(dir.path() / "state/phase2.metrics.jsonl");
+  ASSERT_EQ(phase2.size(), 6u);
+  // Run again: nothing to do.
+  r = run("recipe.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("stage 3/3 mrpc: finished before"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("resumed"), std::string::npos) << r.output;
+  // As if killed in phase 2 after its step-3 checkpoint.
+  for (const char* gone :
+       {"state/phase2.done.json", "state/mrpc.done.json", "p2/checkpoint-00000006.safetensors"})
+    std::filesystem::remove(dir.path() / gone);
+  std::filesystem::remove_all(dir.path() / "p2/hf");
+  r = run("recipe.yaml");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("stage 1/3 phase1: finished before"), std::string::npos) << r.output;
+  const auto resumed = step_events(dir.path() / "state/phase2.metrics.jsonl");
+  ASSERT_EQ(resumed.size(), 3u) << r.output;
+  for (std::size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(resumed[i]["step"], phase2[i + 3]["step"]);
+    EXPECT_EQ(resumed[i]["loss"], phase2[i + 3]["loss"]) << "the resumed steps are the same";
+  }
+  // Phase 2 alone starts from nothing anyone writes.
+  dir.write("alone.yaml",
+            "dir: state2\nstages:\n  - name: phase2\n    config: p2.yaml\n"
+            "    set: {checkpoint.init: p9/hf}\n");
+  r = test::run_command("cd " + dir.path().string() + " && " + POLYHAL_LAUNCHER +
+                        " validate alone.yaml 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("alone.yaml:5 (stages[0].set checkpoint.init): key 'checkpoint.init': "
+                          "stage 'phase2' starts from " +
+                          (dir.path() / "p9/hf").string() +
+                          ", which does not exist and no earlier stage writes it (it is the first "
+                          "stage)"),
+            std::string::npos)
+      << r.output;
+  dir.write("typo.yaml", "dir: s\nstages:\n  - name: a\n    confg: p1.yaml\n");
+  r = test::run_command("cd " + dir.path().string() + " && " + POLYHAL_LAUNCHER +
+                        " validate typo.yaml 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("typo.yaml:4: key 'stages[0].confg': unknown key in a recipe"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal

@@ -74,7 +74,8 @@ void merge_into(YAML::Node target, const YAML::Node& patch) {
   }
 }
 
-void apply_override(YAML::Node& root, const std::string& text, RunConfig& config) {
+void apply_override(YAML::Node& root, const std::string& text, RunConfig& config,
+                    const std::string& origin) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0) {
     throw ConfigError(fmt::format("--set {}: expected key.path=value", text));
@@ -106,7 +107,7 @@ void apply_override(YAML::Node& root, const std::string& text, RunConfig& config
     patch = level;
   }
   merge_into(root, patch);
-  config.overrides[path] = "--set " + text;
+  config.overrides[path] = origin.empty() ? "--set " + text : origin;
 }
 
 [[noreturn]] void unknown_key(const RunConfig& config, const std::string& prefix,
@@ -288,12 +289,14 @@ DeviceOptions RunConfig::resolve_device(const std::vector<OptionSpec>& specs) co
 
 RunConfig load_run_config(const std::filesystem::path& file,
                           const std::vector<std::string>& overrides,
-                          const std::vector<TaskSchema>& tasks) {
+                          const std::vector<TaskSchema>& tasks,
+                          const std::vector<std::string>& origins) {
   RunConfig config;
   config.file = file;
   YAML::Node root = load_yaml(file);
   LineMap(config).remember_lines(root, "");
-  for (const auto& text : overrides) apply_override(root, text, config);
+  for (std::size_t i = 0; i < overrides.size(); ++i)
+    apply_override(root, overrides[i], config, i < origins.size() ? origins[i] : std::string());
   const ConfigValue given(root, "", config);
 
   // Every section any task reads, in reading order: the common ones, then

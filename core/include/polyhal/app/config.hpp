@@ -208,10 +208,13 @@ struct RunConfig {
 
 /// Loads `file`, applies `overrides` ("a.b=value", value in YAML syntax)
 /// and reads it for the one of `tasks` it names (task_schemas() in
-/// polyhal/app/task.hpp: the registered tasks). Throws ConfigError.
+/// polyhal/app/task.hpp: the registered tasks). `origins[i]`, when given, is
+/// where override i came from in errors ("recipe.yaml:12") instead of its
+/// "--set" text. Throws ConfigError.
 RunConfig load_run_config(const std::filesystem::path& file,
                           const std::vector<std::string>& overrides,
-                          const std::vector<TaskSchema>& tasks);
+                          const std::vector<TaskSchema>& tasks,
+                          const std::vector<std::string>& origins = {});
 
 /// Checks that every output place the config names (each key its schema
 /// declares an OutputPath: checkpoint.dir, model.save, log.file, ...) exists or

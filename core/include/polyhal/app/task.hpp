@@ -28,6 +28,9 @@ struct RunOptions {
   std::filesystem::path config;
   std::optional<std::string> backend;
   std::vector<std::string> overrides;
+  /// Where each override came from, for errors (a recipe's file:line);
+  /// empty: the command line's --set.
+  std::vector<std::string> override_origins;
   bool compile_only = false;
   std::filesystem::path metrics_out;      ///< JSON lines
   std::filesystem::path tensorboard_dir;  ///< TensorBoard event file goes here
