@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <set>
+#include <system_error>
 
 #include "polyhal/app/config_keys.hpp"
 #include "polyhal/error.hpp"
@@ -62,10 +63,13 @@ YAML::Node load(const std::filesystem::path& file) {
 }  // namespace
 
 bool is_recipe(const std::filesystem::path& file) {
+  // A FIFO, a device or a directory is the config reader's to refuse.
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(file, error)) return false;
   try {
     const YAML::Node root = YAML::LoadFile(file.string());
     return root.IsMap() && root["stages"];
-  } catch (const YAML::Exception&) {
+  } catch (const std::exception&) {
     return false;  // the config reader says what is wrong with it
   }
 }
