@@ -23,6 +23,13 @@ std::string line_of(const std::filesystem::path& file, const YAML::Node& node) {
   throw ConfigError(fmt::format("{}: key '{}': {}", line_of(file, node), key, problem));
 }
 
+/// A mapping's key as text; a key that is not a scalar is an error at its line.
+std::string key_text(const std::filesystem::path& file, const YAML::Node& key,
+                     const std::string& where) {
+  if (!key.IsScalar()) fail(file, key, where, "expected a plain key");
+  return key.Scalar();
+}
+
 /// A value as --set takes it: scalars as written, lists and maps in flow style.
 std::string value_text(const YAML::Node& value) {
   if (value.IsScalar()) return value.Scalar();
@@ -36,7 +43,7 @@ void add_overrides(const std::filesystem::path& file, const YAML::Node& set, con
                    std::vector<std::string>& overrides, std::vector<std::string>& origins) {
   if (!set.IsMap()) fail(file, set, key, "expected a mapping of key paths to values");
   for (const auto& entry : set) {
-    const std::string path = entry.first.as<std::string>();
+    const std::string path = key_text(file, entry.first, key);
     overrides.push_back(path + "=" + value_text(entry.second));
     origins.push_back(fmt::format("{} ({} {})", line_of(file, entry.first), key, path));
   }
@@ -45,7 +52,7 @@ void add_overrides(const std::filesystem::path& file, const YAML::Node& set, con
 void check_keys(const std::filesystem::path& file, const YAML::Node& map, const std::string& prefix,
                 const std::vector<std::string>& allowed) {
   for (const auto& entry : map) {
-    const std::string name = entry.first.as<std::string>();
+    const std::string name = key_text(file, entry.first, prefix.empty() ? "(top level)" : prefix);
     if (std::find(allowed.begin(), allowed.end(), name) == allowed.end())
       fail(file, entry.first, prefix + name,
            fmt::format("unknown key in a recipe; it has {}", fmt::join(allowed, ", ")));
@@ -59,6 +66,8 @@ YAML::Node load(const std::filesystem::path& file) {
     throw ConfigError(fmt::format("{}: {}", file.string(), e.what()));
   }
 }
+
+Recipe read_recipe_nodes(const std::filesystem::path& file, const YAML::Node& root);
 
 }  // namespace
 
@@ -75,7 +84,18 @@ bool is_recipe(const std::filesystem::path& file) {
 }
 
 Recipe read_recipe(const std::filesystem::path& file) {
-  const YAML::Node root = load(file);
+  try {
+    return read_recipe_nodes(file, load(file));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: {}", file.string(), e.what()));
+  }
+}
+
+namespace {
+
+Recipe read_recipe_nodes(const std::filesystem::path& file, const YAML::Node& root) {
+  if (!root.IsMap())
+    throw ConfigError(fmt::format("{}: a recipe is a mapping with dir and stages", file.string()));
   Recipe recipe;
   recipe.file = file;
   check_keys(file, root, "", {"description", "dir", "backend", "set", "stages"});
@@ -122,6 +142,8 @@ Recipe read_recipe(const std::filesystem::path& file) {
   }
   return recipe;
 }
+
+}  // namespace
 
 void check_stage_inputs(const Recipe& recipe, const std::vector<RunConfig>& configs) {
   std::vector<std::pair<std::string, std::filesystem::path>> produced;  // (stage, directory)
