@@ -178,6 +178,7 @@ def main():
     a.add_argument("--precision", default="f32", choices=["f32", "bf16"])
     a.add_argument("--threads", type=int, default=0)
     a.add_argument("--metrics")
+    a.add_argument("--save", help="write the trained weights here (save_pretrained)")
     args = a.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -225,6 +226,8 @@ def main():
     write(dict(event="summary", engine=f"transformers {transformers.__version__}, torch "
                f"{torch.__version__}", precision=args.precision, steps=args.steps,
                seconds=time.time() - begin))
+    if args.save:
+        model.save_pretrained(args.save, safe_serialization=True)
 
 
 if __name__ == "__main__":

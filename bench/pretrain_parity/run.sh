@@ -67,10 +67,11 @@ batch: {micro: $batch}
 data: {source: mlperf_hdf5, files: train_hdf5, shuffle: false}
 optimizer: {name: lamb, learning_rate: $lr, warmup_steps: $warmup, weight_decay: 0.01}
 eval: {files: eval_hdf5, every_steps: $eval_every, micro: 64}
-checkpoint: {init: init}
+checkpoint: {init: init, dir: polyhal-$precision}
 steps: $steps
 log: {every: 100}
 YAML
+  rm -rf "polyhal-$precision" "reference-$precision"
   start=$(date +%s)
   "$polyhal" run "polyhal-$precision.yaml" --progress lines --metrics-out "polyhal-$precision.jsonl" \
     2>&1 | grep -E "eval after|done:" || true
@@ -78,7 +79,8 @@ YAML
   start=$(date +%s)
   "$python" "$here/reference_trainer.py" --init init --train train_hdf5 --eval eval_hdf5 \
     --steps "$steps" --batch "$batch" --lr $lr --warmup $warmup --dropout "$dropout" \
-    --eval-every "$eval_every" --precision "$precision" --metrics "reference-$precision.jsonl"
+    --eval-every "$eval_every" --precision "$precision" --metrics "reference-$precision.jsonl" \
+    --save "reference-$precision"
   echo "transformers $precision: $(( $(date +%s) - start )) s"
   runs+=(--run "$precision" "polyhal-$precision.jsonl" "reference-$precision.jsonl")
 done

@@ -12,6 +12,7 @@ ConfigSection data() {
   SectionKeys<DataSection> keys(
       section, [](RunConfig & c) -> auto& { return c.data; });
   const std::vector<std::string> pretrain{"pretrain"};
+  const std::vector<std::string> pretrain_and_finetune{"pretrain", "squad", "glue"};
   keys.add("source", &DataSection::source, "generated, pattern, text, mlperf_hdf5 or tfrecord",
            one_of({"generated", "pattern", "mlperf_hdf5", "tfrecord", "text"}))
       .add("text_file", &DataSection::text_file,
@@ -49,7 +50,9 @@ ConfigSection data() {
       .add("files", &DataSection::files,
            "mlperf_hdf5, tfrecord: a file or a directory of part files")
       .add("shuffle", &DataSection::shuffle,
-           "mlperf_hdf5, tfrecord: another sample order every epoch", {}, {.tasks = pretrain})
+           "another sample order every epoch; false: file order (pretrain: mlperf_hdf5, "
+           "tfrecord; squad, glue: the training rows)",
+           {}, {.tasks = pretrain_and_finetune})
       .add("packed", &DataSection::packed,
            "mlperf_hdf5, tfrecord: auto (detect), true or false: packed rows",
            one_of({"auto", "true", "false"}), {.tasks = pretrain});

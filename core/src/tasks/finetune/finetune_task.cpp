@@ -122,11 +122,13 @@ TensorMap starting_weights(const StartingPoint& start, const RunConfig& config,
 }
 
 /// The training row at stream position `position`: epochs of `per_epoch`
-/// rows, each a shuffled order of the `rows` rows keyed by (seed, epoch).
+/// rows, each a shuffled order of the `rows` rows keyed by (seed, epoch), or
+/// the file order every epoch without `shuffle`.
 std::int64_t training_row(std::uint64_t position, std::int64_t per_epoch, std::int64_t rows,
-                          std::uint64_t seed) {
+                          std::uint64_t seed, bool shuffle) {
   const auto epoch = position / static_cast<std::uint64_t>(per_epoch);
   const auto offset = position % static_cast<std::uint64_t>(per_epoch);
+  if (!shuffle) return static_cast<std::int64_t>(offset);
   return sample_at(epoch * static_cast<std::uint64_t>(rows) + offset, rows, seed, true);
 }
 
@@ -393,7 +395,8 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   const BatchSource batches = [&](std::uint64_t index) {
     std::vector<std::int64_t> rows(static_cast<std::size_t>(config.batch.micro));
     for (std::size_t j = 0; j < rows.size(); ++j)
-      rows[j] = training_row(index * rows.size() + j, per_epoch, result.train_rows, seed);
+      rows[j] = training_row(index * rows.size() + j, per_epoch, result.train_rows, seed,
+                             config.data.shuffle);
     TrainingBatch batch = train_rows.batch(rows);
     batch.index = index;
     return batch;
