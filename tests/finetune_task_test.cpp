@@ -88,16 +88,6 @@ std::string mrpc_tsv(int rows, unsigned seed) {
   return tsv;
 }
 
-std::vector<nlohmann::json> events(const std::filesystem::path& metrics, const std::string& kind) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    auto record = nlohmann::json::parse(line);
-    if (record.value("event", "") == kind) out.push_back(std::move(record));
-  }
-  return out;
-}
-
 nlohmann::json read_json(const std::filesystem::path& file) {
   std::ifstream in(file);
   return nlohmann::json::parse(in);
@@ -145,7 +135,7 @@ TEST(SquadTask, LearnsTheSpanAfterAMarkerAndWritesTheReferenceFiles) {
   const auto run = test::run_polyhal(
       fmt::format("run --config {} --metrics-out {}", squad_config(dir), metrics.string()));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const auto evaluations = events(metrics, "eval");
+  const auto evaluations = test::metric_records(metrics, "eval");
   ASSERT_EQ(evaluations.size(), 5u) << run.output;  // one per epoch
   EXPECT_GE(evaluations.back()["exact"].get<double>(), 90.0) << run.output;
   EXPECT_LT(evaluations.front()["step"].get<int>(), evaluations.back()["step"].get<int>());
@@ -180,7 +170,7 @@ TEST(SquadTask, LearnsTheSpanAfterAMarkerAndWritesTheReferenceFiles) {
       "--set finetune.output_dir=alone",
       (dir.path() / "squad.yaml").string(), alone_metrics.string()));
   ASSERT_EQ(alone.exit_code, 0) << alone.output;
-  const auto alone_eval = events(alone_metrics, "eval");
+  const auto alone_eval = test::metric_records(alone_metrics, "eval");
   ASSERT_EQ(alone_eval.size(), 1u);
   EXPECT_DOUBLE_EQ(alone_eval[0]["exact"].get<double>(), evaluations.back()["exact"].get<double>());
   EXPECT_EQ(alone_eval[0]["epoch"], 0);
@@ -207,7 +197,7 @@ TEST(SquadTask, LearnsTheSpanAfterAMarkerAndWritesTheReferenceFiles) {
         (dir.path() / "squad.yaml").string(), int8_metrics.string(), activations,
         mode != "dynamic" ? " --set model.int8_scales=" + scales.string() : ""));
     ASSERT_EQ(int8.exit_code, 0) << int8.output;
-    const auto int8_eval = events(int8_metrics, "eval");
+    const auto int8_eval = test::metric_records(int8_metrics, "eval");
     ASSERT_EQ(int8_eval.size(), 1u);
     const double f1 = int8_eval[0]["f1"].get<double>();
     std::cout << fmt::format("SQuAD F1: f32 {:.3f}, int8 {} {:.3f} ({:.2f}%)\n", f32_f1, mode, f1,
@@ -249,12 +239,12 @@ TEST(SquadTask, PackedFeaturesLearnInFewerRowsAndPredictAsUnpacked) {
   const int rows = std::stoi(found[1]);
   EXPECT_LT(rows, 1600) << run.output;  // 1482 with SPFHP
   EXPECT_GE(rows, 4000 / 3) << run.output;
-  const auto steps = events(metrics, "step");
+  const auto steps = test::metric_records(metrics, "step");
   ASSERT_FALSE(steps.empty());
   std::int64_t sequences = 0;
   for (const auto& step : steps) sequences += step["sequences"].get<std::int64_t>();
   EXPECT_GT(sequences, 2 * 16 * static_cast<std::int64_t>(steps.size())) << "sequences per row";
-  const auto evaluations = events(metrics, "eval");
+  const auto evaluations = test::metric_records(metrics, "eval");
   ASSERT_EQ(evaluations.size(), 5u) << run.output;
   EXPECT_GE(evaluations.back()["exact"].get<double>(), 90.0) << run.output;
 
@@ -266,7 +256,7 @@ TEST(SquadTask, PackedFeaturesLearnInFewerRowsAndPredictAsUnpacked) {
         "finetune.do=eval --set checkpoint.init=out/model --set finetune.output_dir={} {}",
         config, m.string(), out, how));
     EXPECT_EQ(r.exit_code, 0) << r.output;
-    return events(m, "eval").at(0);
+    return test::metric_records(m, "eval").at(0);
   };
   const auto packed_eval = eval("--set finetune.packed=true", "packed");
   const auto unpacked_eval = eval("", "unpacked");
@@ -327,11 +317,11 @@ TEST(GlueTask, LearnsWhetherTwoSentencesAgreeAndWritesPredictions) {
                   "--set finetune.do=[train,eval,predict]",
                   glue_config(dir), metrics.string()));
   ASSERT_EQ(run.exit_code, 0) << run.output;
-  const auto evaluations = events(metrics, "eval");
+  const auto evaluations = test::metric_records(metrics, "eval");
   ASSERT_EQ(evaluations.size(), 12u);
   EXPECT_GE(evaluations.back()["accuracy"].get<double>(), 0.9) << run.output;
   EXPECT_TRUE(evaluations.back().contains("f1"));  // MRPC's metrics: accuracy and F1
-  ASSERT_EQ(events(metrics, "predict").size(), 1u);
+  ASSERT_EQ(test::metric_records(metrics, "predict").size(), 1u);
   std::ifstream tsv(dir.path() / "out/predict/predictions.tsv");
   std::string line;
   std::getline(tsv, line);
@@ -372,15 +362,16 @@ TEST(GlueTask, ResumesExactlyFromItsLastCheckpoint) {
   ASSERT_EQ(second.exit_code, 0) << second.output;
   EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
   std::map<int, double> before;
-  for (const auto& s : events(dir.path() / "a.jsonl", "step")) before[s["step"]] = s["loss"];
-  const auto after = events(dir.path() / "b.jsonl", "step");
+  for (const auto& s : test::metric_records(dir.path() / "a.jsonl", "step"))
+    before[s["step"]] = s["loss"];
+  const auto after = test::metric_records(dir.path() / "b.jsonl", "step");
   ASSERT_FALSE(after.empty());
   EXPECT_EQ(after.front()["step"], 81);
   for (const auto& s : after) EXPECT_EQ(s["loss"].get<double>(), before.at(s["step"])) << s;
   // Epoch 1 ends at step 93, after the resume point: the resumed run
   // evaluates both epochs, the last exactly as the first run did.
-  const auto eval_a = events(dir.path() / "a.jsonl", "eval");
-  const auto eval_b = events(dir.path() / "b.jsonl", "eval");
+  const auto eval_a = test::metric_records(dir.path() / "a.jsonl", "eval");
+  const auto eval_b = test::metric_records(dir.path() / "b.jsonl", "eval");
   ASSERT_EQ(eval_b.size(), 2u);
   EXPECT_EQ(eval_b.back()["accuracy"], eval_a.back()["accuracy"]);
 }
@@ -402,7 +393,8 @@ TEST(GlueTask, TwoReplicasEqualOneWithTwiceTheAccumulationAndEvaluateTogether) {
   };
   const auto two = run("two", "--set batch.replicas=2");
   const auto one = run("one", "--set batch.grad_accum=2");
-  const auto steps_two = events(two, "step"), steps_one = events(one, "step");
+  const auto steps_two = test::metric_records(two, "step"),
+             steps_one = test::metric_records(one, "step");
   ASSERT_EQ(steps_two.size(), 93u);
   ASSERT_EQ(steps_one.size(), steps_two.size());
   for (std::size_t i = 0; i < steps_one.size(); ++i)
@@ -414,7 +406,8 @@ TEST(GlueTask, TwoReplicasEqualOneWithTwiceTheAccumulationAndEvaluateTogether) {
       ASSERT_NEAR(a.at(name).values[i], tensor.values[i], 1e-4 + 1e-3 * std::fabs(tensor.values[i]))
           << name << "[" << i << "]";
   }
-  const auto eval_two = events(two, "eval"), eval_one = events(one, "eval");
+  const auto eval_two = test::metric_records(two, "eval"),
+             eval_one = test::metric_records(one, "eval");
   ASSERT_EQ(eval_two.size(), 1u);
   EXPECT_NEAR(eval_two[0]["accuracy"].get<double>(), eval_one[0]["accuracy"].get<double>(), 0.011);
   EXPECT_EQ(eval_two[0]["rows"], 200);
@@ -438,14 +431,15 @@ TEST(GlueTask, PipelinedFineTuningTrainsLikeTheWholeModel) {
   const auto [piped, output] =
       run("piped", "--set model.pipeline=2 --set optimizer.shard_state=true");
   EXPECT_NE(output.find("pipeline: 2 stages"), std::string::npos) << output;
-  const auto steps_whole = events(whole, "step"), steps_piped = events(piped, "step");
+  const auto steps_whole = test::metric_records(whole, "step"),
+             steps_piped = test::metric_records(piped, "step");
   ASSERT_EQ(steps_whole.size(), 46u);
   ASSERT_EQ(steps_piped.size(), steps_whole.size());
   for (std::size_t i = 0; i < steps_whole.size(); ++i)
     ASSERT_NEAR(steps_piped[i]["loss"].get<double>(), steps_whole[i]["loss"].get<double>(), 1e-5)
         << i;
-  EXPECT_NEAR(events(piped, "eval")[0]["accuracy"].get<double>(),
-              events(whole, "eval")[0]["accuracy"].get<double>(), 0.006);
+  EXPECT_NEAR(test::metric_records(piped, "eval")[0]["accuracy"].get<double>(),
+              test::metric_records(whole, "eval")[0]["accuracy"].get<double>(), 0.006);
   EXPECT_TRUE(std::filesystem::exists(dir.path() / "piped/model/model.safetensors"));
 }
 
@@ -465,13 +459,15 @@ TEST(GlueTask, TwoMpiRanksTrainLikeTwoReplicasInOneProcess) {
                        "--set collective.engine=mpi --set collective.timeout_seconds=120");
   const auto local = run("local", POLYHAL_LAUNCHER, "--set batch.replicas=2");
   // Rank 0 alone reports and writes.
-  const auto steps_mpi = events(mpi, "step"), steps_local = events(local, "step");
+  const auto steps_mpi = test::metric_records(mpi, "step"),
+             steps_local = test::metric_records(local, "step");
   ASSERT_EQ(steps_mpi.size(), 46u);
   ASSERT_EQ(steps_local.size(), steps_mpi.size());
   for (std::size_t i = 0; i < steps_mpi.size(); ++i)
     ASSERT_NEAR(steps_mpi[i]["loss"].get<double>(), steps_local[i]["loss"].get<double>(), 1e-5);
-  ASSERT_EQ(events(mpi, "eval").size(), 1u);
-  EXPECT_EQ(events(mpi, "eval")[0]["accuracy"], events(local, "eval")[0]["accuracy"]);
+  ASSERT_EQ(test::metric_records(mpi, "eval").size(), 1u);
+  EXPECT_EQ(test::metric_records(mpi, "eval")[0]["accuracy"],
+            test::metric_records(local, "eval")[0]["accuracy"]);
 }
 
 TEST(GlueTask, TrainsInBf16MixedPrecision) {
@@ -482,7 +478,8 @@ TEST(GlueTask, TrainsInBf16MixedPrecision) {
                                     glue_config(dir, "", 12), metrics.string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(", bf16 on cpu0"), std::string::npos) << r.output;
-  EXPECT_GE(events(metrics, "eval").back()["accuracy"].get<double>(), 0.9) << r.output;
+  EXPECT_GE(test::metric_records(metrics, "eval").back()["accuracy"].get<double>(), 0.9)
+      << r.output;
 }
 
 TEST(SquadTask, StartsFromAPretrainingExportWithAFreshHead) {
@@ -546,7 +543,7 @@ TEST(SquadTask, Version2ScoresHasAnsAndNoAnsAndWritesNullOdds) {
                   squad, metrics.string()));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("SQuAD v2.0"), std::string::npos) << r.output;
-  const auto evaluation = events(metrics, "eval").at(0);
+  const auto evaluation = test::metric_records(metrics, "eval").at(0);
   EXPECT_EQ(evaluation["HasAns_total"], 1);
   EXPECT_EQ(evaluation["NoAns_total"], 1);
   EXPECT_EQ(evaluation["total"], 2);
@@ -649,17 +646,17 @@ TEST(GlueTask, FractionalEpochsAndAStepCap) {
   };
   // 3000 rows in global batches of 32: 93 steps per epoch.
   const auto half = run("half", "--set finetune.epochs=1.5");
-  EXPECT_EQ(events(half, "step").size(), 139u) << "93 + floor(0.5 x 93)";
-  const auto evals = events(half, "eval");
+  EXPECT_EQ(test::metric_records(half, "step").size(), 139u) << "93 + floor(0.5 x 93)";
+  const auto evals = test::metric_records(half, "eval");
   ASSERT_EQ(evals.size(), 2u);
   EXPECT_EQ(evals[0]["step"], 93);
   EXPECT_EQ(evals[1]["step"], 139);
   const auto capped = run("capped", "--set finetune.epochs=3 --set finetune.max_steps=50");
-  EXPECT_EQ(events(capped, "step").size(), 50u);
-  ASSERT_EQ(events(capped, "eval").size(), 1u);
-  EXPECT_EQ(events(capped, "eval")[0]["step"], 50);
+  EXPECT_EQ(test::metric_records(capped, "step").size(), 50u);
+  ASSERT_EQ(test::metric_records(capped, "eval").size(), 1u);
+  EXPECT_EQ(test::metric_records(capped, "eval")[0]["step"], 50);
   // The schedule ends at the cap: the last step's rate is the end rate (0).
-  EXPECT_EQ(events(capped, "step").back()["learning_rate"].get<double>(), 0.0);
+  EXPECT_EQ(test::metric_records(capped, "step").back()["learning_rate"].get<double>(), 0.0);
   const auto bad = test::run_polyhal("validate --config " + config + " --set finetune.epochs=0");
   EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_NE(bad.output.find("key 'finetune.epochs': expected a number of epochs in (0, 1e6]"),
@@ -680,7 +677,8 @@ TEST(GlueTask, WithoutShuffleTrainsTheRowsInFileOrder) {
         config, metrics.string(), sets));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     std::vector<double> out;
-    for (const auto& e : events(metrics, "step")) out.push_back(e["loss"].get<double>());
+    for (const auto& e : test::metric_records(metrics, "step"))
+      out.push_back(e["loss"].get<double>());
     return out;
   };
   const auto file_order = losses("a", "--set data.shuffle=false --set data.seed=1");
@@ -694,10 +692,6 @@ TEST(GlueTask, WithoutShuffleTrainsTheRowsInFileOrder) {
 
 namespace polyhal {
 namespace {
-
-std::vector<nlohmann::json> step_events(const std::filesystem::path& metrics) {
-  return events(metrics, "step");
-}
 
 // A multi-stage recipe: phase 1, phase 2 from phase 1's export (a longer
 // sequence), GLUE from phase 2's export; finished stages are skipped, an
@@ -734,7 +728,7 @@ TEST(Recipe, RunsStagesInOrderSkipsFinishedOnesAndResumesAnInterruptedOne) {
   for (const char* stage : {"phase1", "phase2", "mrpc"})
     EXPECT_TRUE(
         std::filesystem::exists(dir.path() / "state" / (std::string(stage) + ".done.json")));
-  const auto phase2 = step_events(dir.path() / "state/phase2.metrics.jsonl");
+  const auto phase2 = test::step_records(dir.path() / "state/phase2.metrics.jsonl");
   ASSERT_EQ(phase2.size(), 6u);
   // Run again: nothing to do.
   r = run("recipe.yaml");
@@ -749,7 +743,7 @@ TEST(Recipe, RunsStagesInOrderSkipsFinishedOnesAndResumesAnInterruptedOne) {
   r = run("recipe.yaml");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("stage 1/3 phase1: finished before"), std::string::npos) << r.output;
-  const auto resumed = step_events(dir.path() / "state/phase2.metrics.jsonl");
+  const auto resumed = test::step_records(dir.path() / "state/phase2.metrics.jsonl");
   ASSERT_EQ(resumed.size(), 3u) << r.output;
   for (std::size_t i = 0; i < 3; ++i) {
     EXPECT_EQ(resumed[i]["step"], phase2[i + 3]["step"]);

@@ -31,11 +31,8 @@ nlohmann::json evaluation(const test::TempDir& dir, const std::string& sets) {
   const auto r = test::run_polyhal("run --config " + config.string() + " --metrics-out " +
                                    metrics.string() + " " + sets);
   EXPECT_EQ(r.exit_code, 0) << sets << "\n" << r.output;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    const auto record = nlohmann::json::parse(line);
-    if (record["event"] == "eval") return record;
-  }
+  const auto evals = test::metric_records(metrics, "eval");
+  if (!evals.empty()) return evals.front();
   ADD_FAILURE() << "no evaluation with " << sets << "\n" << r.output;
   return {};
 }
@@ -96,12 +93,7 @@ TEST(PretrainEval, StopAtEndsTheRunWithACheckpoint) {
   const auto metrics = dir.path() / "m.jsonl";
   auto r = test::run_polyhal("run --config " + config + " --metrics-out " + metrics.string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::vector<nlohmann::json> evals;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    const auto record = nlohmann::json::parse(line);
-    if (record["event"] == "eval") evals.push_back(record);
-  }
+  const auto evals = test::metric_records(metrics, "eval");
   ASSERT_GE(evals.size(), 2u) << r.output;
   for (std::size_t i = 0; i < evals.size(); ++i) {
     EXPECT_EQ(evals[i]["step"], 10 * static_cast<int>(i + 1));

@@ -76,12 +76,7 @@ TEST(PretrainParity, ShortRunFollowsTheTransformersCurve) {
   // f32 on both sides, summed in other orders: the curves are the same curve.
   EXPECT_LT(worst, 2e-3) << "largest step-loss difference from transformers";
   EXPECT_LT(losses.back().get<double>(), losses.front().get<double>() - 0.2) << "it learns";
-  std::vector<nlohmann::json> evals;
-  std::ifstream in(metrics);
-  for (std::string line; std::getline(in, line);) {
-    const auto record = nlohmann::json::parse(line);
-    if (record["event"] == "eval") evals.push_back(record);
-  }
+  const auto evals = test::metric_records(metrics, "eval");
   ASSERT_EQ(evals.size(), golden["evaluations"].size());
   for (std::size_t i = 0; i < evals.size(); ++i) {
     const auto& want = golden["evaluations"][i];

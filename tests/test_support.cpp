@@ -82,14 +82,19 @@ nlohmann::json last_json_line(const std::filesystem::path& metrics) {
   return nlohmann::json::parse(last);
 }
 
-std::vector<nlohmann::json> step_records(const std::filesystem::path& metrics) {
+std::vector<nlohmann::json> metric_records(const std::filesystem::path& metrics,
+                                           const std::string& event) {
   std::vector<nlohmann::json> out;
   std::ifstream in(metrics);
   for (std::string line; std::getline(in, line);) {
     auto record = nlohmann::json::parse(line);
-    if (record.value("event", "") == "step") out.push_back(std::move(record));
+    if (record.value("event", "") == event) out.push_back(std::move(record));
   }
   return out;
+}
+
+std::vector<nlohmann::json> step_records(const std::filesystem::path& metrics) {
+  return metric_records(metrics, "step");
 }
 
 std::vector<double> step_losses(const std::filesystem::path& metrics) {

@@ -57,6 +57,9 @@ BertConfig small_bert(std::int64_t layers);
 DataSection pattern_data();
 /// The last JSON line of a metrics file (the run's summary).
 nlohmann::json last_json_line(const std::filesystem::path& metrics);
+/// The {"event": EVENT} lines of a metrics file ("step", "eval", ...).
+std::vector<nlohmann::json> metric_records(const std::filesystem::path& metrics,
+                                           const std::string& event);
 /// The {"event": "step"} lines of a metrics file, and their losses.
 std::vector<nlohmann::json> step_records(const std::filesystem::path& metrics);
 std::vector<double> step_losses(const std::filesystem::path& metrics);
