@@ -221,7 +221,7 @@ def main():
         if step % args.eval_every == 0 or step == args.steps:
             e = evaluate(model, held_out, 64, autocast)
             write(dict(event="eval", step=step, **e))
-            print(f"step {step}: loss {float(loss):.4f}, eval masked-LM accuracy "
+            print(f"step {step}: loss {float(loss.detach()):.4f}, eval masked-LM accuracy "
                   f"{e['mlm_accuracy']:.4f} ({time.time() - begin:.0f} s)", flush=True)
     write(dict(event="summary", engine=f"transformers {transformers.__version__}, torch "
                f"{torch.__version__}", precision=args.precision, steps=args.steps,
