@@ -275,6 +275,36 @@ std::optional<OpCase> make_case(OpKind op, DType type, const Dims& d, Values& v,
       c.aliases = {0, 2, 3, 1, -1};
       break;
     }
+    case OpKind::grouped_dense: {  // GroupBERT's 4 groups, or a divisor of an odd width
+      const std::int64_t groups = h % 4 == 0 ? 4 : h % 3 == 0 ? 3 : h;
+      const std::int64_t k = i % groups == 0 ? i : 2 * h;
+      c.desc.attrs = GroupedDenseAttrs{groups};
+      c.inputs = {f32({t, k}), f32({h, k / groups}), f32({h})};
+      c.outputs = {f32({t, h})};
+      break;
+    }
+    case OpKind::sequence_conv: {  // sequences of 5 tokens numbered from 1, padding last
+      const std::int64_t group = h % 16 == 0 ? 16 : h <= 17 ? h : h % 3 == 0 ? 3 : 1;
+      std::vector<std::int32_t> sequences(static_cast<std::size_t>(b * s));
+      for (std::int64_t k = 0; k < b * s; ++k) {
+        const std::int64_t pos = k % s;
+        sequences[static_cast<std::size_t>(k)] =
+            s >= 4 && pos == s - 1 ? 0 : static_cast<std::int32_t>(1 + pos / 5);
+      }
+      c.desc.attrs = SequenceConvAttrs{b, s, group, 7};
+      c.inputs = {f32({t, h}), f32({h, group, 7}, -0.5f, 0.5f),
+                  integers(DType::i32, {b, s}, sequences)};
+      c.outputs = {f32({t, h})};
+      break;
+    }
+    case OpKind::glu:
+      c.inputs = {f32({t, 2 * h}, -3.0f, 3.0f)};
+      c.outputs = {f32({t, h})};
+      break;
+    case OpKind::swish:
+      c.inputs = {f32({t, i}, -3.0f, 3.0f)};
+      c.outputs = {f32({t, i})};
+      break;
     default:
       return std::nullopt;  // backward ops: built from their forward run
   }
@@ -326,6 +356,16 @@ const std::vector<GradPair>& grad_pairs() {
       {OpKind::take_rows_backward, OpKind::take_rows, {{S::dy, 0}}, {0}},
       {OpKind::gather_rows_backward, OpKind::gather_rows, {{S::dy, 0}, {S::forward_input, 1}}, {0}},
       {OpKind::dropout_backward, OpKind::dropout, {{S::dy, 0}, {S::forward_input, 1}}, {0}},
+      {OpKind::grouped_dense_backward,
+       OpKind::grouped_dense,
+       {{S::dy, 0}, {S::forward_input, 0}, {S::forward_input, 1}},
+       {0, 1, 2}},
+      {OpKind::sequence_conv_backward,
+       OpKind::sequence_conv,
+       {{S::dy, 0}, {S::forward_input, 0}, {S::forward_input, 1}, {S::forward_input, 2}},
+       {0, 1}},
+      {OpKind::glu_backward, OpKind::glu, {{S::dy, 0}, {S::forward_input, 0}}, {0}},
+      {OpKind::swish_backward, OpKind::swish, {{S::dy, 0}, {S::forward_input, 0}}, {0}},
   };
   return pairs;
 }
@@ -557,7 +597,7 @@ int run(const std::string& backend, bool quick) {
                            device->name(), device->properties().product);
   for (const OpKind op : all_op_kinds()) {
     // Cost model only: no kernel runs them.
-    if (op == OpKind::all_reduce || op == OpKind::host_transfer) continue;
+    if (is_cost_only(op)) continue;
     for (const DType type : reference.kernels().dtypes_for(op)) {
       if (device->kernels().find(op, type) == nullptr) {
         report(tally, fmt::format("{} {}", op_name(op), dtype_name(type)), "not supported",

@@ -168,7 +168,9 @@ class GroupBert(torch.nn.Module):
             cv = layer.convolution
             h = cv.prenorm(x)
             h = cv.glu_values(h) * torch.sigmoid(cv.glu_gates(h))
-            h = sequence_conv(h, cv.conv, k, keep, sequence)
+            # Padding positions give 0 (polyhal's rule; Graphcore's conv gives
+            # them their neighbours' sum, which nothing downstream reads).
+            h = sequence_conv(h, cv.conv, k, keep, mask.long() if sequence is None else sequence)
             h = cv.post(F.silu(cv.conv_norm(h)))
             x = x + drop("hidden", h)
             x = x + drop("hidden", ffn(layer.feed_forward_1, layer.feed_forward_1.prenorm(x)))

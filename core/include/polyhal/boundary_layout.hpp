@@ -74,6 +74,9 @@ constexpr void for_each_boundary_class(Visit&& visit) {
   POLYHAL_BOUNDARY_CLASS(MatMulNumerics);
   POLYHAL_BOUNDARY_CLASS(MatMulDims);
   POLYHAL_BOUNDARY_CLASS(OperandTypes);
+  // Since op schema 9.
+  POLYHAL_BOUNDARY_CLASS(GroupedDenseAttrs);
+  POLYHAL_BOUNDARY_CLASS(SequenceConvAttrs);
 #undef POLYHAL_BOUNDARY_CLASS
 }
 

@@ -34,8 +34,9 @@ namespace polyhal {
 /// numbers (packed rows, attention_allows in kernel.hpp). 6: the mask as
 /// attention_backward's last input; optional position ids in embedding and
 /// the mask in span_loss (packed rows). 7: LinearAttrs::math and
-/// input_scale (int8 linears, static or dynamic; bf32 linears).
-inline constexpr std::uint32_t kOpSchemaVersion = 8;
+/// input_scale (int8 linears, static or dynamic; bf32 linears). 9: GroupBERT's
+/// grouped_dense, sequence_conv, glu and swish with their backward ops.
+inline constexpr std::uint32_t kOpSchemaVersion = 9;
 
 /// Every op of the schema. Values are part of the op schema: append only
 /// together with a kOpSchemaVersion bump.
@@ -78,10 +79,24 @@ enum class OpKind : std::uint16_t {
   // Cost-only: device models estimate them; no kernel runs them.
   all_reduce,     ///< the gradients over the replicas (collective.hpp runs it)
   host_transfer,  ///< a step's inputs from the host: input_shapes {{bytes}}, any dtype
+  // Training, since op schema 9 (GroupBERT, docs/groupbert.md).
+  grouped_dense,
+  grouped_dense_backward,
+  sequence_conv,
+  sequence_conv_backward,
+  glu,
+  glu_backward,
+  swish,
+  swish_backward,
 };
 
 /// Number of OpKind values.
-inline constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::host_transfer) + 1;
+inline constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::swish_backward) + 1;
+
+/// Ops that only device models estimate: no kernel runs them.
+constexpr bool is_cost_only(OpKind op) noexcept {
+  return op == OpKind::all_reduce || op == OpKind::host_transfer;
+}
 
 /// Every OpKind, in enum order.
 std::span<const OpKind> all_op_kinds() noexcept;
@@ -201,10 +216,27 @@ struct AllReduceAttrs {
   bool operator==(const AllReduceAttrs&) const = default;
 };
 
-/// Exactly one of these per op; op_attrs_index() says which.
-using OpAttrs =
-    std::variant<NoAttrs, MatmulAttrs, LinearAttrs, LayerNormAttrs, AttentionAttrs, EmbeddingAttrs,
-                 RowStrideAttrs, DropoutAttrs, OptimizerUpdateAttrs, AllReduceAttrs>;
+/// grouped_dense, grouped_dense_backward: a block-diagonal dense in `groups`
+/// groups (GroupBERT's FFN down-projection).
+struct GroupedDenseAttrs {
+  std::int64_t groups = 1;
+  bool operator==(const GroupedDenseAttrs&) const = default;
+};
+
+/// sequence_conv, sequence_conv_backward: a grouped convolution along the
+/// sequence (GroupBERT's convolution module): channel groups of
+/// `group_size`, `kernel` taps, zero padding (kernel-1)/2 before and the
+/// rest after each sequence.
+struct SequenceConvAttrs {
+  std::int64_t batch = 0, seq = 0, group_size = 0, kernel = 0;
+  bool operator==(const SequenceConvAttrs&) const = default;
+};
+
+/// Exactly one of these per op; op_attrs_index() says which. Alternatives
+/// are appended only (their index is part of the op schema).
+using OpAttrs = std::variant<NoAttrs, MatmulAttrs, LinearAttrs, LayerNormAttrs, AttentionAttrs,
+                             EmbeddingAttrs, RowStrideAttrs, DropoutAttrs, OptimizerUpdateAttrs,
+                             AllReduceAttrs, GroupedDenseAttrs, SequenceConvAttrs>;
 
 /// The OpAttrs alternative `op` takes (its variant index).
 std::size_t op_attrs_index(OpKind op) noexcept;

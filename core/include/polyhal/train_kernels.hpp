@@ -58,6 +58,19 @@
 ///                         -> loss[1] (mean CE), dlogits
 ///   "regression_loss":    predictions[B,1], targets[B] (f32), loss_scale[1]
 ///                         -> loss[1] (mean squared error, STS-B), dpredictions
+/// GroupBERT (op schema 9, docs/groupbert.md):
+///   "grouped_dense":      X[M,K], W[N,K/G], b[N] -> Y[M,N]; GroupedDenseAttrs: output j
+///                         reads X's columns of group j / (N/G): Y = X_g W_j^T + b
+///   "grouped_dense_backward": dY[M,N], X[M,K], W[N,K/G] -> dX[M,K], dW +=, db +=
+///   "sequence_conv":      X[B*S,N], W[N,C,Kw], mask[B,S] (i32, as attention's) -> Y[B*S,N];
+///                         SequenceConvAttrs: Y[t,o] = sum over taps k and the C
+///                         channels i of o's group of W[o,i,k] X[t+k-(Kw-1)/2, i],
+///                         over positions of t's own sequence only (padding, 0,
+///                         gives 0 and reads as 0); no bias
+///   "sequence_conv_backward": dY, X, W, mask -> dX (overwritten), dW +=
+///   "glu":                A[M,2N] (values, then gates) -> Y[M,N] = values * sigmoid(gates)
+///   "glu_backward":       dY[M,N], A[M,2N] -> dA[M,2N]
+///   "swish":              X -> X * sigmoid(X);  "swish_backward": dY, X -> dX
 /// Mixed precision: KernelDesc::round_to = bf16 | f16 stores the op's
 /// activation operands at that dtype (operand_types() lists every operand):
 /// activations and their gradients, and dense's weights (the program's

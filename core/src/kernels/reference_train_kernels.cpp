@@ -11,7 +11,9 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/function_kernel.hpp"
 #include "kernels/reference_gemm.hpp"
+#include "kernels/reference_groupbert_kernels.hpp"
 #include "polyhal/dropout_mask.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/parallel.hpp"
@@ -21,51 +23,11 @@
 namespace polyhal {
 namespace {
 
-using Body = std::function<void(std::span<const Tensor>, std::span<const Tensor>)>;
-
-/// A kernel whose run is a function of its tensors; the training ops are
-/// small enough that a class each would only add ceremony.
-class FunctionKernel final : public Kernel {
- public:
-  FunctionKernel(std::string name, double flops, Body body)
-      : name_(std::move(name)), flops_(flops), body_(std::move(body)) {}
-  void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
-    for (const auto& t : inputs) require_f32(t);
-    for (const auto& t : outputs) require_f32(t);
-    body_(inputs, outputs);
-  }
-  std::string implementation() const override { return "reference " + name_; }
-  double flops() const override { return flops_; }
-
- private:
-  void require_f32(const Tensor& t) const {
-    if (t.dtype != DType::f32 && t.dtype != DType::i32 && t.dtype != DType::i64) {
-      throw RuntimeFailure(
-          fmt::format("reference {} trains in f32, got a {} tensor", name_, dtype_name(t.dtype)));
-    }
-  }
-  std::string name_;
-  double flops_;
-  Body body_;
-};
-
-float* f(const Tensor& t) {
-  return t.data<float>();
-}
-const std::int32_t* ints(const Tensor& t) {
-  return t.data<std::int32_t>();
-}
-std::size_t n(std::int64_t v) {
-  return static_cast<std::size_t>(v);
-}
-
-/// fn(i) for every i in [0, count), on the kernel library's pool.
-template <class Fn>
-void rows(const ParallelFor& parallel, std::int64_t count, Fn fn) {
-  parallel(count, [&](std::int64_t begin, std::int64_t end) {
-    for (std::int64_t i = begin; i < end; ++i) fn(n(i));
-  });
-}
+using detail::f;
+using detail::FunctionKernel;
+using detail::ints;
+using detail::n;
+using detail::rows;
 
 /// Elements per chunk of a deterministic_sum: large enough that a chunk's
 /// work dwarfs scheduling, small enough to balance two to a hundred threads.
@@ -812,6 +774,12 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
   add(OpKind::span_loss, span_loss);
   add(OpKind::classification_loss, classification_loss);
   add(OpKind::regression_loss, regression_loss);
+  add_gemm(OpKind::grouped_dense, detail::grouped_dense);
+  add_gemm(OpKind::grouped_dense_backward, detail::grouped_dense_backward);
+  add_gemm(OpKind::sequence_conv, detail::sequence_conv);
+  add_gemm(OpKind::sequence_conv_backward, detail::sequence_conv_backward);
+  for (OpKind op : {OpKind::glu, OpKind::glu_backward, OpKind::swish, OpKind::swish_backward})
+    add(op, detail::gated_elementwise);
 }
 
 }  // namespace polyhal

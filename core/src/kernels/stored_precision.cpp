@@ -77,6 +77,20 @@ OperandTypes operand_types(const KernelDesc& desc) {
       return {{low, i, f}, {f, low}, {}};
     case OpKind::regression_loss:
       return {{low, f, f}, {f, low}, {}};
+    case OpKind::grouped_dense:
+      return {{low, low, f}, {low}, {}};
+    case OpKind::grouped_dense_backward:
+      return {{low, low, low}, {low, f, f}, {1, 2}};
+    case OpKind::sequence_conv:
+      return {{low, low, i}, {low}, {}};
+    case OpKind::sequence_conv_backward:
+      return {{low, low, low, i}, {low, f}, {1}};
+    case OpKind::glu:
+    case OpKind::swish:
+      return {{low}, {low}, {}};
+    case OpKind::glu_backward:
+    case OpKind::swish_backward:
+      return {{low, low}, {low}, {}};
     default:
       throw std::invalid_argument(
           fmt::format("operand_types: {} runs no kernel", op_name(desc.op)));

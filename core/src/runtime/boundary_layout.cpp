@@ -66,6 +66,10 @@ static_assert(sizeof(OptimizerHyperParameters) == 40,
               "OptimizerHyperParameters changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(AllReduceAttrs) == 8,
               "AllReduceAttrs changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(GroupedDenseAttrs) == 8,
+              "GroupedDenseAttrs changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(SequenceConvAttrs) == 32,
+              "SequenceConvAttrs changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(MatMulNumerics) == 16,
               "MatMulNumerics changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(MatMulDims) == 24, "MatMulDims changed layout: bump kAbiMajor (abi.hpp)");

@@ -53,6 +53,14 @@ constexpr std::array<OpEntry, kOpKindCount> kOps{{
     {OpKind::regression_loss, "regression_loss", index_of<NoAttrs>()},
     {OpKind::all_reduce, "all_reduce", index_of<AllReduceAttrs>()},
     {OpKind::host_transfer, "host_transfer", index_of<NoAttrs>()},
+    {OpKind::grouped_dense, "grouped_dense", index_of<GroupedDenseAttrs>()},
+    {OpKind::grouped_dense_backward, "grouped_dense_backward", index_of<GroupedDenseAttrs>()},
+    {OpKind::sequence_conv, "sequence_conv", index_of<SequenceConvAttrs>()},
+    {OpKind::sequence_conv_backward, "sequence_conv_backward", index_of<SequenceConvAttrs>()},
+    {OpKind::glu, "glu", index_of<NoAttrs>()},
+    {OpKind::glu_backward, "glu_backward", index_of<NoAttrs>()},
+    {OpKind::swish, "swish", index_of<NoAttrs>()},
+    {OpKind::swish_backward, "swish_backward", index_of<NoAttrs>()},
 }};
 
 constexpr bool in_enum_order() {
@@ -70,8 +78,10 @@ constexpr std::array<OpKind, kOpKindCount> kAllOps = [] {
 }();
 
 constexpr std::array<std::string_view, std::variant_size_v<OpAttrs>> kAttrsNames{
-    "NoAttrs",        "MatmulAttrs",    "LinearAttrs",  "LayerNormAttrs",       "AttentionAttrs",
-    "EmbeddingAttrs", "RowStrideAttrs", "DropoutAttrs", "OptimizerUpdateAttrs", "AllReduceAttrs"};
+    "NoAttrs",        "MatmulAttrs",       "LinearAttrs",
+    "LayerNormAttrs", "AttentionAttrs",    "EmbeddingAttrs",
+    "RowStrideAttrs", "DropoutAttrs",      "OptimizerUpdateAttrs",
+    "AllReduceAttrs", "GroupedDenseAttrs", "SequenceConvAttrs"};
 
 }  // namespace
 
