@@ -11,62 +11,14 @@
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/error.hpp"
 #include "test_support.hpp"
+#include "train_golden.hpp"
 
 namespace polyhal {
 namespace {
 
-const std::filesystem::path kGolden = test::golden_dir();
-
-struct TrainGolden {
-  BertConfig config = read_hf_config(kGolden / "config.json");
-  TensorMap weights = load_bert_weights(kGolden / "model.safetensors", config);
-  TensorMap values = read_safetensors(kGolden / "train_golden.safetensors");
-  BertShape shape{values.at("input_ids").shape[0], values.at("input_ids").shape[1]};
-
-  std::vector<std::int32_t> ints(const std::string& name) const {
-    return test::as_ints(values.at(name));
-  }
-  TrainingBatch batch() const {
-    return {{ints("input_ids"), ints("token_type_ids"), ints("attention_mask")},
-            ints("mlm_labels"),
-            ints("nsp_labels")};
-  }
-};
-
-/// |got - want| <= 1e-4 * max(|want|, 1e-3 * scale): 1e-4 relative, with a
-/// floor for values that are rounding noise around an exact zero (the key
-/// bias's gradient is mathematically 0: softmax ignores a shift of all scores).
-/// `scale` is the largest magnitude in the whole golden set being compared;
-/// `floor` the fraction of it below which values count as that noise.
-void expect_close(const std::vector<float>& got, const std::vector<float>& want,
-                  const std::string& name, double scale, double floor = 1e-3) {
-  ASSERT_EQ(got.size(), want.size()) << name;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double tolerance = 1e-4 * std::max<double>(std::fabs(want[i]), floor * scale);
-    ASSERT_NEAR(got[i], want[i], tolerance) << name << "[" << i << "]";
-  }
-}
-
-/// One forward + backward of the golden batch on `training` gives PyTorch's
-/// losses ("<prefix>loss") and every gradient ("<prefix>grad.<name>").
-void expect_pytorch_step(BertTraining& training, const TrainGolden& golden,
-                         const TrainingBatch& batch, const std::string& prefix,
-                         double floor = 1e-3) {
-  training.load_weights(golden.weights);
-  const auto losses = training.forward_backward(batch);
-  const auto& want = golden.values.at(prefix + "loss").values;
-  EXPECT_NEAR(losses.mlm, want[0], 1e-4 * want[0]);
-  EXPECT_NEAR(losses.nsp, want[1], 1e-4 * want[1]);
-  const auto gradients = training.gradients();
-  double scale = 0;
-  for (const auto& [name, grad] : gradients) {
-    for (float g : golden.values.at(prefix + "grad." + name).values)
-      scale = std::max(scale, std::fabs(static_cast<double>(g)));
-  }
-  for (const auto& [name, grad] : gradients) {
-    expect_close(grad.values, golden.values.at(prefix + "grad." + name).values, name, scale, floor);
-  }
-}
+using test::expect_close;
+using test::expect_pytorch_step;
+using test::TrainGolden;
 
 /// The most labelled positions in any sequence of the golden batch.
 std::int64_t most_labels(const TrainGolden& golden) {

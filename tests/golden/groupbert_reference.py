@@ -192,25 +192,24 @@ class GroupBert(torch.nn.Module):
         mlm = torch.matmul(t, self.word.weight.t()) + self.mlm_bias
         return x, pooled, mlm, self.nsp(pooled)
 
-    def hf_state_dict(self):
-        """The names of docs/groupbert.md, Checkpoint names."""
-        sd = {}
-        put = lambda name, t: sd.__setitem__(name, t.detach().clone())  # noqa: E731
+    def hf_parameters(self):
+        """Name -> parameter, with the names of docs/groupbert.md, Checkpoint names."""
+        out = {}
 
         def linear(name, m):
-            put(name + ".weight", m.weight)
-            put(name + ".bias", m.bias)
+            out[name + ".weight"] = m.weight
+            out[name + ".bias"] = m.bias
 
-        put("bert.embeddings.word_embeddings.weight", self.word.weight)
-        put("bert.embeddings.position_embeddings.weight", self.position.weight)
-        put("bert.embeddings.token_type_embeddings.weight", self.token_type.weight)
+        out["bert.embeddings.word_embeddings.weight"] = self.word.weight
+        out["bert.embeddings.position_embeddings.weight"] = self.position.weight
+        out["bert.embeddings.token_type_embeddings.weight"] = self.token_type.weight
         linear("bert.embeddings.LayerNorm", self.embedding_norm)
         for index, layer in enumerate(self.layers):
             p = f"bert.encoder.layer.{index}."
             cv = layer.convolution
             for name in ("prenorm", "glu_values", "glu_gates", "conv_norm", "post"):
                 linear(p + "convolution." + name, getattr(cv, name))
-            put(p + "convolution.conv.weight", cv.conv)
+            out[p + "convolution.conv.weight"] = cv.conv
             for f in ("feed_forward_1", "feed_forward_2"):
                 m = getattr(layer, f)
                 for name in ("prenorm", "intermediate", "output", "mixer"):
@@ -225,9 +224,12 @@ class GroupBert(torch.nn.Module):
         linear("bert.pooler.dense", self.pooler)
         linear("cls.predictions.transform.dense", self.transform)
         linear("cls.predictions.transform.LayerNorm", self.transform_norm)
-        put("cls.predictions.bias", self.mlm_bias)
+        out["cls.predictions.bias"] = self.mlm_bias
         linear("cls.seq_relationship", self.nsp)
-        return sd
+        return out
+
+    def hf_state_dict(self):
+        return {name: p.detach().clone() for name, p in self.hf_parameters().items()}
 
 
 TINY = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,

@@ -19,9 +19,17 @@ struct Preset {
   std::int64_t layers, hidden, heads;
 };
 // Google's BERT miniatures and the two original sizes; FFN is 4 x hidden.
-constexpr Preset kPresets[] = {{"tiny", 2, 128, 2},   {"mini", 4, 256, 4},
-                               {"small", 4, 512, 8},  {"medium", 8, 512, 8},
-                               {"base", 12, 768, 12}, {"large", 24, 1024, 16}};
+// GroupBERT's as Graphcore's configs/groupbert/*.json define them.
+constexpr Preset kPresets[] = {{"tiny", 2, 128, 2},
+                               {"mini", 4, 256, 4},
+                               {"small", 4, 512, 8},
+                               {"medium", 8, 512, 8},
+                               {"base", 12, 768, 12},
+                               {"large", 24, 1024, 16},
+                               {"groupbert-mini", 4, 256, 4},
+                               {"groupbert-medium", 8, 512, 8},
+                               {"groupbert-base", 12, 768, 12},
+                               {"groupbert-large", 24, 1024, 16}};
 
 }  // namespace
 
@@ -29,9 +37,17 @@ std::int64_t BertConfig::parameter_count() const {
   const std::int64_t h = hidden_size, i = intermediate_size;
   const std::int64_t embeddings =
       (vocab_size + max_position_embeddings + type_vocab_size) * h + 2 * h;
-  const std::int64_t layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h;
+  std::int64_t layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h;
+  if (groupbert()) {  // docs/groupbert.md, Parameters per layer
+    const std::int64_t g = ffn_output_groups;
+    const std::int64_t conv =
+        2 * (h * h + h) + conv_kernel_size * conv_group_size * h + 2 * h + (h * h + h) + 2 * h;
+    const std::int64_t ffn = (h * i + i) + (i * h / g + h) + (g > 1 ? h * h + h : 0) + 2 * h;
+    layer = conv + 2 * ffn + 4 * (h * h + h) + 2 * h;
+  }
+  const std::int64_t final_norm = groupbert() ? 2 * h : 0;
   const std::int64_t heads = (h * h + h) + (h * h + h + 2 * h) + vocab_size + (2 * h + 2);
-  return embeddings + num_hidden_layers * layer + heads;
+  return embeddings + num_hidden_layers * layer + final_norm + heads;
 }
 
 void BertConfig::validate(const std::string& where) const {
@@ -62,6 +78,25 @@ void BertConfig::validate(const std::string& where) const {
   if (!(layer_norm_eps > 0.0)) {
     throw ConfigError(fmt::format("{}: key 'layer_norm_eps': expected a positive number", where));
   }
+  if (model_type != "bert" && model_type != "groupbert") {
+    throw ConfigError(fmt::format(
+        "{}: key 'model_type': expected \"bert\" or \"groupbert\", got \"{}\"", where, model_type));
+  }
+  if (!groupbert()) return;
+  within(ffn_output_groups, "groupbert_ffn_output_groups", 1024);
+  within(conv_group_size, "groupbert_conv_group_size", std::int64_t{1} << 16);
+  within(conv_kernel_size, "groupbert_conv_kernel_size", 1024);
+  if (intermediate_size % ffn_output_groups != 0 || hidden_size % ffn_output_groups != 0) {
+    throw ConfigError(fmt::format(
+        "{}: key 'groupbert_ffn_output_groups': {} groups do not divide intermediate_size {} and "
+        "hidden_size {}",
+        where, ffn_output_groups, intermediate_size, hidden_size));
+  }
+  if (hidden_size % conv_group_size != 0) {
+    throw ConfigError(
+        fmt::format("{}: key 'groupbert_conv_group_size': {} does not divide hidden_size {}", where,
+                    conv_group_size, hidden_size));
+  }
 }
 
 const std::vector<std::string>& bert_preset_names() {
@@ -81,6 +116,10 @@ BertConfig bert_preset(const std::string& name) {
       c.hidden_size = p.hidden;
       c.num_attention_heads = p.heads;
       c.intermediate_size = 4 * p.hidden;
+      if (std::string_view(p.name).starts_with("groupbert-")) {
+        c.model_type = "groupbert";
+        c.layer_norm_eps = 1e-3;
+      }
       return c;
     }
   }
@@ -135,9 +174,22 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
   read("type_vocab_size", c.type_vocab_size);
   read("layer_norm_eps", c.layer_norm_eps);
   read("hidden_act", c.hidden_act);
-  if (json.contains("model_type") && json["model_type"] != "bert") {
-    throw ConfigError(fmt::format("{}: key 'model_type': expected \"bert\", got {}", file.string(),
-                                  json["model_type"].dump()));
+  read("model_type", c.model_type);
+  const char* groupbert_keys[] = {"groupbert_ffn_output_groups", "groupbert_conv_group_size",
+                                  "groupbert_conv_kernel_size"};
+  if (c.groupbert()) {
+    if (!json.contains("layer_norm_eps")) c.layer_norm_eps = 1e-3;  // Graphcore's
+    read(groupbert_keys[0], c.ffn_output_groups);
+    read(groupbert_keys[1], c.conv_group_size);
+    read(groupbert_keys[2], c.conv_kernel_size);
+  } else {
+    for (const char* key : groupbert_keys) {
+      if (json.contains(key))
+        throw ConfigError(
+            fmt::format("{}: key '{}': a GroupBERT setting in a \"{}\" model (set \"model_type\": "
+                        "\"groupbert\")",
+                        file.string(), key, c.model_type));
+    }
   }
   c.validate(file.string());
   return c;
@@ -171,6 +223,12 @@ void write_hf_config(const BertConfig& c, const std::filesystem::path& file, con
                       {"attention_probs_dropout_prob", 0.1},
                       {"initializer_range", 0.02},
                       {"pad_token_id", 0}};
+  if (c.groupbert()) {
+    json["model_type"] = "groupbert";
+    json["groupbert_ffn_output_groups"] = c.ffn_output_groups;
+    json["groupbert_conv_group_size"] = c.conv_group_size;
+    json["groupbert_conv_kernel_size"] = c.conv_kernel_size;
+  }
   if (head.kind == TaskHead::Kind::classification) {
     nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
     for (std::int64_t i = 0; i < head.num_labels; ++i) {

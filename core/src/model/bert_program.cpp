@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "polyhal/app/bert_weights.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/int8.hpp"
 
@@ -15,7 +16,7 @@ namespace polyhal {
 namespace {
 
 bool decays(const std::string& name) {
-  return !name.ends_with(".bias") && name.find("LayerNorm") == std::string::npos;
+  return !name.ends_with(".bias") && !is_norm_parameter(name);
 }
 
 /// Lowers BERT's layers to ops. Forward ops go to Phase::forward as they are
@@ -51,7 +52,7 @@ class Builder {
   /// A parameter: in training an f32 master and its f32 gradient; in
   /// inference matrices at the compute precision, vectors in f32.
   int param(const std::string& name, Shape shape) {
-    const DType type = training_ || shape.size() != 2 ? DType::f32 : p_.precision();
+    const DType type = training_ || shape.size() < 2 ? DType::f32 : p_.precision();
     const int w = p_.tensor(name, "weights", shape, type);
     int g = -1;
     if (training_) g = p_.tensor("grad." + name, "gradients", std::move(shape), DType::f32);
@@ -72,18 +73,24 @@ class Builder {
   /// Each view is a parameter of its own (LAMB's trust ratio per tensor,
   /// Hugging Face names in checkpoints).
   std::pair<int, int> fused_qkv(const std::string& prefix) {
-    const std::int64_t h = o_.config.hidden_size;
+    return fused_dense(prefix + "qkv",
+                       {prefix + "attention.self.query", prefix + "attention.self.key",
+                        prefix + "attention.self.value"});
+  }
+  /// Dense layers of the same input as row views of one [parts x H, H]
+  /// weight and bias (named `fused`), each part a parameter named as listed.
+  std::pair<int, int> fused_dense(const std::string& fused, const std::vector<std::string>& parts) {
+    const std::int64_t h = o_.config.hidden_size, rows = h * std::ssize(parts);
     const DType wtype = training_ ? DType::f32 : p_.precision();
-    const int w = p_.tensor(prefix + "qkv.weight", "weights", {3 * h, h}, wtype);
-    const int b = p_.tensor(prefix + "qkv.bias", "weights", {3 * h}, DType::f32);
+    const int w = p_.tensor(fused + ".weight", "weights", {rows, h}, wtype);
+    const int b = p_.tensor(fused + ".bias", "weights", {rows}, DType::f32);
     int gw = -1, gb = -1;
     if (training_) {
-      gw = p_.tensor("grad." + prefix + "qkv.weight", "gradients", {3 * h, h}, DType::f32);
-      gb = p_.tensor("grad." + prefix + "qkv.bias", "gradients", {3 * h}, DType::f32);
+      gw = p_.tensor("grad." + fused + ".weight", "gradients", {rows, h}, DType::f32);
+      gb = p_.tensor("grad." + fused + ".bias", "gradients", {rows}, DType::f32);
     }
-    const char* parts[3] = {"query", "key", "value"};
-    for (std::int64_t q = 0; q < 3; ++q) {
-      const std::string name = prefix + "attention.self." + parts[q];
+    for (std::int64_t q = 0; q < std::ssize(parts); ++q) {
+      const std::string& name = parts[static_cast<std::size_t>(q)];
       for (const auto& [tensor, grad, suffix] :
            {std::tuple{w, gw, ".weight"}, std::tuple{b, gb, ".bias"}}) {
         out_.parameters.push_back(
@@ -132,8 +139,10 @@ class Builder {
   /// model: a stage starting at `layer` skips those of the embeddings and
   /// the layers before it, so its masks are the unpipelined program's.
   void skip_streams_before(std::int64_t layer) {
+    // BERT drops after attention and the FFN; GroupBERT after its four modules.
+    const std::uint64_t hidden = o_.config.groupbert() ? 4u : 2u;
     const std::uint64_t per_layer =
-        (o_.dropout > 0.0 ? 2u : 0u) + (o_.attention_dropout > 0.0 ? 1u : 0u);
+        (o_.dropout > 0.0 ? hidden : 0u) + (o_.attention_dropout > 0.0 ? 1u : 0u);
     streams_ = (o_.dropout > 0.0 ? 1u : 0u) + static_cast<std::uint64_t>(layer) * per_layer;
   }
 
@@ -204,6 +213,56 @@ class Builder {
       backward([=, this] { p_.repeat_in_backward(first, last); });
     }
     return next;
+  }
+
+  /// One GroupBERT layer (docs/groupbert.md): convolution, FFN, attention,
+  /// FFN, each `x + dropout(module(LayerNorm(x)))`. The residual stream
+  /// alternates between two roles so an inference linear never writes the
+  /// tensor it adds.
+  int groupbert_layer(std::int64_t layer, int x) {
+    const std::int64_t h = o_.config.hidden_size, rows = tokens();
+    prefix_ = fmt::format("bert.encoder.layer.{}.", layer);
+    const std::string p = prefix_;
+    int stream = 0;
+    const auto next_role = [&] { return (stream++ % 2 == 0) ? "stream a" : "stream b"; };
+    // Convolution module.
+    {
+      const auto [g, b] = norm_params(p + "convolution.prenorm");
+      const auto [glu_w, glu_b] = fused_dense(
+          p + "convolution.glu", {p + "convolution.glu_values", p + "convolution.glu_gates"});
+      const int conv_w = param(p + "convolution.conv.weight",
+                               {h, o_.config.conv_group_size, o_.config.conv_kernel_size});
+      const auto [ng, nb] = norm_params(p + "convolution.conv_norm");
+      const auto [post_w, post_b] = dense_params(p + "convolution.post", h, h);
+      const int normed = layernorm(x, g, b, "normed");
+      const int gate_in =
+          linear(normed, glu_w, glu_b, 2 * h, Activation::none, std::nullopt, "glu in");
+      const int gated = elementwise(OpKind::glu, OpKind::glu_backward, gate_in, {rows, h}, "glu");
+      const int conv = sequence_conv(gated, conv_w);
+      const int conv_normed = layernorm(conv, ng, nb, "conv normed");
+      const int swished =
+          elementwise(OpKind::swish, OpKind::swish_backward, conv_normed, {rows, h}, "swish");
+      x = linear(swished, post_w, post_b, h, Activation::none, x, next_role());
+    }
+    x = grouped_feed_forward(p + "feed_forward_1.", x, next_role());
+    {
+      const auto [g, b] = norm_params(p + "attention.prenorm");
+      const auto [qkv_w, qkv_b] = fused_qkv(p);
+      const auto [o_w, o_b] = dense_params(p + "attention.output", h, h);
+      const int normed = layernorm(x, g, b, "normed");
+      const int qkv = linear(normed, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv");
+      x = linear(attention(qkv), o_w, o_b, h, Activation::none, x, next_role());
+    }
+    x = grouped_feed_forward(p + "feed_forward_2.", x, next_role());
+    prefix_.clear();
+    return x;
+  }
+
+  /// GroupBERT's LayerNorm after the last layer, before the heads.
+  int final_norm(int x) {
+    if (!o_.config.groupbert()) return x;
+    const auto [g, b] = norm_params("bert.encoder.final_norm");
+    return layernorm(x, g, b, "final normed");
   }
 
   /// Pooler, NSP and MLM heads; in training also the loss, whose logit
@@ -458,6 +517,63 @@ class Builder {
     return y;
   }
 
+  /// GroupBERT's FFN: up-projection with GELU, the grouped down-projection,
+  /// then (with more than one group) the mixer, dropout and the residual.
+  int grouped_feed_forward(const std::string& p, int x, const std::string& role) {
+    const std::int64_t h = o_.config.hidden_size, i = o_.config.intermediate_size,
+                       g = o_.config.ffn_output_groups;
+    const auto [ng, nb] = norm_params(p + "prenorm");
+    const auto [i_w, i_b] = dense_params(p + "intermediate", i, h);
+    const auto [o_w, o_b] = dense_params(p + "output", h, i / g);
+    const int normed = layernorm(x, ng, nb, "normed");
+    const int up = linear(normed, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate");
+    if (g == 1) return linear(up, o_w, o_b, h, Activation::none, x, role);
+    const auto [m_w, m_b] = dense_params(p + "mixer", h, h);
+    const int weight = training_ ? p_.compute_copy(o_w) : o_w;
+    const int down = act("grouped", {tokens(), h});
+    const GroupedDenseAttrs attrs{g};
+    p_.op(Phase::forward, OpKind::grouped_dense, {up, weight, o_b}, {down}, attrs);
+    if (training_)
+      backward([=, this] {
+        const int dx = fresh_gradient(up);
+        p_.op(Phase::backward, OpKind::grouped_dense_backward, {grad(down), up, weight},
+              {dx, grads_.at(o_w), grads_.at(o_b)}, attrs);
+        contribute(up, dx);
+      });
+    return linear(down, m_w, m_b, h, Activation::none, x, role);
+  }
+
+  /// An element-wise op (glu, swish) with its backward, which reads the input.
+  int elementwise(OpKind op, OpKind backward_op, int x, Shape shape, const std::string& role) {
+    const int y = act(role, std::move(shape));
+    p_.op(Phase::forward, op, {x}, {y});
+    if (training_)
+      backward([=, this] {
+        const int dx = fresh_gradient(x);
+        p_.op(Phase::backward, backward_op, {grad(y), x}, {dx});
+        contribute(x, dx);
+      });
+    return y;
+  }
+
+  /// GroupBERT's grouped convolution along each sequence (the attention
+  /// mask keeps it inside a sequence of a packed row).
+  int sequence_conv(int x, int w) {
+    const SequenceConvAttrs attrs{o_.shape.batch, o_.shape.seq, o_.config.conv_group_size,
+                                  o_.config.conv_kernel_size};
+    const int weight = training_ ? p_.compute_copy(w) : w;
+    const int y = act("conv", p_.shape(x));
+    p_.op(Phase::forward, OpKind::sequence_conv, {x, weight, out_.mask}, {y}, attrs);
+    if (training_)
+      backward([=, this] {
+        const int dx = fresh_gradient(x);
+        p_.op(Phase::backward, OpKind::sequence_conv_backward, {grad(y), x, weight, out_.mask},
+              {dx, grads_.at(w)}, attrs);
+        contribute(x, dx);
+      });
+    return y;
+  }
+
   int attention(int qkv) {
     const std::int64_t b = o_.shape.batch, s = o_.shape.seq, h = o_.config.hidden_size;
     const std::int64_t heads = o_.config.num_attention_heads;
@@ -618,8 +734,10 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
     builder.skip_streams_before(stage.first_layer);
     x = builder.stage_input();
   }
-  for (std::int64_t l = stage.first_layer; l < last; ++l) x = builder.encoder_layer(l, x);
+  for (std::int64_t l = stage.first_layer; l < last; ++l)
+    x = c.groupbert() ? builder.groupbert_layer(l, x) : builder.encoder_layer(l, x);
   if (stage.heads) {
+    x = builder.final_norm(x);
     if (!stage.embeddings && options.head.kind == TaskHead::Kind::pretraining)
       builder.tied_word_embeddings();
     builder.heads(x);

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 #include <set>
 
@@ -36,6 +37,44 @@ std::string canonical_name(std::string name) {
 
 }  // namespace
 
+bool is_norm_parameter(const std::string& name) {
+  return name.find("LayerNorm") != std::string::npos || name.find("norm.") != std::string::npos;
+}
+
+namespace {
+
+/// One GroupBERT layer's tensors (docs/groupbert.md, Checkpoint names).
+void groupbert_layer_shapes(const BertConfig& c, const std::string& p,
+                            std::vector<std::pair<std::string, Shape>>& shapes) {
+  const std::int64_t h = c.hidden_size, i = c.intermediate_size, g = c.ffn_output_groups;
+  const auto dense = [&](const std::string& name, std::int64_t out, std::int64_t in) {
+    shapes.push_back({p + name + ".weight", {out, in}});
+    shapes.push_back({p + name + ".bias", {out}});
+  };
+  const auto norm = [&](const std::string& name) {
+    shapes.push_back({p + name + ".weight", {h}});
+    shapes.push_back({p + name + ".bias", {h}});
+  };
+  norm("convolution.prenorm");
+  dense("convolution.glu_values", h, h);
+  dense("convolution.glu_gates", h, h);
+  shapes.push_back({p + "convolution.conv.weight", {h, c.conv_group_size, c.conv_kernel_size}});
+  norm("convolution.conv_norm");
+  dense("convolution.post", h, h);
+  for (const char* ffn : {"feed_forward_1.", "feed_forward_2."}) {
+    norm(std::string(ffn) + "prenorm");
+    dense(std::string(ffn) + "intermediate", i, h);
+    dense(std::string(ffn) + "output", h, i / g);
+    if (g > 1) dense(std::string(ffn) + "mixer", h, h);
+  }
+  norm("attention.prenorm");
+  for (const char* proj :
+       {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output"})
+    dense(proj, h, h);
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& c,
                                                               const TaskHead& head) {
   const std::int64_t h = c.hidden_size, i = c.intermediate_size;
@@ -46,7 +85,13 @@ std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& 
       {"bert.embeddings.LayerNorm.weight", {h}},
       {"bert.embeddings.LayerNorm.bias", {h}},
   };
-  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l) {
+  for (std::int64_t l = 0; l < c.num_hidden_layers && c.groupbert(); ++l)
+    groupbert_layer_shapes(c, fmt::format("bert.encoder.layer.{}.", l), shapes);
+  if (c.groupbert()) {
+    shapes.push_back({"bert.encoder.final_norm.weight", {h}});
+    shapes.push_back({"bert.encoder.final_norm.bias", {h}});
+  }
+  for (std::int64_t l = 0; l < c.num_hidden_layers && !c.groupbert(); ++l) {
     const std::string p = fmt::format("bert.encoder.layer.{}.", l);
     for (const char* proj : {"attention.self.query", "attention.self.key", "attention.self.value",
                              "attention.output.dense"}) {
@@ -98,9 +143,16 @@ TensorMap init_bert_weights(const BertConfig& config, std::uint64_t seed, const 
   std::normal_distribution<float> normal(0.0f, 0.02f);
   for (const auto& [name, shape] : bert_tensor_shapes(config, head)) {
     HostTensor t{shape, std::vector<float>(static_cast<std::size_t>(element_count(shape)), 0.0f)};
-    if (name.ends_with("LayerNorm.weight")) {
-      std::fill(t.values.begin(), t.values.end(), 1.0f);
-    } else if (name.ends_with(".weight")) {
+    if (is_norm_parameter(name)) {
+      if (name.ends_with(".weight")) std::fill(t.values.begin(), t.values.end(), 1.0f);
+    } else if (name.ends_with("convolution.conv.weight")) {
+      // Glorot uniform as TensorFlow computes it for Graphcore's [K, C, N].
+      const double fans = static_cast<double>(shape[2] * shape[1] + shape[2] * shape[0]);
+      std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+      const auto limit = static_cast<float>(std::sqrt(6.0 / fans));
+      for (auto& v : t.values) v = limit * uniform(generator);
+    } else if (name.ends_with(".weight") || (name.find("feed_forward_") != std::string::npos &&
+                                             name.ends_with(".output.bias"))) {
       for (auto& v : t.values) v = normal(generator);
     }
     weights.emplace(name, std::move(t));

@@ -20,7 +20,14 @@ struct BertConfig {
   std::int64_t type_vocab_size = 2;
   double layer_norm_eps = 1e-12;
   std::string hidden_act = "gelu";  ///< exact erf GELU; the only one supported
+  /// "bert" or "groupbert" (docs/groupbert.md: four pre-norm modules per
+  /// layer, a final LayerNorm, and the three keys below).
+  std::string model_type = "bert";
+  std::int64_t ffn_output_groups = 4;  ///< groupbert_ffn_output_groups: G of the FFN output
+  std::int64_t conv_group_size = 16;   ///< groupbert_conv_group_size: channels per conv group
+  std::int64_t conv_kernel_size = 7;   ///< groupbert_conv_kernel_size: taps along the sequence
 
+  bool groupbert() const { return model_type == "groupbert"; }
   std::int64_t head_size() const { return hidden_size / num_attention_heads; }
   /// Number of parameters of BertForPreTraining (decoder weight tied).
   std::int64_t parameter_count() const;
@@ -54,7 +61,9 @@ struct PipelineStage {
 std::string hf_architecture(const TaskHead& head);
 
 /// Preset names: tiny (L2 H128 A2), mini (L4 H256 A4), small (L4 H512 A8),
-/// medium (L8 H512 A8), base (L12 H768 A12), large (L24 H1024 A16); FFN 4H.
+/// medium (L8 H512 A8), base (L12 H768 A12), large (L24 H1024 A16); FFN 4H;
+/// and groupbert-mini, -medium, -base, -large (Graphcore's GroupBERT configs:
+/// the same sizes, G 4, conv groups of 16, kernel 7, LayerNorm eps 1e-3).
 const std::vector<std::string>& bert_preset_names();
 /// The preset `name`; throws ConfigError naming the presets that exist.
 BertConfig bert_preset(const std::string& name);

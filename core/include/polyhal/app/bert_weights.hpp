@@ -14,6 +14,11 @@ namespace polyhal {
 
 /// Every tensor the model class of `head` has, with its shape (the MLM
 /// decoder weight is tied to the word embeddings and not listed).
+/// Whether a tensor is a normalisation's gain or bias (BERT's `LayerNorm.`,
+/// GroupBERT's `prenorm.`, `conv_norm.`, `final_norm.`): initialised to 1 and
+/// 0, and exempt from weight decay and LAMB's trust ratio.
+bool is_norm_parameter(const std::string& name);
+
 std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& config,
                                                               const TaskHead& head = {});
 
