@@ -39,6 +39,36 @@ TEST_P(GroupBertGolden, WithDropoutTheSameMasksGiveTheSameGradients) {
   expect_pytorch_step(training, golden, batch, "dropout.", 5e-3);
 }
 
+TEST(GroupBertConfig, BadSettingsNameTheKey) {
+  test::TempDir dir;
+  const auto config = [&](const std::string& extra) {
+    return dir.write("config.json", "{\"model_type\": \"" + extra +
+                                        ", \"hidden_size\": 32, \"num_attention_heads\": 4, "
+                                        "\"intermediate_size\": 48, \"num_hidden_layers\": 1}");
+  };
+  test::expect_config_error(
+      [&] { read_hf_config(config("bert\", \"groupbert_conv_kernel_size\": 7")); },
+      "key 'groupbert_conv_kernel_size': a GroupBERT setting in a \"bert\" model");
+  test::expect_config_error(
+      [&] { read_hf_config(config("groupbert\", \"groupbert_ffn_output_groups\": 5")); },
+      "key 'groupbert_ffn_output_groups': 5 groups do not divide intermediate_size 48");
+  test::expect_config_error(
+      [&] { read_hf_config(config("groupbert\", \"groupbert_conv_group_size\": 5")); },
+      "key 'groupbert_conv_group_size': 5 does not divide hidden_size 32");
+  test::expect_config_error([&] { read_hf_config(config("roberta\"")); },
+                            "key 'model_type': expected \"bert\" or \"groupbert\"");
+  const auto gb = read_hf_config(config("groupbert\""));
+  EXPECT_EQ(gb.layer_norm_eps, 1e-3) << "Graphcore's epsilon when the file gives none";
+  EXPECT_EQ(gb.ffn_output_groups, 4);
+  auto cpu = test::first_device("cpu");
+  test::expect_config_error(
+      [&] {
+        BertTraining(*cpu, gb, BertShape{1, 5}, {});
+      },
+      "key 'groupbert_conv_kernel_size': a kernel of 7 positions is longer "
+      "than the sequence length 5");
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuAndDeviceModels, GroupBertGolden,
                          ::testing::Values("cpu", "ipu", "gaudi"));
 

@@ -79,6 +79,29 @@ inline OpCost op_cost(const KernelDesc& desc) {
     return {gemms * 4 * tokens * seq * hidden, gemms * 4 * tokens * hidden * element, true,
             (forward ? 3.0 : 4.0) * score_bytes(tokens, seq)};
   }
+  // GroupBERT: the grouped dense is G small GEMMs (1/G of the dense's work);
+  // the sequence convolution multiplies each token's C-channel groups by K
+  // taps, a GEMM of T x N x C*K work over its input, output and weights.
+  // Both are costed at the matrix rate, which makes their estimates a lower
+  // bound on time: 16-channel groups use the matrix units less well.
+  if (desc.op == OpKind::grouped_dense || desc.op == OpKind::grouped_dense_backward) {
+    const bool forward = desc.op == OpKind::grouped_dense;
+    const auto& x = desc.input_shapes.at(forward ? 0 : 1);
+    const auto& w = desc.input_shapes.at(forward ? 1 : 2);
+    const double m = static_cast<double>(x[0]), k = static_cast<double>(x[1]),
+                 n = static_cast<double>(w[0]), k_group = static_cast<double>(w[1]);
+    const double gemms = forward ? 1.0 : 2.0;
+    return {gemms * 2 * m * n * k_group, gemms * (m * k + n * k_group + m * n) * element, true};
+  }
+  if (desc.op == OpKind::sequence_conv || desc.op == OpKind::sequence_conv_backward) {
+    const bool forward = desc.op == OpKind::sequence_conv;
+    const auto& x = desc.input_shapes.at(forward ? 0 : 1);
+    const double tokens = static_cast<double>(x[0]), channels = static_cast<double>(x[1]);
+    const double weights = numel(forward ? 1 : 2);
+    const double gemms = forward ? 1.0 : 2.0;
+    return {gemms * 2 * tokens * weights, gemms * (2 * tokens * channels + weights) * element,
+            true};
+  }
   double bytes = 0;
   for (std::size_t i = 0; i < desc.input_shapes.size(); ++i) bytes += numel(i) * element;
   return {0, 2 * bytes, false};  // element-wise: read inputs, write as much

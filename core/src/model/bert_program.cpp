@@ -691,6 +691,12 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
     throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}",
                                   options.shape.seq, c.max_position_embeddings));
   }
+  if (c.groupbert() && c.conv_kernel_size > options.shape.seq) {
+    throw ConfigError(fmt::format(
+        "key 'groupbert_conv_kernel_size': a kernel of {} positions is longer than the sequence "
+        "length {}",
+        c.conv_kernel_size, options.shape.seq));
+  }
   for (const std::int64_t layer : options.recompute) {
     if (layer < 0 || layer >= c.num_hidden_layers)
       throw ConfigError(
