@@ -1,0 +1,81 @@
+// GroupBERT through the tasks: pre-training (plain and packed rows) writes a
+// Hugging Face-style export with the GroupBERT keys, GLUE fine-tuning starts
+// from it and learns, and its saved model says what it is.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+/// A 95-word vocabulary and a sentence task: label 1 when the words come
+/// from the upper half of it.
+void write_task(const test::TempDir& dir) {
+  std::string vocab = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
+  for (int w = 0; w < 90; ++w) vocab += fmt::format("w{}\n", w);
+  dir.write("vocab.txt", vocab);
+  std::mt19937 rng(1);
+  for (const auto& [name, rows] : {std::pair{"train.tsv", 256}, std::pair{"dev.tsv", 64}}) {
+    std::string tsv = "sentence\tlabel\n";
+    for (int r = 0; r < rows; ++r) {
+      const int label = static_cast<int>(rng() % 2);
+      const int words = 3 + static_cast<int>(rng() % 6);
+      for (int w = 0; w < words; ++w)
+        tsv += fmt::format("{}w{}", w ? " " : "", static_cast<int>(rng() % 45) + 45 * label);
+      tsv += fmt::format("\t{}\n", label);
+    }
+    dir.write(name, tsv);
+  }
+}
+
+TEST(GroupBertTasks, PretrainExportsAndGlueFineTunesFromIt) {
+  test::TempDir dir;
+  write_task(dir);
+  const auto model = test::golden_dir().parent_path() / "groupbert/config.json";
+  const auto pre =
+      dir.write("pre.yaml",
+                fmt::format("backend: cpu\ndevice: {{threads: 1}}\ntask: pretrain\n"
+                            "model: {{hf_config: {}, seq_len: 16, precision: f32, dropout: 0.1}}\n"
+                            "batch: {{micro: 8}}\ndata: {{source: pattern, max_predictions: 3}}\n"
+                            "optimizer: {{name: adamw, learning_rate: 0.005, warmup_steps: 5}}\n"
+                            "checkpoint: {{dir: ck}}\nsteps: 40\n",
+                            model.string()));
+  const auto metrics = dir.path() / "pre.jsonl";
+  auto r = test::run_polyhal("run --config " + pre.string() + " --metrics-out " + metrics.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto losses = test::step_losses(metrics);
+  ASSERT_EQ(losses.size(), 40u);
+  EXPECT_LT(losses.back(), losses.front() - 0.2) << "it learns the pattern";
+  std::ifstream exported(dir.path() / "ck/hf/config.json");
+  const auto config = nlohmann::json::parse(exported);
+  EXPECT_EQ(config["model_type"], "groupbert");
+  EXPECT_EQ(config["groupbert_conv_kernel_size"], 5);
+  // Packed rows train too (the convolution stays inside each sequence).
+  r = test::run_polyhal("run --config " + pre.string() +
+                        " --set data.packed=true --set checkpoint.dir=ck-packed --set steps=3");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+
+  const auto glue =
+      dir.write("glue.yaml",
+                "backend: cpu\ndevice: {threads: 1}\ntask: glue\nmodel: {seq_len: 16, precision: "
+                "f32}\nbatch: {micro: 16}\n"
+                "data: {vocab: vocab.txt}\noptimizer: {name: adamw, learning_rate: 0.001}\n"
+                "checkpoint: {init: ck/hf}\nfinetune: {glue_task: sst-2, train_file: train.tsv, "
+                "eval_file: dev.tsv, epochs: 3, output_dir: out}\n");
+  const auto glue_metrics = dir.path() / "glue.jsonl";
+  r = test::run_polyhal("run --config " + glue.string() + " --metrics-out " +
+                        glue_metrics.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto evals = test::metric_records(glue_metrics, "eval");
+  ASSERT_EQ(evals.size(), 3u);
+  EXPECT_GT(evals.back()["accuracy"].get<double>(), 0.75) << r.output;
+  std::ifstream saved(dir.path() / "out/model/config.json");
+  EXPECT_EQ(nlohmann::json::parse(saved)["model_type"], "groupbert");
+}
+
+}  // namespace
+}  // namespace polyhal
