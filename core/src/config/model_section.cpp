@@ -82,7 +82,8 @@ ConfigSection model() {
   SectionKeys<ModelSection> keys(
       section, [](RunConfig & c) -> auto& { return c.model; });
   const std::vector<std::string> inference{"inference"};
-  keys.add("preset", &ModelSection::preset, "tiny, mini, small, medium, base or large",
+  keys.add("preset", &ModelSection::preset,
+           "tiny, mini, small, medium, base, large, or groupbert-mini, -medium, -base, -large",
            [](const ConfigValue& v) {
              std::string preset = v.text();
              const auto& names = bert_preset_names();
