@@ -170,6 +170,13 @@ class CpuDevice final : public Device {
     registry().add(OpKind::dense_backward, DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_dense_backward(desc, engine_);
     });
+    registry().add(OpKind::grouped_dense, DType::f32, [this](const KernelDesc& desc, Device&) {
+      return make_onednn_grouped_dense(desc, engine_);
+    });
+    registry().add(OpKind::grouped_dense_backward, DType::f32,
+                   [this](const KernelDesc& desc, Device&) {
+                     return make_onednn_grouped_dense_backward(desc, engine_);
+                   });
     // Every CPU training kernel reads and writes bf16 storage itself
     // (operand_types); the rest come from the reference kernels.
     registry().add(OpKind::attention_train, DType::f32, [this](const KernelDesc& desc, Device&) {

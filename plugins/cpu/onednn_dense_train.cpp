@@ -126,7 +126,134 @@ class OneDnnDenseBackward final : public Kernel {
   Gemm data_, weights_;
 };
 
+/// The grouped dense's dimensions (train_kernels.hpp "grouped_dense"): X[M,K],
+/// W[N,K/G], G groups of K/G inputs and N/G outputs.
+struct GroupedShape {
+  std::int64_t m, k, n, groups, k_group, n_group;
+  GroupedShape(const KernelDesc& desc, std::size_t x, std::size_t w)
+      : m(desc.input_shapes.at(x).at(0)),
+        k(desc.input_shapes.at(x).at(1)),
+        n(desc.input_shapes.at(w).at(0)),
+        groups(desc.attrs_as<GroupedDenseAttrs>().groups),
+        k_group(desc.input_shapes.at(w).at(1)),
+        n_group(groups > 0 ? n / groups : 0) {
+    if (groups <= 0 || n % groups != 0 || k_group * groups != k)
+      throw KernelNotFoundError(fmt::format("cpu {}: W[{},{}] is not X's {} columns in {} groups",
+                                            op_name(desc.op), n, k_group, k, groups));
+  }
+};
+
+using Dims = dnnl::memory::dims;
+
+/// A plain strided matrix view for one group's GEMM.
+dnnl::memory::desc view(std::int64_t rows, std::int64_t cols, std::int64_t row_stride,
+                        std::int64_t col_stride, dnnl::memory::data_type type) {
+  return dnnl::memory::desc(Dims{rows, cols}, type, Dims{row_stride, col_stride});
+}
+
+/// One strided 2-D GEMM run once per group on offset pointers (every group
+/// has the same shapes and strides): G small GEMMs, no copies.
+const char* at(const Tensor& t, std::int64_t elements) {
+  return static_cast<const char*>(t.buffer->data()) +
+         elements * static_cast<std::int64_t>(dtype_size(t.dtype));
+}
+char* at_mut(const Tensor& t, std::int64_t elements) {
+  return const_cast<char*>(at(t, elements));
+}
+
+class OneDnnGroupedDense final : public Kernel {
+ public:
+  OneDnnGroupedDense(const KernelDesc& desc, const dnnl::engine& engine)
+      : desc_(desc),
+        types_(operand_types(desc)),
+        stream_(engine),
+        s_(desc, 0, 1),
+        // Y_g[M, N/G] = X_g[M, K/G] W_g^T + b_g
+        gemm_(engine, view(s_.m, s_.k_group, s_.k, 1, operand_type(desc.round_to)),
+              view(s_.k_group, s_.n_group, 1, s_.k_group, operand_type(desc.round_to)),
+              view(s_.m, s_.n_group, s_.n, 1, operand_type(desc.round_to)), false, true) {}
+
+  void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
+    check_operand_types(desc_, types_, in, out);
+    for (std::int64_t g = 0; g < s_.groups; ++g)
+      gemm_.run(stream_, at(in[0], g * s_.k_group), at(in[1], g * s_.n_group * s_.k_group),
+                at_mut(out[0], g * s_.n_group), in[2].data<float>() + g * s_.n_group);
+    stream_.wait();
+  }
+  std::string implementation() const override {
+    return "onednn grouped_dense " + std::string(gemm_.pd.impl_info_str());
+  }
+  double flops() const override { return 2.0 * static_cast<double>(s_.m * s_.n * s_.k_group); }
+
+ private:
+  KernelDesc desc_;
+  OperandTypes types_;
+  dnnl::stream stream_;
+  GroupedShape s_;
+  Gemm gemm_;
+};
+
+class OneDnnGroupedDenseBackward final : public Kernel {
+ public:
+  OneDnnGroupedDenseBackward(const KernelDesc& desc, const dnnl::engine& engine)
+      : desc_(desc),
+        types_(operand_types(desc)),
+        stream_(engine),
+        s_(desc, 1, 2),
+        // dX_g[M, K/G] = dY_g[M, N/G] W_g[N/G, K/G]
+        data_(engine, view(s_.m, s_.n_group, s_.n, 1, operand_type(desc.round_to)),
+              view(s_.n_group, s_.k_group, s_.k_group, 1, operand_type(desc.round_to)),
+              view(s_.m, s_.k_group, s_.k, 1, operand_type(desc.round_to)), false),
+        // dW_g[N/G, K/G] += dY_g^T X_g
+        weights_(engine, view(s_.n_group, s_.m, 1, s_.n, operand_type(desc.round_to)),
+                 view(s_.m, s_.k_group, s_.k, 1, operand_type(desc.round_to)),
+                 view(s_.n_group, s_.k_group, s_.k_group, 1, dt::f32), true) {}
+
+  /// in: dY, X, W (stored at round_to) -> dX (at round_to), dW +=, db += (f32).
+  void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
+    check_operand_types(desc_, types_, in, out);
+    for (std::int64_t g = 0; g < s_.groups; ++g) {
+      data_.run(stream_, at(in[0], g * s_.n_group), at(in[2], g * s_.n_group * s_.k_group),
+                at_mut(out[0], g * s_.k_group));
+      weights_.run(stream_, at(in[0], g * s_.n_group), at(in[1], g * s_.k_group),
+                   out[1].data<float>() + g * s_.n_group * s_.k_group);
+    }
+    stream_.wait();
+    const void* dy = in[0].buffer->data();
+    if (in[0].dtype == DType::bf16) {
+      add_column_sums(static_cast<const std::uint16_t*>(dy), s_.m, s_.n, out[2].data<float>());
+    } else {
+      add_column_sums(static_cast<const float*>(dy), s_.m, s_.n, out[2].data<float>());
+    }
+  }
+  std::string implementation() const override {
+    return "onednn grouped_dense_backward " + std::string(data_.pd.impl_info_str());
+  }
+  double flops() const override { return 4.0 * static_cast<double>(s_.m * s_.n * s_.k_group); }
+
+ private:
+  KernelDesc desc_;
+  OperandTypes types_;
+  dnnl::stream stream_;
+  GroupedShape s_;
+  Gemm data_, weights_;
+};
+
 }  // namespace
+
+std::unique_ptr<Kernel> make_onednn_grouped_dense(const KernelDesc& desc,
+                                                  const dnnl::engine& engine) {
+  if (round_type(desc) == DType::f16)
+    throw KernelNotFoundError("cpu: no f16 training; use bf16 or f32");
+  return std::make_unique<OneDnnGroupedDense>(desc, engine);
+}
+
+std::unique_ptr<Kernel> make_onednn_grouped_dense_backward(const KernelDesc& desc,
+                                                           const dnnl::engine& engine) {
+  if (round_type(desc) == DType::f16)
+    throw KernelNotFoundError("cpu: no f16 training; use bf16 or f32");
+  return std::make_unique<OneDnnGroupedDenseBackward>(desc, engine);
+}
 
 std::unique_ptr<Kernel> make_onednn_dense(const KernelDesc& desc, const dnnl::engine& engine) {
   if (round_type(desc) == DType::f16)

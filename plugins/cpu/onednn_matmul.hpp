@@ -43,6 +43,13 @@ std::unique_ptr<Kernel> make_onednn_dense(const KernelDesc& desc, const dnnl::en
 std::unique_ptr<Kernel> make_onednn_dense_backward(const KernelDesc& desc,
                                                    const dnnl::engine& engine);
 
+/// GroupBERT's grouped dense and its backward (train_kernels.hpp): one strided
+/// oneDNN matmul run per group.
+std::unique_ptr<Kernel> make_onednn_grouped_dense(const KernelDesc& desc,
+                                                  const dnnl::engine& engine);
+std::unique_ptr<Kernel> make_onednn_grouped_dense_backward(const KernelDesc& desc,
+                                                           const dnnl::engine& engine);
+
 /// Training attention (train_kernels.hpp "attention_train", "attention_backward").
 /// `avx512`: the device's ISA choice allows AVX-512 (for the dropout masks).
 std::unique_ptr<Kernel> make_onednn_attention_train(const KernelDesc& desc, bool avx512,
