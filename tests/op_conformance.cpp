@@ -283,13 +283,15 @@ std::optional<OpCase> make_case(OpKind op, DType type, const Dims& d, Values& v,
       c.outputs = {f32({t, h})};
       break;
     }
-    case OpKind::sequence_conv: {  // sequences of 5 tokens numbered from 1, padding last
+    case OpKind::sequence_conv: {  // one sequence and padding; at n=17 packed sequences of 5
       const std::int64_t group = h % 16 == 0 ? 16 : h <= 17 ? h : h % 3 == 0 ? 3 : 1;
+      const bool packed = s == 17;
       std::vector<std::int32_t> sequences(static_cast<std::size_t>(b * s));
       for (std::int64_t k = 0; k < b * s; ++k) {
         const std::int64_t pos = k % s;
         sequences[static_cast<std::size_t>(k)] =
-            s >= 4 && pos == s - 1 ? 0 : static_cast<std::int32_t>(1 + pos / 5);
+            s >= 4 && pos >= s - 1 - k / s ? 0
+                                           : static_cast<std::int32_t>(packed ? 1 + pos / 5 : 1);
       }
       c.desc.attrs = SequenceConvAttrs{b, s, group, 7};
       c.inputs = {f32({t, h}), f32({h, group, 7}, -0.5f, 0.5f),

@@ -170,6 +170,19 @@ class CpuDevice final : public Device {
     registry().add(OpKind::dense_backward, DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_dense_backward(desc, engine_);
     });
+    // The convolution keeps the reference kernel for packed rows.
+    const KernelFactory reference_conv = *registry().find(OpKind::sequence_conv, DType::f32);
+    const KernelFactory reference_conv_backward =
+        *registry().find(OpKind::sequence_conv_backward, DType::f32);
+    registry().add(OpKind::sequence_conv, DType::f32,
+                   [this, reference_conv](const KernelDesc& desc, Device& device) {
+                     return make_onednn_sequence_conv(desc, engine_, reference_conv(desc, device));
+                   });
+    registry().add(OpKind::sequence_conv_backward, DType::f32,
+                   [this, reference_conv_backward](const KernelDesc& desc, Device& device) {
+                     return make_onednn_sequence_conv_backward(
+                         desc, engine_, reference_conv_backward(desc, device));
+                   });
     registry().add(OpKind::grouped_dense, DType::f32, [this](const KernelDesc& desc, Device&) {
       return make_onednn_grouped_dense(desc, engine_);
     });

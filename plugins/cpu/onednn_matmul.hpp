@@ -50,6 +50,15 @@ std::unique_ptr<Kernel> make_onednn_grouped_dense(const KernelDesc& desc,
 std::unique_ptr<Kernel> make_onednn_grouped_dense_backward(const KernelDesc& desc,
                                                            const dnnl::engine& engine);
 
+/// GroupBERT's sequence convolution and its backward through oneDNN's grouped
+/// convolution; rows holding packed sequences run on `packed_fallback`.
+std::unique_ptr<Kernel> make_onednn_sequence_conv(const KernelDesc& desc,
+                                                  const dnnl::engine& engine,
+                                                  std::unique_ptr<Kernel> packed_fallback);
+std::unique_ptr<Kernel> make_onednn_sequence_conv_backward(const KernelDesc& desc,
+                                                           const dnnl::engine& engine,
+                                                           std::unique_ptr<Kernel> packed_fallback);
+
 /// Training attention (train_kernels.hpp "attention_train", "attention_backward").
 /// `avx512`: the device's ISA choice allows AVX-512 (for the dropout masks).
 std::unique_ptr<Kernel> make_onednn_attention_train(const KernelDesc& desc, bool avx512,
