@@ -1,6 +1,7 @@
-// GroupBERT through the tasks: pre-training (plain and packed rows) writes a
-// Hugging Face-style export with the GroupBERT keys, GLUE fine-tuning starts
-// from it and learns, and its saved model says what it is.
+// GroupBERT through the tasks: pre-training (plain and packed rows, and in
+// two pipeline stages exactly as the whole model) writes a Hugging
+// Face-style export with the GroupBERT keys, GLUE fine-tuning starts from it
+// and learns, and its saved model says what it is.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -58,6 +59,22 @@ TEST(GroupBertTasks, PretrainExportsAndGlueFineTunesFromIt) {
   r = test::run_polyhal("run --config " + pre.string() +
                         " --set data.packed=true --set checkpoint.dir=ck-packed --set steps=3");
   EXPECT_EQ(r.exit_code, 0) << r.output;
+
+  // Two pipeline stages train as the whole model (dropout streams included).
+  const auto pipelined = dir.path() / "pipelined.jsonl", whole = dir.path() / "whole.jsonl";
+  r = test::run_polyhal("run --config " + pre.string() +
+                        " --set model.pipeline=2 --set checkpoint.dir=ck-pipelined --set steps=5 "
+                        "--metrics-out " +
+                        pipelined.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = test::run_polyhal("run --config " + pre.string() +
+                        " --set checkpoint.dir=ck-whole --set steps=5 --metrics-out " +
+                        whole.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto a = test::step_losses(pipelined), b = test::step_losses(whole);
+  ASSERT_EQ(a.size(), 5u);
+  ASSERT_EQ(b.size(), 5u);
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
 
   const auto glue =
       dir.write("glue.yaml",
