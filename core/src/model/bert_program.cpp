@@ -524,7 +524,9 @@ class Builder {
                        g = o_.config.ffn_output_groups;
     const auto [ng, nb] = norm_params(p + "prenorm");
     const auto [i_w, i_b] = dense_params(p + "intermediate", i, h);
-    const auto [o_w, o_b] = dense_params(p + "output", h, i / g);
+    // Plain ints, not a structured binding: the backward lambda captures them.
+    const std::pair<int, int> output = dense_params(p + "output", h, i / g);
+    const int o_w = output.first, o_b = output.second;
     const int normed = layernorm(x, ng, nb, "normed");
     const int up = linear(normed, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate");
     if (g == 1) return linear(up, o_w, o_b, h, Activation::none, x, role);
