@@ -27,6 +27,13 @@ TEST_P(GroupBertGolden, LossAndEveryGradientMatchPyTorch) {
   expect_pytorch_step(training, golden, golden.batch(), "");
 }
 
+TEST_P(GroupBertGolden, RecomputedLayersGiveTheSameGradients) {
+  const TrainGolden golden(groupbert_dir());
+  auto device = test::first_device(GetParam());
+  BertTraining training(*device, golden.config, golden.shape, {.recompute = {0, 1}});
+  expect_pytorch_step(training, golden, golden.batch(), "");
+}
+
 TEST_P(GroupBertGolden, WithDropoutTheSameMasksGiveTheSameGradients) {
   const TrainGolden golden(groupbert_dir());
   const auto& setting = golden.values.at("dropout.setting").values;  // seed, index, p, p

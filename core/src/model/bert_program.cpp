@@ -180,33 +180,41 @@ class Builder {
     const std::int64_t h = o_.config.hidden_size, i = o_.config.intermediate_size;
     prefix_ = fmt::format("bert.encoder.layer.{}.", layer);
     const std::string p = prefix_;
-    const auto [qkv_w, qkv_b] = fused_qkv(p);
-    const auto [o_w, o_b] = dense_params(p + "attention.output.dense", h, h);
-    const auto [g1, b1] = norm_params(p + "attention.output.LayerNorm");
-    const auto [i_w, i_b] = dense_params(p + "intermediate.dense", i, h);
-    const auto [f_w, f_b] = dense_params(p + "output.dense", h, i);
-    const auto [g2, b2] = norm_params(p + "output.LayerNorm");
+    const int next = layer_ops(layer, [&] {
+      const auto [qkv_w, qkv_b] = fused_qkv(p);
+      const auto [o_w, o_b] = dense_params(p + "attention.output.dense", h, h);
+      const auto [g1, b1] = norm_params(p + "attention.output.LayerNorm");
+      const auto [i_w, i_b] = dense_params(p + "intermediate.dense", i, h);
+      const auto [f_w, f_b] = dense_params(p + "output.dense", h, i);
+      const auto [g2, b2] = norm_params(p + "output.LayerNorm");
+      const int qkv = linear(x, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv",
+                             p + "attention.self.qkv");
+      const int context = attention(qkv);
+      const int s1 = linear(context, o_w, o_b, h, Activation::none, x, "attention out",
+                            p + "attention.output.dense");
+      const int x1 = layernorm(s1, g1, b1, "block");
+      const int f = linear(x1, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate",
+                           p + "intermediate.dense");
+      const int s2 = linear(f, f_w, f_b, h, Activation::none, x1, "ffn out", p + "output.dense");
+      return layernorm(s2, g2, b2, "hidden");
+    });
+    prefix_.clear();
+    return next;
+  }
+
+  /// Declares a layer's forward ops with `body`, which returns the layer's
+  /// output. With `layer` recomputed only that output is kept (the next
+  /// layer's input); backward runs the layer's forward ops again, just before
+  /// the layer's own backward ops (closures run last-registered first), and
+  /// then reads the intermediates as if they had been kept.
+  int layer_ops(std::int64_t layer, const std::function<int()>& body) {
     const bool recompute = training_ && o_.recompute.contains(layer);
     const std::size_t first = p_.op_count(Phase::forward);
     recording_ = recompute;
     recorded_.clear();
-    const int qkv = linear(x, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv",
-                           p + "attention.self.qkv");
-    const int context = attention(qkv);
-    const int s1 = linear(context, o_w, o_b, h, Activation::none, x, "attention out",
-                          p + "attention.output.dense");
-    const int x1 = layernorm(s1, g1, b1, "block");
-    const int f = linear(x1, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate",
-                         p + "intermediate.dense");
-    const int s2 = linear(f, f_w, f_b, h, Activation::none, x1, "ffn out", p + "output.dense");
-    const int next = layernorm(s2, g2, b2, "hidden");
-    prefix_.clear();
+    const int next = body();
     recording_ = false;
     if (recompute) {
-      // Only the layer's output is kept (the next layer's input); backward
-      // runs the layer's forward ops again, just before the layer's own
-      // backward ops (closures run last-registered first), and then reads
-      // the intermediates as if they had been kept.
       for (const int t : recorded_)
         if (t != next) p_.set_recomputed(t);
       const std::size_t last = p_.op_count(Phase::forward);
@@ -219,43 +227,46 @@ class Builder {
   /// FFN, each `x + dropout(module(LayerNorm(x)))`. The residual stream
   /// alternates between two roles so an inference linear never writes the
   /// tensor it adds.
-  int groupbert_layer(std::int64_t layer, int x) {
+  int groupbert_layer(std::int64_t layer, int input) {
     const std::int64_t h = o_.config.hidden_size, rows = tokens();
     prefix_ = fmt::format("bert.encoder.layer.{}.", layer);
     const std::string p = prefix_;
     int stream = 0;
     const auto next_role = [&] { return (stream++ % 2 == 0) ? "stream a" : "stream b"; };
-    // Convolution module.
-    {
-      const auto [g, b] = norm_params(p + "convolution.prenorm");
-      const auto [glu_w, glu_b] = fused_dense(
-          p + "convolution.glu", {p + "convolution.glu_values", p + "convolution.glu_gates"});
-      const int conv_w = param(p + "convolution.conv.weight",
-                               {h, o_.config.conv_group_size, o_.config.conv_kernel_size});
-      const auto [ng, nb] = norm_params(p + "convolution.conv_norm");
-      const auto [post_w, post_b] = dense_params(p + "convolution.post", h, h);
-      const int normed = layernorm(x, g, b, "normed");
-      const int gate_in =
-          linear(normed, glu_w, glu_b, 2 * h, Activation::none, std::nullopt, "glu in");
-      const int gated = elementwise(OpKind::glu, OpKind::glu_backward, gate_in, {rows, h}, "glu");
-      const int conv = sequence_conv(gated, conv_w);
-      const int conv_normed = layernorm(conv, ng, nb, "conv normed");
-      const int swished =
-          elementwise(OpKind::swish, OpKind::swish_backward, conv_normed, {rows, h}, "swish");
-      x = linear(swished, post_w, post_b, h, Activation::none, x, next_role());
-    }
-    x = grouped_feed_forward(p + "feed_forward_1.", x, next_role());
-    {
-      const auto [g, b] = norm_params(p + "attention.prenorm");
-      const auto [qkv_w, qkv_b] = fused_qkv(p);
-      const auto [o_w, o_b] = dense_params(p + "attention.output", h, h);
-      const int normed = layernorm(x, g, b, "normed");
-      const int qkv = linear(normed, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv");
-      x = linear(attention(qkv), o_w, o_b, h, Activation::none, x, next_role());
-    }
-    x = grouped_feed_forward(p + "feed_forward_2.", x, next_role());
+    const int next = layer_ops(layer, [&] {
+      int x = input;
+      // Convolution module.
+      {
+        const auto [g, b] = norm_params(p + "convolution.prenorm");
+        const auto [glu_w, glu_b] = fused_dense(
+            p + "convolution.glu", {p + "convolution.glu_values", p + "convolution.glu_gates"});
+        const int conv_w = param(p + "convolution.conv.weight",
+                                 {h, o_.config.conv_group_size, o_.config.conv_kernel_size});
+        const auto [ng, nb] = norm_params(p + "convolution.conv_norm");
+        const auto [post_w, post_b] = dense_params(p + "convolution.post", h, h);
+        const int normed = layernorm(x, g, b, "normed");
+        const int gate_in =
+            linear(normed, glu_w, glu_b, 2 * h, Activation::none, std::nullopt, "glu in");
+        const int gated = elementwise(OpKind::glu, OpKind::glu_backward, gate_in, {rows, h}, "glu");
+        const int conv = sequence_conv(gated, conv_w);
+        const int conv_normed = layernorm(conv, ng, nb, "conv normed");
+        const int swished =
+            elementwise(OpKind::swish, OpKind::swish_backward, conv_normed, {rows, h}, "swish");
+        x = linear(swished, post_w, post_b, h, Activation::none, x, next_role());
+      }
+      x = grouped_feed_forward(p + "feed_forward_1.", x, next_role());
+      {
+        const auto [g, b] = norm_params(p + "attention.prenorm");
+        const auto [qkv_w, qkv_b] = fused_qkv(p);
+        const auto [o_w, o_b] = dense_params(p + "attention.output", h, h);
+        const int normed = layernorm(x, g, b, "normed");
+        const int qkv = linear(normed, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv");
+        x = linear(attention(qkv), o_w, o_b, h, Activation::none, x, next_role());
+      }
+      return grouped_feed_forward(p + "feed_forward_2.", x, next_role());
+    });
     prefix_.clear();
-    return x;
+    return next;
   }
 
   /// GroupBERT's LayerNorm after the last layer, before the heads.
