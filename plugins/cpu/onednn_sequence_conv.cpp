@@ -51,6 +51,13 @@ struct ConvGeometry {
     padding_l = {(a.kernel - 1) / 2};
     padding_r = {a.kernel - 1 - (a.kernel - 1) / 2};
   }
+  /// The forward convolution (also backward's hint).
+  dnnl::convolution_forward::primitive_desc forward(const dnnl::engine& engine) const {
+    return {dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                            dnnl::algorithm::convolution_direct, src, weights_any,
+                                            dst, strides, padding_l, padding_r),
+            engine};
+  }
   std::size_t row_bytes(DType type) const {
     return static_cast<std::size_t>(channels) * dtype_size(type);
   }
@@ -130,10 +137,7 @@ class OneDnnSequenceConv final : public Kernel {
         stream_(engine),
         g_(desc, 0),
         fallback_(std::move(packed_fallback)),
-        pd_(dnnl::convolution_forward::desc(
-                dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, g_.src,
-                g_.weights_any, g_.dst, g_.strides, g_.padding_l, g_.padding_r),
-            engine),
+        pd_(g_.forward(engine)),
         primitive_(pd_),
         weights_(engine, g_.weights, pd_.weights_desc(), true),
         masked_(g_.src.get_size()) {}
@@ -184,10 +188,7 @@ class OneDnnSequenceConvBackward final : public Kernel {
         stream_(engine),
         g_(desc, 1),
         fallback_(std::move(packed_fallback)),
-        hint_(dnnl::convolution_forward::desc(
-                  dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct, g_.src,
-                  g_.weights_any, g_.dst, g_.strides, g_.padding_l, g_.padding_r),
-              engine),
+        hint_(g_.forward(engine)),
         data_pd_(dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, g_.src,
                                                        g_.weights_any, g_.dst, g_.strides,
                                                        g_.padding_l, g_.padding_r),
