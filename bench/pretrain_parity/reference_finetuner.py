@@ -15,7 +15,6 @@ then linear decay to 0 over the run's steps, dev accuracy after every epoch.
       --metrics reference.jsonl [--seq 64 --epochs 2 --batch 32 --lr 1e-4 --precision f32]
 """
 import argparse
-import json
 import os
 import sys
 import time
@@ -24,7 +23,7 @@ import torch
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reference_trainer import learning_rate_at, no_decay  # noqa: E402
+from reference_trainer import learning_rate_at, metrics_writer, no_decay  # noqa: E402
 
 
 def read_tsv(path):
@@ -97,12 +96,7 @@ def main():
         lr=args.lr, betas=(0.9, 0.999), eps=1e-6)
     autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.precision == "bf16"
                 else (lambda: torch.autocast("cpu", enabled=False)))
-    out = open(args.metrics, "w")
-
-    def write(record):
-        record["time"] = time.time()
-        out.write(json.dumps(record) + "\n")
-        out.flush()
+    write = metrics_writer(args.metrics)
 
     begin = time.time()
     for step in range(1, total + 1):

@@ -88,6 +88,17 @@ def learning_rate_at(step, lr, warmup, total, end_lr=0.0, power=1.0):
     return (lr - end_lr) * (1.0 - done) ** power + end_lr
 
 
+def metrics_writer(path):
+    """write(record): one JSON line with the time, flushed (as polyhal's --metrics-out)."""
+    out = open(path, "w")
+
+    def write(record):
+        record["time"] = time.time()
+        out.write(json.dumps(record) + "\n")
+        out.flush()
+    return write
+
+
 def no_decay(name):
     return name.endswith(".bias") or "LayerNorm" in name
 
@@ -199,12 +210,7 @@ def main():
     autocast = ((lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if args.precision == "bf16"
                 else (lambda: torch.autocast("cpu", enabled=False)))
     optimizer = Lamb(model.named_parameters(), args.weight_decay)
-    out = open(args.metrics, "w")
-
-    def write(record):
-        record["time"] = time.time()
-        out.write(json.dumps(record) + "\n")
-        out.flush()
+    write = metrics_writer(args.metrics)
 
     begin = time.time()
     for step in range(1, args.steps + 1):

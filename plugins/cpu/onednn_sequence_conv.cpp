@@ -58,6 +58,10 @@ struct ConvGeometry {
                                             dst, strides, padding_l, padding_r),
             engine};
   }
+  /// Multiply-adds x 2 of the forward convolution (backward does twice that).
+  double flops() const {
+    return 2.0 * static_cast<double>(a.batch * a.seq * channels * a.group_size * a.kernel);
+  }
   std::size_t row_bytes(DType type) const {
     return static_cast<std::size_t>(channels) * dtype_size(type);
   }
@@ -160,10 +164,7 @@ class OneDnnSequenceConv final : public Kernel {
   std::string implementation() const override {
     return "onednn sequence_conv " + std::string(pd_.impl_info_str());
   }
-  double flops() const override {
-    return 2.0 *
-           static_cast<double>(g_.a.batch * g_.a.seq * g_.channels * g_.a.group_size * g_.a.kernel);
-  }
+  double flops() const override { return g_.flops(); }
 
  private:
   KernelDesc desc_;
@@ -235,10 +236,7 @@ class OneDnnSequenceConvBackward final : public Kernel {
     return "onednn sequence_conv_backward " + std::string(data_pd_.impl_info_str()) + " / " +
            std::string(weights_pd_.impl_info_str());
   }
-  double flops() const override {
-    return 4.0 *
-           static_cast<double>(g_.a.batch * g_.a.seq * g_.channels * g_.a.group_size * g_.a.kernel);
-  }
+  double flops() const override { return 2.0 * g_.flops(); }
 
  private:
   KernelDesc desc_;

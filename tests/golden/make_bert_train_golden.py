@@ -53,6 +53,21 @@ class Dropout:
         return t * m.to(t.dtype)
 
 
+def golden_batch(vocab_size):
+    """The golden step's batch of 2 x 11 tokens, drawn from torch's generator:
+    two segments, the second row padded after 8 tokens, 5 labelled positions."""
+    ids = torch.randint(1, vocab_size, (BATCH, SEQ))
+    types = torch.zeros(BATCH, SEQ, dtype=torch.long)
+    types[:, 6:] = 1
+    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
+    mask[1, 8:] = 0
+    ids[1, 8:] = 0
+    mlm_labels = torch.full((BATCH, SEQ), -100, dtype=torch.long)
+    for b, s in ((0, 2), (0, 5), (0, 9), (1, 1), (1, 4)):
+        mlm_labels[b, s] = int(torch.randint(0, vocab_size, ()))
+    return ids, types, mask, mlm_labels, torch.tensor([0, 1])
+
+
 def losses(model, ids, types, mask, mlm_labels, nsp_labels, drop=None):
     hidden, pooled, mlm, nsp = model(ids, types, mask, drop)
     mlm_loss = torch.nn.functional.cross_entropy(mlm.view(-1, CONFIG["vocab_size"]), mlm_labels.view(-1),
@@ -93,16 +108,7 @@ def main():
     with torch.no_grad():
         for p in model.parameters():
             p.copy_(torch.randn_like(p) * 0.2)
-    ids = torch.randint(1, CONFIG["vocab_size"], (BATCH, SEQ))
-    types = torch.zeros(BATCH, SEQ, dtype=torch.long)
-    types[:, 6:] = 1
-    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
-    mask[1, 8:] = 0
-    ids[1, 8:] = 0
-    mlm_labels = torch.full((BATCH, SEQ), -100, dtype=torch.long)
-    for b, s in ((0, 2), (0, 5), (0, 9), (1, 1), (1, 4)):
-        mlm_labels[b, s] = int(torch.randint(0, CONFIG["vocab_size"], ()))
-    nsp_labels = torch.tensor([0, 1])
+    ids, types, mask, mlm_labels, nsp_labels = golden_batch(CONFIG["vocab_size"])
     # With polyhal's dropout masks (hidden and attention-probability dropout),
     # in f64: f32 PyTorch's own rounding noise on the dropped step is close to
     # the 1e-4 tolerance, so the reference is computed more exactly than that.

@@ -15,7 +15,8 @@ import torch
 
 from groupbert_reference import GroupBert
 from make_bert_golden import write_safetensors
-from make_bert_train_golden import ATTENTION_P, DROP_INDEX, DROP_SEED, HIDDEN_P, Dropout
+from make_bert_train_golden import (ATTENTION_P, BATCH, DROP_INDEX, DROP_SEED, HIDDEN_P, SEQ, Dropout,
+                                    golden_batch)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "groupbert")
 CONFIG = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
@@ -23,7 +24,6 @@ CONFIG = dict(vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_
               layer_norm_eps=1e-3, hidden_act="gelu", model_type="groupbert",
               groupbert_ffn_output_groups=4, groupbert_conv_group_size=8,
               groupbert_conv_kernel_size=5, architectures=["BertForPreTraining"])
-BATCH, SEQ = 2, 11
 
 
 def losses(model, ids, types, mask, mlm_labels, nsp_labels, drop=None):
@@ -40,16 +40,7 @@ def main():
         for name, p in model.hf_parameters().items():
             if "norm" in name.lower() or name.endswith(".bias"):
                 p.add_(torch.randn_like(p) * 0.1)
-    ids = torch.randint(1, CONFIG["vocab_size"], (BATCH, SEQ))
-    types = torch.zeros(BATCH, SEQ, dtype=torch.long)
-    types[:, 6:] = 1
-    mask = torch.ones(BATCH, SEQ, dtype=torch.long)
-    mask[1, 8:] = 0
-    ids[1, 8:] = 0
-    mlm_labels = torch.full((BATCH, SEQ), -100, dtype=torch.long)
-    for b, s in ((0, 2), (0, 5), (0, 9), (1, 1), (1, 4)):
-        mlm_labels[b, s] = int(torch.randint(0, CONFIG["vocab_size"], ()))
-    nsp_labels = torch.tensor([0, 1])
+    ids, types, mask, mlm_labels, nsp_labels = golden_batch(CONFIG["vocab_size"])
     golden = {"input_ids": ids.float(), "token_type_ids": types.float(),
               "attention_mask": mask.float(), "mlm_labels": mlm_labels.float(),
               "nsp_labels": nsp_labels.float()}
