@@ -175,6 +175,19 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
   read("layer_norm_eps", c.layer_norm_eps);
   read("hidden_act", c.hidden_act);
   read("model_type", c.model_type);
+  // Graphcore's TensorFlow configs say "groupbert": true instead.
+  if (json.contains("groupbert")) {
+    const auto& flag = json.at("groupbert");
+    if (!flag.is_boolean())
+      throw ConfigError(fmt::format("{}: key 'groupbert': expected true or false, got {}",
+                                    file.string(), flag.dump()));
+    const bool model_type_given = json.contains("model_type");
+    if (flag.get<bool>() && model_type_given && c.model_type != "groupbert")
+      throw ConfigError(fmt::format(
+          "{}: key 'groupbert': true, but key 'model_type' says \"{}\"; remove one of them",
+          file.string(), c.model_type));
+    if (flag.get<bool>()) c.model_type = "groupbert";
+  }
   const char* groupbert_keys[] = {"groupbert_ffn_output_groups", "groupbert_conv_group_size",
                                   "groupbert_conv_kernel_size"};
   if (c.groupbert()) {

@@ -4,6 +4,7 @@
 
 #include <charconv>
 
+#include "model/tf_groupbert_layout.hpp"
 #include "polyhal/app/tf_checkpoint.hpp"
 
 namespace polyhal {
@@ -128,6 +129,10 @@ TfOptimizerState read_tf_optimizer_state(const std::filesystem::path& path) {
       break;
     }
   }
+  if (has_graphcore_groupbert_layers(out.m)) {
+    out.m = graphcore_groupbert_layout(std::move(out.m), /*fill_missing_biases=*/false);
+    out.v = graphcore_groupbert_layout(std::move(out.v), /*fill_missing_biases=*/false);
+  }
   return out;
 }
 
@@ -145,6 +150,7 @@ TensorMap read_tf_bert_weights(const std::filesystem::path& path, TfReadReport* 
     }
     out.insert(read_as_hf(checkpoint, name, name));
   }
+  if (has_graphcore_groupbert_layers(out)) return graphcore_groupbert_layout(std::move(out));
   return out;
 }
 

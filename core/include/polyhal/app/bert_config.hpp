@@ -68,7 +68,10 @@ const std::vector<std::string>& bert_preset_names();
 /// The preset `name`; throws ConfigError naming the presets that exist.
 BertConfig bert_preset(const std::string& name);
 
-/// Reads a Hugging Face config.json. Errors name the file and the key.
+/// Reads a Hugging Face config.json, or Google's or Graphcore's
+/// bert_config.json (Graphcore's `"groupbert": true` means model_type
+/// "groupbert"; the keys polyhal has no use for are ignored). Errors name the
+/// file and the key.
 BertConfig read_hf_config(const std::filesystem::path& file);
 /// Writes a Hugging Face config.json for the model class of `head`
 /// (architectures, and for classification id2label/label2id and

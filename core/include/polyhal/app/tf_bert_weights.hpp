@@ -4,6 +4,8 @@
 /// (google-research/bert modeling.py and run_pretraining.py, which the MLPerf
 /// reference and the vendors' TensorFlow recipes keep), under the Hugging
 /// Face names the rest of polyhal uses (polyhal/app/bert_weights.hpp).
+/// Graphcore's TensorFlow GroupBERT variables (GroupBertModel) are read too,
+/// under the names of docs/groupbert.md.
 #include <cstdint>
 #include <filesystem>
 #include <optional>
