@@ -16,53 +16,11 @@
 
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/safetensors.hpp"
+#include "synthetic_tasks.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
 namespace {
-
-constexpr int kWords = 40;
-
-std::string word(std::mt19937& rng) {
-  return fmt::format("w{}", std::uniform_int_distribution<int>(0, kWords - 1)(rng));
-}
-
-/// [PAD] [UNK] [CLS] [SEP] [MASK], w0..w39 and the marker and question words.
-std::filesystem::path write_vocab(const test::TempDir& dir) {
-  std::string text = "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n";
-  for (int w = 0; w < kWords; ++w) text += fmt::format("w{}\n", w);
-  for (const char* extra : {"key", "what", "follows", "the", "?", "good", "bad"})
-    text += std::string(extra) + "\n";
-  return dir.write("vocab.txt", text);
-}
-
-/// SQuAD v1.1 JSON: random words with "key" inserted; the answer is the
-/// word after it, so only reading the text finds it.
-std::string squad_json(int questions, const std::string& prefix, unsigned seed) {
-  std::mt19937 rng(seed);
-  nlohmann::json data = nlohmann::json::array();
-  for (int q = 0; q < questions; ++q) {
-    std::vector<std::string> words(std::uniform_int_distribution<std::size_t>(6, 16)(rng));
-    for (auto& w : words) w = word(rng);
-    const auto at = std::uniform_int_distribution<std::size_t>(0, words.size() - 1)(rng);
-    words.insert(words.begin() + static_cast<std::ptrdiff_t>(at), "key");
-    std::string context, answer = words[at + 1];
-    std::size_t start = 0;
-    for (std::size_t i = 0; i < words.size(); ++i) {
-      if (i > 0) context += ' ';
-      if (i == at + 1) start = context.size();
-      context += words[i];
-    }
-    data.push_back({{"title", "synthetic"},
-                    {"paragraphs",
-                     {{{"context", context},
-                       {"qas",
-                        {{{"id", fmt::format("{}{}", prefix, q)},
-                          {"question", "what follows the key ?"},
-                          {"answers", {{{"text", answer}, {"answer_start", start}}}}}}}}}}});
-  }
-  return nlohmann::json{{"version", "1.1"}, {"data", data}}.dump();
-}
 
 /// MRPC-format TSV: label 1 when both sentences carry the same marker word
 /// (good/bad), so the label depends on both sentences.
@@ -70,7 +28,7 @@ std::string mrpc_tsv(int rows, unsigned seed) {
   std::mt19937 rng(seed);
   const auto sentence = [&](const std::string& marker) {
     std::vector<std::string> words(std::uniform_int_distribution<std::size_t>(3, 8)(rng));
-    for (auto& w : words) w = word(rng);
+    for (auto& w : words) w = test::synthetic_word(rng);
     words.insert(
         words.begin() + static_cast<std::ptrdiff_t>(
                             std::uniform_int_distribution<std::size_t>(0, words.size())(rng)),
@@ -94,10 +52,10 @@ nlohmann::json read_json(const std::filesystem::path& file) {
 }
 
 std::string squad_config(const test::TempDir& dir, const std::string& extra = "") {
-  write_vocab(dir);
+  test::write_synthetic_vocab(dir);
   if (!std::filesystem::exists(dir.path() / "train.json")) {
-    dir.write("train.json", squad_json(4000, "t", 1));
-    dir.write("dev.json", squad_json(200, "d", 2));
+    dir.write("train.json", test::squad_json(4000, "t", 1));
+    dir.write("dev.json", test::squad_json(200, "d", 2));
   }
   return dir
       .write("squad.yaml",
@@ -112,7 +70,7 @@ std::string squad_config(const test::TempDir& dir, const std::string& extra = ""
 }
 
 std::string glue_config(const test::TempDir& dir, const std::string& extra = "", int epochs = 12) {
-  write_vocab(dir);
+  test::write_synthetic_vocab(dir);
   if (!std::filesystem::exists(dir.path() / "train.tsv")) {
     dir.write("train.tsv", mrpc_tsv(3000, 1));
     dir.write("dev.tsv", mrpc_tsv(200, 2));
@@ -492,8 +450,8 @@ TEST(SquadTask, StartsFromAPretrainingExportWithAFreshHead) {
   const auto pre = test::run_polyhal("run --config " + pretrain.string());
   ASSERT_EQ(pre.exit_code, 0) << pre.output;
   // The model comes from hf/config.json: no model section needed.
-  write_vocab(dir);
-  dir.write("train.json", squad_json(64, "t", 1));
+  test::write_synthetic_vocab(dir);
+  dir.write("train.json", test::squad_json(64, "t", 1));
   const auto config =
       dir.write("squad.yaml",
                 "backend: cpu\ntask: squad\nmodel: {seq_len: 32}\ndata: {vocab: vocab.txt}\n"

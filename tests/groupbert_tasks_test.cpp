@@ -1,13 +1,16 @@
 // GroupBERT through the tasks: pre-training (plain and packed rows, and in
 // two pipeline stages exactly as the whole model) writes a Hugging
 // Face-style export with the GroupBERT keys, GLUE fine-tuning starts from it
-// and learns, and its saved model says what it is.
+// and learns, and its saved model says what it is; SQuAD fine-tuning learns
+// a span task and its exported model answers alone as it did in training.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <iostream>
 #include <random>
 
+#include "synthetic_tasks.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -92,6 +95,48 @@ TEST(GroupBertTasks, PretrainExportsAndGlueFineTunesFromIt) {
   EXPECT_GT(evals.back()["accuracy"].get<double>(), 0.75) << r.output;
   std::ifstream saved(dir.path() / "out/model/config.json");
   EXPECT_EQ(nlohmann::json::parse(saved)["model_type"], "groupbert");
+}
+
+TEST(GroupBertTasks, SquadFineTuningLearnsTheSpanAndItsExportAnswersAlone) {
+  test::TempDir dir;
+  test::write_synthetic_vocab(dir);
+  dir.write("train.json", test::squad_json(2000, "t", 1));
+  dir.write("dev.json", test::squad_json(200, "d", 2));
+  const auto model = test::golden_dir().parent_path() / "groupbert/config.json";
+  const auto config = dir.write(
+      "squad.yaml",
+      fmt::format("backend: cpu\ndevice: {{threads: 1}}\ntask: squad\n"
+                  "model: {{hf_config: {}, seq_len: 32, precision: f32, dropout: 0.0}}\n"
+                  "data: {{vocab: vocab.txt}}\nbatch: {{micro: 32}}\n"
+                  "optimizer: {{name: adamw, learning_rate: 0.003, max_grad_norm: 1.0}}\n"
+                  "finetune: {{train_file: train.json, eval_file: dev.json, output_dir: out, "
+                  "epochs: 4, max_query_length: 8}}\n",
+                  model.string()));
+  const auto metrics = dir.path() / "m.jsonl";
+  auto r = test::run_polyhal(
+      fmt::format("run --config {} --metrics-out {}", config.string(), metrics.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto evals = test::metric_records(metrics, "eval");
+  ASSERT_EQ(evals.size(), 4u) << r.output;
+  const double exact = evals.back()["exact"].get<double>();
+  std::cout << "GroupBERT SQuAD exact " << exact << "\n";
+  EXPECT_GE(exact, 80.0) << r.output;
+  std::ifstream saved(dir.path() / "out/model/config.json");
+  const auto hf = nlohmann::json::parse(saved);
+  EXPECT_EQ(hf["model_type"], "groupbert");
+  EXPECT_EQ(hf["architectures"][0], "BertForQuestionAnswering");
+
+  // The export alone, through the inference program, scores as training's last evaluation.
+  const auto alone = dir.path() / "alone.jsonl";
+  r = test::run_polyhal(fmt::format(
+      "run --config {} --metrics-out {} --set finetune.do=eval --set checkpoint.init=out/model "
+      "--set finetune.output_dir=alone",
+      config.string(), alone.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto alone_evals = test::metric_records(alone, "eval");
+  ASSERT_EQ(alone_evals.size(), 1u) << r.output;
+  EXPECT_NEAR(alone_evals[0]["exact"].get<double>(), exact, 1e-9);
+  EXPECT_NEAR(alone_evals[0]["f1"].get<double>(), evals.back()["f1"].get<double>(), 1e-9);
 }
 
 }  // namespace
