@@ -97,6 +97,32 @@ TEST(GroupBertTasks, PretrainExportsAndGlueFineTunesFromIt) {
   EXPECT_EQ(nlohmann::json::parse(saved)["model_type"], "groupbert");
 }
 
+TEST(GroupBertTasks, ASequenceShorterThanTheKernelOrWidthsGroupsDoNotDivideNameLineAndKey) {
+  test::TempDir dir;
+  const auto model = test::golden_dir().parent_path() / "groupbert/config.json";
+  const auto config =
+      dir.write("short.yaml", fmt::format("backend: cpu\ntask: pretrain\nmodel:\n"
+                                          "  hf_config: {}\n  seq_len: 4\nsteps: 1\n",
+                                          model.string()));
+  for (const std::string command : {"validate", "run"}) {
+    const auto r = test::run_polyhal(command + " --config " + config.string());
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(config.string() +
+                            ":5: key 'model.seq_len': 4 tokens, fewer than GroupBERT's "
+                            "convolution kernel of 5 positions (groupbert_conv_kernel_size of " +
+                            model.string() + ")"),
+              std::string::npos)
+        << r.output;
+  }
+  const auto r = test::run_polyhal("validate --config " + config.string() +
+                                   " --set model.seq_len=16 --set model.hidden_size=36");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--set model.hidden_size=36, " + model.string() +
+                          ": key 'groupbert_conv_group_size': 8 does not divide hidden_size 36"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(GroupBertTasks, SquadFineTuningLearnsTheSpanAndItsExportAnswersAlone) {
   test::TempDir dir;
   test::write_synthetic_vocab(dir);

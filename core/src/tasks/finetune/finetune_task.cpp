@@ -24,6 +24,7 @@
 #include "polyhal/error.hpp"
 #include "tasks/finetune/finetune_data.hpp"
 #include "tasks/inference_precision.hpp"
+#include "tasks/sequence_fit.hpp"
 #include "tasks/tokenizer_settings.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
@@ -58,7 +59,7 @@ StartingPoint starting_point(const RunConfig& config, bool compile_only) {
   if (compile_only && !init.empty() && !std::filesystem::exists(init) &&
       (given(config, "model.preset") || !config.model.hf_config.empty())) {
     // Planning needs the model's dimensions only, not its weights.
-    s.model = resolve_bert_config(config.model);
+    s.model = resolve_bert_config(config.model, model_origin(config));
     return s;
   }
   ModelSection model = config.model;
@@ -95,7 +96,7 @@ StartingPoint starting_point(const RunConfig& config, bool compile_only) {
   } else {
     s.weights = config.model.weights;
   }
-  s.model = resolve_bert_config(model);
+  s.model = resolve_bert_config(model, model_origin(config));
   s.vocab = config.data.vocab;
   if (s.vocab.empty() && !s.hf_dir.empty() && std::filesystem::exists(s.hf_dir / "vocab.txt"))
     s.vocab = s.hf_dir / "vocab.txt";
@@ -343,12 +344,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   result.head = finetune_head(config);
   check_training_setup(device, config, f.train, across_processes);
   const std::int64_t seq = config.model.seq_len;
-  if (seq > model.max_position_embeddings) {
-    throw ConfigError(
-        fmt::format("{}: key 'model.seq_len': {} tokens, but the model has {} "
-                    "position embeddings",
-                    config.locate("model.seq_len"), seq, model.max_position_embeddings));
-  }
+  check_sequence_fits(config, model);
   if (f.packed && seq > std::numeric_limits<std::uint16_t>::max()) {
     throw ConfigError(fmt::format("{}: key 'model.seq_len': packed rows hold at most {} tokens",
                                   config.locate("model.seq_len"),

@@ -19,6 +19,7 @@
 #include "polyhal/error.hpp"
 #include "sentence_pooling.hpp"
 #include "tasks/inference_precision.hpp"
+#include "tasks/sequence_fit.hpp"
 #include "tasks/tokenizer_settings.hpp"
 #include "util/atomic_file.hpp"
 #include "util/regular_file.hpp"
@@ -86,7 +87,7 @@ nlohmann::json top_tokens(const float* logits, std::int64_t vocab,
 
 }  // namespace
 
-BertConfig resolve_bert_config(const ModelSection& model) {
+BertConfig resolve_bert_config(const ModelSection& model, const std::string& where) {
   BertConfig c =
       model.hf_config.empty() ? bert_preset(model.preset) : read_hf_config(model.hf_config);
   for (const auto& [key, value] : model.dims) {
@@ -98,7 +99,7 @@ BertConfig resolve_bert_config(const ModelSection& model) {
     if (key == "max_position_embeddings") c.max_position_embeddings = value;
     if (key == "type_vocab_size") c.type_vocab_size = value;
   }
-  c.validate("model");
+  c.validate(where);
   return c;
 }
 
@@ -261,7 +262,8 @@ void time_generated_batches(BertInference& bert, const RunConfig& config, Infere
 
 InferenceResult run_inference(Device& device, const RunConfig& config, bool compile_only) {
   InferenceResult result;
-  result.config = resolve_bert_config(config.model);
+  result.config = resolve_bert_config(config.model, model_origin(config));
+  check_sequence_fits(config, result.config);
   result.model_name =
       config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
   result.batch = config.batch.micro;

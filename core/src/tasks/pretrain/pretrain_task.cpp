@@ -14,6 +14,7 @@
 #include "polyhal/error.hpp"
 #include "pretrain_section.hpp"
 #include "tasks/pretrain/pretrain_evaluation.hpp"
+#include "tasks/sequence_fit.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
 #include "train/training_job.hpp"
@@ -29,7 +30,8 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
                                const std::vector<Device*>& stage_devices,
                                const EvaluationObserver& on_eval) {
   PretrainResult result;
-  result.config = resolve_bert_config(config.model);
+  result.config = resolve_bert_config(config.model, model_origin(config));
+  check_sequence_fits(config, result.config);
   result.model_name =
       config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
   check_training_setup(device, config, true, across_processes);
