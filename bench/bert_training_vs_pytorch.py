@@ -43,29 +43,15 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_bert  # noqa: E402  (re-executes with OpenBLAS preloaded)
+import model_flops  # noqa: E402
 import polyhal_bench  # noqa: E402
 import torch  # noqa: E402
 
-VOCAB = 30522
-
-
-def polyhal_step(build, preset, seq, batch, precision, steps, dropout, predictions, threads, optimizer="lamb"):
-    """Sequences per second of polyhal's training step, the first step left out."""
-    with tempfile.TemporaryDirectory() as tmp:
-        config = os.path.join(tmp, "train.yaml")
-        with open(config, "w") as f:
-            f.write(f"backend: cpu\ndevice: {{threads: {threads}}}\ntask: pretrain\n"
-                    f"model: {{preset: {preset}, seq_len: {seq}, precision: {precision}, dropout: {dropout}}}\n"
-                    f"batch: {{micro: {batch}}}\ndata: {{source: generated, max_predictions: {predictions}}}\n"
-                    f"optimizer: {{name: {optimizer}, learning_rate: 0.001, weight_decay: 0.01}}\nsteps: {steps + 1}\n")
-        rows = polyhal_bench.run(build, ["--config", config])
-    times = [r["seconds"] for r in rows if r.get("event") == "step"][1:]  # the first pays first-touch
-    return batch * len(times) / sum(times)
+VOCAB = model_flops.VOCAB
 
 
 class Lamb:
@@ -157,20 +143,6 @@ def torch_step(preset, seq, batch, mode, steps, threads, dropout, predictions, o
     return batch * len(times) / sum(times)
 
 
-def step_gemms(preset, seq, batch, predictions):
-    """(m, n, k, count) of every 2-D GEMM in polyhal's training step, and the
-    FLOPs of attention's batched GEMMs (scores, context and their 4 gradients)."""
-    layers, h, heads = pytorch_bert.PRESETS[preset]
-    i, t, rows = 4 * h, batch * seq, batch * predictions
-    gemms = []
-    for out, inp in ((3 * h, h), (h, h), (i, h), (h, i)):  # qkv, attention out, FFN up, FFN down
-        gemms += [(t, out, inp, layers), (t, inp, out, layers), (out, inp, t, layers)]  # y, dX, dW
-    for m, out, inp in ((batch, h, h), (batch, 2, h), (rows, h, h), (rows, VOCAB, h)):  # pooler, NSP, MLM head
-        gemms += [(m, out, inp, 1), (m, inp, out, 1), (out, inp, m, 1)]
-    attention_flops = layers * 6 * batch * heads * 2.0 * seq * seq * (h // heads)
-    return gemms, attention_flops
-
-
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--build", default=os.path.join(polyhal_bench.ROOT, "build"))
@@ -196,7 +168,7 @@ def main():
             mode: torch_step(a.preset, a.seq, a.batch, mode, a.steps, a.threads, a.dropout, a.predictions,
                              a.optimizer, a.ipex) for mode in a.rows.split(",")}}))
         return
-    gemms, attention_flops = step_gemms(a.preset, a.seq, a.batch, a.predictions)
+    gemms, attention_flops = model_flops.model_work(a.preset, a.seq, a.batch, a.predictions, training=True)
     rates = polyhal_bench.gemm_rates(a.build, [(m, n, k) for m, n, k, _ in gemms], a.threads)
     ceiling = polyhal_bench.ceiling_seconds(gemms, rates) + attention_flops / (max(rates.values()) * 1e9)
     flops = sum(2.0 * m * n * k * c for m, n, k, c in gemms) + attention_flops
@@ -209,7 +181,7 @@ def main():
     print("|---|---|---|---|---|---|")
     for mode in a.rows.split(","):
         precision = "f32" if mode == "f32" else "bf16"
-        ours = polyhal_step(a.build, a.preset, a.seq, a.batch, precision, a.steps, a.dropout, a.predictions,
+        ours = polyhal_bench.pretrain_step_rate(a.build, a.preset, a.seq, a.batch, precision, a.steps, a.dropout, a.predictions,
                             a.threads, a.optimizer)
         theirs = torch_step(a.preset, a.seq, a.batch, mode, a.steps, a.threads, a.dropout, a.predictions,
                             a.optimizer, a.ipex)

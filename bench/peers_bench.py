@@ -38,6 +38,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import model_flops  # noqa: E402
 import polyhal_bench  # noqa: E402
 
 ROWS = {
@@ -344,11 +345,10 @@ def training_rows(build, ipex_python, seq, batch, steps, threads):
     with LAMB and AdamW, PyTorch 2 with its fused AdamW and with LAMB, IPEX's
     bf16 training path with fused AdamW. The bf16 GEMM ceiling of the step is
     measured in the same run."""
-    import bert_training_vs_pytorch as training
     out = {}
     for optimizer in ("lamb", "adamw"):
         out[f"polyhal bf16, {optimizer}"] = {
-            "seq_per_s": training.polyhal_step(build, "base", seq, batch, "bf16", steps, 0.1, 20, threads, optimizer)}
+            "seq_per_s": polyhal_bench.pretrain_step_rate(build, "base", seq, batch, "bf16", steps, 0.1, 20, threads, optimizer)}
     for python, name, extra in ((sys.executable, "PyTorch", []), (ipex_python, "IPEX", ["--ipex"])):
         if not os.path.exists(python):
             continue
@@ -364,7 +364,7 @@ def training_rows(build, ipex_python, seq, batch, steps, threads):
             fused = " (fused)" if optimizer == "adamw" else " (in-place tensor ops)"
             out[f"{data['version']} bf16 autocast, {optimizer}{fused}"] = {
                 "seq_per_s": data["rows"]["autocast"]}
-    gemms, attention_flops = training.step_gemms("base", seq, batch, 20)
+    gemms, attention_flops = model_flops.model_work("base", seq, batch, 20, training=True)
     rates = polyhal_bench.gemm_rates(build, [(m, n, k) for m, n, k, _ in gemms], threads)
     ceiling = polyhal_bench.ceiling_seconds(gemms, rates) + attention_flops / (max(rates.values()) * 1e9)
     for r in out.values():

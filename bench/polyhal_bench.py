@@ -21,13 +21,14 @@ def run(build, args, check=True):
             return [json.loads(line) for line in f]
 
 
-def gemm_rates(build, shapes, threads, iterations=20):
-    """GFLOP/s of oneDNN's bf16 matmul (f32 out) at each (m, n, k) in `shapes`,
-    measured by polyhal's matmul-bench on the cpu plugin."""
+def gemm_rates(build, shapes, threads, iterations=20, dtype="bf16"):
+    """GFLOP/s of oneDNN's matmul in `dtype` (f32 out) at each (m, n, k) in
+    `shapes`, measured by polyhal's matmul-bench on the cpu plugin."""
     distinct = sorted(set(shapes))
     listed = "[" + ",".join(f"[{m},{n},{k}]" for m, n, k in distinct) + "]"
     rows = run(build, ["--config", os.path.join(ROOT, "configs", "matmul-bench-cpu.yaml"), "--set",
                        f"matmul_bench.shapes={listed}", "--set", f"matmul_bench.iterations={iterations}", "--set",
+                       f"matmul_bench.dtype={dtype}", "--set",
                        f"device.threads={threads}"])
     return {(r["m"], r["n"], r["k"]): r["gflops"] for r in rows if r.get("event") == "matmul"}
 
@@ -35,3 +36,17 @@ def gemm_rates(build, shapes, threads, iterations=20):
 def ceiling_seconds(gemms, rates):
     """Time of `gemms` [(m, n, k, count)] at the measured `rates` (GFLOP/s per shape)."""
     return sum(count * 2.0 * m * n * k / (rates[(m, n, k)] * 1e9) for m, n, k, count in gemms)
+
+
+def pretrain_step_rate(build, preset, seq, batch, precision, steps, dropout, predictions, threads, optimizer="lamb"):
+    """Sequences per second of polyhal's training step, the first step left out."""
+    with tempfile.TemporaryDirectory() as tmp:
+        config = os.path.join(tmp, "train.yaml")
+        with open(config, "w") as f:
+            f.write(f"backend: cpu\ndevice: {{threads: {threads}}}\ntask: pretrain\n"
+                    f"model: {{preset: {preset}, seq_len: {seq}, precision: {precision}, dropout: {dropout}}}\n"
+                    f"batch: {{micro: {batch}}}\ndata: {{source: generated, max_predictions: {predictions}}}\n"
+                    f"optimizer: {{name: {optimizer}, learning_rate: 0.001, weight_decay: 0.01}}\nsteps: {steps + 1}\n")
+        rows = run(build, ["--config", config])
+    times = [r["seconds"] for r in rows if r.get("event") == "step"][1:]  # the first pays first-touch
+    return batch * len(times) / sum(times)

@@ -763,7 +763,9 @@ TEST(LauncherInference, BadModelSettingsAreConfigErrors) {
       << r.output;
   r = run_polyhal("run --config " + bert_config(dir, "cpu") + " --set model.seq_len=1000");
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.output.find("sequence length 1000 exceeds max_position_embeddings 512"),
+  EXPECT_NE(r.output.find("--set model.seq_len=1000: key 'model.seq_len': 1000 tokens, but the "
+                          "model has 512 position embeddings (max_position_embeddings of preset "
+                          "tiny)"),
             std::string::npos)
       << r.output;
   r = run_polyhal("run --config " + bert_config(dir, "cpu") +
