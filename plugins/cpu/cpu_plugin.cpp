@@ -232,9 +232,14 @@ class CpuDevice final : public Device {
         return make_omp_dropout(desc, avx512_);
       });
     }
-    for (OpKind op : {OpKind::gelu, OpKind::gelu_backward}) {
+    for (OpKind op : {OpKind::gelu, OpKind::gelu_backward, OpKind::swish, OpKind::swish_backward}) {
       registry().add(op, DType::f32, [this](const KernelDesc& desc, Device&) {
-        return make_onednn_gelu_train(desc, engine_);
+        return make_onednn_eltwise_train(desc, engine_);
+      });
+    }
+    for (OpKind op : {OpKind::glu, OpKind::glu_backward}) {
+      registry().add(op, DType::f32, [this](const KernelDesc& desc, Device&) {
+        return make_onednn_glu(desc, engine_);
       });
     }
   }

@@ -1,7 +1,9 @@
-// GELU for training on the CPU (train_kernels.hpp "gelu", "gelu_backward")
-// through oneDNN's JIT eltwise primitives (exact erf form, as BERT uses):
-// vectorised erf instead of a libm call per element. f32 storage, or bf16
-// with round_to=bf16 (oneDNN computes in f32 and rounds to nearest even).
+// GELU and swish for training and GroupBERT on the CPU (train_kernels.hpp
+// "gelu", "gelu_backward", "swish", "swish_backward") through oneDNN's JIT
+// eltwise primitives (GELU in its exact erf form, as BERT uses; swish as
+// x * sigmoid(x)): vectorised erf and exp instead of a libm call per element.
+// f32 storage, or bf16 with round_to=bf16 (oneDNN computes in f32 and
+// rounds to nearest even).
 #include <fmt/format.h>
 
 #include "onednn_gemm.hpp"
@@ -14,24 +16,30 @@ namespace {
 
 using dt = dnnl::memory::data_type;
 
-class OneDnnGelu final : public Kernel {
+/// oneDNN's algorithm for `op` (swish's alpha is 1: x * sigmoid(1 * x)).
+dnnl::algorithm eltwise_algorithm(OpKind op) {
+  return op == OpKind::swish || op == OpKind::swish_backward ? dnnl::algorithm::eltwise_swish
+                                                             : dnnl::algorithm::eltwise_gelu_erf;
+}
+
+class OneDnnEltwise final : public Kernel {
  public:
-  OneDnnGelu(const KernelDesc& desc, const dnnl::engine& engine)
+  OneDnnEltwise(const KernelDesc& desc, const dnnl::engine& engine)
       : desc_(desc),
         types_(operand_types(desc)),
         stream_(engine),
         count_(element_count(desc.input_shapes.at(0))),
-        backward_(desc.op == OpKind::gelu_backward) {
+        backward_(desc.op == OpKind::gelu_backward || desc.op == OpKind::swish_backward) {
+    const dnnl::algorithm algorithm = eltwise_algorithm(desc.op);
+    const float alpha = algorithm == dnnl::algorithm::eltwise_swish ? 1.0f : 0.0f;
     const dnnl::memory::desc md({count_}, operand_type(desc.round_to), dnnl::memory::format_tag::a);
     create_or_refuse(desc, [&] {
       const dnnl::eltwise_forward::primitive_desc forward(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
-                                      dnnl::algorithm::eltwise_gelu_erf, md),
+          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, md, alpha),
           engine);
       if (backward_) {
         backward_pd_ = dnnl::eltwise_backward::primitive_desc(
-            dnnl::eltwise_backward::desc(dnnl::algorithm::eltwise_gelu_erf, md, md), engine,
-            forward);
+            dnnl::eltwise_backward::desc(algorithm, md, md, alpha), engine, forward);
         backward_prim_ = dnnl::eltwise_backward(backward_pd_);
       } else {
         forward_pd_ = forward;
@@ -58,7 +66,7 @@ class OneDnnGelu final : public Kernel {
     stream_.wait();
   }
   std::string implementation() const override {
-    return fmt::format("onednn {} {}", backward_ ? "gelu_backward" : "gelu",
+    return fmt::format("onednn {} {}", op_name(desc_.op),
                        backward_ ? backward_pd_.impl_info_str() : forward_pd_.impl_info_str());
   }
 
@@ -77,10 +85,11 @@ class OneDnnGelu final : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_onednn_gelu_train(const KernelDesc& desc, const dnnl::engine& engine) {
+std::unique_ptr<Kernel> make_onednn_eltwise_train(const KernelDesc& desc,
+                                                  const dnnl::engine& engine) {
   if (round_type(desc) == DType::f16)
     throw KernelNotFoundError("cpu: no f16 training; use bf16 or f32");
-  return std::make_unique<OneDnnGelu>(desc, engine);
+  return std::make_unique<OneDnnEltwise>(desc, engine);
 }
 
 }  // namespace polyhal::cpu

@@ -66,8 +66,13 @@ std::unique_ptr<Kernel> make_onednn_attention_train(const KernelDesc& desc, bool
 std::unique_ptr<Kernel> make_onednn_attention_backward(const KernelDesc& desc, bool avx512,
                                                        const dnnl::engine& engine);
 
-/// Training GELU (train_kernels.hpp "gelu", "gelu_backward") through oneDNN eltwise.
-std::unique_ptr<Kernel> make_onednn_gelu_train(const KernelDesc& desc, const dnnl::engine& engine);
+/// Training GELU and GroupBERT's swish (train_kernels.hpp "gelu", "swish" and
+/// their backward ops) through oneDNN eltwise.
+std::unique_ptr<Kernel> make_onednn_eltwise_train(const KernelDesc& desc,
+                                                  const dnnl::engine& engine);
+/// GroupBERT's gated linear unit (train_kernels.hpp "glu", "glu_backward")
+/// through oneDNN eltwise and binary primitives on strided views.
+std::unique_ptr<Kernel> make_onednn_glu(const KernelDesc& desc, const dnnl::engine& engine);
 
 [[noreturn]] void throw_no_onednn_implementation(const KernelDesc& desc, const dnnl::error& e);
 
