@@ -97,6 +97,32 @@ TEST(GroupBertTasks, PretrainExportsAndGlueFineTunesFromIt) {
   EXPECT_EQ(nlohmann::json::parse(saved)["model_type"], "groupbert");
 }
 
+TEST(GroupBertTasks, TwoReplicasTrainAsOneReplicaWithTwiceTheAccumulation) {
+  // Replica r takes micro-batches r, r+2, ...: the mean of two replicas'
+  // gradients is the two-micro-batch accumulation, dropout streams included.
+  test::TempDir dir;
+  const auto model = test::golden_dir().parent_path() / "groupbert/config.json";
+  const auto config =
+      dir.write("pre.yaml",
+                fmt::format("backend: cpu\ntask: pretrain\n"
+                            "model: {{hf_config: {}, seq_len: 16, precision: f32, dropout: 0.1}}\n"
+                            "batch: {{micro: 8}}\ndata: {{source: pattern, max_predictions: 3}}\n"
+                            "optimizer: {{name: lamb, learning_rate: 0.005}}\nsteps: 4\n",
+                            model.string()));
+  std::vector<double> losses[2];
+  for (const int replicas : {2, 1}) {
+    const auto metrics = dir.path() / fmt::format("r{}.jsonl", replicas);
+    const auto r = test::run_polyhal(fmt::format(
+        "run --config {} --set batch.replicas={} --set batch.grad_accum={} --metrics-out {}",
+        config.string(), replicas, 3 - replicas, metrics.string()));
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    losses[replicas - 1] = test::step_losses(metrics);
+  }
+  ASSERT_EQ(losses[0].size(), 4u);
+  ASSERT_EQ(losses[1].size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) EXPECT_NEAR(losses[1][i], losses[0][i], 1e-5) << i;
+}
+
 TEST(GroupBertTasks, ASequenceShorterThanTheKernelOrWidthsGroupsDoNotDivideNameLineAndKey) {
   test::TempDir dir;
   const auto model = test::golden_dir().parent_path() / "groupbert/config.json";
