@@ -22,7 +22,7 @@ matrix work (GEMMs, attention, convolution) only.
     /usr/bin/python3 bench/groupbert_speed.py [--build build] [--batch 8]
         [--steps 4] [--iterations 20] [--precisions bf16,f32]
 
-About 10 minutes on 2 cores; the machine should be otherwise idle (a busy
+About 3 minutes on 2 cores; the machine should be otherwise idle (a busy
 neighbour slows polyhal's spinning threads many times over).
 """
 import argparse
