@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <iostream>
 
 namespace polyhal {
@@ -17,9 +18,16 @@ void print_memory(const MemoryReport& report) {
   std::cout << fmt::format("  memory on {}: {} of {} -> {}\n", report.device,
                            mib(report.required_bytes), mib(report.capacity_bytes),
                            report.fits ? "fits" : "DOES NOT FIT");
+  // Columns as wide as their longest entry (an op name such as
+  // sequence_conv_backward), up to a cap a long description runs past alone.
+  std::size_t category_width = 0, name_width = 0;
   for (const auto& item : report.items) {
-    std::cout << fmt::format("    {:<22} {:<6} {:>12}\n", item.category, item.name,
-                             mib(item.bytes));
+    category_width = std::max(category_width, item.category.size());
+    if (item.name.size() <= 24) name_width = std::max(name_width, item.name.size());
+  }
+  for (const auto& item : report.items) {
+    std::cout << fmt::format("    {:<{}} {:<{}} {:>10}\n", item.category, category_width, item.name,
+                             name_width, mib(item.bytes));
   }
   for (const auto& note : report.notes) std::cout << "    note: " << note << '\n';
 }
