@@ -160,7 +160,12 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
         "write TensorBoard scalars (loss, learning rate, loss scale, gradient norm, "
         "throughput, evaluation metrics) to an event file in DIR")(
         "metrics-csv", po::value<std::string>()->value_name("FILE"),
-        "write every metric to FILE as CSV rows: time,event,step,name,value");
+        "write every metric to FILE as CSV rows: time,event,step,name,value")(
+        "profile", po::value<std::string>()->value_name("START:END"),
+        "trace optimizer steps START..END (or one step) as Chrome/Perfetto trace-event JSON: "
+        "kernel runs and host phases as measured, or a device model's estimated timeline")(
+        "profile-out", po::value<std::string>()->value_name("FILE"),
+        "where --profile writes its trace (polyhal-trace.json; MPI ranks add .rankN)");
     return d;
   }
   if (group == "data") {
@@ -409,6 +414,14 @@ CommandLine parse_command_line(int argc, char** argv) {
   if (vm.count("metrics-out")) cl.run.metrics_out = vm["metrics-out"].as<std::string>();
   if (vm.count("tensorboard")) cl.run.tensorboard_dir = vm["tensorboard"].as<std::string>();
   if (vm.count("metrics-csv")) cl.run.metrics_csv = vm["metrics-csv"].as<std::string>();
+  if (vm.count("profile")) {
+    try {
+      cl.run.profile = parse_step_window(vm["profile"].as<std::string>(), "--profile");
+    } catch (const ConfigError& e) {
+      throw UsageError(e.what());
+    }
+  }
+  if (vm.count("profile-out")) cl.run.profile_out = vm["profile-out"].as<std::string>();
   if (vm.count("plugin-path")) {
     // A command-line path means what it says where the user typed it.
     for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>())

@@ -5,7 +5,7 @@ _polyhal() {
   local cur=${COMP_WORDS[COMP_CWORD]}
   local prev=${COMP_WORDS[COMP_CWORD-1]}
   case $prev in
-    --config|--metrics-out|--metrics-csv|--input|--vocab)
+    --config|--metrics-out|--metrics-csv|--profile-out|--input|--vocab)
       mapfile -t COMPREPLY < <(compgen -f -- "$cur"); return ;;
     --plugin-path|--output|--tensorboard)
       mapfile -t COMPREPLY < <(compgen -d -- "$cur"); return ;;

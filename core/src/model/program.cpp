@@ -224,6 +224,26 @@ std::optional<double> Program::estimate_seconds(Phase phase) const {
   return total;
 }
 
+nlohmann::json Program::op_trace_args(const Op& op) const {
+  nlohmann::json args = {{"op", op_name(op.desc.op)},
+                         {"output", op.outputs.empty() ? "" : name(op.outputs.front())},
+                         {"kernel", op.desc.to_string()},
+                         {"dtype", dtype_name(op.desc.dtype)}};
+  if (op.desc.round_to != DType::f32) args["stored_as"] = dtype_name(op.desc.round_to);
+  if (op.kernel) args["implementation"] = op.kernel->implementation();
+  return args;
+}
+
+std::optional<std::vector<EstimatedSlice>> Program::estimated_ops(Phase phase) const {
+  std::vector<EstimatedSlice> ops;
+  for (const auto& op : lists_[static_cast<std::size_t>(phase)]) {
+    const auto seconds = device_.estimate_seconds(op.desc);
+    if (!seconds) return std::nullopt;
+    ops.push_back({std::string(op_name(op.desc.op)), op_trace_args(op), *seconds});
+  }
+  return ops;
+}
+
 std::optional<double> Program::estimate_side_seconds() const {
   double total = 0;
   for (const auto& side : side_kernels_) {
@@ -266,13 +286,19 @@ void Program::bind_constants() {
 
 void Program::run(Phase phase, const std::function<void(std::size_t)>& before_op) {
   auto& ops = list(phase);
+  static constexpr const char* kPhaseNames[] = {"forward", "backward", "refresh weight copies"};
+  TraceTrack* const trace = trace_ && trace_->recording() ? trace_ : nullptr;
+  const TraceTrack::Scope phase_slice(trace, kPhaseNames[static_cast<std::size_t>(phase)], "phase");
   for (std::size_t i = 0; i < ops.size(); ++i) {
     auto& op = ops[i];
     if (before_op) before_op(i);
     const auto start = std::chrono::steady_clock::now();
     op.kernel->run(op.bound_inputs, op.bound_outputs);
-    op.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const auto end = std::chrono::steady_clock::now();
+    op.seconds += std::chrono::duration<double>(end - start).count();
     ++op.calls;
+    if (trace)
+      trace->slice(std::string(op_name(op.desc.op)), "kernel", start, end, op_trace_args(op));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "polyhal/app/op_time.hpp"
+#include "polyhal/app/step_trace.hpp"
 #include "polyhal/device.hpp"
 #include "polyhal/kernel.hpp"
 
@@ -101,6 +102,9 @@ class Program {
   std::vector<MemoryItem> memory_items() const;
   /// Sum of the device's estimates over the ops of `phase`; nullopt if any is unknown.
   std::optional<double> estimate_seconds(Phase phase) const;
+  /// The ops of `phase` in order with the device's estimate of each;
+  /// nullopt if any is unknown.
+  std::optional<std::vector<EstimatedSlice>> estimated_ops(Phase phase) const;
   /// Prepares every kernel (ops with equal descs and no constants share
   /// one) without allocating a tensor. Once; allocate() calls it.
   void prepare_kernels();
@@ -128,6 +132,11 @@ class Program {
   void run(Phase phase, const std::function<void(std::size_t)>& before_op = {});
   /// Time per op kind over every run so far, all phases.
   std::map<std::string, OpTime> profile() const;
+  /// While `track` records (a --profile window), run() puts each phase and
+  /// each op on it with the op's shapes, dtype and implementation; nullptr
+  /// stops. The track must outlive the runs.
+  void set_trace(TraceTrack* track) noexcept { trace_ = track; }
+  TraceTrack* trace() const noexcept { return trace_; }
 
   /// Host values into a tensor (T's size must match its dtype).
   template <class T>
@@ -183,6 +192,9 @@ class Program {
   std::vector<Op>& list(Phase phase) { return lists_[static_cast<std::size_t>(phase)]; }
   void upload_bytes(int t, const void* data, std::size_t element, std::size_t count);
   void share_transient_memory();
+  /// What a trace says of `op`: its output, shapes, dtype, rounding and,
+  /// once prepared, the implementation that runs.
+  nlohmann::json op_trace_args(const Op& op) const;
 
   Device& device_;
   DType precision_;
@@ -191,6 +203,7 @@ class Program {
   std::vector<SideKernel> side_kernels_;
   std::map<int, int> compute_copies_;  // master weight -> its compute copy
   bool prepared_ = false, allocated_ = false;
+  TraceTrack* trace_ = nullptr;
 };
 
 }  // namespace polyhal

@@ -288,6 +288,8 @@ std::vector<float> BertTraining::stage_forward(const TrainingBatch& batch,
   if (!s.loaded) throw RuntimeFailure("BertTraining: load_weights before training");
   Program& p = s.program();
   const BertProgram& b = *s.bert;
+  std::optional<TraceTrack::Scope> upload;
+  upload.emplace(p.trace(), "upload", "host");
   p.upload(b.mask, batch.inputs.attention_mask);
   p.upload(b.rng, std::vector<std::int32_t>{static_cast<std::int32_t>(s.seed & 0x7fffffff),
                                             static_cast<std::int32_t>(batch.index & 0x7fffffff)});
@@ -314,6 +316,7 @@ std::vector<float> BertTraining::stage_forward(const TrainingBatch& batch,
     if (s.head == TaskHead::Kind::pretraining) p.upload(b.nsp_labels, batch.nsp_labels);
     if (b.nsp_positions >= 0) p.upload(b.nsp_positions, batch.nsp_positions);
   }
+  upload.reset();
   p.run(Phase::forward);
   if (b.stage_output < 0) return {};
   return p.read_floats(b.stage_output);
@@ -473,6 +476,14 @@ void BertTraining::set_gradient(const std::string& name, const std::vector<float
 
 std::int64_t BertTraining::steps_taken() const {
   return state_->steps;
+}
+
+std::optional<std::vector<EstimatedSlice>> BertTraining::estimated_kernels(bool backward) const {
+  return state_->program().estimated_ops(backward ? Phase::backward : Phase::forward);
+}
+
+void BertTraining::set_trace(TraceTrack* track) noexcept {
+  state_->program().set_trace(track);
 }
 
 std::optional<TrainingWorkEstimate> BertTraining::estimate_work() const {

@@ -106,6 +106,15 @@ void PipelinedTraining::load_weights(const TensorMap& weights) {
   for (auto& stage : stages_) stage->load_weights(weights);
 }
 
+void PipelinedTraining::set_trace(TraceLane* lane) {
+  traces_.assign(stages_.size(), nullptr);
+  for (std::size_t s = 0; s < stages_.size(); ++s) {
+    if (lane) traces_[s] = &lane->track(fmt::format("replica {} stage {}", lane->replica(), s));
+    stages_[s]->set_trace(traces_[s]);
+  }
+  if (!lane) traces_.clear();
+}
+
 StepLosses PipelinedTraining::forward_backward(const std::vector<TrainingBatch>& micro_batches,
                                                double loss_scale) {
   const int count = stage_count();
@@ -118,6 +127,10 @@ StepLosses PipelinedTraining::forward_backward(const std::vector<TrainingBatch>&
     BertTraining& stage = *stages_[static_cast<std::size_t>(a.stage)];
     const auto& batch = micro_batches[static_cast<std::size_t>(a.micro_batch)];
     const bool last = a.stage == count - 1;
+    const TraceTrack::Scope pass(
+        traces_.empty() ? nullptr : traces_[static_cast<std::size_t>(a.stage)],
+        fmt::format("{}{}", a.forward ? 'F' : 'B', a.micro_batch), "pipeline",
+        {{"micro_batch", a.micro_batch}, {"stage", a.stage}});
     if (a.forward) {
       std::vector<float> input;
       if (a.stage > 0) {

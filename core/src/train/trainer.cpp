@@ -49,6 +49,10 @@ bool samples_reached(std::int64_t step, std::int64_t samples_per_step, std::int6
 
 TrainingStep Trainer::step(std::int64_t number) {
   const auto start = std::chrono::steady_clock::now();
+  if (TraceLane* lane = model_.trace_lane()) lane->set_step(number);
+  TraceTrack* const trace = model_.host_track();
+  const TraceTrack::Scope step_slice(trace, fmt::format("step {}", number), "step",
+                                     {{"step", number}});
   const std::int64_t accumulation = settings_.grad_accum;
   const auto replica_count = static_cast<std::uint64_t>(replicas_.size());
   TrainingStep record;
@@ -61,6 +65,7 @@ TrainingStep Trainer::step(std::int64_t number) {
         const auto index =
             static_cast<std::uint64_t>((number - 1) * accumulation + micro) * replica_count +
             static_cast<std::uint64_t>(replicas_.rank());
+        const TraceTrack::Scope data(trace, "data", "host", {{"batch_index", index}});
         TrainingBatch batch = batches_(index);
         sequences += sequences_in(batch, settings_.micro_batch);
         return batch;
@@ -68,16 +73,27 @@ TrainingStep Trainer::step(std::int64_t number) {
       static_cast<int>(accumulation), scaler_.scale());
   std::array<float, 3> losses{static_cast<float>(mean.mlm), static_cast<float>(mean.nsp),
                               static_cast<float>(mean.task)};
-  replicas_.all_reduce(losses.data(), losses.size(), DType::f32, ReduceOp::mean);
-  // Exact in f32 up to 2^24 sequences per step.
   float counted = static_cast<float>(sequences);
-  replicas_.all_reduce(&counted, 1, DType::f32, ReduceOp::sum);
+  {
+    const TraceTrack::Scope reduce(trace, "all-reduce losses", "collective");
+    replicas_.all_reduce(losses.data(), losses.size(), DType::f32, ReduceOp::mean);
+    // Exact in f32 up to 2^24 sequences per step.
+    replicas_.all_reduce(&counted, 1, DType::f32, ReduceOp::sum);
+  }
   record.sequences = static_cast<std::int64_t>(counted);
-  model_.all_reduce_gradients(replicas_);
+  {
+    const TraceTrack::Scope reduce(trace, "all-reduce gradients", "collective",
+                                   {{"replicas", replicas_.size()}});
+    model_.all_reduce_gradients(replicas_);
+  }
   record.mlm_loss = losses[0];
   record.nsp_loss = losses[1];
   record.task_loss = losses[2];
-  const auto norm = model_.optimizer_step(record.learning_rate, scaler_.scale());
+  std::optional<double> norm;
+  {
+    const TraceTrack::Scope update(trace, "optimizer", "host");
+    norm = model_.optimizer_step(record.learning_rate, scaler_.scale());
+  }
   record.skipped = !norm.has_value();
   record.grad_norm = norm.value_or(std::numeric_limits<double>::infinity());
   scaler_.update(record.skipped);
@@ -94,6 +110,7 @@ TrainingStep Trainer::step(std::int64_t number) {
 
 void Trainer::save(std::int64_t step, TrainingLog& log) {
   if (!store_.enabled()) return;
+  const TraceTrack::Scope traced(model_.host_track(), "checkpoint", "host", {{"step", step}});
   // Sharded optimizer state is gathered from every replica: a collective.
   const bool lead = replicas_.rank() == 0;
   TensorMap snapshot;

@@ -13,6 +13,7 @@
 #include "polyhal/app/checkpoint_store.hpp"
 #include "polyhal/app/pipelined_training.hpp"
 #include "polyhal/error.hpp"
+#include "train/estimated_timeline.hpp"
 #include "util/atomic_file.hpp"
 #include "util/directory_lock.hpp"
 #include "util/regular_file.hpp"
@@ -167,7 +168,31 @@ void agree_on_start(Communicator& ranks,
   }
 }
 
+void TrainingJob::trace(StepTrace& trace) {
+  if (!trace.estimated()) {
+    trace_ = &trace;
+    return;
+  }
+  const StepWork work = step_work();
+  TraceLane& lane = trace.lane(0);
+  double t = 0;
+  for (std::int64_t step = trace.window().first; step <= trace.window().last; ++step) {
+    const auto end = replicas_.front()->trace_estimated_step(lane, *where_.device, work, step, t);
+    if (!end) throw RuntimeFailure("--profile: the device model gives no estimate of a step");
+    t = *end;
+  }
+  trace.set_metadata("estimated_step_seconds",
+                     t / 1e6 / static_cast<double>(trace.window().size()));
+  trace.set_metadata("replicas", work.replicas);
+  trace.set_metadata("shown", "replica 0: every replica runs the same schedule");
+  trace.set_metadata("kernels_shown_for_micro_batches", kTracedKernelMicroBatches);
+}
+
 void TrainingJob::run(const std::function<void(TrainingModel&, Communicator&)>& replica) {
+  if (trace_)
+    for (int r = 0; r < local_replicas_; ++r)
+      replicas_[static_cast<std::size_t>(r)]->attach_trace(
+          trace_->lane(group_->communicator(r).rank()));
   group_->run(
       [&](int r) { replica(*replicas_[static_cast<std::size_t>(r)], group_->communicator(r)); });
 }

@@ -19,6 +19,7 @@
 #include "polyhal/app/hf_directory.hpp"
 #include "polyhal/app/loss_scaler.hpp"
 #include "polyhal/app/replica_group.hpp"
+#include "polyhal/app/step_trace.hpp"
 #include "polyhal/collective.hpp"
 #include "polyhal/device.hpp"
 #include "train/training_model.hpp"
@@ -97,6 +98,13 @@ class TrainingJob {
   /// threads when there are several (ReplicaGroup::run).
   void run(const std::function<void(TrainingModel&, Communicator&)>& replica);
 
+  /// --profile. A measured trace: every local replica's kernel runs and
+  /// host phases go on its lane while run() is in the window. An estimated
+  /// one (a device model): replica 0's estimated timeline of the window's
+  /// steps is laid out now, back to back from 0 (every replica runs the same
+  /// schedule), also without start() for a plan only.
+  void trace(StepTrace& trace);
+
   /// The first replica's weights and host profile (every replica holds the same weights).
   TensorMap weights() const;
   std::vector<OpTime> profile() const;
@@ -116,7 +124,8 @@ class TrainingJob {
   std::unique_ptr<InProcessGroup> stand_in_;
   std::unique_ptr<Communicator> stand_in_rank_;
   std::vector<std::unique_ptr<TrainingModel>> replicas_;
-  std::unique_ptr<detail::DirectoryLock> checkpoint_lock_;  // the lead's, while it runs
+  std::unique_ptr<detail::DirectoryLock> checkpoint_lock_;
+  StepTrace* trace_ = nullptr;  // a measured trace run() records  // the lead's, while it runs
   TrainingPlan plan_;
   std::optional<MemoryReport> unsharded_;
 };

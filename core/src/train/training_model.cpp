@@ -1,8 +1,12 @@
 #include "train/training_model.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <vector>
+
+#include "train/estimated_timeline.hpp"
 
 namespace polyhal {
 
@@ -50,6 +54,8 @@ class WholeModel final : public Forwarding<BertTraining> {
     std::array<float, 3> sums{};
     const auto share = static_cast<double>(count);
     for (int micro = 0; micro < count; ++micro) {
+      const TraceTrack::Scope traced(host_track_, fmt::format("micro-batch {}", micro), "pipeline",
+                                     {{"micro_batch", micro}});
       const StepLosses l = model_->forward_backward(batch(micro), count, loss_scale);
       sums[0] += static_cast<float>(l.mlm / share);
       sums[1] += static_cast<float>(l.nsp / share);
@@ -89,6 +95,17 @@ class WholeModel final : public Forwarding<BertTraining> {
   }
 
   std::vector<OpTime> profile() const override { return model_->profile(); }
+
+  void attach_trace(TraceLane& lane) override {
+    lane_ = &lane;
+    host_track_ = &lane.track(fmt::format("replica {}", lane.replica()));
+    model_->set_trace(host_track_);
+  }
+
+  std::optional<double> trace_estimated_step(TraceLane& lane, Device& device, const StepWork& work,
+                                             std::int64_t step, double start_us) const override {
+    return trace_estimated_whole_step(lane, *model_, device, work, step, start_us);
+  }
 };
 
 class Pipeline final : public Forwarding<PipelinedTraining> {
@@ -129,6 +146,17 @@ class Pipeline final : public Forwarding<PipelinedTraining> {
   }
 
   std::vector<OpTime> profile() const override { return {}; }
+
+  void attach_trace(TraceLane& lane) override {
+    lane_ = &lane;
+    host_track_ = &lane.track(fmt::format("replica {} host", lane.replica()));
+    model_->set_trace(&lane);
+  }
+
+  std::optional<double> trace_estimated_step(TraceLane& lane, Device& device, const StepWork& work,
+                                             std::int64_t step, double start_us) const override {
+    return trace_estimated_pipeline_step(lane, *model_, device, work, step, start_us);
+  }
 
  private:
   // Each stage all-reduces its own gradients over the replicas, all stages

@@ -66,6 +66,27 @@ class TrainingModel {
                                                        const StepWork& work) const = 0;
   /// Host time per op kind so far (empty for a pipeline).
   virtual std::vector<OpTime> profile() const = 0;
+
+  /// Puts this replica's kernel runs on `lane`'s tracks while it records
+  /// (--profile): "replica R" for the whole model, "replica R stage S" per
+  /// pipeline stage. The lane must outlive the runs.
+  virtual void attach_trace(TraceLane& lane) = 0;
+  /// The lane attached, or nullptr.
+  TraceLane* trace_lane() const noexcept { return lane_; }
+  /// Where the training loop puts its host phases (data, all-reduce,
+  /// optimizer, checkpoint, evaluation): the whole model's own track, a
+  /// pipeline's "replica R host"; nullptr when not traced.
+  TraceTrack* host_track() const noexcept { return host_track_; }
+  /// A device model's estimated timeline of optimizer step `step` of
+  /// `work` on `lane`, from `start_us`; returns where it ends (µs), or
+  /// nullopt on real hardware.
+  virtual std::optional<double> trace_estimated_step(TraceLane& lane, Device& device,
+                                                     const StepWork& work, std::int64_t step,
+                                                     double start_us) const = 0;
+
+ protected:
+  TraceLane* lane_ = nullptr;
+  TraceTrack* host_track_ = nullptr;
 };
 
 /// The whole model on one device; owns `model`.

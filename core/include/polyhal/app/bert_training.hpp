@@ -24,6 +24,7 @@
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/op_time.hpp"
 #include "polyhal/app/safetensors.hpp"
+#include "polyhal/app/step_trace.hpp"
 #include "polyhal/collective.hpp"
 #include "polyhal/device.hpp"
 
@@ -198,6 +199,13 @@ class BertTraining {
   /// The device's estimate of the work (kernel by kernel, as the device
   /// model prices each op), or nullopt on real hardware, which gives none.
   std::optional<TrainingWorkEstimate> estimate_work() const;
+  /// The kernels of one micro-batch's forward (or backward) pass with the
+  /// device model's estimate of each, for an estimated trace; nullopt on
+  /// real hardware.
+  std::optional<std::vector<EstimatedSlice>> estimated_kernels(bool backward) const;
+  /// Kernel runs and uploads go on `track` while it records (--profile);
+  /// nullptr stops. The track must outlive the runs.
+  void set_trace(TraceTrack* track) noexcept;
   /// Time per op kind since construction, largest first. Each kernel run is
   /// timed with a steady clock (tens of nanoseconds against milliseconds of
   /// work), so this is always on.

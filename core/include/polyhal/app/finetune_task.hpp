@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/app/step_trace.hpp"
 
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/config.hpp"
@@ -68,6 +69,7 @@ using FinetuneObserver = std::function<void(const FinetuneEvaluation&)>;
 FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool compile_only,
                               const StepObserver& on_step, const FinetuneObserver& on_eval,
                               Communicator* across_processes = nullptr,
-                              const std::vector<Device*>& stage_devices = {});
+                              const std::vector<Device*>& stage_devices = {},
+                              StepTrace* trace = nullptr);
 
 }  // namespace polyhal

@@ -75,6 +75,11 @@ class PipelinedTraining {
   TensorMap weights() const;
   TensorMap gradients() const;
   int stage_count() const { return static_cast<int>(stages_.size()); }
+  const BertTraining& stage(int s) const { return *stages_.at(static_cast<std::size_t>(s)); }
+  /// Each stage's kernel runs, stashes and micro-batch passes go on the
+  /// lane's track "replica R stage S" while it records (--profile);
+  /// nullptr stops. The lane must outlive the runs.
+  void set_trace(TraceLane* lane);
   std::int64_t stage_parameters(int stage) const;
   /// Every stage's parameters (the tied word embeddings counted once).
   std::int64_t parameter_count() const;
@@ -88,7 +93,8 @@ class PipelinedTraining {
 
  private:
   std::vector<std::unique_ptr<BertTraining>> stages_;
-  std::int64_t tied_elements_ = 0;  // the word embeddings' second copy
+  std::int64_t tied_elements_ = 0;   // the word embeddings' second copy
+  std::vector<TraceTrack*> traces_;  // per stage, while traced
 };
 
 }  // namespace polyhal

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/app/step_trace.hpp"
 
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/bert_training.hpp"
@@ -79,7 +80,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
                                const StepObserver& observer,
                                Communicator* across_processes = nullptr,
                                const std::vector<Device*>& stage_devices = {},
-                               const EvaluationObserver& on_eval = {});
+                               const EvaluationObserver& on_eval = {}, StepTrace* trace = nullptr);
 
 /// The global batch of a training task: replicas (the MPI ranks when this
 /// process is one of them) x batch.grad_accum x batch.micro.

@@ -18,6 +18,7 @@
 #include "polyhal/app/metrics_writer.hpp"
 #include "polyhal/app/progress.hpp"
 #include "polyhal/app/run_report.hpp"
+#include "polyhal/app/step_trace.hpp"
 #include "polyhal/collective.hpp"
 #include "polyhal/device.hpp"
 
@@ -36,6 +37,9 @@ struct RunOptions {
   std::filesystem::path tensorboard_dir;  ///< TensorBoard event file goes here
   std::filesystem::path metrics_csv;      ///< long-form CSV of every number
   ProgressMode progress = ProgressMode::automatic;
+  /// --profile START:END: a trace of those optimizer steps (step_trace.hpp).
+  std::optional<StepWindow> profile;
+  std::filesystem::path profile_out;  ///< --profile-out; empty: polyhal-trace.json
 };
 
 class Task {

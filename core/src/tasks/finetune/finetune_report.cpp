@@ -11,6 +11,7 @@
 #include "polyhal/app/finetune_task.hpp"
 #include "polyhal/app/run_report.hpp"
 #include "polyhal/app/step_progress.hpp"
+#include "polyhal/app/step_trace_output.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
 
@@ -60,8 +61,9 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
         e.seconds, e.metrics.empty() ? "" : ": " + metrics_text(e.metrics),
         e.files.empty() ? "" : "; wrote " + e.files.front().parent_path().string());
   };
-  const auto r =
-      run_finetuning(device, config, run.compile_only, std::ref(on_step), on_eval, world, devices);
+  const auto trace = make_step_trace(device, run, world);
+  const auto r = run_finetuning(device, config, run.compile_only, std::ref(on_step), on_eval, world,
+                                devices, trace.get());
   const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
                                            r.config.num_hidden_layers, config.batch.grad_accum);
   nlohmann::json summary{{"backend", config.backend},
@@ -118,6 +120,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
                              r.exported.string());
   report_training_estimate(r.estimate, p, summary);
   if (!run.compile_only) report_peak_memory(device, r.memory, summary);
+  write_step_trace(trace.get(), run, world, summary);
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;

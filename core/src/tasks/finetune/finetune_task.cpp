@@ -336,7 +336,7 @@ void evaluate_only(Device& device, const RunConfig& config, const StartingPoint&
 FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool compile_only,
                               const StepObserver& on_step, const FinetuneObserver& on_eval,
                               Communicator* across_processes,
-                              const std::vector<Device*>& stage_devices) {
+                              const std::vector<Device*>& stage_devices, StepTrace* trace) {
   FinetuneResult result;
   const FinetuneSection& f = config.section<FinetuneSection>();
   const StartingPoint start = starting_point(config, compile_only);
@@ -366,6 +366,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   result.stage_memory = job.plan().stage_memory;
   result.parameters = job.plan().parameters;
   result.estimate = job.plan().estimate;
+  if (trace) job.trace(*trace);
   if (compile_only) return result;
 
   const auto data = open_finetune_data(config, required_vocab(start, config), seq);
@@ -417,7 +418,11 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
       const std::int64_t first = std::max(done + 1, (epoch - 1) * result.steps_per_epoch + 1);
       if (first > last) continue;  // done before the resume
       trainer.run(first, last, on_step, log);
-      if (f.eval) evaluate(Split::eval, epoch, last, training.weights(), replicas, evaluator);
+      if (f.eval) {
+        const TraceTrack::Scope traced(training.host_track(), "evaluation", "host",
+                                       {{"epoch", epoch}});
+        evaluate(Split::eval, epoch, last, training.weights(), replicas, evaluator);
+      }
     }
     if (f.predict)
       evaluate(Split::predict, epochs, result.total_steps, training.weights(), replicas, evaluator);

@@ -15,6 +15,7 @@
 #include "pretrain_section.hpp"
 
 #include "polyhal/app/pretrain_task.hpp"
+#include "polyhal/app/step_trace_output.hpp"
 
 namespace polyhal {
 namespace {
@@ -52,8 +53,9 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
                                        config.section<EvalSection>().stop_at)
                          : "");
   };
+  const auto trace = make_step_trace(device, run, world);
   const auto r = run_pretraining(device, config, run.compile_only, std::ref(observer), world,
-                                 devices, on_eval);
+                                 devices, on_eval, trace.get());
   if (!r.eval_data.empty()) std::cout << fmt::format("  evaluation: {}\n", r.eval_data);
   const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
                                            r.config.num_hidden_layers, config.batch.grad_accum);
@@ -146,6 +148,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   }
   report_training_estimate(r.estimate, p, summary);
   if (!run.compile_only) report_peak_memory(device, r.memory, summary);
+  write_step_trace(trace.get(), run, world, summary);
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;

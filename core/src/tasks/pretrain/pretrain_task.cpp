@@ -28,7 +28,7 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
                                const StepObserver& observer, Communicator* across_processes,
                                const std::vector<Device*>& stage_devices,
-                               const EvaluationObserver& on_eval) {
+                               const EvaluationObserver& on_eval, StepTrace* trace) {
   PretrainResult result;
   result.config = resolve_bert_config(config.model, model_origin(config));
   check_sequence_fits(config, result.config);
@@ -59,6 +59,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   result.parameters = plan.parameters;
   result.estimated_all_reduce_seconds = plan.all_reduce;
   result.estimate = plan.estimate;
+  if (trace) job.trace(*trace);
   if (compile_only) return result;
 
   const CheckpointStore store(config.checkpoint.dir);
@@ -99,6 +100,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
         store, replica_scaler);
     std::unique_ptr<BertInference> eval_model;
     const auto evaluate = [&](std::int64_t step) {
+      const TraceTrack::Scope traced(model.host_track(), "evaluation", "host", {{"step", step}});
       const PretrainEvaluation e =
           evaluator->evaluate(device, model.weights(), replicas, step, eval_model);
       if (replicas.rank() == 0) {

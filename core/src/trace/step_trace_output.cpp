@@ -1,0 +1,53 @@
+#include "polyhal/app/step_trace_output.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+namespace polyhal {
+
+std::unique_ptr<StepTrace> make_step_trace(const Device& device, const RunOptions& run,
+                                           const Communicator* world) {
+  if (!run.profile) return nullptr;
+  const auto& p = device.properties();
+  const bool model = p.mode == DeviceMode::model;
+  const int rank = world ? world->rank() : 0;
+  auto trace = std::make_unique<StepTrace>(
+      *run.profile, model ? StepTrace::Timeline::estimated : StepTrace::Timeline::measured, rank,
+      fmt::format("polyhal {} on {}{}", run.config.filename().string(), p.name,
+                  world ? fmt::format(" rank {}", rank) : ""));
+  trace->set_metadata("device", p.name);
+  trace->set_metadata("product", p.product);
+  trace->set_metadata("config", run.config.string());
+  return trace;
+}
+
+std::filesystem::path step_trace_file(const RunOptions& run, const Communicator* world) {
+  std::filesystem::path file = run.profile_out.empty() ? "polyhal-trace.json" : run.profile_out;
+  if (world && world->size() > 1) {
+    auto name =
+        file.stem().string() + fmt::format(".rank{}", world->rank()) + file.extension().string();
+    file.replace_filename(name);
+  }
+  return file;
+}
+
+void write_step_trace(const StepTrace* trace, const RunOptions& run, const Communicator* world,
+                      nlohmann::json& summary) {
+  if (!trace) return;
+  const auto file = step_trace_file(run, world);
+  if (!trace->estimated() && trace->event_count() == 0)
+    spdlog::warn("--profile {}:{}: the run trained none of these steps; the trace is empty",
+                 trace->window().first, trace->window().last);
+  trace->write(file);
+  summary["trace"] = file.string();
+  std::cout << fmt::format(
+      "  trace of steps {}..{} ({}{} events): {} (open it in ui.perfetto.dev "
+      "or chrome://tracing)\n",
+      trace->window().first, trace->window().last,
+      trace->estimated() ? "estimated by the device model, " : "", trace->event_count(),
+      file.string());
+}
+
+}  // namespace polyhal
