@@ -91,6 +91,15 @@ const std::vector<CommandSpec>& commands() {
        {"config"},
        "  polyhal config show pretrain.yaml --set batch.micro=16\n"
        "  polyhal config reference > config-reference.md\n"},
+      {"report",
+       "polyhal report METRICS_FILE_OR_DIR... [--output FILE]",
+       "Turns runs' metrics (run --metrics-out, or a directory of them) into one "
+       "self-contained HTML page of charts: loss, learning rate, loss scale, gradient norm, "
+       "throughput and evaluation metrics over the steps, and a summary table; several runs "
+       "overlay their curves.",
+       {"report"},
+       "  polyhal run pretrain.yaml --metrics-out m.jsonl && polyhal report m.jsonl\n"
+       "  polyhal report base.jsonl large.jsonl --output compare.html\n"},
       {"help", "polyhal help [COMMAND]", "Shows the overview, or one command's help.", {}, ""},
   };
   return table;
@@ -165,7 +174,16 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
         "trace optimizer steps START..END (or one step) as Chrome/Perfetto trace-event JSON: "
         "kernel runs and host phases as measured, or a device model's estimated timeline")(
         "profile-out", po::value<std::string>()->value_name("FILE"),
-        "where --profile writes its trace (polyhal-trace.json; MPI ranks add .rankN)");
+        "where --profile writes its trace (polyhal-trace.json; MPI ranks add .rankN)")(
+        "report", po::value<std::string>()->value_name("DIR"),
+        "also write DIR/memory.html: the memory plan as a page of charts (with --compile-only, "
+        "or after a run with the measured peak)");
+    return d;
+  }
+  if (group == "report") {
+    po::options_description d("report options");
+    d.add_options()("output,o", po::value(&cl.pack.output)->value_name("FILE"),
+                    "the HTML page to write (polyhal-report.html)");
     return d;
   }
   if (group == "data") {
@@ -372,6 +390,10 @@ CommandLine parse_command_line(int argc, char** argv) {
 
   std::vector<std::string> extra;
   if (vm.count("positional")) extra = vm["positional"].as<std::vector<std::string>>();
+  if (cl.command == "report") {  // the metrics files are its positional arguments
+    cl.inputs = extra;
+    extra.clear();
+  }
   if (cl.command == "help") {
     if (extra.size() > 1) throw UsageError("'help' takes one command at most");
     cl.help = true;
@@ -422,6 +444,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     }
   }
   if (vm.count("profile-out")) cl.run.profile_out = vm["profile-out"].as<std::string>();
+  if (vm.count("report")) cl.run.report_dir = vm["report"].as<std::string>();
   if (vm.count("plugin-path")) {
     // A command-line path means what it says where the user typed it.
     for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>())

@@ -38,6 +38,10 @@ int run_workload(const CommonOptions& common, const RunOptions& run);
 /// `polyhal pack`: packs MLPerf HDF5 data and prints efficiency and speed-up.
 int pack_data(const PackOptions& options, ProgressMode progress);
 
+/// `polyhal report`: the runs' metrics (files or directories of them) as one
+/// HTML page at `output`.
+int write_run_report(const std::vector<std::string>& inputs, const std::filesystem::path& output);
+
 /// `polyhal convert`: a TensorFlow checkpoint into a Hugging Face directory;
 /// prints what was read and written.
 int convert_model(const ConvertOptions& options);

@@ -106,6 +106,14 @@ int dispatch(int argc, char** argv) {
     options.to = cl.convert_to;
     return convert_model(options);
   }
+  if (command == "report") {
+    if (cl.inputs.empty())
+      throw polyhal::UsageError(fmt::format(
+          "'report' needs a metrics file (run --metrics-out) or a directory of them\n{}",
+          command_help(command)));
+    return write_run_report(cl.inputs,
+                            cl.pack.output.empty() ? "polyhal-report.html" : cl.pack.output);
+  }
   if (command == "prepare-data") {
     if (cl.inputs.empty() || cl.vocab.empty() || cl.pack.output.empty())
       throw polyhal::UsageError(fmt::format(

@@ -40,6 +40,8 @@ struct RunOptions {
   /// --profile START:END: a trace of those optimizer steps (step_trace.hpp).
   std::optional<StepWindow> profile;
   std::filesystem::path profile_out;  ///< --profile-out; empty: polyhal-trace.json
+  /// --report DIR: DIR/memory.html, the memory plan as a page (html_reports.hpp).
+  std::filesystem::path report_dir;
 };
 
 class Task {

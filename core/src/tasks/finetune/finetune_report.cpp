@@ -9,9 +9,9 @@
 
 #include "finetune_section.hpp"
 #include "polyhal/app/finetune_task.hpp"
+#include "polyhal/app/run_outputs.hpp"
 #include "polyhal/app/run_report.hpp"
 #include "polyhal/app/step_progress.hpp"
-#include "polyhal/app/step_trace_output.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
 
@@ -121,6 +121,8 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
   report_training_estimate(r.estimate, p, summary);
   if (!run.compile_only) report_peak_memory(device, r.memory, summary);
   write_step_trace(trace.get(), run, world, summary);
+  write_memory_report(run, config, device, r.stages, r.stage_memory, r.memory,
+                      r.config.num_hidden_layers, static_cast<int>(replicas), summary);
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;

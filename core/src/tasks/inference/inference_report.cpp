@@ -12,6 +12,7 @@
 #include "inference_section.hpp"
 #include "polyhal/app/inference_task.hpp"
 #include "polyhal/app/metrics_writer.hpp"
+#include "polyhal/app/run_outputs.hpp"
 #include "polyhal/app/run_report.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
@@ -110,6 +111,8 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
                              config.section<InferenceSection>().output.string());
   }
   if (!run.compile_only) report_peak_memory(device, r.memory, summary);
+  write_memory_report(run, config, device, {}, {}, r.memory, r.config.num_hidden_layers, 1,
+                      summary);
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;

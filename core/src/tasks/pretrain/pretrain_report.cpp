@@ -15,7 +15,7 @@
 #include "pretrain_section.hpp"
 
 #include "polyhal/app/pretrain_task.hpp"
-#include "polyhal/app/step_trace_output.hpp"
+#include "polyhal/app/run_outputs.hpp"
 
 namespace polyhal {
 namespace {
@@ -149,6 +149,8 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   report_training_estimate(r.estimate, p, summary);
   if (!run.compile_only) report_peak_memory(device, r.memory, summary);
   write_step_trace(trace.get(), run, world, summary);
+  write_memory_report(run, config, device, r.stages, r.stage_memory, r.memory,
+                      r.config.num_hidden_layers, static_cast<int>(replicas), summary);
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;

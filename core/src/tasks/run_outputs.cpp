@@ -1,9 +1,11 @@
-#include "polyhal/app/step_trace_output.hpp"
+#include "polyhal/app/run_outputs.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <iostream>
+
+#include "polyhal/app/html_reports.hpp"
 
 namespace polyhal {
 
@@ -48,6 +50,36 @@ void write_step_trace(const StepTrace* trace, const RunOptions& run, const Commu
       trace->window().first, trace->window().last,
       trace->estimated() ? "estimated by the device model, " : "", trace->event_count(),
       file.string());
+}
+
+void write_memory_report(const RunOptions& run, const RunConfig& config, const Device& device,
+                         const std::vector<PipelineStage>& stages,
+                         const std::vector<MemoryReport>& stage_memory, const MemoryReport& memory,
+                         std::int64_t layers, int replicas, nlohmann::json& summary) {
+  if (run.report_dir.empty()) return;
+  MemoryPage page;
+  page.title = config.file.filename().string();
+  page.device = device.properties();
+  page.replicas = replicas;
+  if (stages.empty() || stage_memory.size() != stages.size()) {
+    page.parts.emplace_back(memory.device.empty() ? device.name() : memory.device, memory);
+  } else {
+    for (std::size_t s = 0; s < stages.size(); ++s) {
+      const auto& stage = stages[s];
+      const std::int64_t last = stage.last_layer < 0 ? layers : stage.last_layer;
+      page.parts.emplace_back(
+          fmt::format("{}: stage {}, layers {}-{}{}{}", stage_memory[s].device, s,
+                      stage.first_layer, last - 1, stage.embeddings ? " + embeddings" : "",
+                      stage.heads ? " + heads" : ""),
+          stage_memory[s]);
+    }
+  }
+  if (summary.contains("peak_rss_bytes") && summary["peak_rss_bytes"].is_number_unsigned())
+    page.measured_peak_bytes = summary["peak_rss_bytes"].get<std::uint64_t>();
+  const auto file = run.report_dir / "memory.html";
+  write_html_report(file, memory_report_html(page));
+  summary["memory_report"] = file.string();
+  std::cout << fmt::format("  memory report: {}\n", file.string());
 }
 
 }  // namespace polyhal

@@ -1,11 +1,13 @@
 #pragma once
-/// @file step_trace_output.hpp
-/// `polyhal run --profile START:END [--profile-out FILE]` for the training
-/// tasks: which trace a run makes and where it goes.
+/// @file run_outputs.hpp
+/// What `polyhal run` writes besides metrics, for every task alike: the step
+/// trace of `--profile START:END [--profile-out FILE]` and the memory page
+/// of `--report DIR`.
 #include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/not_for_plugins.hpp"
 #include "polyhal/app/step_trace.hpp"
 #include "polyhal/app/task.hpp"
@@ -30,5 +32,14 @@ std::filesystem::path step_trace_file(const RunOptions& run, const Communicator*
 /// held no step of the run.
 void write_step_trace(const StepTrace* trace, const RunOptions& run, const Communicator* world,
                       nlohmann::json& summary);
+
+/// --report DIR: writes DIR/memory.html (html_reports.hpp) of a replica's
+/// plan: `stage_memory` per pipeline stage, else `memory`; with the measured
+/// peak when `summary` has peak_rss_bytes (after a run on this host). Says
+/// where on stdout and records it in `summary` as "memory_report".
+void write_memory_report(const RunOptions& run, const RunConfig& config, const Device& device,
+                         const std::vector<PipelineStage>& stages,
+                         const std::vector<MemoryReport>& stage_memory, const MemoryReport& memory,
+                         std::int64_t layers, int replicas, nlohmann::json& summary);
 
 }  // namespace polyhal
