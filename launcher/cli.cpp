@@ -45,7 +45,7 @@ const std::vector<CommandSpec>& commands() {
        "polyhal run CONFIG [--backend NAME] [--set key.path=value]... [--compile-only]",
        "Runs the workload a config describes (inference, pre-training, fine-tuning, matmul "
        "benchmark). CONFIG may also be given as --config FILE.",
-       {"plugins", "config", "run"},
+       {"plugins", "config", "run", "memory-report"},
        "  polyhal run /usr/share/polyhal/configs/bert-demo-cpu.yaml\n"
        "  polyhal run pretrain.yaml --backend gaudi --set batch.micro=16 --metrics-out m.jsonl\n"
        "  polyhal run pretrain-bert-large-phase1-ipu.yaml --compile-only   # will it fit?\n"
@@ -54,7 +54,7 @@ const std::vector<CommandSpec>& commands() {
        "polyhal validate CONFIG [--backend NAME] [--set key.path=value]...",
        "Checks a config as run would, short of allocating: keys, plugin, device options, "
        "kernels, data, output places and the memory plan (exit 1 if it does not fit).",
-       {"plugins", "config"},
+       {"plugins", "config", "memory-report"},
        "  polyhal validate pretrain.yaml --set model.seq_len=512\n"},
       {"pack",
        "polyhal pack --input FILE_OR_DIR --output DIR [--max-seq-len 512]",
@@ -174,10 +174,14 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
         "trace optimizer steps START..END (or one step) as Chrome/Perfetto trace-event JSON: "
         "kernel runs and host phases as measured, or a device model's estimated timeline")(
         "profile-out", po::value<std::string>()->value_name("FILE"),
-        "where --profile writes its trace (polyhal-trace.json; MPI ranks add .rankN)")(
-        "report", po::value<std::string>()->value_name("DIR"),
-        "also write DIR/memory.html: the memory plan as a page of charts (with --compile-only, "
-        "or after a run with the measured peak)");
+        "where --profile writes its trace (polyhal-trace.json; MPI ranks add .rankN)");
+    return d;
+  }
+  if (group == "memory-report") {
+    po::options_description d("memory report");
+    d.add_options()("report", po::value<std::string>()->value_name("DIR"),
+                    "also write DIR/memory.html: the memory plan as a page of charts (after a "
+                    "run on this host, with the measured peak)");
     return d;
   }
   if (group == "report") {

@@ -15,6 +15,7 @@
 #include "log_file_sink.hpp"
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/config_keys.hpp"
+#include "polyhal/app/html_reports.hpp"
 #include "polyhal/app/metrics_writer.hpp"
 #include "polyhal/app/mpi_collective.hpp"
 #include "polyhal/app/plugin_loader.hpp"
@@ -430,6 +431,16 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
                            plan.fits ? "ok" : "DOES NOT FIT", config.backend, config.task,
                            plan.text);
   if (!plan.fits) std::cout << fit_advice(config, backend->device_options());
+  if (!run.report_dir.empty()) {
+    const auto page = naming_the_batch(config, [&] { return task.memory_page(*device, config); });
+    if (page) {
+      const auto file = run.report_dir / "memory.html";
+      write_html_report(file, memory_report_html(*page));
+      std::cout << fmt::format("  memory report: {}\n", file.string());
+    } else {
+      spdlog::warn("--report: task {} has no memory plan to show", config.task);
+    }
+  }
   return plan.fits ? 0 : static_cast<int>(ExitCode::failure);
 }
 

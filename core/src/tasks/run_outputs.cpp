@@ -52,28 +52,37 @@ void write_step_trace(const StepTrace* trace, const RunOptions& run, const Commu
       file.string());
 }
 
-void write_memory_report(const RunOptions& run, const RunConfig& config, const Device& device,
-                         const std::vector<PipelineStage>& stages,
-                         const std::vector<MemoryReport>& stage_memory, const MemoryReport& memory,
-                         std::int64_t layers, int replicas, nlohmann::json& summary) {
-  if (run.report_dir.empty()) return;
+MemoryPage memory_page(const RunConfig& config, const Device& device,
+                       const std::vector<PipelineStage>& stages,
+                       const std::vector<MemoryReport>& stage_memory, const MemoryReport& memory,
+                       std::int64_t layers, int replicas) {
   MemoryPage page;
   page.title = config.file.filename().string();
   page.device = device.properties();
   page.replicas = replicas;
   if (stages.empty() || stage_memory.size() != stages.size()) {
     page.parts.emplace_back(memory.device.empty() ? device.name() : memory.device, memory);
-  } else {
-    for (std::size_t s = 0; s < stages.size(); ++s) {
-      const auto& stage = stages[s];
-      const std::int64_t last = stage.last_layer < 0 ? layers : stage.last_layer;
-      page.parts.emplace_back(
-          fmt::format("{}: stage {}, layers {}-{}{}{}", stage_memory[s].device, s,
-                      stage.first_layer, last - 1, stage.embeddings ? " + embeddings" : "",
-                      stage.heads ? " + heads" : ""),
-          stage_memory[s]);
-    }
+    return page;
   }
+  for (std::size_t s = 0; s < stages.size(); ++s) {
+    const auto& stage = stages[s];
+    const std::int64_t last = stage.last_layer < 0 ? layers : stage.last_layer;
+    page.parts.emplace_back(
+        fmt::format("{}: stage {}, layers {}-{}{}{}", stage_memory[s].device, s,
+                    stage.first_layer, last - 1, stage.embeddings ? " + embeddings" : "",
+                    stage.heads ? " + heads" : ""),
+        stage_memory[s]);
+  }
+  return page;
+}
+
+void write_memory_report(const RunOptions& run, const RunConfig& config, const Device& device,
+                         const std::vector<PipelineStage>& stages,
+                         const std::vector<MemoryReport>& stage_memory,
+                         const MemoryReport& memory, std::int64_t layers, int replicas,
+                         nlohmann::json& summary) {
+  if (run.report_dir.empty()) return;
+  MemoryPage page = memory_page(config, device, stages, stage_memory, memory, layers, replicas);
   if (summary.contains("peak_rss_bytes") && summary["peak_rss_bytes"].is_number_unsigned())
     page.measured_peak_bytes = summary["peak_rss_bytes"].get<std::uint64_t>();
   const auto file = run.report_dir / "memory.html";

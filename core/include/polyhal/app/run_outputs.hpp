@@ -33,6 +33,13 @@ std::filesystem::path step_trace_file(const RunOptions& run, const Communicator*
 void write_step_trace(const StepTrace* trace, const RunOptions& run, const Communicator* world,
                       nlohmann::json& summary);
 
+/// The memory page of a replica's plan: `stage_memory` per pipeline stage
+/// (labelled with its device and layers), else `memory`.
+MemoryPage memory_page(const RunConfig& config, const Device& device,
+                       const std::vector<PipelineStage>& stages,
+                       const std::vector<MemoryReport>& stage_memory, const MemoryReport& memory,
+                       std::int64_t layers, int replicas);
+
 /// --report DIR: writes DIR/memory.html (html_reports.hpp) of a replica's
 /// plan: `stage_memory` per pipeline stage, else `memory`; with the measured
 /// peak when `summary` has peak_rss_bytes (after a run on this host). Says

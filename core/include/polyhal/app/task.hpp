@@ -15,6 +15,7 @@
 #include "polyhal/app/not_for_plugins.hpp"
 
 #include "polyhal/app/config.hpp"
+#include "polyhal/app/html_reports.hpp"
 #include "polyhal/app/metrics_writer.hpp"
 #include "polyhal/app/progress.hpp"
 #include "polyhal/app/run_report.hpp"
@@ -55,6 +56,13 @@ class Task {
   /// opened device, every op checked against its kernels, data opened,
   /// nothing allocated. Returns a one-line summary and whether it fits.
   virtual PlanSummary plan(Device& device, const RunConfig& config) const = 0;
+  /// `validate --report DIR`: the plan per device as a page (html_reports.hpp),
+  /// planned as plan() does; nullopt for a task without a model's plan.
+  virtual std::optional<MemoryPage> memory_page(Device& device, const RunConfig& config) const {
+    (void)device;
+    (void)config;
+    return std::nullopt;
+  }
   /// Runs the task (or plans only, with --compile-only) and reports on
   /// stdout and in `metrics`; returns the exit code. `world`: the MPI
   /// communicator when this process is one rank of a job. `devices`: every

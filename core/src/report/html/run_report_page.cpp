@@ -22,8 +22,9 @@ constexpr std::size_t kMaxLineBytes = 16u << 20;
 constexpr std::size_t kMaxPoints = 2000;
 
 // Record keys that are bookkeeping, not a metric to chart.
-const std::set<std::string> kNotMetrics = {
-    "event", "time", "step", "epoch", "seconds", "rows", "sequences", "masked_tokens", "skipped"};
+const std::set<std::string> kNotMetrics = {"event",   "time",  "step",         "epoch",
+                                           "seconds", "rows",  "sequences",    "masked_tokens",
+                                           "skipped", "total", "HasAns_total", "NoAns_total"};
 
 RunMetrics read_one(const std::filesystem::path& file) {
   detail::refuse_special_or_oversized_file(file, kMaxMetricsBytes, "metrics file");
@@ -94,6 +95,7 @@ bool wants_log(const std::vector<html::LineSeries>& series) {
 std::string text_of(const nlohmann::json& summary, const char* key) {
   if (summary.is_null() || !summary.contains(key)) return "";
   const auto& v = summary[key];
+  if (v.is_null()) return "";
   if (v.is_string()) return html::escape(v.get<std::string>());
   if (v.is_number_float()) return fmt::format("{:.4g}", v.get<double>());
   return html::escape(v.dump());

@@ -84,8 +84,17 @@ std::string line_chart(const LineChart& chart) {
       "height=\"{}\" viewBox=\"0 0 {} {}\" role=\"img\" aria-label=\"{}\">",
       chart.series.size(), points, escape(chart.title), chart.width, chart.height, chart.width,
       chart.height, escape(chart.title));
-  // Grid and ticks.
-  for (const double t : nice_ticks(y0, y1, 5)) {
+  // Grid and ticks; a log axis ticks at 1, 2 and 5 x 10^k.
+  std::vector<double> y_ticks = nice_ticks(y0, y1, 5);
+  if (chart.log_y) {
+    y_ticks.clear();
+    for (double k = std::floor(y0); k <= std::ceil(y1); ++k)
+      for (const double m : {1.0, 2.0, 5.0}) {
+        const double t = k + std::log10(m);
+        if (t >= y0 && t <= y1 && (m == 1.0 || y1 - y0 < 2.5)) y_ticks.push_back(t);
+      }
+  }
+  for (const double t : y_ticks) {
     const double y = py_axis(t);
     svg += fmt::format(
         "<line x1=\"{:.1f}\" x2=\"{:.1f}\" y1=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"#e6e9ed\"/>"
@@ -139,8 +148,15 @@ std::string line_chart(const LineChart& chart) {
     flush();
     svg += "</g>";
   }
-  // Legend, top right inside the plot.
+  // Legend, top right inside the plot, on a backing that keeps it legible.
   if (chart.series.size() > 1) {
+    std::size_t longest = 0;
+    for (const auto& s : chart.series) longest = std::max(longest, s.name.size());
+    svg += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#ffffff\" "
+        "fill-opacity=\"0.85\" stroke=\"#dde2e7\"/>",
+        left + w - 176, top + 3, 24.0 + 6.2 * static_cast<double>(longest),
+        15.0 * static_cast<double>(chart.series.size()) + 6);
     double y = top + 14;
     for (std::size_t i = 0; i < chart.series.size(); ++i) {
       svg += fmt::format(

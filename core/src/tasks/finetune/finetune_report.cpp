@@ -136,6 +136,12 @@ class FinetuneTask final : public Task {
   PlanSummary plan(Device& device, const RunConfig& config) const override {
     return fit_summary(run_finetuning(device, config, true, {}, {}, nullptr).memory);
   }
+  std::optional<MemoryPage> memory_page(Device& device, const RunConfig& config) const override {
+    const auto r = run_finetuning(device, config, true, {}, {}, nullptr);
+    return polyhal::memory_page(config, device, r.stages, r.stage_memory, r.memory,
+                                r.config.num_hidden_layers,
+                                static_cast<int>(config.batch.replicas));
+  }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
           Communicator* world, const std::vector<Device*>& devices) const override {
     return run_finetune(device, config, run, metrics, world, devices);

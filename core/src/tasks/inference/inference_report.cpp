@@ -124,6 +124,10 @@ class InferenceTask final : public Task {
   PlanSummary plan(Device& device, const RunConfig& config) const override {
     return fit_summary(run_inference(device, config, true).memory);
   }
+  std::optional<MemoryPage> memory_page(Device& device, const RunConfig& config) const override {
+    const auto r = run_inference(device, config, true);
+    return polyhal::memory_page(config, device, {}, {}, r.memory, r.config.num_hidden_layers, 1);
+  }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
           Communicator*, const std::vector<Device*>&) const override {
     return run_bert_inference(device, config, run, metrics);
