@@ -26,6 +26,19 @@ const std::set<std::string> kNotMetrics = {"event",   "time",  "step",         "
                                            "seconds", "rows",  "sequences",    "masked_tokens",
                                            "skipped", "total", "HasAns_total", "NoAns_total"};
 
+/// `record[key]` when it is a string, else `otherwise` (a hostile file may
+/// hold any type anywhere).
+std::string string_field(const nlohmann::json& record, const char* key,
+                         const std::string& otherwise = "") {
+  const auto it = record.find(key);
+  return it != record.end() && it->is_string() ? it->get<std::string>() : otherwise;
+}
+
+double number_field(const nlohmann::json& record, const char* key) {
+  const auto it = record.find(key);
+  return it != record.end() && it->is_number() ? it->get<double>() : NAN;
+}
+
 RunMetrics read_one(const std::filesystem::path& file) {
   detail::refuse_special_or_oversized_file(file, kMaxMetricsBytes, "metrics file");
   std::ifstream in(file, std::ios::binary);
@@ -46,7 +59,7 @@ RunMetrics read_one(const std::filesystem::path& file) {
       throw ConfigError(fmt::format(
           "{}:{}: not a JSON object: a metrics file (polyhal run --metrics-out) has one per line",
           file.string(), number));
-    const std::string event = record.value("event", "");
+    const std::string event = string_field(record, "event");
     if (event == "step")
       run.steps.push_back(std::move(record));
     else if (event == "summary")
@@ -93,7 +106,7 @@ bool wants_log(const std::vector<html::LineSeries>& series) {
 }
 
 std::string text_of(const nlohmann::json& summary, const char* key) {
-  if (summary.is_null() || !summary.contains(key)) return "";
+  if (!summary.is_object() || !summary.contains(key)) return "";
   const auto& v = summary[key];
   if (v.is_null()) return "";
   if (v.is_string()) return html::escape(v.get<std::string>());
@@ -141,7 +154,7 @@ std::string run_report_html(const std::vector<RunMetrics>& runs) {
   bool estimated = false;
   for (const auto& r : runs) {
     const auto& s = r.summary;
-    const bool model = !s.is_null() && s.value("mode", "") == "model";
+    const bool model = s.is_object() && string_field(s, "mode") == "model";
     estimated = estimated || model;
     std::string speed = text_of(s, "sequences_per_second");
     if (model && s.contains("estimated_sequences_per_second"))
@@ -155,14 +168,14 @@ std::string run_report_html(const std::vector<RunMetrics>& runs) {
           last_eval +=
               fmt::format("{}{} {:.4g}", last_eval.empty() ? "" : ", ", k, v.get<double>());
       last_eval = html::escape(
-          fmt::format("{} (step {}): {}", e.value("event", ""), e["step"].dump(), last_eval));
+          fmt::format("{} (step {}): {}", string_field(e, "event"), e["step"].dump(), last_eval));
     }
-    rows.push_back({html::escape(r.label), text_of(s, "task"), text_of(s, "model"),
-                    fmt::format("{} {}", text_of(s, "backend"), text_of(s, "device")),
-                    text_of(s, "precision"), text_of(s, "global_batch"),
-                    std::to_string(r.steps.size()),
-                    r.steps.empty() ? "" : fmt::format("{:.4f}", r.steps.back().value("loss", NAN)),
-                    speed, last_eval});
+    rows.push_back(
+        {html::escape(r.label), text_of(s, "task"), text_of(s, "model"),
+         fmt::format("{} {}", text_of(s, "backend"), text_of(s, "device")), text_of(s, "precision"),
+         text_of(s, "global_batch"), std::to_string(r.steps.size()),
+         r.steps.empty() ? "" : fmt::format("{:.4f}", number_field(r.steps.back(), "loss")), speed,
+         last_eval});
   }
   body += "<h2>Summary</h2>" +
           html::table({"run", "task", "model", "backend / device", "precision", "global batch",
@@ -209,7 +222,7 @@ std::string run_report_html(const std::vector<RunMetrics>& runs) {
     for (const auto& e : r.evaluations)
       for (const auto& [k, v] : e.items())
         if (!kNotMetrics.contains(k) && v.is_number()) {
-          const std::string title = fmt::format("{}: {}", e.value("event", "eval"), k);
+          const std::string title = fmt::format("{}: {}", string_field(e, "event", "eval"), k);
           auto& chart = evals[title];
           if (chart.title.empty()) chart = {title, "step", k, {}, false, 540, 260};
           const std::string name = several ? r.label : k;
@@ -225,7 +238,7 @@ std::string run_report_html(const std::vector<RunMetrics>& runs) {
         if (several && r.label != s.name) continue;
         std::vector<nlohmann::json> of_event;
         for (const auto& e : r.evaluations)
-          if (e.value("event", "eval") == event) of_event.push_back(e);
+          if (string_field(e, "event", "eval") == event) of_event.push_back(e);
         s.points = curve(of_event, key);
       }
   }
