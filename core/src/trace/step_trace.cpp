@@ -159,9 +159,11 @@ nlohmann::json StepTrace::to_json() const {
                         {"args", {{"sort_index", track->id_}}}});
       // Slices are recorded when they end: an enclosing one comes after
       // those inside it. Viewers want each track by start time, outer first.
+      // Equal start and length: the one recorded later encloses the other
+      // (slices are recorded as they end, estimated ones children first).
       std::vector<const nlohmann::json*> order;
       order.reserve(track->events_.size());
-      for (const auto& e : track->events_) order.push_back(&e);
+      for (auto e = track->events_.rbegin(); e != track->events_.rend(); ++e) order.push_back(&*e);
       std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
         const double ta = (*a)["ts"].template get<double>(), tb = (*b)["ts"].template get<double>();
         if (ta != tb) return ta < tb;
