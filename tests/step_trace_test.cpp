@@ -198,6 +198,47 @@ TEST(StepTrace, DeviceModelsWriteTheEstimatedPipelineTimeline) {
   EXPECT_GT(t["otherData"]["estimated_step_seconds"].get<double>(), 0.0);
 }
 
+// Inference: batch N is the Nth forward pass; measured on the CPU with
+// every kernel inside its batch, estimated on the IPU model without a run.
+TEST(StepTrace, InferenceTracesBatchesMeasuredOrEstimated) {
+  test::TempDir dir;
+  const auto cpu = dir.path() / "cpu.json", ipu = dir.path() / "ipu.json";
+  auto r = test::run_polyhal(
+      fmt::format("run --config {}/configs/bert-demo-cpu.yaml --profile 2:3 --profile-out {}",
+                  POLYHAL_SOURCE_DIR, cpu.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("trace of batches 2..3"), std::string::npos) << r.output;
+  auto t = test::read_trace(cpu);
+  auto problems = test::trace_format_problems(t);
+  EXPECT_TRUE(problems.empty()) << fmt::format("{}", fmt::join(problems, "\n"));
+  auto slices = test::trace_slices(t);
+  ASSERT_EQ(named(slices, "batch 2").size(), 1u);
+  ASSERT_EQ(named(slices, "batch 3").size(), 1u);
+  EXPECT_TRUE(named(slices, "batch 1").empty());
+  std::size_t kernels = 0;
+  for (const auto& s : slices) {
+    if (s["cat"] != "kernel") continue;
+    ++kernels;
+    EXPECT_TRUE(inside(s, named(slices, "batch 2")[0]) || inside(s, named(slices, "batch 3")[0]));
+  }
+  EXPECT_GT(kernels, 20u);
+
+  r = test::run_polyhal(fmt::format(
+      "run --config {}/configs/inference-bert-base-seq128-ipu.yaml --compile-only --profile 1:2 "
+      "--profile-out {}",
+      POLYHAL_SOURCE_DIR, ipu.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  t = test::read_trace(ipu);
+  problems = test::trace_format_problems(t);
+  EXPECT_TRUE(problems.empty()) << fmt::format("{}", fmt::join(problems, "\n"));
+  EXPECT_EQ(t["otherData"]["timeline"], "estimated");
+  slices = test::trace_slices(t);
+  ASSERT_EQ(named(slices, "batch 2").size(), 1u);
+  // Each batch lasts the model's estimate of a forward pass.
+  EXPECT_NEAR(named(slices, "batch 2")[0]["dur"].get<double>() / 1e6,
+              t["otherData"]["estimated_batch_seconds"].get<double>(), 1e-9);
+}
+
 TEST(StepTrace, AWindowThatIsNotOneIsAUsageErrorNamingTheFlag) {
   for (const char* bad : {"3:2", "0:1", "abc", "2:", "1:2:3"}) {
     const auto r = test::run_polyhal(fmt::format(

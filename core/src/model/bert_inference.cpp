@@ -23,6 +23,8 @@ struct BertInference::State {
   bool loaded = false;
   bool calibrating = false;
   std::int64_t runs = 0;
+  TraceLane* lane = nullptr;  // --profile: batch N is run N (from 1)
+  TraceTrack* track = nullptr;
   std::int64_t calibrated_batches = 0;
   std::map<std::string, float> max_abs;  // calibration
   std::map<std::string, std::vector<float>> channel_max_abs;
@@ -120,6 +122,11 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
                                      s.shape.batch, s.shape.seq, tokens));
   }
   Program& program = s.program();
+  if (s.lane) s.lane->set_step(s.runs + 1);
+  const TraceTrack::Scope batch(s.track, fmt::format("batch {}", s.runs + 1), "step",
+                                {{"batch", s.runs + 1}});
+  std::optional<TraceTrack::Scope> upload;
+  upload.emplace(s.track, "upload", "host");
   program.upload(s.bert->ids, in.input_ids);
   program.upload(s.bert->types, in.token_type_ids);
   program.upload(s.bert->mask, in.attention_mask);
@@ -139,6 +146,7 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
         throw RuntimeFailure(fmt::format("mlm_positions: {} outside the {} tokens", t, tokens));
     program.upload(s.bert->mlm_positions, in.mlm_positions);
   }
+  upload.reset();
   if (s.calibrating) {
     const auto& points = s.bert->calibration_points;
     std::size_t next = 0;
@@ -165,6 +173,7 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
   }
   ++s.runs;
   program.device().synchronize();
+  const TraceTrack::Scope download(out != nullptr ? s.track : nullptr, "download", "host");
   if (out != nullptr) {
     out->last_hidden_state = program.read_floats(s.bert->hidden);
     if (s.bert->pooled >= 0) out->pooled = program.read_floats(s.bert->pooled);
@@ -232,6 +241,17 @@ const TaskHead& BertInference::head() const {
 }
 BertShape BertInference::shape() const {
   return state_->shape;
+}
+
+void BertInference::set_trace(TraceLane* lane) {
+  auto& s = *state_;
+  s.lane = lane;
+  s.track = lane ? &lane->track("inference") : nullptr;
+  s.program().set_trace(s.track);
+}
+
+std::optional<std::vector<EstimatedSlice>> BertInference::estimated_kernels() const {
+  return state_->program().estimated_ops(Phase::forward);
 }
 
 std::optional<double> BertInference::estimate_seconds() const {

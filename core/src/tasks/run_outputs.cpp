@@ -36,18 +36,18 @@ std::filesystem::path step_trace_file(const RunOptions& run, const Communicator*
 }
 
 void write_step_trace(const StepTrace* trace, const RunOptions& run, const Communicator* world,
-                      nlohmann::json& summary) {
+                      nlohmann::json& summary, std::string_view unit) {
   if (!trace) return;
   const auto file = step_trace_file(run, world);
   if (!trace->estimated() && trace->event_count() == 0)
-    spdlog::warn("--profile {}:{}: the run trained none of these steps; the trace is empty",
-                 trace->window().first, trace->window().last);
+    spdlog::warn("--profile {}:{}: the run has none of these {}; the trace is empty",
+                 trace->window().first, trace->window().last, unit);
   trace->write(file);
   summary["trace"] = file.string();
   std::cout << fmt::format(
-      "  trace of steps {}..{} ({}{} events): {} (open it in ui.perfetto.dev "
+      "  trace of {} {}..{} ({}{} events): {} (open it in ui.perfetto.dev "
       "or chrome://tracing)\n",
-      trace->window().first, trace->window().last,
+      unit, trace->window().first, trace->window().last,
       trace->estimated() ? "estimated by the device model, " : "", trace->event_count(),
       file.string());
 }
@@ -68,8 +68,8 @@ MemoryPage memory_page(const RunConfig& config, const Device& device,
     const auto& stage = stages[s];
     const std::int64_t last = stage.last_layer < 0 ? layers : stage.last_layer;
     page.parts.emplace_back(
-        fmt::format("{}: stage {}, layers {}-{}{}{}", stage_memory[s].device, s,
-                    stage.first_layer, last - 1, stage.embeddings ? " + embeddings" : "",
+        fmt::format("{}: stage {}, layers {}-{}{}{}", stage_memory[s].device, s, stage.first_layer,
+                    last - 1, stage.embeddings ? " + embeddings" : "",
                     stage.heads ? " + heads" : ""),
         stage_memory[s]);
   }
@@ -78,9 +78,8 @@ MemoryPage memory_page(const RunConfig& config, const Device& device,
 
 void write_memory_report(const RunOptions& run, const RunConfig& config, const Device& device,
                          const std::vector<PipelineStage>& stages,
-                         const std::vector<MemoryReport>& stage_memory,
-                         const MemoryReport& memory, std::int64_t layers, int replicas,
-                         nlohmann::json& summary) {
+                         const std::vector<MemoryReport>& stage_memory, const MemoryReport& memory,
+                         std::int64_t layers, int replicas, nlohmann::json& summary) {
   if (run.report_dir.empty()) return;
   MemoryPage page = memory_page(config, device, stages, stage_memory, memory, layers, replicas);
   if (summary.contains("peak_rss_bytes") && summary["peak_rss_bytes"].is_number_unsigned())

@@ -25,6 +25,7 @@
 #include <string>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/app/step_trace.hpp"
 
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/op_time.hpp"
@@ -126,6 +127,13 @@ class BertInference {
   /// The device model's estimate of one forward pass (sum over kernels), or
   /// nullopt when the device gives none for some kernel (real hardware).
   std::optional<double> estimate_seconds() const;
+  /// The forward pass's kernels with the device model's estimate of each
+  /// (an estimated trace); nullopt on real hardware.
+  std::optional<std::vector<EstimatedSlice>> estimated_kernels() const;
+  /// --profile: run N (from 1) is batch N of `lane`, on its track
+  /// "inference" with its upload, kernels and download, while N is in the
+  /// window; nullptr stops. The lane must outlive the runs.
+  void set_trace(TraceLane* lane);
   const BertConfig& config() const;
   const TaskHead& head() const;
   BertShape shape() const;

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/app/step_trace.hpp"
 
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/config.hpp"
@@ -43,8 +44,11 @@ struct InferenceResult {
 /// Prepares the model (kernels, memory plan); with `compile_only` stops
 /// there. Otherwise loads or initialises weights and runs warmup plus timed
 /// batches; in text mode writes one JSON line per example to
-/// inference.output.
-InferenceResult run_inference(Device& device, const RunConfig& config, bool compile_only);
+/// inference.output. With `trace` (--profile), batch N is the Nth forward
+/// pass, warm-up included: measured on this host, else the device model's
+/// estimated passes (also with `compile_only`).
+InferenceResult run_inference(Device& device, const RunConfig& config, bool compile_only,
+                              StepTrace* trace = nullptr);
 
 /// p-th percentile (0-100) of `values`, nearest rank.
 double percentile(std::vector<double> values, double p);

@@ -30,8 +30,9 @@ std::filesystem::path step_trace_file(const RunOptions& run, const Communicator*
 /// Writes `trace` (when there is one) atomically, says where on stdout and
 /// records the file in `summary` as "trace"; warns when a measured window
 /// held no step of the run.
+/// `unit`: what the window counts ("steps"; inference: "batches").
 void write_step_trace(const StepTrace* trace, const RunOptions& run, const Communicator* world,
-                      nlohmann::json& summary);
+                      nlohmann::json& summary, std::string_view unit = "steps");
 
 /// The memory page of a replica's plan: `stage_memory` per pipeline stage
 /// (labelled with its device and layers), else `memory`.

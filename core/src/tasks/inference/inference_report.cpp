@@ -24,7 +24,8 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
                        MetricsWriter& metrics) {
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
-  const auto r = run_inference(device, config, run.compile_only);
+  const auto trace = make_step_trace(device, run, nullptr);
+  const auto r = run_inference(device, config, run.compile_only, trace.get());
   const std::string precision = config.model.precision_name();
   std::cout << fmt::format(
       "inference: BERT {} (L{} H{} A{}){}, seq {}, batch {}, {} on {} ({}{})\n", r.model_name,
@@ -111,6 +112,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
                              config.section<InferenceSection>().output.string());
   }
   if (!run.compile_only) report_peak_memory(device, r.memory, summary);
+  write_step_trace(trace.get(), run, nullptr, summary, "batches");
   write_memory_report(run, config, device, {}, {}, r.memory, r.config.num_hidden_layers, 1,
                       summary);
   metrics.write_summary(summary);

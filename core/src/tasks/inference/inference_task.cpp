@@ -260,7 +260,32 @@ void time_generated_batches(BertInference& bert, const RunConfig& config, Infere
 
 }  // namespace
 
-InferenceResult run_inference(Device& device, const RunConfig& config, bool compile_only) {
+namespace {
+
+/// A device model's estimated timeline of the window's batches: each a
+/// forward pass of the kernels the model prices, back to back.
+void trace_estimated_batches(const BertInference& bert, StepTrace& trace) {
+  const auto kernels = bert.estimated_kernels();
+  if (!kernels) throw RuntimeFailure("--profile: the device model gives no estimate of a batch");
+  TraceTrack& track = trace.lane(0).track("inference");
+  double t = 0;
+  for (std::int64_t batch = trace.window().first; batch <= trace.window().last; ++batch) {
+    const double begin = t;
+    for (const auto& k : *kernels) {
+      track.slice_at(k.name, "kernel", t, k.seconds * 1e6, k.args);
+      t += k.seconds * 1e6;
+    }
+    track.slice_at("forward", "phase", begin, t - begin);
+    track.slice_at(fmt::format("batch {}", batch), "step", begin, t - begin, {{"batch", batch}});
+  }
+  trace.set_metadata("estimated_batch_seconds",
+                     t / 1e6 / static_cast<double>(trace.window().size()));
+}
+
+}  // namespace
+
+InferenceResult run_inference(Device& device, const RunConfig& config, bool compile_only,
+                              StepTrace* trace) {
   InferenceResult result;
   result.config = resolve_bert_config(config.model, model_origin(config));
   check_sequence_fits(config, result.config);
@@ -308,6 +333,7 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   result.memory = bert.plan_memory();
   result.flops_per_batch = bert.flops();
   result.estimated_batch_seconds = bert.estimate_seconds();
+  if (trace && trace->estimated()) trace_estimated_batches(bert, *trace);
   if (compile_only) return result;
 
   const TensorMap weights = read_inference_weights(config, result.config, head, task_head || heads);
@@ -320,6 +346,7 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   }
   check_int8_weights(config, result.config, weights);
   bert.load_weights(weights);
+  if (trace && !trace->estimated()) bert.set_trace(&trace->lane(0));
   const bool calibrate = !config.model.calibrate.empty();
   if (calibrate) {
     spdlog::info(

@@ -125,6 +125,11 @@ class MatmulBenchTask final : public Task {
   }
   int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
           Communicator*, const std::vector<Device*>&) const override {
+    if (run.profile || !run.report_dir.empty())
+      spdlog::warn(
+          "task {} times GEMM shapes alone: --profile and --report apply to inference "
+          "and training tasks; its per-shape table is the report",
+          config.task);
     return run_matmul(device, config, run, metrics);
   }
 };
