@@ -20,6 +20,7 @@
 #include "polyhal/app/mpi_collective.hpp"
 #include "polyhal/app/plugin_loader.hpp"
 #include "polyhal/app/precision_policy.hpp"
+#include "polyhal/app/run_outputs.hpp"
 #include "polyhal/app/run_report.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/app/tensor_limit.hpp"
@@ -416,6 +417,7 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
       load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
   if (run.backend) config.backend = *run.backend;
   check_output_paths(config);
+  check_run_outputs(run);
   const Task& task = task_named(config);
   check_collective(task, config);
   const auto plugin_search = search_options(common, config.plugin_paths, config.backend);
@@ -559,6 +561,7 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
       load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
   if (run.backend) config.backend = *run.backend;
   check_output_paths(config);
+  check_run_outputs(run);
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
   if (config.collective.engine == "mpi") return run_as_mpi_rank(common, run, config);
   const auto log = configure_logging(config);

@@ -137,6 +137,29 @@ TEST(StepTrace, ReplicasAndPipelineStagesGetTracksOfTheirOwn) {
   EXPECT_EQ(named(slices, "step 2").size(), 1u);
 }
 
+// Under mpirun each rank writes its own trace (.rankN), its process the rank.
+TEST(StepTrace, EachMpiRankWritesItsOwnTrace) {
+  test::TempDir dir;
+  const auto config = dir.write("mpi.yaml", kSmallPretraining);
+  const auto r = test::run_command(fmt::format(
+      "cd {} && {} run --config {} --set collective.engine=mpi --set batch.grad_accum=1 "
+      "--profile 2 --profile-out {}/t.json 2>&1",
+      dir.path().string(), test::mpirun(2), config.string(), dir.path().string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto file = dir.path() / fmt::format("t.rank{}.json", rank);
+    ASSERT_TRUE(std::filesystem::exists(file)) << file;
+    const auto t = test::read_trace(file);
+    const auto problems = test::trace_format_problems(t);
+    EXPECT_TRUE(problems.empty()) << fmt::format("{}", fmt::join(problems, "\n"));
+    const auto slices = test::trace_slices(t);
+    ASSERT_EQ(named(slices, "step 2").size(), 1u) << rank;
+    EXPECT_EQ(named(slices, "step 2")[0]["pid"], rank);
+    EXPECT_FALSE(named(slices, "all-reduce gradients").empty());
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "t.json"));
+}
+
 // On a device model the trace is the estimated 1F1B timeline, labelled so:
 // no pass starts before its inputs exist, stages idle in the ramp
 // (bubbles), and it needs no run (--compile-only).
@@ -246,6 +269,20 @@ TEST(StepTrace, AWindowThatIsNotOneIsAUsageErrorNamingTheFlag) {
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.output;
     EXPECT_NE(r.output.find("--profile"), std::string::npos) << r.output;
   }
+  // Where the trace or the page would go is checked before the run.
+  test::TempDir dir;
+  auto r = test::run_polyhal(fmt::format(
+      "run --config {}/configs/pretrain-demo-cpu.yaml --profile 1 --profile-out {}/no/t.json",
+      POLYHAL_SOURCE_DIR, dir.path().string()));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--profile-out"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("step"), std::string::npos) << "refused before any step: " << r.output;
+  const auto blocker = dir.write("file", "x");
+  r = test::run_polyhal(
+      fmt::format("validate --config {}/configs/pretrain-demo-cpu.yaml --report {}",
+                  POLYHAL_SOURCE_DIR, blocker.string()));
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("--report"), std::string::npos) << r.output;
   EXPECT_EQ(parse_step_window("30:31", "--profile").first, 30);
   EXPECT_EQ(parse_step_window("30:31", "--profile").last, 31);
   EXPECT_EQ(parse_step_window("7", "--profile").size(), 1);

@@ -6,8 +6,32 @@
 #include <iostream>
 
 #include "polyhal/app/html_reports.hpp"
+#include "polyhal/error.hpp"
 
 namespace polyhal {
+
+void check_run_outputs(const RunOptions& run) {
+  if (run.profile) {
+    const auto file =
+        run.profile_out.empty() ? std::filesystem::path("polyhal-trace.json") : run.profile_out;
+    const auto dir = file.has_parent_path() ? file.parent_path() : std::filesystem::path(".");
+    std::error_code error;
+    if (!std::filesystem::is_directory(dir, error))
+      throw ConfigError(fmt::format("--profile-out {}: the directory {} does not exist",
+                                    file.string(), dir.string()));
+    if (std::filesystem::is_directory(file, error))
+      throw ConfigError(
+          fmt::format("--profile-out {}: a directory; give the trace's file name", file.string()));
+  }
+  if (!run.report_dir.empty()) {
+    std::error_code error;
+    std::filesystem::create_directories(run.report_dir, error);
+    if (error || !std::filesystem::is_directory(run.report_dir))
+      throw ConfigError(fmt::format("--report {}: cannot make this directory{}",
+                                    run.report_dir.string(),
+                                    error ? ": " + error.message() : " (a file is in the way)"));
+  }
+}
 
 std::unique_ptr<StepTrace> make_step_trace(const Device& device, const RunOptions& run,
                                            const Communicator* world) {

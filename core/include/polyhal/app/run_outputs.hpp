@@ -16,6 +16,11 @@
 
 namespace polyhal {
 
+/// Before any work: --profile-out's directory exists and --report's
+/// directory exists or is made, so a long run does not end unable to write
+/// them. Throws ConfigError naming the flag and the path.
+void check_run_outputs(const RunOptions& run);
+
 /// The trace --profile asks for, or nullptr without it: measured on a
 /// device that is this host, the model's estimated timeline on a device
 /// model. `world`: the MPI communicator (its rank is the trace's process).
