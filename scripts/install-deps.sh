@@ -8,7 +8,7 @@ packages=(
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev libgtest-dev libgmock-dev
   libicu-dev libprotobuf-dev protobuf-compiler zlib1g-dev libopenmpi-dev openmpi-bin libhdf5-dev lintian rpm clang-format
   clang libclang-rt-14-dev
-  chromium
+  chromium iproute2
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Several "hosts" on this machine: network namespaces joined by veth pairs on
+# a private bridge, each with its own address, and mpirun across them over
+# TCP as across servers (a hostfile, Open MPI's tcp transports bound to that
+# network; a launch agent enters each namespace where ssh would log in).
+# Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2. Every namespace, link and
+# process it made is removed when it exits, whatever the outcome.
+#
+#   sudo scripts/netns-hosts.sh N -- MPIRUN_ARGS...
+#   sudo scripts/netns-hosts.sh 2 -- -np 2 build/launcher/polyhal run pretrain.yaml --set collective.engine=mpi
+#
+# Sourced (`. scripts/netns-hosts.sh`), it defines netns_up N, netns_mpirun
+# ARGS... and netns_down for a script of its own (tests/multihost_test.sh).
+# NETNS_PREFIX names the namespaces (default polyhal-<pid>); the hosts are
+# 10.X.Y.1 .. 10.X.Y.N/24, the bridge 10.X.Y.254, X.Y picked from the pid.
+
+netns_prefix=${NETNS_PREFIX:-ph$$}
+netns_hosts=0
+netns_work=""
+netns_subnet="10.$((($$ / 250) % 200 + 20)).$(($$ % 250))."
+
+# Whether this machine lets us make namespaces (prints why not).
+netns_possible() {
+  if ! command -v ip > /dev/null; then echo "iproute2 (ip) is not installed"; return 1; fi
+  if ! command -v mpirun > /dev/null; then echo "Open MPI (mpirun) is not installed"; return 1; fi
+  local probe="${netns_prefix}-probe"
+  if ! ip netns add "$probe" 2> /dev/null; then
+    echo "$(id -un) may not create network namespaces here (ip netns add needs CAP_NET_ADMIN and CAP_SYS_ADMIN: root outside a restricted container)"
+    return 1
+  fi
+  ip netns del "$probe"
+}
+
+netns_down() {
+  local i
+  for i in $(seq 1 "$netns_hosts"); do
+    ip netns pids "$netns_prefix-h$i" 2> /dev/null | xargs -r kill -9 2> /dev/null
+    ip netns del "$netns_prefix-h$i" 2> /dev/null
+  done
+  ip link del "${netns_prefix}br" 2> /dev/null
+  [ -n "$netns_work" ] && rm -rf "$netns_work"
+  netns_hosts=0
+  return 0
+}
+
+# netns_up N: N hosts h1..hN; writes $netns_work/hostfile (one slot each).
+netns_up() {
+  netns_hosts=$1
+  netns_work=$(mktemp -d)
+  ip link add "${netns_prefix}br" type bridge forward_delay 0
+  ip addr add "${netns_subnet}254/24" dev "${netns_prefix}br"
+  ip link set "${netns_prefix}br" up
+  : > "$netns_work/hostfile"
+  local i ns
+  for i in $(seq 1 "$netns_hosts"); do
+    ns=$netns_prefix-h$i
+    ip netns add "$ns"
+    ip link add "${netns_prefix}v$i" type veth peer name eth0 netns "$ns"
+    ip link set "${netns_prefix}v$i" master "${netns_prefix}br" up
+    ip -n "$ns" addr add "$netns_subnet$i/24" dev eth0
+    ip -n "$ns" link set eth0 up
+    ip -n "$ns" link set lo up
+    echo "$netns_subnet$i slots=1" >> "$netns_work/hostfile"
+  done
+  # A fresh bridge port may drop the first packets: wait until every host
+  # reaches the bridge (a refused TCP connection is an answer; silence is not).
+  local tries status
+  for i in $(seq 1 "$netns_hosts"); do
+    for tries in $(seq 1 50); do
+      status=0
+      timeout 0.2 ip netns exec "$netns_prefix-h$i" bash -c "exec 3<> /dev/tcp/${netns_subnet}254/9" \
+        2> /dev/null || status=$?
+      [ "$status" -ne 124 ] && break
+    done
+  done
+  # Where mpirun would ssh to a host, enter its namespace, as that host: its
+  # own hostname (a UTS namespace) and its own temporary directory, so the
+  # Open MPI daemons of two "hosts" never share a session directory.
+  for i in $(seq 1 "$netns_hosts"); do mkdir -p "$netns_work/h$i"; done
+  cat > "$netns_work/agent" << 'AGENT'
+#!/bin/sh
+# agent HOST COMMAND...: COMMAND as host 10.X.Y.N, in namespace @PREFIX@-hN.
+n=${1##*.}
+shift
+export NETNS_COMMAND="$*" NETNS_HOST="@PREFIX@-h$n" TMPDIR="@WORK@/h$n"
+exec ip netns exec "$NETNS_HOST" unshare --uts sh -c 'hostname "$NETNS_HOST" && exec sh -c "$NETNS_COMMAND"'
+AGENT
+  sed -i "s|@PREFIX@|$netns_prefix|g; s|@WORK@|$netns_work|g" "$netns_work/agent"
+  chmod +x "$netns_work/agent"
+}
+
+# netns_mpirun ARGS...: mpirun over the hosts' hostfile and network.
+netns_mpirun() {
+  mpirun --allow-run-as-root --hostfile "$netns_work/hostfile" \
+    --mca plm_rsh_agent "$netns_work/agent" \
+    --mca oob_tcp_if_include "${netns_subnet}0/24" --mca btl_tcp_if_include "${netns_subnet}0/24" \
+    --mca btl tcp,self --mca routed direct "$@"
+}
+
+# netns_host_of RANK_HOST_NUMBER: the namespace of host N (for ip link, kill).
+netns_of() { echo "$netns_prefix-h$1"; }
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  set -euo pipefail
+  [ $# -ge 3 ] && [ "$2" = "--" ] || { sed -n '2,13p' "$0"; exit 2; }
+  why=$(netns_possible) || { echo "netns-hosts: $why"; exit 3; }
+  trap netns_down EXIT INT TERM
+  netns_up "$1"
+  shift 2
+  netns_mpirun "$@"
+fi
