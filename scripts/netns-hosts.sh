@@ -97,7 +97,7 @@ netns_mpirun() {
     --mca btl tcp,self --mca routed direct "$@"
 }
 
-# netns_host_of RANK_HOST_NUMBER: the namespace of host N (for ip link, kill).
+# netns_of N: the namespace of host N (to take its link down, or signal its ranks).
 netns_of() { echo "$netns_prefix-h$1"; }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
