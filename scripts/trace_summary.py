@@ -11,6 +11,7 @@ JSON (Python's standard library); the same numbers Perfetto shows.
 import argparse
 import collections
 import json
+import signal
 import sys
 
 
@@ -83,4 +84,5 @@ def main():
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # quietly stop when piped into head
     main()
