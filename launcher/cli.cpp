@@ -49,7 +49,8 @@ const std::vector<CommandSpec>& commands() {
        "  polyhal run /usr/share/polyhal/configs/bert-demo-cpu.yaml\n"
        "  polyhal run pretrain.yaml --backend gaudi --set batch.micro=16 --metrics-out m.jsonl\n"
        "  polyhal run pretrain-bert-large-phase1-ipu.yaml --compile-only   # will it fit?\n"
-       "  mpirun -np 2 polyhal run pretrain.yaml --set collective=mpi\n"},
+       "  mpirun -np 2 polyhal run pretrain.yaml --set collective=mpi\n"
+       "  polyhal run pretrain.yaml --max-restarts 3   # restart from the last checkpoint\n"},
       {"validate",
        "polyhal validate CONFIG [--backend NAME] [--set key.path=value]...",
        "Checks a config as run would, short of allocating: keys, plugin, device options, "
@@ -100,6 +101,15 @@ const std::vector<CommandSpec>& commands() {
        {"report"},
        "  polyhal run pretrain.yaml --metrics-out m.jsonl && polyhal report m.jsonl\n"
        "  polyhal report base.jsonl large.jsonl --output compare.html\n"},
+      {"supervise",
+       "polyhal supervise [--max-restarts N] -- COMMAND [ARGUMENTS]...",
+       "Runs a job (mpirun across hosts, typically) and restarts it, at most N times (3), when "
+       "it loses a replica: exit code 4 (a collective timed out) or a process killed by a "
+       "signal. A training run with checkpoint.dir resumes from its last checkpoint. Other "
+       "failures and Ctrl-C (passed on to the job) end it at once.",
+       {"supervise"},
+       "  polyhal supervise --max-restarts 3 -- mpirun --hostfile hosts -np 8 \\\n"
+       "      polyhal run pretrain.yaml --set collective=mpi\n"},
       {"help", "polyhal help [COMMAND]", "Shows the overview, or one command's help.", {}, ""},
   };
   return table;
@@ -174,7 +184,10 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
         "trace optimizer steps START..END (or one step) as Chrome/Perfetto trace-event JSON: "
         "kernel runs and host phases as measured, or a device model's estimated timeline")(
         "profile-out", po::value<std::string>()->value_name("FILE"),
-        "where --profile writes its trace (polyhal-trace.json; MPI ranks add .rankN)");
+        "where --profile writes its trace (polyhal-trace.json; MPI ranks add .rankN)")(
+        "max-restarts", po::value<int>()->value_name("N"),
+        "restart the run from its last checkpoint, at most N times, when it loses a replica "
+        "(as polyhal supervise; not under mpirun: supervise mpirun instead)");
     return d;
   }
   if (group == "memory-report") {
@@ -182,6 +195,12 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
     d.add_options()("report", po::value<std::string>()->value_name("DIR"),
                     "also write DIR/memory.html: the memory plan as a page of charts (after a "
                     "run on this host, with the measured peak)");
+    return d;
+  }
+  if (group == "supervise") {
+    po::options_description d("supervise options");
+    d.add_options()("max-restarts", po::value<int>()->value_name("N"),
+                    "restarts after a lost replica, at most (3)");
     return d;
   }
   if (group == "report") {
@@ -365,8 +384,27 @@ CommandLine parse_command_line(int argc, char** argv) {
   po::positional_options_description positional;
   positional.add("positional", -1);
   std::vector<std::string> args;
-  for (int i = 1; i < argc; ++i)
-    if (i != at) args.emplace_back(argv[i]);
+  std::vector<std::string> job;  // supervise: everything after "--" is the job's own
+  for (int i = 1; i < argc; ++i) {
+    if (i == at) continue;
+    if (cl.command == "supervise" && i > at && std::string_view(argv[i]) == "--") {
+      job.assign(argv + i + 1, argv + argc);
+      break;
+    }
+    args.emplace_back(argv[i]);
+  }
+  if (cl.command == "supervise" && job.empty()) {
+    // Without "--", the job's words would be taken for supervise's own.
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const std::string& arg = args[i];
+      if (arg == "--max-restarts" || arg == "--log-level" || arg == "--progress")
+        ++i;
+      else if (!arg.starts_with("--max-restarts=") && arg != "--help" && arg != "-h")
+        throw UsageError(
+            fmt::format("supervise: put '--' before the job's command ('{}')\n{}", arg,
+                        fmt::format("run 'polyhal help {}' for its options", cl.command)));
+    }
+  }
   po::variables_map vm;
   const std::string usage_hint =
       word.empty() ? overview_help() : fmt::format("run 'polyhal help {}' for its options", word);
@@ -397,6 +435,12 @@ CommandLine parse_command_line(int argc, char** argv) {
   if (cl.command == "report") {  // the metrics files are its positional arguments
     cl.inputs = extra;
     extra.clear();
+  }
+  if (cl.command == "supervise") {
+    if (!extra.empty())
+      throw UsageError(fmt::format("supervise: put '--' before the job's command ('{}')\n{}",
+                                   extra.front(), usage_hint));
+    cl.inputs = job;
   }
   if (cl.command == "help") {
     if (extra.size() > 1) throw UsageError("'help' takes one command at most");
@@ -448,6 +492,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     }
   }
   if (vm.count("profile-out")) cl.run.profile_out = vm["profile-out"].as<std::string>();
+  if (vm.count("max-restarts")) cl.max_restarts = vm["max-restarts"].as<int>();
   if (vm.count("report")) cl.run.report_dir = vm["report"].as<std::string>();
   if (vm.count("plugin-path")) {
     // A command-line path means what it says where the user typed it.

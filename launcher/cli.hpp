@@ -30,8 +30,9 @@ struct CommandLine {
   bool cased = false, lower_case = false;
   std::string convert_to = "hf";  ///< convert --to
   bool max_seq_len_given = false;
-  bool device_options = false;  ///< devices --options
-  std::string config_action;    ///< config show | config reference
+  bool device_options = false;      ///< devices --options
+  std::string config_action;        ///< config show | config reference
+  std::optional<int> max_restarts;  ///< run --max-restarts, supervise --max-restarts
 };
 
 /// Parses argv. Throws UsageError (exit 2) naming the nearest command or

@@ -1,6 +1,7 @@
 #pragma once
 // The launcher's subcommands. Each returns the process exit code or throws
 // polyhal::Error (whose exit code main() uses).
+#include <chrono>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -49,5 +50,14 @@ int convert_model(const ConvertOptions& options);
 /// is given: into OUTPUT/packed); prints what it made.
 int prepare_data(const PrepareDataOptions& options, const std::optional<PackOptions>& pack,
                  ProgressMode progress);
+
+/// How long `supervise` waits before it restarts a job.
+inline constexpr std::chrono::seconds kRestartDelay{2};
+/// `polyhal supervise` (and `run --max-restarts`): runs `command` and, when
+/// it ends with a lost replica (exit code 4, or a process killed by a
+/// signal), runs it again, at most `max_restarts` times; returns the last
+/// exit code. Other failures, and SIGINT/SIGTERM (passed on to the job),
+/// end it at once.
+int supervise(const std::vector<std::string>& command, int max_restarts);
 
 }  // namespace polyhal

@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iostream>
 
@@ -10,6 +11,7 @@
 #include "commands.hpp"
 #include "polyhal/abi.hpp"
 #include "polyhal/app/config_keys.hpp"
+#include "polyhal/app/mpi_collective.hpp"
 #include "polyhal/app/recipe.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
@@ -22,6 +24,40 @@ std::filesystem::path executable_dir() {
   std::error_code ec;
   auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
   return ec ? std::filesystem::path{} : self.parent_path();
+}
+
+/// `run --max-restarts N`: this command line without the option, supervised.
+/// Under mpirun a rank cannot restart alone, and a run without checkpoints
+/// would start over: both are usage errors.
+int supervise_run(const polyhal::CommandLine& cl, int argc, char** argv) {
+  using namespace polyhal;
+  if (MpiRuntime::launched_by_mpirun())
+    throw UsageError(
+        "--max-restarts under mpirun: one rank cannot restart alone; supervise mpirun instead: "
+        "polyhal supervise --max-restarts N -- mpirun ... polyhal run CONFIG");
+  const RunConfig config =
+      load_run_config(cl.run.config, cl.run.overrides, task_schemas(), cl.run.override_origins);
+  const auto keys = task_keys(*config.schema);
+  const bool checkpoints = std::any_of(
+      keys.begin(), keys.end(), [](const ConfigKey* key) { return key->path == "checkpoint.dir"; });
+  if (!checkpoints || config.checkpoint.dir.empty() || !config.checkpoint.resume)
+    throw UsageError(fmt::format(
+        "--max-restarts restarts a training run from its last checkpoint: {} (set checkpoint.dir "
+        "and keep checkpoint.resume true)",
+        !checkpoints                    ? fmt::format("task '{}' writes none", config.task)
+        : config.checkpoint.dir.empty() ? "checkpoint.dir is not set"
+                                        : "checkpoint.resume is false"));
+  std::vector<std::string> command{std::filesystem::read_symlink("/proc/self/exe").string()};
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg == "--max-restarts") {
+      ++i;
+      continue;
+    }
+    if (arg.starts_with("--max-restarts=")) continue;
+    command.emplace_back(arg);
+  }
+  return supervise(command, *cl.max_restarts);
 }
 
 int dispatch(int argc, char** argv) {
@@ -75,6 +111,16 @@ int dispatch(int argc, char** argv) {
     require_config();
     if (polyhal::is_recipe(cl.run.config)) return run_recipe(cl.common, cl.run, true);
     return validate_config(cl.common, cl.run);
+  }
+  if (command == "supervise") {
+    if (cl.inputs.empty())
+      throw polyhal::UsageError(
+          fmt::format("'supervise' needs the job's command after '--'\n{}", command_help(command)));
+    return polyhal::supervise(cl.inputs, cl.max_restarts.value_or(3));
+  }
+  if (command == "run" && cl.max_restarts) {
+    require_config();
+    return supervise_run(cl, argc, argv);
   }
   if (command == "run") {
     require_config();

@@ -37,6 +37,8 @@ netns_down() {
     ip netns pids "$netns_prefix-h$i" 2> /dev/null | xargs -r kill -9 2> /dev/null
     ip netns del "$netns_prefix-h$i" 2> /dev/null
   done
+  ip netns pids "$netns_prefix-h0" 2> /dev/null | xargs -r kill -9 2> /dev/null
+  ip netns del "$netns_prefix-h0" 2> /dev/null
   ip link del "${netns_prefix}br" 2> /dev/null
   [ -n "$netns_work" ] && rm -rf "$netns_work"
   netns_hosts=0
@@ -52,20 +54,26 @@ netns_up() {
   ip link set "${netns_prefix}br" up
   : > "$netns_work/hostfile"
   local i ns
-  for i in $(seq 1 "$netns_hosts"); do
+  for i in $(seq 0 "$netns_hosts"); do
     ns=$netns_prefix-h$i
     ip netns add "$ns"
     ip link add "${netns_prefix}v$i" type veth peer name eth0 netns "$ns"
     ip link set "${netns_prefix}v$i" master "${netns_prefix}br" up
-    ip -n "$ns" addr add "$netns_subnet$i/24" dev eth0
+    ip -n "$ns" addr add "$netns_subnet$((i == 0 ? 253 : i))/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
-    echo "$netns_subnet$i slots=1" >> "$netns_work/hostfile"
+    [ "$i" -gt 0 ] && echo "$netns_subnet$i slots=1" >> "$netns_work/hostfile"
   done
+  # h0 is the launch host, where mpirun runs (a login node). It gives up on
+  # a silent host's daemon after about 13 s of retransmissions instead of
+  # Linux's 15 minutes (tcp_retries2 15): a link that goes down ends the
+  # job, where the default would keep mpirun waiting after every rank has
+  # stopped. docs/scale-out.md says to do the same on a real launch host.
+  ip netns exec "$netns_prefix-h0" sysctl -qw net.ipv4.tcp_retries2=5
   # A fresh bridge port may drop the first packets: wait until every host
   # reaches the bridge (a refused TCP connection is an answer; silence is not).
   local tries status
-  for i in $(seq 1 "$netns_hosts"); do
+  for i in $(seq 0 "$netns_hosts"); do
     for tries in $(seq 1 50); do
       status=0
       timeout 0.2 ip netns exec "$netns_prefix-h$i" bash -c "exec 3<> /dev/tcp/${netns_subnet}254/9" \
@@ -91,10 +99,11 @@ AGENT
 
 # netns_mpirun ARGS...: mpirun over the hosts' hostfile and network.
 netns_mpirun() {
-  mpirun --allow-run-as-root --hostfile "$netns_work/hostfile" \
+  ip netns exec "$netns_prefix-h0" mpirun --allow-run-as-root --hostfile "$netns_work/hostfile" \
     --mca plm_rsh_agent "$netns_work/agent" \
     --mca oob_tcp_if_include "${netns_subnet}0/24" --mca btl_tcp_if_include "${netns_subnet}0/24" \
-    --mca btl tcp,self --mca routed direct "$@"
+    --mca btl tcp,self --mca routed direct \
+    --mca oob_tcp_keepalive_time 3 --mca oob_tcp_keepalive_intvl 1 --mca oob_tcp_keepalive_probes 3 "$@"
 }
 
 # netns_of N: the namespace of host N (to take its link down, or signal its ranks).

@@ -19,4 +19,4 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_odr_violation=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd "$build"
 ctest --output-on-failure --timeout 1800 -j "$(nproc)" \
-  -E "package|clang_formatted|out_of_tree|SquadTask|GlueTask|RealModel|PretrainParity|multihost" "$@"
+  -E "package|clang_formatted|out_of_tree|SquadTask|GlueTask|RealModel|PretrainParity|multihost|supervise" "$@"

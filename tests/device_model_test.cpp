@@ -95,6 +95,25 @@ TEST(DeviceModel, IpuMemoryPlanHonoursAvailableMemoryProportion) {
           .fits);
 }
 
+TEST(DeviceModel, GaudiServersMultiplyTheCards) {
+  const auto gaudi = test::load_backend("gaudi");
+  const auto options = [&](const std::string& servers) {
+    return resolve_device_options(gaudi->device_options(), {{"servers", servers}});
+  };
+  const auto devices = gaudi->open_devices(options("4"));
+  ASSERT_EQ(devices.size(), 32u);
+  EXPECT_NE(devices[9]->properties().product.find("card 2 of 8 in HLS-Gaudi2 2 of 4"),
+            std::string::npos)
+      << devices[9]->properties().product;
+  test::expect_config_error(
+      [&] {
+        auto too_many = options("4");
+        too_many["servers"] = "65";
+        gaudi->open_devices(too_many);
+      },
+      "key 'device.servers': 1 to 64 servers, got 65");
+}
+
 TEST(DeviceModel, CpuReportsItsIsaAndChoiceReason) {
   auto cpu = test::first_device("cpu");
   EXPECT_EQ(cpu->properties().mode, DeviceMode::hardware);
@@ -126,6 +145,12 @@ TEST(DeviceModel, AllReduceCostFollowsTheLinksAndTheTopology) {
   const double across = 2.0 * 1 / 2 * (bytes / 8) / (3 * 12.5e9 * 0.7) + 2 * 10e-6;
   EXPECT_NEAR(gaudi2->estimate_seconds(all_reduce_of(kElements, 16)).value(), in_server + across,
               1e-9);
+  // Servers of 4 cards: 8 replicas are 2 servers, the 1/4 shards cross the scale-out ports.
+  auto small_servers = test::first_device("gaudi", {{"cards", "4"}, {"servers", "2"}});
+  const double in_four = 2.0 * 3 / 4 * bytes / (21 * 12.5e9 * 0.7) + 2 * 10e-6;
+  const double across_two = 2.0 * 1 / 2 * (bytes / 4) / (3 * 12.5e9 * 0.7) + 2 * 10e-6;
+  EXPECT_NEAR(small_servers->estimate_seconds(all_reduce_of(kElements, 8)).value(),
+              in_four + across_two, 1e-9);
   // IPU: a ring over IPU-Links; more replicas, more ring steps.
   auto ipu = test::first_device("ipu");
   const double four = ipu->estimate_seconds(all_reduce_of(kElements, 4)).value();

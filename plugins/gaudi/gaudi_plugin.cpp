@@ -31,8 +31,11 @@ std::string gib(std::uint64_t bytes) {
 
 class GaudiDevice final : public Device {
  public:
-  GaudiDevice(int index, const GaudiGeneration& generation)
-      : Device(make_properties(index, generation)), generation_(generation) {
+  /// Card `index` of `cards` x `servers` (numbered server by server).
+  GaudiDevice(int index, const GaudiGeneration& generation, int cards, int servers)
+      : Device(make_properties(index, generation, cards, servers)),
+        generation_(generation),
+        cards_per_server_(cards) {
     // MME and TPC: f32 accumulation, round-to-nearest-even outputs.
     register_reference_kernels(registry(), generation.dtypes, MatMulNumerics{DType::f32, false, 0});
     // bf16 products with f32 accumulation are what the MME does with bf16
@@ -66,15 +69,17 @@ class GaudiDevice final : public Device {
   }
 
   /// HCCL over the cards' integrated RoCE ports (datasheet counts): inside
-  /// an 8-card server all-to-all over the scale-up ports (reduce-scatter and
-  /// all-gather, 2 steps); across servers the 1/8 shards are ring-reduced
-  /// over the scale-out ports. 70% achievable and 10 us per step assumed.
+  /// a server all-to-all over the scale-up ports (reduce-scatter and
+  /// all-gather, 2 steps); across servers each card's shard is ring-reduced
+  /// with the same card of every other server over its scale-out ports
+  /// (Gaudi2: 21 of 24 x 100 GbE inside, 3 out). 70% achievable and 10 us
+  /// per step assumed.
   double all_reduce_seconds(const KernelDesc& desc) const {
     const auto& g = generation_;
     const double bytes = static_cast<double>(element_count(desc.input_shapes.at(0))) *
                          static_cast<double>(dtype_size(desc.dtype));
     const std::int64_t replicas = desc.attrs_as<AllReduceAttrs>().replicas;
-    constexpr std::int64_t kServer = 8;
+    const std::int64_t kServer = cards_per_server_;
     const double port = g.roce_port_gbps * 1e9 / 8;
     const plugins::LinkModel scale_up{(g.roce_ports - g.scale_out_ports) * port, 0.7, 10e-6};
     const plugins::LinkModel scale_out{g.scale_out_ports * port, 0.7, 10e-6};
@@ -114,13 +119,17 @@ class GaudiDevice final : public Device {
   }
 
  private:
-  static DeviceProperties make_properties(int index, const GaudiGeneration& g) {
+  static DeviceProperties make_properties(int index, const GaudiGeneration& g, int cards,
+                                          int servers) {
     DeviceProperties p;
     p.name = fmt::format("gaudi{}", index);
     p.backend = "gaudi";
     p.vendor = "Habana Labs (Intel)";
-    p.product = fmt::format("{} model, card {} of {} in {}", g.product, index + 1, kCardsPerServer,
-                            g.server);
+    p.product =
+        servers == 1
+            ? fmt::format("{} model, card {} of {} in {}", g.product, index + 1, cards, g.server)
+            : fmt::format("{} model, card {} of {} in {} {} of {}", g.product, index % cards + 1,
+                          cards, g.server, index / cards + 1, servers);
     p.mode = DeviceMode::model;
     p.dtypes = g.dtypes;
     p.memory_capacity_bytes = g.hbm_bytes;
@@ -149,6 +158,7 @@ class GaudiDevice final : public Device {
   }
 
   GaudiGeneration generation_;
+  std::int64_t cards_per_server_;
 };
 
 class GaudiBackend final : public Backend {
@@ -164,7 +174,12 @@ class GaudiBackend final : public Backend {
          "model",
          "model: host execution with Gaudi rules"},
         {"generation", T::choice, {"gaudi", "gaudi2", "gaudi3"}, "gaudi2", "which Gaudi"},
-        {"cards", T::integer, {}, "8", "cards in the server to use (1-8)"},
+        {"cards", T::integer, {}, "8", "cards in each server to use (1-8)"},
+        {"servers",
+         T::integer,
+         {},
+         "1",
+         "servers joined over the cards' scale-out RoCE ports (1-64)"},
     };
   }
 
@@ -179,12 +194,18 @@ class GaudiBackend final : public Backend {
       throw ConfigError(fmt::format("key 'device.cards': a server has 1 to {} cards, got {}",
                                     kCardsPerServer, cards));
     }
+    const int servers = std::stoi(options.at("servers"));
+    if (servers < 1 || servers > kMaxServers) {
+      throw ConfigError(
+          fmt::format("key 'device.servers': 1 to {} servers, got {}", kMaxServers, servers));
+    }
     const auto& generations = gaudi_generations();
     const auto generation =
         *std::find_if(generations.begin(), generations.end(),
                       [&](const auto& g) { return g.name == options.at("generation"); });
     std::vector<std::unique_ptr<Device>> devices;
-    for (int i = 0; i < cards; ++i) devices.push_back(std::make_unique<GaudiDevice>(i, generation));
+    for (int i = 0; i < cards * servers; ++i)
+      devices.push_back(std::make_unique<GaudiDevice>(i, generation, cards, servers));
     return devices;
   }
 };

@@ -29,5 +29,8 @@ struct GaudiGeneration {
 const std::vector<GaudiGeneration>& gaudi_generations();
 
 inline constexpr int kCardsPerServer = 8;
+/// Servers a model joins at most: a bound on what a config can make the
+/// model open (512 cards); the cost model itself has no other limit.
+inline constexpr int kMaxServers = 64;
 
 }  // namespace polyhal::gaudi

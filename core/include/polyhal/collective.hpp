@@ -6,7 +6,9 @@
 /// are reduced in f32 and rounded once at the end. Every rank must call the
 /// same collectives in the same order with the same counts.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "polyhal/dtype.hpp"
@@ -32,6 +34,19 @@ class Communicator {
   /// In place: every rank ends with `root`'s data.
   virtual void broadcast(void* data, std::size_t count, DType type, int root) = 0;
   virtual void barrier() = 0;
+
+  /// Names what the next collectives belong to, for the message a
+  /// communicator gives when one stalls ("step 12, gradient of
+  /// bert.encoder.layer.3.output.dense.weight"): the optimizer step (0: none)
+  /// and what is being exchanged. Kept until changed; costs no communication.
+  void set_step(std::int64_t step) noexcept { step_ = step; }
+  void set_purpose(std::string purpose) { purpose_ = std::move(purpose); }
+  /// "step 12, gradient of X" (either part left out when unset).
+  std::string context() const;
+
+ private:
+  std::int64_t step_ = 0;
+  std::string purpose_;
 };
 
 /// The communicator of a run with one replica: every collective is a copy or no-op.

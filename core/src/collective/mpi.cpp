@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <condition_variable>
@@ -34,13 +35,25 @@ void check(int code, const char* call) {
 /// Largest all-reduce handed to MPI at once (f32 elements: 16 MiB).
 constexpr std::size_t kPiece = std::size_t{4} << 20;
 
+/// How long a rank whose collective timed out waits for MPI_Abort to end the
+/// job before it exits by itself: MPI_Abort never returns when mpirun cannot
+/// reach a lost host's daemon (a link down), and the survivors must stop.
+constexpr std::chrono::seconds kAbortGrace{5};
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "an unnamed host";
+  return name;
+}
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(const MpiRuntime& runtime, std::chrono::milliseconds timeout)
       : rank_(runtime.rank()),
         size_(runtime.size()),
         timeout_(timeout),
-        multiple_threads_(runtime.thread_multiple()) {
+        multiple_threads_(runtime.thread_multiple()),
+        host_(host_name()) {
     check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
   }
   ~MpiCommunicator() override {
@@ -132,16 +145,22 @@ class MpiCommunicator final : public Communicator {
   }
 
   /// Runs the blocking collective `call` under the watchdog: if it has not
-  /// returned within the timeout, the watchdog thread reports `what` and
-  /// ends the job (MPI_Abort, exit code 4): a blocked MPI call cannot be
-  /// interrupted, and the peers are torn down with this rank either way.
+  /// returned within the timeout, the watchdog thread reports `what`, the
+  /// call's number and context() and ends the job (MPI_Abort, exit code 4;
+  /// this rank exits by itself kAbortGrace later if MPI_Abort hangs): a
+  /// blocked MPI call cannot be interrupted, and the peers are torn down
+  /// with this rank either way.
   /// Blocking collectives, not polled non-blocking ones: Open MPI's blocking
   /// algorithms are many times faster for large messages (bench/allreduce.sh).
   template <class Call>
   void guarded(const std::string& what, Call call) {
     {
       std::lock_guard lock(mutex_);
-      what_ = what;
+      ++calls_;
+      const std::string where = context();
+      // Every rank numbers its collectives alike: the same number on two
+      // ranks' messages is the same call.
+      what_ = fmt::format("collective #{} {}{}", calls_, what, where.empty() ? "" : " at " + where);
       deadline_ = std::chrono::steady_clock::now() + timeout_;
       armed_ = true;
     }
@@ -164,19 +183,27 @@ class MpiCommunicator final : public Communicator {
       if (armed_changed_.wait_until(lock, stop, deadline_, [&] { return !armed_; })) continue;
       if (stop.stop_requested()) return;
       const CollectiveTimeout error(fmt::format(
-          "rank {} of {}: {} did not complete within {:.1f} s: another rank died, hangs or "
-          "never reached this collective (collective.timeout_seconds)",
-          rank_, size_, what_, std::chrono::duration<double>(timeout_).count()));
+          "rank {} of {} on {} (pid {}): {} did not complete within {:.1f} s: another rank "
+          "died, hangs, lost its network or never reached this collective "
+          "(collective.timeout_seconds); ending the job",
+          rank_, size_, host_, getpid(), what_, std::chrono::duration<double>(timeout_).count()));
       std::fprintf(stderr, "polyhal: error: %s\n", error.what());
       std::fflush(stderr);
-      if (multiple_threads_) MPI_Abort(MPI_COMM_WORLD, static_cast<int>(error.exit_code()));
-      std::_Exit(static_cast<int>(error.exit_code()));
+      const int code = static_cast<int>(error.exit_code());
+      std::thread([code] {
+        std::this_thread::sleep_for(kAbortGrace);
+        std::_Exit(code);
+      }).detach();
+      if (multiple_threads_) MPI_Abort(MPI_COMM_WORLD, code);
+      std::_Exit(code);
     }
   }
 
   int rank_, size_;
   std::chrono::milliseconds timeout_;
   bool multiple_threads_;  // MPI_Abort may be called from the watchdog thread
+  std::string host_;
+  std::uint64_t calls_ = 0;
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::vector<float> scratch_, recv_scratch_;
   std::mutex mutex_;

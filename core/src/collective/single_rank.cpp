@@ -36,6 +36,12 @@ class SingleRankCommunicator final : public Communicator {
 
 Communicator::~Communicator() = default;
 
+std::string Communicator::context() const {
+  if (step_ > 0 && !purpose_.empty()) return fmt::format("step {}, {}", step_, purpose_);
+  if (step_ > 0) return fmt::format("step {}", step_);
+  return purpose_;
+}
+
 std::string_view reduce_op_name(ReduceOp op) noexcept {
   switch (op) {
     case ReduceOp::sum:

@@ -7,7 +7,7 @@
 
 namespace polyhal {
 #if defined(__x86_64__) && defined(__GLIBCXX__) && _GLIBCXX_USE_CXX11_ABI
-static_assert(kAbiMajor == 3, "new ABI: update the sizes below for it");
+static_assert(kAbiMajor == 4, "new ABI: update the sizes below for it");
 static_assert(sizeof(Backend) == 24, "Backend changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(OptionSpec) == 128, "OptionSpec changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(Device) == 328, "Device changed layout: bump kAbiMajor (abi.hpp)");
@@ -34,7 +34,7 @@ static_assert(sizeof(OptimizerStep) == 32,
               "OptimizerStep changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(Buffer) == 8, "Buffer changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(Tensor) == 48, "Tensor changed layout: bump kAbiMajor (abi.hpp)");
-static_assert(sizeof(Communicator) == 8, "Communicator changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(Communicator) == 48, "Communicator changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(MemoryAccount) == 24,
               "MemoryAccount changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(InProcessGroup) == 8,

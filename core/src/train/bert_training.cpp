@@ -188,9 +188,16 @@ struct BertTraining::State {
   /// The gradient tensors (the fused Q/K/V gradients once, not their views).
   std::vector<int> gradient_tensors() const {
     std::vector<int> out;
+    for (const auto& [g, name] : gradient_tensors_named()) out.push_back(g);
+    return out;
+  }
+  /// The same, each with the name of its (first) parameter.
+  std::vector<std::pair<int, std::string>> gradient_tensors_named() const {
+    std::vector<std::pair<int, std::string>> out;
     for (const auto& p : params) {
       const int g = program().is_view(p.grad) ? program().view_base(p.grad) : p.grad;
-      if (std::find(out.begin(), out.end(), g) == out.end()) out.push_back(g);
+      if (std::none_of(out.begin(), out.end(), [&](const auto& e) { return e.first == g; }))
+        out.emplace_back(g, p.name);
     }
     return out;
   }
@@ -357,8 +364,9 @@ void BertTraining::all_reduce_gradients(Communicator& replicas) {
   if (replicas.size() == 1) return;
   auto& s = *state_;
   timed(s.all_reduce_seconds, [&] {
-    for (const int g : s.gradient_tensors()) {
+    for (const auto& [g, name] : s.gradient_tensors_named()) {
       const Tensor& t = s.program().bound(g);
+      replicas.set_purpose("gradient of " + name);
       replicas.all_reduce(t.buffer->data(), static_cast<std::size_t>(t.numel()), DType::f32,
                           ReduceOp::mean);
     }
@@ -426,6 +434,7 @@ std::optional<double> BertTraining::apply_update(double learning_rate, double lo
   if (s.shard_count > 1) {  // every replica takes each tensor from the replica that updated it
     for (const auto& param : s.params) {
       const Tensor& w = p.bound(param.weight);
+      s.shards->set_purpose("updated " + param.name + " from its owner");
       s.shards->broadcast(w.buffer->data(), static_cast<std::size_t>(w.numel()), DType::f32,
                           param.owner);
     }
@@ -523,8 +532,10 @@ TensorMap BertTraining::state() const {
       std::vector<float> values =
           s.owns(param) ? s.program().read_floats(tensor)
                         : std::vector<float>(static_cast<std::size_t>(element_count(shape)));
-      if (s.shard_count > 1)  // the owner's copy, to every replica
+      if (s.shard_count > 1) {  // the owner's copy, to every replica
+        s.shards->set_purpose(std::string(prefix) + param.name + " for the checkpoint");
         s.shards->broadcast(values.data(), values.size(), DType::f32, param.owner);
+      }
       out[prefix + param.name] = {shape, std::move(values)};
     }
   }

@@ -76,7 +76,10 @@ TrainingStep Trainer::step(std::int64_t number) {
   float counted = static_cast<float>(sequences);
   {
     const TraceTrack::Scope reduce(trace, "all-reduce losses", "collective");
+    replicas_.set_step(number);
+    replicas_.set_purpose("the step's losses");
     replicas_.all_reduce(losses.data(), losses.size(), DType::f32, ReduceOp::mean);
+    replicas_.set_purpose("the step's sequence count");
     // Exact in f32 up to 2^24 sequences per step.
     replicas_.all_reduce(&counted, 1, DType::f32, ReduceOp::sum);
   }

@@ -149,6 +149,7 @@ void agree_on_start(Communicator& ranks,
   // start apart would all-reduce two different models.
   const std::int64_t mine = checkpoint ? checkpoint->step : -1;
   std::vector<std::int64_t> steps(static_cast<std::size_t>(ranks.size()));
+  ranks.set_purpose("the step each rank starts from");
   ranks.all_gather(&mine, steps.data(), 1, DType::i64);
   const auto where = [](std::int64_t step) {
     return step < 0 ? std::string("the start weights (no checkpoint found)")

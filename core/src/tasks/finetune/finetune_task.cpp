@@ -170,6 +170,7 @@ std::vector<float> head_outputs(BertInference& model, const ModelRows& rows, std
                    elapsed / static_cast<double>(done) * static_cast<double>(mine - done));
     }
   }
+  replicas.set_purpose("the evaluation's predictions");
   if (replicas.size() > 1) replicas.all_reduce(out.data(), out.size(), DType::f32, ReduceOp::sum);
   return out;
 }

@@ -247,6 +247,7 @@ PretrainEvaluation PretrainEvaluator::evaluate(Device& device, const TensorMap& 
       static_cast<float>(scores.mlm_correct), static_cast<float>(scores.mlm_count),
       static_cast<float>(scores.mlm_loss),    static_cast<float>(scores.nsp_correct),
       static_cast<float>(scores.nsp_count),   static_cast<float>(scores.nsp_loss)};
+  replicas.set_purpose("the evaluation's sums");
   if (replicas.size() > 1) replicas.all_reduce(sums.data(), sums.size(), DType::f32, ReduceOp::sum);
   PretrainEvaluation result;
   result.step = step;

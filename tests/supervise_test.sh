@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# `polyhal run --max-restarts N` and `polyhal supervise`, on one host: a
+# training run whose process is killed mid-run is restarted, resumes from its
+# last checkpoint and ends with the uninterrupted run's losses; a failure a
+# restart would repeat (a bad config) is not retried; the usage errors exit 2.
+#   tests/supervise_test.sh POLYHAL_LAUNCHER
+set -uo pipefail
+polyhal=$1
+work=$(mktemp -d)
+trap 'pkill -KILL -P $$ 2> /dev/null; rm -rf "$work"' EXIT
+cd "$work"
+fail() {
+  echo "FAIL: $*"
+  exit 1
+}
+losses() {
+  python3 -c 'import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    if r.get("event") == "step": print(r["step"], repr(r["loss"]))' "$1"
+}
+cat > p.yaml << 'YAML'
+backend: cpu
+task: pretrain
+model: {preset: tiny, seq_len: 32, precision: f32, vocab_size: 256, num_hidden_layers: 2}
+batch: {micro: 8, grad_accum: 2, replicas: 2}
+data: {source: pattern, seed: 5, max_predictions: 6}
+optimizer: {name: lamb, learning_rate: 0.004}
+checkpoint: {every: 10}
+steps: 60
+YAML
+
+"$polyhal" run p.yaml --set checkpoint.dir=whole --metrics-out whole.jsonl --progress none \
+  > whole.log 2>&1 || { tail whole.log; fail "the uninterrupted run failed"; }
+
+# Killed once its checkpoint of step 10 exists: restarted, resumed, same losses.
+"$polyhal" run p.yaml --max-restarts 2 --set checkpoint.dir=supervised \
+  --metrics-out supervised.jsonl --progress none > supervised.log 2>&1 &
+supervisor=$!
+for tries in $(seq 1 600); do
+  [ -f supervised/checkpoint-00000010.safetensors ] && break
+  sleep 0.05
+done
+child=$(pgrep -P "$supervisor" | head -1)
+[ -n "$child" ] || fail "no supervised run to kill"
+kill -KILL "$child"
+wait "$supervisor" || { cat supervised.log; fail "the supervised run did not finish"; }
+grep -q "was killed by signal 9 (Killed) (a lost replica); restart 1 of 2" supervised.log ||
+  { cat supervised.log; fail "the restart was not logged"; }
+grep -q "resumed from" supervised.log || fail "the restart did not resume"
+first=$(losses supervised.jsonl | awk 'NR == 1' | cut -d' ' -f1)
+[ "$(losses supervised.jsonl)" = "$(losses whole.jsonl | awk -v s="$first" '$1 >= s')" ] ||
+  fail "resumed at step $first: the losses differ from the uninterrupted run"
+echo "ok: killed after step 10, restarted, resumed at step $first with the uninterrupted run's losses"
+
+# A bad config fails the same way every time: one attempt, its exit code.
+"$polyhal" run p.yaml --max-restarts 2 --set checkpoint.dir=bad --set optimizer.learning_rate=-1 \
+  > bad.log 2>&1
+code=$?
+[ "$code" -eq 2 ] || { cat bad.log; fail "a bad config under --max-restarts: exit $code, expected 2"; }
+grep -q "restart" bad.log && { cat bad.log; fail "a bad config was restarted"; }
+echo "ok: a bad config is not restarted (exit 2)"
+
+# Usage errors.
+"$polyhal" run p.yaml --max-restarts 1 > nodir.log 2>&1
+[ $? -eq 2 ] && grep -q "checkpoint.dir is not set" nodir.log || { cat nodir.log; fail "--max-restarts without checkpoint.dir"; }
+OMPI_COMM_WORLD_SIZE=2 "$polyhal" run p.yaml --max-restarts 1 --set checkpoint.dir=x > mpi.log 2>&1
+[ $? -eq 2 ] && grep -q "supervise mpirun instead" mpi.log || { cat mpi.log; fail "--max-restarts under mpirun"; }
+"$polyhal" supervise mpirun -np 2 > dash.log 2>&1
+[ $? -eq 2 ] && grep -q "put '--' before" dash.log || { cat dash.log; fail "supervise without --"; }
+"$polyhal" supervise --max-restarts 1 -- sh -c 'exit 4' > four.log 2>&1
+[ $? -eq 4 ] && grep -q "restarted 1 time" four.log || { cat four.log; fail "supervise: exit 4 twice"; }
+echo "ok: usage errors exit 2; a job that keeps losing a replica ends after --max-restarts"
