@@ -455,6 +455,9 @@ bool must_agree(const ConfigKey& key) {
          key.path != "allow_world_writable_plugins";
 }
 
+/// Characters of a key's value shown when ranks disagree (a multiple of 8).
+constexpr std::size_t kShownValue = 128;
+
 std::int64_t fingerprint(std::string_view text) {
   std::uint64_t hash = 1469598103934665603ULL;  // FNV-1a
   for (const char c : text) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
@@ -489,14 +492,26 @@ void check_ranks_agree(const RunConfig& config, Communicator& world) {
     std::vector<std::int64_t> every(values.size() * ranks);
     world.all_gather(values.data(), every.data(), values.size(), DType::i64);
     std::vector<std::string> differ;
-    for (std::size_t k = 0; k < values.size(); ++k)
-      if (every[other * values.size() + k] != every[k]) differ.push_back(keys[k]->path);
-    which = fmt::format("{}", fmt::join(differ, ", "));
+    for (std::size_t k = 0; k < values.size(); ++k) {
+      if (every[other * values.size() + k] == every[k]) continue;
+      // Every rank found the same keys, so all take part in this exchange.
+      const std::string value = keys[k]->value(config);
+      std::array<char, kShownValue> mine_text{};
+      value.copy(mine_text.data(), std::min(value.size(), kShownValue - 1));
+      std::vector<char> texts(kShownValue * ranks);
+      world.all_gather(mine_text.data(), texts.data(), kShownValue / 8, DType::i64);
+      differ.push_back(fmt::format("{} (rank 0: {}, rank {}: {})", keys[k]->path, texts.data(),
+                                   other, texts.data() + other * kShownValue));
+      if (differ.size() == 3) break;
+    }
+    which = fmt::format("{}", fmt::join(differ, "; "));
   }
   throw ConfigError(fmt::format(
-      "{}: rank {}'s config differs from rank 0's in {}: every rank of an MPI job must run the "
-      "same config (only output places, log and device options may differ)",
-      config.file.string(), other, which));
+      "{}: rank {}'s config differs from rank 0's in {} (config hash {:016x} on rank 0, {:016x} "
+      "on rank {}): every rank of an MPI job must run the same config (only output places, log "
+      "and device options may differ)",
+      config.file.string(), other, which, static_cast<std::uint64_t>(gathered[1]),
+      static_cast<std::uint64_t>(gathered[2 * other + 1]), other));
 }
 
 /// `collective: mpi`: this process is one rank of an mpirun job and one

@@ -68,4 +68,28 @@ compare sharded --set optimizer.shard_state=true
   > pack.log 2>&1 || { cat pack.log; fail "pack"; }
 compare packed --set data.source=mlperf_hdf5 --set data.files="$work/packed" --set batch.micro=1 \
   --set batch.grad_accum=1 --set steps=2
+# Bad input across hosts: each refused before any step, with mpirun's or
+# polyhal's reason and exit code (docs/scale-out.md).
+# refused NAME CODE TEXT MPIRUN_ARGS...: the job exits CODE, says TEXT, runs no step.
+refused() {
+  local name=$1 code=$2 text=$3
+  shift 3
+  netns_mpirun "$@" > "$work/$name.log" 2>&1
+  local got=$?
+  [ "$got" -eq "$code" ] || { cat "$work/$name.log"; fail "$name: exit $got, expected $code"; }
+  grep -qF "$text" "$work/$name.log" || { cat "$work/$name.log"; fail "$name: no '$text'"; }
+  grep -q "step 1" "$work/$name.log" && fail "$name: a step ran"
+  echo "ok: $name: exit $code, \"$text\""
+}
+cp "$netns_work/hostfile" hosts.saved
+echo "${netns_subnet}9 slots=1" >> "$netns_work/hostfile"  # no such host
+refused unreachable-host 255 "ORTE was unable to reliably start one or more daemons" \
+  -np 3 "$polyhal" run --config "$work/p.yaml" --set collective.engine=mpi --progress none
+cp hosts.saved "$netns_work/hostfile"
+refused too-many-replicas 1 "There are not enough slots available in the system" \
+  -np 3 "$polyhal" run --config "$work/p.yaml" --set collective.engine=mpi --progress none
+refused configs-differ 2 "rank 1's config differs from rank 0's in optimizer.learning_rate (rank 0: 0.005, rank 1: 0.01)" \
+  -np 1 "$polyhal" run --config "$work/p.yaml" --set collective.engine=mpi --progress none : \
+  -np 1 "$polyhal" run --config "$work/p.yaml" --set collective.engine=mpi --progress none \
+  --set optimizer.learning_rate=0.01
 echo "ok: multi-host runs over TCP between network namespaces"
