@@ -121,7 +121,14 @@ ConfigSection collective() {
            "`collective: mpi` is short for it",
            one_of({"local", "mpi"}))
       .add("timeout_seconds", &CollectiveSection::timeout_seconds,
-           "longest wait in one collective before a rank is declared lost (exit 4)", seconds());
+           "longest wait in one collective before a rank is declared lost (exit 4)", seconds())
+      .add("overlap", &CollectiveSection::overlap,
+           "all-reduce the gradients in buckets while the last micro-batch's backward runs, as "
+           "PyTorch DDP does (same values; a pipeline reduces after its schedule)",
+           {}, {.tasks = kTrainingTasks})
+      .add("bucket_mb", &CollectiveSection::bucket_mb,
+           "MiB of gradients per overlapped bucket (DDP's bucket_cap_mb)", at_least(1, 4096),
+           {.tasks = kTrainingTasks});
   return section;
 }
 

@@ -484,6 +484,15 @@ std::vector<float> Program::download(int t) const {
   return out;
 }
 
+std::optional<std::size_t> Program::last_writer(Phase phase, int t) const {
+  const auto& ops = lists_[static_cast<std::size_t>(phase)];
+  for (std::size_t i = ops.size(); i-- > 0;) {
+    for (const int out : ops[i].outputs)
+      if (out == t || at(out).view_of == t) return i;
+  }
+  return std::nullopt;
+}
+
 void Program::zero(int t) {
   upload_floats(t, std::vector<float>(static_cast<std::size_t>(element_count(shape(t)))));
 }

@@ -159,6 +159,9 @@ class Program {
   std::uint64_t stash_bytes() const;
   /// Zeroes an f32 tensor.
   void zero(int t);
+  /// The index in `phase` of the last op that writes tensor `t` or a view
+  /// of it, or nullopt when none does.
+  std::optional<std::size_t> last_writer(Phase phase, int t) const;
 
  private:
   struct Slot {

@@ -183,6 +183,8 @@ TrainerSettings trainer_settings(const RunConfig& config, std::int64_t total_ste
   s.checkpoint_start_samples = config.checkpoint.start_after_samples;
   s.metadata = std::move(metadata);
   s.sharded = sharded;
+  if (config.collective.overlap)
+    s.overlap_bucket_bytes = static_cast<std::size_t>(config.collective.bucket_mb) << 20;
   return s;
 }
 

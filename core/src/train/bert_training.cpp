@@ -7,10 +7,12 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "model/bert_program.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/train_kernels.hpp"
+#include "train/overlapped_all_reduce.hpp"
 
 namespace polyhal {
 namespace {
@@ -65,6 +67,11 @@ struct BertTraining::State {
   Communicator* shards = nullptr;       // the replicas sharing the optimizer state
   double optimizer_seconds = 0, all_reduce_seconds = 0;
   std::int64_t optimizer_calls = 0, all_reduce_calls = 0;
+  // reduce_gradients_during_next_backward: the replicas, the bucket size,
+  // and whether this step's gradients are reduced already.
+  Communicator* overlap = nullptr;
+  std::size_t bucket_bytes = 0;
+  bool gradients_reduced = false;
 
   Program& program() const { return bert->program; }
   bool owns(const Param& p) const { return shard_count == 1 || p.owner == shard_rank; }
@@ -334,7 +341,24 @@ std::vector<float> BertTraining::stage_backward(const std::vector<float>& output
   Program& p = s.program();
   const BertProgram& b = *s.bert;
   if (b.stage_output_grad >= 0) p.upload_floats(b.stage_output_grad, output_grad);
-  p.run(Phase::backward);
+  if (s.overlap != nullptr) {
+    Communicator& replicas = *std::exchange(s.overlap, nullptr);
+    std::vector<GradientToReduce> gradients;
+    for (const auto& [g, name] : s.gradient_tensors_named()) {
+      const Tensor& t = p.bound(g);
+      gradients.push_back({static_cast<float*>(t.buffer->data()),
+                           static_cast<std::size_t>(t.numel()), name,
+                           p.last_writer(Phase::backward, g).value_or(0)});
+    }
+    OverlappedAllReduce reduction(replicas, std::move(gradients), s.bucket_bytes);
+    p.run(Phase::backward, [&](std::size_t op) { reduction.before_op(op); });
+    // What backward did not hide is what the step waits for.
+    s.all_reduce_seconds += reduction.finish();
+    ++s.all_reduce_calls;
+    s.gradients_reduced = true;
+  } else {
+    p.run(Phase::backward);
+  }
   if (b.stage_input_grad < 0) return {};
   return p.read_floats(b.stage_input_grad);
 }
@@ -360,9 +384,17 @@ std::optional<double> BertTraining::optimizer_step(double learning_rate, double 
   return norm;
 }
 
+void BertTraining::reduce_gradients_during_next_backward(Communicator& replicas,
+                                                         std::size_t bucket_bytes) {
+  if (replicas.size() == 1) return;
+  state_->overlap = &replicas;
+  state_->bucket_bytes = bucket_bytes;
+}
+
 void BertTraining::all_reduce_gradients(Communicator& replicas) {
   if (replicas.size() == 1) return;
   auto& s = *state_;
+  if (std::exchange(s.gradients_reduced, false)) return;
   timed(s.all_reduce_seconds, [&] {
     for (const auto& [g, name] : s.gradient_tensors_named()) {
       const Tensor& t = s.program().bound(g);

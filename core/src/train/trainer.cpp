@@ -50,6 +50,7 @@ bool samples_reached(std::int64_t step, std::int64_t samples_per_step, std::int6
 TrainingStep Trainer::step(std::int64_t number) {
   const auto start = std::chrono::steady_clock::now();
   if (TraceLane* lane = model_.trace_lane()) lane->set_step(number);
+  replicas_.set_step(number);  // before accumulate, which may reduce gradients
   TraceTrack* const trace = model_.host_track();
   const TraceTrack::Scope step_slice(trace, fmt::format("step {}", number), "step",
                                      {{"step", number}});
@@ -76,7 +77,6 @@ TrainingStep Trainer::step(std::int64_t number) {
   float counted = static_cast<float>(sequences);
   {
     const TraceTrack::Scope reduce(trace, "all-reduce losses", "collective");
-    replicas_.set_step(number);
     replicas_.set_purpose("the step's losses");
     replicas_.all_reduce(losses.data(), losses.size(), DType::f32, ReduceOp::mean);
     replicas_.set_purpose("the step's sequence count");

@@ -59,6 +59,9 @@ struct TrainerSettings {
   std::map<std::string, std::string> metadata;
   /// The optimizer state is sharded: saving is then a collective.
   bool sharded = false;
+  /// > 0: gradients are all-reduced in buckets of this many bytes during the
+  /// last micro-batch's backward (collective.overlap); 0: after backward.
+  std::size_t overlap_bucket_bytes = 0;
   /// Stop (RuntimeFailure, exit 1) once the loss has not been finite for
   /// this many steps in a row: the run diverged. A loss scaler's skipped
   /// steps count too, so a scale that can never recover does not spin.
@@ -74,7 +77,10 @@ class Trainer {
         settings_(std::move(settings)),
         batches_(std::move(batches)),
         store_(store),
-        scaler_(scaler) {}
+        scaler_(scaler) {
+    if (settings_.overlap_bucket_bytes > 0)
+      model_.overlap_gradient_all_reduce(replicas_, settings_.overlap_bucket_bytes);
+  }
 
   /// Optimizer steps `first` .. `last`. Replica r of N takes every N-th
   /// micro-batch of the stream, so N replicas see exactly what one replica

@@ -56,6 +56,8 @@ class WholeModel final : public Forwarding<BertTraining> {
     for (int micro = 0; micro < count; ++micro) {
       const TraceTrack::Scope traced(host_track_, fmt::format("micro-batch {}", micro), "pipeline",
                                      {{"micro_batch", micro}});
+      if (overlap_ != nullptr && micro == count - 1)
+        model_->reduce_gradients_during_next_backward(*overlap_, bucket_bytes_);
       const StepLosses l = model_->forward_backward(batch(micro), count, loss_scale);
       sums[0] += static_cast<float>(l.mlm / share);
       sums[1] += static_cast<float>(l.nsp / share);
@@ -66,6 +68,12 @@ class WholeModel final : public Forwarding<BertTraining> {
     mean.nsp = sums[1];
     mean.task = sums[2];
     return mean;
+  }
+
+  void overlap_gradient_all_reduce(Communicator& replicas, std::size_t bucket_bytes) override {
+    if (replicas.size() == 1) return;
+    overlap_ = &replicas;
+    bucket_bytes_ = bucket_bytes;
   }
 
   TrainingPlan plan(Device& device, const StepWork& work) const override {
@@ -106,6 +114,10 @@ class WholeModel final : public Forwarding<BertTraining> {
                                              std::int64_t step, double start_us) const override {
     return trace_estimated_whole_step(lane, *model_, device, work, step, start_us);
   }
+
+ private:
+  Communicator* overlap_ = nullptr;
+  std::size_t bucket_bytes_ = 0;
 };
 
 class Pipeline final : public Forwarding<PipelinedTraining> {

@@ -46,8 +46,15 @@ class TrainingModel {
   /// 1/count and by `loss_scale`. Returns the mean losses.
   virtual StepLosses accumulate(const std::function<TrainingBatch(int)>& batch, int count,
                                 double loss_scale) = 0;
-  /// The replicas' mean of the accumulated gradients.
+  /// The replicas' mean of the accumulated gradients (nothing left to do
+  /// when accumulate() already reduced them during backward).
   virtual void all_reduce_gradients(Communicator& replicas) = 0;
+  /// From now on, accumulate() reduces the gradients over `replicas` in
+  /// buckets of `bucket_bytes` while the last micro-batch's backward runs
+  /// (the whole model; a pipeline reduces after its schedule). `replicas`
+  /// must outlive the model.
+  virtual void overlap_gradient_all_reduce(Communicator& /*replicas*/,
+                                           std::size_t /*bucket_bytes*/) {}
   /// The update; the global gradient norm, or nullopt when it overflowed.
   virtual std::optional<double> optimizer_step(double learning_rate, double loss_scale) = 0;
   /// Checkpoint state (weights and optimizer state); a collective when sharded.

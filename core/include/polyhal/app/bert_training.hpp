@@ -185,6 +185,13 @@ class BertTraining {
   /// fixed order). Every replica calls it after its micro-batches and before
   /// optimizer_step, so all replicas apply the same update.
   void all_reduce_gradients(Communicator& replicas);
+  /// The same reduction, done during the next backward pass instead (then
+  /// all_reduce_gradients has nothing left to do): buckets of about
+  /// `bucket_bytes` of gradients, in the order backward finishes them, each
+  /// reduced by a communication thread once backward has written it, as
+  /// PyTorch DDP does. Each tensor keeps its own all-reduce, so the result
+  /// is bit-identical. No other collective may run during that backward.
+  void reduce_gradients_during_next_backward(Communicator& replicas, std::size_t bucket_bytes);
   /// Current weights and accumulated gradients, under Hugging Face names.
   TensorMap weights() const;
   TensorMap gradients() const;
