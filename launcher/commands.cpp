@@ -542,6 +542,16 @@ int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, RunConfi
       spdlog::set_pattern(fmt::format("%Y-%m-%d %H:%M:%S.%e [rank {}] [%l] %v", rank));
     }
     check_ranks_agree(config, *world);
+    if (config.collective.overlap == "auto") {
+      // Over a network the transfer is the link's time, which backward can
+      // hide; between ranks of one host it is copies on the cores backward
+      // needs (bench/overlap_allreduce.py). Every rank decides alike.
+      const bool spans_hosts = mpi.ranks_on_this_host() < mpi.size();
+      config.collective.overlap = spans_hosts ? "true" : "false";
+      spdlog::info("collective.overlap auto: gradients all-reduced {} ({})",
+                   spans_hosts ? "during backward" : "after backward",
+                   spans_hosts ? "the ranks span several hosts" : "every rank is on this host");
+    }
     MetricsWriter metrics({options.metrics_out, options.tensorboard_dir, options.metrics_csv});
     const auto opened = open_configured_devices(common, config, mpi.size());
     const auto& device = opened.front();

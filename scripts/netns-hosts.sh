@@ -13,6 +13,9 @@
 # ARGS... and netns_down for a script of its own (tests/multihost_test.sh).
 # NETNS_PREFIX names the namespaces (default polyhal-<pid>); the hosts are
 # 10.X.Y.1 .. 10.X.Y.N/24, the bridge 10.X.Y.254, X.Y picked from the pid.
+# NETNS_RATE (e.g. 2gbit) caps each host's link both ways, as a real
+# network would (tc's token bucket); unset, the link is as fast as the CPU
+# copies.
 
 netns_prefix=${NETNS_PREFIX:-ph$$}
 netns_hosts=0
@@ -62,6 +65,10 @@ netns_up() {
     ip -n "$ns" addr add "$netns_subnet$((i == 0 ? 253 : i))/24" dev eth0
     ip -n "$ns" link set eth0 up
     ip -n "$ns" link set lo up
+    if [ -n "${NETNS_RATE:-}" ] && [ "$i" -gt 0 ]; then
+      ip netns exec "$ns" tc qdisc add dev eth0 root tbf rate "$NETNS_RATE" burst 1mb latency 100ms
+      tc qdisc add dev "${netns_prefix}v$i" root tbf rate "$NETNS_RATE" burst 1mb latency 100ms
+    fi
     [ "$i" -gt 0 ] && echo "$netns_subnet$i slots=1" >> "$netns_work/hostfile"
   done
   # h0 is the launch host, where mpirun runs (a login node). It gives up on

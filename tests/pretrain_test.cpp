@@ -365,6 +365,36 @@ TEST(PretrainMixedPrecision, Bf16OnGaudiTrainsAndBf16OnIpuIsRefused) {
 namespace polyhal {
 namespace {
 
+// Issue 34, item 3: with collective.overlap (auto or true) the estimate
+// hides the all-reduce behind the last micro-batch's backward, all but the
+// last bucket; with false it adds the whole of it, as before.
+TEST(Pretrain, EstimatedAllReduceOverlapsBackwardUnlessTurnedOff) {
+  test::TempDir dir;
+  const std::string config =
+      std::string(POLYHAL_SOURCE_DIR) + "/configs/pretrain-bert-large-phase1-16gaudi2.yaml";
+  const auto parts = [&](const std::string& overlap) {
+    const auto metrics = dir.path() / (overlap + ".jsonl");
+    const auto r =
+        test::run_polyhal("run --compile-only --config " + config +
+                          " --set batch.grad_accum=1 --set collective.overlap=" + overlap +
+                          " --metrics-out " + metrics.string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return test::last_json_line(metrics).at("estimated_step_seconds");
+  };
+  const auto after = parts("false");
+  const auto during = parts("auto");
+  EXPECT_EQ(after["all_reduce_hidden"].get<double>(), 0.0);
+  const double hidden = during["all_reduce_hidden"].get<double>();
+  EXPECT_GT(hidden, 0.0);
+  EXPECT_LE(hidden, during["backward"].get<double>());  // hidden by one backward at most
+  EXPECT_NEAR(during["all_reduce"].get<double>() + hidden, after["all_reduce"].get<double>(),
+              1e-12);
+  EXPECT_NEAR(after["total"].get<double>() - during["total"].get<double>(), hidden, 1e-12);
+  // The last bucket (25 MiB of about 1.35 GB of gradients) is never hidden.
+  EXPECT_GE(during["all_reduce"].get<double>(),
+            after["all_reduce"].get<double>() * 25.0 * (1 << 20) / (4.0 * 345e6));
+}
+
 // --compile-only of a training config on a device model prices one
 // optimizer step by part (forward, backward, optimizer, all-reduce) and
 // reports the throughput as an estimate; the CPU, real hardware, gives none.

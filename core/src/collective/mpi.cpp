@@ -227,6 +227,11 @@ MpiRuntime::MpiRuntime() {
   thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  MPI_Comm host = MPI_COMM_NULL;
+  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host),
+        "MPI_Comm_split_type");
+  MPI_Comm_size(host, &local_size_);
+  MPI_Comm_free(&host);
 }
 
 MpiRuntime::~MpiRuntime() {

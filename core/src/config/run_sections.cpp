@@ -124,8 +124,10 @@ ConfigSection collective() {
            "longest wait in one collective before a rank is declared lost (exit 4)", seconds())
       .add("overlap", &CollectiveSection::overlap,
            "all-reduce the gradients in buckets while the last micro-batch's backward runs, as "
-           "PyTorch DDP does (same values; a pipeline reduces after its schedule)",
-           {}, {.tasks = kTrainingTasks})
+           "PyTorch DDP does: true, false, or auto (when the MPI ranks span several hosts; on one "
+           "host the reduction's copies compete with backward for the cores). Same values either "
+           "way; a pipeline reduces after its schedule",
+           one_of({"auto", "true", "false"}), {.tasks = kTrainingTasks})
       .add("bucket_mb", &CollectiveSection::bucket_mb,
            "MiB of gradients per overlapped bucket (DDP's bucket_cap_mb)", at_least(1, 4096),
            {.tasks = kTrainingTasks});

@@ -80,17 +80,24 @@ void report_training_estimate(const std::optional<TrainingStepEstimate>& estimat
   const TrainingStepEstimate& e = *estimate;
   std::cout << fmt::format(
       "  estimated (device model, not measured): {:.1f} sequences/s; one optimizer step {:.2f} ms "
-      "= forward {:.2f} + backward {:.2f} + optimizer {:.2f} + gradient all-reduce {:.2f}{} + host "
-      "I/O {:.2f} ms\n",
+      "= forward {:.2f} + backward {:.2f} + optimizer {:.2f} + gradient all-reduce {:.2f}{}{} + "
+      "host I/O {:.2f} ms\n",
       e.sequences_per_second, e.seconds() * 1e3, e.forward * 1e3, e.backward * 1e3,
       e.optimizer * 1e3, e.all_reduce * 1e3,
+      e.all_reduce_hidden > 0
+          ? fmt::format(" (and {:.2f} hidden behind backward)", e.all_reduce_hidden * 1e3)
+          : "",
       e.pipeline_ramp > 0 ? fmt::format(" + pipeline ramp {:.2f}", e.pipeline_ramp * 1e3) : "",
       e.host_io * 1e3);
   summary["estimated_sequences_per_second"] = e.sequences_per_second;
-  summary["estimated_step_seconds"] = {
-      {"forward", e.forward},       {"backward", e.backward},           {"optimizer", e.optimizer},
-      {"all_reduce", e.all_reduce}, {"pipeline_ramp", e.pipeline_ramp}, {"host_io", e.host_io},
-      {"total", e.seconds()}};
+  summary["estimated_step_seconds"] = {{"forward", e.forward},
+                                       {"backward", e.backward},
+                                       {"optimizer", e.optimizer},
+                                       {"all_reduce", e.all_reduce},
+                                       {"all_reduce_hidden", e.all_reduce_hidden},
+                                       {"pipeline_ramp", e.pipeline_ramp},
+                                       {"host_io", e.host_io},
+                                       {"total", e.seconds()}};
 }
 
 nlohmann::json print_plan(const std::vector<PipelineStage>& stages,

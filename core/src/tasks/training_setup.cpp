@@ -138,6 +138,10 @@ TrainingJobOptions training_job_options(const RunConfig& config, const BertConfi
                                         std::int64_t packed_sequences, bool compile_only,
                                         const Communicator* across_processes) {
   TrainingJobOptions o;
+  // A device model's links move data by DMA, as the vendors' stacks overlap
+  // it: the estimate overlaps unless told not to.
+  if (config.collective.overlap != "false")
+    o.overlap_bucket_bytes = static_cast<std::size_t>(config.collective.bucket_mb) << 20;
   o.model = model;
   o.seq_len = config.model.seq_len;
   o.batch = batch_shape(config, across_processes);
@@ -183,7 +187,7 @@ TrainerSettings trainer_settings(const RunConfig& config, std::int64_t total_ste
   s.checkpoint_start_samples = config.checkpoint.start_after_samples;
   s.metadata = std::move(metadata);
   s.sharded = sharded;
-  if (config.collective.overlap)
+  if (config.collective.overlap == "true")
     s.overlap_bucket_bytes = static_cast<std::size_t>(config.collective.bucket_mb) << 20;
   return s;
 }

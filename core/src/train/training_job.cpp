@@ -99,7 +99,8 @@ std::unique_ptr<TrainingModel> TrainingJob::make_replica(int replica) const {
 StepWork TrainingJob::step_work() const {
   // Packed rows: a row costs what an unpacked one does and holds more sequences.
   return {static_cast<int>(options_.batch.grad_accum), options_.batch.replicas,
-          static_cast<double>(options_.batch.global()) * options_.sequences_per_row};
+          static_cast<double>(options_.batch.global()) * options_.sequences_per_row,
+          options_.overlap_bucket_bytes};
 }
 
 void TrainingJob::set_sequences_per_row(double sequences) {

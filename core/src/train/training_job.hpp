@@ -47,6 +47,9 @@ struct TrainingJobOptions {
   double sequences_per_row = 1.0;
   /// Plan only: no replica group is made and nothing is allocated.
   bool compile_only = false;
+  /// The estimate's all-reduce overlaps backward in buckets of this many
+  /// bytes (0: after it); the run decides by collective.overlap itself.
+  std::size_t overlap_bucket_bytes = 0;
 };
 
 /// Where a job runs. Unpipelined replicas share `device`; pipelined replica

@@ -97,6 +97,17 @@ class WholeModel final : public Forwarding<BertTraining> {
     e.backward = per_micro_batch->backward * accumulation;
     e.optimizer = per_micro_batch->optimizer;
     e.all_reduce = all_reduce.value_or(0.0);
+    if (work.overlap_bucket_bytes > 0 && e.all_reduce > 0) {
+      // Every bucket but the last (the embeddings, written at the very end
+      // of backward) can reduce while one micro-batch's backward runs.
+      const double gradient_bytes = 4.0 * static_cast<double>(model_->parameter_count());
+      const double last_bucket =
+          std::min(1.0, static_cast<double>(work.overlap_bucket_bytes) / gradient_bytes);
+      const double exposed =
+          std::max(e.all_reduce - per_micro_batch->backward, e.all_reduce * last_bucket);
+      e.all_reduce_hidden = e.all_reduce - exposed;
+      e.all_reduce = exposed;
+    }
     e.host_io = per_micro_batch->host_io * accumulation;
     e.sequences_per_second = work.sequences / e.seconds();
     return e;

@@ -36,6 +36,9 @@ struct StepWork {
   /// Sequences the step trains (replicas x accumulation x micro, more with
   /// packed rows).
   double sequences = 0;
+  /// > 0: the gradient all-reduce runs in buckets of this many bytes during
+  /// the last micro-batch's backward (collective.overlap).
+  std::size_t overlap_bucket_bytes = 0;
 };
 
 class TrainingModel {

@@ -91,8 +91,9 @@ struct BatchSection {
 struct CollectiveSection {
   std::string engine = "local";  ///< local | mpi
   double timeout_seconds = 300;  ///< longest wait in one collective before a rank is declared lost
-  /// Gradients all-reduced in buckets during the last micro-batch's backward.
-  bool overlap = true;
+  /// Gradients all-reduced in buckets during the last micro-batch's
+  /// backward: true, false, or auto (when MPI ranks span several hosts).
+  std::string overlap = "auto";
   std::int64_t bucket_mb = 25;  ///< MiB of gradients per bucket (DDP's bucket_cap_mb)
 };
 

@@ -25,6 +25,9 @@ class MpiRuntime {
   int size() const noexcept { return size_; }
   /// MPI granted MPI_THREAD_MULTIPLE (the collective watchdog can then abort the job).
   bool thread_multiple() const noexcept { return thread_multiple_; }
+  /// The ranks on this rank's host (MPI_COMM_TYPE_SHARED); fewer than
+  /// size() when the job spans several hosts.
+  int ranks_on_this_host() const noexcept { return local_size_; }
   /// Tears down every rank of the job (MPI_Abort) with `exit_code`: what a
   /// rank does after it gave up on a lost peer, so no rank is left waiting.
   [[noreturn]] void abort(int exit_code) const;
@@ -33,7 +36,7 @@ class MpiRuntime {
   static bool launched_by_mpirun();
 
  private:
-  int rank_ = 0, size_ = 1;
+  int rank_ = 0, size_ = 1, local_size_ = 1;
   bool thread_multiple_ = false;
 };
 

@@ -33,7 +33,10 @@ using StepObserver = std::function<void(const TrainingStep&, std::int64_t total_
 struct TrainingStepEstimate {
   double forward = 0, backward = 0;  ///< grad_accum micro-batches of one replica
   double optimizer = 0;              ///< updates and compute copies (the replica's share)
-  double all_reduce = 0;             ///< the f32 gradients over the replicas
+  double all_reduce = 0;             ///< the f32 gradients over the replicas, as the step waits
+  /// The rest of the all-reduce, hidden behind the last micro-batch's
+  /// backward (collective.overlap); not part of seconds().
+  double all_reduce_hidden = 0;
   /// Pipelining: filling and draining the pipeline, (stages - 1) micro-batches
   /// of the slowest stage (forward and backward above count that stage).
   double pipeline_ramp = 0;
