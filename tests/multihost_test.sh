@@ -3,7 +3,8 @@
 # private bridge, scripts/netns-hosts.sh), mpirun over TCP with a hostfile.
 # Data-parallel, packed, pipelined and optimizer-state-sharded pre-training
 # across 2 hosts each give exactly the losses of the same replicas in one
-# process. Exit 77 (ctest: skipped) with the reason only where the machine
+# process (across hosts the gradient all-reduce overlaps backward, in one
+# process it does not: the same values either way). Exit 77 (ctest: skipped) with the reason only where the machine
 # forbids namespaces; every namespace and process is removed on any exit.
 #   tests/multihost_test.sh POLYHAL_LAUNCHER SOURCE_DIR
 set -uo pipefail
@@ -42,6 +43,8 @@ compare() {
     --metrics-out "$work/$name-local.jsonl" --progress none "$@" > "$work/$name-local.log" 2>&1 ||
     { tail -30 "$work/$name-local.log"; fail "$name: the run in one process failed"; }
   grep -q "replicas 2" "$work/$name-hosts.log" || fail "$name: not 2 replicas across hosts"
+  grep -q "gradients all-reduced during backward (the ranks span several hosts)" \
+    "$work/$name-hosts.log" || fail "$name: collective.overlap auto did not overlap across hosts"
   local a b
   a=$(losses "$work/$name-hosts.jsonl")
   b=$(losses "$work/$name-local.jsonl")
