@@ -7,12 +7,14 @@
 # process it made is removed when it exits, whatever the outcome.
 #
 #   sudo scripts/netns-hosts.sh N -- MPIRUN_ARGS...
-#   sudo scripts/netns-hosts.sh 2 -- -np 2 build/launcher/polyhal run pretrain.yaml --set collective.engine=mpi
+#   sudo scripts/netns-hosts.sh 2 -- -np 2 $PWD/build/launcher/polyhal run $PWD/pretrain.yaml --set collective.engine=mpi
+# (absolute paths: each "host" starts the command on its own)
 #
 # Sourced (`. scripts/netns-hosts.sh`), it defines netns_up N, netns_mpirun
 # ARGS... and netns_down for a script of its own (tests/multihost_test.sh).
 # NETNS_PREFIX names the namespaces (default polyhal-<pid>); the hosts are
-# 10.X.Y.1 .. 10.X.Y.N/24, the bridge 10.X.Y.254, X.Y picked from the pid.
+# 10.X.Y.1 .. 10.X.Y.N/24, mpirun on a launch host 10.X.Y.253, the bridge
+# 10.X.Y.254, X.Y picked from the pid.
 # NETNS_RATE (e.g. 2gbit) caps each host's link both ways, as a real
 # network would (tc's token bucket); unset, the link is as fast as the CPU
 # copies.
@@ -118,7 +120,7 @@ netns_of() { echo "$netns_prefix-h$1"; }
 
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
   set -euo pipefail
-  [ $# -ge 3 ] && [ "$2" = "--" ] || { sed -n '2,13p' "$0"; exit 2; }
+  [ $# -ge 3 ] && [ "$2" = "--" ] || { sed -n '2,20p' "$0"; exit 2; }
   why=$(netns_possible) || { echo "netns-hosts: $why"; exit 3; }
   trap netns_down EXIT INT TERM
   netns_up "$1"
