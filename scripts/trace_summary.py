@@ -70,17 +70,21 @@ def main():
             k[1] += 1
             k[2].add(s.get("args", {}).get("implementation", "(estimated)" if timeline == "estimated" else "?"))
         elif s.get("cat") in ("host", "collective", "phase", "pipeline", "step"):
-            phases[f'{s["cat"]}: {s["name"].split(" ")[0] if s["cat"] in ("step", "pipeline") else s["name"]}'] += own[id(s)]
+            name = s["name"].split(" ")[0] if s["cat"] in ("step", "pipeline") else s["name"]
+            if name.endswith("(overlapped)"):  # on a track of its own, under backward
+                name += ", concurrent: not part of the steps' time"
+            phases[f'{s["cat"]}: {name}'] += own[id(s)]
     print(f"{args.trace}: {timeline} trace of steps {other.get('steps')}, {len(steps)} step slice(s), "
           f"{wall / 1e3:.1f} ms of steps" +
           (f", {outside / 1e3:.1f} ms of checkpoints and evaluations between them" if outside else ""))
     print(f"\n{'kernel':<24} {'ms':>9} {'share':>6} {'calls':>6}  implementation")
     for name, (t, calls, impls) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[: args.top]:
         print(f"{name:<24} {t / 1e3:>9.1f} {100 * t / wall:>5.1f}% {calls:>6}  {', '.join(sorted(impls))}")
-    print(f"\n{'own time outside kernels':<40} {'ms':>9} {'share of the steps':>6}")
+    width = max([40] + [len(name) for name in phases])
+    print(f"\n{'own time outside kernels':<{width}} {'ms':>9} {'share of the steps':>6}")
     for name, t in sorted(phases.items(), key=lambda kv: -kv[1])[: args.top]:
         if t > 0:
-            print(f"{name:<40} {t / 1e3:>9.1f} {100 * t / wall:>5.1f}%")
+            print(f"{name:<{width}} {t / 1e3:>9.1f} {100 * t / wall:>5.1f}%")
 
 
 if __name__ == "__main__":

@@ -221,6 +221,40 @@ TEST(StepTrace, DeviceModelsWriteTheEstimatedPipelineTimeline) {
   EXPECT_GT(t["otherData"]["estimated_step_seconds"].get<double>(), 0.0);
 }
 
+// An overlapped all-reduce (collective.overlap, the estimate's default) is
+// drawn on a communication track of its own, under the last backward; the
+// step waits only for what it does not hide.
+TEST(StepTrace, EstimatedAllReduceOverlapsTheLastBackwardOnItsOwnTrack) {
+  test::TempDir dir;
+  const auto trace = dir.path() / "gaudi.json";
+  const auto r = test::run_polyhal(
+      fmt::format("run --config {}/configs/pretrain-bert-large-phase1-16gaudi2.yaml --compile-only "
+                  "--set batch.grad_accum=2 --profile 1 --profile-out {}",
+                  POLYHAL_SOURCE_DIR, trace.string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto t = test::read_trace(trace);
+  const auto problems = test::trace_format_problems(t);
+  EXPECT_TRUE(problems.empty()) << fmt::format("{}", fmt::join(problems, "\n"));
+  int communication = -1;
+  for (const auto& [tid, name] : test::trace_track_names(t))
+    if (name.starts_with("replica 0 communication")) communication = tid;
+  ASSERT_GE(communication, 0) << "no communication track";
+  double backward_begin = 0, backward_end = 0, reduce_begin = -1, reduce_end = 0, wait_end = 0;
+  for (const auto& s : test::trace_slices(t)) {
+    const double ts = s["ts"], end = ts + s["dur"].get<double>();
+    if (s["name"] == "backward") backward_begin = ts, backward_end = end;  // the last one
+    if (s["name"] == "all-reduce gradients (overlapped)") {
+      EXPECT_EQ(s["tid"].get<int>(), communication);
+      reduce_begin = ts, reduce_end = end;
+    }
+    if (s["name"] == "waiting for the all-reduce") wait_end = end;
+  }
+  ASSERT_GE(reduce_begin, 0.0) << "no overlapped all-reduce";
+  EXPECT_GE(reduce_begin + 1e-3, backward_begin);  // buckets exist only once backward runs
+  EXPECT_LT(reduce_begin, backward_end);           // and reduce while it still runs
+  EXPECT_NEAR(wait_end, reduce_end, 1e-3);         // the step waits for the rest only
+}
+
 // Inference: batch N is the Nth forward pass; measured on the CPU with
 // every kernel inside its batch, estimated on the IPU model without a run.
 TEST(StepTrace, InferenceTracesBatchesMeasuredOrEstimated) {

@@ -50,18 +50,40 @@ std::optional<double> trace_estimated_whole_step(TraceLane& lane, const BertTrai
   const auto forward = model.estimated_kernels(false), backward = model.estimated_kernels(true);
   if (!estimate || !forward || !backward) return std::nullopt;
   TraceTrack& track = lane.track(fmt::format("replica {}", lane.replica()));
-  double t = start_us;
+  double t = start_us, last_backward = start_us;
   for (int micro = 0; micro < work.accumulation; ++micro) {
     const bool detailed = micro < kTracedKernelMicroBatches;
     const double begin = t;
     track.slice_at("host I/O", "host", t, estimate->host_io * kMicroseconds);
     t += estimate->host_io * kMicroseconds;
     t = pass(track, "forward", t, estimate->forward, detailed ? &*forward : nullptr);
+    last_backward = t;
     t = pass(track, "backward", t, estimate->backward, detailed ? &*backward : nullptr);
     track.slice_at(fmt::format("micro-batch {}", micro), "pipeline", begin, t - begin,
                    {{"micro_batch", micro}});
   }
-  t = after_backward(track, device, model.parameter_count(), work, estimate->optimizer, t);
+  const auto all_reduce =
+      estimate_gradient_all_reduce(device, model.parameter_count(), work.replicas);
+  if (all_reduce && work.overlap_bucket_bytes > 0) {
+    // As the estimate has it (training_model.cpp): the buckets reduce on
+    // their own track while the last backward runs; the step waits for
+    // the rest, at least the last bucket.
+    const double gradient_bytes = 4.0 * static_cast<double>(model.parameter_count());
+    const double last_bucket =
+        std::min(1.0, static_cast<double>(work.overlap_bucket_bytes) / gradient_bytes);
+    const double exposed =
+        std::max(*all_reduce - (t - last_backward) / kMicroseconds, *all_reduce * last_bucket);
+    const double done = t + exposed * kMicroseconds;
+    lane.track(fmt::format("replica {} communication", lane.replica()))
+        .slice_at("all-reduce gradients (overlapped)", "collective",
+                  done - *all_reduce * kMicroseconds, *all_reduce * kMicroseconds,
+                  {{"replicas", work.replicas}, {"f32_values", model.parameter_count()}});
+    track.slice_at("waiting for the all-reduce", "collective", t, done - t);
+    track.slice_at("optimizer", "host", done, estimate->optimizer * kMicroseconds);
+    t = done + estimate->optimizer * kMicroseconds;
+  } else {
+    t = after_backward(track, device, model.parameter_count(), work, estimate->optimizer, t);
+  }
   track.slice_at(fmt::format("step {}", step), "step", start_us, t - start_us);
   return t;
 }
