@@ -20,6 +20,7 @@ namespace po = boost::program_options;
 /// takes, and examples for its help.
 struct CommandSpec {
   std::string name;
+  std::string brief;  ///< the overview's one line
   std::string synopsis;
   std::string summary;
   std::vector<std::string> groups;
@@ -29,12 +30,14 @@ struct CommandSpec {
 const std::vector<CommandSpec>& commands() {
   static const std::vector<CommandSpec> table{
       {"plugins",
+       "list the plugins found, and why any was refused",
        "polyhal plugins [--plugin-path DIR]...",
        "Lists the plugin search path and every plugin found, each loaded in a child process, "
        "and why any was not loaded.",
        {"plugins"},
        "  polyhal plugins\n  polyhal plugins --plugin-path /opt/my-plugins\n"},
       {"devices",
+       "list devices and their properties (measured or modelled)",
        "polyhal devices [--backend NAME] [--set device.OPTION=value]... [--options]",
        "Lists devices and their properties, each marked measured, datasheet, derived or "
        "modelled.",
@@ -42,6 +45,7 @@ const std::vector<CommandSpec>& commands() {
        "  polyhal devices --backend ipu\n  polyhal devices --backend cpu --set device.isa=avx2\n"
        "  polyhal devices --backend gaudi --options\n"},
       {"run",
+       "run what a config describes: inference, training, a benchmark",
        "polyhal run CONFIG [--backend NAME] [--set key.path=value]... [--compile-only]",
        "Runs the workload a config describes (inference, pre-training, fine-tuning, matmul "
        "benchmark). CONFIG may also be given as --config FILE.",
@@ -52,24 +56,28 @@ const std::vector<CommandSpec>& commands() {
        "  mpirun -np 2 polyhal run pretrain.yaml --set collective=mpi\n"
        "  polyhal run pretrain.yaml --max-restarts 3   # restart from the last checkpoint\n"},
       {"validate",
+       "check a config as run would, without running it",
        "polyhal validate CONFIG [--backend NAME] [--set key.path=value]...",
        "Checks a config as run would, short of allocating: keys, plugin, device options, "
        "kernels, data, output places and the memory plan (exit 1 if it does not fit).",
        {"plugins", "config", "memory-report"},
        "  polyhal validate pretrain.yaml --set model.seq_len=512\n"},
       {"pack",
+       "pack MLPerf HDF5 pre-training data into multi-sequence rows",
        "polyhal pack --input FILE_OR_DIR --output DIR [--max-seq-len 512]",
        "Packs MLPerf HDF5 pre-training data into rows of several sequences (SPFHP or NNLSHP) "
        "and prints the efficiency and speed-up.",
        {"data", "pack"},
        "  polyhal pack --input hdf5/ --output packed/ --max-seq-len 512 --algorithm nnlshp\n"},
       {"prepare-data",
+       "turn text into MLPerf HDF5 pre-training data",
        "polyhal prepare-data --input TEXT... --vocab vocab.txt --output DIR",
        "Turns text into MLPerf HDF5 pre-training data as BERT's create_pretraining_data.py "
        "does (and packs it with --pack).",
        {"data", "prepare"},
        "  polyhal prepare-data --input wiki/ --vocab vocab.txt --output hdf5/ --max-seq-len 128\n"},
       {"convert",
+       "convert a TensorFlow BERT checkpoint to Hugging Face or polyhal",
        "polyhal convert --input TF_CHECKPOINT_OR_DIR --output DIR [--bert-config FILE] "
        "[--vocab FILE] [--cased] [--to hf|checkpoint]",
        "Converts a TensorFlow BERT checkpoint (Google's names: the released models, the MLPerf "
@@ -84,6 +92,7 @@ const std::vector<CommandSpec>& commands() {
        "                  --vocab vocab.txt --output mlperf-phase1/\n"
        "  polyhal convert --input phase1/model.ckpt-28252 --to checkpoint --output ckpt/\n"},
       {"config",
+       "show a resolved config, or the reference of every key",
        "polyhal config show CONFIG [--set key.path=value]... | polyhal config reference",
        "show: the resolved config, every key that applies to its task with its value and where "
        "it came from (file:line, --set, or default), and every device option of its backend "
@@ -93,6 +102,7 @@ const std::vector<CommandSpec>& commands() {
        "  polyhal config show pretrain.yaml --set batch.micro=16\n"
        "  polyhal config reference > config-reference.md\n"},
       {"report",
+       "turn runs' metrics into one HTML page of charts",
        "polyhal report METRICS_FILE_OR_DIR... [--output FILE]",
        "Turns runs' metrics (run --metrics-out, or a directory of them) into one "
        "self-contained HTML page of charts: loss, learning rate, loss scale, gradient norm, "
@@ -102,6 +112,7 @@ const std::vector<CommandSpec>& commands() {
        "  polyhal run pretrain.yaml --metrics-out m.jsonl && polyhal report m.jsonl\n"
        "  polyhal report base.jsonl large.jsonl --output compare.html\n"},
       {"supervise",
+       "run a job; restart it from its checkpoint when a replica is lost",
        "polyhal supervise [--max-restarts N] -- COMMAND [ARGUMENTS]...",
        "Runs a job (mpirun across hosts, typically) and restarts it, at most N times (3), when "
        "it loses a replica: exit code 4 (a collective timed out) or a process killed by a "
@@ -110,7 +121,12 @@ const std::vector<CommandSpec>& commands() {
        {"supervise"},
        "  polyhal supervise --max-restarts 3 -- mpirun --hostfile hosts -np 8 \\\n"
        "      polyhal run pretrain.yaml --set collective=mpi\n"},
-      {"help", "polyhal help [COMMAND]", "Shows the overview, or one command's help.", {}, ""},
+      {"help",
+       "show the overview, or one command's help",
+       "polyhal help [COMMAND]",
+       "Shows the overview, or one command's help.",
+       {},
+       ""},
   };
   return table;
 }
@@ -135,9 +151,9 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
     d.add_options()("help,h", po::bool_switch(&cl.help), "show this help")(
         "version", po::bool_switch(&cl.version), "print version and plugin ABI")(
         "log-level", po::value(&cl.log_level)->value_name("LEVEL"),
-        "trace, debug, info, warn, error, off (default info); logs go to stderr")(
-        "progress", po::value<std::string>()->value_name("HOW"),
-        "auto (a live bar on a terminal, lines otherwise), bar, lines or none");
+        "trace, debug, info, warn, error, off; beats the config's log.level (info); logs go to "
+        "stderr")("progress", po::value<std::string>()->value_name("HOW"),
+                  "auto (a live bar on a terminal, lines otherwise), bar, lines or none");
     return d;
   }
   if (group == "plugins") {
@@ -347,12 +363,12 @@ std::string overview_help() {
       "usage: polyhal [--version] [--log-level LEVEL] <command> [options]\n"
       "       polyhal help <command>    (or: polyhal <command> --help)\n\ncommands:\n";
   for (const auto& c : commands()) {
-    text += fmt::format("  {:<13} {}\n", c.name, c.summary.substr(0, c.summary.find(". ") + 1));
+    text += fmt::format("  {:<13} {}\n", c.name, c.brief);
   }
   text +=
-      "\nexit codes: 0 ok, 1 failure while running (or the plan does not fit), 2 bad usage or "
-      "config,\n            3 plugin or device unavailable, 4 a replica was lost (an MPI rank "
-      "died or a\n            collective timed out)\n";
+      "\nexit codes: 0 ok, 1 failure while running (or the plan does not fit),\n"
+      "            2 bad usage or config, 3 plugin or device unavailable,\n"
+      "            4 a replica was lost (an MPI rank died or a collective timed out)\n";
   return text;
 }
 
@@ -372,7 +388,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   CommandLine cl;
   const auto [word, at] = find_command_word(argc, argv);
   if (!word.empty() && find_command(word) == nullptr) unknown_command(word);
-  static const CommandSpec kNone{"", "", "", {}, ""};
+  static const CommandSpec kNone{"", "", "", "", {}, ""};
   const CommandSpec& spec = word.empty() ? kNone : *find_command(word);
   cl.command = word;
 
@@ -492,6 +508,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     }
   }
   if (vm.count("profile-out")) cl.run.profile_out = vm["profile-out"].as<std::string>();
+  cl.log_level_given = vm.count("log-level") > 0 && !vm["log-level"].defaulted();
   if (vm.count("max-restarts")) cl.max_restarts = vm["max-restarts"].as<int>();
   if (vm.count("report")) cl.run.report_dir = vm["report"].as<std::string>();
   if (vm.count("plugin-path")) {

@@ -19,6 +19,7 @@ struct CommandLine {
   bool help = false;       ///< print help (of help_topic, or the overview)
   bool version = false;
   std::string log_level = "info";
+  bool log_level_given = false;  ///< --log-level on the command line
   CommonOptions common;
   RunOptions run;
   std::optional<std::string> backend;

@@ -194,10 +194,10 @@ std::vector<std::shared_ptr<Device>> open_configured_devices(const CommonOptions
 
 /// Sets the log level and adds log.file's sink, returned so that the run
 /// can check at its end that every line reached the file.
-std::shared_ptr<LogFileSink> configure_logging(const RunConfig& config) {
-  // The command line's --log-level wins when it asked for more detail.
-  const auto level = std::min(spdlog::get_level(), spdlog::level::from_str(config.log_level));
-  spdlog::set_level(level);
+std::shared_ptr<LogFileSink> configure_logging(const CommonOptions& common,
+                                               const RunConfig& config) {
+  // The command line's --log-level, louder or quieter, beats the config's.
+  if (!common.log_level_given) spdlog::set_level(spdlog::level::from_str(config.log_level));
   if (config.log_file.empty()) return nullptr;
   auto sink = std::make_shared<LogFileSink>(config.log_file);
   sink->set_pattern("%Y-%m-%dT%H:%M:%S.%e [%l] %v");
@@ -536,7 +536,7 @@ int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, RunConfi
       options.metrics_csv.clear();
       std::cout.rdbuf(nullptr);  // only rank 0 prints progress
     }
-    const auto log = configure_logging(config);
+    const auto log = configure_logging(common, config);
     if (rank != 0) {
       spdlog::set_level(spdlog::level::warn);
       spdlog::set_pattern(fmt::format("%Y-%m-%d %H:%M:%S.%e [rank {}] [%l] %v", rank));
@@ -589,7 +589,7 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
   check_run_outputs(run);
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
   if (config.collective.engine == "mpi") return run_as_mpi_rank(common, run, config);
-  const auto log = configure_logging(config);
+  const auto log = configure_logging(common, config);
   MetricsWriter metrics({run.metrics_out, run.tensorboard_dir, run.metrics_csv});
   const auto opened = open_configured_devices(common, config, config.batch.replicas);
   const auto& device = opened.front();

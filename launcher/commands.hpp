@@ -24,6 +24,8 @@ struct CommonOptions {
   std::vector<std::filesystem::path> plugin_paths;
   bool allow_world_writable_plugins = false;
   std::filesystem::path executable_dir;
+  /// --log-level was given: it beats the config's log.level.
+  bool log_level_given = false;
 };
 
 int list_plugins(const CommonOptions& common);

@@ -87,6 +87,7 @@ int dispatch(int argc, char** argv) {
   spdlog::set_pattern(kLogPattern);
 
   cl.common.executable_dir = executable_dir();
+  cl.common.log_level_given = cl.log_level_given;
   if (cl.backend) cl.run.backend = cl.backend;
   const std::string& command = cl.command;
   auto require_config = [&] {

@@ -49,8 +49,17 @@ TEST(Launcher, UnknownCommandAndOptionAreUsageErrors) {
 TEST(LauncherCli, HelpForEveryCommandAndTheOverview) {
   auto r = run_polyhal("help");
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  for (const char* command :
-       {"plugins", "devices", "run", "validate", "pack", "prepare-data", "convert"})
+  // Every command has its own one-line summary, within 80 columns (issue 35, item 2).
+  std::istringstream lines(r.output.substr(r.output.find("commands:\n") + 10));
+  int listed = 0;
+  for (std::string line; std::getline(lines, line) && !line.empty(); ++listed) {
+    EXPECT_LE(line.size(), 80u) << line;
+    const auto summary = line.find_first_not_of(' ', line.find(' ', 2));
+    EXPECT_NE(summary, std::string::npos) << "no summary: " << line;
+  }
+  EXPECT_EQ(listed, 11) << r.output;
+  for (const char* command : {"plugins", "devices", "run", "validate", "pack", "prepare-data",
+                              "convert", "config", "report", "supervise", "help"})
     EXPECT_NE(r.output.find(std::string("\n  ") + command), std::string::npos) << command;
   EXPECT_NE(r.output.find("4 a replica was lost"), std::string::npos) << r.output;
   r = run_polyhal("help run");
@@ -520,6 +529,25 @@ TEST(Launcher, BadLogLevelIsAUsageError) {
   auto r = run_polyhal("--log-level chatty plugins");
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.output.find("--log-level: unknown level 'chatty'"), std::string::npos) << r.output;
+}
+
+// Issue 35, item 1: the command line beats the config, quieter as well as
+// louder (the config's log.level is info by default).
+TEST(Launcher, LogLevelOnTheCommandLineBeatsTheConfig) {
+  test::TempDir dir;
+  const auto file = config_file(dir, "cpu");
+  auto r = run_polyhal("run " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("[info]"), std::string::npos) << r.output;
+  r = run_polyhal("--log-level error run " + file);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("[info]"), std::string::npos) << r.output;
+  r = run_polyhal("run " + file + " --log-level warn --set log.level=debug");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("[info]"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("[debug]"), std::string::npos) << r.output;
+  r = run_polyhal("run " + file + " --set log.level=warn");  // the config alone still works
+  EXPECT_EQ(r.output.find("[info]"), std::string::npos) << r.output;
 }
 
 TEST(Launcher, CpuIsaCapIsAppliedAndReported) {
