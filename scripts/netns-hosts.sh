@@ -6,8 +6,8 @@
 # Needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2. Every namespace, link and
 # process it made is removed when it exits, whatever the outcome.
 #
-#   sudo scripts/netns-hosts.sh N -- MPIRUN_ARGS...
-#   sudo scripts/netns-hosts.sh 2 -- -np 2 $PWD/build/launcher/polyhal run $PWD/pretrain.yaml --set collective.engine=mpi
+#   scripts/netns-hosts.sh N -- MPIRUN_ARGS...
+#   scripts/netns-hosts.sh 2 -- -np 2 $PWD/build/launcher/polyhal run $PWD/pretrain.yaml --set collective.engine=mpi
 # (absolute paths: each "host" starts the command on its own)
 #
 # Sourced (`. scripts/netns-hosts.sh`), it defines netns_up N, netns_mpirun
