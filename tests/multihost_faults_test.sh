@@ -16,6 +16,7 @@ set -uo pipefail
 polyhal=$1
 source_dir=$2
 . "$source_dir/scripts/netns-hosts.sh"
+. "$source_dir/tests/shell_helpers.sh"
 if ! why=$(netns_possible); then
   echo "SKIP: $why: the multi-host fault test cannot run here"
   exit 77
@@ -25,17 +26,6 @@ trap 'netns_down; rm -rf "$work"' EXIT INT TERM
 netns_up 2
 cd "$work"
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-# The step losses of a metrics file, "step loss" per line.
-losses() {
-  python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("event") == "step": print(r["step"], repr(r["loss"]))' "$1"
-}
 
 timeout_seconds=4
 # Documented in docs/scale-out.md: every rank is gone within the timeout

@@ -11,6 +11,7 @@ set -uo pipefail
 polyhal=$1
 source_dir=$2
 . "$source_dir/scripts/netns-hosts.sh"
+. "$source_dir/tests/shell_helpers.sh"
 if ! why=$(netns_possible); then
   echo "SKIP: $why: the multi-host test cannot run here"
   exit 77
@@ -20,17 +21,6 @@ trap 'netns_down; rm -rf "$work"' EXIT INT TERM
 netns_up 2
 cd "$work"
 
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-# The step losses of a metrics file, one per line.
-losses() {
-  python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("event") == "step": print(repr(r["loss"]))' "$1"
-}
 # compare NAME SETS...: the config across 2 hosts (one rank each) and as 2
 # replicas in one process give the same step losses, bit for bit.
 compare() {

@@ -6,19 +6,10 @@
 #   tests/supervise_test.sh POLYHAL_LAUNCHER
 set -uo pipefail
 polyhal=$1
+. "$(dirname "$0")/shell_helpers.sh"
 work=$(mktemp -d)
 trap 'pkill -KILL -P $$ 2> /dev/null; rm -rf "$work"' EXIT
 cd "$work"
-fail() {
-  echo "FAIL: $*"
-  exit 1
-}
-losses() {
-  python3 -c 'import json, sys
-for line in open(sys.argv[1]):
-    r = json.loads(line)
-    if r.get("event") == "step": print(r["step"], repr(r["loss"]))' "$1"
-}
 cat > p.yaml << 'YAML'
 backend: cpu
 task: pretrain
