@@ -172,6 +172,15 @@ std::vector<std::shared_ptr<Device>> open_checked_devices(Backend& backend,
           "each with its own model); run more as MPI ranks (collective: mpi, docs/scale-out.md)",
           config.locate("batch.replicas"), replicas, cpus, most));
   }
+  if (config.collective.plugin_engine == "required" && !devices.front()->collective_engine())
+    throw ConfigError(fmt::format(
+        "{}: key 'collective.plugin_engine': required, but backend '{}' has no collective "
+        "engine of its own; set it to auto or off to run the collectives on polyhal's {} engine",
+        config.locate("collective.plugin_engine"), backend.name(), config.collective.engine));
+  if (const auto& engine = devices.front()->collective_engine();
+      engine && config.collective.plugin_engine != "off" && replicas > 1)
+    spdlog::info("collectives offered to the backend's engine '{}' first, each due within {:g} s",
+                 engine->name(), config.collective.timeout_seconds);
   return devices;
 }
 

@@ -8,6 +8,7 @@
 
 #include "../common/collective_cost.hpp"
 #include "../common/linear_math_policy.hpp"
+#include "../common/modelled_collective_engine.hpp"
 #include "../common/op_cost.hpp"
 #include "../common/roofline.hpp"
 #include "../common/vendor_runtime.hpp"
@@ -27,6 +28,27 @@ constexpr double kRuntimeReservedFraction = 0.05;  // HBM kept by the runtime
 
 std::string gib(std::uint64_t bytes) {
   return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30));
+}
+
+/// HCCL over the cards' integrated RoCE ports (datasheet counts): inside
+/// a server all-to-all over the scale-up ports (reduce-scatter and
+/// all-gather, 2 steps); across servers each card's shard is ring-reduced
+/// with the same card of every other server over its scale-out ports
+/// (Gaudi2: 21 of 24 x 100 GbE inside, 3 out). 70% achievable and 10 us
+/// per step assumed.
+double hccl_all_reduce_seconds(const GaudiGeneration& g, std::int64_t cards_per_server,
+                               double bytes, std::int64_t replicas) {
+  const double port = g.roce_port_gbps * 1e9 / 8;
+  const plugins::LinkModel scale_up{(g.roce_ports - g.scale_out_ports) * port, 0.7, 10e-6};
+  const plugins::LinkModel scale_out{g.scale_out_ports * port, 0.7, 10e-6};
+  const std::int64_t in_server = std::min(replicas, cards_per_server);
+  double seconds = plugins::all_reduce_seconds(bytes, in_server, scale_up, 2);
+  if (replicas > cards_per_server) {
+    const std::int64_t servers = (replicas + cards_per_server - 1) / cards_per_server;
+    seconds += plugins::all_reduce_seconds(bytes / static_cast<double>(in_server), servers,
+                                           scale_out, 2 * (servers - 1));
+  }
+  return seconds;
 }
 
 class GaudiDevice final : public Device {
@@ -68,29 +90,11 @@ class GaudiDevice final : public Device {
         .seconds(cost.flops, cost.bytes, cost.vector_bytes);
   }
 
-  /// HCCL over the cards' integrated RoCE ports (datasheet counts): inside
-  /// a server all-to-all over the scale-up ports (reduce-scatter and
-  /// all-gather, 2 steps); across servers each card's shard is ring-reduced
-  /// with the same card of every other server over its scale-out ports
-  /// (Gaudi2: 21 of 24 x 100 GbE inside, 3 out). 70% achievable and 10 us
-  /// per step assumed.
   double all_reduce_seconds(const KernelDesc& desc) const {
-    const auto& g = generation_;
     const double bytes = static_cast<double>(element_count(desc.input_shapes.at(0))) *
                          static_cast<double>(dtype_size(desc.dtype));
-    const std::int64_t replicas = desc.attrs_as<AllReduceAttrs>().replicas;
-    const std::int64_t kServer = cards_per_server_;
-    const double port = g.roce_port_gbps * 1e9 / 8;
-    const plugins::LinkModel scale_up{(g.roce_ports - g.scale_out_ports) * port, 0.7, 10e-6};
-    const plugins::LinkModel scale_out{g.scale_out_ports * port, 0.7, 10e-6};
-    const std::int64_t in_server = std::min(replicas, kServer);
-    double seconds = plugins::all_reduce_seconds(bytes, in_server, scale_up, 2);
-    if (replicas > kServer) {
-      const std::int64_t servers = (replicas + kServer - 1) / kServer;
-      seconds += plugins::all_reduce_seconds(bytes / static_cast<double>(in_server), servers,
-                                             scale_out, 2 * (servers - 1));
-    }
-    return seconds;
+    return hccl_all_reduce_seconds(generation_, cards_per_server_, bytes,
+                                   desc.attrs_as<AllReduceAttrs>().replicas);
   }
 
   MemoryReport plan_memory(const std::vector<MemoryItem>& items) const override {
@@ -207,6 +211,22 @@ class GaudiBackend final : public Backend {
     for (int i = 0; i < cards * servers; ++i)
       devices.push_back(std::make_unique<GaudiDevice>(i, generation, cards, servers));
     return devices;
+  }
+
+  /// HCCL over the cards' RoCE ports; it reduces every type the cards hold.
+  std::unique_ptr<CollectiveEngine> do_make_collective_engine(
+      const DeviceOptions& options) override {
+    const auto& generations = gaudi_generations();
+    const auto generation =
+        *std::find_if(generations.begin(), generations.end(),
+                      [&](const auto& g) { return g.name == options.at("generation"); });
+    const std::int64_t cards = std::stoi(options.at("cards"));
+    return std::make_unique<plugins::ModelledCollectiveEngine>(
+        "HCCL over RoCE (modelled)",
+        [generation, cards](double bytes, std::int64_t replicas) {
+          return hccl_all_reduce_seconds(generation, cards, bytes, replicas);
+        },
+        [](const CollectiveCall&) { return true; });
   }
 };
 

@@ -6,6 +6,7 @@
 
 #include "../common/collective_cost.hpp"
 #include "../common/linear_math_policy.hpp"
+#include "../common/modelled_collective_engine.hpp"
 #include "../common/op_cost.hpp"
 #include "../common/roofline.hpp"
 #include "../common/vendor_runtime.hpp"
@@ -40,6 +41,24 @@ struct IpuSettings {
 
 std::string mib(std::uint64_t bytes) {
   return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1 << 20));
+}
+
+/// GCL's ring all-reduce over IPU-Links (320 GB/s per IPU, datasheet;
+/// assumed half each way, 70% achievable, 2 us per ring step) inside a POD
+/// of up to 64 IPUs; beyond that the pods' shards are also reduced over
+/// the gateways' 2 x 100 Gb/s per 4 IPUs (GW-Links, datasheet).
+double gcl_all_reduce_seconds(double bytes, std::int64_t replicas) {
+  constexpr std::int64_t kPod = 64;
+  const plugins::LinkModel ipu_links{160e9, 0.7, 2e-6};
+  const std::int64_t in_pod = std::min(replicas, kPod);
+  double seconds = plugins::all_reduce_seconds(bytes, in_pod, ipu_links, 2 * (in_pod - 1));
+  if (replicas > kPod) {
+    const std::int64_t pods = (replicas + kPod - 1) / kPod;
+    const plugins::LinkModel gw_links{2 * 100e9 / 8 / 4, 0.7, 10e-6};
+    seconds += plugins::all_reduce_seconds(bytes / static_cast<double>(in_pod), pods, gw_links,
+                                           2 * (pods - 1));
+  }
+  return seconds;
 }
 
 class IpuDevice final : public Device {
@@ -94,24 +113,8 @@ class IpuDevice final : public Device {
     return op == OpKind::adamw_update || op == OpKind::lamb_update || op == OpKind::sgd_update;
   }
 
-  /// GCL's ring all-reduce over IPU-Links (320 GB/s per IPU, datasheet;
-  /// assumed half each way, 70% achievable, 2 us per ring step) inside a POD
-  /// of up to 64 IPUs; beyond that the pods' shards are also reduced over
-  /// the gateways' 2 x 100 Gb/s per 4 IPUs (GW-Links, datasheet).
   static double all_reduce_seconds(const KernelDesc& desc) {
-    const double bytes = desc_bytes(desc);
-    const std::int64_t replicas = desc.attrs_as<AllReduceAttrs>().replicas;
-    constexpr std::int64_t kPod = 64;
-    const plugins::LinkModel ipu_links{160e9, 0.7, 2e-6};
-    const std::int64_t in_pod = std::min(replicas, kPod);
-    double seconds = plugins::all_reduce_seconds(bytes, in_pod, ipu_links, 2 * (in_pod - 1));
-    if (replicas > kPod) {
-      const std::int64_t pods = (replicas + kPod - 1) / kPod;
-      const plugins::LinkModel gw_links{2 * 100e9 / 8 / 4, 0.7, 10e-6};
-      seconds += plugins::all_reduce_seconds(bytes / static_cast<double>(in_pod), pods, gw_links,
-                                             2 * (pods - 1));
-    }
-    return seconds;
+    return gcl_all_reduce_seconds(desc_bytes(desc), desc.attrs_as<AllReduceAttrs>().replicas);
   }
 
   /// Tile memory like Poplar's: every tile holds its share of the code and
@@ -352,6 +355,17 @@ class IpuBackend final : public Backend {
     for (int i = 0; i < system.ipus(); ++i)
       devices.push_back(std::make_unique<IpuDevice>(i, system, settings));
     return devices;
+  }
+
+  /// GCL over IPU-Links and GW-Links: reductions in f16 and f32, the IPU's
+  /// types; anything else is the host's business.
+  std::unique_ptr<CollectiveEngine> do_make_collective_engine(const DeviceOptions&) override {
+    return std::make_unique<plugins::ModelledCollectiveEngine>(
+        "GCL over IPU-Links (modelled)", &gcl_all_reduce_seconds, [](const CollectiveCall& call) {
+          const bool reduces =
+              call.op == CollectiveOp::all_reduce || call.op == CollectiveOp::reduce_scatter;
+          return !reduces || call.type == DType::f16 || call.type == DType::f32;
+        });
   }
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "polyhal/collective.hpp"
 #include "polyhal/device.hpp"
 
 namespace polyhal {
@@ -40,11 +41,18 @@ class Backend {
   /// Opens the devices `options` describe. `options` must have been produced
   /// by resolve_device_options. Throws DeviceUnavailableError when the
   /// devices cannot be used (e.g. hardware mode without the vendor runtime).
+  /// The devices share the backend's collective engine, if it has one
+  /// (Device::collective_engine).
   std::vector<std::shared_ptr<Device>> open_devices(const DeviceOptions& options);
 
  protected:
   Backend() = default;
   virtual std::vector<std::unique_ptr<Device>> do_open_devices(const DeviceOptions& options) = 0;
+  /// The engine that runs collectives between the devices `options`
+  /// describe (collective.hpp has its rules), or nullptr, the default: the
+  /// core's in-process and MPI engines run them all. Called once per
+  /// open_devices, after do_open_devices.
+  virtual std::unique_ptr<CollectiveEngine> do_make_collective_engine(const DeviceOptions& options);
 
  private:
   friend class PluginLoader;

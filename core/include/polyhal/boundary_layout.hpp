@@ -77,6 +77,9 @@ constexpr void for_each_boundary_class(Visit&& visit) {
   // Since op schema 9.
   POLYHAL_BOUNDARY_CLASS(GroupedDenseAttrs);
   POLYHAL_BOUNDARY_CLASS(SequenceConvAttrs);
+  // Since ABI 5.
+  POLYHAL_BOUNDARY_CLASS(CollectiveCall);
+  POLYHAL_BOUNDARY_CLASS(CollectiveEngine);
 #undef POLYHAL_BOUNDARY_CLASS
 }
 

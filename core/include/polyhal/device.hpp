@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "polyhal/collective.hpp"
 #include "polyhal/dtype.hpp"
 #include "polyhal/kernel.hpp"
 #include "polyhal/property.hpp"
@@ -113,6 +114,11 @@ class Device {
   virtual std::optional<double> estimate_seconds(const KernelDesc& desc) const;
   /// Waits until submitted work has finished (host-synchronous devices: no-op).
   virtual void synchronize() {}
+  /// The engine its backend runs collectives with, shared by every device
+  /// the backend opened together; nullptr when the backend has none.
+  const std::shared_ptr<CollectiveEngine>& collective_engine() const noexcept {
+    return collective_engine_;
+  }
 
  protected:
   explicit Device(DeviceProperties properties);
@@ -128,6 +134,7 @@ class Device {
   KernelRegistry kernels_;
   std::shared_ptr<MemoryAccount> account_ = std::make_shared<MemoryAccount>();
   std::shared_ptr<const void> library_anchor_;  // keeps the plugin loaded
+  std::shared_ptr<CollectiveEngine> collective_engine_;
 };
 
 }  // namespace polyhal

@@ -8,12 +8,13 @@
 
 namespace polyhal {
 
-ReplicaGroup::ReplicaGroup(int local_replicas, Communicator* across_processes) {
+ReplicaGroup::ReplicaGroup(int local_replicas, Communicator* across_processes, GroupEngine engine) {
   if (local_replicas < 1) throw std::invalid_argument("ReplicaGroup: at least one replica");
   if (across_processes) {
     if (local_replicas != 1)
       throw std::invalid_argument("ReplicaGroup: one replica per process under MPI");
     communicators_.push_back(across_processes);
+    wrap(std::move(engine));
     return;
   }
   if (local_replicas == 1) {
@@ -23,9 +24,33 @@ ReplicaGroup::ReplicaGroup(int local_replicas, Communicator* across_processes) {
     for (int r = 0; r < local_replicas; ++r) owned_.push_back(group_->communicator(r));
   }
   for (auto& c : owned_) communicators_.push_back(c.get());
+  wrap(std::move(engine));
 }
 
 ReplicaGroup::~ReplicaGroup() = default;
+
+void ReplicaGroup::wrap(GroupEngine engine) {
+  if (!engine.engine || total() < 2) return;
+  engine_ = std::move(engine.engine);
+  for (auto& communicator : communicators_) {
+    offered_.push_back(
+        std::make_unique<EngineCommunicator>(*communicator, engine_, engine.timeout));
+    communicator = offered_.back().get();
+  }
+}
+
+std::optional<CollectiveEngineCounts> ReplicaGroup::engine_counts() const {
+  if (!engine_) return std::nullopt;
+  CollectiveEngineCounts sum;
+  for (const auto& offered : offered_) {
+    const auto& c = offered->counts();
+    sum.run += c.run;
+    sum.refused += c.refused;
+    sum.modelled_seconds += c.modelled_seconds;
+    sum.modelled = sum.modelled || c.modelled;
+  }
+  return sum;
+}
 
 void ReplicaGroup::run(const std::function<void(int)>& replica) {
   if (local_count() == 1) {

@@ -130,7 +130,12 @@ ConfigSection collective() {
            one_of({"auto", "true", "false"}), {.tasks = kTrainingTasks})
       .add("bucket_mb", &CollectiveSection::bucket_mb,
            "MiB of gradients per overlapped bucket (DDP's bucket_cap_mb)", at_least(1, 4096),
-           {.tasks = kTrainingTasks});
+           {.tasks = kTrainingTasks})
+      .add("plugin_engine", &CollectiveSection::plugin_engine,
+           "the backend's own collective engine (the IPU and Gaudi models' links): auto (offer "
+           "it every collective when the backend has one; what it refuses runs on the engine "
+           "above), off (polyhal's engine only), or required (an error when the backend has none)",
+           one_of({"auto", "off", "required"}), {.tasks = kTrainingTasks});
   return section;
 }
 

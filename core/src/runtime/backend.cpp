@@ -17,11 +17,21 @@ std::vector<std::shared_ptr<Device>> Backend::open_devices(const DeviceOptions& 
   std::vector<std::shared_ptr<Device>> devices;
   auto opened = detail::call_into_plugin([&] { return do_open_devices(options); },
                                          "backend '" + name() + "': opening devices", "its", this);
+  auto made = detail::call_into_plugin([&] { return do_make_collective_engine(options); },
+                                       "backend '" + name() + "': making its collective engine",
+                                       "its", this);
+  std::shared_ptr<CollectiveEngine> engine;
+  if (made) engine = anchor_to_library(std::move(made), library_anchor_);
   for (auto& device : opened) {
     device->library_anchor_ = library_anchor_;
+    device->collective_engine_ = engine;
     devices.push_back(anchor_to_library(std::move(device), library_anchor_));
   }
   return devices;
+}
+
+std::unique_ptr<CollectiveEngine> Backend::do_make_collective_engine(const DeviceOptions&) {
+  return nullptr;
 }
 
 DeviceOptions resolve_device_options(const std::vector<OptionSpec>& specs,

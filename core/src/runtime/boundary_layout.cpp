@@ -7,10 +7,10 @@
 
 namespace polyhal {
 #if defined(__x86_64__) && defined(__GLIBCXX__) && _GLIBCXX_USE_CXX11_ABI
-static_assert(kAbiMajor == 4, "new ABI: update the sizes below for it");
+static_assert(kAbiMajor == 5, "new ABI: update the sizes below for it");
 static_assert(sizeof(Backend) == 24, "Backend changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(OptionSpec) == 128, "OptionSpec changed layout: bump kAbiMajor (abi.hpp)");
-static_assert(sizeof(Device) == 328, "Device changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(Device) == 344, "Device changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(DeviceProperties) == 240,
               "DeviceProperties changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(MemoryStats) == 32, "MemoryStats changed layout: bump kAbiMajor (abi.hpp)");
@@ -35,6 +35,10 @@ static_assert(sizeof(OptimizerStep) == 32,
 static_assert(sizeof(Buffer) == 8, "Buffer changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(Tensor) == 48, "Tensor changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(Communicator) == 48, "Communicator changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(CollectiveCall) == 120,
+              "CollectiveCall changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(CollectiveEngine) == 8,
+              "CollectiveEngine changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(MemoryAccount) == 24,
               "MemoryAccount changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(InProcessGroup) == 8,

@@ -157,6 +157,9 @@ TrainingJobOptions training_job_options(const RunConfig& config, const BertConfi
   o.stages = pipeline_stages(config, model);
   o.shard_state = config.optimizer.shard_state;
   o.compile_only = compile_only;
+  o.plugin_collectives = config.collective.plugin_engine != "off";
+  o.collective_timeout = std::chrono::milliseconds(
+      static_cast<std::int64_t>(config.collective.timeout_seconds * 1000.0));
   return o;
 }
 

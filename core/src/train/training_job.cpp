@@ -43,7 +43,12 @@ TrainingJob::TrainingJob(const TrainingJobOptions& options, const TrainingPlacem
   sharded_ = options_.shard_state && options_.batch.replicas > 1;
   if (options_.shard_state && options_.batch.replicas == 1)
     spdlog::warn("optimizer.shard_state: one replica, nothing to shard");
-  if (!options_.compile_only) group_ = std::make_unique<ReplicaGroup>(local_replicas_, across);
+  if (!options_.compile_only) {
+    GroupEngine engine;
+    engine.timeout = options_.collective_timeout;
+    if (options_.plugin_collectives) engine.engine = where_.device->collective_engine();
+    group_ = std::make_unique<ReplicaGroup>(local_replicas_, across, std::move(engine));
+  }
   replicas_.push_back(make_replica(0));
   TrainingModel& first = *replicas_.front();
   if (sharded_) {
@@ -106,6 +111,26 @@ StepWork TrainingJob::step_work() const {
 void TrainingJob::set_sequences_per_row(double sequences) {
   options_.sequences_per_row = sequences;
   plan_.estimate = replicas_.front()->estimate(*where_.device, step_work());
+}
+
+std::optional<std::string> TrainingJob::collective_engine_note(std::int64_t steps) const {
+  if (!group_) return std::nullopt;
+  const auto counts = group_->engine_counts();
+  if (!counts) return std::nullopt;
+  const auto local = static_cast<std::uint64_t>(group_->local_count());
+  std::string note = fmt::format(
+      "collectives: the backend's engine '{}' ran {} calls per replica; it refused {}, which "
+      "polyhal's own engine ran",
+      group_->engine()->name(), counts->run / local, counts->refused / local);
+  if (counts->modelled) {
+    const double per_replica = counts->modelled_seconds / static_cast<double>(local);
+    note += fmt::format(
+        "; modelled link time {:.2f} ms{} (a model, not measured)", per_replica * 1e3,
+        steps > 0
+            ? fmt::format(", {:.3f} ms per step", per_replica * 1e3 / static_cast<double>(steps))
+            : "");
+  }
+  return note;
 }
 
 bool TrainingJob::lead() const noexcept {

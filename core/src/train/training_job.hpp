@@ -6,11 +6,13 @@
 // starts from a checkpoint to resume or from start weights, and runs a
 // Trainer per replica. Pre-training and fine-tuning differ only in their
 // data, head and schedule.
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "polyhal/app/bert_config.hpp"
@@ -50,6 +52,10 @@ struct TrainingJobOptions {
   /// The estimate's all-reduce overlaps backward in buckets of this many
   /// bytes (0: after it); the run decides by collective.overlap itself.
   std::size_t overlap_bucket_bytes = 0;
+  /// Offer the collectives to the device's collective engine, when it has
+  /// one (collective.plugin_engine), each call due within `collective_timeout`.
+  bool plugin_collectives = true;
+  std::chrono::milliseconds collective_timeout{std::chrono::minutes(5)};
 };
 
 /// Where a job runs. Unpipelined replicas share `device`; pipelined replica
@@ -107,6 +113,11 @@ class TrainingJob {
   /// steps is laid out now, back to back from 0 (every replica runs the same
   /// schedule), also without start() for a plan only.
   void trace(StepTrace& trace);
+
+  /// What the backend's collective engine did over the run, one line per
+  /// replica's calls ("... ran 1204 calls, refused 8 ..."), or nullopt when
+  /// no engine took part. `steps`: the optimizer steps run, for the per-step time.
+  std::optional<std::string> collective_engine_note(std::int64_t steps) const;
 
   /// The first replica's weights and host profile (every replica holds the same weights).
   TensorMap weights() const;

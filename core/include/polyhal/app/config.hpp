@@ -95,6 +95,8 @@ struct CollectiveSection {
   /// backward: true, false, or auto (when MPI ranks span several hosts).
   std::string overlap = "auto";
   std::int64_t bucket_mb = 25;  ///< MiB of gradients per bucket (DDP's bucket_cap_mb)
+  /// The backend's own collective engine: auto (when it has one), off, required.
+  std::string plugin_engine = "auto";
 };
 
 struct DataSection {

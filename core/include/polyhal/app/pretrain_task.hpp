@@ -62,6 +62,8 @@ struct PretrainResult {
   std::vector<OpTime> profile;     ///< host time per op kind over the run
   std::vector<PretrainEvaluation> evaluations;
   std::string eval_data;  ///< the held-out data, described (empty: no evaluation)
+  /// What the backend's collective engine did (TrainingJob::collective_engine_note).
+  std::optional<std::string> collective_engine;
 };
 
 /// Runs (or with `compile_only`, prepares and plans) pre-training.

@@ -430,6 +430,9 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   });
   result.steps = std::move(log.steps);
   result.checkpoints = std::move(log.checkpoints);
+  if (const auto note = job.collective_engine_note(static_cast<std::int64_t>(result.steps.size()));
+      note && job.lead())
+    spdlog::info("{}", *note);
 
   const std::filesystem::path export_dir = !f.output_dir.empty() ? f.output_dir / "model"
                                            : !config.checkpoint.dir.empty()

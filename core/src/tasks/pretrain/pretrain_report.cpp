@@ -66,6 +66,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
         *r.estimated_all_reduce_seconds * 1e3,
         static_cast<double>(r.parameters) * 4.0 / (1024.0 * 1024.0), replicas, p.name);
   }
+  if (r.collective_engine) std::cout << "  " << *r.collective_engine << "\n";
   if (r.unsharded_memory) {
     const auto state_bytes = [](const MemoryReport& m) {
       std::uint64_t bytes = 0;
@@ -102,6 +103,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
                          {"first_step", r.first_step}};
   if (r.estimated_all_reduce_seconds)
     summary["estimated_all_reduce_seconds"] = *r.estimated_all_reduce_seconds;
+  if (r.collective_engine) summary["collective_engine"] = *r.collective_engine;
   if (!stages.empty()) summary["pipeline_stages"] = stages;
   if (!r.steps.empty()) {
     double total = 0;

@@ -122,6 +122,8 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   result.steps = std::move(log.steps);
   result.checkpoints = std::move(log.checkpoints);
   result.profile = job.profile();
+  result.collective_engine =
+      job.collective_engine_note(static_cast<std::int64_t>(result.steps.size()));
   // The final weights as a Hugging Face directory
   // (BertForPreTraining.from_pretrained), written by rank 0 with the
   // checkpoints; also by a rerun of a finished run that stopped before its
