@@ -57,11 +57,14 @@ const std::vector<CommandSpec>& commands() {
        "  polyhal run pretrain.yaml --max-restarts 3   # restart from the last checkpoint\n"},
       {"validate",
        "check a config as run would, without running it",
-       "polyhal validate CONFIG [--backend NAME] [--set key.path=value]...",
-       "Checks a config as run would, short of allocating: keys, plugin, device options, "
-       "kernels, data, output places and the memory plan (exit 1 if it does not fit).",
-       {"plugins", "config", "memory-report"},
-       "  polyhal validate pretrain.yaml --set model.seq_len=512\n"},
+       "polyhal validate CONFIG [--backend NAME] [--set key.path=value]... [--skip-inputs]",
+       "Checks a config as run would, short of allocating: keys, the input files it names, "
+       "plugin, device options, kernels, data, output places and the memory plan. ok (exit 0) "
+       "means run starts; a bad config or a missing input is exit 2, a plan that does not fit "
+       "exit 1.",
+       {"plugins", "config", "memory-report", "validate"},
+       "  polyhal validate pretrain.yaml --set model.seq_len=512\n"
+       "  polyhal validate pod64.yaml --skip-inputs   # written for another machine\n"},
       {"pack",
        "pack MLPerf HDF5 pre-training data into multi-sequence rows",
        "polyhal pack --input FILE_OR_DIR --output DIR [--max-seq-len 512]",
@@ -213,6 +216,13 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
                     "run on this host, with the measured peak)");
     return d;
   }
+  if (group == "validate") {
+    po::options_description d("validate options");
+    d.add_options()("skip-inputs", po::bool_switch(&cl.run.skip_inputs),
+                    "do not require the files the config reads (checkpoint.init, data.vocab, "
+                    "finetune.train_file, ...) to exist here: a config for another machine");
+    return d;
+  }
   if (group == "supervise") {
     po::options_description d("supervise options");
     d.add_options()("max-restarts", po::value<int>()->value_name("N"),
@@ -227,9 +237,9 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
   }
   if (group == "data") {
     po::options_description d("data options");
-    d.add_options()("input", po::value(&cl.inputs)->composing()->value_name("PATH"),
+    d.add_options()("input", po::value(&cl.inputs)->composing()->multitoken()->value_name("PATH"),
                     "pack: MLPerf HDF5 file or directory; prepare-data: text files or "
-                    "directories (repeatable)")(
+                    "directories, several after one --input or --input each")(
         "output", po::value(&cl.pack.output)->value_name("DIR"), "output directory")(
         "max-seq-len", po::value(&cl.pack.max_seq_len)->value_name("N"),
         "tokens per row (pack: 512; prepare-data: 128)")(

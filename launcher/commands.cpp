@@ -426,6 +426,7 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
       load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
   if (run.backend) config.backend = *run.backend;
   check_output_paths(config);
+  if (!run.skip_inputs) check_input_paths(config, run.inputs_made_earlier);
   check_run_outputs(run);
   const Task& task = task_named(config);
   check_collective(task, config);
@@ -595,6 +596,7 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
       load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
   if (run.backend) config.backend = *run.backend;
   check_output_paths(config);
+  check_input_paths(config);
   check_run_outputs(run);
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
   if (config.collective.engine == "mpi") return run_as_mpi_rank(common, run, config);

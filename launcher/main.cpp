@@ -78,7 +78,9 @@ int dispatch(int argc, char** argv) {
   }
   auto level = spdlog::level::from_str(cl.log_level);
   if (level == spdlog::level::off && cl.log_level != "off") {
-    throw polyhal::UsageError(fmt::format("--log-level: unknown level '{}'", cl.log_level));
+    throw polyhal::UsageError(
+        fmt::format("--log-level: unknown level '{}'; use trace, debug, info, warn, error or off",
+                    cl.log_level));
   }
   // Logs go to stderr with a timestamp; results and summaries to stdout, so
   // `polyhal run ... > results.txt` keeps them apart.

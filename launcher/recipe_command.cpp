@@ -87,6 +87,8 @@ int run_recipe(const CommonOptions& common, const RunOptions& run, bool validate
     for (std::size_t i = 0; i < count; ++i) {
       std::cout << fmt::format("stage {}/{} {} ({}):\n", i + 1, count, recipe.stages[i].name,
                                recipe.stages[i].config.string());
+      // A later stage starts from what an earlier one writes.
+      if (i > 0) runs[i].inputs_made_earlier = {"checkpoint.init"};
       worst = std::max(worst, validate_config(common, runs[i]));
     }
     return worst;

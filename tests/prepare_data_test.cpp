@@ -211,6 +211,14 @@ TEST(PrepareData, BadInputIsToldAndNothingIsHalfWritten) {
   EXPECT_NE(r.output.find("first at " + (dir.path() / "in/a.txt").string() + ":2"),
             std::string::npos)
       << r.output;
+  // Several inputs after one --input, as docs/pretraining.md writes it.
+  dir.write("more.txt", "the king is old.\nthe road is new.\n");
+  r = test::run_polyhal(
+      fmt::format("prepare-data --input {} {} --vocab {} --output {} --dupe-factor 1",
+                  (dir.path() / "in").string(), (dir.path() / "more.txt").string(),
+                  (kCorpus / "vocab.txt").string(), (dir.path() / "two").string()));
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("read 2 files"), std::string::npos) << r.output;
   // The output directory of that run holds files: refused, untouched.
   r = test::run_polyhal(fmt::format("prepare-data --input {} --vocab {} --output {}",
                                     (dir.path() / "in").string(), (kCorpus / "vocab.txt").string(),

@@ -16,8 +16,10 @@ ConfigSection data() {
   keys.add("source", &DataSection::source, "generated, pattern, text, mlperf_hdf5 or tfrecord",
            one_of({"generated", "pattern", "mlperf_hdf5", "tfrecord", "text"}))
       .add("text_file", &DataSection::text_file,
-           "text: one example a line, a TAB between the two of a pair")
-      .add("vocab", &DataSection::vocab, "a BERT vocab.txt")
+           "text: one example a line, a TAB between the two of a pair", {},
+           {.input = InputPath::file})
+      .add("vocab", &DataSection::vocab, "a BERT vocab.txt", {},
+           {.input = InputPath::file_or_directory})
       .add("lower_case", &DataSection::lower_case, "lower-case text before WordPiece")
       .custom(
           "special_tokens", "split (BERT's reference) or keep a literal [MASK] in text",
@@ -48,7 +50,8 @@ ConfigSection data() {
       // Every task that reads data takes it: the source says whether a task
       // can read such files (inference refuses mlperf_hdf5 naming them).
       .add("files", &DataSection::files,
-           "mlperf_hdf5, tfrecord: a file or a directory of part files")
+           "mlperf_hdf5, tfrecord: a file or a directory of part files", {},
+           {.input = InputPath::file_or_directory})
       .add("shuffle", &DataSection::shuffle,
            "another sample order every epoch; false: file order (pretrain: mlperf_hdf5, "
            "tfrecord; squad, glue: the training rows)",

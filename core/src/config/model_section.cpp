@@ -93,9 +93,10 @@ ConfigSection model() {
              return preset;
            })
       .add("hf_config", &ModelSection::hf_config,
-           "a Hugging Face config.json instead of the preset")
+           "a Hugging Face config.json instead of the preset", {}, {.input = InputPath::file})
       .add("weights", &ModelSection::weights,
-           "safetensors weights (Hugging Face names); default: seeded random init")
+           "safetensors weights (Hugging Face names); default: seeded random init", {},
+           {.input = InputPath::checkpoint})
       .add("save", &ModelSection::save,
            "write config.json and model.safetensors here (Hugging Face layout)", {},
            {.output = OutputPath::directory})

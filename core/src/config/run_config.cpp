@@ -191,7 +191,19 @@ YAML::Node load_yaml(const std::filesystem::path& file) {
   try {
     root = YAML::LoadFile(file.string());
   } catch (const YAML::BadFile&) {
-    throw ConfigError(fmt::format("{}: cannot read the config file", file.string()));
+    // yaml-cpp does not say why; the file system does.
+    std::error_code error;
+    const auto status = std::filesystem::status(file, error);
+    std::string why = "it cannot be opened for reading (check its permissions)";
+    if (!std::filesystem::exists(status)) {
+      const auto parent = file.has_parent_path() ? file.parent_path() : ".";
+      why = std::filesystem::is_directory(parent, error)
+                ? fmt::format("no such file in {}", parent.string())
+                : fmt::format("no such file: the directory {} does not exist", parent.string());
+    } else if (std::filesystem::is_directory(status)) {
+      why = "it is a directory; name a .yaml file in it (the shipped ones are in configs/)";
+    }
+    throw ConfigError(fmt::format("{}: cannot read the config file: {}", file.string(), why));
   } catch (const YAML::ParserException& e) {
     throw ConfigError(fmt::format("{}:{}:{}: YAML syntax error: {}", file.string(), e.mark.line + 1,
                                   e.mark.column + 1, e.msg));

@@ -154,10 +154,15 @@ ConfigSection checkpoint() {
            "no scheduled checkpoint before this many samples (Intel's "
            "min_samples_to_start_checkpoints); the end always saves",
            at_least(0))
+      .add("keep_last", &CheckpointSection::keep_last,
+           "keep only the newest N checkpoints in dir, removing older ones once a new one is "
+           "whole (a BERT-Large one is about 4 GB); 0: keep them all",
+           at_least(0))
       .add("resume", &CheckpointSection::resume, "continue from the newest checkpoint in dir")
       .add("init", &CheckpointSection::init,
            "start from these weights (phase 2 from phase 1; fine-tuning from a pre-trained "
-           "model)");
+           "model)",
+           {}, {.input = InputPath::checkpoint});
   return section;
 }
 

@@ -8,9 +8,12 @@
 
 #include <algorithm>
 #include <boost/dll/shared_library.hpp>
+#include <cctype>
 #include <fstream>
+#include <optional>
 
 #include "polyhal/abi.hpp"
+#include "polyhal/app/suggest.hpp"
 #include "polyhal/boundary_layout.hpp"
 #include "polyhal/error.hpp"
 #include "runtime/plugin_trust.hpp"
@@ -268,15 +271,30 @@ std::string detail::backend_unavailable_message(const std::string& name,
         c.status == PluginCandidate::Status::not_selected)
       names.push_back(c.name);
   }
+  std::sort(names.begin(), names.end());
   if (!refusals.empty()) {
     message += ": its plugin was found but refused:" + refusals;
   } else {
-    message += fmt::format(
-        ": no plugin libpolyhal_plugin_{}.so was found (install package "
-        "polyhal-plugin-{}, or pass --plugin-path)",
-        name, name);
+    std::string lower = name;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    const auto near = lower != name && std::find(names.begin(), names.end(), lower) != names.end()
+                          ? std::optional<std::string>(lower)
+                          : nearest_word(name, names);
+    // Only the backends polyhal ships have packages; anything else is a
+    // third party's plugin.
+    const bool shipped = name == "cpu" || name == "ipu" || name == "gaudi";
+    message += fmt::format(": no plugin libpolyhal_plugin_{}.so was found", name);
+    if (near)
+      message += fmt::format(" (did you mean '{}'?{})", *near,
+                             *near == lower ? " backend names are lower case" : "");
+    else if (shipped)
+      message += fmt::format(" (install package polyhal-plugin-{}, or pass --plugin-path)", name);
+    else
+      message += fmt::format(
+          " (polyhal's packages provide the backends cpu, ipu and gaudi; a third-party "
+          "plugin's directory goes in --plugin-path or POLYHAL_PLUGIN_PATH)");
   }
-  std::sort(names.begin(), names.end());
   message += names.empty() ? "\n  no backends are loaded; run 'polyhal plugins' to see why"
                            : fmt::format(
                                  "\n  plugins found for: {} (run 'polyhal plugins' to "

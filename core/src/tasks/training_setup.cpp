@@ -185,10 +185,14 @@ TrainerSettings trainer_settings(const RunConfig& config, std::int64_t total_ste
   s.learning_rate = [rates = effective_rate(config, schedule, batch.replicas), total_steps](
                         std::int64_t step) { return learning_rate_at(rates, step, total_steps); };
   s.checkpoint_every = config.checkpoint.every;
+  s.keep_last = config.checkpoint.keep_last;
   s.samples_per_step = batch.global();
   s.checkpoint_every_samples = config.checkpoint.every_samples;
   s.checkpoint_start_samples = config.checkpoint.start_after_samples;
   s.metadata = std::move(metadata);
+  // A resumed run compares them with its own (TrainingJob::start).
+  s.metadata["global_batch"] = std::to_string(batch.global());
+  s.metadata["replicas"] = std::to_string(batch.replicas);
   s.sharded = sharded;
   if (config.collective.overlap == "true")
     s.overlap_bucket_bytes = static_cast<std::size_t>(config.collective.bucket_mb) << 20;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <regex>
 #include <vector>
@@ -55,6 +56,24 @@ std::vector<std::filesystem::path> CheckpointStore::remove_stale_temporaries() c
     if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) continue;
     if (std::filesystem::remove(entry.path(), ec)) removed.push_back(entry.path());
   }
+  return removed;
+}
+
+std::vector<std::filesystem::path> CheckpointStore::remove_all_but_newest(std::int64_t keep) const {
+  std::vector<std::filesystem::path> found, removed;
+  std::error_code ec;
+  if (dir_.empty() || keep < 1 || !std::filesystem::is_directory(dir_, ec)) return removed;
+  static const std::regex pattern(R"(checkpoint-(\d{8})\.safetensors)");
+  for (const auto& entry : std::filesystem::directory_iterator(dir_, ec))
+    if (std::regex_match(entry.path().filename().string(), pattern) && entry.is_regular_file(ec) &&
+        !entry.is_symlink(ec))
+      found.push_back(entry.path());
+  // Zero-padded step numbers: the names sort by step.
+  std::sort(found.begin(), found.end());
+  const auto extra = static_cast<std::int64_t>(found.size()) - keep;
+  for (std::int64_t i = 0; i < extra; ++i)
+    if (std::filesystem::remove(found[static_cast<std::size_t>(i)], ec))
+      removed.push_back(found[static_cast<std::size_t>(i)]);
   return removed;
 }
 

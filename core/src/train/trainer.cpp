@@ -111,7 +111,7 @@ TrainingStep Trainer::step(std::int64_t number) {
   return record;
 }
 
-void Trainer::save(std::int64_t step, TrainingLog& log) {
+void Trainer::save(std::int64_t step, TrainingLog& log, double loss) {
   if (!store_.enabled()) return;
   const TraceTrack::Scope traced(model_.host_track(), "checkpoint", "host", {{"step", step}});
   // Sharded optimizer state is gathered from every replica: a collective.
@@ -121,9 +121,12 @@ void Trainer::save(std::int64_t step, TrainingLog& log) {
   if (!lead) return;
   auto metadata = scaler_.metadata();
   metadata.insert(settings_.metadata.begin(), settings_.metadata.end());
+  metadata["loss"] = fmt::format("{}", loss);
   const auto path = store_.save(step, snapshot, std::move(metadata));
   log.checkpoints.push_back(path);
   spdlog::info("checkpoint {}", path.string());
+  for (const auto& old : store_.remove_all_but_newest(settings_.keep_last))
+    spdlog::info("removed {} (checkpoint.keep_last {})", old.string(), settings_.keep_last);
 }
 
 bool Trainer::checkpoint_due(std::int64_t number) const {
@@ -158,7 +161,7 @@ void Trainer::run(std::int64_t first, std::int64_t last, const StepObserver& obs
     if (non_finite > 0) continue;
     const bool stop = after_step && after_step(number, number == last);
     // Every replica saves: with sharding, saving is a collective.
-    if (number == last || stop || checkpoint_due(number)) save(number, log);
+    if (number == last || stop || checkpoint_due(number)) save(number, log, record.loss());
     if (stop) break;
   }
 }

@@ -50,6 +50,7 @@ struct TrainerSettings {
   /// The learning rate of optimizer step n (1-based) of total_steps.
   std::function<double(std::int64_t step)> learning_rate;
   std::int64_t checkpoint_every = 0;  ///< 0: only at the end of a run()
+  std::int64_t keep_last = 0;         ///< checkpoints kept in the store; 0: all
   std::int64_t samples_per_step = 0;  ///< the global batch
   /// Also a checkpoint each time the samples pass a multiple of this (0: off).
   std::int64_t checkpoint_every_samples = 0;
@@ -95,7 +96,9 @@ class Trainer {
   TrainingStep step(std::int64_t number);
   /// Whether step `number`'s schedule asks for a checkpoint (not the end's).
   bool checkpoint_due(std::int64_t number) const;
-  void save(std::int64_t step, TrainingLog& log);
+  /// `loss`: the step's, kept in the checkpoint's metadata for a rerun
+  /// that finds nothing left to do.
+  void save(std::int64_t step, TrainingLog& log, double loss);
 
   TrainingModel& model_;
   Communicator& replicas_;

@@ -145,6 +145,10 @@ std::int64_t TrainingJob::start(const CheckpointStore& store, bool resume,
     replicas_.push_back(make_replica(r));
     if (sharded_) replicas_.back()->shard_optimizer_state(group_->communicator(r));
   }
+  if (!store.enabled() && lead())
+    spdlog::warn(
+        "checkpoint.dir is not set: this run keeps no checkpoint, so a crash, a lost replica or "
+        "Ctrl-C loses its training; set checkpoint.dir to be able to resume");
   if (store.enabled() && lead()) {
     checkpoint_lock_ = std::make_unique<detail::DirectoryLock>(store.dir(), "checkpoint.dir");
     for (const auto& file : store.remove_stale_temporaries())
@@ -166,7 +170,34 @@ std::int64_t TrainingJob::start(const CheckpointStore& store, bool resume,
   for (auto& replica : replicas_) replica->load_state(checkpoint->state, checkpoint->step);
   scaler.restore(checkpoint->metadata);
   spdlog::info("resumed from {} at step {}", checkpoint->path.string(), checkpoint->step);
+  warn_if_the_batch_changed(*checkpoint);
+  resumed_ = ResumedFrom{checkpoint->path, checkpoint->step, std::nullopt};
+  if (const auto loss = checkpoint->metadata.find("loss"); loss != checkpoint->metadata.end()) {
+    try {
+      resumed_->loss = std::stod(loss->second);
+    } catch (const std::exception&) {  // a checkpoint of another writer: no loss to show
+    }
+  }
   return checkpoint->step;
+}
+
+void TrainingJob::warn_if_the_batch_changed(const CheckpointStore::Checkpoint& checkpoint) const {
+  if (!lead()) return;
+  const auto written = [&](const char* key) -> std::string {
+    const auto it = checkpoint.metadata.find(key);
+    return it == checkpoint.metadata.end() ? std::string() : it->second;
+  };
+  const std::string global = std::to_string(options_.batch.global());
+  const std::string replicas = std::to_string(options_.batch.replicas);
+  const std::string was_global = written("global_batch"), was_replicas = written("replicas");
+  if ((!was_global.empty() && was_global != global) ||
+      (!was_replicas.empty() && was_replicas != replicas))
+    spdlog::warn(
+        "{} was written by a run with global batch {} over {} replicas; this run has global "
+        "batch {} over {} replicas. It resumes at step {} all the same: the samples seen and the "
+        "learning-rate schedule now follow this run's batch",
+        checkpoint.path.string(), was_global.empty() ? "?" : was_global,
+        was_replicas.empty() ? "?" : was_replicas, global, replicas, checkpoint.step + 1);
 }
 
 void agree_on_start(Communicator& ranks,

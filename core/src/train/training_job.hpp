@@ -103,6 +103,14 @@ class TrainingJob {
   std::int64_t start(const CheckpointStore& store, bool resume,
                      const std::function<TensorMap()>& start_weights, LossScaler& scaler,
                      const ResumeCheck& check = {});
+  /// Where start() resumed from (nullopt: it started from the start weights).
+  struct ResumedFrom {
+    std::filesystem::path checkpoint;
+    std::int64_t step = 0;
+    std::optional<double> loss;  ///< that step's loss, when its writer kept it
+  };
+  const std::optional<ResumedFrom>& resumed() const noexcept { return resumed_; }
+
   /// Runs `replica(model, communicator)` for every local replica, as
   /// threads when there are several (ReplicaGroup::run).
   void run(const std::function<void(TrainingModel&, Communicator&)>& replica);
@@ -128,6 +136,9 @@ class TrainingJob {
   StepWork step_work() const;
   /// The plan of every local replica when they share the host device.
   void count_every_local_replica();
+  /// Warns (lead only) when `checkpoint` was written with another global
+  /// batch or replica count than this job's.
+  void warn_if_the_batch_changed(const CheckpointStore::Checkpoint& checkpoint) const;
 
   TrainingJobOptions options_;
   TrainingPlacement where_;
@@ -139,6 +150,7 @@ class TrainingJob {
   std::unique_ptr<Communicator> stand_in_rank_;
   std::vector<std::unique_ptr<TrainingModel>> replicas_;
   std::unique_ptr<detail::DirectoryLock> checkpoint_lock_;
+  std::optional<ResumedFrom> resumed_;
   StepTrace* trace_ = nullptr;  // a measured trace run() records  // the lead's, while it runs
   TrainingPlan plan_;
   std::optional<MemoryReport> unsharded_;

@@ -41,6 +41,9 @@ class CheckpointStore {
   /// (checkpoint-N.safetensors.tmp.XXXXXX); call only while holding the
   /// directory's lock, so no write of another run is in flight. Returns them.
   std::vector<std::filesystem::path> remove_stale_temporaries() const;
+  /// Removes all but the newest `keep` complete checkpoints (keep >= 1), as
+  /// the run that holds the directory's lock writes a new one; returns them.
+  std::vector<std::filesystem::path> remove_all_but_newest(std::int64_t keep) const;
   /// Writes the state of step `step` with `metadata` (plus "step"); returns its path.
   std::filesystem::path save(std::int64_t step, const TensorMap& state,
                              std::map<std::string, std::string> metadata) const;

@@ -158,6 +158,8 @@ struct CheckpointSection {
   /// No scheduled checkpoint before this many samples (Intel's
   /// min_samples_to_start_checkpoints); the end of a run always saves.
   std::int64_t start_after_samples = 0;
+  /// Keep only the newest this many checkpoints in dir; 0: keep them all.
+  std::int64_t keep_last = 0;
   bool resume = true;          ///< continue from the newest checkpoint in dir
   std::filesystem::path init;  ///< start from these weights (phase 2 from phase 1)
 };
@@ -228,5 +230,14 @@ RunConfig load_run_config(const std::filesystem::path& file,
 /// naming file, line and key. `run` and `validate` call it before anything
 /// else happens.
 void check_output_paths(const RunConfig& config);
+
+/// Checks that everything the config says to read (each key its schema
+/// declares an InputPath: checkpoint.init, data.vocab, data.files,
+/// model.hf_config, model.weights, finetune.train_file, ...) exists and can
+/// be read, so that `validate` saying ok means `run` starts. Throws one
+/// ConfigError listing each missing input with its file, line and key.
+/// `skip`: keys not checked (a recipe stage's checkpoint.init, which an
+/// earlier stage writes).
+void check_input_paths(const RunConfig& config, const std::vector<std::string>& skip = {});
 
 }  // namespace polyhal

@@ -93,6 +93,7 @@ template <class S>
 struct KeyExtras {
   std::vector<std::string> tasks{};  ///< empty: the section's tasks
   OutputPath output = OutputPath::none;
+  InputPath input = InputPath::none;
   /// The value shown, when the field alone does not say it (an unset optional).
   std::function<std::string(const S&)> value{};
 };
@@ -118,6 +119,7 @@ class SectionKeys {
     ConfigKey key{.path = section_.name + "." + name, .help = std::move(help)};
     key.tasks = extras.tasks.empty() ? tasks_ : extras.tasks;
     key.output = extras.output;
+    key.input = extras.input;
     key.read = [of, field, read](const ConfigValue& v, RunConfig& c) { of(c).*field = read(v); };
     if (extras.value) {
       key.value = [of, show = extras.value](const RunConfig& c) {
@@ -146,6 +148,7 @@ class SectionKeys {
     ConfigKey key{.path = section_.name + "." + name, .help = std::move(help)};
     key.tasks = extras.tasks.empty() ? tasks_ : extras.tasks;
     key.output = extras.output;
+    key.input = extras.input;
     key.read = [of, read = std::move(read)](const ConfigValue& v, RunConfig& c) { read(v, of(c)); };
     key.value = [of, value = std::move(value)](const RunConfig& c) {
       return value(of(const_cast<RunConfig&>(c)));

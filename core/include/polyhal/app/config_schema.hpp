@@ -20,6 +20,10 @@ namespace polyhal {
 /// A key that names a place the run writes: check_output_paths checks it
 /// exists or can be made, and can be written, before anything runs.
 enum class OutputPath { none, file, directory };
+/// A key that names something the run reads: check_input_paths checks it
+/// exists and can be read before anything runs. `checkpoint`: a file, a
+/// directory, or a TensorFlow checkpoint's prefix (PREFIX.index exists).
+enum class InputPath { none, file, file_or_directory, checkpoint };
 
 struct ConfigKey {
   std::string path;  ///< "batch.micro"; a one-value section's key is its name ("steps")
@@ -32,6 +36,7 @@ struct ConfigKey {
   /// The value in effect, as YAML text ("" when unset and without default).
   std::function<std::string(const RunConfig&)> value{};
   OutputPath output = OutputPath::none;
+  InputPath input = InputPath::none;
 
   /// The last part of the path ("micro").
   std::string name() const;

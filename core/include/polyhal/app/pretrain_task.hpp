@@ -56,6 +56,11 @@ struct PretrainResult {
   std::optional<TrainingStepEstimate> estimate;
   std::int64_t parameters = 0;
   std::int64_t first_step = 1;  ///< > 1 when resumed from a checkpoint
+  std::int64_t total_steps = 0;
+  /// The checkpoint resumed from, and the loss its writer kept (a rerun of a
+  /// finished run trains nothing and reports that loss).
+  std::filesystem::path resumed_checkpoint;
+  std::optional<double> resumed_loss;
   std::vector<TrainingStep> steps;
   std::vector<std::filesystem::path> checkpoints;
   std::filesystem::path exported;  ///< Hugging Face directory written at the end

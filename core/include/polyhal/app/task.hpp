@@ -43,6 +43,10 @@ struct RunOptions {
   std::filesystem::path profile_out;  ///< --profile-out; empty: polyhal-trace.json
   /// --report DIR: DIR/memory.html, the memory plan as a page (html_reports.hpp).
   std::filesystem::path report_dir;
+  /// validate --skip-inputs: the config's input files need not exist here.
+  bool skip_inputs = false;
+  /// Keys whose input an earlier recipe stage writes (not checked before it ran).
+  std::vector<std::string> inputs_made_earlier;
 };
 
 class Task {

@@ -62,9 +62,12 @@ ConfigSection finetune_section() {
                 if (f.predict) what.push_back("predict");
                 return fmt::format("[{}]", fmt::join(what, ", "));
               })
-      .add("train_file", &F::train_file, "SQuAD JSON or GLUE TSV to train on")
-      .add("eval_file", &F::eval_file, "evaluated after every epoch (EM/F1, accuracy, ...)")
-      .add("predict_file", &F::predict_file, "predictions written for it")
+      .add("train_file", &F::train_file, "SQuAD JSON or GLUE TSV to train on", {},
+           {.input = InputPath::file})
+      .add("eval_file", &F::eval_file, "evaluated after every epoch (EM/F1, accuracy, ...)", {},
+           {.input = InputPath::file})
+      .add("predict_file", &F::predict_file, "predictions written for it", {},
+           {.input = InputPath::file})
       .add("output_dir", &F::output_dir, "predictions, metrics and the fine-tuned model go here",
            {}, {.output = OutputPath::directory})
       .add("epochs", &F::epochs,

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <limits>
 #include <sstream>
 
@@ -387,6 +388,17 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
       store, config.checkpoint.resume, [&] { return starting_weights(start, config, result.head); },
       scaler, same_task_and_schedule(config, writer, result.total_steps));
   result.first_step = done + 1;
+  if (const auto& from = job.resumed(); from && job.lead()) {
+    if (done >= result.total_steps)
+      std::cout << fmt::format(
+          "  nothing to do: {} is at step {} of {}{} (remove it, or set checkpoint.resume=false, "
+          "to train again)\n",
+          config.checkpoint.dir.string(), done, result.total_steps,
+          from->loss ? fmt::format(", final loss {:.4f}", *from->loss) : std::string());
+    else
+      std::cout << fmt::format("  resuming from step {} of {}: {}\n", done, result.total_steps,
+                               from->checkpoint.string());
+  }
 
   const std::uint64_t seed = config.data.seed;
   const std::int64_t per_epoch = result.steps_per_epoch * global_batch;

@@ -20,6 +20,27 @@
 namespace polyhal {
 namespace {
 
+/// A median latency far above the fastest batch (or a p99 far above the
+/// median) is a machine shared with other work or threads outnumbering
+/// the free cores: the throughput above is then not the device's.
+void warn_about_latency_spread(double min_ms, double median_ms, double p99_ms,
+                               nlohmann::json& summary) {
+  constexpr double kWide = 2.0;
+  const bool wide_median = median_ms > kWide * min_ms;
+  const bool wide_tail = p99_ms > 2.0 * kWide * median_ms;
+  summary["latency_spread_wide"] = wide_median || wide_tail;
+  if (!wide_median && !wide_tail) return;
+  spdlog::warn(
+      "the latency spread is wide ({}): other processes compete for these CPUs, or there are "
+      "more threads than free cores. Set device.threads to the cores that are free (e.g. "
+      "--set device.threads=1), keep the machine otherwise idle, or bind the run (taskset); "
+      "OMP_WAIT_POLICY=active helps only on an idle machine",
+      wide_median ? fmt::format("median {:.2f} ms is {:.1f}x the fastest batch, {:.2f} ms",
+                                median_ms, median_ms / min_ms, min_ms)
+                  : fmt::format("p99 {:.2f} ms is {:.1f}x the median, {:.2f} ms", p99_ms,
+                                p99_ms / median_ms, median_ms));
+}
+
 int run_bert_inference(Device& device, const RunConfig& config, const RunOptions& run,
                        MetricsWriter& metrics) {
   const auto& p = device.properties();
@@ -48,7 +69,10 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
                          {"compile_only", run.compile_only},
                          {"fits", r.memory.fits},
                          {"memory_required_bytes", r.memory.required_bytes}};
-  if (r.estimated_batch_seconds) {
+  if (r.estimated_batch_seconds && !r.memory.fits) {
+    // A speed for a plan the device cannot hold would be a figure of nothing.
+    std::cout << "  estimated: none, the plan does not fit the device (see the memory plan)\n";
+  } else if (r.estimated_batch_seconds) {
     const double estimated = static_cast<double>(r.batch) / *r.estimated_batch_seconds;
     summary["estimated_sequences_per_second"] = estimated;
     std::cout << fmt::format(
@@ -89,6 +113,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
           r.flops_per_batch * static_cast<double>(count) / total / 1e12, latency[0].second,
           latency[1].second, latency[2].second, latency[3].second, latency[4].second,
           latency[5].second);
+      warn_about_latency_spread(latency[0].second, latency[2].second, latency[4].second, summary);
     }
   }
   if (!r.profile.empty() && !model) {

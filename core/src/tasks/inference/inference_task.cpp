@@ -245,14 +245,26 @@ void time_generated_batches(BertInference& bert, const RunConfig& config, Infere
       began +
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(
           std::chrono::duration<double>(config.section<InferenceSection>().duration_seconds));
-  for (int i = 0; timed ? (i == 0 || std::chrono::steady_clock::now() < until)
-                        : i < config.section<InferenceSection>().iterations;
+  // A word every few seconds, so a long measurement is not silence.
+  constexpr auto kProgressEvery = std::chrono::seconds(5);
+  auto next_word = began + kProgressEvery;
+  const int iterations = config.section<InferenceSection>().iterations;
+  for (int i = 0; timed ? (i == 0 || std::chrono::steady_clock::now() < until) : i < iterations;
        ++i) {
     const auto start = std::chrono::steady_clock::now();
     bert.run(in, nullptr);
-    result.batch_seconds.push_back(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    const auto end = std::chrono::steady_clock::now();
+    result.batch_seconds.push_back(std::chrono::duration<double>(end - start).count());
     spdlog::debug("batch {}: {:.3f} ms", i, result.batch_seconds.back() * 1e3);
+    if (end >= next_word) {
+      next_word = end + kProgressEvery;
+      const double elapsed = std::chrono::duration<double>(end - began).count();
+      if (timed)
+        spdlog::info("measuring: {:.0f} of {:g} s, {} batches so far", elapsed,
+                     config.section<InferenceSection>().duration_seconds, i + 1);
+      else
+        spdlog::info("measuring: {} of {} batches in {:.0f} s", i + 1, iterations, elapsed);
+    }
   }
   result.measured_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();

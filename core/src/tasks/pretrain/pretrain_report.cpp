@@ -125,6 +125,16 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
               : fmt::format("{:.1f} sequences/s", static_cast<double>(trained) / total),
         trained, r.steps.back().loss(), r.steps.front().loss());
   }
+  if (r.steps.empty() && !run.compile_only && !r.resumed_checkpoint.empty()) {
+    // A finished run run again: what it had reached, not silence.
+    summary["steps_run"] = 0;
+    summary["steps_done_before"] = r.first_step - 1;
+    if (r.resumed_loss) summary["final_loss"] = *r.resumed_loss;
+    std::cout << fmt::format(
+        "  done before: {} of {} steps{} (checkpoint {})\n", r.first_step - 1, r.total_steps,
+        r.resumed_loss ? fmt::format(", final loss {:.4f}", *r.resumed_loss) : std::string(),
+        r.resumed_checkpoint.string());
+  }
   if (!r.evaluations.empty()) {
     const auto& e = r.evaluations.back();
     summary["eval_step"] = e.step;

@@ -62,7 +62,8 @@ ConfigSection eval_section() {
            "held-out data: mlperf_hdf5, tfrecord, generated or pattern (default: data.source, "
            "or what eval.files holds)",
            one_of({"mlperf_hdf5", "tfrecord", "generated", "pattern"}))
-      .add("files", &E::files, "held-out evaluation file or directory (MLPerf's eval set)")
+      .add("files", &E::files, "held-out evaluation file or directory (MLPerf's eval set)", {},
+           {.input = InputPath::file_or_directory})
       .add("seed", &E::seed, "generated / pattern held-out data: its seed (default data.seed + 1)",
            {},
            {.value =

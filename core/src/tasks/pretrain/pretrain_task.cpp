@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <iostream>
 
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/checkpoint_store.hpp"
@@ -86,6 +87,19 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   result.first_step = done + 1;
   const std::int64_t samples_per_step = options.batch.global();
   const std::int64_t steps = pretrain_steps(config, samples_per_step);
+  result.total_steps = steps;
+  if (const auto& from = job.resumed(); from && job.lead()) {
+    result.resumed_checkpoint = from->checkpoint;
+    result.resumed_loss = from->loss;
+    if (done >= steps)
+      std::cout << fmt::format(
+          "  nothing to do: {} is at step {} of {} (remove it, or set checkpoint.resume=false, "
+          "to train again)\n",
+          config.checkpoint.dir.string(), done, steps);
+    else
+      std::cout << fmt::format("  resuming from step {} of {}: {}\n", done, steps,
+                               from->checkpoint.string());
+  }
   if (config.section<SamplesSection>().samples > 0)
     spdlog::info("samples {}: {} steps of {} samples", config.section<SamplesSection>().samples,
                  steps, samples_per_step);
