@@ -21,11 +21,11 @@ import subprocess
 import sys
 import tempfile
 
-import h5py
-import numpy as np
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import polyhal_bench  # noqa: E402
+
+h5py = polyhal_bench.require("h5py", "apt-get install python3-h5py")
+np = polyhal_bench.require("numpy", "apt-get install python3-numpy")
 
 SEQ, PREDICTIONS = 512, 76
 

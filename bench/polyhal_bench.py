@@ -1,11 +1,23 @@
 """Running polyhal from the side-by-side benchmarks: one workload with its
 metrics, and the oneDNN GEMM ceiling (polyhal matmul-bench on given shapes)."""
+import importlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+
+
+def require(name, how):
+    """Imports module `name`, or exits with a sentence (not a traceback)
+    naming the script, the module, this Python and `how` to get it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        sys.exit(f"{os.path.basename(sys.argv[0])}: needs the Python module '{name}', which "
+                 f"{sys.executable} cannot import ({e}): {how}")
 
 
 def run(build, args, check=True):

@@ -35,7 +35,10 @@ def blas_library():
 
 
 use_openblas()
-import torch  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import polyhal_bench  # noqa: E402
+
+torch = polyhal_bench.require("torch", "apt-get install python3-torch, and run the script with /usr/bin/python3")
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "golden"))
 from make_bert_golden import Bert  # noqa: E402

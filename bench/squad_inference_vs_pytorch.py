@@ -21,7 +21,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pytorch_bert  # noqa: E402  (re-executes with OpenBLAS preloaded)
 import polyhal_bench  # noqa: E402
-import torch  # noqa: E402
+
+torch = pytorch_bert.torch
 
 
 def config(preset, seq, backend):

@@ -6,9 +6,13 @@
 #include <algorithm>
 #include <boost/program_options.hpp>
 #include <filesystem>
+#include <optional>
+#include <set>
 #include <sstream>
 
+#include "polyhal/app/config_keys.hpp"
 #include "polyhal/app/suggest.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
@@ -345,12 +349,38 @@ std::vector<std::string> command_names() {
   return names;
 }
 
-std::string completion_candidates(const std::vector<std::string>& words) {
+namespace {
+
+/// The values of option `option` (as typed, "--set"), or nullopt when it takes none we know.
+std::optional<std::vector<std::string>> option_values(const std::string& option,
+                                                      const std::vector<std::string>& backends) {
+  if (option == "--backend") return backends;
+  if (option == "--log-level")
+    return std::vector<std::string>{"trace", "debug", "info", "warn", "error", "off"};
+  if (option == "--progress") return std::vector<std::string>{"auto", "bar", "lines", "none"};
+  if (option == "--set") {
+    std::set<std::string> keys;
+    for (const auto& schema : task_schemas())
+      for (const ConfigKey* key : task_keys(schema)) keys.insert(key->path + "=");
+    return std::vector<std::string>(keys.begin(), keys.end());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string completion_candidates(const std::vector<std::string>& words,
+                                  const std::vector<std::string>& backends) {
   const CommandSpec* command = nullptr;
   for (std::size_t i = 0; i + 1 < words.size() && command == nullptr; ++i)
     command = find_command(words[i]);
   std::vector<std::string> candidates;
-  if (command == nullptr || command->name == "help") {
+  const std::string previous = words.size() >= 2 ? words[words.size() - 2] : std::string();
+  if (const auto values = option_values(previous, backends)) {
+    candidates = *values;
+  } else if (command != nullptr && command->name == "config" && previous == "config") {
+    candidates = {"show", "reference"};
+  } else if (command == nullptr || command->name == "help") {
     candidates = command_names();
     if (command == nullptr) {
       CommandLine scratch;
@@ -363,7 +393,7 @@ std::string completion_candidates(const std::vector<std::string>& words) {
   }
   std::string text;
   for (const auto& c : candidates) {
-    if (c != "help" || command == nullptr) text += c + "\n";
+    if (c != "help" || command == nullptr || previous == "help") text += c + "\n";
   }
   return text;
 }

@@ -51,6 +51,11 @@ std::vector<std::string> command_names();
 /// For shell completion (`polyhal __complete WORD...`, the words typed after
 /// `polyhal`, the last one being completed): the commands, or the options of
 /// the command already typed, one per line.
-std::string completion_candidates(const std::vector<std::string>& words);
+/// After an option that takes a value, its values instead: `backends` after
+/// --backend, the config keys (as "key.path=") after --set, the levels
+/// after --log-level, the modes after --progress; show and reference after
+/// `config`.
+std::string completion_candidates(const std::vector<std::string>& words,
+                                  const std::vector<std::string>& backends);
 
 }  // namespace polyhal

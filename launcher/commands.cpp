@@ -44,15 +44,43 @@ PluginSearchOptions search_options(const CommonOptions& common,
   return options;
 }
 
-std::string device_text(const Device& device) {
-  const auto& p = device.properties();
-  std::string text = fmt::format("{}  [{}]  {} {}  mode: {}\n", p.name, p.backend, p.vendor,
-                                 p.product, device_mode_name(p.mode));
-  std::size_t width = 4;
-  for (const auto& row : p.table) width = std::max(width, row.name.size());
+/// A device's property table, its columns as wide as their widest cell.
+std::string property_rows(const DeviceProperties& p) {
+  std::size_t name_width = 4, value_width = 5;
   for (const auto& row : p.table) {
-    text += fmt::format("  {:<{}}  {:<28}  {:<9}  {}\n", row.name, width, row.value,
-                        provenance_name(row.source), row.note);
+    name_width = std::max(name_width, row.name.size());
+    value_width = std::max(value_width, row.value.size());
+  }
+  std::string text;
+  for (const auto& row : p.table) {
+    std::string line = fmt::format("  {:<{}}  {:<{}}  {:<9}  {}", row.name, name_width, row.value,
+                                   value_width, provenance_name(row.source), row.note);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    text += line + "\n";
+  }
+  return text;
+}
+
+/// The devices a backend opened: each with its properties, except that a
+/// run of devices alike but for their number (the 8 cards of a server, the
+/// IPUs of a pod) is shown once.
+std::string devices_text(const std::vector<std::shared_ptr<Device>>& devices) {
+  std::string text;
+  for (std::size_t first = 0; first < devices.size();) {
+    const auto& p = devices[first]->properties();
+    const std::string rows = property_rows(p);
+    std::size_t end = first + 1;
+    while (end < devices.size() && property_rows(devices[end]->properties()) == rows &&
+           devices[end]->properties().backend == p.backend)
+      ++end;
+    const std::string names = end - first == 1
+                                  ? p.name
+                                  : fmt::format("{} .. {} ({} alike)", p.name,
+                                                devices[end - 1]->properties().name, end - first);
+    text += fmt::format("{}  [{}]  {} {}  mode: {}\n", names, p.backend, p.vendor, p.product,
+                        device_mode_name(p.mode)) +
+            rows;
+    first = end;
   }
   return text;
 }
@@ -299,11 +327,8 @@ int list_devices(const CommonOptions& common, const std::optional<std::string>& 
   const auto probed =
       probe_plugins(search_options(common, {}, backend_name), [&](Backend& backend) {
         if (options_only) return device_options_text(backend);
-        std::string text;
         const auto options = resolve_device_options(backend.device_options(), given);
-        for (const auto& device : open_devices_located(backend, options, nullptr))
-          text += device_text(*device);
-        return text;
+        return devices_text(open_devices_located(backend, options, nullptr));
       });
   std::vector<PluginCandidate> candidates;
   int shown = 0;
@@ -596,7 +621,8 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
       load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
   if (run.backend) config.backend = *run.backend;
   check_output_paths(config);
-  check_input_paths(config);
+  // --compile-only plans a config for wherever it will run: its data need not be here.
+  if (!run.compile_only) check_input_paths(config);
   check_run_outputs(run);
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
   if (config.collective.engine == "mpi") return run_as_mpi_rank(common, run, config);

@@ -4,14 +4,17 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <set>
 
 #include "cli.hpp"
 #include "commands.hpp"
 #include "polyhal/abi.hpp"
 #include "polyhal/app/config_keys.hpp"
 #include "polyhal/app/mpi_collective.hpp"
+#include "polyhal/app/plugin_loader.hpp"
 #include "polyhal/app/recipe.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
@@ -63,7 +66,13 @@ int supervise_run(const polyhal::CommandLine& cl, int argc, char** argv) {
 int dispatch(int argc, char** argv) {
   using namespace polyhal;
   if (argc > 1 && std::string_view(argv[1]) == "__complete") {  // the shell's completion
-    std::cout << completion_candidates(std::vector<std::string>(argv + 2, argv + argc));
+    // The installed backends by their files' names: completion loads no plugin.
+    PluginSearchOptions search;
+    search.executable_dir = executable_dir();
+    std::set<std::string> backends;
+    for (const auto& found : detail::find_plugin_files(search)) backends.insert(found.first.name);
+    std::cout << completion_candidates(std::vector<std::string>(argv + 2, argv + argc),
+                                       std::vector<std::string>(backends.begin(), backends.end()));
     return 0;
   }
   CommandLine cl = parse_command_line(argc, argv);
@@ -193,6 +202,12 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // OpenMP threads that wait for each other sleep instead of spinning,
+  // unless the user chose: spinning threads beside other work on the host
+  // collapse a run to a fraction of its speed, and cost little when idle
+  // (bench/shared_host.py). Set before any plugin loads libgomp, which reads
+  // it once.
+  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
   try {
     return dispatch(argc, argv);
   } catch (const polyhal::Error& e) {

@@ -43,7 +43,8 @@ test::CommandResult under_2gib(const std::string& arguments) {
 // is refused naming the key (exit 2, item 2).
 TEST(HardeningRound2, ValidatingABatchThatCannotFitAllocatesNothing) {
   for (const char* micro : {"64", "128"}) {
-    const auto r = under_2gib("validate " + kLargePhase2 + " --set batch.micro=" + micro);
+    const auto r =
+        under_2gib("validate --skip-inputs " + kLargePhase2 + " --set batch.micro=" + micro);
     EXPECT_EQ(r.exit_code, 1) << micro << ": " << r.output;
     EXPECT_NE(r.output.find("DOES NOT FIT"), std::string::npos) << r.output;
   }
@@ -51,7 +52,8 @@ TEST(HardeningRound2, ValidatingABatchThatCannotFitAllocatesNothing) {
   EXPECT_EQ(compile.exit_code, 1) << compile.output;
   EXPECT_NE(compile.output.find("kernel scratch not counted"), std::string::npos) << compile.output;
   for (const char* micro : {"512", "1048576"}) {
-    const auto r = under_2gib("validate " + kLargePhase2 + " --set batch.micro=" + micro);
+    const auto r =
+        under_2gib("validate --skip-inputs " + kLargePhase2 + " --set batch.micro=" + micro);
     EXPECT_EQ(r.exit_code, 2) << micro << ": " << r.output;
     EXPECT_NE(r.output.find(std::string("--set batch.micro=") + micro +
                             ": key 'batch.micro': " + micro + " sequences of 512 tokens: tensor"),
@@ -63,7 +65,7 @@ TEST(HardeningRound2, ValidatingABatchThatCannotFitAllocatesNothing) {
 // The shipped config fits and is planned with every kernel's scratch, still
 // without allocating it.
 TEST(HardeningRound2, ValidatingABatchThatFitsAllocatesNothingEither) {
-  const auto r = under_2gib("validate " + kLargePhase2);
+  const auto r = under_2gib("validate --skip-inputs " + kLargePhase2);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(": ok (backend cpu, task pretrain;"), std::string::npos) << r.output;
 }
@@ -72,7 +74,7 @@ TEST(HardeningRound2, ValidatingABatchThatFitsAllocatesNothingEither) {
 // bits; 2^32 was SIGFPE, exit 136), refused naming the key.
 TEST(HardeningRound2, TensorsOverTheKernelLimitAreRefusedNamingTheKey) {
   test::TempDir dir;
-  const auto mm = test::run_polyhal("validate " +
+  const auto mm = test::run_polyhal("validate --skip-inputs " +
                                     dir.write("mm.yaml",
                                               "backend: cpu\ntask: matmul-bench\n"
                                               "matmul_bench: {shapes: [[4294967296, 1, 1]]}\n")
@@ -85,7 +87,7 @@ TEST(HardeningRound2, TensorsOverTheKernelLimitAreRefusedNamingTheKey) {
       << mm.output;
   // A product no input shows: C [2^20, 2^20] from A [2^20, 1] and B [1, 2^20].
   const auto product = test::run_polyhal(
-      "validate " +
+      "validate --skip-inputs " +
       dir.write(
              "mn.yaml",
              "backend: cpu\ntask: matmul-bench\nmatmul_bench: {shapes: [[1048576, 1048576, 1]]}\n")
@@ -97,9 +99,9 @@ TEST(HardeningRound2, TensorsOverTheKernelLimitAreRefusedNamingTheKey) {
       << product.output;
   for (const char* config :
        {"inference-bert-base-seq128-cpu.yaml", "pretrain-bert-base-phase1-cpu.yaml"}) {
-    const auto r =
-        test::run_polyhal("validate " + std::string(POLYHAL_SOURCE_DIR) + "/configs/" + config +
-                          " --set batch.micro=268435456 --set model.seq_len=16");
+    const auto r = test::run_polyhal("validate --skip-inputs " + std::string(POLYHAL_SOURCE_DIR) +
+                                     "/configs/" + config +
+                                     " --set batch.micro=268435456 --set model.seq_len=16");
     EXPECT_EQ(r.exit_code, 2) << config << ": " << r.output;
     EXPECT_NE(r.output.find("--set batch.micro=268435456: key 'batch.micro': 268435456 sequences "
                             "of 16 tokens: tensor 'input_ids' [4294967296] would hold more than "
@@ -113,7 +115,7 @@ TEST(HardeningRound2, TensorsOverTheKernelLimitAreRefusedNamingTheKey) {
 TEST(HardeningRound2, LocalReplicasAreBoundedAndEachIsPlanned) {
   const std::string base =
       std::string(POLYHAL_SOURCE_DIR) + "/configs/pretrain-bert-base-phase1-cpu.yaml";
-  const auto many = under_2gib("validate " + base + " --set batch.replicas=1000000");
+  const auto many = under_2gib("validate --skip-inputs " + base + " --set batch.replicas=1000000");
   EXPECT_EQ(many.exit_code, 2) << many.output;
   EXPECT_NE(many.output.find("--set batch.replicas=1000000: key 'batch.replicas': 1000000 local "
                              "replicas on "),

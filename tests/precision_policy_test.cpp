@@ -27,7 +27,7 @@ TEST(PrecisionPolicy, MixedPicksEachBackendsOwnAndSaysSo) {
   };
   for (const auto& c : std::vector<Case>{
            {"cpu", "bf16", "model.precision mixed: bf16 on cpu0", 1.0},
-           {"gaudi", "bf16", "model.precision mixed: bf16 on gaudi0", 1.0},
+           {"gaudi", "bf16", "model.precision mixed: bf16 on hpu0", 1.0},
            {"ipu", "f16",
             "model.precision mixed: f16 on ipu0 (GC200 Mk2 IPU (IPU-POD4 model, 1 of 4)), as it "
             "has f16, not bf16; loss scaling dynamic from 65536 (optimizer.loss_scaling auto), "

@@ -13,6 +13,8 @@ _polyhal() {
   local words
   words=$("${COMP_WORDS[0]}" __complete "${COMP_WORDS[@]:1:COMP_CWORD}" 2>/dev/null)
   mapfile -t COMPREPLY < <(compgen -W "$words" -- "$cur")
+  # A config key after --set ("batch.micro="): its value follows, no space.
+  if [[ ${#COMPREPLY[@]} -eq 1 && ${COMPREPLY[0]} == *= ]]; then compopt -o nospace; fi
   # A config file where a command takes one (run, validate).
   if [[ ${#COMPREPLY[@]} -eq 0 && $cur != -* ]]; then
     mapfile -t COMPREPLY < <(compgen -f -- "$cur")

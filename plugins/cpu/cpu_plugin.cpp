@@ -350,5 +350,6 @@ class CpuBackend final : public Backend {
 }  // namespace
 }  // namespace polyhal::cpu
 
-POLYHAL_PLUGIN("cpu", "0.1.0", "Intel CPU through oneDNN (AMX / AVX-512 bf16) and oneTBB",
+POLYHAL_PLUGIN("cpu", "0.1.0",
+               "this x86-64 CPU through oneDNN (AMX or AVX-512 bf16 where it has them) and oneTBB",
                polyhal::cpu::CpuBackend)

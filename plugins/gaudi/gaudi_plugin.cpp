@@ -126,7 +126,8 @@ class GaudiDevice final : public Device {
   static DeviceProperties make_properties(int index, const GaudiGeneration& g, int cards,
                                           int servers) {
     DeviceProperties p;
-    p.name = fmt::format("gaudi{}", index);
+    p.name = fmt::format("hpu{}", index);  // Habana's own name for a card (PyTorch's "hpu"), apart
+                                           // from the generations gaudi, gaudi2, gaudi3
     p.backend = "gaudi";
     p.vendor = "Habana Labs (Intel)";
     p.product =

@@ -31,7 +31,7 @@ std::string_view device_mode_name(DeviceMode mode) noexcept;
 
 /// Fixed facts about a device. Every figure in `table` says where it comes from.
 struct DeviceProperties {
-  std::string name;     ///< "cpu0", "ipu3", "gaudi0"
+  std::string name;     ///< "cpu0", "ipu3", "hpu0"
   std::string backend;  ///< plugin name
   std::string vendor;
   std::string product;  ///< "GC200 Mk2 IPU (in IPU-POD16)", "Intel Xeon ..."
