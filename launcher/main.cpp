@@ -202,12 +202,15 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // OpenMP threads that wait for each other sleep instead of spinning,
-  // unless the user chose: spinning threads beside other work on the host
-  // collapse a run to a fraction of its speed, and cost little when idle
-  // (bench/shared_host.py). Set before any plugin loads libgomp, which reads
-  // it once.
-  ::setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
+  // OpenMP threads that wait for each other spin briefly, then sleep,
+  // unless the user chose a policy: libgomp's default spin (300000 rounds)
+  // beside other work on the host collapses a run (a waiting thread spins
+  // while the one it waits for is descheduled), and sleeping at once costs
+  // up to a fifth on an idle host; 1000 rounds keep both within 10% of the
+  // best (bench/shared_host.py). Set before any plugin loads libgomp, which
+  // reads it once.
+  if (std::getenv("OMP_WAIT_POLICY") == nullptr && std::getenv("GOMP_SPINCOUNT") == nullptr)
+    ::setenv("GOMP_SPINCOUNT", "1000", 0);
   try {
     return dispatch(argc, argv);
   } catch (const polyhal::Error& e) {

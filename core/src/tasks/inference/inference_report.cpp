@@ -34,7 +34,7 @@ void warn_about_latency_spread(double min_ms, double median_ms, double p99_ms,
       "the latency spread is wide ({}): other processes compete for these CPUs, or there are "
       "more threads than free cores. Set device.threads to the cores that are free (e.g. "
       "--set device.threads=1), keep the machine otherwise idle, or bind the run (taskset); "
-      "OMP_WAIT_POLICY=active helps only on an idle machine",
+      "OMP_WAIT_POLICY=active or a large GOMP_SPINCOUNT help only on an idle machine",
       wide_median ? fmt::format("median {:.2f} ms is {:.1f}x the fastest batch, {:.2f} ms",
                                 median_ms, median_ms / min_ms, min_ms)
                   : fmt::format("p99 {:.2f} ms is {:.1f}x the median, {:.2f} ms", p99_ms,
