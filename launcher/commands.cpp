@@ -25,6 +25,7 @@
 #include "polyhal/app/task.hpp"
 #include "polyhal/app/tensor_limit.hpp"
 #include "polyhal/error.hpp"
+#include "stop_signals.hpp"
 
 namespace polyhal {
 namespace {
@@ -616,16 +617,22 @@ int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, RunConfi
   }
 }
 
-int run_workload(const CommonOptions& common, const RunOptions& run) {
+int run_workload(const CommonOptions& common, const RunOptions& given) {
   RunConfig config =
-      load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
-  if (run.backend) config.backend = *run.backend;
+      load_run_config(given.config, given.overrides, task_schemas(), given.override_origins);
+  if (given.backend) config.backend = *given.backend;
   check_output_paths(config);
   // --compile-only plans a config for wherever it will run: its data need not be here.
-  if (!run.compile_only) check_input_paths(config);
-  check_run_outputs(run);
+  if (!given.compile_only) check_input_paths(config);
+  check_run_outputs(given);
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
-  if (config.collective.engine == "mpi") return run_as_mpi_rank(common, run, config);
+  // Before any thread starts (MPI, OpenMP): SIGINT and SIGTERM then stop
+  // training after its step, with a checkpoint, and the run exits 130 / 143.
+  const StopSignals stop;
+  RunOptions run = given;
+  run.stop_signal = &stop.requested();
+  if (config.collective.engine == "mpi")
+    return stop.exit_code(run_as_mpi_rank(common, run, config));
   const auto log = configure_logging(common, config);
   MetricsWriter metrics({run.metrics_out, run.tensorboard_dir, run.metrics_csv});
   const auto opened = open_configured_devices(common, config, config.batch.replicas);
@@ -633,11 +640,11 @@ int run_workload(const CommonOptions& common, const RunOptions& run) {
 
   spdlog::info("backend {} device {} ({}, mode {})", config.backend, device->name(),
                device->properties().product, device_mode_name(device->properties().mode));
-  return logged(log, [&] {
+  return stop.exit_code(logged(log, [&] {
     return naming_the_batch(config, [&] {
       return task_named(config).run(*device, config, run, metrics, nullptr, raw(opened));
     });
-  });
+  }));
 }
 
 }  // namespace polyhal

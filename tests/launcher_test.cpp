@@ -349,10 +349,15 @@ TEST(Launcher, MissingBackendExitsThree) {
   r = run_polyhal("run --config " + config_file(dir, "cpu") + " --backend gaudy");
   EXPECT_NE(r.output.find("(did you mean 'gaudi'?)"), std::string::npos) << r.output;
   // A shipped backend that is not installed names its package.
-  const std::string ipu = detail::backend_unavailable_message("ipu", {});
+  // (Even beside a loaded cpu, one letter away: the package, not "did you mean 'cpu'".)
+  PluginCandidate cpu;
+  cpu.name = "cpu";
+  cpu.status = PluginCandidate::Status::loaded;
+  const std::string ipu = detail::backend_unavailable_message("ipu", {cpu});
   EXPECT_NE(ipu.find("(install package polyhal-plugin-ipu, or pass --plugin-path)"),
             std::string::npos)
       << ipu;
+  EXPECT_EQ(ipu.find("did you mean"), std::string::npos) << ipu;
 }
 
 TEST(Launcher, HardwareModeOnDeviceModelExitsThreeNamingRuntime) {

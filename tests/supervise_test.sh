@@ -3,6 +3,7 @@
 # training run whose process is killed mid-run is restarted, resumes from its
 # last checkpoint and ends with the uninterrupted run's losses; a failure a
 # restart would repeat (a bad config) is not retried; the usage errors exit 2.
+# And SIGTERM: the run stops after its step with a checkpoint, exit 143.
 #   tests/supervise_test.sh POLYHAL_LAUNCHER
 set -uo pipefail
 polyhal=$1
@@ -43,6 +44,34 @@ first=$(losses supervised.jsonl | awk 'NR == 1' | cut -d' ' -f1)
 [ "$(losses supervised.jsonl)" = "$(losses whole.jsonl | awk -v s="$first" '$1 >= s')" ] ||
   fail "resumed at step $first: the losses differ from the uninterrupted run"
 echo "ok: killed after step 10, restarted, resumed at step $first with the uninterrupted run's losses"
+
+# SIGTERM mid-run (what a scheduler sends): the step in flight finishes on
+# both replicas, is checkpointed, the summary is printed, and the run exits
+# 143; the rerun resumes there with the uninterrupted run's losses.
+"$polyhal" run p.yaml --set checkpoint.dir=stopped --metrics-out stopped.jsonl --progress none \
+  > stopped.log 2>&1 &
+run=$!
+for tries in $(seq 1 600); do
+  [ -f stopped/checkpoint-00000010.safetensors ] && break
+  sleep 0.05
+done
+kill -TERM "$run"
+wait "$run"
+code=$?
+[ "$code" -eq 143 ] || { cat stopped.log; fail "SIGTERM: exit $code, expected 143"; }
+step=$(sed -n 's/.*stopped by Terminated after step \([0-9]*\) of 60.*/\1/p' stopped.log | head -1)
+[ -n "$step" ] || { cat stopped.log; fail "SIGTERM: no 'stopped by Terminated after step'"; }
+[ -f "stopped/checkpoint-$(printf %08d "$step").safetensors" ] ||
+  { ls stopped; fail "SIGTERM after step $step: no checkpoint of it"; }
+grep -q "stopped by Terminated after step $step: run the same command to resume" stopped.log ||
+  { cat stopped.log; fail "SIGTERM: no summary"; }
+[ ! -e stopped/hf ] || fail "a stopped run exported its unfinished weights as the final ones"
+"$polyhal" run p.yaml --set checkpoint.dir=stopped --metrics-out resumed.jsonl --progress none \
+  > resumed.log 2>&1 || { cat resumed.log; fail "the run after SIGTERM failed"; }
+grep -q "resuming from step $step of 60" resumed.log || { cat resumed.log; fail "no 'resuming from'"; }
+[ "$(losses resumed.jsonl)" = "$(losses whole.jsonl | awk -v s="$((step + 1))" '$1 >= s')" ] ||
+  fail "resumed after SIGTERM at step $step: the losses differ from the uninterrupted run"
+echo "ok: SIGTERM stopped both replicas after step $step with a checkpoint (exit 143); the rerun resumed with the uninterrupted run's losses"
 
 # A bad config fails the same way every time: one attempt, its exit code.
 "$polyhal" run p.yaml --max-restarts 2 --set checkpoint.dir=bad --set optimizer.learning_rate=-1 \

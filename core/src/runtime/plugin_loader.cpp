@@ -285,11 +285,12 @@ std::string detail::backend_unavailable_message(const std::string& name,
     // third party's plugin.
     const bool shipped = name == "cpu" || name == "ipu" || name == "gaudi";
     message += fmt::format(": no plugin libpolyhal_plugin_{}.so was found", name);
-    if (near)
+    // A shipped backend's package first: "ipu" is one letter from "cpu".
+    if (shipped)
+      message += fmt::format(" (install package polyhal-plugin-{}, or pass --plugin-path)", name);
+    else if (near)
       message += fmt::format(" (did you mean '{}'?{})", *near,
                              *near == lower ? " backend names are lower case" : "");
-    else if (shipped)
-      message += fmt::format(" (install package polyhal-plugin-{}, or pass --plugin-path)", name);
     else
       message += fmt::format(
           " (polyhal's packages provide the backends cpu, ipu and gaudi; a third-party "

@@ -129,6 +129,18 @@ void Trainer::save(std::int64_t step, TrainingLog& log, double loss) {
     spdlog::info("removed {} (checkpoint.keep_last {})", old.string(), settings_.keep_last);
 }
 
+int Trainer::agreed_stop_signal() {
+  if (settings_.stop_signal == nullptr) return 0;
+  // The signal reaches the replicas at different moments: they stop after
+  // the same step only if they agree (the largest signal number seen).
+  float signal = static_cast<float>(settings_.stop_signal->load());
+  if (replicas_.size() > 1) {
+    replicas_.set_purpose("whether a signal asks the run to stop");
+    replicas_.all_reduce(&signal, 1, DType::f32, ReduceOp::max);
+  }
+  return static_cast<int>(signal);
+}
+
 bool Trainer::checkpoint_due(std::int64_t number) const {
   if (!samples_reached(number, settings_.samples_per_step, settings_.checkpoint_start_samples))
     return false;
@@ -160,8 +172,20 @@ void Trainer::run(std::int64_t first, std::int64_t last, const StepObserver& obs
     // A step with a non-finite loss is never checkpointed over good state.
     if (non_finite > 0) continue;
     const bool stop = after_step && after_step(number, number == last);
+    const int signal = number == last ? 0 : agreed_stop_signal();
     // Every replica saves: with sharding, saving is a collective.
-    if (number == last || stop || checkpoint_due(number)) save(number, log, record.loss());
+    if (number == last || stop || signal != 0 || checkpoint_due(number))
+      save(number, log, record.loss());
+    if (signal != 0) {
+      stopped_by_signal_ = signal;
+      log.stopped_by_signal = signal;
+      if (lead)
+        spdlog::warn("stopped by {} after step {} of {}{}", strsignal(signal), number,
+                     settings_.total_steps,
+                     store_.enabled() ? "; the next run resumes from its checkpoint"
+                                      : " (no checkpoint.dir: nothing is kept)");
+      break;
+    }
     if (stop) break;
   }
 }

@@ -3,6 +3,7 @@
 // micro-batches with gradient accumulation, the replicas' mean of losses and
 // gradients, the optimizer step under the learning-rate schedule and loss
 // scaling, and checkpoints.
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -27,6 +28,8 @@ using BatchSource = std::function<TrainingBatch(std::uint64_t index)>;
 struct TrainingLog {
   std::vector<TrainingStep> steps;
   std::vector<std::filesystem::path> checkpoints;
+  /// The signal (SIGINT, SIGTERM) that stopped the run early; 0: none.
+  int stopped_by_signal = 0;
 };
 
 /// Whether the samples trained pass a multiple of `every` at step `step`
@@ -67,6 +70,10 @@ struct TrainerSettings {
   /// this many steps in a row: the run diverged. A loss scaler's skipped
   /// steps count too, so a scale that can never recover does not spin.
   std::int64_t stop_after_non_finite = 5;
+  /// Set (to a signal's number) when the user asks the run to stop: after
+  /// the step in flight every replica checkpoints it and run() returns.
+  /// The replicas agree on it after each step (one all-reduce of a number).
+  const std::atomic<int>* stop_signal = nullptr;
 };
 
 class Trainer {
@@ -91,9 +98,13 @@ class Trainer {
   /// `after_step` may end the run early (then it checkpoints that step).
   void run(std::int64_t first, std::int64_t last, const StepObserver& observer, TrainingLog& log,
            const AfterStep& after_step = {});
+  /// A signal stopped run() early (settings' stop_signal): run nothing more.
+  bool stopped() const noexcept { return stopped_by_signal_ != 0; }
 
  private:
   TrainingStep step(std::int64_t number);
+  /// The stop signal, agreed by every replica (0: none).
+  int agreed_stop_signal();
   /// Whether step `number`'s schedule asks for a checkpoint (not the end's).
   bool checkpoint_due(std::int64_t number) const;
   /// `loss`: the step's, kept in the checkpoint's metadata for a rerun
@@ -105,6 +116,7 @@ class Trainer {
   TrainerSettings settings_;
   BatchSource batches_;
   const CheckpointStore& store_;
+  int stopped_by_signal_ = 0;
   LossScaler& scaler_;
 };
 

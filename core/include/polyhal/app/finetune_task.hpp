@@ -4,6 +4,7 @@
 /// classification head, evaluation after every epoch and prediction, on any
 /// backend, with the pre-training loop's accumulation, replicas, mixed
 /// precision, loss scaling and checkpoints (docs/finetuning.md).
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -39,6 +40,8 @@ struct FinetuneResult {
   MemoryReport memory;  ///< per replica: training's when it trains, else inference's
   std::int64_t parameters = 0;
   std::int64_t train_rows = 0, steps_per_epoch = 0, total_steps = 0, warmup_steps = 0;
+  /// The signal that stopped training early (after a checkpoint); 0: none.
+  int stopped_by_signal = 0;
   std::int64_t first_step = 1;  ///< > 1 when resumed from a checkpoint
   std::vector<TrainingStep> steps;
   std::vector<FinetuneEvaluation> evaluations;
@@ -70,6 +73,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                               const StepObserver& on_step, const FinetuneObserver& on_eval,
                               Communicator* across_processes = nullptr,
                               const std::vector<Device*>& stage_devices = {},
-                              StepTrace* trace = nullptr);
+                              StepTrace* trace = nullptr,
+                              const std::atomic<int>* stop_signal = nullptr);
 
 }  // namespace polyhal

@@ -3,6 +3,7 @@
 /// The `pretrain` task: BERT MLM + NSP pre-training with gradient
 /// accumulation, a learning-rate schedule, progress, and checkpoints that a
 /// crash cannot corrupt (see docs/pretraining.md).
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -67,6 +68,8 @@ struct PretrainResult {
   std::vector<OpTime> profile;     ///< host time per op kind over the run
   std::vector<PretrainEvaluation> evaluations;
   std::string eval_data;  ///< the held-out data, described (empty: no evaluation)
+  /// The signal that stopped the run early (after a checkpoint); 0: none.
+  int stopped_by_signal = 0;
   /// What the backend's collective engine did (TrainingJob::collective_engine_note).
   std::optional<std::string> collective_engine;
 };
@@ -87,7 +90,8 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
                                const StepObserver& observer,
                                Communicator* across_processes = nullptr,
                                const std::vector<Device*>& stage_devices = {},
-                               const EvaluationObserver& on_eval = {}, StepTrace* trace = nullptr);
+                               const EvaluationObserver& on_eval = {}, StepTrace* trace = nullptr,
+                               const std::atomic<int>* stop_signal = nullptr);
 
 /// The global batch of a training task: replicas (the MPI ranks when this
 /// process is one of them) x batch.grad_accum x batch.micro.

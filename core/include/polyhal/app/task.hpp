@@ -6,6 +6,7 @@
 /// core/src/tasks/task_registry.cpp; a program may add more with a
 /// TaskRegistration (tests/task_folder/ does). The commands (run, validate,
 /// config show, config reference, mpirun) only go through the registry.
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <memory>
@@ -47,6 +48,10 @@ struct RunOptions {
   bool skip_inputs = false;
   /// Keys whose input an earlier recipe stage writes (not checked before it ran).
   std::vector<std::string> inputs_made_earlier;
+  /// Set to a signal's number when SIGINT or SIGTERM asks the run to stop
+  /// (the launcher's StopSignals): training stops after the step in
+  /// flight, with a checkpoint.
+  const std::atomic<int>* stop_signal = nullptr;
 };
 
 class Task {

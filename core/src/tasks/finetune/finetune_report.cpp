@@ -3,6 +3,7 @@
 // per mpirun rank under `collective: mpi`.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <cstring>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -63,7 +64,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
   };
   const auto trace = make_step_trace(device, run, world);
   const auto r = run_finetuning(device, config, run.compile_only, std::ref(on_step), on_eval, world,
-                                devices, trace.get());
+                                devices, trace.get(), run.stop_signal);
   const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
                                            r.config.num_hidden_layers, config.batch.grad_accum);
   nlohmann::json summary{{"backend", config.backend},
@@ -123,6 +124,12 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
   write_step_trace(trace.get(), run, world, summary);
   write_memory_report(run, config, device, r.stages, r.stage_memory, r.memory,
                       r.config.num_hidden_layers, static_cast<int>(replicas), summary);
+  if (r.stopped_by_signal) {
+    summary["stopped_by_signal"] = strsignal(r.stopped_by_signal);
+    std::cout << fmt::format(
+        "  stopped by {} after step {}: run the same command to resume from its checkpoint\n",
+        strsignal(r.stopped_by_signal), r.steps.empty() ? 0 : r.steps.back().step);
+  }
   metrics.write_summary(summary);
   if (run.compile_only && !r.memory.fits) return static_cast<int>(ExitCode::failure);
   return 0;

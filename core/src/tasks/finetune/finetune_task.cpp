@@ -338,7 +338,8 @@ void evaluate_only(Device& device, const RunConfig& config, const StartingPoint&
 FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool compile_only,
                               const StepObserver& on_step, const FinetuneObserver& on_eval,
                               Communicator* across_processes,
-                              const std::vector<Device*>& stage_devices, StepTrace* trace) {
+                              const std::vector<Device*>& stage_devices, StepTrace* trace,
+                              const std::atomic<int>* stop_signal) {
   FinetuneResult result;
   const FinetuneSection& f = config.section<FinetuneSection>();
   const StartingPoint start = starting_point(config, compile_only);
@@ -411,12 +412,12 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
     batch.index = index;
     return batch;
   };
-  const TrainerSettings settings =
-      trainer_settings(config, result.total_steps, schedule,
-                       {{"model", hf_architecture(result.head)},
-                        {"writer", writer},
-                        {"total_steps", std::to_string(result.total_steps)}},
-                       job.sharded(), options.batch);
+  TrainerSettings settings = trainer_settings(config, result.total_steps, schedule,
+                                              {{"model", hf_architecture(result.head)},
+                                               {"writer", writer},
+                                               {"total_steps", std::to_string(result.total_steps)}},
+                                              job.sharded(), options.batch);
+  settings.stop_signal = stop_signal;
   const Evaluator evaluate(device, config, *data, result, on_eval, result.evaluations);
   TrainingLog log;
   job.run([&](TrainingModel& training, Communicator& replicas) {
@@ -431,6 +432,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
       const std::int64_t first = std::max(done + 1, (epoch - 1) * result.steps_per_epoch + 1);
       if (first > last) continue;  // done before the resume
       trainer.run(first, last, on_step, log);
+      if (trainer.stopped()) return;  // asked to stop: no evaluation, no prediction
       if (f.eval) {
         const TraceTrack::Scope traced(training.host_track(), "evaluation", "host",
                                        {{"epoch", epoch}});
@@ -442,6 +444,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   });
   result.steps = std::move(log.steps);
   result.checkpoints = std::move(log.checkpoints);
+  result.stopped_by_signal = log.stopped_by_signal;
   if (const auto note = job.collective_engine_note(static_cast<std::int64_t>(result.steps.size()));
       note && job.lead())
     spdlog::info("{}", *note);
@@ -450,7 +453,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                                            : !config.checkpoint.dir.empty()
                                                ? config.checkpoint.dir / "hf"
                                                : std::filesystem::path();
-  if (job.lead() && result.total_steps > done && !export_dir.empty()) {
+  if (job.lead() && result.total_steps > done && !export_dir.empty() && !result.stopped_by_signal) {
     export_hf_directory(export_dir, model, result.head, job.weights(), start.vocab,
                         tokenizer_options(config, SpecialTokensInText::split).lower_case);
     result.exported = export_dir;

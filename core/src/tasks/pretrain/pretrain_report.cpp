@@ -2,6 +2,7 @@
 // checkpoints; one replica per mpirun rank under `collective: mpi`.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <cstring>
 
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -55,7 +56,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   };
   const auto trace = make_step_trace(device, run, world);
   const auto r = run_pretraining(device, config, run.compile_only, std::ref(observer), world,
-                                 devices, on_eval, trace.get());
+                                 devices, on_eval, trace.get(), run.stop_signal);
   if (!r.eval_data.empty()) std::cout << fmt::format("  evaluation: {}\n", r.eval_data);
   const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
                                            r.config.num_hidden_layers, config.batch.grad_accum);
@@ -104,6 +105,12 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
   if (r.estimated_all_reduce_seconds)
     summary["estimated_all_reduce_seconds"] = *r.estimated_all_reduce_seconds;
   if (r.collective_engine) summary["collective_engine"] = *r.collective_engine;
+  if (r.stopped_by_signal) {
+    summary["stopped_by_signal"] = strsignal(r.stopped_by_signal);
+    std::cout << fmt::format(
+        "  stopped by {} after step {}: run the same command to resume from its checkpoint\n",
+        strsignal(r.stopped_by_signal), r.steps.empty() ? r.first_step - 1 : r.steps.back().step);
+  }
   if (!stages.empty()) summary["pipeline_stages"] = stages;
   if (!r.steps.empty()) {
     double total = 0;

@@ -29,7 +29,8 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
 PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
                                const StepObserver& observer, Communicator* across_processes,
                                const std::vector<Device*>& stage_devices,
-                               const EvaluationObserver& on_eval, StepTrace* trace) {
+                               const EvaluationObserver& on_eval, StepTrace* trace,
+                               const std::atomic<int>* stop_signal) {
   PretrainResult result;
   result.config = resolve_bert_config(config.model, model_origin(config));
   check_sequence_fits(config, result.config);
@@ -103,9 +104,10 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   if (config.section<SamplesSection>().samples > 0)
     spdlog::info("samples {}: {} steps of {} samples", config.section<SamplesSection>().samples,
                  steps, samples_per_step);
-  const TrainerSettings settings = trainer_settings(
+  TrainerSettings settings = trainer_settings(
       config, steps, config.optimizer,
       {{"model", result.model_name}, {"writer", "polyhal pretrain"}}, job.sharded(), options.batch);
+  settings.stop_signal = stop_signal;
   TrainingLog log;
   job.run([&](TrainingModel& model, Communicator& replicas) {
     LossScaler replica_scaler = scaler;
@@ -135,6 +137,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   });
   result.steps = std::move(log.steps);
   result.checkpoints = std::move(log.checkpoints);
+  result.stopped_by_signal = log.stopped_by_signal;
   result.profile = job.profile();
   result.collective_engine =
       job.collective_engine_note(static_cast<std::int64_t>(result.steps.size()));
@@ -145,7 +148,7 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   const auto hf = config.checkpoint.dir / "hf";
   const bool export_whole = std::filesystem::is_regular_file(hf / "config.json") &&
                             std::filesystem::is_regular_file(hf / "model.safetensors");
-  if (job.lead() && !config.checkpoint.dir.empty() && steps > 0 &&
+  if (job.lead() && !config.checkpoint.dir.empty() && steps > 0 && !result.stopped_by_signal &&
       (steps > done || (steps == done && !export_whole))) {
     if (steps == done)
       spdlog::info("the run had finished; writing its missing export {}", hf.string());

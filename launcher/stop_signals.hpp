@@ -1,0 +1,36 @@
+#pragma once
+// SIGINT and SIGTERM during a run: finish the step, checkpoint, report, and
+// exit 130 / 143 as schedulers (Slurm, Kubernetes, systemd) expect, instead
+// of losing the work since the last checkpoint.
+#include <signal.h>
+
+#include <atomic>
+#include <thread>
+
+namespace polyhal {
+
+/// While alive, SIGINT and SIGTERM no longer end the process: the first
+/// one sets requested() (to the signal's number), which the training loop
+/// reads after each step; a second one ends the process at once with
+/// 128 + its number. Construct it before any other thread starts (OpenMP,
+/// MPI, TBB): threads inherit the blocked signals, so only its watcher
+/// takes them (sigtimedwait; no handler, no global state).
+class StopSignals {
+ public:
+  StopSignals();
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  const std::atomic<int>& requested() const noexcept { return signal_; }
+  /// The exit code of a run that a signal stopped (130, 143), else `code`.
+  int exit_code(int code) const noexcept { return signal_ != 0 ? 128 + signal_ : code; }
+
+ private:
+  sigset_t signals_;
+  sigset_t before_;
+  std::atomic<int> signal_{0};
+  std::jthread watcher_;
+};
+
+}  // namespace polyhal
