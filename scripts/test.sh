@@ -16,5 +16,5 @@ POLYHAL_RPM_DIR=$build/rpm "$root/scripts/rpm-check.sh" > "$build/rpm-check.log"
   { tail -40 "$build/rpm-check.log"; echo "FAIL: scripts/rpm-check.sh"; exit 1; }
 # Untrusted-input hardening: every fuzz target for a bounded time, and the
 # suite again under ASan+UBSan (docs/hardening.md).
-FUZZ_SECONDS=${FUZZ_SECONDS:-20} "$root/scripts/fuzz.sh"
+FUZZ_SECONDS=${FUZZ_SECONDS:-10} "$root/scripts/fuzz.sh"
 "$root/scripts/sanitize.sh"
