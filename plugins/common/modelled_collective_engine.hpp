@@ -32,24 +32,7 @@ class ModelledCollectiveEngine final : public CollectiveEngine {
     if (!takes_(call)) return CollectiveResult::refused;
     if (call.transport == nullptr)
       throw RuntimeFailure(name_ + ": a collective call without the core's transport");
-    Communicator& t = *call.transport;
-    switch (call.op) {
-      case CollectiveOp::all_reduce:
-        t.all_reduce(call.recv, call.count, call.type, call.reduce);
-        break;
-      case CollectiveOp::reduce_scatter:
-        t.reduce_scatter(call.send, call.recv, call.count, call.type, call.reduce);
-        break;
-      case CollectiveOp::all_gather:
-        t.all_gather(call.send, call.recv, call.count, call.type);
-        break;
-      case CollectiveOp::broadcast:
-        t.broadcast(call.recv, call.count, call.type, call.root);
-        break;
-      case CollectiveOp::barrier:
-        t.barrier();
-        break;
-    }
+    run_collective(*call.transport, call);
     return CollectiveResult::done;
   }
 

@@ -86,6 +86,10 @@ struct CollectiveCall {
   Communicator* transport = nullptr;
 };
 
+/// Runs `call` on `communicator`: what an engine that moves the bytes through
+/// `call.transport` (a device model's) does with a call it takes.
+void run_collective(Communicator& communicator, const CollectiveCall& call);
+
 enum class CollectiveResult {
   done,     ///< the engine ran the call: every buffer holds its result
   refused,  ///< nothing was touched; the core's engine runs the call instead

@@ -72,6 +72,26 @@ std::string_view collective_op_name(CollectiveOp op) noexcept {
   return "?";
 }
 
+void run_collective(Communicator& communicator, const CollectiveCall& call) {
+  switch (call.op) {
+    case CollectiveOp::all_reduce:
+      communicator.all_reduce(call.recv, call.count, call.type, call.reduce);
+      return;
+    case CollectiveOp::reduce_scatter:
+      communicator.reduce_scatter(call.send, call.recv, call.count, call.type, call.reduce);
+      return;
+    case CollectiveOp::all_gather:
+      communicator.all_gather(call.send, call.recv, call.count, call.type);
+      return;
+    case CollectiveOp::broadcast:
+      communicator.broadcast(call.recv, call.count, call.type, call.root);
+      return;
+    case CollectiveOp::barrier:
+      communicator.barrier();
+      return;
+  }
+}
+
 std::string describe_collective(const CollectiveCall& call) {
   const auto name = collective_op_name(call.op);
   const auto type = dtype_name(call.type);
