@@ -10,13 +10,14 @@ build=${1:?usage: package_test.sh BUILD_DIR}
 packages=$build/packages
 shopt -s nullglob
 debs=("$packages"/*.deb)
-if [ ${#debs[@]} -lt 6 ]; then
-  echo "FAIL: expected 6 .deb files in $packages; run 'cpack -G DEB' in $build first (scripts/test.sh does)"
+if [ ${#debs[@]} -lt 8 ]; then
+  echo "FAIL: expected 8 .deb files in $packages; run 'cpack -G DEB' in $build first (scripts/test.sh does)"
   exit 1
 fi
 fail() { echo "FAIL: $*"; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+source_dir=$(cd "$(dirname "$0")/.." && pwd)
 unset POLYHAL_PLUGIN_PATH
 
 echo "== lintian"
@@ -58,6 +59,18 @@ synopses=$(for deb in "${debs[@]}"; do dpkg-deb -f "$deb" Description | sed -n 1
 polyhal_deb=("$packages"/polyhal_*.deb)
 grep -q polyhal-plugin-cpu <<<"$(dpkg-deb -f "${polyhal_deb[0]}" Recommends)" ||
   fail "polyhal should recommend polyhal-plugin-cpu"
+# CPU inference (libpolyhal, polyhal, the CPU plugin) needs neither Open MPI
+# nor HDF5: they come with the modules' packages.
+for deb in "${library_deb[0]}" "${polyhal_deb[0]}" "$packages"/polyhal-plugin-cpu_*.deb; do
+  depends=$(dpkg-deb -f "$deb" Depends Recommends)
+  ! grep -Eq "openmpi|libhdf5" <<<"$depends" || fail "$(basename "$deb") pulls in MPI or HDF5: $depends"
+done
+grep -q libopenmpi <<<"$(dpkg-deb -f "$packages"/polyhal-module-mpi_*.deb Depends)" ||
+  fail "polyhal-module-mpi should depend on Open MPI's library"
+grep -q openmpi-bin <<<"$(dpkg-deb -f "$packages"/polyhal-module-mpi_*.deb Suggests)" ||
+  fail "polyhal-module-mpi should suggest openmpi-bin (mpirun)"
+grep -q libhdf5 <<<"$(dpkg-deb -f "$packages"/polyhal-module-hdf5_*.deb Depends)" ||
+  fail "polyhal-module-hdf5 should depend on libhdf5"
 
 echo "== all packages"
 unpack "$work/all" "${debs[@]}"
@@ -104,6 +117,22 @@ else
   echo "skipped: needs root to run as another user"
 fi
 
+echo "== the HDF5 module, installed and not"
+"$work/all/usr/bin/polyhal" prepare-data --input "$source_dir/tests/data/corpus/text" \
+  --vocab "$source_dir/tests/data/corpus/vocab.txt" --output "$work/prepared" --dupe-factor 1 \
+  > "$work/prepare.log" 2>&1 || { cat "$work/prepare.log"; fail "prepare-data with polyhal-module-hdf5"; }
+cpu_only=("${library_deb[0]}" "${polyhal_deb[0]}" "$packages"/polyhal-plugin-cpu_*.deb)
+unpack "$work/cpu-only" "${cpu_only[@]}"
+"$work/cpu-only/usr/bin/polyhal" run --config "$work/cpu-only/usr/share/polyhal/configs/bert-demo-cpu.yaml" \
+  --set inference.iterations=2 > "$work/cpu-only.log" 2>&1 || { cat "$work/cpu-only.log"; fail "CPU inference without the modules"; }
+set +e
+"$work/cpu-only/usr/bin/polyhal" prepare-data --input "$source_dir/tests/data/corpus/text" \
+  --vocab "$source_dir/tests/data/corpus/vocab.txt" --output "$work/not-prepared" > "$work/no-hdf5.log" 2>&1
+code=$?
+set -e
+[ $code -eq 3 ] || { cat "$work/no-hdf5.log"; fail "prepare-data without polyhal-module-hdf5 should exit 3, got $code"; }
+grep -q "install the package polyhal-module-hdf5" "$work/no-hdf5.log" || fail "the message should name polyhal-module-hdf5"
+
 echo "== without polyhal-plugin-ipu"
 without_ipu=()
 for deb in "${debs[@]}"; do [[ $(basename "$deb") == polyhal-plugin-ipu_* ]] || without_ipu+=("$deb"); done
@@ -119,7 +148,6 @@ grep -q "install package polyhal-plugin-ipu" "$work/ipu.log" || fail "message sh
 "$work/no-ipu/usr/bin/polyhal" devices --backend gaudi > /dev/null || fail "gaudi must keep working"
 
 echo "== rpm spec"
-source_dir=$(cd "$(dirname "$0")/.." && pwd)
 spec=$source_dir/packaging/rpm/polyhal.spec
 version=$(rpmspec -q --qf '%{VERSION}\n' "$spec" 2>/dev/null | sed -n 1p)
 [ -n "$version" ] || fail "the spec does not parse"

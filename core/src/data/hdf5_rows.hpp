@@ -2,12 +2,9 @@
 // A set of HDF5 files read as one sequence of rows (inside libpolyhal): each
 // file holds the same named datasets, [N] or [N, width], N agreeing within
 // the file and each width agreeing over all files. The MLPerf and the packed
-// pre-training readers are built on it.
-#include <cstdint>
-#include <filesystem>
-#include <memory>
-#include <string>
-#include <vector>
+// pre-training readers are built on it. libhdf5 does the reading, in the
+// HDF5 module (hdf5_module.hpp), loaded when the first set is opened.
+#include "data/hdf5_module.hpp"
 
 namespace polyhal::detail {
 
@@ -28,10 +25,7 @@ class Hdf5Rows {
   const std::vector<std::filesystem::path>& files() const noexcept;
 
   /// Where row `index` is: its file and the row in that file.
-  struct Place {
-    std::filesystem::path file;
-    std::int64_t row = 0;
-  };
+  using Place = Hdf5RowPlace;
   Place place(std::int64_t index) const;
   /// Row `index` of dataset `d` as int32 or float (HDF5 converts), max(width, 1)
   /// values. Thread-safe: Debian's HDF5 is serial, so reads take a lock.
@@ -39,8 +33,7 @@ class Hdf5Rows {
   void read(std::int64_t index, std::size_t d, float* out) const;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  std::unique_ptr<Hdf5RowsSource> source_;
 };
 
 /// Whether `path` (a file, or the first *.hdf5 / *.h5 file of a directory)

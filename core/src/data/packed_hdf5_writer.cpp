@@ -74,7 +74,7 @@ void write_file(const std::filesystem::path& path, const PackedRows& r,
                 const PackOptions& options) {
   detail::Hdf5Writer file(path);
   const std::int64_t n = r.rows, s = r.seq, p = r.predictions, k = r.per_pack;
-  const hid_t i32 = H5T_STD_I32LE, f32 = H5T_IEEE_F32LE;
+  constexpr auto i32 = detail::Hdf5Stored::i32, f32 = detail::Hdf5Stored::f32;
   file.dataset("packed_input_ids", n, s, i32, r.ids.data());
   file.dataset("packed_segment_ids", n, s, i32, r.segments.data());
   file.dataset("packed_input_mask", n, s, i32, r.mask.data());
@@ -94,6 +94,7 @@ void write_file(const std::filesystem::path& path, const PackedRows& r,
 }  // namespace
 
 PackResult pack_mlperf_hdf5(const PackOptions& options, const PackProgress& progress) {
+  detail::hdf5_module();  // without it, fail before anything is read or made
   if (options.max_seq_len < 1 || options.max_seq_len > 65536)
     throw ConfigError(fmt::format("--max-seq-len: expected 1..65536, got {}", options.max_seq_len));
   if (options.rows_per_file < 1)

@@ -200,12 +200,12 @@ void write_part(const std::filesystem::path& path, const std::vector<Instance>& 
     next[static_cast<std::size_t>(r)] = instance.random_next ? 1 : 0;
   }
   detail::Hdf5Writer file(path);
-  file.dataset("input_ids", n, seq, H5T_STD_I32LE, ids.data());
-  file.dataset("input_mask", n, seq, H5T_STD_I8LE, mask.data());
-  file.dataset("segment_ids", n, seq, H5T_STD_I8LE, segments.data());
-  file.dataset("masked_lm_positions", n, predictions, H5T_STD_I32LE, positions.data());
-  file.dataset("masked_lm_ids", n, predictions, H5T_STD_I32LE, labels.data());
-  file.dataset("next_sentence_labels", n, 0, H5T_STD_I8LE, next.data());
+  file.dataset("input_ids", n, seq, detail::Hdf5Stored::i32, ids.data());
+  file.dataset("input_mask", n, seq, detail::Hdf5Stored::i8, mask.data());
+  file.dataset("segment_ids", n, seq, detail::Hdf5Stored::i8, segments.data());
+  file.dataset("masked_lm_positions", n, predictions, detail::Hdf5Stored::i32, positions.data());
+  file.dataset("masked_lm_ids", n, predictions, detail::Hdf5Stored::i32, labels.data());
+  file.dataset("next_sentence_labels", n, 0, detail::Hdf5Stored::i8, next.data());
   file.commit();
 }
 
@@ -298,6 +298,8 @@ PrepareDataReport prepare_pretraining_data(const PrepareDataOptions& options,
   check_options(options);
   const auto files = input_files(options.inputs);
   check_output(options.output);
+  // Without the HDF5 module, say so before minutes of reading.
+  detail::hdf5_module();
   const WordPieceTokenizer tokenizer(options.vocab, options.lower_case, options.special_tokens);
   if (tokenizer.id("[MASK]") == tokenizer.id("[UNK]"))
     throw ConfigError(fmt::format("{}: vocabulary has no [MASK] token", options.vocab.string()));

@@ -1,4 +1,6 @@
-#include "polyhal/app/mpi_collective.hpp"
+// polyhal's MPI module: Open MPI's communicator and the process's MPI
+// session, behind collective/mpi_module.hpp.
+#include "collective/mpi_module.hpp"
 
 #include <fmt/format.h>
 #include <mpi.h>
@@ -10,6 +12,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <stop_token>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -48,7 +51,7 @@ std::string host_name() {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(const MpiRuntime& runtime, std::chrono::milliseconds timeout)
+  MpiCommunicator(const detail::MpiSession& runtime, std::chrono::milliseconds timeout)
       : rank_(runtime.rank()),
         size_(runtime.size()),
         timeout_(timeout),
@@ -214,43 +217,59 @@ class MpiCommunicator final : public Communicator {
   std::jthread watchdog_{[this](std::stop_token stop) { watch(stop); }};
 };
 
+class OpenMpiSession final : public detail::MpiSession {
+ public:
+  OpenMpiSession() {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized) throw RuntimeFailure("MPI is already initialised in this process");
+    int provided = 0;
+    // MULTIPLE so the collective watchdog may call MPI_Abort while the main
+    // thread is blocked in a collective; without it the watchdog only exits.
+    check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+    thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+    MPI_Comm host = MPI_COMM_NULL;
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host),
+          "MPI_Comm_split_type");
+    MPI_Comm_size(host, &local_size_);
+    MPI_Comm_free(&host);
+  }
+  ~OpenMpiSession() override { MPI_Finalize(); }
+  OpenMpiSession(const OpenMpiSession&) = delete;
+  OpenMpiSession& operator=(const OpenMpiSession&) = delete;
+
+  int rank() const noexcept override { return rank_; }
+  int size() const noexcept override { return size_; }
+  int ranks_on_this_host() const noexcept override { return local_size_; }
+  bool thread_multiple() const noexcept override { return thread_multiple_; }
+  [[noreturn]] void abort(int exit_code) const override {
+    MPI_Abort(MPI_COMM_WORLD, exit_code);
+    std::_Exit(exit_code);  // MPI_Abort does not return; this keeps [[noreturn]] honest
+  }
+  std::unique_ptr<Communicator> make_communicator(
+      std::chrono::milliseconds timeout) const override {
+    return std::make_unique<MpiCommunicator>(*this, timeout);
+  }
+
+ private:
+  int rank_ = 0, size_ = 1, local_size_ = 1;
+  bool thread_multiple_ = false;
+};
+
+class OpenMpiModule final : public detail::MpiModule {
+ public:
+  std::unique_ptr<detail::MpiSession> start() const override {
+    return std::make_unique<OpenMpiSession>();
+  }
+};
+
 }  // namespace
-
-MpiRuntime::MpiRuntime() {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (initialized) throw RuntimeFailure("MPI is already initialised in this process");
-  int provided = 0;
-  // MULTIPLE so the collective watchdog may call MPI_Abort while the main
-  // thread is blocked in a collective; without it the watchdog only exits.
-  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
-  thread_multiple_ = provided >= MPI_THREAD_MULTIPLE;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-  MPI_Comm_size(MPI_COMM_WORLD, &size_);
-  MPI_Comm host = MPI_COMM_NULL;
-  check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &host),
-        "MPI_Comm_split_type");
-  MPI_Comm_size(host, &local_size_);
-  MPI_Comm_free(&host);
-}
-
-MpiRuntime::~MpiRuntime() {
-  MPI_Finalize();
-}
-
-void MpiRuntime::abort(int exit_code) const {
-  MPI_Abort(MPI_COMM_WORLD, exit_code);
-  std::_Exit(exit_code);  // MPI_Abort does not return; this keeps [[noreturn]] honest
-}
-
-bool MpiRuntime::launched_by_mpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
-         std::getenv("PMIX_RANK") != nullptr;
-}
-
-std::unique_ptr<Communicator> make_mpi_communicator(const MpiRuntime& runtime,
-                                                    std::chrono::milliseconds timeout) {
-  return std::make_unique<MpiCommunicator>(runtime, timeout);
-}
-
 }  // namespace polyhal
+
+extern "C" __attribute__((visibility("default"))) const void* polyhal_module_entry(
+    const char* version) {
+  static const polyhal::OpenMpiModule module;
+  return std::string_view(version) == POLYHAL_VERSION ? &module : nullptr;
+}

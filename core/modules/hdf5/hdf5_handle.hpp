@@ -1,6 +1,6 @@
 #pragma once
-// HDF5 C library handles for polyhal's readers and writers (inside
-// libpolyhal): every handle is owned by a Handle, closed on scope exit, and
+// HDF5 C library handles for polyhal's readers and writers (the HDF5
+// module): every handle is owned by a Handle, closed on scope exit, and
 // HDF5's own error printing is switched off around each call (quietly), so
 // that a bad file gives one message of ours naming the file and dataset.
 #include <hdf5.h>
