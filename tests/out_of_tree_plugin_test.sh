@@ -42,6 +42,11 @@ YAML
 "$work/prefix/bin/polyhal" run "$work/bert.yaml" --plugin-path "$work/template-build" \
   > "$work/bert.log" 2>&1 || { cat "$work/bert.log"; fail "BERT inference on the template backend"; }
 grep -q "measured: " "$work/bert.log" || { cat "$work/bert.log"; fail "no measurement from BERT"; }
+# polyhal-dev's conformance check on the plugin file just built.
+"$work/prefix/bin/polyhal-op-conformance" "$plugin" --quick > "$work/conformance.log" 2>&1 ||
+  { tail -30 "$work/conformance.log"; fail "polyhal-op-conformance on the template plugin"; }
+grep -q "^template: [1-9][0-9]* ok, 0 failed" "$work/conformance.log" ||
+  { tail -5 "$work/conformance.log"; fail "polyhal-op-conformance should pass the template's kernels"; }
 set +e
 "$work/prefix/bin/polyhal" run --plugin-path "$work/template-build" --config "$work/template.yaml" \
   --set 'matmul_bench.shapes=[[1024, 1024, 1024]]' > "$work/oom.log" 2>&1

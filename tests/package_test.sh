@@ -29,7 +29,7 @@ echo "== lintian"
 lintian --display-info --fail-on error,warning,info \
   --suppress-tags hardening-no-fortify-functions "${debs[@]}" || fail "lintian reported tags"
 [ -f "$build/build.ninja" ] || fail "the fortify check reads build.ninja (scripts/build.sh's Ninja build)"
-unfortified=$(awk '/^build (core|launcher|plugins)\/[^ ]*\.cpp\.o: CXX_COMPILER/ { object = $2; next }
+unfortified=$(awk '/^build (core|launcher|plugins|tools)\/[^ ]*\.cpp\.o: CXX_COMPILER/ { object = $2; next }
   object != "" && /^  DEFINES = / { if ($0 !~ /-D_FORTIFY_SOURCE=3/) print object; object = "" }' \
   "$build/build.ninja")
 [ -z "$unfortified" ] || { echo "$unfortified"; fail "objects built without _FORTIFY_SOURCE=3"; }
@@ -88,6 +88,10 @@ for backend in cpu ipu gaudi; do
     --set matmul_bench.iterations=1 > "$work/run-$backend.log" 2>&1 || { cat "$work/run-$backend.log"; fail "run on $backend"; }
 done
 [ -f "$work/all/usr/include/polyhal/plugin.hpp" ] || fail "polyhal-dev lacks plugin.hpp"
+# Plugin authors' conformance check, from polyhal-dev, on an installed backend.
+"$work/all/usr/bin/polyhal-op-conformance" ipu --quick > "$work/conformance.log" 2>&1 ||
+  { tail -20 "$work/conformance.log"; fail "polyhal-op-conformance ipu from the packages"; }
+grep -q "^ipu: [0-9]* ok, 0 failed" "$work/conformance.log" || fail "polyhal-op-conformance should end with its summary"
 for shipped in usr/share/doc/polyhal/README.md usr/share/doc/polyhal/docs/config.md \
                usr/share/doc/polyhal-dev/examples/template/CMakeLists.txt \
                usr/share/bash-completion/completions/polyhal usr/share/zsh/vendor-completions/_polyhal; do

@@ -6,24 +6,29 @@
 // reference has and the backend lacks, or a shape the backend refuses at
 // prepare time, is reported as "not supported", never as a failure.
 //
-//   polyhal_op_conformance BACKEND [--quick]
+//   polyhal-op-conformance BACKEND|PLUGIN.so [--quick]
 //
-// Prints one line per case and a summary; exits 1 if any case failed.
+// Shipped to plugin authors in polyhal-dev (man polyhal-op-conformance).
+// Prints one line per case and a summary; exits 0 when every case passed,
+// 1 if any failed, 2 on bad usage, 3 when the plugin cannot be loaded.
 #include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "polyhal/app/plugin_loader.hpp"
+#include "polyhal/backend.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/reference_kernels.hpp"
 #include "polyhal/train_kernels.hpp"
-#include "test_support.hpp"
 
 namespace polyhal {
 namespace {
@@ -585,8 +590,24 @@ void finite_differences(Device& device, const GradPair& pair, const Dims& dims, 
          fmt::format("max err {:.2e} of the gradient's scale (tol {:.0e})", worst, kTolerance));
 }
 
-int run(const std::string& backend, bool quick) {
-  auto device = test::first_device(backend);
+/// The backend a plugin file gives, or the one called `name` where polyhal
+/// finds plugins (docs/plugin-authors.md): POLYHAL_PLUGIN_PATH, then the
+/// install directory beside this program, then /usr/local's.
+std::shared_ptr<Backend> load_backend(const std::string& name_or_file) {
+  if (name_or_file.ends_with(".so") || name_or_file.find('/') != std::string::npos)
+    return PluginLoader::load_file(std::filesystem::absolute(name_or_file), false, nullptr);
+  PluginSearchOptions search;
+  search.executable_dir = std::filesystem::read_symlink("/proc/self/exe").parent_path();
+  search.only_backend = name_or_file;
+  return PluginLoader(search).backend(name_or_file);
+}
+
+int run(const std::string& plugin, bool quick) {
+  const auto backend_owner = load_backend(plugin);
+  auto device =
+      backend_owner->open_devices(resolve_device_options(backend_owner->device_options(), {}))
+          .front();
+  const std::string backend = backend_owner->name();
   ReferenceDevice reference;
   // BERT-base at seq 128 (batch 2), then odd sizes: n tokens of hidden n.
   std::vector<Dims> shapes{{"bert-base b2 s128", 2, 128, 768, 12, 3072, 30522}};
@@ -644,14 +665,28 @@ int run(const std::string& backend, bool quick) {
 }  // namespace polyhal
 
 int main(int argc, char** argv) {
-  if (argc < 2) {
-    std::cerr << "usage: polyhal_op_conformance BACKEND [--quick]\n";
+  const std::string usage =
+      "usage: polyhal-op-conformance BACKEND|PLUGIN.so [--quick]\n"
+      "Runs every (op, dtype) the backend registers against polyhal's reference kernels, and\n"
+      "every backward op against finite differences. --quick leaves out the BERT-base shapes.\n"
+      "Exit codes: 0 every case passed, 1 a case failed, 2 bad usage, 3 no such plugin.\n";
+  const bool help = argc == 2 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h");
+  if (help) {
+    std::cout << usage;
+    return 0;
+  }
+  const bool quick = argc == 3 && std::string(argv[2]) == "--quick";
+  if (argc < 2 || argc > 3 || (argc == 3 && !quick) || std::string(argv[1]).starts_with("-")) {
+    std::cerr << usage;
     return 2;
   }
   try {
-    return polyhal::run(argv[1], argc > 2 && std::string(argv[2]) == "--quick");
+    return polyhal::run(argv[1], quick);
+  } catch (const polyhal::Error& e) {
+    std::cerr << "polyhal-op-conformance: " << e.what() << "\n";
+    return static_cast<int>(e.exit_code());
   } catch (const std::exception& e) {
-    std::cerr << "polyhal_op_conformance: " << e.what() << "\n";
+    std::cerr << "polyhal-op-conformance: " << e.what() << "\n";
     return 1;
   }
 }
