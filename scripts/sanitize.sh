@@ -30,4 +30,4 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_odr_violation=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd "$build"
 ctest --output-on-failure --timeout 1800 -j "$(nproc)" \
-  -E "package|clang_formatted|out_of_tree|SquadTask|GlueTask|RealModel|PretrainParity|multihost|supervise|HtmlReport\\.|op_conformance_ipu|op_conformance_gaudi|DType\\.F32ToBf16IsNearestEvenByDefinitionForAll2To32Inputs|Packing\\.NnlshpPacksAsWellAsTheReference|Pretrain\\.KilledRunResumesWithTheIdenticalLossTrajectory|PretrainMixedPrecision\\.Bf16OnGaudiTrainsAndBf16OnIpuIsRefused|PluginCollectives\\.PreTrainingThroughTheEngine" "$@"
+  -E "package|clang_formatted|docs_commands|out_of_tree|SquadTask|GlueTask|RealModel|PretrainParity|multihost|supervise|HtmlReport\\.|op_conformance_ipu|op_conformance_gaudi|DType\\.F32ToBf16IsNearestEvenByDefinitionForAll2To32Inputs|Packing\\.NnlshpPacksAsWellAsTheReference|Pretrain\\.KilledRunResumesWithTheIdenticalLossTrajectory|PretrainMixedPrecision\\.Bf16OnGaudiTrainsAndBf16OnIpuIsRefused|PluginCollectives\\.PreTrainingThroughTheEngine" "$@"

@@ -74,8 +74,10 @@ TEST(CoreModules, WithoutTheMpiModuleMpiRanksNameThePackage) {
 TEST(CoreModules, AFileThatIsNoModuleIsRefusedByName) {
   test::TempDir dir;
   std::filesystem::create_directories(dir.path() / "m");
-  // A shared library, but not a module of polyhal's.
-  std::filesystem::copy_file(POLYHAL_CORE_LIBRARY, dir.path() / "m/libpolyhal-hdf5.so");
+  // A shared library, but not a module of polyhal's (a plugin without its entry point).
+  std::filesystem::copy_file(
+      std::filesystem::path(POLYHAL_FIXTURE_DIR) / "libpolyhal_plugin_noentry.so",
+      dir.path() / "m/libpolyhal-hdf5.so");
   const auto r = test::run_command("POLYHAL_MODULE_DIR=" + (dir.path() / "m").string() + " " +
                                    POLYHAL_LAUNCHER +
                                    fmt::format(" prepare-data --input {} --vocab {} --output {}",

@@ -1,7 +1,8 @@
 // What a new user meets in the first hour (issue 35): validate's ok means
 // run starts, a rerun says what it resumes or that nothing is left to do,
 // checkpoints are kept within checkpoint.keep_last, and a training run
-// without checkpoint.dir is warned about.
+// without checkpoint.dir is warned about, and a plan of a config for
+// another machine needs none of its data.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -57,6 +58,27 @@ TEST(FirstHour, ValidateNamesEveryMissingInputAndOkMeansRunStarts) {
                   " --set checkpoint.init=" + (dir.path() / "model.ckpt-100").string() +
                   " --set checkpoint.dir=" + (dir.path() / "ck").string());
   EXPECT_EQ(r.output.find("key 'checkpoint.init': "), std::string::npos) << r.output;
+}
+
+TEST(FirstHour, APlanOfPreTrainingOnDataElsewhereNeedsNoData) {
+  // BERT-Large phase 2 on TFRecord files of a cluster: validate --skip-inputs
+  // and --compile-only plan it from the config, and say so; run refuses it.
+  const std::string config = std::string(POLYHAL_SOURCE_DIR) +
+                             "/configs/pretrain-bert-large-phase2-gaudi.yaml --set "
+                             "data.source=tfrecord --set data.files=/nonexistent/seq_len_512";
+  auto r = run_polyhal("validate --skip-inputs " + config);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("tfrecord data at /nonexistent/seq_len_512 (not on this machine: "
+                          "planned as the config describes it, unpacked rows of 512 tokens"),
+            std::string::npos)
+      << r.output;
+  r = run_polyhal("run --compile-only " + config);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  r = run_polyhal("run " + config);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'data.files': /nonexistent/seq_len_512: no such file"),
+            std::string::npos)
+      << r.output;
 }
 
 /// The demo for `steps` steps into `dir`/ck, a checkpoint every step.

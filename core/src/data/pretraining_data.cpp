@@ -22,13 +22,18 @@ std::uint64_t mix(std::uint64_t z) {  // splitmix64's finaliser
 /// "generated" and "pattern": make_pretraining_batch.
 class SyntheticData final : public PretrainingData {
  public:
-  SyntheticData(const BertConfig& model, BertShape shape, DataSection data)
-      : model_(model), shape_(shape), data_(std::move(data)) {}
+  SyntheticData(const BertConfig& model, BertShape shape, DataSection data,
+                std::string description = {})
+      : model_(model),
+        shape_(shape),
+        data_(std::move(data)),
+        description_(std::move(description)) {}
   TrainingBatch batch(std::uint64_t index) const override {
     return make_pretraining_batch(model_, shape_, data_, index);
   }
   std::int64_t max_predictions() const override { return data_.max_predictions; }
   std::string description() const override {
+    if (!description_.empty()) return description_;
     return fmt::format("{} data (seed {}, {} predictions per sequence)", data_.source, data_.seed,
                        data_.max_predictions);
   }
@@ -37,6 +42,7 @@ class SyntheticData final : public PretrainingData {
   BertConfig model_;
   BertShape shape_;
   DataSection data_;
+  std::string description_;
 };
 
 /// One sequence per row: MLPerf HDF5 (MlperfHdf5Reader) or TFRecord in
@@ -203,6 +209,22 @@ std::int64_t sample_at(std::uint64_t position, std::int64_t size, std::uint64_t 
     x = left << half | right;
   } while (x >= n);
   return static_cast<std::int64_t>(x);
+}
+
+std::unique_ptr<PretrainingData> planned_pretraining_data(const RunConfig& config,
+                                                          const BertConfig& model,
+                                                          BertShape shape) {
+  const bool reads_files = config.data.source == "mlperf_hdf5" || config.data.source == "tfrecord";
+  std::error_code error;
+  if (!reads_files || config.data.files.empty() ||
+      std::filesystem::exists(config.data.files, error))
+    return nullptr;
+  return std::make_unique<SyntheticData>(
+      model, shape, config.data,
+      fmt::format("{} data at {} (not on this machine: planned as the config describes it, "
+                  "unpacked rows of {} tokens with {} predictions each)",
+                  config.data.source, config.data.files.string(), shape.seq,
+                  config.data.max_predictions));
 }
 
 std::unique_ptr<PretrainingData> open_pretraining_data(const RunConfig& config,

@@ -45,6 +45,14 @@ class PretrainingData {
 TrainingBatch make_pretraining_batch(const BertConfig& config, BertShape shape,
                                      const DataSection& data, std::uint64_t index);
 
+/// For a plan only (`run --compile-only`, `validate --skip-inputs`) of a
+/// config written for another machine: when data.files is not here,
+/// micro-batches as the config describes them (unpacked rows of
+/// model.seq_len, data.max_predictions each), never read for training.
+/// nullptr when the files are here or the source reads no files.
+std::unique_ptr<PretrainingData> planned_pretraining_data(const RunConfig& config,
+                                                          const BertConfig& model, BertShape shape);
+
 /// The source `config.data` names, for micro-batches of `shape` on `model`;
 /// packed MLPerf HDF5 (`polyhal pack`) when data.packed says so or the
 /// files are packed.

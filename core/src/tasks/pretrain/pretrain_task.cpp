@@ -39,11 +39,22 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   check_training_setup(device, config, true, across_processes);
   // The data never labels more than max_predictions positions per sequence,
   // so the MLM head runs on those rows only.
-  const auto data =
-      open_pretraining_data(config, result.config, {config.batch.micro, config.model.seq_len});
-  spdlog::info("data: {}", data->description());
+  const BertShape shape{config.batch.micro, config.model.seq_len};
+  auto data = compile_only ? planned_pretraining_data(config, result.config, shape) : nullptr;
+  if (data) {
+    spdlog::warn("data: {}", data->description());
+  } else {
+    data = open_pretraining_data(config, result.config, shape);
+    spdlog::info("data: {}", data->description());
+  }
   std::unique_ptr<PretrainEvaluator> evaluator;
-  if (config.section<EvalSection>().enabled()) {
+  const auto& eval = config.section<EvalSection>();
+  std::error_code missing;
+  if (eval.enabled() && compile_only && !eval.files.empty() &&
+      !std::filesystem::exists(eval.files, missing)) {
+    spdlog::warn("evaluation data {} is not on this machine: the plan leaves it out",
+                 eval.files.string());
+  } else if (eval.enabled()) {
     evaluator = std::make_unique<PretrainEvaluator>(config, result.config);
     result.eval_data = evaluator->description();
     spdlog::info("evaluation: {}", result.eval_data);
