@@ -72,7 +72,7 @@ RULES = [
     # Training and fine-tuning jobs of hours on the user's data.
     (r"polyhal run (--config )?configs/(pretrain-bert|finetune-)", "validate", ""),
     (r"polyhal run (--config )?squad\.yaml", "validate", ""),
-    (r"^(build/launcher/|build/tools/|python3 scripts/|mpirun -np 2 |M=|/usr/bin/python3 )", "run", ""),
+    (r"^(build/launcher/|build/tools/|python3 scripts/|mpirun (--mca \S+ \S+ )?-np 2 |M=|/usr/bin/python3 )", "run", ""),
     (r"^polyhal(-op-conformance)? ", "run", ""),
 ]
 

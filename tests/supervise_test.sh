@@ -73,6 +73,34 @@ grep -q "resuming from step $step of 60" resumed.log || { cat resumed.log; fail 
   fail "resumed after SIGTERM at step $step: the losses differ from the uninterrupted run"
 echo "ok: SIGTERM stopped both replicas after step $step with a checkpoint (exit 143); the rerun resumed with the uninterrupted run's losses"
 
+# SIGTERM to mpirun (a scheduler stopping an MPI job): Open MPI passes it to
+# the ranks after odls_base_sigkill_timeout seconds and kills them as long
+# after that; given the time (docs/scale-out.md), the ranks stop after a
+# step with its checkpoint, and the same command resumes there.
+if command -v mpirun > /dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  long=(--set collective=mpi --set checkpoint.every=100000 --set checkpoint.dir=mpi-stopped --progress none)
+  mpirun --mca odls_base_sigkill_timeout 3 -np 2 "$polyhal" run p.yaml --set steps=1000000 "${long[@]}" \
+    > mpi-stopped.log 2>&1 &
+  job=$!
+  for tries in $(seq 1 600); do
+    grep -q "rank 1 of 2: backend" mpi-stopped.log 2> /dev/null && break
+    sleep 0.05
+  done
+  sleep 1
+  kill -TERM "$job"
+  wait "$job"
+  step=$(sed -n 's/.*stopped by Terminated after step \([0-9]*\):.*/\1/p' mpi-stopped.log | head -1)
+  [ -n "$step" ] || { cat mpi-stopped.log; fail "SIGTERM to mpirun: the ranks did not stop after a step"; }
+  [ -f "mpi-stopped/checkpoint-$(printf %08d "$step").safetensors" ] ||
+    { ls mpi-stopped; fail "SIGTERM to mpirun after step $step: no checkpoint of it"; }
+  mpirun -np 2 "$polyhal" run p.yaml --set steps=$((step + 3)) "${long[@]}" > mpi-resumed.log 2>&1 ||
+    { cat mpi-resumed.log; fail "the MPI run after SIGTERM failed"; }
+  grep -q "resuming from step $step of $((step + 3))" mpi-resumed.log ||
+    { cat mpi-resumed.log; fail "the MPI run after SIGTERM did not resume at step $step"; }
+  echo "ok: SIGTERM to mpirun stopped both ranks after step $step with a checkpoint; the rerun resumed there"
+fi
+
 # A bad config fails the same way every time: one attempt, its exit code.
 "$polyhal" run p.yaml --max-restarts 2 --set checkpoint.dir=bad --set optimizer.learning_rate=-1 \
   > bad.log 2>&1
