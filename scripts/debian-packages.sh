@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds polyhal's Debian source and binary packages with debhelper
+# (debian/), as a Debian maintainer would: the committed tree as
+# polyhal_<version>.orig.tar.xz, then dpkg-buildpackage, then lintian.
+#   scripts/debian-packages.sh [OUT_DIR]      (default build/debian)
+# Needs debhelper and the Build-Depends of debian/control
+# (scripts/install-deps.sh installs them). Packages land in OUT_DIR.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=$(mkdir -p "${1:-$root/build/debian}" && cd "${1:-$root/build/debian}" && pwd)
+version=$(dpkg-parsechangelog -l "$root/debian/changelog" -S Version)
+upstream=${version%-*}
+rm -rf "${out:?}"/*
+# The upstream tarball is the committed tree without debian/.
+git -C "$root" archive --format=tar --prefix="polyhal-$upstream/" HEAD -- . ':!debian' |
+  xz -T0 -6 > "$out/polyhal_$upstream.orig.tar.xz"
+tar -C "$out" -xf "$out/polyhal_$upstream.orig.tar.xz"
+git -C "$root" archive --format=tar HEAD debian | tar -C "$out/polyhal-$upstream" -xf -
+(cd "$out/polyhal-$upstream" && dpkg-buildpackage -us -uc -j"$(nproc)") > "$out/build.log" 2>&1 ||
+  { tail -60 "$out/build.log"; echo "FAIL: dpkg-buildpackage (log: $out/build.log)"; exit 1; }
+changes=$(ls "$out"/polyhal_"$version"_*.changes)
+lintian --display-info --fail-on error,warning "$changes" | tee "$out/lintian.log"
+ls "$out"/*.deb "$out"/*.dsc
