@@ -65,6 +65,8 @@ RULES = [
     (r"^/usr/bin/python3 bench/", "not run", "a benchmark (bench/README.md lists what each needs and takes)"),
     (r"^build/bench/polyhal_gemm_epilogue_bench", "run", ""),
     (r"^sysctl -w", "not run", "changes the host's TCP settings"),
+    (r"^scripts/debian-packages\.sh", "not run",
+     "a second whole build with dpkg-buildpackage (about 10 minutes); not in CI yet (docs/packaging.md)"),
     (r"^git archive .*rpmbuild|^rpmbuild -ba", "elsewhere", "scripts/rpm-check.sh (run by scripts/test.sh)"),
     (r"(^| )mpirun --hostfile|--hostfile hosts", "validate", ""),
     (r"^(build/launcher/)?polyhal supervise", "validate", ""),
