@@ -88,5 +88,23 @@ TEST(CoreModules, AFileThatIsNoModuleIsRefusedByName) {
   EXPECT_NE(r.output.find("no entry point 'polyhal_module_entry'"), std::string::npos) << r.output;
 }
 
+TEST(CoreModules, AModuleOthersCouldReplaceIsNotLoaded) {
+  test::TempDir dir;
+  const auto modules = dir.path() / "m";
+  std::filesystem::create_directories(modules);
+  std::filesystem::copy_file(kModules / "libpolyhal-hdf5.so", modules / "libpolyhal-hdf5.so");
+  std::filesystem::permissions(modules, std::filesystem::perms::others_write,
+                               std::filesystem::perm_options::add);
+  const auto r =
+      test::run_command("POLYHAL_MODULE_DIR=" + modules.string() + " " + POLYHAL_LAUNCHER +
+                        fmt::format(" prepare-data --input {} --vocab {} --output {}",
+                                    (kSource / "tests/data/corpus").string(),
+                                    (kSource / "tests/data/corpus/vocab.txt").string(),
+                                    (dir.path() / "out").string()));
+  EXPECT_EQ(r.exit_code, 3) << r.output;
+  EXPECT_NE(r.output.find("writable"), std::string::npos) << r.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "out"));
+}
+
 }  // namespace
 }  // namespace polyhal

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "polyhal/error.hpp"
+#include "runtime/plugin_trust.hpp"
 
 #ifndef POLYHAL_VERSION
 #error "POLYHAL_VERSION must be defined by the build"
@@ -42,6 +43,15 @@ const void* load_core_module(const ModuleNeed& need) {
   };
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) throw fail("not installed");
+  // The plugins' rules: a module others could replace is not loaded.
+  if (std::string problem = plugin_trust_problem(file.parent_path(), file, false);
+      !problem.empty()) {
+    // Modules have no waiver: the plugins' command-line flag does not apply.
+    const std::string waiver = " or pass --allow-world-writable-plugins";
+    if (const auto at = problem.find(waiver); at != std::string::npos)
+      problem.erase(at, waiver.size());
+    throw PluginError(fmt::format("{}: {}", file.string(), problem));
+  }
   ::dlerror();
   // Global: Open MPI's own components, loaded by libmpi, resolve its symbols
   // in the global scope. Never closed: see core_module.hpp.
