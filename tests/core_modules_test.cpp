@@ -20,6 +20,16 @@ std::string needed_libraries(const std::filesystem::path& file) {
   return r.output;
 }
 
+/// `polyhal prepare-data` of the test corpus into `output`, with modules
+/// looked for in `module_dir`.
+test::CommandResult prepare_data(const std::filesystem::path& module_dir,
+                                 const std::filesystem::path& output) {
+  return test::run_command(
+      fmt::format("POLYHAL_MODULE_DIR={} {} prepare-data --input {} --vocab {} --output {}",
+                  module_dir.string(), POLYHAL_LAUNCHER, (kSource / "tests/data/corpus").string(),
+                  (kSource / "tests/data/corpus/vocab.txt").string(), output.string()));
+}
+
 TEST(CoreModules, LibpolyhalAndTheLauncherLinkNeitherOpenMpiNorHdf5) {
   for (const std::filesystem::path file : {POLYHAL_CORE_LIBRARY, POLYHAL_LAUNCHER}) {
     const std::string needed = needed_libraries(file);
@@ -35,11 +45,7 @@ TEST(CoreModules, WithoutTheHdf5ModuleReadingAndWritingHdf5NameThePackage) {
   test::TempDir dir;
   const std::string without = "POLYHAL_MODULE_DIR=" + (dir.path() / "none").string() + " ";
   // Writing: prepare-data fails before its output directory is made.
-  auto r = test::run_command(without +
-                             fmt::format("{} prepare-data --input {} --vocab {} --output {}",
-                                         POLYHAL_LAUNCHER, (kSource / "tests/data/corpus").string(),
-                                         (kSource / "tests/data/corpus/vocab.txt").string(),
-                                         (dir.path() / "out").string()));
+  auto r = prepare_data(dir.path() / "none", dir.path() / "out");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("needs polyhal's hdf5 module"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("install the package polyhal-module-hdf5"), std::string::npos)
@@ -78,12 +84,7 @@ TEST(CoreModules, AFileThatIsNoModuleIsRefusedByName) {
   std::filesystem::copy_file(
       std::filesystem::path(POLYHAL_FIXTURE_DIR) / "libpolyhal_plugin_noentry.so",
       dir.path() / "m/libpolyhal-hdf5.so");
-  const auto r = test::run_command("POLYHAL_MODULE_DIR=" + (dir.path() / "m").string() + " " +
-                                   POLYHAL_LAUNCHER +
-                                   fmt::format(" prepare-data --input {} --vocab {} --output {}",
-                                               (kSource / "tests/data/corpus").string(),
-                                               (kSource / "tests/data/corpus/vocab.txt").string(),
-                                               (dir.path() / "out").string()));
+  const auto r = prepare_data(dir.path() / "m", dir.path() / "out");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("no entry point 'polyhal_module_entry'"), std::string::npos) << r.output;
 }
@@ -95,12 +96,7 @@ TEST(CoreModules, AModuleOthersCouldReplaceIsNotLoaded) {
   std::filesystem::copy_file(kModules / "libpolyhal-hdf5.so", modules / "libpolyhal-hdf5.so");
   std::filesystem::permissions(modules, std::filesystem::perms::others_write,
                                std::filesystem::perm_options::add);
-  const auto r =
-      test::run_command("POLYHAL_MODULE_DIR=" + modules.string() + " " + POLYHAL_LAUNCHER +
-                        fmt::format(" prepare-data --input {} --vocab {} --output {}",
-                                    (kSource / "tests/data/corpus").string(),
-                                    (kSource / "tests/data/corpus/vocab.txt").string(),
-                                    (dir.path() / "out").string()));
+  const auto r = prepare_data(modules, dir.path() / "out");
   EXPECT_EQ(r.exit_code, 3) << r.output;
   EXPECT_NE(r.output.find("writable"), std::string::npos) << r.output;
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "out"));
