@@ -44,14 +44,10 @@ const void* load_core_module(const ModuleNeed& need) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) throw fail("not installed");
   // The plugins' rules: a module others could replace is not loaded.
-  if (std::string problem = plugin_trust_problem(file.parent_path(), file, false);
-      !problem.empty()) {
-    // Modules have no waiver: the plugins' command-line flag does not apply.
-    const std::string waiver = " or pass --allow-world-writable-plugins";
-    if (const auto at = problem.find(waiver); at != std::string::npos)
-      problem.erase(at, waiver.size());
+  if (const std::string problem =
+          plugin_trust_problem(file.parent_path(), file, false, /*waivable=*/false);
+      !problem.empty())
     throw PluginError(fmt::format("{}: {}", file.string(), problem));
-  }
   ::dlerror();
   // Global: Open MPI's own components, loaded by libmpi, resolve its symbols
   // in the global scope. Never closed: see core_module.hpp.

@@ -44,7 +44,8 @@ std::string owned_by_others(const fs::path& path, const struct stat& info, bool 
 }
 
 /// Checks `target` and every directory above it, up to '/'.
-std::string check_chain(const fs::path& target, bool target_is_file, bool allow_writable) {
+std::string check_chain(const fs::path& target, bool target_is_file, bool allow_writable,
+                        bool waivable) {
   fs::path current = target;
   bool is_file = target_is_file;
   bool holds_plugin = !target_is_file;  // a directory target is the plugin's own
@@ -56,7 +57,8 @@ std::string check_chain(const fs::path& target, bool target_is_file, bool allow_
     if (std::string why = owned_by_others(current, info, is_file); !why.empty()) return why;
     if (!allow_writable) {
       if (std::string why = writable_by_others(current, info, is_file, holds_plugin); !why.empty())
-        return why + "; fix the permissions or pass --allow-world-writable-plugins";
+        return why + (waivable ? "; fix the permissions or pass --allow-world-writable-plugins"
+                               : "; fix the permissions");
     }
     if (current == current.root_path() || !current.has_parent_path()) return {};
     holds_plugin = is_file;  // the file's directory holds the plugin
@@ -68,20 +70,21 @@ std::string check_chain(const fs::path& target, bool target_is_file, bool allow_
 }  // namespace
 
 std::string plugin_trust_problem(const fs::path& search_dir, const fs::path& file,
-                                 bool allow_writable) {
+                                 bool allow_writable, bool waivable) {
   std::error_code ec;
   const fs::path real = fs::canonical(file, ec);
   if (ec) return fmt::format("cannot resolve {}: {}", file.string(), ec.message());
   if (!fs::is_regular_file(real, ec)) return fmt::format("{} is not a regular file", real.string());
   // The file as it really is (after symlinks), and the directory it was found
   // in: whoever can change either decides what code runs.
-  if (std::string why = check_chain(real, /*target_is_file=*/true, allow_writable); !why.empty())
+  if (std::string why = check_chain(real, /*target_is_file=*/true, allow_writable, waivable);
+      !why.empty())
     return "not trusted: " + why;
   if (!search_dir.empty()) {
     const fs::path dir = fs::canonical(search_dir, ec);
     if (ec) return fmt::format("cannot resolve {}: {}", search_dir.string(), ec.message());
     if (dir != real.parent_path()) {
-      if (std::string why = check_chain(dir, /*target_is_file=*/false, allow_writable);
+      if (std::string why = check_chain(dir, /*target_is_file=*/false, allow_writable, waivable);
           !why.empty())
         return "not trusted: " + why;
     }

@@ -13,8 +13,10 @@ namespace polyhal::detail {
 /// since only an entry's owner may rename it), not group-writable unless the
 /// group is root's or this user's. `allow_writable` (the command line's
 /// --allow-world-writable-plugins, never a config file) waives the
-/// writability rules, never the ownership rule.
+/// writability rules, never the ownership rule. `waivable`: whether the
+/// message may point at that flag (polyhal's own modules have no waiver).
 std::string plugin_trust_problem(const std::filesystem::path& search_dir,
-                                 const std::filesystem::path& file, bool allow_writable);
+                                 const std::filesystem::path& file, bool allow_writable,
+                                 bool waivable = true);
 
 }  // namespace polyhal::detail
