@@ -40,7 +40,7 @@ TIMEOUT = 300
 RULES = [
     (r"^scripts/demo\.sh", "elsewhere", "the fresh-root timing in README.md; .ci/run builds the same parts"),
     (r"^scripts/test\.sh", "elsewhere", ".ci/run (it is the test command)"),
-    (r"^sudo apt-get install \./build/packages/", "elsewhere",
+    (r"^sudo apt-get install \./build/debian/", "elsewhere",
      "tests/package_test.sh (ctest packages_unpack_and_discover) unpacks and runs the same packages"),
     (r"^sudo apt-get install cmake g\+\+", "elsewhere",
      "tests/out_of_tree_plugin_test.sh installs polyhal-dev's files and builds the template"),
@@ -65,8 +65,7 @@ RULES = [
     (r"^/usr/bin/python3 bench/", "not run", "a benchmark (bench/README.md lists what each needs and takes)"),
     (r"^build/bench/polyhal_gemm_epilogue_bench", "run", ""),
     (r"^sysctl -w", "not run", "changes the host's TCP settings"),
-    (r"^scripts/debian-packages\.sh", "not run",
-     "a second whole build with dpkg-buildpackage (about 10 minutes); not in CI yet (docs/packaging.md)"),
+    (r"^scripts/debian-packages\.sh", "elsewhere", "scripts/test.sh builds the packages with it"),
     (r"^git archive .*rpmbuild|^rpmbuild -ba", "elsewhere", "scripts/rpm-check.sh (run by scripts/test.sh)"),
     (r"(^| )mpirun --hostfile|--hostfile hosts", "validate", ""),
     (r"^(build/launcher/)?polyhal supervise", "validate", ""),

@@ -18,7 +18,7 @@ case $profile in
     packages+=(
       libopenmpi-dev openmpi-bin libhdf5-dev          # the MPI and HDF5 modules, and their tests
       libgtest-dev libgmock-dev python3 python3-pip    # the test suite
-      file dpkg-dev lintian rpm                        # the packages and their checks
+      file dpkg-dev debhelper lintian rpm              # the packages and their checks
       clang-format clang libclang-rt-14-dev            # format check, fuzzing, ASan/UBSan
       chromium iproute2                                # README pictures, namespace "hosts"
     )
