@@ -17,13 +17,14 @@
 # sanitized run; their code paths are in shorter tests that do run here). Leak checking is off: the
 # libraries' one-time initialisation (Open MPI, ICU) holds memory until exit.
 # -O1 -g1 (as the ASan documentation suggests) halves the compile time of
-# -O2 -g and still gives symbolized stack traces with line numbers.
+# -O2 -g and still gives symbolized stack traces with line numbers. The
+# benchmarks are not built: no test runs them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${POLYHAL_ASAN_BUILD_DIR:-$root/build-asan}
 mkdir -p "$build"
 cmake -S "$root" -G Ninja -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DPOLYHAL_SANITIZE=ON \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g1 -DNDEBUG" -DPOLYHAL_SANITIZE=ON -DPOLYHAL_BENCH=OFF \
   > "$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
 cmake --build "$build" --parallel "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_odr_violation=0
