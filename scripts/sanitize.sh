@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds everything with AddressSanitizer and UndefinedBehaviorSanitizer
 # (gcc) into build-asan and runs the unit, kernel and launcher tests there.
-# Left out: the package tests (they build packages of the normal build), the
+# Left out: the package and ABI symbol tests (they check the packages and the
+# normal build's library), the
 # formatting check (the normal run has them), and the end-to-end learning
 # runs of tasks squad and glue (minutes each even unsanitized; their code is
 # exercised by the golden and packed tests), and the real-model comparisons
@@ -31,4 +32,4 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_odr_violation=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd "$build"
 ctest --output-on-failure --timeout 1800 -j "$(nproc)" \
-  -E "package|clang_formatted|docs_commands|out_of_tree|SquadTask|GlueTask|RealModel|PretrainParity|multihost|supervise|HtmlReport\\.|op_conformance_ipu|op_conformance_gaudi|DType\\.F32ToBf16IsNearestEvenByDefinitionForAll2To32Inputs|Packing\\.NnlshpPacksAsWellAsTheReference|Pretrain\\.KilledRunResumesWithTheIdenticalLossTrajectory|PretrainMixedPrecision\\.Bf16OnGaudiTrainsAndBf16OnIpuIsRefused|PluginCollectives\\.PreTrainingThroughTheEngine" "$@"
+  -E "package|abi_symbols|clang_formatted|docs_commands|out_of_tree|SquadTask|GlueTask|RealModel|PretrainParity|multihost|supervise|HtmlReport\\.|op_conformance_ipu|op_conformance_gaudi|DType\\.F32ToBf16IsNearestEvenByDefinitionForAll2To32Inputs|Packing\\.NnlshpPacksAsWellAsTheReference|Pretrain\\.KilledRunResumesWithTheIdenticalLossTrajectory|PretrainMixedPrecision\\.Bf16OnGaudiTrainsAndBf16OnIpuIsRefused|PluginCollectives\\.PreTrainingThroughTheEngine" "$@"
