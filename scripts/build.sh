@@ -13,6 +13,7 @@ if [ "${1:-}" = "--demo" ]; then
   shift
 fi
 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O2 -g -DNDEBUG" \
   -DBUILD_TESTING=$parts -DPOLYHAL_BENCH=$parts -DPOLYHAL_DEV_TOOLS=$parts -DPOLYHAL_MODULE_MPI=$parts \
   -DPOLYHAL_MODULE_HDF5=$parts -DPOLYHAL_PLUGIN_IPU=$parts -DPOLYHAL_PLUGIN_GAUDI=$parts \
   -DPOLYHAL_PLUGIN_CPU=ON "$@"

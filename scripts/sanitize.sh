@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds everything with AddressSanitizer and UndefinedBehaviorSanitizer
 # (gcc) into build-asan and runs the unit, kernel and launcher tests there.
-# Left out: the package and ABI symbol tests (they check the packages and the
+# Left out (serial_tests in scripts/ctest-groups.sh): the package and ABI symbol tests (they check the packages and the
 # normal build's library), the
 # formatting check (the normal run has them), and the end-to-end learning
 # runs of tasks squad and glue (minutes each even unsanitized; their code is
@@ -22,6 +22,8 @@
 # benchmarks are not built: no test runs them.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/ctest-groups.sh
+source "$root/scripts/ctest-groups.sh"
 build=${POLYHAL_ASAN_BUILD_DIR:-$root/build-asan}
 mkdir -p "$build"
 cmake -S "$root" -G Ninja -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -32,4 +34,4 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:detect_odr_violation=0
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 cd "$build"
 ctest --output-on-failure --timeout 1800 -j "$(nproc)" \
-  -E "package|abi_symbols|clang_formatted|docs_commands|out_of_tree|SquadTask|GlueTask|RealModel|PretrainParity|multihost|supervise|HtmlReport\\.|op_conformance_ipu|op_conformance_gaudi|DType\\.F32ToBf16IsNearestEvenByDefinitionForAll2To32Inputs|Packing\\.NnlshpPacksAsWellAsTheReference|Pretrain\\.KilledRunResumesWithTheIdenticalLossTrajectory|PretrainMixedPrecision\\.Bf16OnGaudiTrainsAndBf16OnIpuIsRefused|PluginCollectives\\.PreTrainingThroughTheEngine" "$@"
+  -E "$serial_tests" "$@"
