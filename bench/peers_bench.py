@@ -11,7 +11,9 @@ recommended fast path:
   PyTorch 2         bf16 weights (and torch.compile with --compile)
   IPEX              ipex.optimize(dtype=bfloat16) + TorchScript trace and
                     freeze, as Intel's BERT scripts do (needs --ipex-python)
-  polyhal           bf16 and int8 (dynamic activations) on the cpu plugin
+  polyhal           its default (model.precision mixed: bf16 where the CPU
+                    has it natively, else f32), f32, bf16 and int8 (dynamic
+                    activations) on the cpu plugin
 
 The training row (base-train-b8) is bench/bert_training_vs_pytorch.py's step
 (MLM on 20 gathered positions + NSP, dropout 0.1, bf16 autocast) for polyhal
@@ -70,13 +72,16 @@ def summary(times, batch):
 
 def polyhal_rows(build, hf_dir, seq, batch, iterations, threads):
     out = {}
-    for name, precision in (("polyhal bf16", "bf16"), ("polyhal int8 (dynamic)", "int8")):
+    for name, precision in (("polyhal default", "mixed"), ("polyhal f32", "f32"), ("polyhal bf16", "bf16"),
+                            ("polyhal int8 (dynamic)", "int8")):
         lines = polyhal_bench.run(build, [
             "--config", os.path.join(polyhal_bench.ROOT, "configs", "bert-demo-cpu.yaml"),
             "--set", f"model.hf_config={hf_dir}/config.json", "--set", f"model.weights={hf_dir}/model.safetensors",
             "--set", f"model.seq_len={seq}", "--set", f"batch.micro={batch}", "--set", f"model.precision={precision}",
             "--set", f"inference.iterations={iterations}", "--set", f"device.threads={threads}"])
         s = lines[-1]
+        if precision == "mixed":
+            name = f"polyhal default (mixed: {s['precision']})"
         out[name] = {"seq_per_s": s["sequences_per_second"], "p50_ms": s["latency_p50_ms"],
                      "p99_ms": s["latency_p99_ms"],
                      "kernels": "; ".join(sorted({p["implementation"] for p in s.get("profile", [])
@@ -451,13 +456,14 @@ def main():
     print(f"BERT inference and pre-training step, {a.threads} threads, {open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}")
     print(f"CPU: {isa_line()}")
     print(f"OpenVINO {openvino.__version__}, ONNX Runtime {onnxruntime.__version__}, PyTorch {torch.__version__}\n")
-    print("| row | engine | seq/s | p50 ms | p99 ms | vs polyhal bf16 | note |")
+    print("| row | engine | seq/s | p50 ms | p99 ms | vs polyhal default | note |")
     print("|---|---|---|---|---|---|---|")
     for row, preset, seq, batch, engines in results:
         label = f"{preset} s{seq} b{batch}" + (" training step" if "train" in row else "")
         for name, r in sorted(engines.items(), key=lambda kv: -kv[1].get("seq_per_s", 0)):
             # Training rows compare with polyhal on the same optimizer.
-            baseline = "polyhal bf16" if "polyhal bf16" in engines else \
+            default = [n for n in engines if n.startswith("polyhal default")]
+            baseline = default[0] if default else \
                 f"polyhal bf16, {'adamw' if 'adamw' in name else 'lamb'}"
             ours = engines[baseline]["seq_per_s"]
             if "error" in r:

@@ -59,6 +59,12 @@ std::string property_rows(const DeviceProperties& p) {
     while (!line.empty() && line.back() == ' ') line.pop_back();
     text += line + "\n";
   }
+  text += "  model.precision on this device:\n";
+  for (const char* precision : {"f32", "bf16", "f16", "bf32", "int8"}) {
+    const PrecisionMode mode = precision_mode(p, precision);
+    text += fmt::format("    {:<5} {:<9} {}\n", precision, precision_support_name(mode.support),
+                        mode.why);
+  }
   return text;
 }
 
@@ -174,8 +180,12 @@ std::vector<std::shared_ptr<Device>> open_checked_devices(Backend& backend,
   if (devices.empty()) {
     throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
   }
-  if (const auto chosen = resolve_precision_policy(config, *devices.front()))
-    spdlog::info("{}", *chosen);
+  if (const auto decision = resolve_precision_policy(config, *devices.front())) {
+    if (decision->warning)
+      spdlog::warn("{}", decision->line);
+    else
+      spdlog::info("{}", decision->line);
+  }
   const auto& p = devices.front()->properties();
   // A pipelined replica takes one device per stage.
   const std::int64_t stages =
@@ -468,6 +478,9 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
   std::cout << fmt::format("{}: {} (backend {}, task {}; {})\n", run.config.string(),
                            plan.fits ? "ok" : "DOES NOT FIT", config.backend, config.task,
                            plan.text);
+  if (!config.model.precision_reason.empty())
+    std::cout << fmt::format("  precision {} on {}: {}\n", config.model.precision_name(),
+                             device->name(), config.model.precision_reason);
   if (!plan.fits) std::cout << fit_advice(config, backend->device_options());
   if (!run.report_dir.empty()) {
     const auto page = naming_the_batch(config, [&] { return task.memory_page(*device, config); });

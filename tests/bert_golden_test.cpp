@@ -6,6 +6,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "cpu_tiers.hpp"
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/safetensors.hpp"
@@ -65,6 +66,22 @@ TEST_P(BertGolden, F32MatchesPyTorchWithin1e4) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryBackend, BertGolden, ::testing::Values("cpu", "ipu", "gaudi"));
+
+// The CPU plugin at every ISA tier this host can run (cpu_tiers.hpp): f32,
+// and bf16 where the tier computes it (natively or emulated).
+class BertGoldenCpuTier : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(BertGoldenCpuTier, MatchesPyTorch) {
+  POLYHAL_SKIP_TIER_ABOVE_HOST(GetParam());
+  const Golden golden;
+  auto cpu = test::first_device("cpu", {{"isa", GetParam()}});
+  expect_matches(run_bert(*cpu, golden, DType::f32, "model.safetensors"), golden, "f32", 1e-4);
+  if (precision_mode(cpu->properties(), "bf16").support != PrecisionSupport::none)
+    expect_matches(run_bert(*cpu, golden, DType::bf16, "model.safetensors"), golden, "bf16", 0.02);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ladder, BertGoldenCpuTier, ::testing::ValuesIn(test::cpu_tier_names()),
+                         test::tier_param_name);
 
 // bf16 everywhere (weights and activations), as torch's model.to(bfloat16).
 // The two sides round at different points inside ops (torch rounds after the

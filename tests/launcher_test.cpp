@@ -31,7 +31,7 @@ std::string config_file(const test::TempDir& dir, const std::string& backend,
 TEST(Launcher, VersionAndPlugins) {
   auto version = run_polyhal("--version");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_NE(version.output.find("plugin ABI 5.0, op schema 9"), std::string::npos);
+  EXPECT_NE(version.output.find("plugin ABI 6.0, op schema 9"), std::string::npos);
   auto plugins = run_polyhal("plugins");
   EXPECT_EQ(plugins.exit_code, 0) << plugins.output;
   EXPECT_NE(plugins.output.find("backends: cpu, gaudi, ipu"), std::string::npos) << plugins.output;
@@ -442,7 +442,7 @@ TEST(LauncherPlugins, BrokenPluginsAreListedWithReasonsAndOthersStillRun) {
   BrokenPluginDir broken;
   auto r = run_polyhal("plugins " + broken.flag());
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  for (const char* reason : {"reason: plugin ABI 6.0, host accepts 5.0-5.0",
+  for (const char* reason : {"reason: plugin ABI 7.0, host accepts 6.0-6.0",
                              "reason: no entry point 'polyhal_plugin_entry'",
                              "reason: missing dependency: libpolyhal_fixture_dependency.so",
                              "reason: not a shared library"}) {
@@ -459,7 +459,7 @@ TEST(LauncherPlugins, RunOnABrokenPluginExitsThreeWithTheReason) {
   BrokenPluginDir broken;
   test::TempDir dir;
   const std::vector<std::pair<std::string, std::string>> cases{
-      {"wrongabi", "plugin ABI 6.0, host accepts 5.0-5.0"},
+      {"wrongabi", "plugin ABI 7.0, host accepts 6.0-6.0"},
       {"noentry", "no entry point"},
       {"needsdep", "missing dependency: libpolyhal_fixture_dependency.so"},
       {"corrupt", "not a shared library"}};
@@ -631,6 +631,14 @@ TEST(Launcher, CpuIsaCapIsAppliedAndReported) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("onednn isa  avx2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("capped at avx2 by device.isa"), std::string::npos) << r.output;
+  // Each precision, native or not and why, in one block (docs/bert.md, "CPU tiers").
+  EXPECT_NE(r.output.find("  model.precision on this device:\n    f32   native    AVX2 FMA\n"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("    bf16  no        oneDNN 2.6 computes bf16 only with AVX-512"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("    int8  no        "), std::string::npos) << r.output;
   r = run_polyhal("devices --backend cpu --set device.isa=amx");
   if (r.exit_code == 0) GTEST_SKIP() << "this CPU has AMX";
   EXPECT_EQ(r.exit_code, 3) << r.output;

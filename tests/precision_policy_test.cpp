@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cpu_isa.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -25,8 +26,13 @@ TEST(PrecisionPolicy, MixedPicksEachBackendsOwnAndSaysSo) {
     std::string backend, precision, says;
     double loss_scale;
   };
+  // The CPU's choice depends on the host: bf16 only where it is native.
+  const auto features = cpu::detect_cpu_features();
+  const bool native_bf16 = cpu::isa_has_avx512(cpu::choose_isa(features, "auto").isa) &&
+                           cpu::isa_supported(features, cpu::Isa::avx512_core_bf16);
+  const std::string cpu_choice = native_bf16 ? "bf16" : "f32";
   for (const auto& c : std::vector<Case>{
-           {"cpu", "bf16", "model.precision mixed: bf16 on cpu0", 1.0},
+           {"cpu", cpu_choice, "model.precision mixed: " + cpu_choice + " on cpu0", 1.0},
            {"gaudi", "bf16", "model.precision mixed: bf16 on hpu0", 1.0},
            {"ipu", "f16",
             "model.precision mixed: f16 on ipu0 (GC200 Mk2 IPU (IPU-POD4 model, 1 of 4)), as it "
@@ -67,6 +73,62 @@ TEST(PrecisionPolicy, MixedPicksEachBackendsOwnAndSaysSo) {
       << explicit_bf16.output;
   EXPECT_NE(explicit_bf16.output.find("model.precision: mixed"), std::string::npos)
       << explicit_bf16.output;
+}
+
+// On every CPU tier this host can run: mixed takes bf16 only where bf16 is
+// native, and says why; an explicit precision the tier emulates still runs
+// and warns once, naming the key and the better choice; int8 runs on VNNI
+// with f32 activations where bf16 is not native.
+TEST(PrecisionPolicy, MixedComputesNativelyOnEveryCpuTier) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "i.yaml",
+      "backend: cpu\ndevice: {cpu: {threads: 1}}\ntask: inference\n"
+      "model: {preset: tiny, seq_len: 16, vocab_size: 64, precision: mixed}\n"
+      "batch: {micro: 2}\ndata: {source: generated}\ninference: {iterations: 1, warmup: 0}\n");
+  const auto features = cpu::detect_cpu_features();
+  int tiers = 0;
+  for (const cpu::Isa isa : {cpu::Isa::avx512_core_bf16, cpu::Isa::avx512_core_vnni,
+                             cpu::Isa::avx512_core, cpu::Isa::avx2}) {
+    const std::string tier = cpu::isa_name(isa);
+    if (!cpu::isa_supported(features, isa)) {
+      std::cout << "tier " << tier << " skipped: above this CPU\n";
+      continue;
+    }
+    ++tiers;
+    const std::string cap = " --set device.cpu.isa=" + tier;
+    const auto checked = test::run_polyhal("validate --config " + config.string() + cap);
+    ASSERT_EQ(checked.exit_code, 0) << tier << "\n" << checked.output;
+    const std::string says = isa == cpu::Isa::avx512_core_bf16
+                                 ? "precision bf16 on cpu0: mixed, as it computes bf16 natively"
+                             : isa == cpu::Isa::avx2
+                                 ? "precision f32 on cpu0: mixed, as it has neither native bf16"
+                                 : "precision f32 on cpu0: mixed, as its bf16 would be emulated";
+    EXPECT_NE(checked.output.find(says), std::string::npos) << tier << "\n" << checked.output;
+    if (!cpu::isa_has_avx512(isa) || isa == cpu::Isa::avx512_core_bf16) continue;
+    const auto metrics = dir.path() / (tier + ".jsonl");
+    const auto emulated =
+        test::run_polyhal("run --config " + config.string() + cap +
+                          " --set model.precision=bf16 --metrics-out " + metrics.string());
+    ASSERT_EQ(emulated.exit_code, 0) << tier << "\n" << emulated.output;
+    EXPECT_NE(emulated.output.find("key 'model.precision': bf16 runs emulated on cpu0"),
+              std::string::npos)
+        << emulated.output;
+    EXPECT_NE(emulated.output.find("f32 (or mixed, which picks it) computes natively here"),
+              std::string::npos)
+        << emulated.output;
+    EXPECT_EQ(test::last_json_line(metrics)["precision_reason"].get<std::string>().substr(0, 24),
+              "as written; emulated on ")
+        << tier;
+    if (isa != cpu::Isa::avx512_core_vnni) continue;
+    const auto int8 = test::run_polyhal("run --config " + config.string() + cap +
+                                        " --set model.precision=int8 --log-level debug");
+    ASSERT_EQ(int8.exit_code, 0) << int8.output;
+    EXPECT_NE(int8.output.find("precision int8: as written; native on cpu0: AVX512-VNNI"),
+              std::string::npos)
+        << int8.output;
+  }
+  EXPECT_GE(tiers, 1) << "every x86-64 CPU polyhal supports has AVX2";
 }
 
 // Every shipped recipe, on every backend, with nothing but --backend changed:

@@ -1,5 +1,5 @@
-// Intel CPU backend: oneDNN for the math (AMX where the CPU has it, AVX-512
-// bf16 otherwise), the real host's memory and cores.
+// x86-64 CPU backend: oneDNN for the math, at the highest ISA tier the CPU
+// has (cpu_isa.hpp: AVX2 up to AMX), the real host's memory and cores.
 #include <fmt/format.h>
 #include <omp.h>
 #include <spdlog/spdlog.h>
@@ -32,14 +32,35 @@ std::uint64_t resident_bytes() {
   return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
 }
 
+// oneDNN 2.6 stops at avx512_core_amx and knows neither avx2_vnni_2 nor
+// avx512_core_fp16: those rungs map to the highest tier below them it has.
 dnnl::cpu_isa onednn_isa(Isa isa) {
   switch (isa) {
-    case Isa::amx:
+#if DNNL_VERSION_MAJOR >= 3
+    case Isa::avx512_core_amx_fp16:
+      return dnnl::cpu_isa::avx512_core_amx_fp16;
+    case Isa::avx512_core_fp16:
+      return dnnl::cpu_isa::avx512_core_fp16;
+    case Isa::avx2_vnni_2:
+      return dnnl::cpu_isa::avx2_vnni_2;
+#else
+    case Isa::avx512_core_amx_fp16:
+      return dnnl::cpu_isa::avx512_core_amx;
+    case Isa::avx512_core_fp16:
+      return dnnl::cpu_isa::avx512_core_bf16;
+    case Isa::avx2_vnni_2:
+      return dnnl::cpu_isa::avx2_vnni;
+#endif
+    case Isa::avx512_core_amx:
       return dnnl::cpu_isa::avx512_core_amx;
     case Isa::avx512_core_bf16:
       return dnnl::cpu_isa::avx512_core_bf16;
+    case Isa::avx512_core_vnni:
+      return dnnl::cpu_isa::avx512_core_vnni;
     case Isa::avx512_core:
       return dnnl::cpu_isa::avx512_core;
+    case Isa::avx2_vnni:
+      return dnnl::cpu_isa::avx2_vnni;
     case Isa::avx2:
       return dnnl::cpu_isa::avx2;
     case Isa::reference:
@@ -49,19 +70,12 @@ dnnl::cpu_isa onednn_isa(Isa isa) {
 }
 
 std::string onednn_isa_name(dnnl::cpu_isa isa) {
+  // From the bottom: where this oneDNN maps two rungs to one tier, the
+  // lower rung is the tier's own name.
+  const auto& ladder = isa_ladder();
+  for (auto rung = ladder.rbegin(); rung != ladder.rend(); ++rung)
+    if (*rung != Isa::reference && onednn_isa(*rung) == isa) return isa_name(*rung);
   switch (isa) {
-    case dnnl::cpu_isa::avx512_core_amx:
-      return "avx512_core_amx";
-    case dnnl::cpu_isa::avx512_core_bf16:
-      return "avx512_core_bf16";
-    case dnnl::cpu_isa::avx512_core_vnni:
-      return "avx512_core_vnni";
-    case dnnl::cpu_isa::avx512_core:
-      return "avx512_core";
-    case dnnl::cpu_isa::avx2_vnni:
-      return "avx2_vnni";
-    case dnnl::cpu_isa::avx2:
-      return "avx2";
     case dnnl::cpu_isa::avx:
       return "avx";
     case dnnl::cpu_isa::sse41:
@@ -110,32 +124,23 @@ std::uint64_t host_memory_bytes() {
 }
 
 /// FLOP per cycle per core for the ISA, assuming two 512-bit (or 256-bit for
-/// AVX2) FMA units as on Xeon Gold/Platinum.
+/// AVX2) FMA units as on Xeon Gold/Platinum; bf16 counts where it is native.
 double flops_per_cycle(Isa isa, DType type) {
-  switch (isa) {
-    case Isa::amx:
-      return type == DType::bf16 ? 1024.0 : 64.0;
-    case Isa::avx512_core_bf16:
-      return type == DType::bf16 ? 128.0 : 64.0;
-    case Isa::avx512_core:
-      return 64.0;
-    case Isa::avx2:
-      return 32.0;
-    case Isa::reference:
-      return 8.0;
-  }
-  return 0.0;
+  if (isa <= Isa::avx512_core_amx) return type == DType::f32 ? 64.0 : 1024.0;
+  if (isa <= Isa::avx512_core_bf16) return type == DType::f32 ? 64.0 : 128.0;
+  if (isa_has_avx512(isa)) return 64.0;
+  if (isa != Isa::reference) return 32.0;
+  return 8.0;
 }
 
 class CpuDevice final : public Device {
  public:
-  CpuDevice(const IsaChoice& choice, const Int8Choice& int8, dnnl::cpu_isa effective,
+  CpuDevice(const CpuFeatures& features, const IsaChoice& choice, dnnl::cpu_isa effective,
             const ThreadChoice& threads)
-      : Device(make_properties(choice, int8, effective, threads)),
+      : Device(make_properties(features, choice, effective, threads)),
         engine_(dnnl::engine::kind::cpu, 0),
-        int8_(int8),
-        avx512_(choice.isa == Isa::amx || choice.isa == Isa::avx512_core_bf16 ||
-                choice.isa == Isa::avx512_core),
+        int8_(int8_support(features, choice.isa)),
+        avx512_(isa_has_avx512(choice.isa)),
         opened_rss_(resident_bytes()) {
     // Portable kernels first, then oneDNN replaces the hot ones.
     const std::vector<DType> types = properties().dtypes;
@@ -149,8 +154,8 @@ class CpuDevice final : public Device {
           return make_onednn_linear(desc, avx512_, engine_);
         if (!int8_.runs)
           throw KernelNotFoundError(
-              fmt::format("{}: the CPU plugin runs int8 on AVX512-VNNI or AMX-INT8 only, never "
-                          "by emulation: {}",
+              fmt::format("{}: the CPU plugin runs int8 on VNNI (AVX512_VNNI, AVX-VNNI) or "
+                          "AMX-INT8 only, never by emulation: {}",
                           desc.to_string(), int8_.reason));
         return make_onednn_int8_linear(desc, avx512_, engine_);
       });
@@ -261,7 +266,7 @@ class CpuDevice final : public Device {
   }
 
  private:
-  static DeviceProperties make_properties(const IsaChoice& choice, const Int8Choice& int8,
+  static DeviceProperties make_properties(const CpuFeatures& features, const IsaChoice& choice,
                                           dnnl::cpu_isa effective, const ThreadChoice& threads) {
     DeviceProperties p;
     p.name = "cpu0";
@@ -270,7 +275,7 @@ class CpuDevice final : public Device {
     p.product = cpuinfo_field("model name");
     p.mode = DeviceMode::hardware;
     p.dtypes = {DType::f32};
-    if (choice.isa <= Isa::avx512_core) p.dtypes.push_back(DType::bf16);
+    if (isa_has_avx512(choice.isa)) p.dtypes.push_back(DType::bf16);
     p.memory_capacity_bytes = host_memory_bytes();
     const double mhz = std::atof(cpuinfo_field("cpu MHz").c_str());
     const auto cores = static_cast<double>(threads.threads);
@@ -283,14 +288,17 @@ class CpuDevice final : public Device {
          fmt::format("OpenMP threads oneDNN uses: {}", threads.reason)},
         {"isa", isa_name(choice.isa), Provenance::measured, choice.reason},
         {"onednn isa", onednn_isa_name(effective), Provenance::measured,
-         fmt::format("oneDNN {}.{}.{} get_effective_cpu_isa()", dnnl_version->major,
-                     dnnl_version->minor, dnnl_version->patch)},
+         fmt::format("oneDNN {}.{}.{} get_effective_cpu_isa(){}", dnnl_version->major,
+                     dnnl_version->minor, dnnl_version->patch,
+                     onednn_isa(choice.isa) == effective || choice.isa == Isa::reference
+                         ? std::string()
+                         : fmt::format("; this oneDNN has no {} tier", isa_name(choice.isa)))},
         {"memory",
          fmt::format("{:.1f} GiB", static_cast<double>(p.memory_capacity_bytes) / (1ull << 30)),
          Provenance::measured, "MemTotal from /proc/meminfo"},
         {"clock", fmt::format("{:.0f} MHz", mhz), Provenance::measured, "/proc/cpuinfo, current"},
-        {"int8", int8.runs ? int8.engine : "no", Provenance::measured, int8.reason},
     };
+    p.precisions = precision_modes(features, choice.isa, dnnl_version->major);
     for (const auto& [type, flops] : p.peak_flops) {
       p.table.push_back({fmt::format("peak {}", dtype_name(type)),
                          fmt::format("{:.1f} GFLOP/s", flops / 1e9), Provenance::derived,
@@ -313,11 +321,8 @@ class CpuBackend final : public Backend {
   std::vector<OptionSpec> device_options() const override {
     using T = OptionSpec::Type;
     return {
-        {"isa",
-         T::choice,
-         {"auto", "amx", "avx512_core_bf16", "avx512_core", "avx2", "reference"},
-         "auto",
-         "highest ISA oneDNN may use"},
+        {"isa", T::choice, isa_option_names(), "auto",
+         "highest ISA oneDNN may use (amx: avx512_core_amx, amx_fp16: avx512_core_amx_fp16)"},
         {"threads",
          T::integer,
          {},
@@ -341,8 +346,7 @@ class CpuBackend final : public Backend {
     spdlog::debug("cpu: isa {} ({}), oneDNN effective {}", isa_name(choice.isa), choice.reason,
                   onednn_isa_name(effective));
     std::vector<std::unique_ptr<Device>> devices;
-    devices.push_back(std::make_unique<CpuDevice>(choice, int8_support(features, choice.isa),
-                                                  effective, threads));
+    devices.push_back(std::make_unique<CpuDevice>(features, choice, effective, threads));
     return devices;
   }
 };

@@ -29,6 +29,22 @@ namespace polyhal {
 enum class DeviceMode { hardware, model };
 std::string_view device_mode_name(DeviceMode mode) noexcept;
 
+/// How a device runs one form of `model.precision`.
+enum class PrecisionSupport {
+  native,    ///< on instructions made for it: the fast path
+  emulated,  ///< runs, but through conversions or wider math: slower than it should be
+  none,      ///< refused (the reason says why)
+};
+std::string_view precision_support_name(PrecisionSupport support) noexcept;
+
+/// One form of `model.precision` ("f32", "bf16", "f16", "bf32", "int8") on
+/// one device, for the precision policy and `polyhal devices`.
+struct PrecisionMode {
+  std::string precision;
+  PrecisionSupport support = PrecisionSupport::none;
+  std::string why;  ///< what it runs on; for emulated, the cost and the better choice
+};
+
 /// Fixed facts about a device. Every figure in `table` says where it comes from.
 struct DeviceProperties {
   std::string name;     ///< "cpu0", "ipu3", "hpu0"
@@ -40,7 +56,15 @@ struct DeviceProperties {
   std::uint64_t memory_capacity_bytes = 0;
   std::map<DType, double> peak_flops;  ///< FLOP/s per dtype (see table for provenance)
   std::vector<Property> table;         ///< everything, for `polyhal devices`
+  /// How each precision runs (since ABI 6). A precision not listed is
+  /// native when its dtype is in `dtypes`, else none: device models that
+  /// compute each dtype they list at full speed need not fill it.
+  std::vector<PrecisionMode> precisions;
 };
+
+/// `precision` on the device `properties` describes: its entry in
+/// `properties.precisions`, else derived from `dtypes` as that field says.
+PrecisionMode precision_mode(const DeviceProperties& properties, std::string_view precision);
 
 /// Live memory counters.
 struct MemoryStats {

@@ -103,11 +103,13 @@ ConfigSection model() {
       .add("seed", &ModelSection::seed, "seed of the random init and of dropout")
       .add("seq_len", &ModelSection::seq_len, "tokens per sequence")
       .custom("precision",
-              "mixed (each backend's native low precision: bf16 on cpu and gaudi, f16 with dynamic "
-              "loss scaling on ipu; the run says which), "
+              "mixed (each device's fastest native precision: bf16 on gaudi and on CPUs with "
+              "AVX512_BF16 or AMX, f32 on other CPUs, f16 with dynamic loss scaling on ipu; the "
+              "run says which and why), "
               "f32, bf16 or f16 (activations and GEMMs; master weights stay f32; on the cpu, "
               "inference's f16 is f32 tensors with f16 products in the encoder's linears); "
-              "inference and evaluation also int8 (encoder GEMMs in int8, bf16 activations, "
+              "inference and evaluation also int8 (encoder GEMMs in int8, bf16 activations where "
+              "bf16 is native, else f32; "
               "model.int8_activations) and bf32 (f32 tensors, bf16 products)",
               read_precision, precision_text)
       .add("int8_activations", &ModelSection::int8_activations,

@@ -7,11 +7,11 @@
 
 namespace polyhal {
 #if defined(__x86_64__) && defined(__GLIBCXX__) && _GLIBCXX_USE_CXX11_ABI
-static_assert(kAbiMajor == 5, "new ABI: update the sizes below for it");
+static_assert(kAbiMajor == 6, "new ABI: update the sizes below for it");
 static_assert(sizeof(Backend) == 24, "Backend changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(OptionSpec) == 128, "OptionSpec changed layout: bump kAbiMajor (abi.hpp)");
-static_assert(sizeof(Device) == 344, "Device changed layout: bump kAbiMajor (abi.hpp)");
-static_assert(sizeof(DeviceProperties) == 240,
+static_assert(sizeof(Device) == 368, "Device changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(DeviceProperties) == 264,
               "DeviceProperties changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(MemoryStats) == 32, "MemoryStats changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(MemoryItem) == 72, "MemoryItem changed layout: bump kAbiMajor (abi.hpp)");

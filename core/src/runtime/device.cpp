@@ -47,6 +47,34 @@ std::string_view device_mode_name(DeviceMode mode) noexcept {
   return mode == DeviceMode::hardware ? "hardware" : "model";
 }
 
+std::string_view precision_support_name(PrecisionSupport support) noexcept {
+  switch (support) {
+    case PrecisionSupport::native:
+      return "native";
+    case PrecisionSupport::emulated:
+      return "emulated";
+    case PrecisionSupport::none:
+      return "no";
+  }
+  return "?";
+}
+
+PrecisionMode precision_mode(const DeviceProperties& properties, std::string_view precision) {
+  for (const PrecisionMode& mode : properties.precisions)
+    if (mode.precision == precision) return mode;
+  // bf32 is f32 tensors with bf16 products: native where bf16 is.
+  const bool bf32 = precision == "bf32";
+  const auto type = bf32 ? std::optional<DType>(DType::bf16) : parse_dtype(precision);
+  const bool listed = precision != "int8" && type &&
+                      std::find(properties.dtypes.begin(), properties.dtypes.end(), *type) !=
+                          properties.dtypes.end();
+  std::string why =
+      listed ? fmt::format("computes in {}", dtype_name(*type))
+             : fmt::format("does not compute in {}", type ? dtype_name(*type) : precision);
+  if (bf32) why += " (bf32: f32 tensors, bf16 products)";
+  return {std::string(precision), listed ? PrecisionSupport::native : PrecisionSupport::none, why};
+}
+
 Device::Device(DeviceProperties properties) : properties_(std::move(properties)) {}
 Device::~Device() = default;
 

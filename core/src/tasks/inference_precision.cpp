@@ -42,7 +42,10 @@ void throw_precision_refused(const RunConfig& config, const KernelNotFoundError&
 InferencePrecision inference_precision(const RunConfig& config, const BertConfig& model,
                                        const Device& device) {
   InferencePrecision precision(config.model.precision);
-  if (config.model.linear_math == LinearMath::int8 && !device.supports(DType::bf16))
+  // bf16 activations only where bf16 is native: emulated, their conversions
+  // would cost more than int8 saves (VNNI without AVX512_BF16: Cascade Lake).
+  if (config.model.linear_math == LinearMath::int8 &&
+      precision_mode(device.properties(), "bf16").support != PrecisionSupport::native)
     precision.dtype = DType::f32;
   precision.encoder_math = config.model.linear_math;
   if (config.model.precision == DType::f16 && !device.supports(DType::f16) &&

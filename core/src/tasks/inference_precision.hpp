@@ -15,7 +15,7 @@ namespace polyhal {
 /// dynamic run's file has no per-channel maxima, when model.int8_scales is
 /// given to any other precision, or when model.calibrate is asked of an int8
 /// run (calibrate at f32 or bf16).
-/// int8's activations are bf16 where `device` computes in it, else f32 (so
+/// int8's activations are bf16 where `device` computes it natively, else f32 (so
 /// that a device without int8 refuses int8 itself, with its reason). f16 on
 /// a device without f16 tensors (the CPU) is f32 tensors with f16 products
 /// in the encoder's linears (LinearMath::f16_products).

@@ -5,15 +5,42 @@
 #include <algorithm>
 
 namespace polyhal {
+namespace {
 
-std::optional<std::string> resolve_precision_policy(RunConfig& config, const Device& device) {
-  if (!config.model.mixed) return std::nullopt;
+bool native(const DeviceProperties& p, const char* precision) {
+  return precision_mode(p, precision).support == PrecisionSupport::native;
+}
+
+/// The explicit precision's line when the device only emulates it.
+std::optional<PrecisionDecision> explicit_precision(RunConfig& config, const Device& device) {
+  const auto& p = device.properties();
+  const std::string name = config.model.precision_name();
+  const PrecisionMode mode = precision_mode(p, name);
+  if (mode.support == PrecisionSupport::native) {
+    config.model.precision_reason = fmt::format("as written; native on {}: {}", p.name, mode.why);
+    return std::nullopt;
+  }
+  if (mode.support == PrecisionSupport::none) return std::nullopt;
+  const char* better = native(p, "bf16") ? "bf16" : "f32";
+  config.model.precision_reason = fmt::format("as written; emulated on {}: {}", p.name, mode.why);
+  return PrecisionDecision{
+      fmt::format("{}: key 'model.precision': {} runs emulated on {} ({}): {}; {} (or mixed, "
+                  "which picks it) computes natively here",
+                  config.locate("model.precision"), name, p.name, p.product, mode.why, better),
+      true};
+}
+
+}  // namespace
+
+std::optional<PrecisionDecision> resolve_precision_policy(RunConfig& config, const Device& device) {
+  if (!config.model.mixed) return explicit_precision(config, device);
   const auto& p = device.properties();
   std::string why;
-  if (device.supports(DType::bf16)) {
+  if (native(p, "bf16")) {
     config.model.precision = DType::bf16;
-    why = "it computes in bf16: no loss scaling needed";
-  } else if (device.supports(DType::f16)) {
+    why = fmt::format("it computes bf16 natively ({}): no loss scaling needed",
+                      precision_mode(p, "bf16").why);
+  } else if (native(p, "f16")) {
     config.model.precision = DType::f16;
     const auto& scaling = config.optimizer.loss_scaling;
     why = fmt::format("it has f16, not bf16; loss scaling {}",
@@ -28,10 +55,15 @@ std::optional<std::string> resolve_precision_policy(RunConfig& config, const Dev
       why += fmt::format(", {} partials (device.{}.partials)", partials->value, p.backend);
   } else {
     config.model.precision = DType::f32;
-    why = "it has neither bf16 nor f16";
+    const PrecisionMode bf16 = precision_mode(p, "bf16");
+    why = bf16.support == PrecisionSupport::emulated
+              ? fmt::format("its bf16 would be emulated ({})", bf16.why)
+              : "it has neither native bf16 nor native f16";
   }
-  return fmt::format("model.precision mixed: {} on {} ({}), as {}",
-                     dtype_name(config.model.precision), p.name, p.product, why);
+  config.model.precision_reason = "mixed, as " + why;
+  return PrecisionDecision{fmt::format("model.precision mixed: {} on {} ({}), as {}",
+                                       dtype_name(config.model.precision), p.name, p.product, why),
+                           false};
 }
 
 }  // namespace polyhal

@@ -52,6 +52,10 @@ struct ModelSection {
   /// model.precision mixed: `precision` is the device's native low
   /// precision, set by resolve_precision_policy once the device is open.
   bool mixed = false;
+  /// Why the run computes in `precision`: what mixed chose on this device,
+  /// or whether an explicit precision runs natively or emulated there; set
+  /// by resolve_precision_policy, printed by validate and the run summary.
+  std::string precision_reason;
   /// How the encoder's GEMMs multiply: int8 (model.precision int8) or bf16
   /// products of f32 tensors (bf32); inference and evaluation only.
   LinearMath linear_math = LinearMath::native;

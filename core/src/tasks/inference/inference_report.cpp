@@ -53,6 +53,8 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
       r.config.num_hidden_layers, r.config.hidden_size, r.config.num_attention_heads,
       config.model.head == "none" ? "" : ", head " + config.model.head, r.seq, r.batch, precision,
       p.name, p.product, model ? ", device model" : "");
+  if (!config.model.precision_reason.empty())
+    std::cout << fmt::format("  precision {}: {}\n", precision, config.model.precision_reason);
   print_memory(r.memory);
   nlohmann::json summary{{"backend", config.backend},
                          {"device", p.name},
@@ -62,6 +64,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
                          {"model", "bert-" + r.model_name},
                          {"head", config.model.heads ? "pretraining" : config.model.head},
                          {"precision", precision},
+                         {"precision_reason", config.model.precision_reason},
                          {"seq_len", r.seq},
                          {"global_batch", r.batch},
                          {"micro_batch", r.batch},

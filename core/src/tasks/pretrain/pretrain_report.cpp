@@ -91,6 +91,7 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
                          {"task", config.task},
                          {"model", "bert-" + r.model_name},
                          {"precision", std::string(dtype_name(config.model.precision))},
+                         {"precision_reason", config.model.precision_reason},
                          {"seq_len", config.model.seq_len},
                          {"micro_batch", config.batch.micro},
                          {"grad_accum", config.batch.grad_accum},
