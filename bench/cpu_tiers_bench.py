@@ -41,17 +41,11 @@ def rate(build, a, tier, precision):
             "--set", f"model.preset={a.preset}", "--set", f"model.seq_len={a.seq}", "--set", f"batch.micro={a.batch}",
             "--set", f"model.precision={precision}", "--set", f"inference.iterations={a.iterations}",
             "--set", f"device.isa={tier}", "--set", f"device.threads={a.threads}"]
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    import json
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        metrics = os.path.join(tmp, "m.jsonl")
-        r = subprocess.run([os.path.join(build, "launcher", "polyhal"), "run", "--metrics-out", metrics] + args,
-                           capture_output=True, text=True, env=env)
-        if r.returncode != 0:
-            return None, "refused" if r.returncode == 2 else f"exit {r.returncode}"
-        s = [json.loads(line) for line in open(metrics)][-1]
-        return s["sequences_per_second"], s["precision"]
+    try:
+        s = polyhal_bench.run(build, args)[-1]
+    except subprocess.CalledProcessError as e:
+        return None, "refused" if e.returncode == 2 else f"exit {e.returncode}"
+    return s["sequences_per_second"], s["precision"]
 
 
 def main():
