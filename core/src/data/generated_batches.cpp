@@ -25,6 +25,10 @@ SpecialTokens special_tokens(std::int64_t vocab) {
 
 }  // namespace
 
+std::int64_t smallest_generated_vocabulary() noexcept {
+  return special_tokens(0).first_word + 1;
+}
+
 TrainingBatch make_pretraining_batch(const BertConfig& config, BertShape shape,
                                      const DataSection& data, std::uint64_t index) {
   std::mt19937_64 rng(data.seed * 0x9e3779b97f4a7c15ull + index + 1);

@@ -237,8 +237,16 @@ std::unique_ptr<PretrainingData> open_pretraining_data(const RunConfig& config,
                                                           "MLPerf HDF5", config, model, shape);
   }
   if (config.data.source == "tfrecord") return open_tfrecord_data(config, model, shape);
-  if (config.data.source == "generated" || config.data.source == "pattern")
+  if (config.data.source == "generated" || config.data.source == "pattern") {
+    // Words are drawn past the special tokens: a smaller vocabulary has none.
+    if (model.vocab_size < smallest_generated_vocabulary())
+      throw ConfigError(fmt::format(
+          "{}: key 'model.vocab_size': {} data draws words past the special tokens (ids 0-{}), "
+          "so it needs a vocabulary of at least {}, got {}",
+          config.locate("model.vocab_size"), config.data.source,
+          smallest_generated_vocabulary() - 2, smallest_generated_vocabulary(), model.vocab_size));
     return std::make_unique<SyntheticData>(model, shape, config.data);
+  }
   throw ConfigError(fmt::format(
       "{}: key '{}': pre-training reads generated, pattern, mlperf_hdf5 or tfrecord, "
       "not \"{}\"",

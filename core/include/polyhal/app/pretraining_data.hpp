@@ -44,6 +44,10 @@ class PretrainingData {
 /// segment repeats one word; "is next" when B repeats A's word).
 TrainingBatch make_pretraining_batch(const BertConfig& config, BertShape shape,
                                      const DataSection& data, std::uint64_t index);
+/// The smallest vocabulary make_pretraining_batch can draw words from: one
+/// word past the special tokens ([PAD], [CLS], [SEP], [MASK] and the ids
+/// reserved below the first word).
+std::int64_t smallest_generated_vocabulary() noexcept;
 
 /// For a plan only (`run --compile-only`, `validate --skip-inputs`) of a
 /// config written for another machine: when data.files is not here,
