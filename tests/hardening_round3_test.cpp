@@ -3,7 +3,9 @@
 // here are not fixed yet.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
+#include <vector>
 
 #include "test_support.hpp"
 
@@ -34,6 +36,27 @@ TEST(HardeningRound3, GeneratedDataWithNoWordsInTheVocabularyIsRefused) {
   const auto six =
       test::run_polyhal("run --config " + config.string() + " --set model.vocab_size=6");
   EXPECT_EQ(six.exit_code, 0) << six.output;
+}
+
+// Item 1: two records whose steps (or losses) are adjacent doubles made the
+// report's tick loop stop moving and allocate forever. Huge values too.
+TEST(HardeningRound3, ReportOfAdjacentDoublesEndsWithAPage) {
+  test::TempDir dir;
+  const std::vector<std::string> files{
+      "{\"event\":\"step\",\"step\":1,\"loss\":1.0}\n"
+      "{\"event\":\"step\",\"step\":1.0000000000000002,\"loss\":1.0000000000000002}\n",
+      "{\"event\":\"step\",\"step\":1e300,\"loss\":2}\n"
+      "{\"event\":\"step\",\"step\":1.0000000000000002e300,\"loss\":3}\n",
+      "{\"event\":\"step\",\"step\":-1e308,\"loss\":1e-300}\n"
+      "{\"event\":\"step\",\"step\":1e308,\"loss\":1e300}\n"};
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    const auto metrics = dir.write("m" + std::to_string(i) + ".jsonl", files[i]);
+    const auto page = dir.path() / ("r" + std::to_string(i) + ".html");
+    const auto r = test::run_command("timeout 30 " + std::string(POLYHAL_LAUNCHER) + " report " +
+                                     metrics.string() + " -o " + page.string() + " 2>&1");
+    EXPECT_EQ(r.exit_code, 0) << files[i] << r.output;
+    EXPECT_TRUE(std::filesystem::exists(page)) << files[i];
+  }
 }
 
 }  // namespace

@@ -29,9 +29,21 @@ std::vector<double> nice_ticks(double low, double high, int count) {
       step = m * magnitude;
       break;
     }
+  // Ticks by index, never `t += step`: where low and high are adjacent
+  // doubles (or huge), adding a tiny step stops moving t, and a loop on t
+  // never ends (issue 53, item 1). A range no count of ticks can cover
+  // gets its two ends.
+  const double first = std::ceil(low / step), last = std::floor(high / step + 1e-9);
+  if (!std::isfinite(step) || !(step > 0) || !std::isfinite(first) || !std::isfinite(last) ||
+      last - first > 4.0 * count)
+    return {low, high};
   std::vector<double> ticks;
-  for (double t = std::ceil(low / step) * step; t <= high + step * 1e-9; t += step)
+  const int n = static_cast<int>(last - first);
+  for (int k = 0; k <= n; ++k) {
+    const double t = (first + k) * step;
     ticks.push_back(std::abs(t) < step * 1e-9 ? 0.0 : t);
+  }
+  if (ticks.empty()) return {low, high};
   return ticks;
 }
 
