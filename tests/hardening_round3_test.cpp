@@ -4,9 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/safetensors.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -56,6 +59,33 @@ TEST(HardeningRound3, ReportOfAdjacentDoublesEndsWithAPage) {
                                      metrics.string() + " -o " + page.string() + " 2>&1");
     EXPECT_EQ(r.exit_code, 0) << files[i] << r.output;
     EXPECT_TRUE(std::filesystem::exists(page)) << files[i];
+  }
+}
+
+// Item 9: model.weights with a NaN or infinity gave null embeddings, exit 0.
+TEST(HardeningRound3, InferenceWeightsWithANanAreRefusedByName) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "i.yaml",
+      "backend: cpu\ntask: inference\nmodel: {preset: tiny, seq_len: 16, precision: f32}\n"
+      "batch: {micro: 2}\ndata: {source: generated}\ninference: {iterations: 1, warmup: 0}\n");
+  const auto saved = test::run_polyhal("run --config " + config.string() +
+                                       " --set model.save=" + (dir.path() / "m").string());
+  ASSERT_EQ(saved.exit_code, 0) << saved.output;
+  TensorMap weights = read_safetensors(dir.path() / "m" / "model.safetensors");
+  weights.at("bert.encoder.layer.0.output.dense.weight").values.at(7) =
+      std::numeric_limits<float>::quiet_NaN();
+  save_bert_weights(weights, DType::f32, dir.path() / "nan.safetensors");
+  for (const std::string heads : {"false", "true"}) {
+    const auto r = test::run_polyhal("run --config " + config.string() + " --set model.weights=" +
+                                     (dir.path() / "nan.safetensors").string() +
+                                     " --set model.heads=" + heads);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("key 'model.weights': " + (dir.path() / "nan.safetensors").string() +
+                            ": tensor 'bert.encoder.layer.0.output.dense.weight' holds nan at "
+                            "element 7"),
+              std::string::npos)
+        << r.output;
   }
 }
 

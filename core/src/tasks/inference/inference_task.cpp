@@ -105,18 +105,34 @@ BertConfig resolve_bert_config(const ModelSection& model, const std::string& whe
 
 namespace {
 
+/// A NaN or infinity in model.weights turns every output into null: refused
+/// by name, as checkpoint.init refuses one (issue 53, item 9).
+void check_finite_weights(const RunConfig& config, const TensorMap& weights) {
+  for (const auto& [name, tensor] : weights) {
+    const auto bad = std::find_if(tensor.values.begin(), tensor.values.end(),
+                                  [](float x) { return !std::isfinite(x); });
+    if (bad != tensor.values.end())
+      throw ConfigError(fmt::format(
+          "{}: key 'model.weights': {}: tensor '{}' holds {} at element {}: no output computed "
+          "from it would be a number (weights of a run that diverged?)",
+          config.locate("model.weights"), config.model.weights.string(), name, *bad,
+          bad - tensor.values.begin()));
+  }
+}
+
 /// The model's weights: seeded, or from model.weights. Without heads the
 /// encoder of any BERT file serves (a BertModel as sentence-transformers
 /// ships it); the heads a file has beyond it are logged as unused.
 TensorMap read_inference_weights(const RunConfig& config, const BertConfig& model,
                                  const TaskHead& head, bool with_heads) {
   if (config.model.weights.empty()) return init_bert_weights(model, config.model.seed, head);
-  if (with_heads) return load_bert_weights(config.model.weights, model, head);
   std::vector<std::string> unused;
-  TensorMap weights = load_bert_encoder_weights(config.model.weights, model, &unused);
+  TensorMap weights = with_heads ? load_bert_weights(config.model.weights, model, head)
+                                 : load_bert_encoder_weights(config.model.weights, model, &unused);
   if (!unused.empty())
     spdlog::info("weights: {} head tensors not used by the encoder (model.head is none)",
                  unused.size());
+  check_finite_weights(config, weights);
   return weights;
 }
 
