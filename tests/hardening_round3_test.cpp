@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/checkpoint_store.hpp"
 #include "polyhal/app/safetensors.hpp"
 #include "test_support.hpp"
 
@@ -87,6 +88,25 @@ TEST(HardeningRound3, InferenceWeightsWithANanAreRefusedByName) {
               std::string::npos)
         << r.output;
   }
+}
+
+// Item 5: a step past 8 digits (convert of a TF checkpoint whose
+// global_step is 1e8 or more) wrote a name the resume scan never found.
+TEST(HardeningRound3, CheckpointsPastEightDigitsAreFoundAndKeptInStepOrder) {
+  test::TempDir dir;
+  for (const char* name :
+       {"checkpoint-99999999.safetensors", "checkpoint-100000000.safetensors",
+        "checkpoint-00000007.safetensors", "checkpoint-1234567890123456789.safetensors"})
+    dir.write(name, "x");
+  const CheckpointStore store(dir.path());
+  EXPECT_EQ(store.path(100000000).filename(), "checkpoint-100000000.safetensors");
+  ASSERT_TRUE(store.latest());
+  EXPECT_EQ(store.latest()->filename(), "checkpoint-100000000.safetensors")
+      << "the 19-digit name is no step an int64 holds, and is never read";
+  store.remove_all_but_newest(2);
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "checkpoint-100000000.safetensors"));
+  EXPECT_TRUE(std::filesystem::exists(dir.path() / "checkpoint-99999999.safetensors"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "checkpoint-00000007.safetensors"));
 }
 
 }  // namespace

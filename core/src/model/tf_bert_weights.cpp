@@ -6,6 +6,7 @@
 
 #include "model/tf_groupbert_layout.hpp"
 #include "polyhal/app/tf_checkpoint.hpp"
+#include "polyhal/error.hpp"
 
 namespace polyhal {
 namespace {
@@ -117,8 +118,14 @@ TfOptimizerState read_tf_optimizer_state(const std::filesystem::path& path) {
   for (const auto& [name, entry] : checkpoint.entries()) {
     if (name == "global_step" && entry.element_bytes > 0) {
       const auto values = checkpoint.read(name).values;
-      if (values.size() == 1 && values[0] >= 0)
-        out.global_step = static_cast<std::int64_t>(values[0]);
+      // A step a checkpoint name can hold (CheckpointStore: up to 18
+      // digits); beyond it, or negative, the cast would overflow and a
+      // resumed run would never find what convert writes.
+      if (values.size() == 1 && !(values[0] >= 0.0f && values[0] < 1e18f))
+        throw ConfigError(
+            fmt::format("{}: tensor 'global_step' is {}: not a step count (0 to 1e18)",
+                        path.string(), values[0]));
+      if (values.size() == 1) out.global_step = static_cast<std::int64_t>(values[0]);
       continue;
     }
     for (const auto& [suffix, first] : slots) {

@@ -10,6 +10,16 @@
 #include "polyhal/error.hpp"
 
 namespace polyhal {
+namespace {
+
+/// The step a checkpoint's name holds (checkpoint-NNNNNNNN.safetensors,
+/// 8 to 18 digits: an int64 step never overflows).
+std::int64_t step_of(const std::filesystem::path& file) {
+  const std::string name = file.filename().string();
+  return std::stoll(name.substr(std::string_view("checkpoint-").size()));
+}
+
+}  // namespace
 
 std::filesystem::path CheckpointStore::path(std::int64_t step) const {
   return dir_ / fmt::format("checkpoint-{:08d}.safetensors", step);
@@ -31,14 +41,14 @@ std::optional<std::filesystem::path> CheckpointStore::latest() const {
   if (ec) throw cannot_list(ec);
   if (!std::filesystem::is_directory(status))
     throw ConfigError(fmt::format("checkpoint.dir {}: not a directory", dir_.string()));
-  static const std::regex pattern(R"(checkpoint-(\d{8})\.safetensors)");
+  static const std::regex pattern(R"(checkpoint-(\d{8,18})\.safetensors)");
   std::optional<std::filesystem::path> best;
   std::filesystem::directory_iterator entry(dir_, ec);
   if (ec) throw cannot_list(ec);
   for (; entry != std::filesystem::directory_iterator(); entry.increment(ec)) {
     // Temporary files (".tmp") of an interrupted write never match.
     if (std::regex_match(entry->path().filename().string(), pattern)) {
-      if (!best || entry->path().filename() > best->filename()) best = entry->path();
+      if (!best || step_of(entry->path()) > step_of(*best)) best = entry->path();
     }
   }
   if (ec) throw cannot_list(ec);
@@ -50,7 +60,7 @@ std::vector<std::filesystem::path> CheckpointStore::remove_stale_temporaries() c
   std::error_code ec;
   if (dir_.empty() || !std::filesystem::is_directory(dir_, ec)) return removed;
   // Only what a checkpoint write of ours leaves (mkstemp's six characters).
-  static const std::regex temporary(R"(checkpoint-\d{8}\.safetensors\.tmp\.[A-Za-z0-9]{6})");
+  static const std::regex temporary(R"(checkpoint-\d{8,18}\.safetensors\.tmp\.[A-Za-z0-9]{6})");
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec)) {
     if (!std::regex_match(entry.path().filename().string(), temporary)) continue;
     if (!entry.is_regular_file(ec) || entry.is_symlink(ec)) continue;
@@ -63,13 +73,14 @@ std::vector<std::filesystem::path> CheckpointStore::remove_all_but_newest(std::i
   std::vector<std::filesystem::path> found, removed;
   std::error_code ec;
   if (dir_.empty() || keep < 1 || !std::filesystem::is_directory(dir_, ec)) return removed;
-  static const std::regex pattern(R"(checkpoint-(\d{8})\.safetensors)");
+  static const std::regex pattern(R"(checkpoint-(\d{8,18})\.safetensors)");
   for (const auto& entry : std::filesystem::directory_iterator(dir_, ec))
     if (std::regex_match(entry.path().filename().string(), pattern) && entry.is_regular_file(ec) &&
         !entry.is_symlink(ec))
       found.push_back(entry.path());
-  // Zero-padded step numbers: the names sort by step.
-  std::sort(found.begin(), found.end());
+  // By step: past 8 digits the names no longer sort as the steps do.
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return step_of(a) < step_of(b); });
   const auto extra = static_cast<std::int64_t>(found.size()) - keep;
   for (std::int64_t i = 0; i < extra; ++i)
     if (std::filesystem::remove(found[static_cast<std::size_t>(i)], ec))
@@ -106,7 +117,7 @@ CheckpointStore::Checkpoint CheckpointStore::load(const std::filesystem::path& f
                                   file.string(), checkpoint.step, kMaxCheckpointStep));
   // The name says the step too: a checkpoint whose metadata disagrees was
   // renamed or written by something else, and would overwrite good ones.
-  static const std::regex named(R"(checkpoint-(\d{8,})\.safetensors)");
+  static const std::regex named(R"(checkpoint-(\d{8,18})\.safetensors)");
   std::smatch match;
   const std::string name = file.filename().string();
   if (std::regex_match(name, match, named) && std::stoll(match[1].str()) != checkpoint.step)
