@@ -424,6 +424,50 @@ std::string command_help(const std::string& command) {
   return text;
 }
 
+namespace {
+
+/// supervise without "--": the job's words would be taken for supervise's own.
+void refuse_job_words_without_separator(const std::vector<std::string>& args) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--max-restarts" || arg == "--log-level" || arg == "--progress")
+      ++i;
+    else if (!arg.starts_with("--max-restarts=") && arg != "--help" && arg != "-h")
+      throw UsageError(fmt::format(
+          "supervise: put '--' before the job's command ('{}')\nrun 'polyhal help supervise' for "
+          "its options",
+          arg));
+  }
+}
+
+/// The options' values that need more than program_options' binding.
+void read_option_values(const po::variables_map& vm, CommandLine& cl) {
+  if (vm.count("backend")) cl.backend = vm["backend"].as<std::string>();
+  if (vm.count("metrics-out")) cl.run.metrics_out = vm["metrics-out"].as<std::string>();
+  if (vm.count("tensorboard")) cl.run.tensorboard_dir = vm["tensorboard"].as<std::string>();
+  if (vm.count("metrics-csv")) cl.run.metrics_csv = vm["metrics-csv"].as<std::string>();
+  if (vm.count("profile")) {
+    try {
+      cl.run.profile = parse_step_window(vm["profile"].as<std::string>(), "--profile");
+    } catch (const ConfigError& e) {
+      throw UsageError(e.what());
+    }
+  }
+  if (vm.count("profile-out")) cl.run.profile_out = vm["profile-out"].as<std::string>();
+  cl.log_level_given = vm.count("log-level") > 0 && !vm["log-level"].defaulted();
+  if (vm.count("max-restarts")) cl.max_restarts = vm["max-restarts"].as<int>();
+  if (vm.count("report")) cl.run.report_dir = vm["report"].as<std::string>();
+  if (vm.count("plugin-path")) {
+    // A command-line path means what it says where the user typed it.
+    for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>())
+      cl.common.plugin_paths.push_back(std::filesystem::absolute(p));
+  }
+  cl.max_seq_len_given = vm.count("max-seq-len") > 0;
+  if (vm.count("progress")) cl.run.progress = progress_mode(vm["progress"].as<std::string>());
+}
+
+}  // namespace
+
 CommandLine parse_command_line(int argc, char** argv) {
   CommandLine cl;
   const auto [word, at] = find_command_word(argc, argv);
@@ -449,18 +493,7 @@ CommandLine parse_command_line(int argc, char** argv) {
     }
     args.emplace_back(argv[i]);
   }
-  if (cl.command == "supervise" && job.empty()) {
-    // Without "--", the job's words would be taken for supervise's own.
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      const std::string& arg = args[i];
-      if (arg == "--max-restarts" || arg == "--log-level" || arg == "--progress")
-        ++i;
-      else if (!arg.starts_with("--max-restarts=") && arg != "--help" && arg != "-h")
-        throw UsageError(
-            fmt::format("supervise: put '--' before the job's command ('{}')\n{}", arg,
-                        fmt::format("run 'polyhal help {}' for its options", cl.command)));
-    }
-  }
+  if (cl.command == "supervise" && job.empty()) refuse_job_words_without_separator(args);
   po::variables_map vm;
   const std::string usage_hint =
       word.empty() ? overview_help() : fmt::format("run 'polyhal help {}' for its options", word);
@@ -536,28 +569,7 @@ CommandLine parse_command_line(int argc, char** argv) {
                                  usage_hint));
   }
   cl.run.config = config;
-  if (vm.count("backend")) cl.backend = vm["backend"].as<std::string>();
-  if (vm.count("metrics-out")) cl.run.metrics_out = vm["metrics-out"].as<std::string>();
-  if (vm.count("tensorboard")) cl.run.tensorboard_dir = vm["tensorboard"].as<std::string>();
-  if (vm.count("metrics-csv")) cl.run.metrics_csv = vm["metrics-csv"].as<std::string>();
-  if (vm.count("profile")) {
-    try {
-      cl.run.profile = parse_step_window(vm["profile"].as<std::string>(), "--profile");
-    } catch (const ConfigError& e) {
-      throw UsageError(e.what());
-    }
-  }
-  if (vm.count("profile-out")) cl.run.profile_out = vm["profile-out"].as<std::string>();
-  cl.log_level_given = vm.count("log-level") > 0 && !vm["log-level"].defaulted();
-  if (vm.count("max-restarts")) cl.max_restarts = vm["max-restarts"].as<int>();
-  if (vm.count("report")) cl.run.report_dir = vm["report"].as<std::string>();
-  if (vm.count("plugin-path")) {
-    // A command-line path means what it says where the user typed it.
-    for (const auto& p : vm["plugin-path"].as<std::vector<std::string>>())
-      cl.common.plugin_paths.push_back(std::filesystem::absolute(p));
-  }
-  cl.max_seq_len_given = vm.count("max-seq-len") > 0;
-  if (vm.count("progress")) cl.run.progress = progress_mode(vm["progress"].as<std::string>());
+  read_option_values(vm, cl);
   return cl;
 }
 

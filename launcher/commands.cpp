@@ -4,11 +4,7 @@
 #include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <iostream>
 
@@ -19,8 +15,8 @@
 #include "polyhal/app/metrics_writer.hpp"
 #include "polyhal/app/mpi_collective.hpp"
 #include "polyhal/app/plugin_loader.hpp"
-#include "polyhal/app/precision_policy.hpp"
 #include "polyhal/app/run_outputs.hpp"
+#include "polyhal/app/run_plan.hpp"
 #include "polyhal/app/run_report.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/app/tensor_limit.hpp"
@@ -123,121 +119,50 @@ std::vector<std::shared_ptr<Device>> open_devices_located(Backend& backend,
   }
 }
 
-/// The devices of `backend`. A device model also checks that the
-/// modelled system holds the config's replicas, one device each (`replicas`:
-/// batch.replicas, or the MPI ranks), e.g. 256 replicas on an IPU-POD4.
-/// `device.ipus_per_replica` (IPU): a replica's pipeline stages go one per
-/// IPU, as Graphcore's --ipus-per-replica. `auto` takes model.pipeline's
-/// stage count; a number without model.pipeline balances that many stages
-/// (model.pipeline: N); a number that disagrees with model.pipeline is an
-/// error naming both keys.
-void apply_ipus_per_replica(const DeviceOptions& options, RunConfig& config) {
-  const auto it = options.find("ipus_per_replica");
-  if (it == options.end() || it->second == "auto") return;
-  const std::string where = config.locate("device.ipus_per_replica");
-  std::int64_t ipus = 0;
-  const auto [end, ec] =
-      std::from_chars(it->second.data(), it->second.data() + it->second.size(), ipus);
-  if (ec != std::errc{} || end != it->second.data() + it->second.size() || ipus < 1 ||
-      ipus > 1024) {
-    throw ConfigError(fmt::format(
-        "{}: key 'device.ipus_per_replica': expected auto or a whole number in [1, 1024], got '{}'",
-        where, it->second));
-  }
-  const auto stages = static_cast<std::int64_t>(config.model.pipeline.size());
-  const bool pipelined = stages > 0 || config.model.pipeline_stages > 0;
-  if (!pipelined) {
-    if (ipus > 1) config.model.pipeline_stages = ipus;
-    return;
-  }
-  const std::int64_t given = stages > 0 ? stages : config.model.pipeline_stages;
-  if (given != ipus) {
-    throw ConfigError(fmt::format(
-        "{}: key 'device.ipus_per_replica': {} IPUs per replica, but model.pipeline ({}) has {} "
-        "stage{}: each stage runs on its own IPU; give {} stages or set ipus_per_replica to {}",
-        where, ipus, config.locate("model.pipeline"), given, given == 1 ? "" : "s", ipus, given));
-  }
-}
-
-/// Local replicas a host always allows (tests and numerics checks run a few
-/// on a small machine), whatever its CPU count.
-constexpr std::int64_t kMinLocalReplicas = 8;
-
-/// The CPUs this process may run on.
-std::int64_t available_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (::sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max<std::int64_t>(1, ::sysconf(_SC_NPROCESSORS_ONLN));
-}
-
-std::vector<std::shared_ptr<Device>> open_checked_devices(Backend& backend,
-                                                          const DeviceOptions& options,
-                                                          RunConfig& config,
-                                                          std::int64_t replicas) {
-  apply_ipus_per_replica(options, config);
-  auto devices = open_devices_located(backend, options, &config);
-  if (devices.empty()) {
-    throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
-  }
-  if (const auto decision = resolve_precision_policy(config, *devices.front())) {
-    if (decision->warning)
-      spdlog::warn("{}", decision->line);
-    else
-      spdlog::info("{}", decision->line);
-  }
-  const auto& p = devices.front()->properties();
-  // A pipelined replica takes one device per stage.
-  const std::int64_t stages =
-      config.model.pipeline_stages > 0
-          ? config.model.pipeline_stages
-          : std::max<std::int64_t>(1, static_cast<std::int64_t>(config.model.pipeline.size()));
-  if (p.mode == DeviceMode::model &&
-      replicas * stages > static_cast<std::int64_t>(devices.size())) {
-    throw ConfigError(fmt::format(
-        "{}: key 'batch.replicas': {} replicas x {} pipeline stage{} need {} devices, but the "
-        "modelled {} has {} ({}): use fewer replicas or a larger system",
-        config.locate("batch.replicas"), replicas, stages, stages == 1 ? "" : "s",
-        replicas * stages, backend.name(), devices.size(), p.product));
-  }
-  if (p.mode != DeviceMode::model && config.collective.engine == "local") {
-    // Local replicas are threads on this host, each with its own copy of
-    // the model: beyond the CPUs there are, they only wait for each other.
-    const std::int64_t cpus = available_cpus();
-    const std::int64_t most = std::max<std::int64_t>(kMinLocalReplicas, cpus);
-    if (replicas > most)
-      throw ConfigError(fmt::format(
-          "{}: key 'batch.replicas': {} local replicas on {} CPUs: at most {} (one thread each, "
-          "each with its own model); run more as MPI ranks (collective: mpi, docs/scale-out.md)",
-          config.locate("batch.replicas"), replicas, cpus, most));
-  }
-  if (config.collective.plugin_engine == "required" && !devices.front()->collective_engine())
-    throw ConfigError(fmt::format(
-        "{}: key 'collective.plugin_engine': required, but backend '{}' has no collective "
-        "engine of its own; set it to auto or off to run the collectives on polyhal's {} engine",
-        config.locate("collective.plugin_engine"), backend.name(), config.collective.engine));
-  if (const auto& engine = devices.front()->collective_engine();
-      engine && config.collective.plugin_engine != "off" && replicas > 1)
-    spdlog::info("collectives offered to the backend's engine '{}' first, each due within {:g} s",
-                 engine->name(), config.collective.timeout_seconds);
-  return devices;
-}
-
 std::vector<Device*> raw(const std::vector<std::shared_ptr<Device>>& devices) {
   std::vector<Device*> out;
   for (const auto& d : devices) out.push_back(d.get());
   return out;
 }
 
+/// The devices a run opened and its plan on them.
+struct OpenedRun {
+  std::vector<std::shared_ptr<Device>> devices;  ///< each keeps its plugin library loaded
+  RunPlan plan;
+  Device& device() const { return *devices.front(); }
+};
+
+/// Opens `backend`'s devices with `options` and resolves the run on them
+/// (run_plan.hpp), logging what the plan decided once.
+OpenedRun open_and_resolve(Backend& backend, const DeviceOptions& options, const RunConfig& config,
+                           const WorldShape& world) {
+  OpenedRun run{open_devices_located(backend, options, &config), {}};
+  if (run.devices.empty()) {
+    throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
+  }
+  run.plan = resolve_run(config, raw(run.devices), options, world);
+  const PrecisionPlan& precision = run.plan.precision;
+  if (precision.warning)
+    spdlog::warn("{}", precision.log_line);
+  else if (!precision.log_line.empty())
+    spdlog::info("{}", precision.log_line);
+  if (!run.plan.placement.overlap_reason.empty())
+    spdlog::info("{}", run.plan.placement.overlap_reason);
+  if (const auto& engine = run.device().collective_engine();
+      engine && run.plan.placement.plugin_collectives && run.plan.placement.replicas > 1)
+    spdlog::info("collectives offered to the backend's engine '{}' first, each due within {:g} s",
+                 engine->name(), config.collective.timeout_seconds);
+  return run;
+}
+
 /// The devices of the config's backend, opened with the config's device
-/// options. Each device keeps its plugin library loaded.
-std::vector<std::shared_ptr<Device>> open_configured_devices(const CommonOptions& common,
-                                                             RunConfig& config,
-                                                             std::int64_t replicas) {
+/// options, and the run's plan on them.
+OpenedRun open_configured_run(const CommonOptions& common, const RunConfig& config,
+                              const WorldShape& world) {
   PluginLoader loader(search_options(common, config.plugin_paths, config.backend));
   auto backend = loader.backend(config.backend);
-  return open_checked_devices(*backend, config.resolve_device(backend->device_options()), config,
-                              replicas);
+  return open_and_resolve(*backend, config.resolve_device(backend->device_options()), config,
+                          world);
 }
 
 /// Sets the log level and adds log.file's sink, returned so that the run
@@ -262,6 +187,13 @@ int logged(const std::shared_ptr<LogFileSink>& log, Step&& step) {
 }
 
 }  // namespace
+
+RunConfig loaded_config(const RunOptions& run) {
+  RunConfig config =
+      load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
+  if (run.backend) config.backend = *run.backend;
+  return config;
+}
 
 int list_plugins(const CommonOptions& common) {
   const auto options = search_options(common);
@@ -380,9 +312,7 @@ void check_device_options(Backend& backend, const std::vector<OptionSpec>& specs
 /// backend that is not installed is a warning: the config is still shown,
 /// with the device options it gives.
 int show_config(const CommonOptions& common, const RunOptions& run) {
-  RunConfig config =
-      load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
-  if (run.backend) config.backend = *run.backend;
+  const RunConfig config = loaded_config(run);
   const auto probed = probe_plugins(search_options(common, config.plugin_paths, config.backend),
                                     [&](Backend& backend) {
                                       const auto specs = backend.device_options();
@@ -458,9 +388,7 @@ std::string fit_advice(const RunConfig& config, const std::vector<OptionSpec>& d
 /// kernels, the data, and the memory plan. Same exit codes as `run`: a plan
 /// that does not fit is exit 1, as `run` fails to allocate it.
 int validate_config(const CommonOptions& common, const RunOptions& run) {
-  RunConfig config =
-      load_run_config(run.config, run.overrides, task_schemas(), run.override_origins);
-  if (run.backend) config.backend = *run.backend;
+  const RunConfig config = loaded_config(run);
   check_output_paths(config);
   if (!run.skip_inputs) check_input_paths(config, run.inputs_made_earlier);
   check_run_outputs(run);
@@ -470,20 +398,19 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
   probe_selected_backend(plugin_search);
   PluginLoader loader(plugin_search);
   auto backend = loader.backend(config.backend);
-  const auto device =
-      open_checked_devices(*backend, config.resolve_device(backend->device_options()), config,
-                           config.batch.replicas)
-          .front();
-  const PlanSummary plan = naming_the_batch(config, [&] { return task.plan(*device, config); });
+  const OpenedRun opened = open_and_resolve(
+      *backend, config.resolve_device(backend->device_options()), config, WorldShape{});
+  MetricsWriter nowhere({});
+  const TaskContext context{opened.device(), raw(opened.devices), config, opened.plan, run,
+                            nowhere};
+  const PlanSummary plan = naming_the_batch(config, [&] { return task.plan(context); });
   std::cout << fmt::format("{}: {} (backend {}, task {}; {})\n", run.config.string(),
                            plan.fits ? "ok" : "DOES NOT FIT", config.backend, config.task,
                            plan.text);
-  if (!config.model.precision_reason.empty())
-    std::cout << fmt::format("  precision {} on {}: {}\n", config.model.precision_name(),
-                             device->name(), config.model.precision_reason);
+  std::cout << plan_lines(opened.plan, opened.device());
   if (!plan.fits) std::cout << fit_advice(config, backend->device_options());
   if (!run.report_dir.empty()) {
-    const auto page = naming_the_batch(config, [&] { return task.memory_page(*device, config); });
+    const auto page = naming_the_batch(config, [&] { return task.memory_page(context); });
     if (page) {
       const auto file = run.report_dir / "memory.html";
       write_html_report(file, memory_report_html(*page));
@@ -568,7 +495,7 @@ void check_ranks_agree(const RunConfig& config, Communicator& world) {
 /// log warnings and errors, prefixed with their rank. Any error on any rank
 /// tears the whole job down (MPI_Abort) with that error's exit code, so no
 /// rank is left waiting for a peer that will never come.
-int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, RunConfig config) {
+int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, const RunConfig& config) {
   const Task& task = task_named(config);
   check_collective(task, config);
   MpiRuntime mpi;
@@ -591,26 +518,15 @@ int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, RunConfi
       spdlog::set_pattern(fmt::format("%Y-%m-%d %H:%M:%S.%e [rank {}] [%l] %v", rank));
     }
     check_ranks_agree(config, *world);
-    if (config.collective.overlap == "auto") {
-      // Over a network the transfer is the link's time, which backward can
-      // hide; between ranks of one host it is copies on the cores backward
-      // needs (bench/overlap_allreduce.py). Every rank decides alike.
-      const bool spans_hosts = mpi.ranks_on_this_host() < mpi.size();
-      config.collective.overlap = spans_hosts ? "true" : "false";
-      spdlog::info("collective.overlap auto: gradients all-reduced {} ({})",
-                   spans_hosts ? "during backward" : "after backward",
-                   spans_hosts ? "the ranks span several hosts" : "every rank is on this host");
-    }
     MetricsWriter metrics({options.metrics_out, options.tensorboard_dir, options.metrics_csv});
-    const auto opened = open_configured_devices(common, config, mpi.size());
-    const auto& device = opened.front();
+    const OpenedRun opened =
+        open_configured_run(common, config, {mpi.size(), mpi.ranks_on_this_host(), true});
     spdlog::info("rank {} of {}: backend {} device {}", rank, mpi.size(), config.backend,
-                 device->name());
-    const int code = logged(log, [&] {
-      return naming_the_batch(config, [&] {
-        return task.run(*device, config, options, metrics, world.get(), raw(opened));
-      });
-    });
+                 opened.device().name());
+    const TaskContext context{opened.device(), raw(opened.devices), config, opened.plan, options,
+                              metrics,         world.get()};
+    const int code =
+        logged(log, [&] { return naming_the_batch(config, [&] { return task.run(context); }); });
     world->barrier();  // nobody finalises while a peer still needs it
     std::cout.rdbuf(saved_cout);
     return code;
@@ -631,9 +547,7 @@ int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, RunConfi
 }
 
 int run_workload(const CommonOptions& common, const RunOptions& given) {
-  RunConfig config =
-      load_run_config(given.config, given.overrides, task_schemas(), given.override_origins);
-  if (given.backend) config.backend = *given.backend;
+  const RunConfig config = loaded_config(given);
   check_output_paths(config);
   // --compile-only plans a config for wherever it will run: its data need not be here.
   if (!given.compile_only) check_input_paths(config);
@@ -648,15 +562,14 @@ int run_workload(const CommonOptions& common, const RunOptions& given) {
     return stop.exit_code(run_as_mpi_rank(common, run, config));
   const auto log = configure_logging(common, config);
   MetricsWriter metrics({run.metrics_out, run.tensorboard_dir, run.metrics_csv});
-  const auto opened = open_configured_devices(common, config, config.batch.replicas);
-  const auto& device = opened.front();
-
-  spdlog::info("backend {} device {} ({}, mode {})", config.backend, device->name(),
-               device->properties().product, device_mode_name(device->properties().mode));
+  const OpenedRun opened = open_configured_run(common, config, WorldShape{});
+  const Device& device = opened.device();
+  spdlog::info("backend {} device {} ({}, mode {})", config.backend, device.name(),
+               device.properties().product, device_mode_name(device.properties().mode));
+  const TaskContext context{opened.device(), raw(opened.devices), config, opened.plan, run,
+                            metrics};
   return stop.exit_code(logged(log, [&] {
-    return naming_the_batch(config, [&] {
-      return task_named(config).run(*device, config, run, metrics, nullptr, raw(opened));
-    });
+    return naming_the_batch(config, [&] { return task_named(config).run(context); });
   }));
 }
 

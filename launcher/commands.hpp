@@ -34,6 +34,11 @@ int list_plugins(const CommonOptions& common);
 int list_devices(const CommonOptions& common, const std::optional<std::string>& backend,
                  const std::vector<std::string>& overrides, bool options_only = false);
 int validate_config(const CommonOptions& common, const RunOptions& run);
+
+/// The config `run` names, with its overrides and --backend: the one place
+/// a RunConfig is made; read-only from here on (the plan holds what the
+/// devices decide).
+RunConfig loaded_config(const RunOptions& run);
 /// `polyhal config show`: every key with its value and origin, and every
 /// device option of the selected backend.
 int show_config(const CommonOptions& common, const RunOptions& run);

@@ -4,8 +4,10 @@
 
 #include <iostream>
 
+#include "command_table.hpp"
 #include "commands.hpp"
 #include "polyhal/app/checkpoint_store.hpp"
+#include "polyhal/error.hpp"
 
 namespace polyhal {
 
@@ -35,6 +37,25 @@ int convert_model(const ConvertOptions& options) {
                                : ", vocab.txt, tokenizer_config.json (do_lower_case " +
                                      std::string(options.lower_case ? "true" : "false") + ")");
   return 0;
+}
+
+int convert_command(CommandLine& cl, int, char**) {
+  if (cl.inputs.size() != 1 || cl.pack.output.empty())
+    throw UsageError(
+        fmt::format("'convert' needs one --input and --output\n{}", command_help("convert")));
+  if (cl.convert_to != "hf" && cl.convert_to != "checkpoint")
+    throw UsageError(fmt::format(
+        "--to {}: expected hf (a Hugging Face directory) or checkpoint (a polyhal checkpoint "
+        "directory to resume from)",
+        cl.convert_to));
+  ConvertOptions options;
+  options.input = cl.inputs.front();
+  options.output = cl.pack.output;
+  options.bert_config = cl.bert_config;
+  options.vocab = cl.vocab;
+  options.lower_case = !cl.cased;
+  options.to = cl.convert_to;
+  return convert_model(options);
 }
 
 }  // namespace polyhal

@@ -4,9 +4,11 @@
 
 #include <iostream>
 
+#include "command_table.hpp"
 #include "commands.hpp"
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/progress.hpp"
+#include "polyhal/error.hpp"
 
 namespace polyhal {
 
@@ -23,6 +25,14 @@ int pack_data(const PackOptions& options, ProgressMode progress) {
       100 * s.efficiency(), 100 * s.unpacked_efficiency(), s.speedup(), r.max_predictions_per_pack);
   for (const auto& file : r.files) std::cout << "  wrote " << file.string() << '\n';
   return 0;
+}
+
+int pack_command(CommandLine& cl, int, char**) {
+  if (cl.inputs.size() != 1 || cl.pack.output.empty())
+    throw UsageError(
+        fmt::format("'pack' needs one --input and --output\n{}", command_help("pack")));
+  cl.pack.input = cl.inputs.front();
+  return pack_data(cl.pack, cl.run.progress);
 }
 
 }  // namespace polyhal

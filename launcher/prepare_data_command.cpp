@@ -5,8 +5,10 @@
 
 #include <iostream>
 
+#include "command_table.hpp"
 #include "commands.hpp"
 #include "polyhal/app/progress.hpp"
+#include "polyhal/error.hpp"
 
 namespace polyhal {
 
@@ -44,6 +46,31 @@ int prepare_data(const PrepareDataOptions& options, const std::optional<PackOpti
   packing.output = options.output / "packed";
   packing.max_seq_len = options.max_seq_len;
   return pack_data(packing, progress);
+}
+
+int prepare_data_command(CommandLine& cl, int, char**) {
+  if (cl.inputs.empty() || cl.vocab.empty() || cl.pack.output.empty())
+    throw UsageError(fmt::format("'prepare-data' needs --input, --vocab and --output\n{}",
+                                 command_help("prepare-data")));
+  if (cl.cased && cl.lower_case) throw UsageError("--lower-case and --cased: give one");
+  if (cl.special_tokens != "split" && cl.special_tokens != "keep")
+    throw UsageError(
+        fmt::format("--special-tokens: expected split (BERT's reference) or keep, got '{}'",
+                    cl.special_tokens));
+  auto& prepare = cl.prepare;
+  for (const auto& input : cl.inputs) prepare.inputs.emplace_back(input);
+  prepare.vocab = cl.vocab;
+  prepare.output = cl.pack.output;
+  prepare.lower_case = !cl.cased;
+  prepare.special_tokens =
+      cl.special_tokens == "keep" ? SpecialTokensInText::keep : SpecialTokensInText::split;
+  if (cl.max_seq_len_given) prepare.max_seq_len = cl.pack.max_seq_len;
+  std::optional<PackOptions> packing;
+  if (!cl.pack_after.empty()) {
+    packing = cl.pack;
+    packing->algorithm = cl.pack_after;
+  }
+  return prepare_data(prepare, packing, cl.run.progress);
 }
 
 }  // namespace polyhal

@@ -76,9 +76,7 @@ int run_recipe(const CommonOptions& common, const RunOptions& run, bool validate
   std::vector<RunConfig> configs;
   for (const auto& stage : recipe.stages) {
     runs.push_back(stage_options(recipe, stage, run));
-    configs.push_back(load_run_config(runs.back().config, runs.back().overrides, task_schemas(),
-                                      runs.back().override_origins));
-    if (runs.back().backend) configs.back().backend = *runs.back().backend;
+    configs.push_back(loaded_config(runs.back()));
   }
   check_stage_inputs(recipe, configs);
   const auto count = recipe.stages.size();

@@ -3,8 +3,10 @@
 
 #include <iostream>
 
+#include "command_table.hpp"
 #include "commands.hpp"
 #include "polyhal/app/html_reports.hpp"
+#include "polyhal/error.hpp"
 
 namespace polyhal {
 
@@ -25,6 +27,15 @@ int write_run_report(const std::vector<std::string>& inputs, const std::filesyst
   std::cout << fmt::format("report of {} run{} ({} steps): {}\n", runs.size(),
                            runs.size() == 1 ? "" : "s", steps, output.string());
   return 0;
+}
+
+int report_command(CommandLine& cl, int, char**) {
+  if (cl.inputs.empty())
+    throw UsageError(
+        fmt::format("'report' needs a metrics file (run --metrics-out) or a directory of them\n{}",
+                    command_help("report")));
+  return write_run_report(cl.inputs,
+                          cl.pack.output.empty() ? "polyhal-report.html" : cl.pack.output);
 }
 
 }  // namespace polyhal

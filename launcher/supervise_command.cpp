@@ -12,6 +12,7 @@
 #include <cstring>
 #include <thread>
 
+#include "command_table.hpp"
 #include "commands.hpp"
 #include "polyhal/error.hpp"
 
@@ -128,6 +129,13 @@ int supervise(const std::vector<std::string>& command, int max_restarts) {
     // Lets the old processes' ports and shared-memory segments go first.
     std::this_thread::sleep_for(kRestartDelay);
   }
+}
+
+int supervise_command(CommandLine& cl, int, char**) {
+  if (cl.inputs.empty())
+    throw UsageError(fmt::format("'supervise' needs the job's command after '--'\n{}",
+                                 command_help("supervise")));
+  return supervise(cl.inputs, cl.max_restarts.value_or(3));
 }
 
 }  // namespace polyhal

@@ -3,8 +3,13 @@
 must go down the layers that docs/architecture.md declares (its ```layers
 block: one line per layer, lowest first, with its folders and the
 polyhal/app/ headers it implements). A file may include its own layer and
-the layers before it; plugins may include the contract only. Prints each
-include against the order and exits 1 when there is one.
+the layers before it; plugins may include the contract only. Two rules
+more (issue 51): `config` is the layer right below `plan`, so that nothing
+below the plan (train, data, report, ...) includes the config headers: they
+take settings structs the plan fills; and a task folder under
+core/src/tasks/ never includes another task's folder (what tasks share sits
+in core/src/tasks/ itself). Prints each include against the order and
+exits 1 when there is one.
 
   python3 scripts/check_layers.py [ROOT]
 """
@@ -33,16 +38,35 @@ def read_layers():
     return layers
 
 
+def other_task_folder(rel, target):
+    """The other task folder `target` lies in, when `rel` is in a task folder
+    (core/src/tasks/NAME/...) and includes a file of another one; else None."""
+    parts = rel.split("/")
+    if len(parts) < 5 or parts[:3] != ["core", "src", "tasks"]:
+        return None
+    mine = parts[3]
+    if target.startswith("tasks/"):
+        path = target.split("/")
+    else:  # beside the includer, or ../other/x.hpp
+        path = os.path.normpath(os.path.join(*parts[2:4], target)).split(os.sep)
+    if len(path) >= 3 and path[0] == "tasks" and path[1] != mine:
+        return path[1]
+    return None
+
+
 def main():
     layers = read_layers()
     rank = {name: i for i, (name, _, _) in enumerate(layers)}
+    problems = []
+    if "plan" not in rank or "config" not in rank or rank["config"] != rank["plan"] - 1:
+        problems.append("docs/architecture.md: the config layer must come right below plan: "
+                        "the layers below the plan take settings structs, never config sections")
     folder_layer, header_layer = {}, {}
     for name, folders, headers in layers:
         for f in folders:
             folder_layer[f.rstrip("/")] = name
         for h in headers:
             header_layer[h] = name
-    problems = []
     app_dir = os.path.join(ROOT, "core", "include", "polyhal", "app")
     for h in sorted(os.listdir(app_dir)):
         if "polyhal/app/" + h not in header_layer:
@@ -90,6 +114,11 @@ def main():
                         target = m.group(1)
                         if plugin and not target.startswith("polyhal/"):
                             continue  # the plugin's own files
+                        other = other_task_folder(rel, target)
+                        if other:
+                            problems.append(f"{rel}:{number}: a task folder includes {target} of "
+                                            f"task folder {other}: move what they share to "
+                                            "core/src/tasks/")
                         theirs = layer_of_include(target, rel)
                         if theirs is None:
                             problems.append(f"{rel}:{number}: includes {target}, in no layer")
@@ -102,5 +131,19 @@ def main():
     return 1 if problems else 0
 
 
+def self_test():
+    """The task-folder rule sees both spellings of another folder's file."""
+    cases = {
+        ("core/src/tasks/a/y.cpp", "tasks/b/x.hpp"): "b",
+        ("core/src/tasks/a/y.cpp", "../b/x.hpp"): "b",
+        ("core/src/tasks/a/y.cpp", "tasks/a/x.hpp"): None,
+        ("core/src/tasks/a/y.cpp", "x.hpp"): None,
+        ("core/src/tasks/y.cpp", "tasks/b/x.hpp"): None,
+    }
+    wrong = {k: other_task_folder(*k) for k, v in cases.items() if other_task_folder(*k) != v}
+    print(f"check_layers self-test: {'ok' if not wrong else wrong}")
+    return 1 if wrong else 0
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(self_test() if "--self-test" in sys.argv else main())

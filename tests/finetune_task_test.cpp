@@ -334,6 +334,24 @@ TEST(GlueTask, ResumesExactlyFromItsLastCheckpoint) {
   EXPECT_EQ(eval_b.back()["accuracy"], eval_a.back()["accuracy"]);
 }
 
+// One training call for every task: a finished run whose export was lost
+// (killed while writing it) writes it again on a rerun, as pre-training does.
+TEST(GlueTask, ARerunWritesTheExportAFinishedRunIsMissing) {
+  test::TempDir dir;
+  const std::string config = glue_config(dir, "checkpoint: {dir: ckpt}\n", 1);
+  const std::string run = "run --config " + config + " --set finetune.max_steps=3";
+  auto r = test::run_polyhal(run);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto exported = dir.path() / "out" / "model" / "model.safetensors";
+  ASSERT_TRUE(std::filesystem::exists(exported)) << r.output;
+  std::filesystem::remove(exported);
+  r = test::run_polyhal(run);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("nothing to do"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("writing its missing export"), std::string::npos) << r.output;
+  EXPECT_TRUE(std::filesystem::exists(exported)) << r.output;
+}
+
 TEST(GlueTask, TwoReplicasEqualOneWithTwiceTheAccumulationAndEvaluateTogether) {
   // Replica r takes micro-batches r, r+2, ... of the same shuffled stream, so
   // the replicas' mean gradient is the two-micro-batch accumulation; the

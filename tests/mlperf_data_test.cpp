@@ -67,7 +67,7 @@ BertConfig tiny_model() {
 }
 
 TEST(MlperfHdf5, MicroBatchesCarryLabelsOnlyAtTheMaskedPositions) {
-  const auto data = open_pretraining_data(mlperf_run(false), tiny_model(), {3, kSeq});
+  const auto data = open_pretraining_data(data_source(mlperf_run(false)), tiny_model(), {3, kSeq});
   EXPECT_EQ(data->max_predictions(), 4);
   const auto batch = data->batch(1);  // samples 3, 4, 5 in order
   ASSERT_EQ(batch.mlm_labels.size(), static_cast<std::size_t>(3 * kSeq));
@@ -123,12 +123,12 @@ TEST(MlperfHdf5, BadFilesAndMismatchedModelsAreRefusedWithTheFileNamed) {
   run.data.files = kData / "bad/seq32.hdf5";
   expect_config_error(
       [&] {
-        open_pretraining_data(run, tiny_model(), {2, kSeq});
+        open_pretraining_data(data_source(run), tiny_model(), {2, kSeq});
       },
       "holds sequences of 32 tokens, but model.seq_len is 16");
   BertConfig small_vocab = tiny_model();
   small_vocab.vocab_size = 20;
-  const auto data = open_pretraining_data(mlperf_run(false), small_vocab, {2, kSeq});
+  const auto data = open_pretraining_data(data_source(mlperf_run(false)), small_vocab, {2, kSeq});
   expect_config_error([&] { data->batch(0); }, "outside the model's vocabulary of 20");
   // Labels past the vocabulary, or an NSP label that is not 0 or 1: named
   // with file and row before anything indexes with them.
@@ -136,14 +136,14 @@ TEST(MlperfHdf5, BadFilesAndMismatchedModelsAreRefusedWithTheFileNamed) {
   run.data.files = kData / "bad/lm_label.hdf5";
   expect_config_error(
       [&] {
-        open_pretraining_data(run, tiny_model(), {2, kSeq})->batch(0);
+        open_pretraining_data(data_source(run), tiny_model(), {2, kSeq})->batch(0);
       },
       "lm_label.hdf5 (row 1): masked_lm_ids[0] = 100000 outside the model's "
       "vocabulary");
   run.data.files = kData / "bad/nsp_label.hdf5";
   expect_config_error(
       [&] {
-        open_pretraining_data(run, tiny_model(), {2, kSeq})->batch(0);
+        open_pretraining_data(data_source(run), tiny_model(), {2, kSeq})->batch(0);
       },
       "nsp_label.hdf5 (row 1): next_sentence_labels = 7: expected 0 or 1");
 }
@@ -156,7 +156,7 @@ TEST(MlperfHdf5, AFileThatCrashesLibhdf5IsAnErrorNotACrash) {
   auto run = mlperf_run(false);
   run.data.files = kData / "bad/libhdf5_segfault.hdf5";
   try {
-    open_pretraining_data(run, tiny_model(), {2, kSeq})->batch(0);
+    open_pretraining_data(data_source(run), tiny_model(), {2, kSeq})->batch(0);
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     const std::string message = e.what();

@@ -9,6 +9,7 @@
 #include "polyhal/app/checkpoint_store.hpp"
 #include "polyhal/app/loss_scaler.hpp"
 #include "polyhal/app/replica_group.hpp"
+#include "polyhal/app/run_plan.hpp"
 #include "polyhal/error.hpp"
 #include "test_support.hpp"
 
@@ -33,9 +34,9 @@ TEST(LossScaler, StaticKeepsItsScaleAndAutoFollowsThePrecision) {
   fixed.update(false);
   EXPECT_EQ(fixed.scale(), 4096.0);
   OptimizerSection o;  // loss_scaling: auto
-  EXPECT_EQ(LossScaler::from_config(o, DType::f16).mode(), LossScaler::Mode::dynamic);
-  EXPECT_EQ(LossScaler::from_config(o, DType::bf16).mode(), LossScaler::Mode::none);
-  EXPECT_EQ(LossScaler::from_config(o, DType::bf16).scale(), 1.0);
+  EXPECT_EQ(resolve_loss_scaling(o, DType::f16).mode(), LossScaler::Mode::dynamic);
+  EXPECT_EQ(resolve_loss_scaling(o, DType::bf16).mode(), LossScaler::Mode::none);
+  EXPECT_EQ(resolve_loss_scaling(o, DType::bf16).scale(), 1.0);
 }
 
 TEST(LossScaler, StateRoundTripsThroughCheckpointMetadataAndRefusesGarbage) {

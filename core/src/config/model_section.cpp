@@ -57,22 +57,18 @@ void read_precision(const ConfigValue& v, ModelSection& m) {
   m.linear_math = LinearMath::native;
   m.mixed = text == "mixed";
   if (m.mixed) {
-    m.precision = DType::bf16;  // until resolve_precision_policy knows the device
+    m.written_dtype = DType::bf16;  // until resolve_precision knows the device
   } else if (text == "int8") {
-    m.precision = DType::bf16;
+    m.written_dtype = DType::bf16;
     m.linear_math = LinearMath::int8;
   } else if (text == "bf32") {
-    m.precision = DType::f32;
+    m.written_dtype = DType::f32;
     m.linear_math = LinearMath::bf16_products;
   } else if (const auto type = parse_dtype(text); type && is_floating(*type)) {
-    m.precision = *type;
+    m.written_dtype = *type;
   } else {
     v.fail(fmt::format("expected mixed, f32, bf16, f16, int8 or bf32, got \"{}\"", text));
   }
-}
-
-std::string precision_text(const ModelSection& m) {
-  return m.mixed ? "mixed" : m.precision_name();
 }
 
 }  // namespace
@@ -111,7 +107,7 @@ ConfigSection model() {
               "inference and evaluation also int8 (encoder GEMMs in int8, bf16 activations where "
               "bf16 is native, else f32; "
               "model.int8_activations) and bf32 (f32 tensors, bf16 products)",
-              read_precision, precision_text)
+              read_precision, [](const ModelSection& m) { return m.precision_text(); })
       .add("int8_activations", &ModelSection::int8_activations,
            "model.precision int8: dynamic (a step per row of each linear's input, computed as it "
            "runs) or static (one calibrated step per linear, model.int8_scales)",

@@ -351,4 +351,9 @@ RunConfig load_run_config(const std::filesystem::path& file,
   return config;
 }
 
+DataSource data_source(const RunConfig& config) {
+  // A copy: the readers may outlive the config they were opened from.
+  return {config.data, [config](const std::string& key) { return config.locate(key); }};
+}
+
 }  // namespace polyhal

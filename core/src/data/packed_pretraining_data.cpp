@@ -14,7 +14,7 @@ namespace {
 template <class Reader>
 class PackedData final : public PretrainingData {
  public:
-  PackedData(std::unique_ptr<Reader> reader, std::string format, const RunConfig& config,
+  PackedData(std::unique_ptr<Reader> reader, std::string format, const DataSource& config,
              const BertConfig& model, BertShape shape)
       : reader_(std::move(reader)),
         format_(std::move(format)),
@@ -111,14 +111,14 @@ class PackedData final : public PretrainingData {
 
 }  // namespace
 
-std::unique_ptr<PretrainingData> open_packed_data(const RunConfig& config, const BertConfig& model,
+std::unique_ptr<PretrainingData> open_packed_data(const DataSource& config, const BertConfig& model,
                                                   BertShape shape) {
   return std::make_unique<PackedData<PackedHdf5Reader>>(open_data_files<PackedHdf5Reader>(config),
                                                         "packed MLPerf HDF5", config, model, shape);
 }
 
 std::unique_ptr<PretrainingData> open_packed_rows(std::unique_ptr<TfRecordPackedReader> reader,
-                                                  std::string format, const RunConfig& config,
+                                                  std::string format, const DataSource& config,
                                                   const BertConfig& model, BertShape shape) {
   return std::make_unique<PackedData<TfRecordPackedReader>>(std::move(reader), std::move(format),
                                                             config, model, shape);

@@ -14,7 +14,7 @@ namespace polyhal {
 /// Reader(data.files), its errors (which name the data file) prefixed with
 /// where data.files was set.
 template <class Reader>
-std::unique_ptr<Reader> open_data_files(const RunConfig& config) {
+std::unique_ptr<Reader> open_data_files(const DataSource& config) {
   try {
     return std::make_unique<Reader>(config.data.files);
   } catch (const ConfigError& e) {
@@ -25,13 +25,13 @@ std::unique_ptr<Reader> open_data_files(const RunConfig& config) {
 
 /// Micro-batches of `shape.batch` packed rows of data.files; the files' row
 /// length must equal model.seq_len. Throws ConfigError naming data.files.
-std::unique_ptr<PretrainingData> open_packed_data(const RunConfig& config, const BertConfig& model,
+std::unique_ptr<PretrainingData> open_packed_data(const DataSource& config, const BertConfig& model,
                                                   BertShape shape);
 
 /// Micro-batches of packed TFRecord rows (already opened; `format` names
 /// them in the log).
 std::unique_ptr<PretrainingData> open_packed_rows(std::unique_ptr<TfRecordPackedReader> reader,
-                                                  std::string format, const RunConfig& config,
+                                                  std::string format, const DataSource& config,
                                                   const BertConfig& model, BertShape shape);
 
 }  // namespace polyhal

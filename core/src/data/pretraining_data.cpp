@@ -50,7 +50,7 @@ class SyntheticData final : public PretrainingData {
 template <class Reader>
 class MlperfData final : public PretrainingData {
  public:
-  MlperfData(std::unique_ptr<Reader> reader, std::string format, const RunConfig& config,
+  MlperfData(std::unique_ptr<Reader> reader, std::string format, const DataSource& config,
              const BertConfig& model, BertShape shape)
       : reader_(std::move(reader)),
         format_(std::move(format)),
@@ -145,7 +145,7 @@ class MlperfData final : public PretrainingData {
 };
 
 /// data.packed against what the files hold.
-void check_packed_setting(const RunConfig& config, bool packed) {
+void check_packed_setting(const DataSource& config, bool packed) {
   if (config.data.packed != "auto" && packed != (config.data.packed == "true")) {
     throw ConfigError(fmt::format("{}: key '{}': {}, but {} holds {} rows",
                                   config.locate(config.data.key("packed")),
@@ -154,7 +154,7 @@ void check_packed_setting(const RunConfig& config, bool packed) {
   }
 }
 
-std::unique_ptr<PretrainingData> open_tfrecord_data(const RunConfig& config,
+std::unique_ptr<PretrainingData> open_tfrecord_data(const DataSource& config,
                                                     const BertConfig& model, BertShape shape) {
   std::unique_ptr<TfRecordSet> set;
   try {
@@ -211,7 +211,7 @@ std::int64_t sample_at(std::uint64_t position, std::int64_t size, std::uint64_t 
   return static_cast<std::int64_t>(x);
 }
 
-std::unique_ptr<PretrainingData> planned_pretraining_data(const RunConfig& config,
+std::unique_ptr<PretrainingData> planned_pretraining_data(const DataSource& config,
                                                           const BertConfig& model,
                                                           BertShape shape) {
   const bool reads_files = config.data.source == "mlperf_hdf5" || config.data.source == "tfrecord";
@@ -227,7 +227,7 @@ std::unique_ptr<PretrainingData> planned_pretraining_data(const RunConfig& confi
                   config.data.max_predictions));
 }
 
-std::unique_ptr<PretrainingData> open_pretraining_data(const RunConfig& config,
+std::unique_ptr<PretrainingData> open_pretraining_data(const DataSource& config,
                                                        const BertConfig& model, BertShape shape) {
   if (config.data.source == "mlperf_hdf5") {
     const bool packed = is_packed_data(config.data.files);

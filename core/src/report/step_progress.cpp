@@ -10,9 +10,9 @@
 
 namespace polyhal {
 
-StepProgress::StepProgress(const RunConfig& config, std::int64_t global_batch, bool pretraining,
+StepProgress::StepProgress(std::int64_t log_every, std::int64_t global_batch, bool pretraining,
                            bool device_model, MetricsWriter& metrics, ProgressMode mode)
-    : config_(config),
+    : log_every_(log_every),
       global_batch_(global_batch),
       pretraining_(pretraining),
       device_model_(device_model),
@@ -43,7 +43,7 @@ void StepProgress::operator()(const TrainingStep& step, std::int64_t total) {
     line["nsp_loss"] = step.nsp_loss;
   }
   metrics_.write(line);
-  const bool show = step.step % config_.log_every == 0 || step.step == total;
+  const bool show = step.step % log_every_ == 0 || step.step == total;
   if (silent_ || (!show && !terminal_)) return;
   const std::string text = fmt::format(
       "step {}/{}  loss {:.4f}{}  lr {:.3g}  {}  ETA {}", step.step, total, step.loss(),

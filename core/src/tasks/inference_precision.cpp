@@ -35,20 +35,15 @@ Int8Scales read_configured_scales(const RunConfig& config, const BertConfig& mod
 
 void throw_precision_refused(const RunConfig& config, const KernelNotFoundError& e) {
   throw ConfigError(fmt::format("{}: key 'model.precision': {} cannot run here: {}",
-                                config.locate("model.precision"), config.model.precision_name(),
+                                config.locate("model.precision"), config.model.precision_text(),
                                 e.what()));
 }
 
-InferencePrecision inference_precision(const RunConfig& config, const BertConfig& model,
-                                       const Device& device) {
-  InferencePrecision precision(config.model.precision);
-  // bf16 activations only where bf16 is native: emulated, their conversions
-  // would cost more than int8 saves (VNNI without AVX512_BF16: Cascade Lake).
-  if (config.model.linear_math == LinearMath::int8 &&
-      precision_mode(device.properties(), "bf16").support != PrecisionSupport::native)
-    precision.dtype = DType::f32;
-  precision.encoder_math = config.model.linear_math;
-  if (config.model.precision == DType::f16 && !device.supports(DType::f16) &&
+InferencePrecision inference_precision(const RunConfig& config, const PrecisionPlan& plan,
+                                       const BertConfig& model, const Device& device) {
+  InferencePrecision precision(plan.activations);
+  precision.encoder_math = plan.linear_math;
+  if (plan.activations == DType::f16 && !device.supports(DType::f16) &&
       device.supports(DType::f32)) {
     // A CPU keeps f16 as Intel's scripts run it (autocast to float16): the
     // encoder's linears multiply f16 operands, everything else stays f32.
@@ -68,8 +63,7 @@ InferencePrecision inference_precision(const RunConfig& config, const BertConfig
   const bool int8 = config.model.linear_math == LinearMath::int8;
   if (!int8 && !config.model.int8_scales.empty())
     throw ConfigError(fmt::format("{}: key '{}': read by model.precision int8 only, not {}",
-                                  config.locate(kScalesKey), kScalesKey,
-                                  config.model.precision_name()));
+                                  config.locate(kScalesKey), kScalesKey, plan.name()));
   if (int8 && !config.model.calibrate.empty())
     throw ConfigError(fmt::format(
         "{}: key 'model.calibrate': calibrate at f32 (or bf16), not int8: the scales measure the "
@@ -94,12 +88,12 @@ void check_int8_weights(const RunConfig& config, const BertConfig& model,
                          config.model.int8_scales, kScalesKey);
 }
 
-void write_calibration(const RunConfig& config, const BertInference& inference,
-                       const TensorMap& weights) {
+void write_calibration(const RunConfig& config, const PrecisionPlan& plan,
+                       const BertInference& inference, const TensorMap& weights) {
   Int8Scales scales;
   scales.fingerprint = model_fingerprint(weights);
   scales.batches = inference.calibrated_batches();
-  scales.precision = config.model.precision_name();
+  scales.precision = plan.name();
   scales.max_abs = inference.calibrated_max_abs();
   scales.channel_max_abs = inference.calibrated_channel_max_abs();
   if (scales.batches < 1)

@@ -45,7 +45,8 @@ std::set<std::int64_t> recompute_layers(const RunConfig& config, const BertConfi
   return layers;
 }
 
-std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertConfig& model) {
+std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const PlacementPlan& placement,
+                                           const BertConfig& model) {
   const auto& m = config.model;
   const std::int64_t layers = model.num_hidden_layers;
   const auto fail = [&](const std::string& problem) {
@@ -53,8 +54,8 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertCo
         fmt::format("{}: key 'model.pipeline': {}", config.locate("model.pipeline"), problem));
   };
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // [first, last) per stage
-  if (m.pipeline_stages > 0) {
-    const std::int64_t stages = m.pipeline_stages;
+  if (placement.balanced_stages > 0) {
+    const std::int64_t stages = placement.balanced_stages;
     if (stages > layers)
       fail(fmt::format("{} stages for {} layers: at most one stage per layer", stages, layers));
     // Balanced by compute and memory: the first stage also holds the
@@ -96,15 +97,15 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const BertCo
   return stages;
 }
 
-void check_training_setup(Device& device, const RunConfig& config, bool trains,
-                          const Communicator* across_processes) {
+void check_training_setup(Device& device, const RunConfig& config, const PrecisionPlan& plan,
+                          bool trains) {
   check_output_paths(config);
   if (trains && config.model.linear_math != LinearMath::native)
     throw ConfigError(fmt::format(
         "{}: key 'model.precision': {} is for inference and evaluation (fine-tuning with do: "
         "eval); train in bf16 or f32",
-        config.locate("model.precision"), config.model.precision_name()));
-  const DType precision = config.model.precision;
+        config.locate("model.precision"), plan.name()));
+  const DType precision = plan.activations;
   if (!device.supports(precision)) {
     throw ConfigError(fmt::format(
         "{}: key 'model.precision': {} does not compute in {}{}{}",
@@ -114,39 +115,26 @@ void check_training_setup(Device& device, const RunConfig& config, bool trains,
         "; model.precision: mixed runs one config on every backend (bf16 on cpu and gaudi, f16 "
         "with dynamic loss scaling on ipu)"));
   }
-  if (across_processes && config.batch.replicas != 1 &&
-      config.batch.replicas != across_processes->size()) {
-    throw ConfigError(fmt::format(
-        "{}: key 'batch.replicas': {} replicas, but mpirun started {} ranks (one replica each); "
-        "set it to {} or leave it at 1",
-        config.locate("batch.replicas"), config.batch.replicas, across_processes->size(),
-        across_processes->size()));
-  }
 }
 
-BatchShape batch_shape(const RunConfig& config, const Communicator* across_processes) {
-  return {config.batch.micro, config.batch.grad_accum,
-          across_processes ? across_processes->size() : static_cast<int>(config.batch.replicas)};
+BatchShape batch_shape(const PlacementPlan& placement) {
+  return {placement.micro, placement.grad_accum, placement.replicas};
 }
 
-std::int64_t global_batch(const RunConfig& config, const Communicator* across_processes) {
-  return batch_shape(config, across_processes).global();
-}
-
-TrainingJobOptions training_job_options(const RunConfig& config, const BertConfig& model,
-                                        const TaskHead& head, std::int64_t max_predictions,
-                                        std::int64_t packed_sequences, bool compile_only,
-                                        const Communicator* across_processes) {
+TrainingJobOptions training_job_options(const RunConfig& config, const RunPlan& plan,
+                                        const BertConfig& model, const TaskHead& head,
+                                        std::int64_t max_predictions, std::int64_t packed_sequences,
+                                        bool compile_only) {
   TrainingJobOptions o;
   // A device model's links move data by DMA, as the vendors' stacks overlap
   // it: the estimate overlaps unless told not to.
-  if (config.collective.overlap != "false")
+  if (plan.placement.estimate_overlaps)
     o.overlap_bucket_bytes = static_cast<std::size_t>(config.collective.bucket_mb) << 20;
   o.model = model;
   o.seq_len = config.model.seq_len;
-  o.batch = batch_shape(config, across_processes);
+  o.batch = batch_shape(plan.placement);
   o.training.optimizer = optimizer_settings(config.optimizer);
-  o.training.precision = config.model.precision;
+  o.training.precision = plan.precision.activations;
   o.training.dropout = {config.model.dropout,
                         config.model.attention_dropout.value_or(config.model.dropout)};
   o.training.seed = config.model.seed;
@@ -154,10 +142,10 @@ TrainingJobOptions training_job_options(const RunConfig& config, const BertConfi
   o.training.head = head;
   o.training.recompute = recompute_layers(config, model);
   o.training.packed_sequences = packed_sequences;
-  o.stages = pipeline_stages(config, model);
+  o.stages = pipeline_stages(config, plan.placement, model);
   o.shard_state = config.optimizer.shard_state;
   o.compile_only = compile_only;
-  o.plugin_collectives = config.collective.plugin_engine != "off";
+  o.plugin_collectives = plan.placement.plugin_collectives;
   o.collective_timeout = std::chrono::milliseconds(
       static_cast<std::int64_t>(config.collective.timeout_seconds * 1000.0));
   return o;
@@ -174,16 +162,24 @@ OptimizerSection effective_rate(const RunConfig& config, OptimizerSection schedu
   return schedule;
 }
 
+/// optimizer.*'s schedule keys as the trainer's schedule.
+LearningRateSchedule learning_rate_schedule(const OptimizerSection& o) {
+  return {o.learning_rate,     o.warmup_steps, o.schedule,    o.power,
+          o.end_learning_rate, o.decay_rate,   o.decay_steps, o.step_list};
+}
+
 TrainerSettings trainer_settings(const RunConfig& config, std::int64_t total_steps,
                                  const OptimizerSection& schedule,
                                  std::map<std::string, std::string> metadata, bool sharded,
-                                 const BatchShape& batch) {
+                                 const PlacementPlan& placement) {
+  const BatchShape batch = batch_shape(placement);
   TrainerSettings s;
   s.grad_accum = config.batch.grad_accum;
   s.micro_batch = config.batch.micro;
   s.total_steps = total_steps;
-  s.learning_rate = [rates = effective_rate(config, schedule, batch.replicas), total_steps](
-                        std::int64_t step) { return learning_rate_at(rates, step, total_steps); };
+  s.learning_rate =
+      [rates = learning_rate_schedule(effective_rate(config, schedule, batch.replicas)),
+       total_steps](std::int64_t step) { return learning_rate_at(rates, step, total_steps); };
   s.checkpoint_every = config.checkpoint.every;
   s.keep_last = config.checkpoint.keep_last;
   s.samples_per_step = batch.global();
@@ -194,7 +190,7 @@ TrainerSettings trainer_settings(const RunConfig& config, std::int64_t total_ste
   s.metadata["global_batch"] = std::to_string(batch.global());
   s.metadata["replicas"] = std::to_string(batch.replicas);
   s.sharded = sharded;
-  if (config.collective.overlap == "true")
+  if (placement.overlap_all_reduce)
     s.overlap_bucket_bytes = static_cast<std::size_t>(config.collective.bucket_mb) << 20;
   return s;
 }

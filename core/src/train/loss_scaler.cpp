@@ -17,22 +17,6 @@ LossScaler::LossScaler(Mode mode, double scale, std::int64_t growth_interval)
         fmt::format("loss scale growth interval must be >= 1, got {}", growth_interval_));
 }
 
-LossScaler LossScaler::from_config(const OptimizerSection& optimizer, DType precision) {
-  const std::string& name = optimizer.loss_scaling;
-  Mode mode = Mode::none;
-  if (name == "auto") {
-    mode = precision == DType::f16 ? Mode::dynamic : Mode::none;
-  } else if (name == "static") {
-    mode = Mode::fixed;
-  } else if (name == "dynamic") {
-    mode = Mode::dynamic;
-  } else if (name != "none") {
-    throw ConfigError(fmt::format(
-        "key 'optimizer.loss_scaling': expected none, static, dynamic or auto, got \"{}\"", name));
-  }
-  return {mode, optimizer.loss_scale, optimizer.loss_scale_growth_interval};
-}
-
 void LossScaler::update(bool skipped) {
   if (skipped) {
     if (mode_ == Mode::dynamic) scale_ /= 2;

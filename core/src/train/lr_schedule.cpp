@@ -5,7 +5,7 @@
 
 namespace polyhal {
 
-double learning_rate_at(const OptimizerSection& o, std::int64_t step, std::int64_t total) {
+double learning_rate_at(const LearningRateSchedule& o, std::int64_t step, std::int64_t total) {
   if (o.warmup_steps > 0 && step <= o.warmup_steps) {
     return o.learning_rate * static_cast<double>(step) / static_cast<double>(o.warmup_steps);
   }

@@ -51,12 +51,13 @@ const TaskSchema& echo_schema() {
 class EchoTask final : public Task {
  public:
   const TaskSchema& schema() const override { return echo_schema(); }
-  PlanSummary plan(Device&, const RunConfig& config) const override {
-    const auto& echo = config.section<EchoSection>();
+  PlanSummary plan(const TaskContext& context) const override {
+    const auto& echo = context.config.section<EchoSection>();
     return {fmt::format("{} line(s) of {} bytes", echo.times, echo.message.size() + 1), true};
   }
-  int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
-          Communicator*, const std::vector<Device*>&) const override {
+  int run(const TaskContext& context) const override {
+    const RunConfig& config = context.config;
+    const RunOptions& run = context.options;
     const auto& echo = config.section<EchoSection>();
     std::string text;
     for (std::int64_t i = 0; i < echo.times; ++i) text += echo.message + "\n";
@@ -64,10 +65,10 @@ class EchoTask final : public Task {
     if (!echo.output.empty() && !run.compile_only) {
       std::ofstream(echo.output) << text;
     }
-    metrics.write_summary({{"task", config.task},
-                           {"device", device.name()},
-                           {"lines", echo.times},
-                           {"compile_only", run.compile_only}});
+    context.metrics.write_summary({{"task", config.task},
+                                   {"device", context.device.name()},
+                                   {"lines", echo.times},
+                                   {"compile_only", run.compile_only}});
     return 0;
   }
 };

@@ -22,6 +22,7 @@
 #include "polyhal/app/not_for_plugins.hpp"
 
 #include "polyhal/app/config_schema.hpp"
+#include "polyhal/app/data_settings.hpp"
 #include "polyhal/app/device_options.hpp"
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/backend.hpp"
@@ -47,15 +48,12 @@ struct ModelSection {
   /// unset: the same as `dropout`.
   std::optional<double> attention_dropout;
   std::int64_t seq_len = 128;
-  /// The activations' dtype (model.precision int8: bf16; bf32: f32).
-  DType precision = DType::f32;
-  /// model.precision mixed: `precision` is the device's native low
-  /// precision, set by resolve_precision_policy once the device is open.
+  /// model.precision as written, as a dtype (int8: bf16, bf32: f32; mixed:
+  /// bf16 until the device is known). What the run computes in is the plan's
+  /// (run_plan.hpp: resolve_precision), never this.
+  DType written_dtype = DType::f32;
+  /// model.precision mixed: the device picks (resolve_precision).
   bool mixed = false;
-  /// Why the run computes in `precision`: what mixed chose on this device,
-  /// or whether an explicit precision runs natively or emulated there; set
-  /// by resolve_precision_policy, printed by validate and the run summary.
-  std::string precision_reason;
   /// How the encoder's GEMMs multiply: int8 (model.precision int8) or bf16
   /// products of f32 tensors (bf32); inference and evaluation only.
   LinearMath linear_math = LinearMath::native;
@@ -64,11 +62,12 @@ struct ModelSection {
   std::string int8_activations = "dynamic";
   std::filesystem::path int8_scales;  ///< int8 static: the calibrated scales file
   std::filesystem::path calibrate;    ///< write int8 scales from this run's forward passes
-  /// model.precision as written: f32, bf16, f16, int8 or bf32.
-  std::string precision_name() const {
+  /// model.precision as written: mixed, f32, bf16, f16, int8 or bf32.
+  std::string precision_text() const {
+    if (mixed) return "mixed";
     if (linear_math == LinearMath::int8) return "int8";
     if (linear_math == LinearMath::bf16_products) return "bf32";
-    return std::string(dtype_name(precision));
+    return std::string(dtype_name(written_dtype));
   }
   /// Training: recompute encoder layers' activations in backward ("none",
   /// "all", or the layers listed in recompute_layers).
@@ -101,31 +100,6 @@ struct CollectiveSection {
   std::int64_t bucket_mb = 25;  ///< MiB of gradients per bucket (DDP's bucket_cap_mb)
   /// The backend's own collective engine: auto (when it has one), off, required.
   std::string plugin_engine = "auto";
-};
-
-struct DataSection {
-  std::string source = "generated";
-  std::filesystem::path text_file;
-  std::filesystem::path vocab;
-  bool lower_case = true;
-  /// A literal [MASK], [CLS], ... in text: split as BERT's reference
-  /// tokenizer does, or kept as one token as Hugging Face's (tokenizer.hpp).
-  /// Unset: kept in text inference (filling a [MASK] is what it is for),
-  /// split where data is prepared or fine-tuned as the reference does.
-  std::optional<SpecialTokensInText> special_tokens;
-  std::uint64_t seed = 0;
-  double mask_probability = 0.15;     ///< pretrain: share of tokens masked
-  std::int64_t max_predictions = 20;  ///< pretrain: at most this many per sequence
-  std::filesystem::path files;        ///< mlperf_hdf5: a file or a directory of part files
-  bool shuffle = true;                ///< mlperf_hdf5, tfrecord: another sample order each epoch
-  /// mlperf_hdf5: packed rows (`polyhal pack`): "auto" detects them from the
-  /// files; "true" requires packed files, "false" unpacked ones.
-  std::string packed = "auto";
-  /// The config section these keys were read from ("data", or "eval" for a
-  /// pre-training run's held-out data): errors name its keys.
-  std::string section = "data";
-  /// "<section>.<key>", for errors about this data.
-  std::string key(const char* name) const { return section + "." + name; }
 };
 
 struct OptimizerSection {
@@ -234,6 +208,9 @@ RunConfig load_run_config(const std::filesystem::path& file,
 /// naming file, line and key. `run` and `validate` call it before anything
 /// else happens.
 void check_output_paths(const RunConfig& config);
+
+/// config.data with the config's locations, as the data readers take it.
+DataSource data_source(const RunConfig& config);
 
 /// Checks that everything the config says to read (each key its schema
 /// declares an InputPath: checkpoint.init, data.vocab, data.files,

@@ -66,14 +66,11 @@ using FinetuneObserver = std::function<void(const FinetuneEvaluation&)>;
 /// pre-training checkpoint or a Hugging Face directory) or model.weights;
 /// the head, when the file has none, is freshly initialised. Evaluation and
 /// prediction split their rows over the replicas. Only rank 0 calls the
-/// observers and writes files. With model.pipeline, training runs the
-/// stages of replica r on stage_devices[r x S + s] when there are that many
+/// observers and writes files. With pipeline stages, training runs the
+/// stages of replica r on context.devices[r x S + s] when there are that many
 /// (else all on `device`), as pre-training does.
-FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool compile_only,
+FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
                               const StepObserver& on_step, const FinetuneObserver& on_eval,
-                              Communicator* across_processes = nullptr,
-                              const std::vector<Device*>& stage_devices = {},
-                              StepTrace* trace = nullptr,
-                              const std::atomic<int>* stop_signal = nullptr);
+                              StepTrace* trace = nullptr);
 
 }  // namespace polyhal

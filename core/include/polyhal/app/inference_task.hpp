@@ -12,6 +12,7 @@
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/op_time.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/device.hpp"
 
 namespace polyhal {
@@ -47,7 +48,7 @@ struct InferenceResult {
 /// inference.output. With `trace` (--profile), batch N is the Nth forward
 /// pass, warm-up included: measured on this host, else the device model's
 /// estimated passes (also with `compile_only`).
-InferenceResult run_inference(Device& device, const RunConfig& config, bool compile_only,
+InferenceResult run_inference(const TaskContext& context, bool compile_only,
                               StepTrace* trace = nullptr);
 
 /// p-th percentile (0-100) of `values`, nearest rank.

@@ -10,7 +10,6 @@
 #include <string>
 #include "polyhal/app/not_for_plugins.hpp"
 
-#include "polyhal/app/config.hpp"
 #include "polyhal/dtype.hpp"
 
 namespace polyhal {
@@ -21,9 +20,6 @@ class LossScaler {
 
   /// `scale` is ignored for Mode::none (the scale is then 1).
   LossScaler(Mode mode, double scale, std::int64_t growth_interval);
-  /// optimizer.loss_scaling: none | static | dynamic, or auto (dynamic for
-  /// f16, none otherwise), starting at optimizer.loss_scale.
-  static LossScaler from_config(const OptimizerSection& optimizer, DType precision);
 
   Mode mode() const noexcept { return mode_; }
   double scale() const noexcept { return scale_; }

@@ -17,6 +17,7 @@
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/lr_schedule.hpp"
 #include "polyhal/app/pretraining_data.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/app/training_step.hpp"
 #include "polyhal/collective.hpp"
 #include "polyhal/device.hpp"
@@ -74,28 +75,21 @@ struct PretrainResult {
   std::optional<std::string> collective_engine;
 };
 
-/// Runs (or with `compile_only`, prepares and plans) pre-training.
-/// Data parallelism: with `across_processes` (the MPI communicator), this
-/// process is one replica among its ranks; without it, batch.replicas
-/// replicas run as threads of this process on `device` (collective: local).
-/// Replica r of N takes micro-batches r, r+N, ... of the data stream;
-/// gradients and losses are averaged over replicas before every optimizer
-/// step. Only rank 0 calls `observer` and writes checkpoints.
-/// With model.pipeline, stage s runs on `stage_devices[s]` when there are
-/// enough of them (one per stage, as IPUs), else every stage on `device`.
-/// With an `eval` section, the held-out data is evaluated (every replica
-/// takes its share, in eval mode on `device`) as eval.every_* say and at
-/// the end, and eval.stop_at may end the run early with a checkpoint.
-PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
-                               const StepObserver& observer,
-                               Communicator* across_processes = nullptr,
-                               const std::vector<Device*>& stage_devices = {},
-                               const EvaluationObserver& on_eval = {}, StepTrace* trace = nullptr,
-                               const std::atomic<int>* stop_signal = nullptr);
-
-/// The global batch of a training task: replicas (the MPI ranks when this
-/// process is one of them) x batch.grad_accum x batch.micro.
-std::int64_t global_batch(const RunConfig& config, const Communicator* across_processes);
+/// Runs (or with `compile_only`, prepares and plans) pre-training on
+/// `context`'s device. Data parallelism: under mpirun (context.world) this
+/// process is one replica among its ranks; otherwise the plan's replicas run
+/// as threads of this process (collective: local). Replica r of N takes
+/// micro-batches r, r+N, ... of the data stream; gradients and losses are
+/// averaged over replicas before every optimizer step. Only rank 0 calls
+/// `observer` and writes checkpoints. With pipeline stages, stage s runs on
+/// context.devices[s] when there are enough of them (one per stage, as IPUs),
+/// else every stage on the device. With an `eval` section, the held-out
+/// data is evaluated (every replica takes its share, in eval mode) as
+/// eval.every_* say and at the end, and eval.stop_at may end the run early
+/// with a checkpoint. context.options.stop_signal stops it after a step.
+PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
+                               const StepObserver& observer, const EvaluationObserver& on_eval = {},
+                               StepTrace* trace = nullptr);
 
 /// The newest complete checkpoint in `dir` (checkpoint-NNNNNNNN.safetensors), if any.
 std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);

@@ -11,7 +11,7 @@
 
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/bert_training.hpp"
-#include "polyhal/app/config.hpp"
+#include "polyhal/app/data_settings.hpp"
 
 namespace polyhal {
 
@@ -54,7 +54,7 @@ std::int64_t smallest_generated_vocabulary() noexcept;
 /// micro-batches as the config describes them (unpacked rows of
 /// model.seq_len, data.max_predictions each), never read for training.
 /// nullptr when the files are here or the source reads no files.
-std::unique_ptr<PretrainingData> planned_pretraining_data(const RunConfig& config,
+std::unique_ptr<PretrainingData> planned_pretraining_data(const DataSource& config,
                                                           const BertConfig& model, BertShape shape);
 
 /// The source `config.data` names, for micro-batches of `shape` on `model`;
@@ -62,7 +62,7 @@ std::unique_ptr<PretrainingData> planned_pretraining_data(const RunConfig& confi
 /// files are packed.
 /// Throws ConfigError naming the key (file:line) and the data file when the
 /// data does not fit the model (sequence length, vocabulary).
-std::unique_ptr<PretrainingData> open_pretraining_data(const RunConfig& config,
+std::unique_ptr<PretrainingData> open_pretraining_data(const DataSource& config,
                                                        const BertConfig& model, BertShape shape);
 
 /// The sample at stream position `position` of a data set of `size` samples:

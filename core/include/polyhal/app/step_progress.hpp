@@ -6,7 +6,6 @@
 #include <cstdint>
 #include "polyhal/app/not_for_plugins.hpp"
 
-#include "polyhal/app/config.hpp"
 #include "polyhal/app/metrics_writer.hpp"
 #include "polyhal/app/progress.hpp"
 #include "polyhal/app/training_step.hpp"
@@ -15,14 +14,15 @@ namespace polyhal {
 
 class StepProgress {
  public:
+  /// A progress line every `log_every` steps (log.every) off a terminal.
   /// `pretraining`: show the MLM and NSP parts of the loss. `device_model`:
   /// the times are host simulation of a modelled device, not throughput.
-  StepProgress(const RunConfig& config, std::int64_t global_batch, bool pretraining,
+  StepProgress(std::int64_t log_every, std::int64_t global_batch, bool pretraining,
                bool device_model, MetricsWriter& metrics, ProgressMode mode);
   void operator()(const TrainingStep& step, std::int64_t total_steps);
 
  private:
-  const RunConfig& config_;
+  std::int64_t log_every_;
   std::int64_t global_batch_;
   bool pretraining_, device_model_, terminal_, silent_;
   MetricsWriter& metrics_;

@@ -4,8 +4,10 @@
 /// is one folder under core/src/tasks/ (its engine, its config sections and
 /// its report, which defines the Task) plus its line in
 /// core/src/tasks/task_registry.cpp; a program may add more with a
-/// TaskRegistration (tests/task_folder/ does). The commands (run, validate,
+/// TaskRegistration (tests/tasks/echo/ does). The commands (run, validate,
 /// config show, config reference, mpirun) only go through the registry.
+/// A task gets the config as loaded (never changed after) and the run's
+/// plan (run_plan.hpp): what depends on the device is read from the plan.
 #include <atomic>
 #include <filesystem>
 #include <functional>
@@ -19,6 +21,7 @@
 #include "polyhal/app/html_reports.hpp"
 #include "polyhal/app/metrics_writer.hpp"
 #include "polyhal/app/progress.hpp"
+#include "polyhal/app/run_plan.hpp"
 #include "polyhal/app/run_report.hpp"
 #include "polyhal/app/step_trace.hpp"
 #include "polyhal/collective.hpp"
@@ -54,6 +57,21 @@ struct RunOptions {
   const std::atomic<int>* stop_signal = nullptr;
 };
 
+/// Everything a task runs with: the config as loaded, the plan resolved for
+/// the opened devices, what the command line asked, and where to report.
+struct TaskContext {
+  Device& device;  ///< the run's device, devices.front()
+  /// Every device the backend opened, `device` first (a pipelined run puts
+  /// stage s of replica r on devices[r x S + s] when there are that many).
+  std::vector<Device*> devices;
+  const RunConfig& config;
+  const RunPlan& plan;
+  const RunOptions& options;
+  MetricsWriter& metrics;  ///< validate: one that writes nowhere
+  /// The MPI communicator when this process is one rank of a job.
+  Communicator* world = nullptr;
+};
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -64,26 +82,20 @@ class Task {
   /// The plan-time checks `validate` runs: the program declared on the
   /// opened device, every op checked against its kernels, data opened,
   /// nothing allocated. Returns a one-line summary and whether it fits.
-  virtual PlanSummary plan(Device& device, const RunConfig& config) const = 0;
+  virtual PlanSummary plan(const TaskContext& context) const = 0;
   /// `validate --report DIR`: the plan per device as a page (html_reports.hpp),
   /// planned as plan() does; nullopt for a task without a model's plan.
-  virtual std::optional<MemoryPage> memory_page(Device& device, const RunConfig& config) const {
-    (void)device;
-    (void)config;
+  virtual std::optional<MemoryPage> memory_page(const TaskContext& context) const {
+    (void)context;
     return std::nullopt;
   }
   /// Runs the task (or plans only, with --compile-only) and reports on
-  /// stdout and in `metrics`; returns the exit code. `world`: the MPI
-  /// communicator when this process is one rank of a job. `devices`: every
-  /// device the backend opened, `device` first (a pipelined run puts stage s
-  /// on devices[s]).
-  virtual int run(Device& device, const RunConfig& config, const RunOptions& run,
-                  MetricsWriter& metrics, Communicator* world,
-                  const std::vector<Device*>& devices) const = 0;
+  /// stdout and in the context's metrics; returns the exit code.
+  virtual int run(const TaskContext& context) const = 0;
 };
 
 /// Adds a task to the registry from outside core/src/tasks/ (a program's own
-/// tasks, such as the test task of tests/task_folder/): a namespace-scope
+/// tasks, such as the test task of tests/tasks/echo/): a namespace-scope
 /// `const TaskRegistration registered{make_my_task};` in the task's folder,
 /// linked into the program. Registrations happen before main();
 /// registered_tasks() is built at its first call.

@@ -28,12 +28,15 @@ std::string metrics_text(const std::map<std::string, double>& metrics) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
-int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
-                 MetricsWriter& metrics, Communicator* world, const std::vector<Device*>& devices) {
+int run_finetune(const TaskContext& context) {
+  Device& device = context.device;
+  const RunConfig& config = context.config;
+  const RunOptions& run = context.options;
+  MetricsWriter& metrics = context.metrics;
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
-  const std::int64_t replicas = world ? world->size() : config.batch.replicas;
-  const std::int64_t global_batch = polyhal::global_batch(config, world);
+  const std::int64_t replicas = context.plan.placement.replicas;
+  const std::int64_t global_batch = context.plan.placement.global_batch();
   const auto& f = config.section<FinetuneSection>();
   std::vector<std::string> what;
   if (f.train)
@@ -47,8 +50,8 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
       "on {} ({})\n",
       config.task, config.task == "glue" ? " " + f.glue_task : "", fmt::join(what, ", "),
       config.model.seq_len, config.batch.micro, config.batch.grad_accum, replicas, global_batch,
-      config.optimizer.name, config.model.precision_name(), p.name, p.product);
-  StepProgress on_step(config, global_batch, false, model, metrics, run.progress);
+      config.optimizer.name, context.plan.precision.name(), p.name, p.product);
+  StepProgress on_step(config.log_every, global_batch, false, model, metrics, run.progress);
   const auto on_eval = [&](const FinetuneEvaluation& e) {
     nlohmann::json line{{"event", e.split},
                         {"epoch", e.epoch},
@@ -62,9 +65,8 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
         e.seconds, e.metrics.empty() ? "" : ": " + metrics_text(e.metrics),
         e.files.empty() ? "" : "; wrote " + e.files.front().parent_path().string());
   };
-  const auto trace = make_step_trace(device, run, world);
-  const auto r = run_finetuning(device, config, run.compile_only, std::ref(on_step), on_eval, world,
-                                devices, trace.get(), run.stop_signal);
+  const auto trace = make_step_trace(device, run, context.world);
+  const auto r = run_finetuning(context, run.compile_only, std::ref(on_step), on_eval, trace.get());
   const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
                                            r.config.num_hidden_layers, config.batch.grad_accum);
   nlohmann::json summary{{"backend", config.backend},
@@ -72,8 +74,8 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
                          {"mode", std::string(device_mode_name(p.mode))},
                          {"task", config.task},
                          {"architecture", hf_architecture(r.head)},
-                         {"precision", config.model.precision_name()},
-                         {"precision_reason", config.model.precision_reason},
+                         {"precision", context.plan.precision.name()},
+                         {"precision_reason", context.plan.precision.reason},
                          {"seq_len", config.model.seq_len},
                          {"micro_batch", config.batch.micro},
                          {"grad_accum", config.batch.grad_accum},
@@ -122,7 +124,7 @@ int run_finetune(Device& device, const RunConfig& config, const RunOptions& run,
                              r.exported.string());
   report_training_estimate(r.estimate, p, summary);
   if (!run.compile_only) report_peak_memory(device, r.memory, summary);
-  write_step_trace(trace.get(), run, world, summary);
+  write_step_trace(trace.get(), run, context.world, summary);
   write_memory_report(run, config, device, r.stages, r.stage_memory, r.memory,
                       r.config.num_hidden_layers, static_cast<int>(replicas), summary);
   if (r.stopped_by_signal) {
@@ -141,19 +143,15 @@ class FinetuneTask final : public Task {
   explicit FinetuneTask(const TaskSchema& schema) : schema_(schema) {}
   const TaskSchema& schema() const override { return schema_; }
   bool multi_process() const override { return true; }
-  PlanSummary plan(Device& device, const RunConfig& config) const override {
-    return fit_summary(run_finetuning(device, config, true, {}, {}, nullptr).memory);
+  PlanSummary plan(const TaskContext& context) const override {
+    return fit_summary(run_finetuning(context, true, {}, {}).memory);
   }
-  std::optional<MemoryPage> memory_page(Device& device, const RunConfig& config) const override {
-    const auto r = run_finetuning(device, config, true, {}, {}, nullptr);
-    return polyhal::memory_page(config, device, r.stages, r.stage_memory, r.memory,
-                                r.config.num_hidden_layers,
-                                static_cast<int>(config.batch.replicas));
+  std::optional<MemoryPage> memory_page(const TaskContext& context) const override {
+    const auto r = run_finetuning(context, true, {}, {});
+    return polyhal::memory_page(context.config, context.device, r.stages, r.stage_memory, r.memory,
+                                r.config.num_hidden_layers, context.plan.placement.replicas);
   }
-  int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
-          Communicator* world, const std::vector<Device*>& devices) const override {
-    return run_finetune(device, config, run, metrics, world, devices);
-  }
+  int run(const TaskContext& context) const override { return run_finetune(context); }
 
  private:
   const TaskSchema& schema_;

@@ -27,6 +27,7 @@
 #include "tasks/inference_precision.hpp"
 #include "tasks/sequence_fit.hpp"
 #include "tasks/tokenizer_settings.hpp"
+#include "tasks/training_run.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
 #include "train/training_job.hpp"
@@ -116,11 +117,7 @@ TensorMap starting_weights(const StartingPoint& start, const RunConfig& config,
     return init_bert_weights(start.model, config.model.seed, head);
   }
   const std::string key = config.checkpoint.init.empty() ? "model.weights" : "checkpoint.init";
-  try {
-    return read_start_weights(start.weights, start.model, head, config.model.seed);
-  } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: key '{}': {}", config.locate(key), key, e.what()));
-  }
+  return read_located_start(config, key, start.weights, start.model, head);
 }
 
 /// The training row at stream position `position`: epochs of `per_epoch`
@@ -250,11 +247,10 @@ ResumeCheck same_task_and_schedule(const RunConfig& config, const std::string& w
 /// (each runs its share of the rows); rank 0 scores and reports.
 class Evaluator {
  public:
-  Evaluator(Device& device, const RunConfig& config, const FinetuneData& data,
-            const FinetuneResult& result, const FinetuneObserver& on_eval,
-            std::vector<FinetuneEvaluation>& evaluations)
-      : device_(device),
-        config_(config),
+  Evaluator(const TaskContext& context, const FinetuneData& data, const FinetuneResult& result,
+            const FinetuneObserver& on_eval, std::vector<FinetuneEvaluation>& evaluations)
+      : context_(context),
+        config_(context.config),
         data_(data),
         result_(result),
         on_eval_(on_eval),
@@ -265,7 +261,7 @@ class Evaluator {
                   Communicator& replicas, std::unique_ptr<BertInference>& model) const {
     const auto begin = std::chrono::steady_clock::now();
     if (!model) {
-      model = make_inference(device_, config_, result_);
+      model = make_inference(context_, result_);
       if (!config_.model.calibrate.empty()) model->start_calibration();
     }
     check_int8_weights(config_, result_.config, weights);
@@ -287,12 +283,15 @@ class Evaluator {
     if (on_eval_) on_eval_(e);
   }
 
-  static std::unique_ptr<BertInference> make_inference(Device& device, const RunConfig& config,
+  static std::unique_ptr<BertInference> make_inference(const TaskContext& context,
                                                        const FinetuneResult& result) {
+    Device& device = context.device;
+    const RunConfig& config = context.config;
     const auto& f = config.section<FinetuneSection>();
     const BertShape shape{f.eval_batch > 0 ? f.eval_batch : config.batch.micro,
                           config.model.seq_len};
-    const InferencePrecision precision = inference_precision(config, result.config, device);
+    const InferencePrecision precision =
+        inference_precision(config, context.plan.precision, result.config, device);
     return refusing_precision(config, [&] {
       return std::make_unique<BertInference>(device, result.config, shape, precision, result.head,
                                              f.packed);
@@ -300,7 +299,7 @@ class Evaluator {
   }
 
  private:
-  Device& device_;
+  const TaskContext& context_;
   const RunConfig& config_;
   const FinetuneData& data_;
   const FinetuneResult& result_;
@@ -309,12 +308,13 @@ class Evaluator {
 };
 
 /// Evaluation and prediction without training, of the starting weights.
-void evaluate_only(Device& device, const RunConfig& config, const StartingPoint& start,
-                   const FinetuneObserver& on_eval, Communicator* across_processes,
-                   FinetuneResult& result) {
+void evaluate_only(const TaskContext& context, const StartingPoint& start,
+                   const FinetuneObserver& on_eval, FinetuneResult& result) {
+  const RunConfig& config = context.config;
+  Communicator* across_processes = context.world;
   const auto data = open_finetune_data(config, required_vocab(start, config), config.model.seq_len);
   const TensorMap weights = starting_weights(start, config, result.head);
-  const Evaluator evaluate(device, config, *data, result, on_eval, result.evaluations);
+  const Evaluator evaluate(context, *data, result, on_eval, result.evaluations);
   ReplicaGroup group(across_processes ? 1 : static_cast<int>(config.batch.replicas),
                      across_processes);
   const bool calibrate = !config.model.calibrate.empty();
@@ -329,23 +329,24 @@ void evaluate_only(Device& device, const RunConfig& config, const StartingPoint&
       evaluate(Split::eval, 0, 0, weights, replicas, model);
     if (config.section<FinetuneSection>().predict)
       evaluate(Split::predict, 0, 0, weights, replicas, model);
-    if (calibrate && model) write_calibration(config, *model, weights);
+    if (calibrate && model) write_calibration(config, context.plan.precision, *model, weights);
   });
 }
 
 }  // namespace
 
-FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool compile_only,
+FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
                               const StepObserver& on_step, const FinetuneObserver& on_eval,
-                              Communicator* across_processes,
-                              const std::vector<Device*>& stage_devices, StepTrace* trace,
-                              const std::atomic<int>* stop_signal) {
+                              StepTrace* trace) {
+  Device& device = context.device;
+  const RunConfig& config = context.config;
+  const RunPlan& plan = context.plan;
   FinetuneResult result;
   const FinetuneSection& f = config.section<FinetuneSection>();
   const StartingPoint start = starting_point(config, compile_only);
   const BertConfig& model = result.config = start.model;
   result.head = finetune_head(config);
-  check_training_setup(device, config, f.train, across_processes);
+  check_training_setup(device, config, plan.precision, f.train);
   const std::int64_t seq = config.model.seq_len;
   check_sequence_fits(config, model);
   if (f.packed && seq > std::numeric_limits<std::uint16_t>::max()) {
@@ -355,16 +356,15 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   }
   if (!f.train) {
     recompute_layers(config, model);  // the keys are checked as when training
-    result.stages = pipeline_stages(config, model);
-    result.memory = Evaluator::make_inference(device, config, result)->plan_memory();
-    if (!compile_only) evaluate_only(device, config, start, on_eval, across_processes, result);
+    result.stages = pipeline_stages(config, plan.placement, model);
+    result.memory = Evaluator::make_inference(context, result)->plan_memory();
+    if (!compile_only) evaluate_only(context, start, on_eval, result);
     return result;
   }
-  const TrainingJobOptions options =
-      training_job_options(config, model, result.head, 0, f.packed ? f.max_sequences_per_pack : 0,
-                           compile_only, across_processes);
+  const TrainingJobOptions options = training_job_options(
+      config, plan, model, result.head, 0, f.packed ? f.max_sequences_per_pack : 0, compile_only);
   result.stages = options.stages;
-  TrainingJob job(options, {&device, stage_devices, across_processes});
+  TrainingJob job(options, {&device, context.devices, context.world});
   result.memory = job.plan().memory;
   result.stage_memory = job.plan().stage_memory;
   result.parameters = job.plan().parameters;
@@ -384,22 +384,12 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
   }
   const CheckpointStore store(config.checkpoint.dir);
   const std::string writer = "polyhal " + config.task;
-  LossScaler scaler = LossScaler::from_config(config.optimizer, config.model.precision);
+  LossScaler scaler = plan.precision.loss_scaler;
   const std::int64_t done = job.start(
       store, config.checkpoint.resume, [&] { return starting_weights(start, config, result.head); },
       scaler, same_task_and_schedule(config, writer, result.total_steps));
   result.first_step = done + 1;
-  if (const auto& from = job.resumed(); from && job.lead()) {
-    if (done >= result.total_steps)
-      std::cout << fmt::format(
-          "  nothing to do: {} is at step {} of {}{} (remove it, or set checkpoint.resume=false, "
-          "to train again)\n",
-          config.checkpoint.dir.string(), done, result.total_steps,
-          from->loss ? fmt::format(", final loss {:.4f}", *from->loss) : std::string());
-    else
-      std::cout << fmt::format("  resuming from step {} of {}: {}\n", done, result.total_steps,
-                               from->checkpoint.string());
-  }
+  print_resume(job, done, result.total_steps, config.checkpoint.dir);
 
   const std::uint64_t seed = config.data.seed;
   const std::int64_t per_epoch = result.steps_per_epoch * global_batch;
@@ -416,9 +406,9 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                                               {{"model", hf_architecture(result.head)},
                                                {"writer", writer},
                                                {"total_steps", std::to_string(result.total_steps)}},
-                                              job.sharded(), options.batch);
-  settings.stop_signal = stop_signal;
-  const Evaluator evaluate(device, config, *data, result, on_eval, result.evaluations);
+                                              job.sharded(), plan.placement);
+  settings.stop_signal = context.options.stop_signal;
+  const Evaluator evaluate(context, *data, result, on_eval, result.evaluations);
   TrainingLog log;
   job.run([&](TrainingModel& training, Communicator& replicas) {
     std::unique_ptr<BertInference> evaluator;
@@ -453,7 +443,7 @@ FinetuneResult run_finetuning(Device& device, const RunConfig& config, bool comp
                                            : !config.checkpoint.dir.empty()
                                                ? config.checkpoint.dir / "hf"
                                                : std::filesystem::path();
-  if (job.lead() && result.total_steps > done && !export_dir.empty() && !result.stopped_by_signal) {
+  if (export_due(job, export_dir, done, result.total_steps, result.stopped_by_signal)) {
     export_hf_directory(export_dir, model, result.head, job.weights(), start.vocab,
                         tokenizer_options(config, SpecialTokensInText::split).lower_case);
     result.exported = export_dir;

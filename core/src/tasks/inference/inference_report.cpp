@@ -41,20 +41,23 @@ void warn_about_latency_spread(double min_ms, double median_ms, double p99_ms,
                                 p99_ms / median_ms, median_ms));
 }
 
-int run_bert_inference(Device& device, const RunConfig& config, const RunOptions& run,
-                       MetricsWriter& metrics) {
+int run_bert_inference(const TaskContext& context) {
+  Device& device = context.device;
+  const RunConfig& config = context.config;
+  const RunOptions& run = context.options;
+  MetricsWriter& metrics = context.metrics;
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
   const auto trace = make_step_trace(device, run, nullptr);
-  const auto r = run_inference(device, config, run.compile_only, trace.get());
-  const std::string precision = config.model.precision_name();
+  const auto r = run_inference(context, run.compile_only, trace.get());
+  const std::string precision = context.plan.precision.name();
   std::cout << fmt::format(
       "inference: BERT {} (L{} H{} A{}){}, seq {}, batch {}, {} on {} ({}{})\n", r.model_name,
       r.config.num_hidden_layers, r.config.hidden_size, r.config.num_attention_heads,
       config.model.head == "none" ? "" : ", head " + config.model.head, r.seq, r.batch, precision,
       p.name, p.product, model ? ", device model" : "");
-  if (!config.model.precision_reason.empty())
-    std::cout << fmt::format("  precision {}: {}\n", precision, config.model.precision_reason);
+  if (!context.plan.precision.reason.empty())
+    std::cout << fmt::format("  precision {}: {}\n", precision, context.plan.precision.reason);
   print_memory(r.memory);
   nlohmann::json summary{{"backend", config.backend},
                          {"device", p.name},
@@ -64,7 +67,7 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
                          {"model", "bert-" + r.model_name},
                          {"head", config.model.heads ? "pretraining" : config.model.head},
                          {"precision", precision},
-                         {"precision_reason", config.model.precision_reason},
+                         {"precision_reason", context.plan.precision.reason},
                          {"seq_len", r.seq},
                          {"global_batch", r.batch},
                          {"micro_batch", r.batch},
@@ -151,17 +154,15 @@ int run_bert_inference(Device& device, const RunConfig& config, const RunOptions
 class InferenceTask final : public Task {
  public:
   const TaskSchema& schema() const override { return inference_schema(); }
-  PlanSummary plan(Device& device, const RunConfig& config) const override {
-    return fit_summary(run_inference(device, config, true).memory);
+  PlanSummary plan(const TaskContext& context) const override {
+    return fit_summary(run_inference(context, true).memory);
   }
-  std::optional<MemoryPage> memory_page(Device& device, const RunConfig& config) const override {
-    const auto r = run_inference(device, config, true);
-    return polyhal::memory_page(config, device, {}, {}, r.memory, r.config.num_hidden_layers, 1);
+  std::optional<MemoryPage> memory_page(const TaskContext& context) const override {
+    const auto r = run_inference(context, true);
+    return polyhal::memory_page(context.config, context.device, {}, {}, r.memory,
+                                r.config.num_hidden_layers, 1);
   }
-  int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
-          Communicator*, const std::vector<Device*>&) const override {
-    return run_bert_inference(device, config, run, metrics);
-  }
+  int run(const TaskContext& context) const override { return run_bert_inference(context); }
 };
 
 }  // namespace

@@ -312,8 +312,10 @@ void trace_estimated_batches(const BertInference& bert, StepTrace& trace) {
 
 }  // namespace
 
-InferenceResult run_inference(Device& device, const RunConfig& config, bool compile_only,
-                              StepTrace* trace) {
+InferenceResult run_inference(const TaskContext& context, bool compile_only, StepTrace* trace) {
+  Device& device = context.device;
+  const RunConfig& config = context.config;
+  const PrecisionPlan& plan = context.plan.precision;
   InferenceResult result;
   result.config = resolve_bert_config(config.model, model_origin(config));
   check_sequence_fits(config, result.config);
@@ -353,7 +355,7 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
                                                           : TaskHead::Kind::classification;
     head.num_labels = head.kind == TaskHead::Kind::classification ? config.model.num_labels : 2;
   }
-  const InferencePrecision precision = inference_precision(config, result.config, device);
+  const InferencePrecision precision = inference_precision(config, plan, result.config, device);
   BertInference bert = refusing_precision(config, [&] {
     return task_head ? BertInference(device, result.config, shape, precision, head)
                      : BertInference(device, result.config, shape, precision, heads);
@@ -387,7 +389,7 @@ InferenceResult run_inference(Device& device, const RunConfig& config, bool comp
   } else {
     time_generated_batches(bert, config, result);
   }
-  if (calibrate) write_calibration(config, bert, weights);
+  if (calibrate) write_calibration(config, plan, bert, weights);
   result.profile = bert.profile();
   result.forward_runs = bert.runs();
   return result;

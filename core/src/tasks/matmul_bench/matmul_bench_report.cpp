@@ -116,21 +116,24 @@ int run_matmul(Device& device, const RunConfig& config, const RunOptions& run,
 class MatmulBenchTask final : public Task {
  public:
   const TaskSchema& schema() const override { return matmul_bench_schema(); }
-  PlanSummary plan(Device& device, const RunConfig& config) const override {
+  PlanSummary plan(const TaskContext& context) const override {
+    Device& device = context.device;
+    const RunConfig& config = context.config;
     check_shapes(device, config);
     bool fits = true;
     for (const auto& r : run_matmul_bench(device, config.section<MatmulBenchConfig>(), true))
       fits = fits && r.memory.fits;
     return {fits ? "every shape fits" : "a shape does not fit", fits};
   }
-  int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
-          Communicator*, const std::vector<Device*>&) const override {
+  int run(const TaskContext& context) const override {
+    const RunOptions& run = context.options;
+    const RunConfig& config = context.config;
     if (run.profile || !run.report_dir.empty())
       spdlog::warn(
           "task {} times GEMM shapes alone: --profile and --report apply to inference "
           "and training tasks; its per-shape table is the report",
           config.task);
-    return run_matmul(device, config, run, metrics);
+    return run_matmul(context.device, config, run, context.metrics);
   }
 };
 

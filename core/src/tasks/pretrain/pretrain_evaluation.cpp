@@ -163,11 +163,12 @@ PendingRows take_rows(PendingRows& rows, std::int64_t count, std::int64_t batch,
 
 }  // namespace
 
-PretrainEvaluator::PretrainEvaluator(const RunConfig& config, const BertConfig& model)
-    : config_(config), model_(model) {
+PretrainEvaluator::PretrainEvaluator(const RunConfig& config, const BertConfig& model,
+                                     DType precision)
+    : config_(config), model_(model), precision_(precision) {
   const auto& e = config.section<EvalSection>();
   shape_ = {e.micro > 0 ? e.micro : config.batch.micro, config.model.seq_len};
-  RunConfig held_out = config;
+  DataSource held_out = data_source(config);
   held_out.data.section = "eval";
   held_out.data.source = e.source;
   held_out.data.files = e.files;
@@ -220,9 +221,8 @@ PretrainEvaluation PretrainEvaluator::evaluate(Device& device, const TensorMap& 
   const auto begin = std::chrono::steady_clock::now();
   const std::int64_t predictions = data_->max_predictions();
   if (!model) {
-    model = std::make_unique<BertInference>(device, model_, shape_,
-                                            InferencePrecision(config_.model.precision), TaskHead{},
-                                            false, predictions);
+    model = std::make_unique<BertInference>(device, model_, shape_, InferencePrecision(precision_),
+                                            TaskHead{}, false, predictions);
   }
   model->load_weights(weights);
   const std::int64_t micro = shape_.batch, seq = shape_.seq;

@@ -19,7 +19,8 @@ class PretrainEvaluator {
   /// Opens config.eval's data for `model` and reads every row it will
   /// evaluate, so that data of another sequence length or vocabulary fails here (in
   /// `validate` too), with a ConfigError naming the eval key and the file.
-  PretrainEvaluator(const RunConfig& config, const BertConfig& model);
+  /// Evaluates in `precision` (the plan's, as training computes).
+  PretrainEvaluator(const RunConfig& config, const BertConfig& model, DType precision);
   ~PretrainEvaluator();
 
   std::string description() const;
@@ -36,6 +37,7 @@ class PretrainEvaluator {
  private:
   const RunConfig& config_;
   BertConfig model_;
+  DType precision_;
   BertShape shape_;
   std::int64_t rows_ = 0;  ///< rows evaluated
   std::unique_ptr<PretrainingData> data_;

@@ -21,42 +21,125 @@
 namespace polyhal {
 namespace {
 
-int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptions& run,
-                         MetricsWriter& metrics, Communicator* world,
-                         const std::vector<Device*>& devices) {
+/// One evaluation: a metrics line and a line on stdout.
+void report_evaluation(const PretrainEvaluation& e, const RunConfig& config,
+                       MetricsWriter& metrics) {
+  metrics.write({{"event", "eval"},
+                 {"step", e.step},
+                 {"sequences", e.sequences},
+                 {"masked_tokens", e.masked_tokens},
+                 {"mlm_accuracy", e.mlm_accuracy},
+                 {"nsp_accuracy", e.nsp_accuracy},
+                 {"mlm_loss", e.mlm_loss},
+                 {"nsp_loss", e.nsp_loss},
+                 {"seconds", e.seconds}});
+  std::cout << fmt::format(
+      "eval after step {}: masked-LM accuracy {:.4f} ({} tokens), NSP accuracy {:.4f}, loss "
+      "{:.4f} + {:.4f} ({} sequences in {:.1f} s){}\n",
+      e.step, e.mlm_accuracy, e.masked_tokens, e.nsp_accuracy, e.mlm_loss, e.nsp_loss, e.sequences,
+      e.seconds,
+      e.reached_target ? fmt::format(": target {} reached, the run ends here",
+                                     config.section<EvalSection>().stop_at)
+                       : "");
+}
+
+/// optimizer.shard_state: what sharding saves per replica.
+void print_sharding_saving(const PretrainResult& r, std::int64_t replicas) {
+  const auto state_bytes = [](const MemoryReport& m) {
+    std::uint64_t bytes = 0;
+    for (const auto& item : m.items)
+      if (item.category.starts_with("optimizer state")) bytes += item.bytes;
+    return bytes;
+  };
+  const double mib = 1024.0 * 1024.0;
+  const auto sharded = state_bytes(r.memory), whole = state_bytes(*r.unsharded_memory);
+  std::cout << fmt::format(
+      "  optimizer state sharded over {} replicas: {:.1f} MiB per replica instead of {:.1f} MiB "
+      "(saves {:.1f} MiB: {:.1f} MiB per replica in all instead of {:.1f} MiB)\n",
+      replicas, static_cast<double>(sharded) / mib, static_cast<double>(whole) / mib,
+      static_cast<double>(whole - sharded) / mib,
+      static_cast<double>(r.memory.required_bytes) / mib,
+      static_cast<double>(r.unsharded_memory->required_bytes) / mib);
+}
+
+/// The steps run: throughput and loss in the summary and on stdout.
+void report_steps(const PretrainResult& r, std::int64_t global_batch, bool model,
+                  nlohmann::json& summary) {
+  double total = 0;
+  std::int64_t trained = 0;  // sequences: packed rows hold several
+  for (const auto& s : r.steps) {
+    total += s.seconds;
+    trained += s.sequences > 0 ? s.sequences : global_batch;
+  }
+  summary["final_loss"] = r.steps.back().loss();
+  summary["steps_run"] = r.steps.size();
+  summary["sequences_trained"] = trained;
+  if (!model) summary["sequences_per_second"] = static_cast<double>(trained) / total;
+  if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
+  // The end-of-run summary a person reads: time, throughput, where the loss ended.
+  std::cout << fmt::format(
+      "  done: {} steps in {} ({}), {} sequences, final loss {:.4f} (first {:.4f})\n",
+      r.steps.size(), clock_text(total),
+      model ? "host simulation of the modelled device"
+            : fmt::format("{:.1f} sequences/s", static_cast<double>(trained) / total),
+      trained, r.steps.back().loss(), r.steps.front().loss());
+}
+
+/// A finished run run again: what it had reached, not silence.
+void report_done_before(const PretrainResult& r, nlohmann::json& summary) {
+  summary["steps_run"] = 0;
+  summary["steps_done_before"] = r.first_step - 1;
+  if (r.resumed_loss) summary["final_loss"] = *r.resumed_loss;
+  std::cout << fmt::format(
+      "  done before: {} of {} steps{} (checkpoint {})\n", r.first_step - 1, r.total_steps,
+      r.resumed_loss ? fmt::format(", final loss {:.4f}", *r.resumed_loss) : std::string(),
+      r.resumed_checkpoint.string());
+}
+
+/// The last evaluation and the host profile, in the summary.
+void summarise_evaluation_and_profile(const PretrainResult& r, bool model,
+                                      nlohmann::json& summary) {
+  if (!r.evaluations.empty()) {
+    const auto& e = r.evaluations.back();
+    summary["eval_step"] = e.step;
+    summary["eval_mlm_accuracy"] = e.mlm_accuracy;
+    summary["eval_nsp_accuracy"] = e.nsp_accuracy;
+    summary["eval_mlm_loss"] = e.mlm_loss;
+    summary["eval_nsp_loss"] = e.nsp_loss;
+    summary["reached_target"] = e.reached_target;
+  }
+  if (!r.profile.empty()) {
+    nlohmann::json ops = nlohmann::json::array();
+    for (const auto& t : r.profile) {
+      ops.push_back({{"op", t.op}, {"calls", t.calls}, {"seconds", t.seconds}});
+      spdlog::debug("profile {:<22} {:>6} calls {:>9.3f} s  {}", t.op, t.calls, t.seconds,
+                    t.implementation);
+    }
+    summary[model ? "host_simulation_profile" : "profile"] = ops;
+  }
+}
+
+int run_bert_pretraining(const TaskContext& context) {
+  Device& device = context.device;
+  const RunConfig& config = context.config;
+  const RunOptions& run = context.options;
+  MetricsWriter& metrics = context.metrics;
+  Communicator* world = context.world;
   const auto& p = device.properties();
   const bool model = p.mode == DeviceMode::model;
-  const std::int64_t replicas = world ? world->size() : config.batch.replicas;
-  const std::int64_t global_batch = polyhal::global_batch(config, world);
-  StepProgress observer(config, global_batch, true, model, metrics, run.progress);
+  const std::int64_t replicas = context.plan.placement.replicas;
+  const std::int64_t global_batch = context.plan.placement.global_batch();
+  StepProgress observer(config.log_every, global_batch, true, model, metrics, run.progress);
   std::cout << fmt::format(
       "pretrain: BERT {} seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, "
       "{}, {} on {} ({})\n",
       config.model.hf_config.empty() ? config.model.preset : "custom", config.model.seq_len,
       config.batch.micro, config.batch.grad_accum, replicas, global_batch, config.optimizer.name,
-      dtype_name(config.model.precision), p.name, p.product);
-  const auto on_eval = [&](const PretrainEvaluation& e) {
-    metrics.write({{"event", "eval"},
-                   {"step", e.step},
-                   {"sequences", e.sequences},
-                   {"masked_tokens", e.masked_tokens},
-                   {"mlm_accuracy", e.mlm_accuracy},
-                   {"nsp_accuracy", e.nsp_accuracy},
-                   {"mlm_loss", e.mlm_loss},
-                   {"nsp_loss", e.nsp_loss},
-                   {"seconds", e.seconds}});
-    std::cout << fmt::format(
-        "eval after step {}: masked-LM accuracy {:.4f} ({} tokens), NSP accuracy {:.4f}, loss "
-        "{:.4f} + {:.4f} ({} sequences in {:.1f} s){}\n",
-        e.step, e.mlm_accuracy, e.masked_tokens, e.nsp_accuracy, e.mlm_loss, e.nsp_loss,
-        e.sequences, e.seconds,
-        e.reached_target ? fmt::format(": target {} reached, the run ends here",
-                                       config.section<EvalSection>().stop_at)
-                         : "");
-  };
+      dtype_name(context.plan.precision.activations), p.name, p.product);
+  const auto on_eval = [&](const PretrainEvaluation& e) { report_evaluation(e, config, metrics); };
   const auto trace = make_step_trace(device, run, world);
-  const auto r = run_pretraining(device, config, run.compile_only, std::ref(observer), world,
-                                 devices, on_eval, trace.get(), run.stop_signal);
+  const auto r =
+      run_pretraining(context, run.compile_only, std::ref(observer), on_eval, trace.get());
   if (!r.eval_data.empty()) std::cout << fmt::format("  evaluation: {}\n", r.eval_data);
   const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
                                            r.config.num_hidden_layers, config.batch.grad_accum);
@@ -68,30 +151,14 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
         static_cast<double>(r.parameters) * 4.0 / (1024.0 * 1024.0), replicas, p.name);
   }
   if (r.collective_engine) std::cout << "  " << *r.collective_engine << "\n";
-  if (r.unsharded_memory) {
-    const auto state_bytes = [](const MemoryReport& m) {
-      std::uint64_t bytes = 0;
-      for (const auto& item : m.items)
-        if (item.category.starts_with("optimizer state")) bytes += item.bytes;
-      return bytes;
-    };
-    const double mib = 1024.0 * 1024.0;
-    const auto sharded = state_bytes(r.memory), whole = state_bytes(*r.unsharded_memory);
-    std::cout << fmt::format(
-        "  optimizer state sharded over {} replicas: {:.1f} MiB per replica instead of {:.1f} MiB "
-        "(saves {:.1f} MiB: {:.1f} MiB per replica in all instead of {:.1f} MiB)\n",
-        replicas, static_cast<double>(sharded) / mib, static_cast<double>(whole) / mib,
-        static_cast<double>(whole - sharded) / mib,
-        static_cast<double>(r.memory.required_bytes) / mib,
-        static_cast<double>(r.unsharded_memory->required_bytes) / mib);
-  }
+  if (r.unsharded_memory) print_sharding_saving(r, replicas);
   nlohmann::json summary{{"backend", config.backend},
                          {"device", p.name},
                          {"mode", std::string(device_mode_name(p.mode))},
                          {"task", config.task},
                          {"model", "bert-" + r.model_name},
-                         {"precision", std::string(dtype_name(config.model.precision))},
-                         {"precision_reason", config.model.precision_reason},
+                         {"precision", std::string(dtype_name(context.plan.precision.activations))},
+                         {"precision_reason", context.plan.precision.reason},
                          {"seq_len", config.model.seq_len},
                          {"micro_batch", config.batch.micro},
                          {"grad_accum", config.batch.grad_accum},
@@ -113,54 +180,10 @@ int run_bert_pretraining(Device& device, const RunConfig& config, const RunOptio
         strsignal(r.stopped_by_signal), r.steps.empty() ? r.first_step - 1 : r.steps.back().step);
   }
   if (!stages.empty()) summary["pipeline_stages"] = stages;
-  if (!r.steps.empty()) {
-    double total = 0;
-    std::int64_t trained = 0;  // sequences: packed rows hold several
-    for (const auto& s : r.steps) {
-      total += s.seconds;
-      trained += s.sequences > 0 ? s.sequences : global_batch;
-    }
-    summary["final_loss"] = r.steps.back().loss();
-    summary["steps_run"] = r.steps.size();
-    summary["sequences_trained"] = trained;
-    if (!model) summary["sequences_per_second"] = static_cast<double>(trained) / total;
-    if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
-    // The end-of-run summary a person reads: time, throughput, where the loss ended.
-    std::cout << fmt::format(
-        "  done: {} steps in {} ({}), {} sequences, final loss {:.4f} (first {:.4f})\n",
-        r.steps.size(), clock_text(total),
-        model ? "host simulation of the modelled device"
-              : fmt::format("{:.1f} sequences/s", static_cast<double>(trained) / total),
-        trained, r.steps.back().loss(), r.steps.front().loss());
-  }
-  if (r.steps.empty() && !run.compile_only && !r.resumed_checkpoint.empty()) {
-    // A finished run run again: what it had reached, not silence.
-    summary["steps_run"] = 0;
-    summary["steps_done_before"] = r.first_step - 1;
-    if (r.resumed_loss) summary["final_loss"] = *r.resumed_loss;
-    std::cout << fmt::format(
-        "  done before: {} of {} steps{} (checkpoint {})\n", r.first_step - 1, r.total_steps,
-        r.resumed_loss ? fmt::format(", final loss {:.4f}", *r.resumed_loss) : std::string(),
-        r.resumed_checkpoint.string());
-  }
-  if (!r.evaluations.empty()) {
-    const auto& e = r.evaluations.back();
-    summary["eval_step"] = e.step;
-    summary["eval_mlm_accuracy"] = e.mlm_accuracy;
-    summary["eval_nsp_accuracy"] = e.nsp_accuracy;
-    summary["eval_mlm_loss"] = e.mlm_loss;
-    summary["eval_nsp_loss"] = e.nsp_loss;
-    summary["reached_target"] = e.reached_target;
-  }
-  if (!r.profile.empty()) {
-    nlohmann::json ops = nlohmann::json::array();
-    for (const auto& t : r.profile) {
-      ops.push_back({{"op", t.op}, {"calls", t.calls}, {"seconds", t.seconds}});
-      spdlog::debug("profile {:<22} {:>6} calls {:>9.3f} s  {}", t.op, t.calls, t.seconds,
-                    t.implementation);
-    }
-    summary[model ? "host_simulation_profile" : "profile"] = ops;
-  }
+  if (!r.steps.empty()) report_steps(r, global_batch, model, summary);
+  if (r.steps.empty() && !run.compile_only && !r.resumed_checkpoint.empty())
+    report_done_before(r, summary);
+  summarise_evaluation_and_profile(r, model, summary);
   if (!r.checkpoints.empty())
     std::cout << fmt::format("  last checkpoint: {}\n", r.checkpoints.back().string());
   if (!r.exported.empty()) {
@@ -180,19 +203,15 @@ class PretrainTask final : public Task {
  public:
   const TaskSchema& schema() const override { return pretrain_schema(); }
   bool multi_process() const override { return true; }
-  PlanSummary plan(Device& device, const RunConfig& config) const override {
-    return fit_summary(run_pretraining(device, config, true, {}, nullptr).memory);
+  PlanSummary plan(const TaskContext& context) const override {
+    return fit_summary(run_pretraining(context, true, {}).memory);
   }
-  std::optional<MemoryPage> memory_page(Device& device, const RunConfig& config) const override {
-    const auto r = run_pretraining(device, config, true, {}, nullptr);
-    return polyhal::memory_page(config, device, r.stages, r.stage_memory, r.memory,
-                                r.config.num_hidden_layers,
-                                static_cast<int>(config.batch.replicas));
+  std::optional<MemoryPage> memory_page(const TaskContext& context) const override {
+    const auto r = run_pretraining(context, true, {});
+    return polyhal::memory_page(context.config, context.device, r.stages, r.stage_memory, r.memory,
+                                r.config.num_hidden_layers, context.plan.placement.replicas);
   }
-  int run(Device& device, const RunConfig& config, const RunOptions& run, MetricsWriter& metrics,
-          Communicator* world, const std::vector<Device*>& devices) const override {
-    return run_bert_pretraining(device, config, run, metrics, world, devices);
-  }
+  int run(const TaskContext& context) const override { return run_bert_pretraining(context); }
 };
 
 }  // namespace

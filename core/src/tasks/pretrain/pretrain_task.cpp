@@ -16,6 +16,7 @@
 #include "pretrain_section.hpp"
 #include "tasks/pretrain/pretrain_evaluation.hpp"
 #include "tasks/sequence_fit.hpp"
+#include "tasks/training_run.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
 #include "train/training_job.hpp"
@@ -26,25 +27,26 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
   return CheckpointStore(dir).latest();
 }
 
-PretrainResult run_pretraining(Device& device, const RunConfig& config, bool compile_only,
-                               const StepObserver& observer, Communicator* across_processes,
-                               const std::vector<Device*>& stage_devices,
-                               const EvaluationObserver& on_eval, StepTrace* trace,
-                               const std::atomic<int>* stop_signal) {
+PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
+                               const StepObserver& observer, const EvaluationObserver& on_eval,
+                               StepTrace* trace) {
+  Device& device = context.device;
+  const RunConfig& config = context.config;
   PretrainResult result;
   result.config = resolve_bert_config(config.model, model_origin(config));
   check_sequence_fits(config, result.config);
   result.model_name =
       config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
-  check_training_setup(device, config, true, across_processes);
+  check_training_setup(device, config, context.plan.precision, true);
   // The data never labels more than max_predictions positions per sequence,
   // so the MLM head runs on those rows only.
   const BertShape shape{config.batch.micro, config.model.seq_len};
-  auto data = compile_only ? planned_pretraining_data(config, result.config, shape) : nullptr;
+  auto data =
+      compile_only ? planned_pretraining_data(data_source(config), result.config, shape) : nullptr;
   if (data) {
     spdlog::warn("data: {}", data->description());
   } else {
-    data = open_pretraining_data(config, result.config, shape);
+    data = open_pretraining_data(data_source(config), result.config, shape);
     spdlog::info("data: {}", data->description());
   }
   std::unique_ptr<PretrainEvaluator> evaluator;
@@ -55,16 +57,17 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
     spdlog::warn("evaluation data {} is not on this machine: the plan leaves it out",
                  eval.files.string());
   } else if (eval.enabled()) {
-    evaluator = std::make_unique<PretrainEvaluator>(config, result.config);
+    evaluator = std::make_unique<PretrainEvaluator>(config, result.config,
+                                                    context.plan.precision.activations);
     result.eval_data = evaluator->description();
     spdlog::info("evaluation: {}", result.eval_data);
   }
   TrainingJobOptions options =
-      training_job_options(config, result.config, TaskHead{}, data->max_predictions(),
-                           data->packed_sequences(), compile_only, across_processes);
+      training_job_options(config, context.plan, result.config, TaskHead{}, data->max_predictions(),
+                           data->packed_sequences(), compile_only);
   options.sequences_per_row = data->sequences_per_row();
   result.stages = options.stages;
-  TrainingJob job(options, {&device, stage_devices, across_processes});
+  TrainingJob job(options, {&device, context.devices, context.world});
   const TrainingPlan& plan = job.plan();
   result.memory = plan.memory;
   result.unsharded_memory = job.unsharded_memory();
@@ -76,21 +79,13 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   if (compile_only) return result;
 
   const CheckpointStore store(config.checkpoint.dir);
-  LossScaler scaler = LossScaler::from_config(config.optimizer, config.model.precision);
+  LossScaler scaler = context.plan.precision.loss_scaler;
   const std::int64_t done = job.start(
       store, config.checkpoint.resume,
       [&] {
-        if (!config.checkpoint.init.empty()) {
-          try {
-            const auto& init = config.checkpoint.init;
-            // A model directory: its model.safetensors or its one TensorFlow checkpoint.
-            return read_start_weights(
-                std::filesystem::is_directory(init) ? model_weights_in(init) : init, result.config,
-                TaskHead{}, config.model.seed);
-          } catch (const ConfigError& e) {
-            throw ConfigError(fmt::format("checkpoint.init: {}", e.what()));
-          }
-        }
+        if (!config.checkpoint.init.empty())
+          return read_located_start(config, "checkpoint.init", config.checkpoint.init,
+                                    result.config, TaskHead{});
         if (!config.model.weights.empty())
           return load_bert_weights(config.model.weights, result.config);
         return init_bert_weights(result.config, config.model.seed);
@@ -103,22 +98,16 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   if (const auto& from = job.resumed(); from && job.lead()) {
     result.resumed_checkpoint = from->checkpoint;
     result.resumed_loss = from->loss;
-    if (done >= steps)
-      std::cout << fmt::format(
-          "  nothing to do: {} is at step {} of {} (remove it, or set checkpoint.resume=false, "
-          "to train again)\n",
-          config.checkpoint.dir.string(), done, steps);
-    else
-      std::cout << fmt::format("  resuming from step {} of {}: {}\n", done, steps,
-                               from->checkpoint.string());
   }
+  print_resume(job, done, steps, config.checkpoint.dir);
   if (config.section<SamplesSection>().samples > 0)
     spdlog::info("samples {}: {} steps of {} samples", config.section<SamplesSection>().samples,
                  steps, samples_per_step);
-  TrainerSettings settings = trainer_settings(
-      config, steps, config.optimizer,
-      {{"model", result.model_name}, {"writer", "polyhal pretrain"}}, job.sharded(), options.batch);
-  settings.stop_signal = stop_signal;
+  TrainerSettings settings =
+      trainer_settings(config, steps, config.optimizer,
+                       {{"model", result.model_name}, {"writer", "polyhal pretrain"}},
+                       job.sharded(), context.plan.placement);
+  settings.stop_signal = context.options.stop_signal;
   TrainingLog log;
   job.run([&](TrainingModel& model, Communicator& replicas) {
     LossScaler replica_scaler = scaler;
@@ -156,13 +145,9 @@ PretrainResult run_pretraining(Device& device, const RunConfig& config, bool com
   // (BertForPreTraining.from_pretrained), written by rank 0 with the
   // checkpoints; also by a rerun of a finished run that stopped before its
   // export was whole (its last checkpoint holds the final weights).
-  const auto hf = config.checkpoint.dir / "hf";
-  const bool export_whole = std::filesystem::is_regular_file(hf / "config.json") &&
-                            std::filesystem::is_regular_file(hf / "model.safetensors");
-  if (job.lead() && !config.checkpoint.dir.empty() && steps > 0 && !result.stopped_by_signal &&
-      (steps > done || (steps == done && !export_whole))) {
-    if (steps == done)
-      spdlog::info("the run had finished; writing its missing export {}", hf.string());
+  const auto hf =
+      config.checkpoint.dir.empty() ? std::filesystem::path() : config.checkpoint.dir / "hf";
+  if (export_due(job, hf, done, steps, result.stopped_by_signal)) {
     result.exported = hf;
     export_hf_directory(result.exported, result.config, TaskHead{}, job.weights());
   }

@@ -1,0 +1,103 @@
+#pragma once
+/// @file run_plan.hpp
+/// The `plan` layer: the config as written, turned once into the decisions
+/// of this run on these devices. The launcher loads a RunConfig (never
+/// changed after), opens the devices, calls resolve_run, and hands both to
+/// the task; what depends on the device (the precision mixed picks, IPUs per
+/// replica, whether gradients overlap backward) is read from the plan, never
+/// written back into the config. `validate` prints plan_lines(), the way
+/// oneDNN's impl_info_str() names what it chose.
+#include <cstdint>
+#include <string>
+#include <vector>
+#include "polyhal/app/not_for_plugins.hpp"
+
+#include "polyhal/app/config.hpp"
+#include "polyhal/app/loss_scaler.hpp"
+#include "polyhal/device.hpp"
+
+namespace polyhal {
+
+/// What model.precision resolved to on the run's device.
+struct PrecisionPlan {
+  /// model.precision as written: mixed, f32, bf16, f16, int8 or bf32.
+  std::string written;
+  /// The activations' dtype, the one training computes in (int8: bf16 storage
+  /// between the linears, bf32: f32).
+  DType activations = DType::f32;
+  /// How the encoder's GEMMs multiply (int8, bf32's bf16 products, native).
+  LinearMath linear_math = LinearMath::native;
+  /// Why: what mixed chose on this device, or whether an explicit precision
+  /// runs natively or emulated there. Printed by validate and the summaries.
+  std::string reason;
+  /// Training: optimizer.loss_scaling resolved for `activations` (auto is
+  /// dynamic for f16, none otherwise), starting at optimizer.loss_scale.
+  LossScaler loss_scaler{LossScaler::Mode::none, 1.0, 2000};
+  /// Logged once as the run starts (empty: nothing to say); `warning` when an
+  /// explicit precision runs emulated.
+  std::string log_line;
+  bool warning = false;
+  /// The precision the run computes in: f32, bf16, f16, int8 or bf32.
+  std::string name() const;
+};
+
+/// Where the run's replicas and pipeline stages go, and how they talk.
+struct PlacementPlan {
+  std::int64_t micro = 1;
+  std::int64_t grad_accum = 1;
+  /// Replicas of the whole job: batch.replicas, or the MPI ranks.
+  int replicas = 1;
+  /// Pipeline stages split evenly (model.pipeline_stages, or
+  /// device.ipus_per_replica on a model that names no stages); 0: none, or
+  /// model.pipeline's explicit list.
+  std::int64_t balanced_stages = 0;
+  /// Devices one replica takes: its pipeline stages, one each.
+  std::int64_t stages_per_replica = 1;
+  /// Gradients all-reduced in buckets during the last backward
+  /// (collective.overlap true, or auto across hosts).
+  bool overlap_all_reduce = false;
+  /// A device model's estimate overlaps its links' transfers with backward
+  /// (every collective.overlap but false: DMA, as the vendors' stacks do).
+  bool estimate_overlaps = true;
+  /// Why overlap_all_reduce is what it is, for the log (empty: as written).
+  std::string overlap_reason;
+  /// The backend's own collective engine is offered the collectives first.
+  bool plugin_collectives = true;
+  std::int64_t global_batch() const { return micro * grad_accum * replicas; }
+};
+
+/// The decisions of one run.
+struct RunPlan {
+  PrecisionPlan precision;
+  PlacementPlan placement;
+};
+
+/// The processes of the job: one, or the ranks of an mpirun job.
+struct WorldShape {
+  int ranks = 1;
+  int ranks_on_this_host = 1;
+  bool mpi = false;
+};
+
+/// The CPUs this process may run on.
+std::int64_t available_cpus();
+
+/// Resolves `config` for `devices` (the backend's, opened with `device_options`,
+/// the run's device first) in `world`. Throws ConfigError naming file:line:key
+/// for what cannot be placed: more replicas (x stages) than a modelled system
+/// has devices, more local replicas than CPUs, device.ipus_per_replica that
+/// disagrees with model.pipeline, collective.plugin_engine required without an
+/// engine, batch.replicas other than the MPI ranks.
+RunPlan resolve_run(const RunConfig& config, const std::vector<Device*>& devices,
+                    const DeviceOptions& device_options, const WorldShape& world);
+
+/// model.precision on `device`: what it runs as, and why. Part of resolve_run.
+PrecisionPlan resolve_precision(const RunConfig& config, const Device& device);
+
+/// optimizer.loss_scaling for training in `activations`. Part of resolve_precision.
+LossScaler resolve_loss_scaling(const OptimizerSection& optimizer, DType activations);
+
+/// The plan as validate prints it, one indented line per decision.
+std::string plan_lines(const RunPlan& plan, const Device& device);
+
+}  // namespace polyhal

@@ -1,0 +1,39 @@
+// resolve_run: the config as written and the opened devices, turned once
+// into the run's decisions; and the plan as validate prints it.
+#include "polyhal/app/run_plan.hpp"
+
+#include <fmt/format.h>
+
+#include "plan/placement_plan.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+
+RunPlan resolve_run(const RunConfig& config, const std::vector<Device*>& devices,
+                    const DeviceOptions& device_options, const WorldShape& world) {
+  if (devices.empty()) throw DeviceUnavailableError("the backend opened no devices");
+  RunPlan plan;
+  plan.placement = resolve_placement(config, devices, device_options, world);
+  plan.precision = resolve_precision(config, *devices.front());
+  return plan;
+}
+
+std::string plan_lines(const RunPlan& plan, const Device& device) {
+  std::string text;
+  if (!plan.precision.reason.empty())
+    text += fmt::format("  precision {} on {}: {}\n", plan.precision.name(), device.name(),
+                        plan.precision.reason);
+  const PlacementPlan& p = plan.placement;
+  text += fmt::format("  batch {} = {} replica{} x {} accumulated x {} micro", p.global_batch(),
+                      p.replicas, p.replicas == 1 ? "" : "s", p.grad_accum, p.micro);
+  if (p.stages_per_replica > 1)
+    text += fmt::format("; {} pipeline stages per replica{}", p.stages_per_replica,
+                        p.balanced_stages > 0 ? " (balanced)" : "");
+  if (p.replicas > 1)
+    text += fmt::format("; gradients all-reduced {}{}",
+                        p.overlap_all_reduce ? "during backward" : "after backward",
+                        p.plugin_collectives ? "" : " on polyhal's engine");
+  return text + "\n";
+}
+
+}  // namespace polyhal

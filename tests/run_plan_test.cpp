@@ -1,0 +1,138 @@
+// The plan layer: the config as written and the opened devices, resolved
+// once (run_plan.hpp). What the devices decide lives in the plan; the
+// config is never written back, and the launcher hands tasks a const one.
+#include <gtest/gtest.h>
+
+#include <type_traits>
+
+#include "polyhal/app/run_plan.hpp"
+#include "polyhal/app/task.hpp"
+#include "polyhal/error.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+// A task can only read the config: the launcher resolves, it never rewrites.
+static_assert(std::is_same_v<decltype(TaskContext::config), const RunConfig&>);
+static_assert(std::is_same_v<decltype(TaskContext::plan), const RunPlan&>);
+
+struct Opened {
+  std::shared_ptr<Backend> backend;
+  DeviceOptions options;
+  std::vector<std::shared_ptr<Device>> devices;
+  std::vector<Device*> raw() const {
+    std::vector<Device*> out;
+    for (const auto& d : devices) out.push_back(d.get());
+    return out;
+  }
+};
+
+Opened open(const RunConfig& config) {
+  Opened o;
+  o.backend = test::load_backend(config.backend);
+  o.options = config.resolve_device(o.backend->device_options());
+  o.devices = o.backend->open_devices(o.options);
+  return o;
+}
+
+RunConfig config_of(test::TempDir& dir, const std::string& yaml) {
+  return load_task_config(dir.write("c.yaml", yaml));
+}
+
+const char* kPretrain =
+    "task: pretrain\nmodel: {preset: tiny, seq_len: 32, vocab_size: 64, precision: mixed}\n"
+    "batch: {micro: 4, grad_accum: 2}\ndata: {source: pattern, max_predictions: 3}\nsteps: 2\n";
+
+TEST(RunPlan, MixedResolvesInThePlanAndLeavesTheConfigAsWritten) {
+  test::TempDir dir;
+  // gaudi computes bf16 natively; ipu has f16 and gets dynamic loss scaling.
+  for (const auto& [backend, dtype, scaling] :
+       std::vector<std::tuple<std::string, DType, LossScaler::Mode>>{
+           {"gaudi", DType::bf16, LossScaler::Mode::none},
+           {"ipu", DType::f16, LossScaler::Mode::dynamic}}) {
+    const RunConfig config = config_of(dir, "backend: " + backend + "\n" + kPretrain);
+    const Opened o = open(config);
+    const RunPlan plan = resolve_run(config, o.raw(), o.options, {});
+    EXPECT_EQ(plan.precision.written, "mixed");
+    EXPECT_EQ(plan.precision.activations, dtype) << backend;
+    EXPECT_EQ(plan.precision.loss_scaler.mode(), scaling) << backend;
+    EXPECT_NE(plan.precision.reason.find("mixed, as"), std::string::npos) << plan.precision.reason;
+    EXPECT_EQ(config.model.precision_text(), "mixed") << "the config keeps what was written";
+    EXPECT_EQ(plan.placement.global_batch(), 8);
+  }
+}
+
+TEST(RunPlan, IpusPerReplicaBalancesStagesWithoutTouchingTheModelSection) {
+  test::TempDir dir;
+  const RunConfig config = config_of(dir,
+                                     "backend: ipu\ndevice: {ipu: {ipus_per_replica: 2}}\n"
+                                     "task: pretrain\nmodel: {preset: tiny, seq_len: 32, "
+                                     "vocab_size: 64}\ndata: {source: pattern}\nsteps: 2\n");
+  const Opened o = open(config);
+  const RunPlan plan = resolve_run(config, o.raw(), o.options, {});
+  EXPECT_EQ(plan.placement.balanced_stages, 2);
+  EXPECT_EQ(plan.placement.stages_per_replica, 2);
+  EXPECT_EQ(config.model.pipeline_stages, 0) << "the plan holds the stages, not the config";
+  // Against model.pipeline's own count: an error naming both keys and the line.
+  const RunConfig both = config_of(dir,
+                                   "backend: ipu\ndevice: {ipu: {ipus_per_replica: 2}}\n"
+                                   "task: pretrain\nmodel: {preset: tiny, seq_len: 32, "
+                                   "vocab_size: 64, pipeline: 3}\n"
+                                   "data: {source: pattern}\nsteps: 2\n");
+  const Opened o2 = open(both);
+  try {
+    resolve_run(both, o2.raw(), o2.options, {});
+    FAIL() << "ipus_per_replica 2 against 3 stages resolved";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("c.yaml:2: key 'device.ipus_per_replica'"), std::string::npos) << what;
+    EXPECT_NE(what.find("model.pipeline"), std::string::npos) << what;
+  }
+}
+
+TEST(RunPlan, OverlapAutoAndReplicasFollowTheMpiWorld) {
+  test::TempDir dir;
+  const RunConfig config = config_of(dir, std::string("backend: cpu\n") + kPretrain);
+  const Opened o = open(config);
+  const RunPlan alone = resolve_run(config, o.raw(), o.options, {});
+  EXPECT_FALSE(alone.placement.overlap_all_reduce);
+  EXPECT_TRUE(alone.placement.estimate_overlaps);
+  const RunPlan spanning = resolve_run(config, o.raw(), o.options, {4, 2, true});
+  EXPECT_TRUE(spanning.placement.overlap_all_reduce);
+  EXPECT_EQ(spanning.placement.replicas, 4);
+  EXPECT_EQ(spanning.placement.global_batch(), 32);
+  EXPECT_NE(spanning.placement.overlap_reason.find("span several hosts"), std::string::npos);
+  const RunPlan one_host = resolve_run(config, o.raw(), o.options, {4, 4, true});
+  EXPECT_FALSE(one_host.placement.overlap_all_reduce);
+  EXPECT_EQ(config.collective.overlap, "auto") << "the config keeps what was written";
+  // batch.replicas other than the ranks: refused with its line.
+  std::string yaml = std::string("backend: cpu\n") + kPretrain;
+  yaml.replace(yaml.find("grad_accum: 2}"), 14, "grad_accum: 2, replicas: 3}");
+  const RunConfig three = config_of(dir, yaml);
+  EXPECT_THROW(
+      {
+        try {
+          resolve_run(three, o.raw(), o.options, {4, 4, true});
+        } catch (const ConfigError& e) {
+          EXPECT_NE(std::string(e.what()).find("but mpirun started 4 ranks"), std::string::npos)
+              << e.what();
+          throw;
+        }
+      },
+      ConfigError);
+}
+
+TEST(RunPlan, ValidatePrintsThePlan) {
+  test::TempDir dir;
+  const auto file = dir.write("v.yaml", std::string("backend: cpu\n") + kPretrain);
+  const auto r = test::run_polyhal("validate " + file.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("  precision "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mixed, as"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  batch 8 = 1 replica x 2 accumulated x 4 micro"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal
