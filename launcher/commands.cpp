@@ -369,7 +369,7 @@ std::string fit_advice(const RunConfig& config, const std::vector<OptionSpec>& d
     keys.push_back(
         fmt::format("batch.micro (now {}; raise batch.grad_accum to keep the global batch)",
                     config.batch.micro));
-  const bool trains = config.task != "inference" && config.task != "matmul_bench";
+  const bool trains = config.schema && config.schema->has(TaskTrait::trains);
   if (trains && config.model.recompute != "all")
     keys.push_back("model.recompute: all (activations recomputed in backward)");
   for (const auto& spec : device_options)

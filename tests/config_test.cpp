@@ -62,14 +62,14 @@ TEST(Config, TasksComeWithTheirSchema) {
   EXPECT_THROW(load_run_config(dir.write("f.yaml", kGood), {}, {echo}), ConfigError);
 }
 
-// A key declared for some tasks is refused, naming them, by another; a task
-// that says it reads another's keys (reads_keys_of) takes them.
+// A key declared for a trait is refused, naming the tasks that have it, by
+// another task; a new task that declares the trait takes the keys.
 TEST(Config, KeysOfOtherTasksAreNamedAndCanBeShared) {
   test::TempDir dir;
   std::vector<TaskSchema> tasks = task_schemas();
   tasks.push_back({"echo", {"model", "optimizer"}, {}});
   TaskSchema trainer{"my-trainer", {"model", "optimizer"}, {}};
-  trainer.reads_keys_of = {"pretrain"};
+  trainer.traits = {TaskTrait::trains};
   tasks.push_back(trainer);
   const std::string body = "backend: cpu\nmodel: {recompute: all}\noptimizer: {name: sgd}\n";
   try {
@@ -77,8 +77,8 @@ TEST(Config, KeysOfOtherTasksAreNamedAndCanBeShared) {
     FAIL() << "a key of the training tasks was accepted by echo";
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find(
-                  "a.yaml:3: key 'model.recompute': used by tasks pretrain, squad, glue only, "
-                  "not echo"),
+                  "a.yaml:3: key 'model.recompute': used by tasks pretrain, squad, glue, "
+                  "my-trainer only, not echo"),
               std::string::npos)
         << e.what();
   }

@@ -78,11 +78,10 @@ bool read_by_every_task(const ConfigSection& section) {
 }  // namespace
 
 bool key_applies(const ConfigKey& key, const TaskSchema& schema) {
-  const auto named = [&](const std::string& task) {
-    return std::find(key.tasks.begin(), key.tasks.end(), task) != key.tasks.end();
-  };
-  return key.tasks.empty() || named(schema.name) ||
-         std::any_of(schema.reads_keys_of.begin(), schema.reads_keys_of.end(), named);
+  if (key.traits.empty() && key.tasks.empty()) return true;
+  return std::find(key.tasks.begin(), key.tasks.end(), schema.name) != key.tasks.end() ||
+         std::any_of(key.traits.begin(), key.traits.end(),
+                     [&](TaskTrait trait) { return schema.has(trait); });
 }
 
 std::vector<const ConfigKey*> task_keys(const TaskSchema& schema) {
@@ -135,10 +134,13 @@ std::string config_reference_markdown(const std::vector<TaskSchema>& tasks) {
       if (schema.reads(section->name)) readers.push_back(schema.name);
     for (const auto& key : section->keys) {
       const std::string value = key.value(defaults);
-      const std::string applies = !key.tasks.empty() ? fmt::format("{}", fmt::join(key.tasks, ", "))
-                                  : read_by_every_task(*section)
-                                      ? std::string("all")
-                                      : fmt::format("{}", fmt::join(readers, ", "));
+      std::vector<std::string> named;
+      for (const auto& schema : tasks)
+        if (schema.reads(section->name) && key_applies(key, schema)) named.push_back(schema.name);
+      const std::string applies =
+          !key.tasks.empty() || !key.traits.empty() ? fmt::format("{}", fmt::join(named, ", "))
+          : read_by_every_task(*section)            ? std::string("all")
+                                                    : fmt::format("{}", fmt::join(readers, ", "));
       out += fmt::format("| `{}` | {} | {} | {} |\n", key.path,
                          value.empty() ? "" : "`" + value + "`", applies, key.help);
     }

@@ -11,8 +11,8 @@ ConfigSection data() {
   ConfigSection section{.name = "data"};
   SectionKeys<DataSection> keys(
       section, [](RunConfig & c) -> auto& { return c.data; });
-  const std::vector<std::string> pretrain{"pretrain"};
-  const std::vector<std::string> pretrain_and_finetune{"pretrain", "squad", "glue"};
+  const std::vector<TaskTrait> pretraining_data{TaskTrait::reads_pretraining_data};
+  const std::vector<TaskTrait> trains{TaskTrait::trains};
   keys.add("source", &DataSection::source, "generated, pattern, text, mlperf_hdf5 or tfrecord",
            one_of({"generated", "pattern", "mlperf_hdf5", "tfrecord", "text"}))
       .add("text_file", &DataSection::text_file,
@@ -43,10 +43,10 @@ ConfigSection data() {
              if (!(share > 0.0 && share < 1.0)) v.fail("expected a value between 0 and 1");
              return share;
            },
-           {.tasks = pretrain})
+           {.traits = pretraining_data})
       .add("max_predictions", &DataSection::max_predictions,
            "masked positions per sequence at most (the MLM head runs on them)", {},
-           {.tasks = pretrain})
+           {.traits = pretraining_data})
       // Every task that reads data takes it: the source says whether a task
       // can read such files (inference refuses mlperf_hdf5 naming them).
       .add("files", &DataSection::files,
@@ -55,10 +55,10 @@ ConfigSection data() {
       .add("shuffle", &DataSection::shuffle,
            "another sample order every epoch; false: file order (pretrain: mlperf_hdf5, "
            "tfrecord; squad, glue: the training rows)",
-           {}, {.tasks = pretrain_and_finetune})
+           {}, {.traits = trains})
       .add("packed", &DataSection::packed,
            "mlperf_hdf5, tfrecord: auto (detect), true or false: packed rows",
-           one_of({"auto", "true", "false"}), {.tasks = pretrain});
+           one_of({"auto", "true", "false"}), {.traits = pretraining_data});
   section.check = [](const ConfigValue&, RunConfig& config) {
     const auto& d = config.data;
     if (d.source == "mlperf_hdf5" && d.files.empty())

@@ -77,7 +77,9 @@ ConfigSection model() {
   ConfigSection section{.name = "model"};
   SectionKeys<ModelSection> keys(
       section, [](RunConfig & c) -> auto& { return c.model; });
-  const std::vector<std::string> inference{"inference"};
+  const std::vector<TaskTrait> inference{TaskTrait::runs_inference};
+  const std::vector<TaskTrait> int8{TaskTrait::takes_int8};
+  const std::vector<TaskTrait> trains{TaskTrait::trains};
   keys.add("preset", &ModelSection::preset,
            "tiny, mini, small, medium, base, large, or groupbert-mini, -medium, -base, -large",
            [](const ConfigValue& v) {
@@ -117,18 +119,18 @@ ConfigSection model() {
                v.fail(fmt::format("expected dynamic or static, got \"{}\"", mode));
              return mode;
            },
-           {.tasks = kInt8Tasks})
+           {.traits = int8})
       .add("int8_scales", &ModelSection::int8_scales,
            "the calibrated scales file (written by model.calibrate): required by int8_activations "
            "static (its steps); dynamic smooths the LayerNorm outputs' outlier channels with it "
            "(SmoothQuant) when given",
-           {}, {.tasks = kInt8Tasks})
+           {}, {.traits = int8})
       .add("calibrate", &ModelSection::calibrate,
            "write int8 scales from this run's forward passes to this file (then run with "
            "model.precision int8 and model.int8_scales)",
-           {}, {.tasks = kInt8Tasks, .output = OutputPath::file})
+           {}, {.traits = int8, .output = OutputPath::file})
       .add("heads", &ModelSection::heads, "inference: also run the MLM and NSP heads", {},
-           {.tasks = inference})
+           {.traits = inference})
       .custom(
           "head", "inference: none, pretraining, question_answering or classification",
           [](const ConfigValue& v, ModelSection& m) {
@@ -140,9 +142,9 @@ ConfigSection model() {
                   m.head));
             m.heads = m.head == "pretraining";
           },
-          [](const ModelSection& m) { return m.head; }, {.tasks = inference})
+          [](const ModelSection& m) { return m.head; }, {.traits = inference})
       .add("num_labels", &ModelSection::num_labels, "classification head: labels", {},
-           {.tasks = inference})
+           {.traits = inference})
       .add("dropout", &ModelSection::dropout, "hidden dropout (HF hidden_dropout_prob)",
            dropout_share)
       .add("attention_dropout", &ModelSection::attention_dropout,
@@ -158,10 +160,10 @@ ConfigSection model() {
                            ? m.recompute
                            : fmt::format("[{}]", fmt::join(m.recompute_layers, ", "));
               },
-              {.tasks = kTrainingTasks})
+              {.traits = trains})
       .custom("pipeline",
               "pipeline stages: a stage count (balanced) or a list of [first, last) layer ranges",
-              read_pipeline, pipeline_text, {.tasks = kTrainingTasks});
+              read_pipeline, pipeline_text, {.traits = trains});
   for (const char* dimension :
        {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
         "intermediate_size", "max_position_embeddings", "type_vocab_size"}) {

@@ -31,7 +31,8 @@ ConfigSection optimizer() {
   ConfigSection section{.name = "optimizer"};
   using O = OptimizerSection;
   SectionKeys<O> keys(
-      section, [](RunConfig & c) -> auto& { return c.optimizer; }, kTrainingTasks);
+      section, [](RunConfig & c) -> auto& { return c.optimizer; },
+      std::vector<TaskTrait>{TaskTrait::trains});
   keys.add("name", &O::name, "lamb, adamw or sgd", one_of({"lamb", "adamw", "sgd"}))
       .add("learning_rate", &O::learning_rate, "peak learning rate",
            number_in(0, true, kMaxLearningRate, false))

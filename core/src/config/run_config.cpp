@@ -119,14 +119,18 @@ void apply_override(YAML::Node& root, const std::string& text, RunConfig& config
                                         prefix.empty() ? *suggestion : prefix + "." + *suggestion));
 }
 
-/// "task squad" or "tasks pretrain, squad, glue".
-std::string tasks_text(const std::vector<std::string>& tasks) {
-  return fmt::format("{} {}", tasks.size() == 1 ? "task" : "tasks", fmt::join(tasks, ", "));
+/// "task squad" or "tasks pretrain, squad, glue": those of `tasks` `key` applies to.
+std::string tasks_text(const ConfigKey& key, const std::vector<TaskSchema>& tasks) {
+  std::vector<std::string> names;
+  for (const auto& task : tasks)
+    if (key_applies(key, task)) names.push_back(task.name);
+  return fmt::format("{} {}", names.size() == 1 ? "task" : "tasks", fmt::join(names, ", "));
 }
 
-/// Reads one section as given, through the keys it declares.
+/// Reads one section as given, through the keys it declares (`tasks`: every
+/// task there is, for naming those a key is for).
 void read_section(const ConfigSection& section, const ConfigValue& given, const TaskSchema& schema,
-                  RunConfig& config) {
+                  const std::vector<TaskSchema>& tasks, RunConfig& config) {
   const auto key_named = [&](const std::string& name) -> const ConfigKey* {
     for (const auto& key : section.keys)
       if (key.name() == name) return &key;
@@ -147,7 +151,7 @@ void read_section(const ConfigSection& section, const ConfigValue& given, const 
       if (!key) unknown_key(config, section.name, name, allowed);
       if (!key_applies(*key, schema))
         config.fail(key->path,
-                    fmt::format("used by {} only, not {}", tasks_text(key->tasks), schema.name));
+                    fmt::format("used by {} only, not {}", tasks_text(*key, tasks), schema.name));
     }
     for (const auto& key : section.keys)
       if (given.has(key.name())) key.read(given[key.name()], config);
@@ -232,6 +236,24 @@ const TaskSchema& schema_named(const RunConfig& config, const std::vector<TaskSc
 
 std::string ConfigKey::name() const {
   return path.substr(path.rfind('.') + 1);
+}
+
+bool TaskSchema::has(TaskTrait trait) const {
+  return std::find(traits.begin(), traits.end(), trait) != traits.end();
+}
+
+const char* task_trait_text(TaskTrait trait) {
+  switch (trait) {
+    case TaskTrait::trains:
+      return "the tasks that train";
+    case TaskTrait::reads_pretraining_data:
+      return "the tasks that read pre-training data";
+    case TaskTrait::runs_inference:
+      return "the tasks that time forward passes";
+    case TaskTrait::takes_int8:
+      return "the tasks that run inference or evaluation";
+  }
+  return "?";
 }
 
 bool TaskSchema::reads(const std::string& section) const {
@@ -345,7 +367,7 @@ RunConfig load_run_config(const std::filesystem::path& file,
     const bool common_section = section->name == "log";
     if (!common_section && !schema.reads(section->name))
       config.fail(section->name, fmt::format("not used by task {}", config.task));
-    read_section(*section, given[section->name], schema, config);
+    read_section(*section, given[section->name], schema, tasks, config);
   }
   if (schema.check) schema.check(config);
   return config;

@@ -106,7 +106,7 @@ ConfigSection batch() {
       section, [](RunConfig & c) -> auto& { return c.batch; });
   keys.add("micro", &BatchSection::micro, "sequences per micro-batch")
       .add("grad_accum", &BatchSection::grad_accum, "micro-batches per optimizer step", {},
-           {.tasks = kTrainingTasks})
+           {.traits = {TaskTrait::trains}})
       .add("replicas", &BatchSection::replicas,
            "data-parallel replicas (global batch = replicas x grad_accum x micro)");
   return section;
@@ -127,22 +127,23 @@ ConfigSection collective() {
            "PyTorch DDP does: true, false, or auto (when the MPI ranks span several hosts; on one "
            "host the reduction's copies compete with backward for the cores). Same values either "
            "way; a pipeline reduces after its schedule",
-           one_of({"auto", "true", "false"}), {.tasks = kTrainingTasks})
+           one_of({"auto", "true", "false"}), {.traits = {TaskTrait::trains}})
       .add("bucket_mb", &CollectiveSection::bucket_mb,
            "MiB of gradients per overlapped bucket (DDP's bucket_cap_mb)", at_least(1, 4096),
-           {.tasks = kTrainingTasks})
+           {.traits = {TaskTrait::trains}})
       .add("plugin_engine", &CollectiveSection::plugin_engine,
            "the backend's own collective engine (the IPU and Gaudi models' links): auto (offer "
            "it every collective when the backend has one; what it refuses runs on the engine "
            "above), off (polyhal's engine only), or required (an error when the backend has none)",
-           one_of({"auto", "off", "required"}), {.tasks = kTrainingTasks});
+           one_of({"auto", "off", "required"}), {.traits = {TaskTrait::trains}});
   return section;
 }
 
 ConfigSection checkpoint() {
   ConfigSection section{.name = "checkpoint"};
   SectionKeys<CheckpointSection> keys(
-      section, [](RunConfig & c) -> auto& { return c.checkpoint; }, kTrainingTasks);
+      section, [](RunConfig & c) -> auto& { return c.checkpoint; },
+      std::vector<TaskTrait>{TaskTrait::trains});
   keys.add("dir", &CheckpointSection::dir, "write checkpoints here (none when unset)", {},
            {.output = OutputPath::directory})
       .add("every", &CheckpointSection::every, "a checkpoint every this many steps, and at the end")

@@ -8,11 +8,6 @@
 
 namespace polyhal::config_sections {
 
-/// The tasks that train (the keys only they read).
-inline const std::vector<std::string> kTrainingTasks{"pretrain", "squad", "glue"};
-/// The tasks whose forward passes run BertInference (inference, fine-tuning's evaluation).
-inline const std::vector<std::string> kInt8Tasks{"inference", "squad", "glue"};
-
 ConfigSection top_level();  ///< backend, plugin_paths, device, task, ...
 ConfigSection log();
 ConfigSection model();

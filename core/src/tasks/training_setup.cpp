@@ -62,7 +62,9 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const Placem
     // embeddings, the last the heads (in pre-training with the decoder's
     // copy of the word embeddings: BERT-large on 4 stages is 5, 7, 7, 5).
     const std::int64_t predictions =
-        config.task == "pretrain" ? std::max<std::int64_t>(1, config.data.max_predictions) : 0;
+        config.schema && config.schema->has(TaskTrait::reads_pretraining_data)
+            ? std::max<std::int64_t>(1, config.data.max_predictions)
+            : 0;
     const auto sizes = balance_pipeline(model, stages, m.seq_len, predictions);
     std::int64_t first = 0;
     for (const std::int64_t size : sizes) {

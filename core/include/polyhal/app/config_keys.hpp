@@ -91,7 +91,8 @@ struct Unwrapped<std::optional<T>> {
 /// What a key may add to its field, its help and its reading.
 template <class S>
 struct KeyExtras {
-  std::vector<std::string> tasks{};  ///< empty: the section's tasks
+  std::vector<TaskTrait> traits{};   ///< empty: the declaration's
+  std::vector<std::string> tasks{};  ///< a task folder's own section: its tasks
   OutputPath output = OutputPath::none;
   InputPath input = InputPath::none;
   /// The value shown, when the field alone does not say it (an unset optional).
@@ -103,10 +104,10 @@ template <class S>
 class SectionKeys {
  public:
   using Of = S& (*)(RunConfig&);
-  /// `of` finds the struct in a config; `tasks`: the tasks every key of
+  /// `of` finds the struct in a config; `traits`: the tasks every key of
   /// this declaration applies to (empty: every task reading the section).
-  SectionKeys(ConfigSection& section, Of of, std::vector<std::string> tasks = {})
-      : section_(section), of_(of), tasks_(std::move(tasks)) {}
+  SectionKeys(ConfigSection& section, Of of, std::vector<TaskTrait> traits = {})
+      : section_(section), of_(of), traits_(std::move(traits)) {}
 
   /// A key whose value is field `field`; read by `read` (default_read<T>
   /// when empty). An optional field is read as its value type.
@@ -117,7 +118,8 @@ class SectionKeys {
     if (!read) read = default_read<V>();
     const Of of = of_;
     ConfigKey key{.path = section_.name + "." + name, .help = std::move(help)};
-    key.tasks = extras.tasks.empty() ? tasks_ : extras.tasks;
+    key.traits = extras.traits.empty() ? traits_ : extras.traits;
+    key.tasks = extras.tasks;
     key.output = extras.output;
     key.input = extras.input;
     key.read = [of, field, read](const ConfigValue& v, RunConfig& c) { of(c).*field = read(v); };
@@ -146,7 +148,8 @@ class SectionKeys {
                       std::function<std::string(const S&)> value, KeyExtras<S> extras = {}) {
     const Of of = of_;
     ConfigKey key{.path = section_.name + "." + name, .help = std::move(help)};
-    key.tasks = extras.tasks.empty() ? tasks_ : extras.tasks;
+    key.traits = extras.traits.empty() ? traits_ : extras.traits;
+    key.tasks = extras.tasks;
     key.output = extras.output;
     key.input = extras.input;
     key.read = [of, read = std::move(read)](const ConfigValue& v, RunConfig& c) { read(v, of(c)); };
@@ -160,7 +163,7 @@ class SectionKeys {
  private:
   ConfigSection& section_;
   Of of_;
-  std::vector<std::string> tasks_;
+  std::vector<TaskTrait> traits_;
 };
 
 /// A task's own section S (S::kSection names it, RunConfig::section<S>()

@@ -7,6 +7,7 @@
 /// sections (`model`, `batch`, ...); the common sections are declared in
 /// core/src/config/, a task's own sections in its folder under
 /// core/src/tasks/, and a task names them all in its TaskSchema.
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -25,11 +26,27 @@ enum class OutputPath { none, file, directory };
 /// directory, or a TensorFlow checkpoint's prefix (PREFIX.index exists).
 enum class InputPath { none, file, file_or_directory, checkpoint };
 
+/// What a task does, as far as the common config keys care: a key that
+/// applies to some tasks names the trait they share, never a task, so that
+/// a new task takes the keys of what it does by declaring its traits.
+enum class TaskTrait : std::uint8_t {
+  trains,                  ///< optimizer, checkpoint, recompute, pipeline, collective
+  reads_pretraining_data,  ///< data.max_predictions, mask_probability, packed
+  runs_inference,          ///< times forward passes: model.heads, head, num_labels
+  takes_int8,              ///< runs BertInference (inference, evaluation): int8 keys
+};
+
+/// "the tasks that train", for messages and the reference.
+const char* task_trait_text(TaskTrait trait);
+
 struct ConfigKey {
   std::string path;  ///< "batch.micro"; a one-value section's key is its name ("steps")
   std::string help;  ///< one line: what it does, its values
-  /// The tasks it applies to; empty: every task that reads its section. A
-  /// key given to another task is an error naming the tasks it is for.
+  /// The tasks it applies to: those with one of `traits`; or, for a task
+  /// folder's own section shared by its tasks, those it names in `tasks`;
+  /// both empty: every task that reads its section. A key given to another
+  /// task is an error naming the tasks it is for.
+  std::vector<TaskTrait> traits{};
   std::vector<std::string> tasks{};
   /// Reads the value into the config (checking it); called only when given.
   std::function<void(const ConfigValue&, RunConfig&)> read{};
@@ -68,12 +85,14 @@ struct TaskSchema {
   std::vector<std::shared_ptr<const ConfigSection>> own{};
   /// Rules across sections, once every section is read (RunConfig::fail).
   std::function<void(const RunConfig&)> check{};
-  /// Tasks whose keys it reads as its own: a new training task that reads
-  /// the keys the common sections declare for "pretrain" says {"pretrain"}.
-  std::vector<std::string> reads_keys_of{};
+  /// What it does: the common keys of those traits apply to it (a new
+  /// training task says {TaskTrait::trains} and takes the training keys).
+  std::vector<TaskTrait> traits{};
 
   /// Whether the task reads section `name` (common or own).
   bool reads(const std::string& name) const;
+  /// Whether it has `trait`.
+  bool has(TaskTrait trait) const;
 };
 
 /// Backend, plugin_paths, device, task and log (read for every task), then

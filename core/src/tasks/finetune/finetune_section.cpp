@@ -149,7 +149,8 @@ const TaskSchema& squad_schema() {
   static const TaskSchema schema{.name = "squad",
                                  .sections = finetune_reads(),
                                  .required = {"finetune"},
-                                 .own = {shared_finetune_section()}};
+                                 .own = {shared_finetune_section()},
+                                 .traits = {TaskTrait::trains, TaskTrait::takes_int8}};
   return schema;
 }
 
@@ -159,12 +160,14 @@ const TaskSchema& glue_schema() {
       .sections = finetune_reads(),
       .required = {"finetune"},
       .own = {shared_finetune_section()},
-      .check = [](const RunConfig& config) {
-        if (config.section<FinetuneSection>().glue_task.empty())
-          config.fail("finetune.glue_task",
-                      "required by task glue (cola, sst-2, mrpc, sts-b, qqp, mnli, "
-                      "mnli-mm, qnli, rte or wnli)");
-      }};
+      .check =
+          [](const RunConfig& config) {
+            if (config.section<FinetuneSection>().glue_task.empty())
+              config.fail("finetune.glue_task",
+                          "required by task glue (cola, sst-2, mrpc, sts-b, qqp, mnli, "
+                          "mnli-mm, qnli, rte or wnli)");
+          },
+      .traits = {TaskTrait::trains, TaskTrait::takes_int8}};
   return schema;
 }
 

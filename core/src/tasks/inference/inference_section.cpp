@@ -43,11 +43,13 @@ const TaskSchema& inference_schema() {
       .sections = {"model", "batch", "collective", "data"},
       .required = {},
       .own = {std::make_shared<const ConfigSection>(inference_section())},
-      .check = [](const RunConfig& config) {
-        if (config.batch.replicas != 1)
-          config.fail("batch.replicas",
-                      "inference runs one replica; run several processes for throughput");
-      }};
+      .check =
+          [](const RunConfig& config) {
+            if (config.batch.replicas != 1)
+              config.fail("batch.replicas",
+                          "inference runs one replica; run several processes for throughput");
+          },
+      .traits = {TaskTrait::runs_inference, TaskTrait::takes_int8}};
   return schema;
 }
 

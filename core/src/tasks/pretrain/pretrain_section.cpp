@@ -127,18 +127,21 @@ const TaskSchema& pretrain_schema() {
       .own = {std::make_shared<const ConfigSection>(steps_section()),
               std::make_shared<const ConfigSection>(samples_section()),
               std::make_shared<const ConfigSection>(eval_section())},
-      .check = [](const RunConfig& config) {
-        if (config.data.source == "text")
-          config.fail("data.source", "pretrain reads generated or pattern data");
-        const bool by_samples = config.section<SamplesSection>().samples > 0;
-        if (by_samples && (config.lines.contains("steps") || config.overrides.contains("steps")))
-          config.fail("samples", "give steps or samples, not both");
-        if (!by_samples && config.section<StepsSection>().steps == 0 &&
-            !config.section<EvalSection>().enabled())
-          config.fail("steps",
-                      "0 trains nothing and only evaluates: give eval.files (or "
-                      "eval.source) to evaluate on");
-      }};
+      .check =
+          [](const RunConfig& config) {
+            if (config.data.source == "text")
+              config.fail("data.source", "pretrain reads generated or pattern data");
+            const bool by_samples = config.section<SamplesSection>().samples > 0;
+            if (by_samples &&
+                (config.lines.contains("steps") || config.overrides.contains("steps")))
+              config.fail("samples", "give steps or samples, not both");
+            if (!by_samples && config.section<StepsSection>().steps == 0 &&
+                !config.section<EvalSection>().enabled())
+              config.fail("steps",
+                          "0 trains nothing and only evaluates: give eval.files (or "
+                          "eval.source) to evaluate on");
+          },
+      .traits = {TaskTrait::trains, TaskTrait::reads_pretraining_data}};
   return schema;
 }
 
