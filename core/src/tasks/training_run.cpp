@@ -5,8 +5,10 @@
 
 #include <iostream>
 
+#include "polyhal/app/checkpoint_store.hpp"
 #include "polyhal/app/hf_directory.hpp"
 #include "polyhal/error.hpp"
+#include "tasks/training_setup.hpp"
 
 namespace polyhal {
 
@@ -48,6 +50,34 @@ bool export_due(const TrainingJob& job, const std::filesystem::path& export_dir,
     return true;
   }
   return false;
+}
+
+TrainingOutcome run_training(const TrainingRecipe& recipe, TrainingJob& job,
+                             const TaskContext& context) {
+  const RunConfig& config = context.config;
+  const CheckpointStore store(config.checkpoint.dir);
+  LossScaler scaler = context.plan.precision.loss_scaler;
+  TrainingOutcome out;
+  const std::int64_t done =
+      job.start(store, config.checkpoint.resume, recipe.start_weights, scaler, recipe.resume_check);
+  out.done_before = done;
+  if (job.lead()) out.resumed = job.resumed();
+  print_resume(job, done, recipe.total_steps, config.checkpoint.dir);
+  TrainerSettings settings =
+      trainer_settings(config, recipe.total_steps, recipe.schedule, recipe.metadata, job.sharded(),
+                       context.plan.placement);
+  settings.metadata["writer"] = recipe.writer;
+  settings.stop_signal = context.options.stop_signal;
+  job.run([&](TrainingModel& model, Communicator& replicas) {
+    LossScaler replica_scaler = scaler;
+    Trainer trainer(model, replicas, settings, recipe.batches, store, replica_scaler);
+    recipe.loop(trainer, model, replicas, done, out.log);
+  });
+  if (export_due(job, recipe.export_dir, done, recipe.total_steps, out.log.stopped_by_signal)) {
+    recipe.write_export(recipe.export_dir, job.weights());
+    out.exported = recipe.export_dir;
+  }
+  return out;
 }
 
 }  // namespace polyhal

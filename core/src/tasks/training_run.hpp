@@ -11,6 +11,8 @@
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/config.hpp"
+#include "polyhal/app/task.hpp"
+#include "train/trainer.hpp"
 #include "train/training_job.hpp"
 
 namespace polyhal {
@@ -33,5 +35,43 @@ void print_resume(const TrainingJob& job, std::int64_t done, std::int64_t total,
 /// before the export was written); never after a stop signal.
 bool export_due(const TrainingJob& job, const std::filesystem::path& export_dir, std::int64_t done,
                 std::int64_t total, int stopped_by_signal);
+
+/// What a training task brings to run_training: how its weights start,
+/// what a checkpoint must hold to be resumed, its steps and schedule, how a
+/// step's batch is made, what one replica does with its Trainer (the loop:
+/// steps, evaluations), and where and how the result is exported.
+struct TrainingRecipe {
+  std::string writer;  ///< "polyhal pretrain": in every checkpoint's metadata
+  std::function<TensorMap()> start_weights;
+  ResumeCheck resume_check{};  ///< empty: the job's own checks only
+  std::int64_t total_steps = 0;
+  OptimizerSection schedule;  ///< learning rate, warm-up, decay
+  std::map<std::string, std::string> metadata;
+  BatchSource batches;
+  /// One replica's loop: runs `trainer` from step `done` + 1, recording in `log`.
+  std::function<void(Trainer& trainer, TrainingModel& model, Communicator& replicas,
+                     std::int64_t done, TrainingLog& log)>
+      loop{};
+  std::filesystem::path export_dir{};  ///< empty: no export
+  /// Writes the final weights into export_dir (a Hugging Face directory).
+  std::function<void(const std::filesystem::path& dir, const TensorMap& weights)> write_export{};
+};
+
+/// What run_training did, for the task's result and report.
+struct TrainingOutcome {
+  std::int64_t done_before = 0;  ///< steps a resumed checkpoint had
+  std::optional<TrainingJob::ResumedFrom> resumed;
+  TrainingLog log;
+  std::filesystem::path exported;
+};
+
+/// The one training call every training task makes, after planning `job`:
+/// starts it (resuming from context.config.checkpoint.dir, or the recipe's
+/// start weights), says where a resumed job stands, runs a Trainer per
+/// replica with the recipe's loop (stopped by context.options.stop_signal
+/// after a step, with a checkpoint), and exports the final weights when
+/// export_due says so, a finished run's missing export included.
+TrainingOutcome run_training(const TrainingRecipe& recipe, TrainingJob& job,
+                             const TaskContext& context);
 
 }  // namespace polyhal

@@ -333,46 +333,111 @@ void evaluate_only(const TaskContext& context, const StartingPoint& start,
   });
 }
 
+/// Micro-batch `index` of the training stream: epochs of `per_epoch` rows,
+/// each a shuffled order keyed by (data.seed, epoch), or the file order.
+BatchSource training_batches(const RunConfig& config, const ModelRows& rows,
+                             std::int64_t per_epoch) {
+  return [&config, &rows, per_epoch](std::uint64_t index) {
+    std::vector<std::int64_t> picked(static_cast<std::size_t>(config.batch.micro));
+    for (std::size_t j = 0; j < picked.size(); ++j)
+      picked[j] = training_row(index * picked.size() + j, per_epoch, rows.count(), config.data.seed,
+                               config.data.shuffle);
+    TrainingBatch batch = rows.batch(picked);
+    batch.index = index;
+    return batch;
+  };
+}
+
+/// The checks fine-tuning makes before planning: precision, sequence
+/// length, and packed rows' 16-bit positions.
+void check_finetune_setup(const TaskContext& context, const BertConfig& model, bool trains) {
+  const RunConfig& config = context.config;
+  check_training_setup(context.device, config, context.plan.precision, trains);
+  check_sequence_fits(config, model);
+  if (config.section<FinetuneSection>().packed &&
+      config.model.seq_len > std::numeric_limits<std::uint16_t>::max())
+    throw ConfigError(fmt::format("{}: key 'model.seq_len': packed rows hold at most {} tokens",
+                                  config.locate("model.seq_len"),
+                                  std::numeric_limits<std::uint16_t>::max()));
+}
+
+/// The job's plan, in the result.
+void record_plan(const TrainingJob& job, FinetuneResult& result) {
+  result.memory = job.plan().memory;
+  result.stage_memory = job.plan().stage_memory;
+  result.parameters = job.plan().parameters;
+  result.estimate = job.plan().estimate;
+}
+
+/// One replica's training: epoch by epoch (the last one partial with
+/// fractional epochs or max_steps), evaluating after each when asked and
+/// predicting at the end; nothing more once a signal stopped it.
+auto epochs_loop(const FinetuneResult& result, const FinetuneSection& f,
+                 const StepObserver& on_step, const Evaluator& evaluate) {
+  return [&result, &f, &on_step, &evaluate](Trainer& trainer, TrainingModel& training,
+                                            Communicator& replicas, std::int64_t done,
+                                            TrainingLog& log) {
+    std::unique_ptr<BertInference> evaluator;
+    const std::int64_t per_epoch = result.steps_per_epoch;
+    const std::int64_t epochs = (result.total_steps + per_epoch - 1) / per_epoch;
+    for (std::int64_t epoch = 1; epoch <= epochs; ++epoch) {
+      const std::int64_t last = std::min(epoch * per_epoch, result.total_steps);
+      const std::int64_t first = std::max(done + 1, (epoch - 1) * per_epoch + 1);
+      if (first > last) continue;  // done before the resume
+      trainer.run(first, last, on_step, log);
+      if (trainer.stopped()) return;
+      if (f.eval) {
+        const TraceTrack::Scope traced(training.host_track(), "evaluation", "host",
+                                       {{"epoch", epoch}});
+        evaluate(Split::eval, epoch, last, training.weights(), replicas, evaluator);
+      }
+    }
+    if (f.predict)
+      evaluate(Split::predict, epochs, result.total_steps, training.weights(), replicas, evaluator);
+  };
+}
+
+/// What the training call did, in the result.
+void record_outcome(TrainingOutcome out, const TrainingJob& job, FinetuneResult& result) {
+  result.first_step = out.done_before + 1;
+  result.steps = std::move(out.log.steps);
+  result.checkpoints = std::move(out.log.checkpoints);
+  result.stopped_by_signal = out.log.stopped_by_signal;
+  result.exported = out.exported;
+  if (const auto note = job.collective_engine_note(static_cast<std::int64_t>(result.steps.size()));
+      note && job.lead())
+    spdlog::info("{}", *note);
+}
+
 }  // namespace
 
 FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
                               const StepObserver& on_step, const FinetuneObserver& on_eval,
                               StepTrace* trace) {
-  Device& device = context.device;
   const RunConfig& config = context.config;
-  const RunPlan& plan = context.plan;
   FinetuneResult result;
   const FinetuneSection& f = config.section<FinetuneSection>();
   const StartingPoint start = starting_point(config, compile_only);
-  const BertConfig& model = result.config = start.model;
+  result.config = start.model;
   result.head = finetune_head(config);
-  check_training_setup(device, config, plan.precision, f.train);
-  const std::int64_t seq = config.model.seq_len;
-  check_sequence_fits(config, model);
-  if (f.packed && seq > std::numeric_limits<std::uint16_t>::max()) {
-    throw ConfigError(fmt::format("{}: key 'model.seq_len': packed rows hold at most {} tokens",
-                                  config.locate("model.seq_len"),
-                                  std::numeric_limits<std::uint16_t>::max()));
-  }
+  check_finetune_setup(context, result.config, f.train);
   if (!f.train) {
-    recompute_layers(config, model);  // the keys are checked as when training
-    result.stages = pipeline_stages(config, plan.placement, model);
+    recompute_layers(config, result.config);  // the keys are checked as when training
+    result.stages = pipeline_stages(config, context.plan.placement, result.config);
     result.memory = Evaluator::make_inference(context, result)->plan_memory();
     if (!compile_only) evaluate_only(context, start, on_eval, result);
     return result;
   }
-  const TrainingJobOptions options = training_job_options(
-      config, plan, model, result.head, 0, f.packed ? f.max_sequences_per_pack : 0, compile_only);
+  const TrainingJobOptions options =
+      training_job_options(config, context.plan, result.config, result.head, 0,
+                           f.packed ? f.max_sequences_per_pack : 0, compile_only);
   result.stages = options.stages;
-  TrainingJob job(options, {&device, context.devices, context.world});
-  result.memory = job.plan().memory;
-  result.stage_memory = job.plan().stage_memory;
-  result.parameters = job.plan().parameters;
-  result.estimate = job.plan().estimate;
+  TrainingJob job(options, {&context.device, context.devices, context.world});
+  record_plan(job, result);
   if (trace) job.trace(*trace);
   if (compile_only) return result;
 
-  const auto data = open_finetune_data(config, required_vocab(start, config), seq);
+  const auto data = open_finetune_data(config, required_vocab(start, config), config.model.seq_len);
   const std::int64_t global_batch = options.batch.global();
   const OptimizerSection schedule = plan_epochs(config, *data, global_batch, result);
   const ModelRows& train_rows = data->rows(Split::train);
@@ -382,72 +447,25 @@ FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
                               static_cast<double>(train_rows.count()));
     result.estimate = job.plan().estimate;
   }
-  const CheckpointStore store(config.checkpoint.dir);
-  const std::string writer = "polyhal " + config.task;
-  LossScaler scaler = plan.precision.loss_scaler;
-  const std::int64_t done = job.start(
-      store, config.checkpoint.resume, [&] { return starting_weights(start, config, result.head); },
-      scaler, same_task_and_schedule(config, writer, result.total_steps));
-  result.first_step = done + 1;
-  print_resume(job, done, result.total_steps, config.checkpoint.dir);
-
-  const std::uint64_t seed = config.data.seed;
-  const std::int64_t per_epoch = result.steps_per_epoch * global_batch;
-  const BatchSource batches = [&](std::uint64_t index) {
-    std::vector<std::int64_t> rows(static_cast<std::size_t>(config.batch.micro));
-    for (std::size_t j = 0; j < rows.size(); ++j)
-      rows[j] = training_row(index * rows.size() + j, per_epoch, result.train_rows, seed,
-                             config.data.shuffle);
-    TrainingBatch batch = train_rows.batch(rows);
-    batch.index = index;
-    return batch;
-  };
-  TrainerSettings settings = trainer_settings(config, result.total_steps, schedule,
-                                              {{"model", hf_architecture(result.head)},
-                                               {"writer", writer},
-                                               {"total_steps", std::to_string(result.total_steps)}},
-                                              job.sharded(), plan.placement);
-  settings.stop_signal = context.options.stop_signal;
+  TrainingRecipe recipe{
+      .writer = "polyhal " + config.task,
+      .start_weights = [&] { return starting_weights(start, config, result.head); },
+      .total_steps = result.total_steps,
+      .schedule = schedule,
+      .metadata = {{"model", hf_architecture(result.head)},
+                   {"total_steps", std::to_string(result.total_steps)}},
+      .batches = training_batches(config, train_rows, result.steps_per_epoch * global_batch)};
+  recipe.resume_check = same_task_and_schedule(config, recipe.writer, result.total_steps);
   const Evaluator evaluate(context, *data, result, on_eval, result.evaluations);
-  TrainingLog log;
-  job.run([&](TrainingModel& training, Communicator& replicas) {
-    std::unique_ptr<BertInference> evaluator;
-    LossScaler replica_scaler = scaler;
-    Trainer trainer(training, replicas, settings, batches, store, replica_scaler);
-    // Epoch by epoch, the last one partial with fractional epochs or max_steps.
-    const std::int64_t epochs =
-        (result.total_steps + result.steps_per_epoch - 1) / result.steps_per_epoch;
-    for (std::int64_t epoch = 1; epoch <= epochs; ++epoch) {
-      const std::int64_t last = std::min(epoch * result.steps_per_epoch, result.total_steps);
-      const std::int64_t first = std::max(done + 1, (epoch - 1) * result.steps_per_epoch + 1);
-      if (first > last) continue;  // done before the resume
-      trainer.run(first, last, on_step, log);
-      if (trainer.stopped()) return;  // asked to stop: no evaluation, no prediction
-      if (f.eval) {
-        const TraceTrack::Scope traced(training.host_track(), "evaluation", "host",
-                                       {{"epoch", epoch}});
-        evaluate(Split::eval, epoch, last, training.weights(), replicas, evaluator);
-      }
-    }
-    if (f.predict)
-      evaluate(Split::predict, epochs, result.total_steps, training.weights(), replicas, evaluator);
-  });
-  result.steps = std::move(log.steps);
-  result.checkpoints = std::move(log.checkpoints);
-  result.stopped_by_signal = log.stopped_by_signal;
-  if (const auto note = job.collective_engine_note(static_cast<std::int64_t>(result.steps.size()));
-      note && job.lead())
-    spdlog::info("{}", *note);
-
-  const std::filesystem::path export_dir = !f.output_dir.empty() ? f.output_dir / "model"
-                                           : !config.checkpoint.dir.empty()
-                                               ? config.checkpoint.dir / "hf"
-                                               : std::filesystem::path();
-  if (export_due(job, export_dir, done, result.total_steps, result.stopped_by_signal)) {
-    export_hf_directory(export_dir, model, result.head, job.weights(), start.vocab,
+  recipe.loop = epochs_loop(result, f, on_step, evaluate);
+  recipe.export_dir = !f.output_dir.empty()            ? f.output_dir / "model"
+                      : !config.checkpoint.dir.empty() ? config.checkpoint.dir / "hf"
+                                                       : std::filesystem::path();
+  recipe.write_export = [&](const std::filesystem::path& dir, const TensorMap& weights) {
+    export_hf_directory(dir, result.config, result.head, weights, start.vocab,
                         tokenizer_options(config, SpecialTokensInText::split).lower_case);
-    result.exported = export_dir;
-  }
+  };
+  record_outcome(run_training(recipe, job, context), job, result);
   return result;
 }
 

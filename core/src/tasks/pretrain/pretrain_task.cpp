@@ -27,47 +27,54 @@ std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::pa
   return CheckpointStore(dir).latest();
 }
 
-PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
-                               const StepObserver& observer, const EvaluationObserver& on_eval,
-                               StepTrace* trace) {
-  Device& device = context.device;
-  const RunConfig& config = context.config;
-  PretrainResult result;
-  result.config = resolve_bert_config(config.model, model_origin(config));
-  check_sequence_fits(config, result.config);
-  result.model_name =
-      config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
-  check_training_setup(device, config, context.plan.precision, true);
-  // The data never labels more than max_predictions positions per sequence,
-  // so the MLM head runs on those rows only.
+namespace {
+
+/// The training data (or, planning a config for another machine, its
+/// description): the data never labels more than max_predictions positions
+/// per sequence, so the MLM head runs on those rows only.
+std::unique_ptr<PretrainingData> pretraining_data(const RunConfig& config, const BertConfig& model,
+                                                  bool compile_only) {
   const BertShape shape{config.batch.micro, config.model.seq_len};
-  auto data =
-      compile_only ? planned_pretraining_data(data_source(config), result.config, shape) : nullptr;
+  auto data = compile_only ? planned_pretraining_data(data_source(config), model, shape) : nullptr;
   if (data) {
     spdlog::warn("data: {}", data->description());
-  } else {
-    data = open_pretraining_data(data_source(config), result.config, shape);
-    spdlog::info("data: {}", data->description());
+    return data;
   }
-  std::unique_ptr<PretrainEvaluator> evaluator;
-  const auto& eval = config.section<EvalSection>();
+  data = open_pretraining_data(data_source(config), model, shape);
+  spdlog::info("data: {}", data->description());
+  return data;
+}
+
+/// The held-out data's evaluator, when the config has an `eval` section
+/// (and, planning, its files are here).
+std::unique_ptr<PretrainEvaluator> pretraining_evaluator(const TaskContext& context,
+                                                         PretrainResult& result,
+                                                         bool compile_only) {
+  const auto& eval = context.config.section<EvalSection>();
+  if (!eval.enabled()) return nullptr;
   std::error_code missing;
-  if (eval.enabled() && compile_only && !eval.files.empty() &&
-      !std::filesystem::exists(eval.files, missing)) {
+  if (compile_only && !eval.files.empty() && !std::filesystem::exists(eval.files, missing)) {
     spdlog::warn("evaluation data {} is not on this machine: the plan leaves it out",
                  eval.files.string());
-  } else if (eval.enabled()) {
-    evaluator = std::make_unique<PretrainEvaluator>(config, result.config,
-                                                    context.plan.precision.activations);
-    result.eval_data = evaluator->description();
-    spdlog::info("evaluation: {}", result.eval_data);
+    return nullptr;
   }
-  TrainingJobOptions options =
-      training_job_options(config, context.plan, result.config, TaskHead{}, data->max_predictions(),
-                           data->packed_sequences(), compile_only);
-  options.sequences_per_row = data->sequences_per_row();
-  result.stages = options.stages;
-  TrainingJob job(options, {&device, context.devices, context.world});
+  auto evaluator = std::make_unique<PretrainEvaluator>(context.config, result.config,
+                                                       context.plan.precision.activations);
+  result.eval_data = evaluator->description();
+  spdlog::info("evaluation: {}", result.eval_data);
+  return evaluator;
+}
+
+/// checkpoint.init, model.weights, or a seeded initialisation.
+TensorMap pretraining_start(const RunConfig& config, const BertConfig& model) {
+  if (!config.checkpoint.init.empty())
+    return read_located_start(config, "checkpoint.init", config.checkpoint.init, model, TaskHead{});
+  if (!config.model.weights.empty()) return load_bert_weights(config.model.weights, model);
+  return init_bert_weights(model, config.model.seed);
+}
+
+/// The job's plan, in the result.
+void record_plan(const TrainingJob& job, PretrainResult& result) {
   const TrainingPlan& plan = job.plan();
   result.memory = plan.memory;
   result.unsharded_memory = job.unsharded_memory();
@@ -75,50 +82,66 @@ PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
   result.parameters = plan.parameters;
   result.estimated_all_reduce_seconds = plan.all_reduce;
   result.estimate = plan.estimate;
+}
+
+/// What the training call did, in the result.
+void record_outcome(TrainingOutcome out, const TrainingJob& job, PretrainResult& result) {
+  result.first_step = out.done_before + 1;
+  if (out.resumed) {
+    result.resumed_checkpoint = out.resumed->checkpoint;
+    result.resumed_loss = out.resumed->loss;
+  }
+  result.steps = std::move(out.log.steps);
+  result.checkpoints = std::move(out.log.checkpoints);
+  result.stopped_by_signal = out.log.stopped_by_signal;
+  result.exported = out.exported;
+  result.profile = job.profile();
+  result.collective_engine =
+      job.collective_engine_note(static_cast<std::int64_t>(result.steps.size()));
+}
+
+}  // namespace
+
+PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
+                               const StepObserver& observer, const EvaluationObserver& on_eval,
+                               StepTrace* trace) {
+  const RunConfig& config = context.config;
+  PretrainResult result;
+  result.config = resolve_bert_config(config.model, model_origin(config));
+  check_sequence_fits(config, result.config);
+  result.model_name =
+      config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
+  check_training_setup(context.device, config, context.plan.precision, true);
+  const auto data = pretraining_data(config, result.config, compile_only);
+  const auto evaluator = pretraining_evaluator(context, result, compile_only);
+  TrainingJobOptions options =
+      training_job_options(config, context.plan, result.config, TaskHead{}, data->max_predictions(),
+                           data->packed_sequences(), compile_only);
+  options.sequences_per_row = data->sequences_per_row();
+  result.stages = options.stages;
+  TrainingJob job(options, {&context.device, context.devices, context.world});
+  record_plan(job, result);
   if (trace) job.trace(*trace);
   if (compile_only) return result;
 
-  const CheckpointStore store(config.checkpoint.dir);
-  LossScaler scaler = context.plan.precision.loss_scaler;
-  const std::int64_t done = job.start(
-      store, config.checkpoint.resume,
-      [&] {
-        if (!config.checkpoint.init.empty())
-          return read_located_start(config, "checkpoint.init", config.checkpoint.init,
-                                    result.config, TaskHead{});
-        if (!config.model.weights.empty())
-          return load_bert_weights(config.model.weights, result.config);
-        return init_bert_weights(result.config, config.model.seed);
-      },
-      scaler);
-  result.first_step = done + 1;
   const std::int64_t samples_per_step = options.batch.global();
-  const std::int64_t steps = pretrain_steps(config, samples_per_step);
-  result.total_steps = steps;
-  if (const auto& from = job.resumed(); from && job.lead()) {
-    result.resumed_checkpoint = from->checkpoint;
-    result.resumed_loss = from->loss;
-  }
-  print_resume(job, done, steps, config.checkpoint.dir);
+  const std::int64_t steps = result.total_steps = pretrain_steps(config, samples_per_step);
   if (config.section<SamplesSection>().samples > 0)
     spdlog::info("samples {}: {} steps of {} samples", config.section<SamplesSection>().samples,
                  steps, samples_per_step);
-  TrainerSettings settings =
-      trainer_settings(config, steps, config.optimizer,
-                       {{"model", result.model_name}, {"writer", "polyhal pretrain"}},
-                       job.sharded(), context.plan.placement);
-  settings.stop_signal = context.options.stop_signal;
-  TrainingLog log;
-  job.run([&](TrainingModel& model, Communicator& replicas) {
-    LossScaler replica_scaler = scaler;
-    Trainer trainer(
-        model, replicas, settings, [&data](std::uint64_t index) { return data->batch(index); },
-        store, replica_scaler);
+  TrainingRecipe recipe{.writer = "polyhal pretrain",
+                        .start_weights = [&] { return pretraining_start(config, result.config); },
+                        .total_steps = steps,
+                        .schedule = config.optimizer,
+                        .metadata = {{"model", result.model_name}},
+                        .batches = [&data](std::uint64_t index) { return data->batch(index); }};
+  recipe.loop = [&](Trainer& trainer, TrainingModel& model, Communicator& replicas,
+                    std::int64_t done, TrainingLog& log) {
     std::unique_ptr<BertInference> eval_model;
     const auto evaluate = [&](std::int64_t step) {
       const TraceTrack::Scope traced(model.host_track(), "evaluation", "host", {{"step", step}});
       const PretrainEvaluation e =
-          evaluator->evaluate(device, model.weights(), replicas, step, eval_model);
+          evaluator->evaluate(context.device, model.weights(), replicas, step, eval_model);
       if (replicas.rank() == 0) {
         result.evaluations.push_back(e);
         if (on_eval) on_eval(e);
@@ -134,23 +157,13 @@ PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
       trainer.run(done + 1, steps, observer, log, [&](std::int64_t step, bool last) {
         return evaluator && evaluator->due(step, samples_per_step, last) && evaluate(step);
       });
-  });
-  result.steps = std::move(log.steps);
-  result.checkpoints = std::move(log.checkpoints);
-  result.stopped_by_signal = log.stopped_by_signal;
-  result.profile = job.profile();
-  result.collective_engine =
-      job.collective_engine_note(static_cast<std::int64_t>(result.steps.size()));
-  // The final weights as a Hugging Face directory
-  // (BertForPreTraining.from_pretrained), written by rank 0 with the
-  // checkpoints; also by a rerun of a finished run that stopped before its
-  // export was whole (its last checkpoint holds the final weights).
-  const auto hf =
-      config.checkpoint.dir.empty() ? std::filesystem::path() : config.checkpoint.dir / "hf";
-  if (export_due(job, hf, done, steps, result.stopped_by_signal)) {
-    result.exported = hf;
-    export_hf_directory(result.exported, result.config, TaskHead{}, job.weights());
-  }
+  };
+  // The final weights as a Hugging Face directory (BertForPreTraining.from_pretrained).
+  if (!config.checkpoint.dir.empty()) recipe.export_dir = config.checkpoint.dir / "hf";
+  recipe.write_export = [&](const std::filesystem::path& dir, const TensorMap& weights) {
+    export_hf_directory(dir, result.config, TaskHead{}, weights);
+  };
+  record_outcome(run_training(recipe, job, context), job, result);
   return result;
 }
 
