@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/checkpoint_store.hpp"
 #include "polyhal/app/pretrain_task.hpp"
 #include "test_support.hpp"
 
@@ -177,7 +178,7 @@ TEST(Pretrain, KilledRunResumesWithTheIdenticalLossTrajectory) {
   ASSERT_NE(killed.output.find("exit=137"), std::string::npos)
       << "the run was not killed: " << killed.output;
   ASSERT_TRUE(std::filesystem::exists(first_checkpoint));
-  const auto latest = latest_checkpoint(other.path() / "ck");
+  const auto latest = CheckpointStore(other.path() / "ck").latest();
   ASSERT_TRUE(latest.has_value());
   EXPECT_NO_THROW(read_safetensors(*latest)) << "the newest complete checkpoint must be whole";
 

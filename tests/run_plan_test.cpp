@@ -105,7 +105,7 @@ TEST(RunPlan, OverlapAutoAndReplicasFollowTheMpiWorld) {
   EXPECT_NE(spanning.placement.overlap_reason.find("span several hosts"), std::string::npos);
   const RunPlan one_host = resolve_run(config, o.raw(), o.options, {4, 4, true});
   EXPECT_FALSE(one_host.placement.overlap_all_reduce);
-  EXPECT_EQ(config.collective.overlap, "auto") << "the config keeps what was written";
+  EXPECT_EQ(config.collective.overlap, TriState::automatic) << "the config keeps what was written";
   // batch.replicas other than the ranks: refused with its line.
   std::string yaml = std::string("backend: cpu\n") + kPretrain;
   yaml.replace(yaml.find("grad_accum: 2}"), 14, "grad_accum: 2, replicas: 3}");

@@ -10,6 +10,7 @@
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/safetensors.hpp"
+#include "polyhal/app/task.hpp"
 #include "polyhal/backend.hpp"
 
 namespace polyhal::test {
@@ -72,3 +73,13 @@ std::filesystem::path golden_dir();
 std::vector<std::int32_t> as_ints(const HostTensor& tensor);
 
 }  // namespace polyhal::test
+
+namespace polyhal {
+
+/// load_run_config for the registered tasks: a test's shorthand.
+inline RunConfig load_task_config(const std::filesystem::path& file,
+                                  const std::vector<std::string>& overrides = {}) {
+  return load_run_config(file, overrides, task_schemas());
+}
+
+}  // namespace polyhal

@@ -56,6 +56,10 @@ std::string config_text(DType t) {
   return std::string(dtype_name(t));
 }
 
+std::string config_text(TriState t) {
+  return std::string(tri_state_text(t));
+}
+
 namespace {
 
 /// The sections `tasks` read, common first, each once.

@@ -79,6 +79,11 @@ DType ConfigValue::dtype() const {
   return *type;
 }
 
+TriState ConfigValue::tri_state() const {
+  const std::string given = one_of({"auto", "true", "false"});
+  return given == "true" ? TriState::yes : given == "false" ? TriState::no : TriState::automatic;
+}
+
 std::filesystem::path ConfigValue::path() const {
   // The one rule for paths (docs/config.md): relative to the current
   // directory, so an installed config in /usr/share reads and writes where

@@ -57,8 +57,8 @@ ConfigSection data() {
            "tfrecord; squad, glue: the training rows)",
            {}, {.traits = trains})
       .add("packed", &DataSection::packed,
-           "mlperf_hdf5, tfrecord: auto (detect), true or false: packed rows",
-           one_of({"auto", "true", "false"}), {.traits = pretraining_data});
+           "mlperf_hdf5, tfrecord: auto (detect), true or false: packed rows", {},
+           {.traits = pretraining_data});
   section.check = [](const ConfigValue&, RunConfig& config) {
     const auto& d = config.data;
     if (d.source == "mlperf_hdf5" && d.files.empty())

@@ -127,7 +127,7 @@ ConfigSection collective() {
            "PyTorch DDP does: true, false, or auto (when the MPI ranks span several hosts; on one "
            "host the reduction's copies compete with backward for the cores). Same values either "
            "way; a pipeline reduces after its schedule",
-           one_of({"auto", "true", "false"}), {.traits = {TaskTrait::trains}})
+           {}, {.traits = {TaskTrait::trains}})
       .add("bucket_mb", &CollectiveSection::bucket_mb,
            "MiB of gradients per overlapped bucket (DDP's bucket_cap_mb)", at_least(1, 4096),
            {.traits = {TaskTrait::trains}})

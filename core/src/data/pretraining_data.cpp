@@ -146,10 +146,11 @@ class MlperfData final : public PretrainingData {
 
 /// data.packed against what the files hold.
 void check_packed_setting(const DataSource& config, bool packed) {
-  if (config.data.packed != "auto" && packed != (config.data.packed == "true")) {
+  if (config.data.packed != TriState::automatic &&
+      packed != (config.data.packed == TriState::yes)) {
     throw ConfigError(fmt::format("{}: key '{}': {}, but {} holds {} rows",
                                   config.locate(config.data.key("packed")),
-                                  config.data.key("packed"), config.data.packed,
+                                  config.data.key("packed"), tri_state_text(config.data.packed),
                                   config.data.files.string(), packed ? "packed" : "unpacked"));
   }
 }

@@ -55,10 +55,10 @@ std::int64_t balanced_stages(const RunConfig& config, const DeviceOptions& optio
 /// between ranks of one host it is copies on the cores backward needs
 /// (bench/overlap_allreduce.py). Every rank decides alike.
 void resolve_overlap(const RunConfig& config, const WorldShape& world, PlacementPlan& plan) {
-  const std::string& overlap = config.collective.overlap;
-  plan.estimate_overlaps = overlap != "false";
-  plan.overlap_all_reduce = overlap == "true";
-  if (overlap != "auto" || !world.mpi) return;
+  const TriState overlap = config.collective.overlap;
+  plan.estimate_overlaps = overlap != TriState::no;
+  plan.overlap_all_reduce = overlap == TriState::yes;
+  if (overlap != TriState::automatic || !world.mpi) return;
   const bool spans_hosts = world.ranks_on_this_host < world.ranks;
   plan.overlap_all_reduce = spans_hosts;
   plan.overlap_reason =

@@ -48,11 +48,6 @@ std::vector<TaskSchema> task_schemas() {
   return schemas;
 }
 
-RunConfig load_task_config(const std::filesystem::path& file,
-                           const std::vector<std::string>& overrides) {
-  return load_run_config(file, overrides, task_schemas());
-}
-
 const Task& task_named(const RunConfig& config) {
   std::vector<std::string> names;
   for (const auto& task : registered_tasks()) {

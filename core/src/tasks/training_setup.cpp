@@ -176,8 +176,8 @@ TrainerSettings trainer_settings(const RunConfig& config, std::int64_t total_ste
                                  const PlacementPlan& placement) {
   const BatchShape batch = batch_shape(placement);
   TrainerSettings s;
-  s.grad_accum = config.batch.grad_accum;
-  s.micro_batch = config.batch.micro;
+  s.grad_accum = placement.grad_accum;
+  s.micro_batch = placement.micro;
   s.total_steps = total_steps;
   s.learning_rate =
       [rates = learning_rate_schedule(effective_rate(config, schedule, batch.replicas)),

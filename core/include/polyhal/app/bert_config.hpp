@@ -9,6 +9,13 @@
 
 namespace polyhal {
 
+/// The shape of the batches a BERT model runs: sequences of `seq` tokens,
+/// `batch` of them.
+struct BertShape {
+  std::int64_t batch = 1;
+  std::int64_t seq = 128;
+};
+
 /// The dimensions of a BERT model, named as Hugging Face's BertConfig names them.
 struct BertConfig {
   std::int64_t vocab_size = 30522;

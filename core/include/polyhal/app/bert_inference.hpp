@@ -34,11 +34,6 @@
 
 namespace polyhal {
 
-struct BertShape {
-  std::int64_t batch = 1;
-  std::int64_t seq = 128;
-};
-
 /// Host inputs, batch x seq each, row-major.
 struct BertInputs {
   std::vector<std::int32_t> input_ids;

@@ -96,7 +96,7 @@ struct CollectiveSection {
   double timeout_seconds = 300;  ///< longest wait in one collective before a rank is declared lost
   /// Gradients all-reduced in buckets during the last micro-batch's
   /// backward: true, false, or auto (when MPI ranks span several hosts).
-  std::string overlap = "auto";
+  TriState overlap = TriState::automatic;
   std::int64_t bucket_mb = 25;  ///< MiB of gradients per bucket (DDP's bucket_cap_mb)
   /// The backend's own collective engine: auto (when it has one), off, required.
   std::string plugin_engine = "auto";

@@ -51,6 +51,7 @@ std::string config_text(std::int64_t i);
 std::string config_text(int i);
 std::string config_text(std::uint64_t i);
 std::string config_text(DType t);
+std::string config_text(TriState t);
 
 /// The reading of a field of type T when its key does not say otherwise:
 /// integers >= 1 (seeds >= 0), numbers, true/false, dtypes, text, paths.
@@ -68,6 +69,8 @@ ReadAs<T> default_read() {
     return [](const ConfigValue& v) { return v.number(); };
   } else if constexpr (std::is_same_v<T, DType>) {
     return [](const ConfigValue& v) { return v.dtype(); };
+  } else if constexpr (std::is_same_v<T, TriState>) {
+    return [](const ConfigValue& v) { return v.tri_state(); };
   } else if constexpr (std::is_same_v<T, std::filesystem::path>) {
     return [](const ConfigValue& v) { return v.path(); };
   } else {

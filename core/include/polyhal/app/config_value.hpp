@@ -12,6 +12,7 @@
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
 
+#include "polyhal/app/tri_state.hpp"
 #include "polyhal/dtype.hpp"
 
 namespace YAML {
@@ -51,6 +52,8 @@ class ConfigValue {
   /// A finite number.
   double number() const;
   DType dtype() const;
+  /// auto, true or false.
+  TriState tri_state() const;
   /// A path, made absolute: a relative path is relative to the current
   /// directory (docs/config.md, "Paths").
   std::filesystem::path path() const;

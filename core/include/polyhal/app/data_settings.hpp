@@ -12,6 +12,7 @@
 #include "polyhal/app/not_for_plugins.hpp"
 
 #include "polyhal/app/tokenizer.hpp"
+#include "polyhal/app/tri_state.hpp"
 
 namespace polyhal {
 
@@ -30,9 +31,9 @@ struct DataSection {
   std::int64_t max_predictions = 20;  ///< pretrain: at most this many per sequence
   std::filesystem::path files;        ///< mlperf_hdf5: a file or a directory of part files
   bool shuffle = true;                ///< mlperf_hdf5, tfrecord: another sample order each epoch
-  /// mlperf_hdf5: packed rows (`polyhal pack`): "auto" detects them from the
-  /// files; "true" requires packed files, "false" unpacked ones.
-  std::string packed = "auto";
+  /// mlperf_hdf5: packed rows (`polyhal pack`): auto detects them from the
+  /// files; yes requires packed files, no unpacked ones.
+  TriState packed = TriState::automatic;
   /// The config section these keys were read from ("data", or "eval" for a
   /// pre-training run's held-out data): errors name its keys.
   std::string section = "data";

@@ -91,7 +91,4 @@ PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
                                const StepObserver& observer, const EvaluationObserver& on_eval = {},
                                StepTrace* trace = nullptr);
 
-/// The newest complete checkpoint in `dir` (checkpoint-NNNNNNNN.safetensors), if any.
-std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir);
-
 }  // namespace polyhal

@@ -108,9 +108,6 @@ class TaskRegistration {
 const std::vector<std::unique_ptr<Task>>& registered_tasks();
 /// Their schemas, for load_run_config.
 std::vector<TaskSchema> task_schemas();
-/// load_run_config for the registered tasks.
-RunConfig load_task_config(const std::filesystem::path& file,
-                           const std::vector<std::string>& overrides = {});
 /// The task `config.task` names; ConfigError listing the tasks otherwise.
 const Task& task_named(const RunConfig& config);
 

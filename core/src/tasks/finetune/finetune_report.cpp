@@ -49,8 +49,9 @@ int run_finetune(const TaskContext& context) {
       "{}{}: {}, seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, {}, {} "
       "on {} ({})\n",
       config.task, config.task == "glue" ? " " + f.glue_task : "", fmt::join(what, ", "),
-      config.model.seq_len, config.batch.micro, config.batch.grad_accum, replicas, global_batch,
-      config.optimizer.name, context.plan.precision.name(), p.name, p.product);
+      config.model.seq_len, context.plan.placement.micro, context.plan.placement.grad_accum,
+      replicas, global_batch, config.optimizer.name, context.plan.precision.name(), p.name,
+      p.product);
   StepProgress on_step(config.log_every, global_batch, false, model, metrics, run.progress);
   const auto on_eval = [&](const FinetuneEvaluation& e) {
     nlohmann::json line{{"event", e.split},
@@ -67,8 +68,9 @@ int run_finetune(const TaskContext& context) {
   };
   const auto trace = make_step_trace(device, run, context.world);
   const auto r = run_finetuning(context, run.compile_only, std::ref(on_step), on_eval, trace.get());
-  const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
-                                           r.config.num_hidden_layers, config.batch.grad_accum);
+  const nlohmann::json stages =
+      print_plan(r.stages, r.stage_memory, r.memory, r.config.num_hidden_layers,
+                 context.plan.placement.grad_accum);
   nlohmann::json summary{{"backend", config.backend},
                          {"device", p.name},
                          {"mode", std::string(device_mode_name(p.mode))},
@@ -77,8 +79,8 @@ int run_finetune(const TaskContext& context) {
                          {"precision", context.plan.precision.name()},
                          {"precision_reason", context.plan.precision.reason},
                          {"seq_len", config.model.seq_len},
-                         {"micro_batch", config.batch.micro},
-                         {"grad_accum", config.batch.grad_accum},
+                         {"micro_batch", context.plan.placement.micro},
+                         {"grad_accum", context.plan.placement.grad_accum},
                          {"replicas", replicas},
                          {"global_batch", global_batch},
                          {"optimizer", config.optimizer.name},

@@ -174,7 +174,7 @@ PretrainEvaluator::PretrainEvaluator(const RunConfig& config, const BertConfig& 
   held_out.data.files = e.files;
   held_out.data.seed = e.seed.value_or(config.data.seed + 1);
   held_out.data.shuffle = false;
-  held_out.data.packed = "auto";
+  held_out.data.packed = TriState::automatic;
   data_ = open_pretraining_data(held_out, model_, shape_);
   const std::int64_t available = data_->rows();
   rows_ = e.samples > 0 ? e.samples : (available > 0 ? available : 256);

@@ -134,15 +134,16 @@ int run_bert_pretraining(const TaskContext& context) {
       "pretrain: BERT {} seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, "
       "{}, {} on {} ({})\n",
       config.model.hf_config.empty() ? config.model.preset : "custom", config.model.seq_len,
-      config.batch.micro, config.batch.grad_accum, replicas, global_batch, config.optimizer.name,
-      dtype_name(context.plan.precision.activations), p.name, p.product);
+      context.plan.placement.micro, context.plan.placement.grad_accum, replicas, global_batch,
+      config.optimizer.name, dtype_name(context.plan.precision.activations), p.name, p.product);
   const auto on_eval = [&](const PretrainEvaluation& e) { report_evaluation(e, config, metrics); };
   const auto trace = make_step_trace(device, run, world);
   const auto r =
       run_pretraining(context, run.compile_only, std::ref(observer), on_eval, trace.get());
   if (!r.eval_data.empty()) std::cout << fmt::format("  evaluation: {}\n", r.eval_data);
-  const nlohmann::json stages = print_plan(r.stages, r.stage_memory, r.memory,
-                                           r.config.num_hidden_layers, config.batch.grad_accum);
+  const nlohmann::json stages =
+      print_plan(r.stages, r.stage_memory, r.memory, r.config.num_hidden_layers,
+                 context.plan.placement.grad_accum);
   if (r.estimated_all_reduce_seconds) {
     std::cout << fmt::format(
         "  estimated gradient all-reduce: {:.2f} ms per optimizer step ({:.1f} MiB f32 over {} "
@@ -160,8 +161,8 @@ int run_bert_pretraining(const TaskContext& context) {
                          {"precision", std::string(dtype_name(context.plan.precision.activations))},
                          {"precision_reason", context.plan.precision.reason},
                          {"seq_len", config.model.seq_len},
-                         {"micro_batch", config.batch.micro},
-                         {"grad_accum", config.batch.grad_accum},
+                         {"micro_batch", context.plan.placement.micro},
+                         {"grad_accum", context.plan.placement.grad_accum},
                          {"replicas", replicas},
                          {"collective", config.collective.engine},
                          {"global_batch", global_batch},

@@ -23,10 +23,6 @@
 
 namespace polyhal {
 
-std::optional<std::filesystem::path> latest_checkpoint(const std::filesystem::path& dir) {
-  return CheckpointStore(dir).latest();
-}
-
 namespace {
 
 /// The training data (or, planning a config for another machine, its
