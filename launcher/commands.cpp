@@ -135,12 +135,12 @@ struct OpenedRun {
 /// Opens `backend`'s devices with `options` and resolves the run on them
 /// (run_plan.hpp), logging what the plan decided once.
 OpenedRun open_and_resolve(Backend& backend, const DeviceOptions& options, const RunConfig& config,
-                           const WorldShape& world) {
+                           const WorldShape& world, bool plan_only) {
   OpenedRun run{open_devices_located(backend, options, &config), {}};
   if (run.devices.empty()) {
     throw DeviceUnavailableError(fmt::format("backend '{}' opened no devices", backend.name()));
   }
-  run.plan = resolve_run(config, raw(run.devices), options, world);
+  run.plan = resolve_run(config, raw(run.devices), options, world, plan_only);
   const PrecisionPlan& precision = run.plan.precision;
   if (precision.warning)
     spdlog::warn("{}", precision.log_line);
@@ -158,11 +158,11 @@ OpenedRun open_and_resolve(Backend& backend, const DeviceOptions& options, const
 /// The devices of the config's backend, opened with the config's device
 /// options, and the run's plan on them.
 OpenedRun open_configured_run(const CommonOptions& common, const RunConfig& config,
-                              const WorldShape& world) {
+                              const WorldShape& world, bool plan_only) {
   PluginLoader loader(search_options(common, config.plugin_paths, config.backend));
   auto backend = loader.backend(config.backend);
-  return open_and_resolve(*backend, config.resolve_device(backend->device_options()), config,
-                          world);
+  return open_and_resolve(*backend, config.resolve_device(backend->device_options()), config, world,
+                          plan_only);
 }
 
 /// Sets the log level and adds log.file's sink, returned so that the run
@@ -399,7 +399,7 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
   PluginLoader loader(plugin_search);
   auto backend = loader.backend(config.backend);
   const OpenedRun opened = open_and_resolve(
-      *backend, config.resolve_device(backend->device_options()), config, WorldShape{});
+      *backend, config.resolve_device(backend->device_options()), config, WorldShape{}, true);
   MetricsWriter nowhere({});
   const TaskContext context{opened.device(), raw(opened.devices), config, opened.plan, run,
                             nowhere};
@@ -519,8 +519,8 @@ int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, const Ru
     }
     check_ranks_agree(config, *world);
     MetricsWriter metrics({options.metrics_out, options.tensorboard_dir, options.metrics_csv});
-    const OpenedRun opened =
-        open_configured_run(common, config, {mpi.size(), mpi.ranks_on_this_host(), true});
+    const OpenedRun opened = open_configured_run(
+        common, config, {mpi.size(), mpi.ranks_on_this_host(), true}, options.compile_only);
     spdlog::info("rank {} of {}: backend {} device {}", rank, mpi.size(), config.backend,
                  opened.device().name());
     const TaskContext context{opened.device(), raw(opened.devices), config, opened.plan, options,
@@ -562,7 +562,7 @@ int run_workload(const CommonOptions& common, const RunOptions& given) {
     return stop.exit_code(run_as_mpi_rank(common, run, config));
   const auto log = configure_logging(common, config);
   MetricsWriter metrics({run.metrics_out, run.tensorboard_dir, run.metrics_csv});
-  const OpenedRun opened = open_configured_run(common, config, WorldShape{});
+  const OpenedRun opened = open_configured_run(common, config, WorldShape{}, run.compile_only);
   const Device& device = opened.device();
   spdlog::info("backend {} device {} ({}, mode {})", config.backend, device.name(),
                device.properties().product, device_mode_name(device.properties().mode));

@@ -5,6 +5,7 @@
 
 #include <type_traits>
 
+#include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/run_plan.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
@@ -123,6 +124,50 @@ TEST(RunPlan, OverlapAutoAndReplicasFollowTheMpiWorld) {
       ConfigError);
 }
 
+// One rule for the model of every task: a model directory's config.json, or
+// the bert_config.json beside a TensorFlow checkpoint prefix, gives the
+// dimensions unless model.preset or model.hf_config is set.
+TEST(RunPlan, TheModelBesideCheckpointInitGivesTheDimensionsInEveryForm) {
+  test::TempDir dir;
+  const auto google = std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/tf_checkpoint/google";
+  const std::string pretrain =
+      "backend: cpu\ntask: pretrain\nmodel: {seq_len: 32}\ndata: {source: pattern, "
+      "max_predictions: 3}\nbatch: {micro: 2}\nsteps: 1\n";
+  const RunConfig prefix =
+      config_of(dir, pretrain + "checkpoint: {init: " + (google / "model.ckpt-7").string() + "}\n");
+  const ModelPlan from_prefix = resolve_model(prefix, false);
+  EXPECT_EQ(from_prefix.dims.hidden_size, 32);
+  EXPECT_EQ(from_prefix.dims.num_hidden_layers, 2);
+  EXPECT_EQ(from_prefix.dims.vocab_size, 99);
+  EXPECT_EQ(from_prefix.config_file, google / "bert_config.json");
+  EXPECT_EQ(from_prefix.weights, google / "model.ckpt-7");
+  // A Hugging Face directory: its config.json and model.safetensors.
+  BertConfig tiny = bert_preset("tiny");
+  tiny.vocab_size = 64;
+  std::filesystem::create_directories(dir.path() / "hf");
+  write_hf_config(tiny, dir.path() / "hf" / "config.json");
+  save_bert_weights(init_bert_weights(tiny, 1), DType::f32, dir.path() / "hf/model.safetensors");
+  const RunConfig hf =
+      config_of(dir, pretrain + "checkpoint: {init: " + (dir.path() / "hf").string() + "}\n");
+  const ModelPlan from_dir = resolve_model(hf, false);
+  EXPECT_EQ(from_dir.dims.hidden_size, tiny.hidden_size);
+  EXPECT_EQ(from_dir.dims.vocab_size, 64);
+  EXPECT_EQ(from_dir.weights, dir.path() / "hf/model.safetensors");
+  // model.preset set: the preset, as written.
+  const RunConfig preset =
+      config_of(dir,
+                "backend: cpu\ntask: pretrain\nmodel: {preset: mini, seq_len: 32}\n"
+                "data: {source: pattern}\nsteps: 1\ncheckpoint: {init: " +
+                    (google / "model.ckpt-7").string() + "}\n");
+  EXPECT_EQ(resolve_model(preset, false).dims.hidden_size, bert_preset("mini").hidden_size);
+  // Pre-training from the prefix runs (it fell back to preset base before,
+  // and failed with a shape error per tensor).
+  const auto file = dir.write(
+      "p.yaml", pretrain + "checkpoint: {init: " + (google / "model.ckpt-7").string() + "}\n");
+  const auto r = test::run_polyhal("run " + file.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+}
+
 TEST(RunPlan, ValidatePrintsThePlan) {
   test::TempDir dir;
   const auto file = dir.write("v.yaml", std::string("backend: cpu\n") + kPretrain);
@@ -132,6 +177,7 @@ TEST(RunPlan, ValidatePrintsThePlan) {
   EXPECT_NE(r.output.find("mixed, as"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  batch 8 = 1 replica x 2 accumulated x 4 micro"), std::string::npos)
       << r.output;
+  EXPECT_NE(r.output.find("  model bert-custom (2 layers, hidden 128"), std::string::npos) << r.output;
 }
 
 }  // namespace

@@ -10,9 +10,10 @@
 namespace polyhal {
 
 RunPlan resolve_run(const RunConfig& config, const std::vector<Device*>& devices,
-                    const DeviceOptions& device_options, const WorldShape& world) {
+                    const DeviceOptions& device_options, const WorldShape& world, bool plan_only) {
   if (devices.empty()) throw DeviceUnavailableError("the backend opened no devices");
   RunPlan plan;
+  if (config.schema && config.schema->reads("model")) plan.model = resolve_model(config, plan_only);
   plan.placement = resolve_placement(config, devices, device_options, world);
   plan.precision = resolve_precision(config, *devices.front());
   return plan;
@@ -20,6 +21,14 @@ RunPlan resolve_run(const RunConfig& config, const std::vector<Device*>& devices
 
 std::string plan_lines(const RunPlan& plan, const Device& device) {
   std::string text;
+  if (const ModelPlan& m = plan.model; !m.origin.empty()) {
+    text += fmt::format("  model bert-{} ({} layers, hidden {}, {} heads, vocabulary {}){}; {}\n",
+                        m.name, m.dims.num_hidden_layers, m.dims.hidden_size,
+                        m.dims.num_attention_heads, m.dims.vocab_size,
+                        m.config_file.empty() ? "" : " from " + m.config_file.string(),
+                        m.weights.empty() ? "weights from a seeded initialisation"
+                                          : "weights from " + m.weights.string());
+  }
   if (!plan.precision.reason.empty())
     text += fmt::format("  precision {} on {}: {}\n", plan.precision.name(), device.name(),
                         plan.precision.reason);

@@ -163,6 +163,10 @@ struct RunConfig {
 
   /// "configs/x.yaml:14" or "--set a.b=v" for a key path; file name alone if unknown.
   std::string locate(const std::string& key_path) const;
+  /// Whether the file or a --set gives `key_path` itself (not a default).
+  bool sets(const std::string& key_path) const {
+    return lines.contains(key_path) || overrides.contains(key_path);
+  }
   /// Throws ConfigError "<locate(key)>: key '<key>': <problem>".
   [[noreturn]] void fail(const std::string& key_path, const std::string& problem) const;
   /// Validates `device` and device_for[backend] against a backend's

@@ -17,12 +17,6 @@
 
 namespace polyhal {
 
-/// The model dimensions a config asks for: hf_config if given, else the
-/// preset, then any explicit dimensions on top. A combination that is no
-/// model is a ConfigError starting with `where` (model_origin's text names
-/// the file lines and --set options the dimensions came from).
-BertConfig resolve_bert_config(const ModelSection& model, const std::string& where = "model");
-
 struct InferenceResult {
   std::string model_name;  ///< preset name, or "custom"
   BertConfig config;

@@ -8,10 +8,12 @@
 /// written back into the config. `validate` prints plan_lines(), the way
 /// oneDNN's impl_info_str() names what it chose.
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
 
+#include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/loss_scaler.hpp"
 #include "polyhal/device.hpp"
@@ -66,8 +68,31 @@ struct PlacementPlan {
   std::int64_t global_batch() const { return micro * grad_accum * replicas; }
 };
 
+/// The model a run computes and the weights it starts from. checkpoint.init
+/// is a pre-training checkpoint (.safetensors), a TensorFlow checkpoint
+/// prefix (DIR/model.ckpt-28252) or a model directory (Hugging Face's
+/// config.json + model.safetensors, or Google's bert_config.json +
+/// bert_model.ckpt.*). One rule for every task: the dimensions are
+/// model.hf_config's, or model.preset's when the config sets it, else the
+/// config.json (or bert_config.json) of the model directory, or beside the
+/// TensorFlow prefix, else the preset; explicit model.* dimensions go on top.
+struct ModelPlan {
+  BertConfig dims;
+  std::string name = "custom";  ///< the preset's name when the dimensions are a preset's alone
+  /// Where the dimensions came from, for errors (the --set options and lines
+  /// of explicit dimensions, then the file or the preset).
+  std::string origin;
+  /// checkpoint.init's weights (a directory's model file), else model.weights;
+  /// empty: a seeded initialisation.
+  std::filesystem::path weights;
+  std::filesystem::path model_dir;    ///< checkpoint.init when it is a directory
+  std::filesystem::path config_file;  ///< the config.json the dimensions came from, if any
+  std::filesystem::path vocab;        ///< data.vocab, else the model directory's vocab.txt
+};
+
 /// The decisions of one run.
 struct RunPlan {
+  ModelPlan model;
   PrecisionPlan precision;
   PlacementPlan placement;
 };
@@ -83,13 +108,25 @@ struct WorldShape {
 std::int64_t available_cpus();
 
 /// Resolves `config` for `devices` (the backend's, opened with `device_options`,
-/// the run's device first) in `world`. Throws ConfigError naming file:line:key
+/// the run's device first) in `world`; `plan_only` (validate, --compile-only):
+/// checkpoint.init need not exist yet when model.preset or model.hf_config
+/// gives the dimensions. Throws ConfigError naming file:line:key
 /// for what cannot be placed: more replicas (x stages) than a modelled system
 /// has devices, more local replicas than CPUs, device.ipus_per_replica that
 /// disagrees with model.pipeline, collective.plugin_engine required without an
 /// engine, batch.replicas other than the MPI ranks.
 RunPlan resolve_run(const RunConfig& config, const std::vector<Device*>& devices,
-                    const DeviceOptions& device_options, const WorldShape& world);
+                    const DeviceOptions& device_options, const WorldShape& world,
+                    bool plan_only = false);
+
+/// The model and start weights of a task that reads `model` (ModelPlan's
+/// rule); model.seq_len checked against it. Part of resolve_run.
+ModelPlan resolve_model(const RunConfig& config, bool plan_only);
+
+/// The dimensions `model` gives: hf_config if set, else the preset, then any
+/// explicit dimensions on top. A combination that is no model is a
+/// ConfigError starting with `where`.
+BertConfig resolve_bert_config(const ModelSection& model, const std::string& where = "model");
 
 /// model.precision on `device`: what it runs as, and why. Part of resolve_run.
 PrecisionPlan resolve_precision(const RunConfig& config, const Device& device);

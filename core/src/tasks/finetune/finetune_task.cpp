@@ -25,7 +25,6 @@
 #include "polyhal/error.hpp"
 #include "tasks/finetune/finetune_data.hpp"
 #include "tasks/inference_precision.hpp"
-#include "tasks/sequence_fit.hpp"
 #include "tasks/tokenizer_settings.hpp"
 #include "tasks/training_run.hpp"
 #include "tasks/training_setup.hpp"
@@ -35,75 +34,8 @@
 namespace polyhal {
 namespace {
 
-bool given(const RunConfig& config, const std::string& key) {
-  return config.lines.contains(key) || config.overrides.contains(key);
-}
-
-/// The weights to start from, the model they fit and its vocabulary.
-struct StartingPoint {
-  std::filesystem::path weights;  ///< empty: a seeded random initialisation
-  std::filesystem::path hf_dir;   ///< checkpoint.init when it is a directory
-  BertConfig model;
-  std::filesystem::path vocab;
-};
-
-/// checkpoint.init is a pre-training checkpoint (.safetensors), a
-/// TensorFlow checkpoint prefix (DIR/model.ckpt-28252), or a model
-/// directory: Hugging Face's (config.json + model.safetensors) or Google's
-/// (bert_config.json + bert_model.ckpt.*), each with an optional vocab.txt;
-/// the directory's config gives the model unless model.preset or
-/// model.hf_config is set, and its vocab.txt the vocabulary unless data.vocab is.
-/// `compile_only` with model.preset or model.hf_config set: checkpoint.init
-/// need not exist yet (a plan before pre-training has finished).
-StartingPoint starting_point(const RunConfig& config, bool compile_only) {
-  StartingPoint s;
-  const auto& init = config.checkpoint.init;
-  if (compile_only && !init.empty() && !std::filesystem::exists(init) &&
-      (given(config, "model.preset") || !config.model.hf_config.empty())) {
-    // Planning needs the model's dimensions only, not its weights.
-    s.model = resolve_bert_config(config.model, model_origin(config));
-    return s;
-  }
-  ModelSection model = config.model;
-  const auto fail = [&](const std::string& problem) {
-    throw ConfigError(
-        fmt::format("{}: key 'checkpoint.init': {}", config.locate("checkpoint.init"), problem));
-  };
-  if (!init.empty() && std::filesystem::is_directory(init)) {
-    s.hf_dir = init;
-    try {
-      s.weights = model_weights_in(init);
-    } catch (const ConfigError& e) {
-      fail(e.what());
-    }
-    if (!given(config, "model.preset") && model.hf_config.empty()) {
-      // Hugging Face's config.json, else Google's bert_config.json.
-      for (const char* name : {"config.json", "bert_config.json"}) {
-        if (std::filesystem::exists(init / name)) {
-          model.hf_config = init / name;
-          break;
-        }
-      }
-      if (model.hf_config.empty())
-        fail(
-            fmt::format("{} has no config.json or bert_config.json: set model.preset or "
-                        "model.hf_config",
-                        init.string()));
-    }
-  } else if (!init.empty()) {
-    if (!std::filesystem::exists(init) && !is_tf_checkpoint(init))
-      fail(fmt::format("no such file or TensorFlow checkpoint ({}.index): {}", init.string(),
-                       init.string()));
-    s.weights = init;
-  } else {
-    s.weights = config.model.weights;
-  }
-  s.model = resolve_bert_config(model, model_origin(config));
-  s.vocab = config.data.vocab;
-  if (s.vocab.empty() && !s.hf_dir.empty() && std::filesystem::exists(s.hf_dir / "vocab.txt"))
-    s.vocab = s.hf_dir / "vocab.txt";
-  return s;
-}
+/// The model and start weights: the plan's (ModelPlan's rule, as every task).
+using StartingPoint = ModelPlan;
 
 /// The pre-trained encoder with the task's head, or a seeded random
 /// initialisation (said to be a smoke test).
@@ -114,10 +46,10 @@ TensorMap starting_weights(const StartingPoint& start, const RunConfig& config,
         "no checkpoint.init or model.weights: fine-tuning randomly initialised weights "
         "(seed {}); results mean nothing beyond a smoke test",
         config.model.seed);
-    return init_bert_weights(start.model, config.model.seed, head);
+    return init_bert_weights(start.dims, config.model.seed, head);
   }
   const std::string key = config.checkpoint.init.empty() ? "model.weights" : "checkpoint.init";
-  return read_located_start(config, key, start.weights, start.model, head);
+  return read_located_start(config, key, start.weights, start.dims, head);
 }
 
 /// The training row at stream position `position`: epochs of `per_epoch`
@@ -206,7 +138,7 @@ OptimizerSection plan_epochs(const RunConfig& config, const FinetuneData& data,
     result.total_steps = f.max_steps;
   }
   OptimizerSection schedule = config.optimizer;
-  if (!given(config, "optimizer.warmup_steps"))
+  if (!config.sets("optimizer.warmup_steps"))
     schedule.warmup_steps =
         std::llround(f.warmup_proportion * static_cast<double>(result.total_steps));
   result.warmup_steps = schedule.warmup_steps;
@@ -348,12 +280,11 @@ BatchSource training_batches(const RunConfig& config, const ModelRows& rows,
   };
 }
 
-/// The checks fine-tuning makes before planning: precision, sequence
-/// length, and packed rows' 16-bit positions.
-void check_finetune_setup(const TaskContext& context, const BertConfig& model, bool trains) {
+/// The checks fine-tuning makes before planning: precision, and packed
+/// rows' 16-bit positions (the plan checked the sequence length).
+void check_finetune_setup(const TaskContext& context, bool trains) {
   const RunConfig& config = context.config;
   check_training_setup(context.device, config, context.plan.precision, trains);
-  check_sequence_fits(config, model);
   if (config.section<FinetuneSection>().packed &&
       config.model.seq_len > std::numeric_limits<std::uint16_t>::max())
     throw ConfigError(fmt::format("{}: key 'model.seq_len': packed rows hold at most {} tokens",
@@ -417,10 +348,10 @@ FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
   const RunConfig& config = context.config;
   FinetuneResult result;
   const FinetuneSection& f = config.section<FinetuneSection>();
-  const StartingPoint start = starting_point(config, compile_only);
-  result.config = start.model;
+  const StartingPoint& start = context.plan.model;
+  result.config = start.dims;
   result.head = finetune_head(config);
-  check_finetune_setup(context, result.config, f.train);
+  check_finetune_setup(context, f.train);
   if (!f.train) {
     recompute_layers(config, result.config);  // the keys are checked as when training
     result.stages = pipeline_stages(config, context.plan.placement, result.config);

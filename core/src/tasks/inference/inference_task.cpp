@@ -19,7 +19,6 @@
 #include "polyhal/error.hpp"
 #include "sentence_pooling.hpp"
 #include "tasks/inference_precision.hpp"
-#include "tasks/sequence_fit.hpp"
 #include "tasks/tokenizer_settings.hpp"
 #include "util/atomic_file.hpp"
 #include "util/regular_file.hpp"
@@ -86,22 +85,6 @@ nlohmann::json top_tokens(const float* logits, std::int64_t vocab,
 }
 
 }  // namespace
-
-BertConfig resolve_bert_config(const ModelSection& model, const std::string& where) {
-  BertConfig c =
-      model.hf_config.empty() ? bert_preset(model.preset) : read_hf_config(model.hf_config);
-  for (const auto& [key, value] : model.dims) {
-    if (key == "vocab_size") c.vocab_size = value;
-    if (key == "hidden_size") c.hidden_size = value;
-    if (key == "num_hidden_layers") c.num_hidden_layers = value;
-    if (key == "num_attention_heads") c.num_attention_heads = value;
-    if (key == "intermediate_size") c.intermediate_size = value;
-    if (key == "max_position_embeddings") c.max_position_embeddings = value;
-    if (key == "type_vocab_size") c.type_vocab_size = value;
-  }
-  c.validate(where);
-  return c;
-}
 
 namespace {
 
@@ -317,10 +300,8 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
   const RunConfig& config = context.config;
   const PrecisionPlan& plan = context.plan.precision;
   InferenceResult result;
-  result.config = resolve_bert_config(config.model, model_origin(config));
-  check_sequence_fits(config, result.config);
-  result.model_name =
-      config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
+  result.config = context.plan.model.dims;
+  result.model_name = context.plan.model.name;
   result.batch = config.batch.micro;
   result.seq = config.model.seq_len;
   const BertShape shape{result.batch, result.seq};

@@ -15,7 +15,6 @@
 #include "polyhal/error.hpp"
 #include "pretrain_section.hpp"
 #include "tasks/pretrain/pretrain_evaluation.hpp"
-#include "tasks/sequence_fit.hpp"
 #include "tasks/training_run.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
@@ -103,10 +102,8 @@ PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
                                StepTrace* trace) {
   const RunConfig& config = context.config;
   PretrainResult result;
-  result.config = resolve_bert_config(config.model, model_origin(config));
-  check_sequence_fits(config, result.config);
-  result.model_name =
-      config.model.hf_config.empty() && config.model.dims.empty() ? config.model.preset : "custom";
+  result.config = context.plan.model.dims;
+  result.model_name = context.plan.model.name;
   check_training_setup(context.device, config, context.plan.precision, true);
   const auto data = pretraining_data(config, result.config, compile_only);
   const auto evaluator = pretraining_evaluator(context, result, compile_only);

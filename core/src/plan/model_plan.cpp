@@ -1,0 +1,124 @@
+// The model a run computes and the weights it starts from (ModelPlan's
+// rule), and the sequence length checked against it.
+#include "plan/sequence_fit.hpp"
+
+#include <fmt/format.h>
+
+#include "polyhal/app/hf_directory.hpp"
+#include "polyhal/app/run_plan.hpp"
+#include "polyhal/app/tf_checkpoint.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal {
+namespace {
+
+/// Where the model's dimensions were read: what a user opens to change them.
+std::string model_source(const RunConfig& config) {
+  if (!config.model.hf_config.empty()) return config.model.hf_config.string();
+  if (!config.checkpoint.init.empty())
+    return fmt::format("the config of checkpoint.init {}", config.checkpoint.init.string());
+  return fmt::format("preset {}", config.model.preset);
+}
+
+/// The model file beside checkpoint.init that gives the dimensions, when
+/// neither model.preset nor model.hf_config is set: Hugging Face's
+/// config.json, else Google's bert_config.json; in the model directory, or
+/// beside a TensorFlow checkpoint prefix (a polyhal checkpoint has none).
+std::filesystem::path init_model_config(const RunConfig& config, bool directory) {
+  const auto& init = config.checkpoint.init;
+  if (init.empty() || config.sets("model.preset") || !config.model.hf_config.empty()) return {};
+  if (!directory && !is_tf_checkpoint(init)) return {};
+  const auto dir = directory ? init : init.parent_path();
+  for (const char* name : {"config.json", "bert_config.json"})
+    if (std::filesystem::exists(dir / name)) return dir / name;
+  if (directory)
+    config.fail("checkpoint.init",
+                fmt::format("{} has no config.json or bert_config.json: set model.preset or "
+                            "model.hf_config",
+                            init.string()));
+  return {};
+}
+
+}  // namespace
+
+std::string model_origin(const RunConfig& config) {
+  std::string out;
+  for (const auto& [key, value] : config.model.dims) out += config.locate("model." + key) + ", ";
+  return out + model_source(config);
+}
+
+void check_sequence_fits(const RunConfig& config, const BertConfig& model) {
+  const std::int64_t seq = config.model.seq_len;
+  if (seq > model.max_position_embeddings)
+    config.fail("model.seq_len",
+                fmt::format("{} tokens, but the model has {} position embeddings "
+                            "(max_position_embeddings of {})",
+                            seq, model.max_position_embeddings, model_source(config)));
+  if (model.groupbert() && model.conv_kernel_size > seq)
+    config.fail("model.seq_len",
+                fmt::format("{} tokens, fewer than GroupBERT's convolution kernel of {} "
+                            "positions (groupbert_conv_kernel_size of {})",
+                            seq, model.conv_kernel_size, model_source(config)));
+}
+
+BertConfig resolve_bert_config(const ModelSection& model, const std::string& where) {
+  BertConfig c =
+      model.hf_config.empty() ? bert_preset(model.preset) : read_hf_config(model.hf_config);
+  for (const auto& [key, value] : model.dims) {
+    if (key == "vocab_size") c.vocab_size = value;
+    if (key == "hidden_size") c.hidden_size = value;
+    if (key == "num_hidden_layers") c.num_hidden_layers = value;
+    if (key == "num_attention_heads") c.num_attention_heads = value;
+    if (key == "intermediate_size") c.intermediate_size = value;
+    if (key == "max_position_embeddings") c.max_position_embeddings = value;
+    if (key == "type_vocab_size") c.type_vocab_size = value;
+  }
+  c.validate(where);
+  return c;
+}
+
+ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
+  ModelPlan m;
+  const auto& init = config.checkpoint.init;
+  const bool preset_only = config.model.hf_config.empty() && config.model.dims.empty();
+  m.name = preset_only ? config.model.preset : "custom";
+  m.origin = model_origin(config);
+  m.vocab = config.data.vocab;
+  if (plan_only && !init.empty() && !std::filesystem::exists(init) && !is_tf_checkpoint(init) &&
+      (config.sets("model.preset") || !config.model.hf_config.empty())) {
+    // A plan before the run that writes checkpoint.init: the dimensions alone.
+    m.dims = resolve_bert_config(config.model, m.origin);
+    check_sequence_fits(config, m.dims);
+    return m;
+  }
+  const bool directory = !init.empty() && std::filesystem::is_directory(init);
+  if (directory) {
+    m.model_dir = init;
+    try {
+      m.weights = model_weights_in(init);
+    } catch (const ConfigError& e) {
+      config.fail("checkpoint.init", e.what());
+    }
+  } else if (!init.empty()) {
+    if (!std::filesystem::exists(init) && !is_tf_checkpoint(init))
+      config.fail("checkpoint.init",
+                  fmt::format("no such file or TensorFlow checkpoint ({}.index): {}", init.string(),
+                              init.string()));
+    m.weights = init;
+  } else {
+    m.weights = config.model.weights;
+  }
+  ModelSection model = config.model;
+  m.config_file = init_model_config(config, directory);
+  if (!m.config_file.empty()) {
+    model.hf_config = m.config_file;
+    m.name = "custom";
+  }
+  m.dims = resolve_bert_config(model, m.origin);
+  check_sequence_fits(config, m.dims);
+  if (m.vocab.empty() && !m.model_dir.empty() && std::filesystem::exists(m.model_dir / "vocab.txt"))
+    m.vocab = m.model_dir / "vocab.txt";
+  return m;
+}
+
+}  // namespace polyhal
