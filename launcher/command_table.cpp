@@ -1,9 +1,12 @@
-// The command table, and the commands too small for a file of their own.
+// The command table: one row per command, each handler in its command's file.
 #include "command_table.hpp"
+
+#include <fmt/format.h>
 
 #include <array>
 
 #include "commands.hpp"
+#include "polyhal/error.hpp"
 
 namespace polyhal {
 
@@ -23,12 +26,11 @@ std::span<const CommandRow> command_table() {
   return kCommands;
 }
 
-int plugins_command(CommandLine& cl, int, char**) {
-  return list_plugins(cl.common);
-}
-
-int devices_command(CommandLine& cl, int, char**) {
-  return list_devices(cl.common, cl.run.backend, cl.run.overrides, cl.device_options);
+void require_config(const CommandLine& cl) {
+  if (cl.run.config.empty())
+    throw UsageError(
+        fmt::format("'{}' needs --config FILE (or the config as its first argument)\n{}",
+                    cl.command, command_help(cl.command)));
 }
 
 }  // namespace polyhal

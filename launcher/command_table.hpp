@@ -23,6 +23,14 @@ struct CommandRow {
 /// Every command polyhal has.
 std::span<const CommandRow> command_table();
 
+/// run, validate and config show: a UsageError with the command's help when
+/// the command line names no config.
+void require_config(const CommandLine& cl);
+
+/// run, validate and config show: a UsageError with the command's help when
+/// the command line names no config.
+void require_config(const CommandLine& cl);
+
 int config_command(CommandLine& cl, int argc, char** argv);
 int plugins_command(CommandLine& cl, int argc, char** argv);
 int devices_command(CommandLine& cl, int argc, char** argv);
