@@ -177,7 +177,8 @@ TEST(RunPlan, ValidatePrintsThePlan) {
   EXPECT_NE(r.output.find("mixed, as"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("  batch 8 = 1 replica x 2 accumulated x 4 micro"), std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("  model bert-custom (2 layers, hidden 128"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("  model bert-custom (2 layers, hidden 128"), std::string::npos)
+      << r.output;
 }
 
 }  // namespace
