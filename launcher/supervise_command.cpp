@@ -4,12 +4,15 @@
 // default; the supervisor itself keeps no state but the restart count.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "command_table.hpp"
@@ -89,11 +92,34 @@ Outcome run_once(const std::vector<std::string>& command, bool& interrupted) {
   return outcome;
 }
 
+/// Whether execvp can run `name`: an executable file at that path, or (a
+/// name without '/') in a directory of PATH.
+bool runnable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return access(name.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  std::string_view dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  while (true) {
+    const auto colon = dirs.find(':');
+    const std::string dir(dirs.substr(0, colon));
+    const std::string file = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    struct stat st {};
+    if (::stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode) && access(file.c_str(), X_OK) == 0)
+      return true;
+    if (colon == std::string_view::npos) return false;
+    dirs.remove_prefix(colon + 1);
+  }
+}
+
 }  // namespace
 
 int supervise(const std::vector<std::string>& command, int max_restarts) {
   if (command.empty())
     throw UsageError("supervise: no command given (polyhal supervise --max-restarts N -- CMD...)");
+  if (!runnable(command.front()))
+    throw UsageError(fmt::format(
+        "supervise: '{}' is not a command here (no such executable file{}): check the job's "
+        "command after '--'",
+        command.front(), command.front().find('/') == std::string::npos ? " in PATH" : ""));
   if (max_restarts < 0 || max_restarts > 1000)
     throw UsageError(fmt::format("--max-restarts: expected 0 to 1000, got {}", max_restarts));
   for (int restarts = 0;; ++restarts) {

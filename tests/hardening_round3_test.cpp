@@ -109,5 +109,59 @@ TEST(HardeningRound3, CheckpointsPastEightDigitsAreFoundAndKeptInStepOrder) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "checkpoint-00000007.safetensors"));
 }
 
+// Item 26: a single token type against generated or pattern data, whose
+// second sentence is token type 1 (it was a kernel error, exit 1, no key).
+TEST(HardeningRound3, OneTokenTypeAgainstTwoSentenceDataIsRefusedByKey) {
+  test::TempDir dir;
+  const auto config =
+      dir.write("t.yaml",
+                "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, vocab_size: 64, "
+                "type_vocab_size: 1, precision: f32}\nbatch: {micro: 2}\ndata: {source: pattern, "
+                "max_predictions: 3}\nsteps: 1\n");
+  for (const std::string command : {"validate", "run"}) {
+    const auto r = test::run_polyhal(command + " --config " + config.string());
+    EXPECT_EQ(r.exit_code, 2) << command << "\n" << r.output;
+    EXPECT_NE(r.output.find("t.yaml:3: key 'model.type_vocab_size': pattern data has two "
+                            "sentences per sequence"),
+              std::string::npos)
+        << r.output;
+  }
+}
+
+// Item 27: optimizer.step_list out of order: an entry that would never
+// apply (it was accepted silently).
+TEST(HardeningRound3, AStepListOutOfOrderIsRefusedAtItsLine) {
+  test::TempDir dir;
+  const auto config =
+      dir.write("s.yaml",
+                "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, vocab_size: 64}\n"
+                "data: {source: pattern}\nsteps: 1\noptimizer:\n  schedule: steps\n"
+                "  step_list: [[20, 0.1], [10, 0.01]]\n");
+  const auto r = test::run_polyhal("validate --config " + config.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("s.yaml:8: key 'optimizer.step_list': from_step 10 comes after 20"),
+            std::string::npos)
+      << r.output;
+  const auto same = test::run_polyhal("validate --config " + config.string() +
+                                      " --set 'optimizer.step_list=[[20, 0.1], [20, 0.01]]'");
+  EXPECT_EQ(same.exit_code, 2) << same.output;
+  const auto sorted = test::run_polyhal("validate --config " + config.string() +
+                                        " --set 'optimizer.step_list=[[10, 0.1], [20, 0.01]]'");
+  EXPECT_EQ(sorted.exit_code, 0) << sorted.output;
+}
+
+// Item 28: supervise of a command that is not there is a usage error
+// (exit 2) naming it, not the plugin/device code 3.
+TEST(HardeningRound3, SupervisingAMissingCommandIsAUsageError) {
+  for (const std::string command : {"no-such-command-polyhal", "/nonexistent/job"}) {
+    const auto r = test::run_polyhal("supervise --max-restarts 1 -- " + command + " arg");
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find("supervise: '" + command + "' is not a command here"),
+              std::string::npos)
+        << r.output;
+  }
+  EXPECT_EQ(test::run_polyhal("supervise --max-restarts 0 -- true").exit_code, 0);
+}
+
 }  // namespace
 }  // namespace polyhal

@@ -64,8 +64,14 @@ ConfigSection optimizer() {
               const auto pair = entry.items();
               if (!entry.is_list() || pair.size() != 2)
                 v.fail("expected a list of [from_step, learning_rate]");
-              o.step_list.emplace_back(pair[0].integer(0),
-                                       number_in(0, false, kMaxLearningRate, false)(pair[1]));
+              const std::int64_t from = pair[0].integer(0);
+              // An entry after a later one would never apply (the last one reached wins).
+              if (!o.step_list.empty() && from <= o.step_list.back().first)
+                v.fail(
+                    fmt::format("from_step {} comes after {}: list the steps in increasing "
+                                "order, each once",
+                                from, o.step_list.back().first));
+              o.step_list.emplace_back(from, number_in(0, false, kMaxLearningRate, false)(pair[1]));
             }
           },
           [](const O& o) {

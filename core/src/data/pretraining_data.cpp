@@ -246,6 +246,12 @@ std::unique_ptr<PretrainingData> open_pretraining_data(const DataSource& config,
           "so it needs a vocabulary of at least {}, got {}",
           config.locate("model.vocab_size"), config.data.source,
           smallest_generated_vocabulary() - 2, smallest_generated_vocabulary(), model.vocab_size));
+    // Sentence B is token type 1 (next-sentence prediction): one type has no row for it.
+    if (model.type_vocab_size < 2)
+      throw ConfigError(fmt::format(
+          "{}: key 'model.type_vocab_size': {} data has two sentences per sequence (token types "
+          "0 and 1), so it needs a type_vocab_size of at least 2, got {}",
+          config.locate("model.type_vocab_size"), config.data.source, model.type_vocab_size));
     return std::make_unique<SyntheticData>(model, shape, config.data);
   }
   throw ConfigError(fmt::format(
