@@ -6,7 +6,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto file = polyhal::fuzz::as_file("config.yaml", data, size);
   try {
-    polyhal::load_task_config(file, {"model.seq_len=64"});
+    polyhal::load_run_config(file, {"model.seq_len=64"}, polyhal::task_schemas());
   } catch (const polyhal::Error&) {
   }
   return 0;
