@@ -294,6 +294,20 @@ TEST(Int8, ScalesFileErrorsNameTheFileAndKey) {
   test::expect_config_error(
       [&] { read_int8_scales(dir.write("not.json", "{\"a\": 1}"), config, "model.int8_scales"); },
       "not an int8 scales file");
+  // A dimension past int64's range (a fuzz finding: undefined behaviour in
+  // the conversion), or a fraction: refused by name.
+  test::expect_config_error(
+      [&] {
+        read_int8_scales(edited("\"hidden_size\": " + std::to_string(config.hidden_size),
+                                "\"hidden_size\": 1e300"),
+                         config, "model.int8_scales");
+      },
+      "\"hidden_size\" must be a whole number");
+  test::expect_config_error(
+      [&] {
+        read_int8_scales(edited("\"batches\": 3", "\"batches\": 2.5"), config, "model.int8_scales");
+      },
+      "\"batches\" must be a whole number");
   test::expect_config_error(
       [&] { read_int8_scales(dir.path() / "missing.json", config, "model.int8_scales"); },
       "missing.json");

@@ -103,6 +103,15 @@ Int8Scales read_int8_scales(const std::filesystem::path& file, const BertConfig&
   };
   const nlohmann::json json =
       detail::read_json_object(file, kMaxScalesFileBytes, "int8 scales file");
+  // A whole number: a fraction, a string or 1e300 is not one (get<int64_t>
+  // of a double past its range is undefined).
+  const auto whole = [&](const nlohmann::json& value, const char* name) {
+    if (!value.is_number_integer())
+      throw ConfigError(where(fmt::format("\"{}\" must be a whole number, got {}", name,
+                                          value.is_number() ? "a fraction or an out-of-range number"
+                                                            : std::string(value.type_name()))));
+    return value.get<std::int64_t>();
+  };
   Int8Scales scales;
   try {
     if (json.value("format", std::string()) != kFormat)
@@ -111,7 +120,7 @@ Int8Scales read_int8_scales(const std::filesystem::path& file, const BertConfig&
           kFormat)));
     const auto& model = json.at("model");
     for (const char* name : kDimensions) {
-      const std::int64_t theirs = model.at(name).get<std::int64_t>();
+      const std::int64_t theirs = whole(model.at(name), name);
       if (theirs != dimension(config, name))
         throw ConfigError(where(fmt::format(
             "calibrated for another model: {} {} in the file, {} in this one; calibrate this "
@@ -120,7 +129,7 @@ Int8Scales read_int8_scales(const std::filesystem::path& file, const BertConfig&
     }
     scales.fingerprint = model.at("fingerprint").get<std::string>();
     const auto& calibration = json.at("calibration");
-    scales.batches = calibration.at("batches").get<std::int64_t>();
+    scales.batches = whole(calibration.at("batches"), "batches");
     scales.precision = calibration.value("precision", std::string());
     const auto& max_abs = json.at("max_abs");
     for (const std::string& name : int8_linear_names(config)) {
