@@ -74,4 +74,15 @@ struct TrainingOutcome {
 TrainingOutcome run_training(const TrainingRecipe& recipe, TrainingJob& job,
                              const TaskContext& context);
 
+/// The fields every training task's result has (PretrainResult,
+/// FinetuneResult), filled from the training call's outcome.
+template <class Result>
+void record_training_outcome(TrainingOutcome& out, Result& result) {
+  result.first_step = out.done_before + 1;
+  result.steps = std::move(out.log.steps);
+  result.checkpoints = std::move(out.log.checkpoints);
+  result.stopped_by_signal = out.log.stopped_by_signal;
+  result.exported = out.exported;
+}
+
 }  // namespace polyhal

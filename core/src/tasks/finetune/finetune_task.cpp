@@ -330,11 +330,7 @@ auto epochs_loop(const FinetuneResult& result, const FinetuneSection& f,
 
 /// What the training call did, in the result.
 void record_outcome(TrainingOutcome out, const TrainingJob& job, FinetuneResult& result) {
-  result.first_step = out.done_before + 1;
-  result.steps = std::move(out.log.steps);
-  result.checkpoints = std::move(out.log.checkpoints);
-  result.stopped_by_signal = out.log.stopped_by_signal;
-  result.exported = out.exported;
+  record_training_outcome(out, result);
   if (const auto note = job.collective_engine_note(static_cast<std::int64_t>(result.steps.size()));
       note && job.lead())
     spdlog::info("{}", *note);

@@ -81,15 +81,11 @@ void record_plan(const TrainingJob& job, PretrainResult& result) {
 
 /// What the training call did, in the result.
 void record_outcome(TrainingOutcome out, const TrainingJob& job, PretrainResult& result) {
-  result.first_step = out.done_before + 1;
+  record_training_outcome(out, result);
   if (out.resumed) {
     result.resumed_checkpoint = out.resumed->checkpoint;
     result.resumed_loss = out.resumed->loss;
   }
-  result.steps = std::move(out.log.steps);
-  result.checkpoints = std::move(out.log.checkpoints);
-  result.stopped_by_signal = out.log.stopped_by_signal;
-  result.exported = out.exported;
   result.profile = job.profile();
   result.collective_engine =
       job.collective_engine_note(static_cast<std::int64_t>(result.steps.size()));
