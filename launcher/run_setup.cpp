@@ -90,9 +90,8 @@ void check_collective(const Task& task, const RunConfig& config) {
     std::vector<std::string> multi;
     for (const auto& t : registered_tasks())
       if (t->multi_process()) multi.push_back(t->schema().name);
-    throw ConfigError(
-        fmt::format("{}: key 'collective': mpi applies to the training tasks ({}), not {}",
-                    config.locate("collective"), fmt::join(multi, ", "), config.task));
+    throw config.error("collective", fmt::format("mpi applies to the training tasks ({}), not {}",
+                                                 fmt::join(multi, ", "), config.task));
   }
 }
 

@@ -3,6 +3,8 @@
 // config is never written back, and the launcher hands tasks a const one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
 #include <type_traits>
 
 #include "polyhal/app/bert_weights.hpp"
@@ -168,6 +170,45 @@ TEST(RunPlan, TheModelBesideCheckpointInitGivesTheDimensionsInEveryForm) {
   EXPECT_EQ(r.exit_code, 0) << r.output;
 }
 
+TEST(RunPlan, OutputsAreResolvedOnceForEveryTask) {
+  test::TempDir dir;
+  const Opened o = open(config_of(dir, std::string("backend: cpu\n") + kPretrain));
+  // Pre-training exports beside its checkpoints; resumes from the newest there.
+  const auto ckpt = dir.path() / "ckpt";
+  const RunConfig pretrain = config_of(dir, std::string("backend: cpu\n") + kPretrain +
+                                                "checkpoint: {dir: " + ckpt.string() + "}\n");
+  OutputPlan outputs = resolve_run(pretrain, o.raw(), o.options, {}).outputs;
+  EXPECT_EQ(outputs.checkpoint_dir, ckpt);
+  EXPECT_TRUE(outputs.resume);
+  EXPECT_TRUE(outputs.resume_from.empty()) << "nothing there yet";
+  EXPECT_EQ(outputs.export_dir, ckpt / "hf");
+  std::filesystem::create_directories(ckpt);
+  std::ofstream(ckpt / "checkpoint-000000004.safetensors") << "x";
+  outputs = resolve_run(pretrain, o.raw(), o.options, {}).outputs;
+  EXPECT_EQ(outputs.resume_from.filename(), "checkpoint-000000004.safetensors");
+  // Fine-tuning exports into finetune.output_dir/model, which wins over checkpoint.dir.
+  const RunConfig glue = config_of(
+      dir, "backend: cpu\ntask: glue\nmodel: {preset: tiny}\ncheckpoint: {dir: " + ckpt.string() +
+               ", resume: false}\nfinetune: {glue_task: mrpc, train_file: t.tsv, "
+               "output_dir: " +
+               (dir.path() / "out").string() + "}\n");
+  outputs = resolve_run(glue, o.raw(), o.options, {}).outputs;
+  EXPECT_FALSE(outputs.resume);
+  EXPECT_TRUE(outputs.resume_from.empty()) << "checkpoint.resume: false looks for none";
+  EXPECT_EQ(outputs.export_dir, dir.path() / "out" / "model");
+  ASSERT_FALSE(outputs.places.empty());
+  EXPECT_TRUE(std::any_of(outputs.places.begin(), outputs.places.end(),
+                          [](const OutputPlace& p) { return p.key == "finetune.output_dir"; }));
+  // A task that does not train writes no checkpoints and no export.
+  const RunConfig inference = config_of(
+      dir, "backend: cpu\ntask: inference\nmodel: {preset: tiny}\ninference: {output: e.jsonl}\n");
+  outputs = resolve_run(inference, o.raw(), o.options, {}).outputs;
+  EXPECT_TRUE(outputs.checkpoint_dir.empty());
+  EXPECT_TRUE(outputs.export_dir.empty());
+  ASSERT_EQ(outputs.places.size(), 1u);
+  EXPECT_EQ(outputs.places[0].key, "inference.output");
+}
+
 TEST(RunPlan, ValidatePrintsThePlan) {
   test::TempDir dir;
   const auto file = dir.write("v.yaml", std::string("backend: cpu\n") + kPretrain);
@@ -179,6 +220,16 @@ TEST(RunPlan, ValidatePrintsThePlan) {
       << r.output;
   EXPECT_NE(r.output.find("  model bert-custom (2 layers, hidden 128"), std::string::npos)
       << r.output;
+  const auto with_outputs =
+      dir.write("w.yaml", std::string("backend: cpu\n") + kPretrain + "checkpoint: {dir: " +
+                              (dir.path() / "ck").string() + "}\nlog: {file: run.log}\n");
+  const auto w = test::run_polyhal("validate " + with_outputs.string());
+  ASSERT_EQ(w.exit_code, 0) << w.output;
+  EXPECT_NE(w.output.find("/ck; none there yet: starts anew"), std::string::npos) << w.output;
+  EXPECT_NE(w.output.find("exports the final weights to " + (dir.path() / "ck" / "hf").string()),
+            std::string::npos)
+      << w.output;
+  EXPECT_NE(w.output.find("run.log (log.file)"), std::string::npos) << w.output;
 }
 
 }  // namespace

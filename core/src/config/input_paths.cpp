@@ -48,8 +48,7 @@ void check_input_paths(const RunConfig& config, const std::vector<std::string>& 
     const fs::path place = key->value(config);
     if (place.empty()) continue;
     if (const auto problem = input_problem(place, key->input); !problem.empty())
-      problems.push_back(
-          fmt::format("{}: key '{}': {}", config.locate(key->path), key->path, problem));
+      problems.emplace_back(config.error(key->path, problem).what());
   }
   if (problems.size() == 1) throw ConfigError(problems.front());
   if (!problems.empty())

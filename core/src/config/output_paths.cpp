@@ -24,12 +24,12 @@ void check_directory_target(const fs::path& dir, const std::string& key, const R
   while (!existing.empty() && !fs::exists(existing, ec) && existing != existing.parent_path())
     existing = existing.parent_path();
   if (!fs::is_directory(existing, ec)) {
-    throw ConfigError(fmt::format("{}: key '{}': {} cannot be a directory: {} is a file",
-                                  config.locate(key), key, dir.string(), existing.string()));
+    throw config.error(key, fmt::format("{} cannot be a directory: {} is a file", dir.string(),
+                                        existing.string()));
   }
   if (::access(existing.c_str(), W_OK) != 0) {
-    throw ConfigError(fmt::format("{}: key '{}': {} cannot be written: {}: {}", config.locate(key),
-                                  key, dir.string(), existing.string(), std::strerror(errno)));
+    throw config.error(key, fmt::format("{} cannot be written: {}: {}", dir.string(),
+                                        existing.string(), std::strerror(errno)));
   }
 }
 
@@ -38,8 +38,7 @@ void check_directory_target(const fs::path& dir, const std::string& key, const R
 void check_file_target(const fs::path& file, const std::string& key, const RunConfig& config) {
   std::error_code ec;
   if (fs::is_directory(file, ec)) {
-    throw ConfigError(fmt::format("{}: key '{}': {} is a directory, not a file", config.locate(key),
-                                  key, file.string()));
+    throw config.error(key, fmt::format("{} is a directory, not a file", file.string()));
   }
   check_directory_target(fs::absolute(file, ec).parent_path(), key, config);
 }

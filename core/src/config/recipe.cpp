@@ -163,12 +163,13 @@ void check_stage_inputs(const Recipe& recipe, const std::vector<RunConfig>& conf
         std::vector<std::string> earlier;
         for (const auto& [stage, dir] : produced)
           earlier.push_back(fmt::format("{} writes {}", stage, dir.string()));
-        throw ConfigError(fmt::format(
-            "{}: key 'checkpoint.init': stage '{}' starts from {}, which does not exist and no "
-            "earlier stage writes it ({})",
-            config.locate("checkpoint.init"), recipe.stages[i].name, init.string(),
-            earlier.empty() ? "it is the first stage"
-                            : fmt::format("{}", fmt::join(earlier, "; "))));
+        throw config.error(
+            "checkpoint.init",
+            fmt::format("stage '{}' starts from {}, which does not exist and no "
+                        "earlier stage writes it ({})",
+                        recipe.stages[i].name, init.string(),
+                        earlier.empty() ? "it is the first stage"
+                                        : fmt::format("{}", fmt::join(earlier, "; "))));
       }
     }
     if (!config.schema) continue;

@@ -261,8 +261,12 @@ bool TaskSchema::reads(const std::string& section) const {
   return std::any_of(own.begin(), own.end(), [&](const auto& s) { return s->name == section; });
 }
 
+ConfigError RunConfig::error(const std::string& key_path, const std::string& problem) const {
+  return ConfigError(fmt::format("{}: key '{}': {}", locate(key_path), key_path, problem));
+}
+
 void RunConfig::fail(const std::string& key_path, const std::string& problem) const {
-  throw ConfigError(fmt::format("{}: key '{}': {}", locate(key_path), key_path, problem));
+  throw error(key_path, problem);
 }
 
 std::string RunConfig::locate(const std::string& key_path) const {
@@ -314,7 +318,7 @@ DeviceOptions RunConfig::resolve_device(const std::vector<OptionSpec>& specs) co
                       locate(key), key, backend, fmt::join(names, ", ")));
     }
     if (std::string problem = check_option_value(*spec, value); !problem.empty()) {
-      throw ConfigError(fmt::format("{}: key '{}': {}", locate(key), key, problem));
+      throw error(key, problem);
     }
     resolved[name] = value;
   }

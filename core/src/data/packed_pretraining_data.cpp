@@ -24,10 +24,9 @@ class PackedData final : public PretrainingData {
         seed_(config.data.seed),
         shuffle_(config.data.shuffle) {
     if (reader_->seq_len() != shape.seq) {
-      throw ConfigError(
-          fmt::format("{}: key '{}': {} holds packed rows of {} tokens, but model.seq_len is {}",
-                      config.locate(config.data.key("files")), config.data.key("files"),
-                      config.data.files.string(), reader_->seq_len(), shape.seq));
+      throw config.error(config.data.key("files"),
+                         fmt::format("{} holds packed rows of {} tokens, but model.seq_len is {}",
+                                     config.data.files.string(), reader_->seq_len(), shape.seq));
     }
     // Up to 1024 rows spread over the files: the packer writes its kinds of
     // rows in runs (full single sequences first), so the first rows would not do.

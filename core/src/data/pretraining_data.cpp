@@ -148,10 +148,9 @@ class MlperfData final : public PretrainingData {
 void check_packed_setting(const DataSource& config, bool packed) {
   if (config.data.packed != TriState::automatic &&
       packed != (config.data.packed == TriState::yes)) {
-    throw ConfigError(fmt::format("{}: key '{}': {}, but {} holds {} rows",
-                                  config.locate(config.data.key("packed")),
-                                  config.data.key("packed"), tri_state_text(config.data.packed),
-                                  config.data.files.string(), packed ? "packed" : "unpacked"));
+    throw config.error(config.data.key("packed"),
+                       fmt::format("{}, but {} holds {} rows", tri_state_text(config.data.packed),
+                                   config.data.files.string(), packed ? "packed" : "unpacked"));
   }
 }
 
@@ -161,18 +160,17 @@ std::unique_ptr<PretrainingData> open_tfrecord_data(const DataSource& config,
   try {
     set = std::make_unique<TfRecordSet>(config.data.files);
   } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: key '{}': {}", config.locate(config.data.key("files")),
-                                  config.data.key("files"), e.what()));
+    throw config.error(config.data.key("files"), e.what());
   }
   check_packed_setting(config, set->packed());
   // A GZIP stream has no random access: a shuffled epoch would decompress
   // half a file per sample.
   if (config.data.shuffle && set->any_gzip()) {
-    throw ConfigError(
-        fmt::format("{}: key '{}': {} holds GZIP-compressed TFRecord files, which are read in "
+    throw config.error(
+        config.data.key("shuffle"),
+        fmt::format("{} holds GZIP-compressed TFRecord files, which are read in "
                     "order only; set {}: false, or decompress them once (gzip -dc F > F.tfrecord: "
                     "TensorFlow's GZIP files are one gzip stream) to read them shuffled",
-                    config.locate(config.data.key("shuffle")), config.data.key("shuffle"),
                     config.data.files.string(), config.data.key("shuffle")));
   }
   const std::string format = fmt::format("TFRecord ({} layout{})", to_string(set->layout()),
@@ -241,23 +239,24 @@ std::unique_ptr<PretrainingData> open_pretraining_data(const DataSource& config,
   if (config.data.source == "generated" || config.data.source == "pattern") {
     // Words are drawn past the special tokens: a smaller vocabulary has none.
     if (model.vocab_size < smallest_generated_vocabulary())
-      throw ConfigError(fmt::format(
-          "{}: key 'model.vocab_size': {} data draws words past the special tokens (ids 0-{}), "
-          "so it needs a vocabulary of at least {}, got {}",
-          config.locate("model.vocab_size"), config.data.source,
-          smallest_generated_vocabulary() - 2, smallest_generated_vocabulary(), model.vocab_size));
+      throw config.error("model.vocab_size",
+                         fmt::format("{} data draws words past the special tokens (ids 0-{}), "
+                                     "so it needs a vocabulary of at least {}, got {}",
+                                     config.data.source, smallest_generated_vocabulary() - 2,
+                                     smallest_generated_vocabulary(), model.vocab_size));
     // Sentence B is token type 1 (next-sentence prediction): one type has no row for it.
     if (model.type_vocab_size < 2)
-      throw ConfigError(fmt::format(
-          "{}: key 'model.type_vocab_size': {} data has two sentences per sequence (token types "
-          "0 and 1), so it needs a type_vocab_size of at least 2, got {}",
-          config.locate("model.type_vocab_size"), config.data.source, model.type_vocab_size));
+      throw config.error(
+          "model.type_vocab_size",
+          fmt::format("{} data has two sentences per sequence (token types "
+                      "0 and 1), so it needs a type_vocab_size of at least 2, got {}",
+                      config.data.source, model.type_vocab_size));
     return std::make_unique<SyntheticData>(model, shape, config.data);
   }
-  throw ConfigError(fmt::format(
-      "{}: key '{}': pre-training reads generated, pattern, mlperf_hdf5 or tfrecord, "
-      "not \"{}\"",
-      config.locate(config.data.key("source")), config.data.key("source"), config.data.source));
+  throw config.error(config.data.key("source"),
+                     fmt::format("pre-training reads generated, pattern, mlperf_hdf5 or tfrecord, "
+                                 "not \"{}\"",
+                                 config.data.source));
 }
 
 }  // namespace polyhal

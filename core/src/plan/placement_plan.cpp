@@ -28,24 +28,25 @@ std::int64_t balanced_stages(const RunConfig& config, const DeviceOptions& optio
   const ModelSection& m = config.model;
   const auto it = options.find("ipus_per_replica");
   if (it == options.end() || it->second == "auto") return m.pipeline_stages;
-  const std::string where = config.locate("device.ipus_per_replica");
   std::int64_t ipus = 0;
   const auto [end, ec] =
       std::from_chars(it->second.data(), it->second.data() + it->second.size(), ipus);
   if (ec != std::errc{} || end != it->second.data() + it->second.size() || ipus < 1 ||
       ipus > 1024) {
-    throw ConfigError(fmt::format(
-        "{}: key 'device.ipus_per_replica': expected auto or a whole number in [1, 1024], got '{}'",
-        where, it->second));
+    throw config.error(
+        "device.ipus_per_replica",
+        fmt::format("expected auto or a whole number in [1, 1024], got '{}'", it->second));
   }
   const auto listed = static_cast<std::int64_t>(m.pipeline.size());
   if (listed == 0 && m.pipeline_stages == 0) return ipus > 1 ? ipus : 0;
   const std::int64_t given = listed > 0 ? listed : m.pipeline_stages;
   if (given != ipus) {
-    throw ConfigError(fmt::format(
-        "{}: key 'device.ipus_per_replica': {} IPUs per replica, but model.pipeline ({}) has {} "
-        "stage{}: each stage runs on its own IPU; give {} stages or set ipus_per_replica to {}",
-        where, ipus, config.locate("model.pipeline"), given, given == 1 ? "" : "s", ipus, given));
+    throw config.error(
+        "device.ipus_per_replica",
+        fmt::format("{} IPUs per replica, but model.pipeline ({}) has {} stage{}: each stage runs "
+                    "on its own IPU; give {} stages or set ipus_per_replica to {}",
+                    ipus, config.locate("model.pipeline"), given, given == 1 ? "" : "s", ipus,
+                    given));
   }
   return m.pipeline_stages;
 }
@@ -76,11 +77,11 @@ void check_replicas_fit(const RunConfig& config, const std::vector<Device*>& dev
   const std::int64_t stages = plan.stages_per_replica;
   if (p.mode == DeviceMode::model &&
       replicas * stages > static_cast<std::int64_t>(devices.size())) {
-    throw ConfigError(fmt::format(
-        "{}: key 'batch.replicas': {} replicas x {} pipeline stage{} need {} devices, but the "
-        "modelled {} has {} ({}): use fewer replicas or a larger system",
-        config.locate("batch.replicas"), replicas, stages, stages == 1 ? "" : "s",
-        replicas * stages, p.backend, devices.size(), p.product));
+    throw config.error("batch.replicas",
+                       fmt::format("{} replicas x {} pipeline stage{} need {} devices, but the "
+                                   "modelled {} has {} ({}): use fewer replicas or a larger system",
+                                   replicas, stages, stages == 1 ? "" : "s", replicas * stages,
+                                   p.backend, devices.size(), p.product));
   }
   if (p.mode != DeviceMode::model && config.collective.engine == "local") {
     // Local replicas are threads on this host, each with its own copy of
@@ -88,10 +89,11 @@ void check_replicas_fit(const RunConfig& config, const std::vector<Device*>& dev
     const std::int64_t cpus = available_cpus();
     const std::int64_t most = std::max<std::int64_t>(kMinLocalReplicas, cpus);
     if (replicas > most)
-      throw ConfigError(fmt::format(
-          "{}: key 'batch.replicas': {} local replicas on {} CPUs: at most {} (one thread each, "
-          "each with its own model); run more as MPI ranks (collective: mpi, docs/scale-out.md)",
-          config.locate("batch.replicas"), replicas, cpus, most));
+      throw config.error("batch.replicas",
+                         fmt::format("{} local replicas on {} CPUs: at most {} (one thread each, "
+                                     "each with its own model); run more as MPI ranks (collective: "
+                                     "mpi, docs/scale-out.md)",
+                                     replicas, cpus, most));
   }
 }
 
@@ -110,10 +112,10 @@ PlacementPlan resolve_placement(const RunConfig& config, const std::vector<Devic
   plan.micro = config.batch.micro;
   plan.grad_accum = config.batch.grad_accum;
   if (world.mpi && config.batch.replicas != 1 && config.batch.replicas != world.ranks) {
-    throw ConfigError(fmt::format(
-        "{}: key 'batch.replicas': {} replicas, but mpirun started {} ranks (one replica each); "
-        "set it to {} or leave it at 1",
-        config.locate("batch.replicas"), config.batch.replicas, world.ranks, world.ranks));
+    throw config.error("batch.replicas",
+                       fmt::format("{} replicas, but mpirun started {} ranks (one replica each); "
+                                   "set it to {} or leave it at 1",
+                                   config.batch.replicas, world.ranks, world.ranks));
   }
   plan.replicas = world.mpi ? world.ranks : static_cast<int>(config.batch.replicas);
   plan.balanced_stages = balanced_stages(config, device_options);
@@ -125,11 +127,12 @@ PlacementPlan resolve_placement(const RunConfig& config, const std::vector<Devic
   check_replicas_fit(config, devices, plan);
   const auto& engine = devices.front()->collective_engine();
   if (config.collective.plugin_engine == "required" && !engine)
-    throw ConfigError(fmt::format(
-        "{}: key 'collective.plugin_engine': required, but backend '{}' has no collective "
-        "engine of its own; set it to auto or off to run the collectives on polyhal's {} engine",
-        config.locate("collective.plugin_engine"), devices.front()->properties().backend,
-        config.collective.engine));
+    throw config.error(
+        "collective.plugin_engine",
+        fmt::format("required, but backend '{}' has no collective "
+                    "engine of its own; set it to auto or off to run the collectives on polyhal's "
+                    "{} engine",
+                    devices.front()->properties().backend, config.collective.engine));
   plan.plugin_collectives = config.collective.plugin_engine != "off";
   return plan;
 }

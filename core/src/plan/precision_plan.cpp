@@ -29,10 +29,12 @@ void explicit_precision(const RunConfig& config, const Device& device, Precision
   if (mode.support == PrecisionSupport::none) return;
   const char* better = native(p, "bf16") ? "bf16" : "f32";
   plan.reason = fmt::format("as written; emulated on {}: {}", p.name, mode.why);
-  plan.log_line = fmt::format(
-      "{}: key 'model.precision': {} runs emulated on {} ({}): {}; {} (or mixed, which picks it) "
-      "computes natively here",
-      config.locate("model.precision"), plan.written, p.name, p.product, mode.why, better);
+  plan.log_line = config
+                      .error("model.precision",
+                             fmt::format("{} runs emulated on {} ({}): {}; {} (or mixed, which "
+                                         "picks it) computes natively here",
+                                         plan.written, p.name, p.product, mode.why, better))
+                      .what();
   plan.warning = true;
 }
 

@@ -8,6 +8,29 @@
 #include "polyhal/error.hpp"
 
 namespace polyhal {
+namespace {
+
+/// Where the run resumes from and what it writes, for validate.
+std::string output_lines(const OutputPlan& outputs) {
+  std::string text;
+  if (!outputs.checkpoint_dir.empty()) {
+    text +=
+        fmt::format("  checkpoints in {}; {}\n", outputs.checkpoint_dir.string(),
+                    !outputs.resume               ? "checkpoint.resume is false: starts anew"
+                    : outputs.resume_from.empty() ? "none there yet: starts anew"
+                                                  : "resumes from " + outputs.resume_from.string());
+  }
+  if (!outputs.export_dir.empty())
+    text += fmt::format("  exports the final weights to {} (a Hugging Face directory)\n",
+                        outputs.export_dir.string());
+  for (const OutputPlace& place : outputs.places) {
+    if (place.key == "checkpoint.dir") continue;
+    text += fmt::format("  writes {} ({})\n", place.path.string(), place.key);
+  }
+  return text;
+}
+
+}  // namespace
 
 RunPlan resolve_run(const RunConfig& config, const std::vector<Device*>& devices,
                     const DeviceOptions& device_options, const WorldShape& world, bool plan_only) {
@@ -16,6 +39,7 @@ RunPlan resolve_run(const RunConfig& config, const std::vector<Device*>& devices
   if (config.schema && config.schema->reads("model")) plan.model = resolve_model(config, plan_only);
   plan.placement = resolve_placement(config, devices, device_options, world);
   plan.precision = resolve_precision(config, *devices.front());
+  plan.outputs = resolve_outputs(config);
   return plan;
 }
 
@@ -42,7 +66,7 @@ std::string plan_lines(const RunPlan& plan, const Device& device) {
     text += fmt::format("; gradients all-reduced {}{}",
                         p.overlap_all_reduce ? "during backward" : "after backward",
                         p.plugin_collectives ? "" : " on polyhal's engine");
-  return text + "\n";
+  return text + "\n" + output_lines(plan.outputs);
 }
 
 }  // namespace polyhal

@@ -23,20 +23,19 @@ bool smoothed_int8(const RunConfig& config) {
 
 Int8Scales read_configured_scales(const RunConfig& config, const BertConfig& model) {
   if (config.model.int8_scales.empty())
-    throw ConfigError(fmt::format(
-        "{}: key 'model.int8_activations': static needs model.int8_scales, the scales a "
+    throw config.error(
+        "model.int8_activations",
+        "static needs model.int8_scales, the scales a "
         "calibration run wrote (run once with model.calibrate: scales.json at f32, docs/bert.md "
-        "\"INT8\")",
-        config.locate("model.int8_activations")));
+        "\"INT8\")");
   return read_int8_scales(config.model.int8_scales, model, kScalesKey);
 }
 
 }  // namespace
 
 void throw_precision_refused(const RunConfig& config, const KernelNotFoundError& e) {
-  throw ConfigError(fmt::format("{}: key 'model.precision': {} cannot run here: {}",
-                                config.locate("model.precision"), config.model.precision_text(),
-                                e.what()));
+  throw config.error("model.precision", fmt::format("{} cannot run here: {}",
+                                                    config.model.precision_text(), e.what()));
 }
 
 InferencePrecision inference_precision(const RunConfig& config, const PrecisionPlan& plan,
@@ -56,27 +55,29 @@ InferencePrecision inference_precision(const RunConfig& config, const PrecisionP
         device.name());
   }
   if (!device.supports(precision.dtype))
-    throw ConfigError(fmt::format(
-        "{}: key 'model.precision': {} does not compute in {}; set model.precision: mixed to run "
-        "one config on every backend (it picks each device's own low precision)",
-        config.locate("model.precision"), device.name(), dtype_name(precision.dtype)));
+    throw config.error(
+        "model.precision",
+        fmt::format("{} does not compute in {}; set model.precision: mixed to run "
+                    "one config on every backend (it picks each device's own low precision)",
+                    device.name(), dtype_name(precision.dtype)));
   const bool int8 = config.model.linear_math == LinearMath::int8;
   if (!int8 && !config.model.int8_scales.empty())
-    throw ConfigError(fmt::format("{}: key '{}': read by model.precision int8 only, not {}",
-                                  config.locate(kScalesKey), kScalesKey, plan.name()));
+    throw config.error(kScalesKey,
+                       fmt::format("read by model.precision int8 only, not {}", plan.name()));
   if (int8 && !config.model.calibrate.empty())
-    throw ConfigError(fmt::format(
-        "{}: key 'model.calibrate': calibrate at f32 (or bf16), not int8: the scales measure the "
-        "unquantised model",
-        config.locate("model.calibrate")));
+    throw config.error("model.calibrate",
+                       "calibrate at f32 (or bf16), not int8: the scales measure the "
+                       "unquantised model");
   if (static_int8(config)) precision.int8_max_abs = read_configured_scales(config, model).max_abs;
   if (smoothed_int8(config)) {
     precision.int8_channel_max_abs = read_configured_scales(config, model).channel_max_abs;
     if (precision.int8_channel_max_abs.empty())
-      throw ConfigError(fmt::format(
-          "{}: key '{}': {} has no per-channel maxima, which dynamic int8 smooths with; "
-          "calibrate again with model.calibrate (or set model.int8_activations: static)",
-          config.locate(kScalesKey), kScalesKey, config.model.int8_scales.string()));
+      throw config.error(
+          kScalesKey,
+          fmt::format(
+              "{} has no per-channel maxima, which dynamic int8 smooths with; "
+              "calibrate again with model.calibrate (or set model.int8_activations: static)",
+              config.model.int8_scales.string()));
   }
   return precision;
 }
@@ -97,8 +98,7 @@ void write_calibration(const RunConfig& config, const PrecisionPlan& plan,
   scales.max_abs = inference.calibrated_max_abs();
   scales.channel_max_abs = inference.calibrated_channel_max_abs();
   if (scales.batches < 1)
-    throw ConfigError(fmt::format("{}: key 'model.calibrate': the run ran no batch to calibrate on",
-                                  config.locate("model.calibrate")));
+    throw config.error("model.calibrate", "the run ran no batch to calibrate on");
   write_int8_scales(config.model.calibrate, inference.config(), scales);
   spdlog::info("int8 scales of {} linears from {} batch(es) written to {}", scales.max_abs.size(),
                scales.batches, config.model.calibrate.string());

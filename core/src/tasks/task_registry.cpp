@@ -54,8 +54,8 @@ const Task& task_named(const RunConfig& config) {
     if (task->schema().name == config.task) return *task;
     names.push_back(task->schema().name);
   }
-  throw ConfigError(fmt::format("{}: key 'task': unknown task '{}' (tasks: {})",
-                                config.locate("task"), config.task, fmt::join(names, ", ")));
+  throw config.error(
+      "task", fmt::format("unknown task '{}' (tasks: {})", config.task, fmt::join(names, ", ")));
 }
 
 }  // namespace polyhal

@@ -20,7 +20,7 @@ TensorMap read_located_start(const RunConfig& config, const std::string& key,
     return read_start_weights(std::filesystem::is_directory(file) ? model_weights_in(file) : file,
                               model, head, config.model.seed);
   } catch (const ConfigError& e) {
-    throw ConfigError(fmt::format("{}: key '{}': {}", config.locate(key), key, e.what()));
+    throw config.error(key, e.what());
   }
 }
 
@@ -54,18 +54,18 @@ bool export_due(const TrainingJob& job, const std::filesystem::path& export_dir,
 
 TrainingOutcome run_training(const TrainingRecipe& recipe, TrainingJob& job,
                              const TaskContext& context) {
-  const RunConfig& config = context.config;
-  const CheckpointStore store(config.checkpoint.dir);
+  const OutputPlan& outputs = context.plan.outputs;
+  const CheckpointStore store(outputs.checkpoint_dir);
   LossScaler scaler = context.plan.precision.loss_scaler;
   TrainingOutcome out;
   const std::int64_t done =
-      job.start(store, config.checkpoint.resume, recipe.start_weights, scaler, recipe.resume_check);
+      job.start(store, outputs.resume, recipe.start_weights, scaler, recipe.resume_check);
   out.done_before = done;
   if (job.lead()) out.resumed = job.resumed();
-  print_resume(job, done, recipe.total_steps, config.checkpoint.dir);
+  print_resume(job, done, recipe.total_steps, outputs.checkpoint_dir);
   TrainerSettings settings =
-      trainer_settings(config, recipe.total_steps, recipe.schedule, recipe.metadata, job.sharded(),
-                       context.plan.placement);
+      trainer_settings(context.config, recipe.total_steps, recipe.schedule, recipe.metadata,
+                       job.sharded(), context.plan.placement);
   settings.metadata["writer"] = recipe.writer;
   settings.stop_signal = context.options.stop_signal;
   job.run([&](TrainingModel& model, Communicator& replicas) {
@@ -73,9 +73,9 @@ TrainingOutcome run_training(const TrainingRecipe& recipe, TrainingJob& job,
     Trainer trainer(model, replicas, settings, recipe.batches, store, replica_scaler);
     recipe.loop(trainer, model, replicas, done, out.log);
   });
-  if (export_due(job, recipe.export_dir, done, recipe.total_steps, out.log.stopped_by_signal)) {
-    recipe.write_export(recipe.export_dir, job.weights());
-    out.exported = recipe.export_dir;
+  if (export_due(job, outputs.export_dir, done, recipe.total_steps, out.log.stopped_by_signal)) {
+    recipe.write_export(outputs.export_dir, job.weights());
+    out.exported = outputs.export_dir;
   }
   return out;
 }

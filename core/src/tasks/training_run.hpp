@@ -39,7 +39,8 @@ bool export_due(const TrainingJob& job, const std::filesystem::path& export_dir,
 /// What a training task brings to run_training: how its weights start,
 /// what a checkpoint must hold to be resumed, its steps and schedule, how a
 /// step's batch is made, what one replica does with its Trainer (the loop:
-/// steps, evaluations), and where and how the result is exported.
+/// steps, evaluations), and how the result is exported (where: the plan's
+/// outputs).
 struct TrainingRecipe {
   std::string writer;  ///< "polyhal pretrain": in every checkpoint's metadata
   std::function<TensorMap()> start_weights;
@@ -52,8 +53,8 @@ struct TrainingRecipe {
   std::function<void(Trainer& trainer, TrainingModel& model, Communicator& replicas,
                      std::int64_t done, TrainingLog& log)>
       loop{};
-  std::filesystem::path export_dir{};  ///< empty: no export
-  /// Writes the final weights into export_dir (a Hugging Face directory).
+  /// Writes the final weights into the plan's outputs.export_dir (a Hugging
+  /// Face directory), when it names one.
   std::function<void(const std::filesystem::path& dir, const TensorMap& weights)> write_export{};
 };
 

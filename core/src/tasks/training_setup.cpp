@@ -32,14 +32,12 @@ std::set<std::int64_t> recompute_layers(const RunConfig& config, const BertConfi
   }
   for (const std::int64_t layer : config.model.recompute_layers) {
     if (layer >= model.num_hidden_layers) {
-      throw ConfigError(fmt::format(
-          "{}: key 'model.recompute': layer {} does not exist: the model has {} layers (0-{})",
-          config.locate("model.recompute"), layer, model.num_hidden_layers,
-          model.num_hidden_layers - 1));
+      throw config.error("model.recompute",
+                         fmt::format("layer {} does not exist: the model has {} layers (0-{})",
+                                     layer, model.num_hidden_layers, model.num_hidden_layers - 1));
     }
     if (!layers.insert(layer).second) {
-      throw ConfigError(fmt::format("{}: key 'model.recompute': layer {} is listed twice",
-                                    config.locate("model.recompute"), layer));
+      throw config.error("model.recompute", fmt::format("layer {} is listed twice", layer));
     }
   }
   return layers;
@@ -50,8 +48,7 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const Placem
   const auto& m = config.model;
   const std::int64_t layers = model.num_hidden_layers;
   const auto fail = [&](const std::string& problem) {
-    throw ConfigError(
-        fmt::format("{}: key 'model.pipeline': {}", config.locate("model.pipeline"), problem));
+    throw config.error("model.pipeline", fmt::format("{}", problem));
   };
   std::vector<std::pair<std::int64_t, std::int64_t>> ranges;  // [first, last) per stage
   if (placement.balanced_stages > 0) {
@@ -103,19 +100,20 @@ void check_training_setup(Device& device, const RunConfig& config, const Precisi
                           bool trains) {
   check_output_paths(config);
   if (trains && config.model.linear_math != LinearMath::native)
-    throw ConfigError(fmt::format(
-        "{}: key 'model.precision': {} is for inference and evaluation (fine-tuning with do: "
-        "eval); train in bf16 or f32",
-        config.locate("model.precision"), plan.name()));
+    throw config.error("model.precision",
+                       fmt::format("{} is for inference and evaluation (fine-tuning with do: "
+                                   "eval); train in bf16 or f32",
+                                   plan.name()));
   const DType precision = plan.activations;
   if (!device.supports(precision)) {
-    throw ConfigError(fmt::format(
-        "{}: key 'model.precision': {} does not compute in {}{}{}",
-        config.locate("model.precision"), device.name(), dtype_name(precision),
-        precision == DType::bf16 ? " (the IPU has f16 and f32: use f16 with loss scaling)"
-                                 : " (use bf16 or f32)",
-        "; model.precision: mixed runs one config on every backend (bf16 on cpu and gaudi, f16 "
-        "with dynamic loss scaling on ipu)"));
+    throw config.error(
+        "model.precision",
+        fmt::format(
+            "{} does not compute in {}{}{}", device.name(), dtype_name(precision),
+            precision == DType::bf16 ? " (the IPU has f16 and f32: use f16 with loss scaling)"
+                                     : " (use bf16 or f32)",
+            "; model.precision: mixed runs one config on every backend (bf16 on cpu and gaudi, f16 "
+            "with dynamic loss scaling on ipu)"));
   }
 }
 

@@ -27,6 +27,7 @@
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/backend.hpp"
 #include "polyhal/dtype.hpp"
+#include "polyhal/error.hpp"
 #include "polyhal/op_schema.hpp"
 
 namespace polyhal {
@@ -167,7 +168,10 @@ struct RunConfig {
   bool sets(const std::string& key_path) const {
     return lines.contains(key_path) || overrides.contains(key_path);
   }
-  /// Throws ConfigError "<locate(key)>: key '<key>': <problem>".
+  /// The error "<locate(key)>: key '<key>': <problem>": every message about a
+  /// key is made here, so its text is written once, where it is checked.
+  ConfigError error(const std::string& key_path, const std::string& problem) const;
+  /// Throws error(key_path, problem).
   [[noreturn]] void fail(const std::string& key_path, const std::string& problem) const;
   /// Validates `device` and device_for[backend] against a backend's
   /// options, with file/line in errors.

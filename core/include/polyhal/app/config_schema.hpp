@@ -8,6 +8,7 @@
 /// core/src/config/, a task's own sections in its folder under
 /// core/src/tasks/, and a task names them all in its TaskSchema.
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
@@ -88,6 +89,10 @@ struct TaskSchema {
   /// What it does: the common keys of those traits apply to it (a new
   /// training task says {TaskTrait::trains} and takes the training keys).
   std::vector<TaskTrait> traits{};
+  /// A training task: where its final weights go as a Hugging Face directory
+  /// (an empty path: nowhere); unset: checkpoint.dir/hf when checkpoint.dir
+  /// is set. The plan reads it (OutputPlan::export_dir).
+  std::function<std::filesystem::path(const RunConfig&)> export_dir{};
 
   /// Whether the task reads section `name` (common or own).
   bool reads(const std::string& name) const;

@@ -13,6 +13,7 @@
 
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/app/tri_state.hpp"
+#include "polyhal/error.hpp"
 
 namespace polyhal {
 
@@ -48,6 +49,10 @@ struct DataSource {
   std::function<std::string(const std::string& key_path)> locator;
   std::string locate(const std::string& key_path) const {
     return locator ? locator(key_path) : key_path;
+  }
+  /// The error "<locate(key)>: key '<key>': <problem>" (RunConfig::error).
+  ConfigError error(const std::string& key_path, const std::string& problem) const {
+    return ConfigError(locate(key_path) + ": key '" + key_path + "': " + problem);
   }
 };
 

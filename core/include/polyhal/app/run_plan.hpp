@@ -15,6 +15,7 @@
 
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/config.hpp"
+#include "polyhal/app/config_schema.hpp"
 #include "polyhal/app/loss_scaler.hpp"
 #include "polyhal/device.hpp"
 
@@ -90,11 +91,36 @@ struct ModelPlan {
   std::filesystem::path vocab;        ///< data.vocab, else the model directory's vocab.txt
 };
 
+/// A place the run writes, as the config names it.
+struct OutputPlace {
+  std::string key;  ///< "checkpoint.dir", "inference.output", "log.metrics", ...
+  std::filesystem::path path;
+  OutputPath kind = OutputPath::file;
+};
+
+/// Where a run resumes from and what it writes.
+struct OutputPlan {
+  std::filesystem::path checkpoint_dir;  ///< checkpoint.dir; empty: no checkpoints
+  /// checkpoint.resume, and a checkpoint.dir to resume from.
+  bool resume = false;
+  /// The newest checkpoint in checkpoint_dir when the run was planned (a
+  /// training run resumes from it; the run looks again as it starts, under
+  /// the directory's lock).
+  std::filesystem::path resume_from;
+  /// A training task's final weights as a Hugging Face directory (the task's
+  /// TaskSchema::export_dir); empty: none.
+  std::filesystem::path export_dir;
+  /// Every place the config names that the run writes (each key its schema
+  /// declares an OutputPath), in schema order; export_dir not among them.
+  std::vector<OutputPlace> places;
+};
+
 /// The decisions of one run.
 struct RunPlan {
   ModelPlan model;
   PrecisionPlan precision;
   PlacementPlan placement;
+  OutputPlan outputs;
 };
 
 /// The processes of the job: one, or the ranks of an mpirun job.
@@ -133,6 +159,9 @@ PrecisionPlan resolve_precision(const RunConfig& config, const Device& device);
 
 /// optimizer.loss_scaling for training in `activations`. Part of resolve_precision.
 LossScaler resolve_loss_scaling(const OptimizerSection& optimizer, DType activations);
+
+/// Where `config` resumes from and what it writes. Part of resolve_run.
+OutputPlan resolve_outputs(const RunConfig& config);
 
 /// The plan as validate prints it, one indented line per decision.
 std::string plan_lines(const RunPlan& plan, const Device& device);

@@ -143,6 +143,13 @@ std::vector<std::string> finetune_reads() {
   return {"model", "batch", "collective", "data", "optimizer", "checkpoint"};
 }
 
+/// finetune.output_dir/model, else checkpoint.dir/hf, else none.
+std::filesystem::path finetune_export_dir(const RunConfig& config) {
+  const std::filesystem::path& output_dir = config.section<FinetuneSection>().output_dir;
+  if (!output_dir.empty()) return output_dir / "model";
+  return config.checkpoint.dir.empty() ? std::filesystem::path() : config.checkpoint.dir / "hf";
+}
+
 }  // namespace
 
 const TaskSchema& squad_schema() {
@@ -150,7 +157,8 @@ const TaskSchema& squad_schema() {
                                  .sections = finetune_reads(),
                                  .required = {"finetune"},
                                  .own = {shared_finetune_section()},
-                                 .traits = {TaskTrait::trains, TaskTrait::takes_int8}};
+                                 .traits = {TaskTrait::trains, TaskTrait::takes_int8},
+                                 .export_dir = finetune_export_dir};
   return schema;
 }
 
@@ -167,7 +175,8 @@ const TaskSchema& glue_schema() {
                           "required by task glue (cola, sst-2, mrpc, sts-b, qqp, mnli, "
                           "mnli-mm, qnli, rte or wnli)");
           },
-      .traits = {TaskTrait::trains, TaskTrait::takes_int8}};
+      .traits = {TaskTrait::trains, TaskTrait::takes_int8},
+      .export_dir = finetune_export_dir};
   return schema;
 }
 

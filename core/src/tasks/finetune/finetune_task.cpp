@@ -108,9 +108,10 @@ std::vector<float> head_outputs(BertInference& model, const ModelRows& rows, std
 /// The vocabulary the data is tokenized with: required from here on.
 const std::filesystem::path& required_vocab(const StartingPoint& start, const RunConfig& config) {
   if (start.vocab.empty()) {
-    throw ConfigError(fmt::format(
-        "{}: key 'data.vocab': required by task {}: the vocab.txt the model was pre-trained with",
-        config.locate("data.vocab"), config.task));
+    throw config.error(
+        "data.vocab",
+        fmt::format("required by task {}: the vocab.txt the model was pre-trained with",
+                    config.task));
   }
   return start.vocab;
 }
@@ -123,10 +124,10 @@ OptimizerSection plan_epochs(const RunConfig& config, const FinetuneData& data,
   const FinetuneSection& f = config.section<FinetuneSection>();
   result.train_rows = data.rows(Split::train).count();
   if (result.train_rows < global_batch) {
-    throw ConfigError(fmt::format(
-        "{}: key 'finetune.train_file': {} training rows, fewer than one global batch of {} "
-        "(replicas x grad_accum x micro)",
-        config.locate("finetune.train_file"), result.train_rows, global_batch));
+    throw config.error("finetune.train_file",
+                       fmt::format("{} training rows, fewer than one global batch of {} "
+                                   "(replicas x grad_accum x micro)",
+                                   result.train_rows, global_batch));
   }
   result.steps_per_epoch = result.train_rows / global_batch;
   // Fractional epochs take that share of an epoch's steps (as run_squad.py's
@@ -158,19 +159,20 @@ ResumeCheck same_task_and_schedule(const RunConfig& config, const std::string& w
     const auto it = found.metadata.find("writer");
     const std::string found_writer = it == found.metadata.end() ? "unknown" : it->second;
     if (found_writer != writer) {
-      throw ConfigError(fmt::format(
-          "{}: key 'checkpoint.dir': {} holds checkpoints of '{}', not of this task: use "
-          "another checkpoint.dir (checkpoint.init starts from them)",
-          config.locate("checkpoint.dir"), config.checkpoint.dir.string(), found_writer));
+      throw config.error("checkpoint.dir",
+                         fmt::format("{} holds checkpoints of '{}', not of this task: use "
+                                     "another checkpoint.dir (checkpoint.init starts from them)",
+                                     config.checkpoint.dir.string(), found_writer));
     }
     const auto steps = found.metadata.find("total_steps");
     if (steps == found.metadata.end() || steps->second != std::to_string(total_steps)) {
-      throw ConfigError(fmt::format(
-          "{}: key 'checkpoint.dir': {} was written for a schedule of {} steps, this config "
-          "makes {} (other data, batch or epochs): use another checkpoint.dir, or "
-          "checkpoint.resume: false",
-          config.locate("checkpoint.dir"), found.path.string(),
-          steps == found.metadata.end() ? "unknown" : steps->second, total_steps));
+      throw config.error(
+          "checkpoint.dir",
+          fmt::format("{} was written for a schedule of {} steps, this config "
+                      "makes {} (other data, batch or epochs): use another checkpoint.dir, or "
+                      "checkpoint.resume: false",
+                      found.path.string(),
+                      steps == found.metadata.end() ? "unknown" : steps->second, total_steps));
     }
   };
 }
@@ -251,9 +253,8 @@ void evaluate_only(const TaskContext& context, const StartingPoint& start,
                      across_processes);
   const bool calibrate = !config.model.calibrate.empty();
   if (calibrate && (group.total() > 1 || across_processes != nullptr))
-    throw ConfigError(fmt::format(
-        "{}: key 'model.calibrate': calibrate with one replica (batch.replicas 1, no mpirun)",
-        config.locate("model.calibrate")));
+    throw config.error("model.calibrate",
+                       "calibrate with one replica (batch.replicas 1, no mpirun)");
   group.run([&](int r) {
     std::unique_ptr<BertInference> model;
     Communicator& replicas = group.communicator(r);
@@ -287,9 +288,8 @@ void check_finetune_setup(const TaskContext& context, bool trains) {
   check_training_setup(context.device, config, context.plan.precision, trains);
   if (config.section<FinetuneSection>().packed &&
       config.model.seq_len > std::numeric_limits<std::uint16_t>::max())
-    throw ConfigError(fmt::format("{}: key 'model.seq_len': packed rows hold at most {} tokens",
-                                  config.locate("model.seq_len"),
-                                  std::numeric_limits<std::uint16_t>::max()));
+    throw config.error("model.seq_len", fmt::format("packed rows hold at most {} tokens",
+                                                    std::numeric_limits<std::uint16_t>::max()));
 }
 
 /// The job's plan, in the result.
@@ -385,9 +385,6 @@ FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
   recipe.resume_check = same_task_and_schedule(config, recipe.writer, result.total_steps);
   const Evaluator evaluate(context, *data, result, on_eval, result.evaluations);
   recipe.loop = epochs_loop(result, f, on_step, evaluate);
-  recipe.export_dir = !f.output_dir.empty()            ? f.output_dir / "model"
-                      : !config.checkpoint.dir.empty() ? config.checkpoint.dir / "hf"
-                                                       : std::filesystem::path();
   recipe.write_export = [&](const std::filesystem::path& dir, const TensorMap& weights) {
     export_hf_directory(dir, result.config, result.head, weights, start.vocab,
                         tokenizer_options(config, SpecialTokensInText::split).lower_case);

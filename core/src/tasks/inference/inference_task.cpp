@@ -95,11 +95,11 @@ void check_finite_weights(const RunConfig& config, const TensorMap& weights) {
     const auto bad = std::find_if(tensor.values.begin(), tensor.values.end(),
                                   [](float x) { return !std::isfinite(x); });
     if (bad != tensor.values.end())
-      throw ConfigError(fmt::format(
-          "{}: key 'model.weights': {}: tensor '{}' holds {} at element {}: no output computed "
-          "from it would be a number (weights of a run that diverged?)",
-          config.locate("model.weights"), config.model.weights.string(), name, *bad,
-          bad - tensor.values.begin()));
+      throw config.error(
+          "model.weights",
+          fmt::format("{}: tensor '{}' holds {} at element {}: no output computed "
+                      "from it would be a number (weights of a run that diverged?)",
+                      config.model.weights.string(), name, *bad, bad - tensor.values.begin()));
   }
 }
 
@@ -308,12 +308,14 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
   if (config.data.source == "mlperf_hdf5" || config.data.source == "tfrecord") {
     // Pre-training files carry no inputs this task can time or answer:
     // never fall back to generated data in their place.
-    throw ConfigError(fmt::format(
-        "{}: key 'data.source': task inference reads generated, pattern or text data, not "
-        "{} ({}{}): pre-training files are read by task pretrain",
-        config.locate("data.source"), config.data.source, config.data.files.string(),
-        config.data.source == "mlperf_hdf5" && is_packed_data(config.data.files) ? ", packed rows"
-                                                                                 : ""));
+    throw config.error(
+        "data.source",
+        fmt::format("task inference reads generated, pattern or text data, not "
+                    "{} ({}{}): pre-training files are read by task pretrain",
+                    config.data.source, config.data.files.string(),
+                    config.data.source == "mlperf_hdf5" && is_packed_data(config.data.files)
+                        ? ", packed rows"
+                        : ""));
   }
   const bool text = config.data.source == "text";
   std::optional<WordPieceTokenizer> tokenizer;

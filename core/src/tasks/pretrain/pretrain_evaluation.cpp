@@ -190,7 +190,7 @@ PretrainEvaluator::PretrainEvaluator(const RunConfig& config, const BertConfig& 
       (void)data_->batch(static_cast<std::uint64_t>(b));
   } catch (const ConfigError& err) {
     const char* key = e.files.empty() ? "eval.source" : "eval.files";
-    throw ConfigError(fmt::format("{}: key '{}': {}", config.locate(key), key, err.what()));
+    throw config.error(key, err.what());
   }
 }
 

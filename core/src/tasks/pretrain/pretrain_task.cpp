@@ -147,8 +147,8 @@ PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
         return evaluator && evaluator->due(step, samples_per_step, last) && evaluate(step);
       });
   };
-  // The final weights as a Hugging Face directory (BertForPreTraining.from_pretrained).
-  if (!config.checkpoint.dir.empty()) recipe.export_dir = config.checkpoint.dir / "hf";
+  // The final weights as a Hugging Face directory (BertForPreTraining.from_pretrained),
+  // in the plan's export_dir (checkpoint.dir/hf).
   recipe.write_export = [&](const std::filesystem::path& dir, const TensorMap& weights) {
     export_hf_directory(dir, result.config, TaskHead{}, weights);
   };
