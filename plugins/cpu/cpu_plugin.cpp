@@ -14,6 +14,7 @@
 #include "omp_dropout.hpp"
 #include "omp_norm_train.hpp"
 #include "omp_optimizer.hpp"
+#include "onednn_api.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/plugin.hpp"
@@ -280,7 +281,6 @@ class CpuDevice final : public Device {
     const double mhz = std::atof(cpuinfo_field("cpu MHz").c_str());
     const auto cores = static_cast<double>(threads.threads);
     for (DType t : p.dtypes) p.peak_flops[t] = cores * mhz * 1e6 * flops_per_cycle(choice.isa, t);
-    const auto dnnl_version = dnnl::version();
     p.table = {
         {"mode", "hardware", Provenance::measured, "runs on this CPU"},
         {"cpu", p.product, Provenance::measured, "/proc/cpuinfo"},
@@ -288,8 +288,7 @@ class CpuDevice final : public Device {
          fmt::format("OpenMP threads oneDNN uses: {}", threads.reason)},
         {"isa", isa_name(choice.isa), Provenance::measured, choice.reason},
         {"onednn isa", onednn_isa_name(effective), Provenance::measured,
-         fmt::format("oneDNN {}.{}.{} get_effective_cpu_isa(){}", dnnl_version->major,
-                     dnnl_version->minor, dnnl_version->patch,
+         fmt::format("oneDNN {} get_effective_cpu_isa(){}", onednn::version_text(),
                      onednn_isa(choice.isa) == effective || choice.isa == Isa::reference
                          ? std::string()
                          : fmt::format("; this oneDNN has no {} tier", isa_name(choice.isa)))},
@@ -298,7 +297,7 @@ class CpuDevice final : public Device {
          Provenance::measured, "MemTotal from /proc/meminfo"},
         {"clock", fmt::format("{:.0f} MHz", mhz), Provenance::measured, "/proc/cpuinfo, current"},
     };
-    p.precisions = precision_modes(features, choice.isa, dnnl_version->major);
+    p.precisions = precision_modes(features, choice.isa, dnnl::version()->major);
     for (const auto& [type, flops] : p.peak_flops) {
       p.table.push_back({fmt::format("peak {}", dtype_name(type)),
                          fmt::format("{:.1f} GFLOP/s", flops / 1e9), Provenance::derived,

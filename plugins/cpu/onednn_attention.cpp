@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "onednn_api.hpp"
 #include "onednn_block_attention.hpp"
 #include "onednn_matmul.hpp"
 #include "onednn_packed_scores.hpp"
@@ -58,19 +59,14 @@ class OneDnnAttention final : public Kernel {
     dnnl::primitive_attr plain;
     plain.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {
-      scores_pd_ = dnnl::matmul::primitive_desc(dnnl::matmul::desc(q_md, kt_md, scores_md),
-                                                score_attr, engine_);
-      softmax_pd_ = dnnl::softmax_v2_forward::primitive_desc(
-          dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference,
-                                         dnnl::algorithm::softmax_accurate, scores_md, probs_md, 3),
-          plain, engine_);
-      context_pd_ =
-          dnnl::matmul::primitive_desc(dnnl::matmul::desc(probs_md, v_md, ctx_md), plain, engine_);
+      scores_pd_ = onednn::matmul(engine_, q_md, kt_md, scores_md, score_attr);
+      softmax_pd_ = onednn::softmax(engine_, scores_md, probs_md, 3, plain);
+      context_pd_ = onednn::matmul(engine_, probs_md, v_md, ctx_md, plain);
     } catch (const dnnl::error& e) {
       throw_no_onednn_implementation(desc, e);
     }
     scores_prim_ = dnnl::matmul(scores_pd_);
-    softmax_prim_ = dnnl::softmax_v2_forward(softmax_pd_);
+    softmax_prim_ = onednn::softmax_forward(softmax_pd_);
     context_prim_ = dnnl::matmul(context_pd_);
     q_ = dnnl::memory(q_md, engine_, DNNL_MEMORY_NONE);
     kt_ = dnnl::memory(kt_md, engine_, DNNL_MEMORY_NONE);
@@ -89,7 +85,7 @@ class OneDnnAttention final : public Kernel {
     scores_args_ = {{DNNL_ARG_SRC, q_},
                     {DNNL_ARG_WEIGHTS, kt_},
                     {DNNL_ARG_DST, scores_},
-                    {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_},
+                    {kScoresMaskArg, mask_},
                     {DNNL_ARG_SCRATCHPAD, scratchpad_}};
     softmax_args_ = {
         {DNNL_ARG_SRC, scores_}, {DNNL_ARG_DST, probs_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}};
@@ -121,12 +117,11 @@ class OneDnnAttention final : public Kernel {
         packed_.emplace(scores_md_, q_.get_desc(), kt_.get_desc(), batch_, seq_, score_scale_,
                         engine_);
       packed_->fill(mask);
-      packed_->prim.execute(stream_,
-                            {{DNNL_ARG_SRC, q_},
-                             {DNNL_ARG_WEIGHTS, kt_},
-                             {DNNL_ARG_DST, scores_},
-                             {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, packed_->mask},
-                             {DNNL_ARG_SCRATCHPAD, packed_->scratchpad}});
+      packed_->prim.execute(stream_, {{DNNL_ARG_SRC, q_},
+                                      {DNNL_ARG_WEIGHTS, kt_},
+                                      {DNNL_ARG_DST, scores_},
+                                      {kScoresMaskArg, packed_->mask},
+                                      {DNNL_ARG_SCRATCHPAD, packed_->scratchpad}});
     } else {
       // Hugging Face's additive mask: 0 where attended, the lowest f32 where not.
       auto* additive = static_cast<float*>(mask_.get_data_handle());
@@ -134,7 +129,7 @@ class OneDnnAttention final : public Kernel {
       scores_prim_.execute(stream_, {{DNNL_ARG_SRC, q_},
                                      {DNNL_ARG_WEIGHTS, kt_},
                                      {DNNL_ARG_DST, scores_},
-                                     {DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_},
+                                     {kScoresMaskArg, mask_},
                                      {DNNL_ARG_SCRATCHPAD, scratchpad_}});
     }
     softmax_prim_.execute(
@@ -162,9 +157,9 @@ class OneDnnAttention final : public Kernel {
   dnnl::engine engine_;
   dnnl::stream stream_;
   dnnl::matmul::primitive_desc scores_pd_, context_pd_;
-  dnnl::softmax_v2_forward::primitive_desc softmax_pd_;
+  onednn::softmax_forward::primitive_desc softmax_pd_;
   dnnl::matmul scores_prim_, context_prim_;
-  dnnl::softmax_v2_forward softmax_prim_;
+  onednn::softmax_forward softmax_prim_;
   dnnl::memory q_, kt_, v_, ctx_, scores_, probs_, mask_, scratchpad_;
   RunScratch scratch_;  // scores_ and probs_
   dnnl::memory::desc scores_md_;
@@ -193,14 +188,11 @@ class OneDnnLayerNorm final : public Kernel {
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     try {
-      norm_pd_ = dnnl::layer_normalization_forward::primitive_desc(
-          dnnl::layer_normalization_forward::desc(
-              dnnl::prop_kind::forward_inference, data_md, eps,
-              dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift),
-          attr, engine_);
+      norm_pd_ = onednn::layer_normalization(
+          engine_, dnnl::prop_kind::forward_inference, data_md, eps,
+          dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift, attr);
       if (residual_) {
-        add_pd_ = dnnl::binary::primitive_desc(
-            dnnl::binary::desc(dnnl::algorithm::binary_add, data_md, data_md, data_md), engine_);
+        add_pd_ = onednn::binary(engine_, dnnl::algorithm::binary_add, data_md, data_md, data_md);
         add_prim_ = dnnl::binary(add_pd_);
         sum_ = scratch_.add(data_md, engine_);
       }

@@ -19,6 +19,7 @@
 
 #include "omp_convert.hpp"
 #include "omp_dropout.hpp"
+#include "onednn_api.hpp"
 #include "onednn_block_attention.hpp"
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
@@ -140,15 +141,9 @@ class OneDnnAttentionTrain final : public Kernel {
             })),
         context_(batched_product(desc, engine, v_.scores(v_.operand()), v_.qkv_part(v_.operand()),
                                  v_.context(v_.operand()))),
-        softmax_pd_(create_or_refuse(desc,
-                                     [&] {
-                                       return dnnl::softmax_v2_forward::primitive_desc(
-                                           dnnl::softmax_v2_forward::desc(
-                                               dnnl::prop_kind::forward_inference,
-                                               dnnl::algorithm::softmax_accurate,
-                                               v_.scores(dt::f32), v_.scores(dt::f32), 3),
-                                           engine);
-                                     })),
+        softmax_pd_(create_or_refuse(
+            desc,
+            [&] { return onednn::softmax(engine, v_.scores(dt::f32), v_.scores(dt::f32), 3); })),
         softmax_(softmax_pd_),
         mask_(mask_md(), engine),
         probs_mem_(v_.scores(dt::f32), engine, DNNL_MEMORY_NONE),
@@ -184,14 +179,12 @@ class OneDnnAttentionTrain final : public Kernel {
         packed_mask_ = dnnl::memory(packed_mask_md(v_.b, v_.s), engine_);
       }
       fill_packed_mask(mask, v_.b, v_.s, static_cast<float*>(packed_mask_.get_data_handle()));
-      packed_scores_->run(stream_, qkv, qkv + third, scores,
-                          {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, packed_mask_}});
+      packed_scores_->run(stream_, qkv, qkv + third, scores, {{kScoresMaskArg, packed_mask_}});
     } else {
       // Hugging Face's additive mask: 0 where attended, the lowest f32 where not.
       auto* additive = static_cast<float*>(mask_.get_data_handle());
       for (std::int64_t i = 0; i < v_.tokens(); ++i) additive[i] = mask[i] != 0 ? 0.0f : kMasked;
-      scores_.run(stream_, qkv, qkv + third, scores,
-                  {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, mask_}});
+      scores_.run(stream_, qkv, qkv + third, scores, {{kScoresMaskArg, mask_}});
     }
     probs_mem_.set_data_handle(scores);
     softmax_.execute(stream_, {{DNNL_ARG_SRC, probs_mem_}, {DNNL_ARG_DST, probs_mem_}});
@@ -224,8 +217,8 @@ class OneDnnAttentionTrain final : public Kernel {
   dnnl::engine engine_;
   dnnl::stream stream_;
   Gemm scores_, context_;
-  dnnl::softmax_v2_forward::primitive_desc softmax_pd_;
-  dnnl::softmax_v2_forward softmax_;
+  onednn::softmax_forward::primitive_desc softmax_pd_;
+  onednn::softmax_forward softmax_;
   dnnl::memory mask_, probs_mem_;
   std::optional<Gemm> packed_scores_;  // made at the first packed batch
   dnnl::memory packed_mask_;

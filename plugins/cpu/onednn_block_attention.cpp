@@ -1,4 +1,5 @@
 #include "onednn_block_attention.hpp"
+#include "onednn_api.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -66,7 +67,7 @@ std::optional<std::vector<AttentionBlock>> attention_blocks(const std::int32_t* 
 /// The primitives of one (query window, key window) size.
 struct BlockAttention::Window {
   std::optional<Gemm> scores, context, dv, dp, dq, dk;
-  std::optional<dnnl::softmax_v2_forward> softmax;
+  std::optional<onednn::softmax_forward> softmax;
   dnnl::memory scores_mem, additive;
 };
 
@@ -116,11 +117,7 @@ BlockAttention::Window* BlockAttention::window(std::int64_t q_len, std::int64_t 
       w.scores.emplace(engine_, q_md, kt_md, scores_md, false, false,
                        scores_attr(1.0f / std::sqrt(static_cast<float>(d)), mask_md, false));
       w.context.emplace(engine_, p_md, k_md, rows_md, false);
-      w.softmax.emplace(dnnl::softmax_v2_forward::primitive_desc(
-          dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference,
-                                         dnnl::algorithm::softmax_accurate, scores_md, scores_md,
-                                         2),
-          engine_));
+      w.softmax.emplace(onednn::softmax(engine_, scores_md, scores_md, 2));
       w.scores_mem = dnnl::memory(scores_md, engine_, scores_.data());
       w.additive = dnnl::memory(mask_md, engine_, additive_.data());
     }
@@ -161,7 +158,7 @@ bool BlockAttention::forward(const void* qkv, const std::int32_t* mask, void* ct
     const char* q = base + n((b.row * s + b.q_start) * h3) * element;
     const char* keys = base + n((b.row * s + b.k_start) * h3) * element;
     w.scores->run(stream_, q, keys + n(h) * element, scores_.data(),
-                  {{DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, w.additive}});
+                  {{kScoresMaskArg, w.additive}});
     w.softmax->execute(stream_, {{DNNL_ARG_SRC, w.scores_mem}, {DNNL_ARG_DST, w.scores_mem}});
     stream_.wait();
     // The probabilities at the operand type, as the full path stores them,

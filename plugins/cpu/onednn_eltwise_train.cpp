@@ -6,6 +6,7 @@
 // rounds to nearest even).
 #include <fmt/format.h>
 
+#include "onednn_api.hpp"
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
@@ -34,12 +35,10 @@ class OneDnnEltwise final : public Kernel {
     const float alpha = algorithm == dnnl::algorithm::eltwise_swish ? 1.0f : 0.0f;
     const dnnl::memory::desc md({count_}, operand_type(desc.round_to), dnnl::memory::format_tag::a);
     create_or_refuse(desc, [&] {
-      const dnnl::eltwise_forward::primitive_desc forward(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training, algorithm, md, alpha),
-          engine);
+      const dnnl::eltwise_forward::primitive_desc forward =
+          onednn::eltwise(engine, dnnl::prop_kind::forward_training, algorithm, md, alpha);
       if (backward_) {
-        backward_pd_ = dnnl::eltwise_backward::primitive_desc(
-            dnnl::eltwise_backward::desc(algorithm, md, md, alpha), engine, forward);
+        backward_pd_ = onednn::eltwise_backward(engine, algorithm, md, alpha, forward);
         backward_prim_ = dnnl::eltwise_backward(backward_pd_);
       } else {
         forward_pd_ = forward;

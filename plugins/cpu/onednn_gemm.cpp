@@ -1,4 +1,5 @@
 #include "onednn_gemm.hpp"
+#include "onednn_api.hpp"
 
 namespace polyhal::cpu {
 
@@ -15,8 +16,9 @@ Gemm::Gemm(const dnnl::engine& engine, const dnnl::memory::desc& a_md,
     attr.set_post_ops(sum);
   }
   const dnnl::memory::desc bias_md =
-      with_bias ? dnnl::memory::desc({1, c_md.dims()[1]}, dt::f32, tag::ab) : dnnl::memory::desc();
-  pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, bias_md, c_md), attr, engine);
+      with_bias ? dnnl::memory::desc({1, onednn::dims_of(c_md)[1]}, dt::f32, tag::ab)
+                : dnnl::memory::desc();
+  pd = onednn::matmul(engine, a_md, b_md, bias_md, c_md, attr);
   primitive = dnnl::matmul(pd);
   a = dnnl::memory(a_md, engine, DNNL_MEMORY_NONE);
   b = dnnl::memory(b_md, engine, DNNL_MEMORY_NONE);

@@ -8,6 +8,7 @@
 
 #include <vector>
 
+#include "onednn_api.hpp"
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
@@ -41,23 +42,19 @@ class OneDnnGlu final : public Kernel {
     const auto count = static_cast<std::size_t>(m_ * n_);
     create_or_refuse(desc, [&] {
       widen_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, half_, engine, f32_));
-      const dnnl::eltwise_forward::primitive_desc sigmoid(
-          dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_training,
-                                      dnnl::algorithm::eltwise_logistic_use_dst_for_bwd, f32_),
-          engine);
+      const dnnl::eltwise_forward::primitive_desc sigmoid =
+          onednn::eltwise(engine, dnnl::prop_kind::forward_training,
+                          dnnl::algorithm::eltwise_logistic_use_dst_for_bwd, f32_);
       sigmoid_ = dnnl::eltwise_forward(sigmoid);
       // All f32: oneDNN 2.6's binary runs mixed types on its reference code.
-      multiply_pd_ = dnnl::binary::primitive_desc(
-          dnnl::binary::desc(dnnl::algorithm::binary_mul, f32_, f32_, f32_), engine);
+      multiply_pd_ = onednn::binary(engine, dnnl::algorithm::binary_mul, f32_, f32_, f32_);
       multiply_ = dnnl::binary(multiply_pd_);
       widen_dense_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, dense_, engine, f32_));
       narrow_dense_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, f32_, engine, dense_));
       if (!backward_) return 0;  // Y = s * values
       // dValues = dY * s, dGates = dY * values * s * (1 - s).
-      sigmoid_backward_ = dnnl::eltwise_backward(dnnl::eltwise_backward::primitive_desc(
-          dnnl::eltwise_backward::desc(dnnl::algorithm::eltwise_logistic_use_dst_for_bwd, f32_,
-                                       f32_),
-          engine, sigmoid));
+      sigmoid_backward_ = dnnl::eltwise_backward(onednn::eltwise_backward(
+          engine, dnnl::algorithm::eltwise_logistic_use_dst_for_bwd, f32_, 0.0f, sigmoid));
       narrow_ = dnnl::reorder(dnnl::reorder::primitive_desc(engine, f32_, engine, half_));
       return 0;
     });

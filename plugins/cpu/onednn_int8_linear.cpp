@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "omp_quantize.hpp"
+#include "onednn_api.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/int8.hpp"
@@ -50,7 +51,8 @@ class OneDnnInt8Linear final : public Kernel {
     if (!dynamic()) {
       quantize_pd_ = create_or_refuse(desc, [&] {
         dnnl::primitive_attr attr;
-        attr.set_output_scales(0, {1.0f / input_scale_});
+        quantize_scale_ = onednn::Scales(attr, onednn::Scales::Of::reorder_result, 0,
+                                         {1.0f / input_scale_}, engine_);
         return dnnl::reorder::primitive_desc(engine_, {{m_, k_}, onednn_type(desc_.dtype), tag::ab},
                                              engine_, {{m_, k_}, dt::s8, tag::ab}, attr);
       });
@@ -113,6 +115,9 @@ class OneDnnInt8Linear final : public Kernel {
     if (residual_index_ >= 0)
       args_.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(residual_index_) | DNNL_ARG_SRC_1,
                     residual_mem_);
+    output_scale_.add_to(args_);
+    quantize_args_ = {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, x_q_2d_}};
+    quantize_scale_.add_to(quantize_args_);
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
@@ -128,7 +133,7 @@ class OneDnnInt8Linear final : public Kernel {
                        inverse_smoothing_.empty() ? nullptr : inverse_smoothing_.data());
     } else {
       x_.set_data_handle(inputs[0].buffer->data());
-      quantize_.execute(stream_, x_, x_q_2d_);
+      quantize_.execute(stream_, quantize_args_);
     }
     dst_.set_data_handle(outputs[0].buffer->data());
     if (residual_index_ >= 0) residual_mem_.set_data_handle(inputs[1].buffer->data());
@@ -167,21 +172,22 @@ class OneDnnInt8Linear final : public Kernel {
     bias_index_ = post_ops.len();
     post_ops.append_binary(dnnl::algorithm::binary_add, bias_md());
     if (activation_ == Activation::gelu) {
-      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+      onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_gelu_erf);
     } else if (activation_ == Activation::tanh) {
-      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+      onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_tanh);
     }
     if (residual_) {
       residual_index_ = post_ops.len();
       post_ops.append_binary(dnnl::algorithm::binary_add, dst_md());
     }
     dnnl::primitive_attr attr;
-    attr.set_output_scales(1 << 2, output_scale);
+    output_scale_ =
+        onednn::Scales(attr, onednn::Scales::Of::matmul_result, 1 << 2, output_scale, engine_);
     attr.set_post_ops(post_ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::memory::desc src({1, m_, k_}, gelu_u8_ ? dt::u8 : dt::s8, tag::abc);
     const dnnl::memory::desc weights({1, k_, n_}, dt::s8, tag::any);
-    return dnnl::matmul::primitive_desc(dnnl::matmul::desc(src, weights, dst_md()), attr, engine_);
+    return onednn::matmul(engine_, src, weights, dst_md(), attr);
   }
 
   dnnl::engine engine_;
@@ -192,9 +198,10 @@ class OneDnnInt8Linear final : public Kernel {
   dnnl::matmul primitive_;
   dnnl::reorder::primitive_desc quantize_pd_;
   dnnl::reorder quantize_;
+  onednn::Scales output_scale_, quantize_scale_;  // the result's factors, X's 1 / step
   dnnl::memory x_, x_q_, x_q_2d_, dst_, weights_, bias_, row_step_, scratchpad_, residual_mem_;
   int bias_index_ = 0, residual_index_ = -1;
-  std::unordered_map<int, dnnl::memory> args_;
+  std::unordered_map<int, dnnl::memory> args_, quantize_args_;
   std::vector<float> bias_values_;        // the bias, less the GELU shift's share when u8
   std::vector<float> inverse_smoothing_;  // 1 / s[k] when smoothed (int8.hpp), else empty
   std::int64_t m_ = 0, n_ = 0, k_ = 0;

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "omp_round_f16.hpp"
+#include "onednn_api.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
 
@@ -49,9 +50,9 @@ class OneDnnLinear final : public Kernel {
     dnnl::post_ops post_ops;
     activation_ = attrs.activation;
     if (activation_ == Activation::gelu) {
-      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+      onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_gelu_erf);
     } else if (activation_ == Activation::tanh) {
-      post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_tanh, 0.0f, 0.0f);
+      onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_tanh);
     }
     if (attrs.residual) {
       // Y += R as a binary post-op: the residual costs no extra pass.
@@ -62,10 +63,8 @@ class OneDnnLinear final : public Kernel {
     attr.set_post_ops(post_ops);
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const auto matmul_pd = [&](dnnl::memory::data_type type) {
-      return dnnl::matmul::primitive_desc(
-          dnnl::matmul::desc(dnnl::memory::desc({m, k}, type, tag::ab),
-                             dnnl::memory::desc({k, n}, type, tag::any), bias_md, dst_md),
-          attr, engine_);
+      return onednn::matmul(engine_, dnnl::memory::desc({m, k}, type, tag::ab),
+                            dnnl::memory::desc({k, n}, type, tag::any), bias_md, dst_md, attr);
     };
     auto product_type = math_ == LinearMath::bf16_products  ? dnnl::memory::data_type::bf16
                         : math_ == LinearMath::f16_products ? dnnl::memory::data_type::f16
@@ -74,10 +73,9 @@ class OneDnnLinear final : public Kernel {
       try {
         pd_ = matmul_pd(product_type);
       } catch (const dnnl::error&) {
-        const auto* version = dnnl_version();
         f16_fallback_ = fmt::format(
-            "oneDNN {}.{}.{} has no f16 matmul for this CPU (it needs AMX-FP16 or AVX512-FP16)",
-            version->major, version->minor, version->patch);
+            "oneDNN {} has no f16 matmul for this CPU (it needs AMX-FP16 or AVX512-FP16)",
+            onednn::version_text());
         product_type = dnnl::memory::data_type::f32;
       }
     }

@@ -1,4 +1,5 @@
 #include "onednn_matmul.hpp"
+#include "onednn_api.hpp"
 
 #include <fmt/format.h>
 
@@ -46,9 +47,8 @@ class OneDnnMatMul final : public Kernel {
     dnnl::primitive_attr attr;
     // Own the scratchpad so run() never allocates.
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-    primitive_desc_ = create_or_refuse(desc, [&] {
-      return dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, b_md, c_md), attr, engine_);
-    });
+    primitive_desc_ =
+        create_or_refuse(desc, [&] { return onednn::matmul(engine_, a_md, b_md, c_md, attr); });
     primitive_ = dnnl::matmul(primitive_desc_);
     a_ = dnnl::memory(a_md, engine_, DNNL_MEMORY_NONE);
     b_ = dnnl::memory(b_md, engine_, DNNL_MEMORY_NONE);

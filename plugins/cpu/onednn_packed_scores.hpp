@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "onednn_api.hpp"
 #include "polyhal/kernel.hpp"
 
 namespace polyhal::cpu {
@@ -33,16 +34,21 @@ inline void fill_packed_mask(const std::int32_t* sequence, std::int64_t b, std::
   }
 }
 
+/// The execution argument of scores_attr's mask (its second post-op).
+inline constexpr int kScoresMaskArg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1;
+
 /// The attention scores' matmul attributes: q k^T scaled by 1/sqrt(d), plus
 /// an additive mask of `mask_md` ([B,1,1,S] per key, or [B,1,S,S] packed).
 /// `user_scratchpad`: the kernel passes its own scratchpad memory.
 inline dnnl::primitive_attr scores_attr(float scale, const dnnl::memory::desc& mask_md,
                                         bool user_scratchpad) {
   dnnl::primitive_attr attr;
-  attr.set_output_scales(0, {scale});
-  dnnl::post_ops mask_add;
-  mask_add.append_binary(dnnl::algorithm::binary_add, mask_md);
-  attr.set_post_ops(mask_add);
+  // The scale as a linear post-op on the accumulator, ahead of the mask: the
+  // same arithmetic as oneDNN 2.6's output scales, with no runtime argument.
+  dnnl::post_ops scale_and_mask;
+  onednn::append_eltwise(scale_and_mask, dnnl::algorithm::eltwise_linear, scale);
+  scale_and_mask.append_binary(dnnl::algorithm::binary_add, mask_md);
+  attr.set_post_ops(scale_and_mask);
   if (user_scratchpad) attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
 }
@@ -59,7 +65,7 @@ struct PackedScores {
       : b(batch), s(seq) {
     const dnnl::memory::desc mask_md = packed_mask_md(b, s);
     const dnnl::primitive_attr attr = scores_attr(scale, mask_md, true);
-    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(q_md, kt_md, scores_md), attr, engine);
+    const dnnl::matmul::primitive_desc pd = onednn::matmul(engine, q_md, kt_md, scores_md, attr);
     prim = dnnl::matmul(pd);
     mask = dnnl::memory(mask_md, engine);
     scratchpad = dnnl::memory(pd.scratchpad_desc(), engine);

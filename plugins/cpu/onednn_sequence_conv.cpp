@@ -12,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "onednn_api.hpp"
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
@@ -29,7 +30,7 @@ struct ConvGeometry {
   SequenceConvAttrs a;
   std::int64_t channels = 0;
   dnnl::memory::desc src, weights, weights_f32, dst, weights_any, weights_f32_any;
-  Dims strides{1}, padding_l, padding_r;
+  onednn::ConvolutionShape shape{{1}, {}, {}};
 
   ConvGeometry(const KernelDesc& desc, std::size_t x_input)
       : a(desc.attrs_as<SequenceConvAttrs>()), channels(desc.input_shapes.at(x_input).at(1)) {
@@ -48,15 +49,13 @@ struct ConvGeometry {
         dnnl::memory::desc({groups, a.group_size, a.group_size, a.kernel}, type, tag::any);
     weights_f32_any =
         dnnl::memory::desc({groups, a.group_size, a.group_size, a.kernel}, dt::f32, tag::any);
-    padding_l = {(a.kernel - 1) / 2};
-    padding_r = {a.kernel - 1 - (a.kernel - 1) / 2};
+    shape.padding_l = {(a.kernel - 1) / 2};
+    shape.padding_r = {a.kernel - 1 - (a.kernel - 1) / 2};
   }
   /// The forward convolution (also backward's hint).
   dnnl::convolution_forward::primitive_desc forward(const dnnl::engine& engine) const {
-    return {dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
-                                            dnnl::algorithm::convolution_direct, src, weights_any,
-                                            dst, strides, padding_l, padding_r),
-            engine};
+    return onednn::convolution(engine, dnnl::prop_kind::forward_training, src, weights_any, dst,
+                               shape);
   }
   /// Multiply-adds x 2 of the forward convolution (backward does twice that).
   double flops() const {
@@ -190,14 +189,10 @@ class OneDnnSequenceConvBackward final : public Kernel {
         g_(desc, 1),
         fallback_(std::move(packed_fallback)),
         hint_(g_.forward(engine)),
-        data_pd_(dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, g_.src,
-                                                       g_.weights_any, g_.dst, g_.strides,
-                                                       g_.padding_l, g_.padding_r),
-                 engine, hint_),
-        weights_pd_(dnnl::convolution_backward_weights::desc(
-                        dnnl::algorithm::convolution_direct, g_.src, g_.weights_f32_any, g_.dst,
-                        g_.strides, g_.padding_l, g_.padding_r),
-                    engine, hint_),
+        data_pd_(onednn::convolution_backward_data(engine, g_.src, g_.weights_any, g_.dst, g_.shape,
+                                                   hint_)),
+        weights_pd_(onednn::convolution_backward_weights(engine, g_.src, g_.weights_f32_any, g_.dst,
+                                                         g_.shape, hint_)),
         data_(data_pd_),
         weights_(weights_pd_),
         read_weights_(engine, g_.weights, data_pd_.weights_desc(), true),

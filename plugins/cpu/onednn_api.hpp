@@ -1,0 +1,105 @@
+#pragma once
+// The oneDNN API the CPU plugin builds on, the same for oneDNN 2.6 (Debian
+// 12) and 3.x (Debian 13 and later): oneDNN 3.0 removed the operation
+// descriptors (matmul::desc, ...), output scales and the scale argument of
+// eltwise post-ops. The kernels create primitives through these functions
+// and never name a version; the differences live in onednn_api.cpp alone
+// (docs/architecture.md, "oneDNN versions").
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace polyhal::cpu::onednn {
+
+using md = dnnl::memory::desc;
+
+#if DNNL_VERSION_MAJOR >= 3
+using softmax_forward = dnnl::softmax_forward;
+#else
+using softmax_forward = dnnl::softmax_v2_forward;
+#endif
+
+/// "3.7.2 (cpu runtime OMP)": the library polyhal runs on, as loaded.
+std::string version_text();
+
+/// dst = src x weights (+ bias when `bias` is not the empty desc).
+dnnl::matmul::primitive_desc matmul(const dnnl::engine& engine, const md& src, const md& weights,
+                                    const md& bias, const md& dst,
+                                    const dnnl::primitive_attr& attr = {});
+inline dnnl::matmul::primitive_desc matmul(const dnnl::engine& engine, const md& src,
+                                           const md& weights, const md& dst,
+                                           const dnnl::primitive_attr& attr = {}) {
+  return matmul(engine, src, weights, md(), dst, attr);
+}
+
+/// Softmax (the accurate one) along `axis`, for inference.
+softmax_forward::primitive_desc softmax(const dnnl::engine& engine, const md& src, const md& dst,
+                                        int axis, const dnnl::primitive_attr& attr = {});
+
+/// An elementwise op on `data` (source and destination alike).
+dnnl::eltwise_forward::primitive_desc eltwise(const dnnl::engine& engine, dnnl::prop_kind prop,
+                                              dnnl::algorithm algorithm, const md& data,
+                                              float alpha = 0.0f, float beta = 0.0f);
+/// Its backward, with gradients and data all laid out as `data`.
+dnnl::eltwise_backward::primitive_desc eltwise_backward(
+    const dnnl::engine& engine, dnnl::algorithm algorithm, const md& data, float alpha,
+    const dnnl::eltwise_forward::primitive_desc& hint);
+
+dnnl::binary::primitive_desc binary(const dnnl::engine& engine, dnnl::algorithm algorithm,
+                                    const md& src0, const md& src1, const md& dst);
+
+/// Layer normalisation of `data` in place of itself.
+dnnl::layer_normalization_forward::primitive_desc layer_normalization(
+    const dnnl::engine& engine, dnnl::prop_kind prop, const md& data, float epsilon,
+    dnnl::normalization_flags flags, const dnnl::primitive_attr& attr = {});
+
+/// A direct convolution without bias, and its two backward passes.
+struct ConvolutionShape {
+  dnnl::memory::dims strides, padding_l, padding_r;
+};
+dnnl::convolution_forward::primitive_desc convolution(const dnnl::engine& engine,
+                                                      dnnl::prop_kind prop, const md& src,
+                                                      const md& weights, const md& dst,
+                                                      const ConvolutionShape& shape);
+dnnl::convolution_backward_data::primitive_desc convolution_backward_data(
+    const dnnl::engine& engine, const md& diff_src, const md& weights, const md& diff_dst,
+    const ConvolutionShape& shape, const dnnl::convolution_forward::primitive_desc& hint);
+dnnl::convolution_backward_weights::primitive_desc convolution_backward_weights(
+    const dnnl::engine& engine, const md& src, const md& diff_weights, const md& diff_dst,
+    const ConvolutionShape& shape, const dnnl::convolution_forward::primitive_desc& hint);
+
+/// Appends alpha/beta elementwise post-op `algorithm` to `ops`.
+void append_eltwise(dnnl::post_ops& ops, dnnl::algorithm algorithm, float alpha = 0.0f,
+                    float beta = 0.0f);
+
+/// The dimensions `desc` describes.
+dnnl::memory::dims dims_of(const md& desc);
+
+/// Constant factors a primitive multiplies by: the result of a matmul
+/// (per output channel with mask 1 << last dimension, or one factor with
+/// mask 0) or of a reorder. oneDNN 2.6 fixes them in the attributes
+/// (output scales); oneDNN 3 reads them at execution from a memory, which
+/// add_to puts among the arguments. Keep the object alive while the
+/// primitive runs.
+class Scales {
+ public:
+  /// What the factors multiply.
+  enum class Of { matmul_result, reorder_result };
+  Scales() = default;
+  Scales(Scales&&) = default;
+  Scales& operator=(Scales&&) = default;
+  /// Puts `values` on `attr` for the primitive `of` names.
+  Scales(dnnl::primitive_attr& attr, Of of, int mask, std::vector<float> values,
+         const dnnl::engine& engine);
+  /// The execution arguments that carry the factors (none on oneDNN 2.6).
+  void add_to(std::unordered_map<int, dnnl::memory>& args) const;
+
+ private:
+  std::vector<float> values_;
+  dnnl::memory memory_;
+  int argument_ = 0;
+};
+
+}  // namespace polyhal::cpu::onednn
