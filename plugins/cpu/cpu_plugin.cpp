@@ -34,24 +34,16 @@ std::uint64_t resident_bytes() {
 }
 
 // oneDNN 2.6 stops at avx512_core_amx and knows neither avx2_vnni_2 nor
-// avx512_core_fp16: those rungs map to the highest tier below them it has.
+// avx512_core_fp16: those rungs map to the highest tier below them it has
+// (onednn::newer_tier).
 dnnl::cpu_isa onednn_isa(Isa isa) {
   switch (isa) {
-#if DNNL_VERSION_MAJOR >= 3
     case Isa::avx512_core_amx_fp16:
-      return dnnl::cpu_isa::avx512_core_amx_fp16;
+      return onednn::newer_tier(onednn::NewerTier::avx512_core_amx_fp16);
     case Isa::avx512_core_fp16:
-      return dnnl::cpu_isa::avx512_core_fp16;
+      return onednn::newer_tier(onednn::NewerTier::avx512_core_fp16);
     case Isa::avx2_vnni_2:
-      return dnnl::cpu_isa::avx2_vnni_2;
-#else
-    case Isa::avx512_core_amx_fp16:
-      return dnnl::cpu_isa::avx512_core_amx;
-    case Isa::avx512_core_fp16:
-      return dnnl::cpu_isa::avx512_core_bf16;
-    case Isa::avx2_vnni_2:
-      return dnnl::cpu_isa::avx2_vnni;
-#endif
+      return onednn::newer_tier(onednn::NewerTier::avx2_vnni_2);
     case Isa::avx512_core_amx:
       return dnnl::cpu_isa::avx512_core_amx;
     case Isa::avx512_core_bf16:
@@ -67,7 +59,7 @@ dnnl::cpu_isa onednn_isa(Isa isa) {
     case Isa::reference:
       return dnnl::cpu_isa::sse41;
   }
-  return dnnl::cpu_isa::all;
+  return dnnl::cpu_isa::sse41;  // not reached: the switch names every rung
 }
 
 std::string onednn_isa_name(dnnl::cpu_isa isa) {

@@ -101,6 +101,18 @@ dnnl::memory::dims dims_of(const md& desc) {
   return desc.get_dims();
 }
 
+dnnl::cpu_isa newer_tier(NewerTier tier) {
+  switch (tier) {
+    case NewerTier::avx512_core_amx_fp16:
+      return dnnl::cpu_isa::avx512_core_amx_fp16;
+    case NewerTier::avx512_core_fp16:
+      return dnnl::cpu_isa::avx512_core_fp16;
+    case NewerTier::avx2_vnni_2:
+      break;
+  }
+  return dnnl::cpu_isa::avx2_vnni_2;
+}
+
 Scales::Scales(dnnl::primitive_attr& attr, Of of, int mask, std::vector<float> values,
                const dnnl::engine& engine)
     : values_(std::move(values)),
@@ -190,6 +202,18 @@ void append_eltwise(dnnl::post_ops& ops, dnnl::algorithm algorithm, float alpha,
 
 dnnl::memory::dims dims_of(const md& desc) {
   return desc.dims();
+}
+
+dnnl::cpu_isa newer_tier(NewerTier tier) {
+  switch (tier) {
+    case NewerTier::avx512_core_amx_fp16:
+      return dnnl::cpu_isa::avx512_core_amx;
+    case NewerTier::avx512_core_fp16:
+      return dnnl::cpu_isa::avx512_core_bf16;
+    case NewerTier::avx2_vnni_2:
+      break;
+  }
+  return dnnl::cpu_isa::avx2_vnni;
 }
 
 Scales::Scales(dnnl::primitive_attr& attr, Of /*of*/, int mask, std::vector<float> values,

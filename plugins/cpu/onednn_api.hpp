@@ -74,6 +74,12 @@ dnnl::convolution_backward_weights::primitive_desc convolution_backward_weights(
 void append_eltwise(dnnl::post_ops& ops, dnnl::algorithm algorithm, float alpha = 0.0f,
                     float beta = 0.0f);
 
+/// The ISA tiers oneDNN 3 added above oneDNN 2.6's ladder.
+enum class NewerTier { avx512_core_amx_fp16, avx512_core_fp16, avx2_vnni_2 };
+/// oneDNN's tier for `tier`; on oneDNN 2.6, which stops below them, the
+/// highest tier under it (avx512_core_amx, avx512_core_bf16, avx2_vnni).
+dnnl::cpu_isa newer_tier(NewerTier tier);
+
 /// The dimensions `desc` describes.
 dnnl::memory::dims dims_of(const md& desc);
 
