@@ -2,8 +2,9 @@
 // encoder GEMM shapes, int8 (s8 x s8 -> s32, VNNI or AMX-INT8) and bf16,
 // each raw and with the epilogue polyhal's linear fuses into it (int8: per-
 // channel scales, the per-row step, bias; bf16: bias; both: GELU on FFN up).
-// oneDNN directly, nothing of polyhal, so the ceiling does not depend on
-// polyhal's kernels. Prints a Markdown table.
+// oneDNN directly (through the CPU plugin's version adapter, onednn_api.hpp,
+// nothing else of polyhal), so the ceiling does not depend on polyhal's
+// kernels. Prints a Markdown table.
 //
 //   build/bench/polyhal_gemm_epilogue_bench [tokens=1024] [hidden=768] [threads from
 //   OMP_NUM_THREADS]
@@ -14,6 +15,8 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
 #include <vector>
+
+#include "onednn_api.hpp"
 
 namespace {
 
@@ -36,16 +39,20 @@ std::pair<double, std::string> time_matmul(const dnnl::engine& engine, long m, l
   const dnnl::memory::desc row({1, m, 1}, dt::f32, tag::abc), bias({1, 1, n}, dt::f32, tag::abc);
   dnnl::primitive_attr attr;
   dnnl::post_ops post_ops;
+  polyhal::cpu::onednn::Scales scales;
   if (epilogue) {
     if (int8) {
-      attr.set_output_scales(1 << 2, std::vector<float>(static_cast<std::size_t>(n), 0.01f));
+      scales = polyhal::cpu::onednn::Scales(
+          attr, polyhal::cpu::onednn::Scales::Of::matmul_result, 1 << 2,
+          std::vector<float>(static_cast<std::size_t>(n), 0.01f), engine);
       post_ops.append_binary(dnnl::algorithm::binary_mul, row);
     }
     post_ops.append_binary(dnnl::algorithm::binary_add, bias);
-    if (gelu) post_ops.append_eltwise(1.0f, dnnl::algorithm::eltwise_gelu_erf, 0.0f, 0.0f);
+    if (gelu) polyhal::cpu::onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_gelu_erf);
   }
   attr.set_post_ops(post_ops);
-  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), attr, engine);
+  const dnnl::matmul::primitive_desc pd =
+      polyhal::cpu::onednn::matmul(engine, src, weights, dst, attr);
   dnnl::memory s(src, engine), w(pd.weights_desc(), engine), d(dst, engine), r(row, engine),
       b(bias, engine);
   std::unordered_map<int, dnnl::memory> args{
@@ -54,6 +61,7 @@ std::pair<double, std::string> time_matmul(const dnnl::engine& engine, long m, l
     int index = 0;
     if (int8) args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index++) | DNNL_ARG_SRC_1] = r;
     args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(index) | DNNL_ARG_SRC_1] = b;
+    scales.add_to(args);
   }
   const dnnl::matmul matmul(pd);
   for (int i = 0; i < 5; ++i) matmul.execute(stream, args);

@@ -39,18 +39,18 @@ struct PluginDir {
   }
 };
 
-const PluginCandidate& candidate_named(const PluginLoader& loader, const std::string& file_part) {
+const PluginCandidate& candidate_named(const PluginLoader& loader, const char* file_part) {
   for (const auto& c : loader.candidates()) {
     if (c.path.filename().string().find(file_part) != std::string::npos) return c;
   }
-  throw std::runtime_error("no candidate " + file_part);
+  throw std::runtime_error(std::string("no candidate ") + file_part);
 }
 
 /// The candidate whose file name contains `file_part` was refused with a
 /// reason containing `text`.
 void expect_reason(const PluginLoader& loader, const std::string& file_part,
                    const std::string& text) {
-  const auto& reason = candidate_named(loader, file_part).reason;
+  const std::string reason = candidate_named(loader, file_part.c_str()).reason;
   EXPECT_NE(reason.find(text), std::string::npos) << reason;
 }
 
@@ -89,7 +89,7 @@ void expect_fixture_refused(const std::string& name, const std::string& reason) 
   PluginDir plugins;
   plugins.add_fixture(name);
   auto loader = plugins.load();
-  const auto& c = candidate_named(loader, name);
+  const auto& c = candidate_named(loader, name.c_str());
   EXPECT_EQ(c.status, PluginCandidate::Status::rejected);
   EXPECT_NE(c.reason.find(reason), std::string::npos) << c.reason;
   expect_other_backends_work(loader);

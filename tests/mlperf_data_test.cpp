@@ -149,10 +149,13 @@ TEST(MlperfHdf5, BadFilesAndMismatchedModelsAreRefusedWithTheFileNamed) {
 }
 
 TEST(MlperfHdf5, AFileThatCrashesLibhdf5IsAnErrorNotACrash) {
-  // Debian's libhdf5 segfaults in H5Dread on this file (make_mlperf_hdf5.py):
-  // it is parsed in a child process first, so this process lives on. The
-  // signal is SIGSEGV, or SIGABRT where AddressSanitizer catches the
-  // overflow in the child first (the sanitizer run of this suite).
+  // Debian 12's libhdf5 (1.10) segfaults in H5Dread on this file
+  // (make_mlperf_hdf5.py): it is parsed in a child process first, so this
+  // process lives on. The signal is SIGSEGV, or SIGABRT where
+  // AddressSanitizer catches the overflow in the child first (the sanitizer
+  // run of this suite). Debian 13's libhdf5 (1.14) reads it without
+  // crashing and the reader refuses what it holds: either way an error
+  // naming the file, never a crash.
   auto run = mlperf_run(false);
   run.data.files = kData / "bad/libhdf5_segfault.hdf5";
   try {
@@ -160,20 +163,24 @@ TEST(MlperfHdf5, AFileThatCrashesLibhdf5IsAnErrorNotACrash) {
     FAIL() << "expected ConfigError";
   } catch (const ConfigError& e) {
     const std::string message = e.what();
-    EXPECT_NE(message.find("libhdf5_segfault.hdf5: libhdf5 crashed reading this file (signal "),
-              std::string::npos)
-        << message;
-    EXPECT_TRUE(message.find("(SIGSEGV)") != std::string::npos ||
-                message.find("(SIGABRT)") != std::string::npos)
-        << message;
-    EXPECT_NE(message.find("it is corrupt or crafted"), std::string::npos) << message;
+    if (message.find("libhdf5 crashed") != std::string::npos) {
+      EXPECT_NE(message.find("libhdf5_segfault.hdf5: libhdf5 crashed reading this file (signal "),
+                std::string::npos)
+          << message;
+      EXPECT_TRUE(message.find("(SIGSEGV)") != std::string::npos ||
+                  message.find("(SIGABRT)") != std::string::npos)
+          << message;
+      EXPECT_NE(message.find("it is corrupt or crafted"), std::string::npos) << message;
+    } else {
+      EXPECT_NE(message.find("libhdf5_segfault.hdf5: "), std::string::npos) << message;
+    }
   }
   const test::TempDir out;
   const auto r =
       test::run_polyhal("pack --input " + (kData / "bad/libhdf5_segfault.hdf5").string() +
                         " --output " + (out.path() / "packed").string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("libhdf5 crashed reading this file"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("libhdf5_segfault.hdf5"), std::string::npos) << r.output;
 }
 
 TEST(MlperfHdf5, PretrainingRunsOnTheFilesThroughTheLauncher) {

@@ -149,10 +149,16 @@ TEST(Mpi, AKilledRankEndsTheJobWithMpirunsStatusOfTheKilledRank) {
   EXPECT_LT(seconds, 60.0) << result.output;
 }
 
-/// `mpirun` with rank 0 running `first` and rank 1 `second` (each a config).
+/// `mpirun` with rank 0 running `first` and rank 1 `second` (each a config):
+/// one program that picks its config by rank, since Open MPI 5.0.7's mpirun
+/// (Debian 13) crashes on an MPMD command line ("A : B") or an app file.
 std::string two_configs(const std::string& first, const std::string& second) {
-  return mpirun(1) + " run --config " + first + " : -np 1 " + POLYHAL_LAUNCHER + " run --config " +
-         second;
+  // Where the configs are, as run_command does for a command naming one.
+  const std::string where = std::filesystem::path(first).parent_path().string();
+  return "cd '" + where + "' && " +
+         mpirun(2, "sh -c 'if [ \"$OMPI_COMM_WORLD_RANK\" = 0 ]; then config=" + first +
+                       "; else config=" + second + "; fi; exec " + POLYHAL_LAUNCHER +
+                       " run --config \"$config\"'");
 }
 
 // Issue 27, item 3: ranks that would diverge are refused before the first

@@ -190,6 +190,8 @@ buildrequires=$(rpmspec -q --buildrequires "$spec" 2>/dev/null)
 for name in boost-devel hdf5-devel onednn-devel tbb-devel openmpi-devel yaml-cpp-devel; do
   grep -q "^$name" <<<"$buildrequires" || fail "the spec should build-require $name (Fedora's name)"
 done
+grep -q "^onednn-devel >= 3" <<<"$buildrequires" ||
+  fail "the spec should build-require oneDNN 3 (onednn-devel >= 3.7), as Fedora ships it"
 names=$(rpmspec -q --qf '%{NAME}\n' "$spec" 2>/dev/null)
 grep -qx polyhal-devel <<<"$names" || fail "no polyhal-devel"
 grep -q "^boost-devel" <<<"$(rpmspec -q --requires "$spec" 2>/dev/null)" ||

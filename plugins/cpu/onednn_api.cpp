@@ -12,6 +12,15 @@ std::string version_text() {
   return fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
 }
 
+md strided(const dnnl::memory::dims& dims, dnnl::memory::data_type type,
+           dnnl::memory::dims strides) {
+  for (std::size_t i = 0; i < dims.size() && dims.size() > 1; ++i) {
+    if (dims[i] != 1) continue;
+    strides[i] = i > 0 ? strides[i - 1] : strides[1] * dims[1];
+  }
+  return {dims, type, strides};
+}
+
 #if DNNL_VERSION_MAJOR >= 3
 
 dnnl::matmul::primitive_desc matmul(const dnnl::engine& engine, const md& src, const md& weights,

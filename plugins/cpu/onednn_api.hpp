@@ -80,6 +80,14 @@ enum class NewerTier { avx512_core_amx_fp16, avx512_core_fp16, avx2_vnni_2 };
 /// highest tier under it (avx512_core_amx, avx512_core_bf16, avx2_vnni).
 dnnl::cpu_isa newer_tier(NewerTier tier);
 
+/// A strided view of `dims` elements. A dimension of size 1 takes the stride
+/// of the one outside it (row vectors: the next one in): its stride never
+/// addresses anything, and oneDNN 3.7's brgemm matmul misreads a [M, 1]
+/// result with strides {N, 1} (wrong rows from the second on; {N, N} is
+/// right), which GroupBERT's grouped dense with one output per group makes.
+md strided(const dnnl::memory::dims& dims, dnnl::memory::data_type type,
+           dnnl::memory::dims strides);
+
 /// The dimensions `desc` describes.
 dnnl::memory::dims dims_of(const md& desc);
 

@@ -12,6 +12,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "onednn_api.hpp"
 #include "onednn_gemm.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
@@ -148,7 +149,7 @@ using Dims = dnnl::memory::dims;
 /// A plain strided matrix view for one group's GEMM.
 dnnl::memory::desc view(std::int64_t rows, std::int64_t cols, std::int64_t row_stride,
                         std::int64_t col_stride, dnnl::memory::data_type type) {
-  return dnnl::memory::desc(Dims{rows, cols}, type, Dims{row_stride, col_stride});
+  return onednn::strided(Dims{rows, cols}, type, Dims{row_stride, col_stride});
 }
 
 /// One strided 2-D GEMM run once per group on offset pointers (every group
