@@ -13,11 +13,20 @@ out=$(mkdir -p "${1:-$root/build/debian}" && cd "${1:-$root/build/debian}" && pw
 version=$(dpkg-parsechangelog -l "$root/debian/changelog" -S Version)
 upstream=${version%-*}
 rm -rf "${out:?}"/*
-# The upstream tarball is the committed tree without debian/.
-git -C "$root" archive --format=tar --prefix="polyhal-$upstream/" HEAD -- . ':!debian' |
-  xz -T0 -6 > "$out/polyhal_$upstream.orig.tar.xz"
-tar -C "$out" -xf "$out/polyhal_$upstream.orig.tar.xz"
-git -C "$root" archive --format=tar HEAD debian | tar -C "$out/polyhal-$upstream" -xf -
+# The upstream tarball is the committed tree without debian/; a tree
+# without its git history (the copy scripts/debian13-test.sh puts in the
+# Debian 13 root) is taken as it is.
+if git -C "$root" rev-parse --git-dir > /dev/null 2>&1; then
+  git -C "$root" archive --format=tar --prefix="polyhal-$upstream/" HEAD -- . ':!debian' |
+    xz -T0 -6 > "$out/polyhal_$upstream.orig.tar.xz"
+  tar -C "$out" -xf "$out/polyhal_$upstream.orig.tar.xz"
+  git -C "$root" archive --format=tar HEAD debian | tar -C "$out/polyhal-$upstream" -xf -
+else
+  tar -C "$root" --exclude=./debian --sort=name --transform "s,^\\.,polyhal-$upstream," -cf - . |
+    xz -T0 -6 > "$out/polyhal_$upstream.orig.tar.xz"
+  tar -C "$out" -xf "$out/polyhal_$upstream.orig.tar.xz"
+  tar -C "$root" -cf - debian | tar -C "$out/polyhal-$upstream" -xf -
+fi
 (cd "$out/polyhal-$upstream" && dpkg-buildpackage -us -uc -j"$(nproc)") > "$out/build.log" 2>&1 ||
   { tail -60 "$out/build.log"; echo "FAIL: dpkg-buildpackage (log: $out/build.log)"; exit 1; }
 changes=$(ls "$out"/polyhal_"$version"_*.changes)

@@ -15,6 +15,9 @@ version=$(dpkg-parsechangelog -l "$source_dir/debian/changelog" -S Version)
 next=${version%-*}+next
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
+# dpkg 1.22 (Debian 13) reads the package's debian/control from where it runs.
+mkdir -p "$work/debian"
+cp "$source_dir/debian/control" "$source_dir/debian/changelog" "$work/debian/"
 fail() { echo "FAIL: $*"; exit 1; }
 check() {  # check SYMBOLS_FILE LOG
   (cd "$work" && dpkg-gensymbols -v"$next" -plibpolyhal0.1 -e"$library" -I"$1" -O"$work/out.symbols" -c1) \

@@ -80,7 +80,9 @@ echo "ok: SIGTERM stopped both replicas after step $step with a checkpoint (exit
 if command -v mpirun > /dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
   long=(--set collective=mpi --set checkpoint.every=100000 --set checkpoint.dir=mpi-stopped --progress none)
-  mpirun --mca odls_base_sigkill_timeout 3 -np 2 "$polyhal" run p.yaml --set steps=1000000 "${long[@]}" \
+  # Open MPI 4.1 reads it as an MCA parameter; 5.0's launcher (PRRTE) as
+  # its own, PRTE_MCA_odls_base_sigkill_timeout.
+  PRTE_MCA_odls_base_sigkill_timeout=3 mpirun --mca odls_base_sigkill_timeout 3 -np 2 "$polyhal" run p.yaml --set steps=1000000 "${long[@]}" \
     > mpi-stopped.log 2>&1 &
   job=$!
   for tries in $(seq 1 600); do
