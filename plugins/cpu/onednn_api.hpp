@@ -113,7 +113,7 @@ class Scales {
  private:
   std::vector<float> values_;
   dnnl::memory memory_;
-  int argument_ = 0;
+  [[maybe_unused]] int argument_ = 0;  // oneDNN 3: the operand the factors scale
 };
 
 }  // namespace polyhal::cpu::onednn
