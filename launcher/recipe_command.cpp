@@ -7,9 +7,11 @@
 #include <ctime>
 #include <fstream>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "polyhal/app/checked_file.hpp"
+#include "polyhal/app/json_input.hpp"
 #include "polyhal/app/recipe.hpp"
 #include "polyhal/error.hpp"
 
@@ -39,7 +41,7 @@ nlohmann::json last_line(const std::filesystem::path& file) {
   std::string line, last;
   while (std::getline(in, line))
     if (!line.empty()) last = line;
-  return last.empty() ? nlohmann::json::object() : nlohmann::json::parse(last, nullptr, false);
+  return last.empty() ? nlohmann::json::object() : parse_json_input_or_discarded(last);
 }
 
 /// DIR/NAME.done.json, written whole or not at all.
@@ -58,7 +60,8 @@ std::string result_text(const nlohmann::json& summary) {
   std::string out;
   const auto add = [&](const std::string& text) { out += (out.empty() ? "" : ", ") + text; };
   if (summary.contains("task")) add(summary["task"].get<std::string>());
-  if (summary.contains("steps_run")) add(fmt::format("{} steps", summary["steps_run"].dump()));
+  if (summary.contains("steps_run"))
+    add(fmt::format("{} steps", json_excerpt(summary["steps_run"])));
   if (summary.contains("final_loss") && summary["final_loss"].is_number())
     add(fmt::format("final loss {:.4f}", summary["final_loss"].get<double>()));
   for (const auto& [name, value] : summary.items()) {
@@ -103,7 +106,8 @@ int run_recipe(const CommonOptions& common, const RunOptions& run, bool validate
     const auto marker = recipe.dir / (stage.name + ".done.json");
     if (!run.compile_only && std::filesystem::exists(marker)) {
       std::ifstream in(marker);
-      const auto record = nlohmann::json::parse(in, nullptr, false);
+      const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+      const auto record = parse_json_input_or_discarded(text);
       std::cout << fmt::format("stage {}/{} {}: finished before ({}), skipped\n", i + 1, count,
                                stage.name, marker.string());
       done.push_back(

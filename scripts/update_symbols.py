@@ -25,6 +25,16 @@ PATTERNS = [
     # Another library's templates, instantiated here (any return type or prefix).
     (f'(c++|regex|optional)"^([^(]*[ ,<])?{THIRD_PARTY}::"', "instantiations of other libraries"),
     ('(c++|regex|optional)"polyhal::detail::"', "polyhal::detail, the library's inside"),
+    # The same with a decltype(...) return type, which the pattern above
+    # cannot see past.
+    (f'(c++|regex|optional)"^decltype .* {THIRD_PARTY}::"', "instantiations of other libraries"),
+    # C++20 constrained std members (requires-clauses in the name), which
+    # binutils 2.40 does not demangle: matched mangled.
+    ('(regex|optional)"^_ZNK?St"', "std members, mangled"),
+    # The type information of the lambdas each config key holds in a
+    # std::function: numbered by the compiler (GCC 12 and 14 differ).
+    ('(c++|regex|optional)"^typeinfo (name )?for polyhal::SectionKeys<"',
+     "config keys' lambdas, numbered by the compiler"),
     ('(regex|optional)"^_Z[0-9]+descriptor_table_"', "protobuf's generated tables"),
     ('(c++|regex|optional)"^TableStruct_proto_"', "protobuf's generated tables"),
 ]

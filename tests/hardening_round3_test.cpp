@@ -3,13 +3,16 @@
 // here are not fixed yet.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <string>
 #include <vector>
 
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/checkpoint_store.hpp"
+#include "polyhal/app/json_input.hpp"
 #include "polyhal/app/safetensors.hpp"
 #include "test_support.hpp"
 
@@ -40,6 +43,54 @@ TEST(HardeningRound3, GeneratedDataWithNoWordsInTheVocabularyIsRefused) {
   const auto six =
       test::run_polyhal("run --config " + config.string() + " --set model.vocab_size=6");
   EXPECT_EQ(six.exit_code, 0) << six.output;
+}
+
+// Item 2: JSON nested 200,000 deep crashed whatever printed it (a message,
+// a report cell). Every JSON input is parsed with its nesting capped.
+std::string deeply_nested(std::size_t depth) {
+  return std::string(depth, '[') + std::string(depth, ']');
+}
+
+TEST(HardeningRound3, DeeplyNestedJsonIsRefusedWhereverItIsRead) {
+  test::TempDir dir;
+  const std::string deep = deeply_nested(200000);
+  const std::string message = "JSON nested deeper than 64 levels";
+  // A model's config.json (model.hf_config), through validate and run.
+  dir.write("model/config.json", "{\"hidden_size\": " + deep + "}");
+  const auto config =
+      dir.write("c.yaml",
+                "backend: cpu\ntask: inference\nmodel: {hf_config: model/config.json, "
+                "seq_len: 16}\ninference: {iterations: 1}\n");
+  for (const std::string command : {"validate", "run"}) {
+    const auto r = test::run_polyhal(command + " --config " + config.string());
+    EXPECT_EQ(r.exit_code, 2) << command << "\n" << r.output;
+    EXPECT_NE(r.output.find("config.json: " + message), std::string::npos) << r.output;
+  }
+  // A safetensors header's dtype.
+  const std::string header =
+      "{\"w\":{\"dtype\":" + deep + ",\"shape\":[1],\"data_offsets\":[0,4]}}";
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    bytes[static_cast<std::size_t>(i)] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  const auto weights = dir.write("w.safetensors", bytes + header + std::string(4, '\0'));
+  try {
+    read_safetensors(weights);
+    ADD_FAILURE() << "expected ConfigError";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("w.safetensors: bytes 8-"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << e.what();
+  }
+  // A metrics file's record, for the report.
+  const auto metrics = dir.write("m.jsonl", "{\"event\":\"summary\",\"x\":" + deep + "}\n");
+  const auto report =
+      test::run_polyhal("report " + metrics.string() + " -o " + (dir.path() / "r.html").string());
+  EXPECT_EQ(report.exit_code, 2) << report.output;
+  EXPECT_NE(report.output.find("m.jsonl:1: not a JSON object"), std::string::npos) << report.output;
+  // The helper itself: 64 levels read, 65 refused; excerpts stay short.
+  EXPECT_NO_THROW(parse_json_input(deeply_nested(64), "x"));
+  EXPECT_THROW(parse_json_input(deeply_nested(65), "x"), ConfigError);
+  EXPECT_TRUE(parse_json_input_or_discarded(deep).is_discarded());
+  EXPECT_EQ(json_excerpt(nlohmann::json(std::string(500, 'a')), 10), "\"aaaaaaaaa...");
 }
 
 // Item 1: two records whose steps (or losses) are adjacent doubles made the

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "polyhal/app/json_input.hpp"
 #include "polyhal/app/squad_data.hpp"
 #include "polyhal/error.hpp"
 #include "util/regular_file.hpp"
@@ -70,7 +71,7 @@ SquadFile read_squad_json(const std::filesystem::path& file, std::uintmax_t max_
   std::ifstream in(file, std::ios::binary);
   json root;
   try {
-    root = json::parse(in);
+    root = parse_json_input(in, file.string());
   } catch (const json::exception& e) {
     throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
   }

@@ -1,4 +1,5 @@
 #include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/json_input.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -139,7 +140,7 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
   if (!in) throw ConfigError(fmt::format("{}: cannot read the model config", file.string()));
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(in);
+    json = parse_json_input(in, file.string());
   } catch (const nlohmann::json::exception& e) {  // syntax, or a number like 1e999
     throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
   }
@@ -161,8 +162,8 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
       fits = value.is_string();
     }
     if (!fits)
-      throw ConfigError(
-          fmt::format("{}: key '{}': unexpected value {}", file.string(), key, value.dump()));
+      throw ConfigError(fmt::format("{}: key '{}': unexpected value {}", file.string(), key,
+                                    json_excerpt(value)));
     value.get_to(field);
   };
   read("vocab_size", c.vocab_size);
@@ -180,7 +181,7 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
     const auto& flag = json.at("groupbert");
     if (!flag.is_boolean())
       throw ConfigError(fmt::format("{}: key 'groupbert': expected true or false, got {}",
-                                    file.string(), flag.dump()));
+                                    file.string(), json_excerpt(flag)));
     const bool model_type_given = json.contains("model_type");
     if (flag.get<bool>() && model_type_given && c.model_type != "groupbert")
       throw ConfigError(fmt::format(

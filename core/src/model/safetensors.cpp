@@ -1,4 +1,5 @@
 #include "polyhal/app/safetensors.hpp"
+#include "polyhal/app/json_input.hpp"
 
 #include <fmt/format.h>
 
@@ -63,7 +64,8 @@ TensorMap read_safetensors(const std::filesystem::path& file) {
   in.read(header_text.data(), static_cast<std::streamsize>(header_size));
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(header_text);
+    header = parse_json_input(header_text,
+                              fmt::format("{}: bytes 8-{}: header", where, 8 + header_size));
   } catch (const nlohmann::json::exception& e) {  // syntax, or a number like 1e999
     throw ConfigError(fmt::format("{}: bytes 8-{}: header is not valid JSON: {}", where,
                                   8 + header_size, e.what()));
@@ -88,7 +90,7 @@ TensorMap read_safetensors(const std::filesystem::path& file) {
         dtype_from_safetensors(info["dtype"].is_string() ? info["dtype"].get<std::string>() : "");
     if (!type) {
       throw ConfigError(fmt::format("{}: dtype {} is not supported (F32, BF16, F16, I64, I32)",
-                                    tensor, info["dtype"].dump()));
+                                    tensor, json_excerpt(info["dtype"])));
     }
     HostTensor t;
     std::uint64_t begin = 0, end = 0;
@@ -194,7 +196,7 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::filesyst
   }
   std::map<std::string, std::string> out;
   try {
-    const auto header = nlohmann::json::parse(text);
+    const auto header = parse_json_input(text, file.string() + ": header");
     if (!header.is_object())
       throw ConfigError(fmt::format("{}: header is not a JSON object", file.string()));
     if (header.contains("__metadata__")) {

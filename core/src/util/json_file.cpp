@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "polyhal/app/json_input.hpp"
 #include "polyhal/error.hpp"
 #include "util/regular_file.hpp"
 
@@ -16,7 +17,7 @@ nlohmann::json read_json_object(const std::filesystem::path& file, std::uintmax_
   if (!in) throw ConfigError(fmt::format("{}: cannot read the {}", file.string(), kind));
   nlohmann::json json;
   try {
-    json = nlohmann::json::parse(in);
+    json = parse_json_input(in, file.string());
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
   }

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "polyhal/app/html_reports.hpp"
+#include "polyhal/app/json_input.hpp"
 #include "polyhal/error.hpp"
 #include "report/html/html_page.hpp"
 #include "report/html/svg_chart.hpp"
@@ -54,7 +55,7 @@ RunMetrics read_one(const std::filesystem::path& file) {
       throw ConfigError(fmt::format("{}:{}: a line of {} bytes, more than a metrics record has",
                                     file.string(), number, line.size()));
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    nlohmann::json record = nlohmann::json::parse(line, nullptr, false);
+    nlohmann::json record = parse_json_input_or_discarded(line);
     if (record.is_discarded() || !record.is_object())
       throw ConfigError(fmt::format(
           "{}:{}: not a JSON object: a metrics file (polyhal run --metrics-out) has one per line",
@@ -111,7 +112,7 @@ std::string text_of(const nlohmann::json& summary, const char* key) {
   if (v.is_null()) return "";
   if (v.is_string()) return html::escape(v.get<std::string>());
   if (v.is_number_float()) return fmt::format("{:.4g}", v.get<double>());
-  return html::escape(v.dump());
+  return html::escape(json_excerpt(v, 200));
 }
 
 }  // namespace
@@ -167,8 +168,8 @@ std::string run_report_html(const std::vector<RunMetrics>& runs) {
         if (!kNotMetrics.contains(k) && v.is_number())
           last_eval +=
               fmt::format("{}{} {:.4g}", last_eval.empty() ? "" : ", ", k, v.get<double>());
-      last_eval = html::escape(
-          fmt::format("{} (step {}): {}", string_field(e, "event"), e["step"].dump(), last_eval));
+      last_eval = html::escape(fmt::format("{} (step {}): {}", string_field(e, "event"),
+                                           json_excerpt(e["step"]), last_eval));
     }
     rows.push_back(
         {html::escape(r.label), text_of(s, "task"), text_of(s, "model"),

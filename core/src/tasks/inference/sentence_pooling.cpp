@@ -8,6 +8,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "polyhal/app/json_input.hpp"
 #include "polyhal/error.hpp"
 #include "util/regular_file.hpp"
 
@@ -18,7 +19,7 @@ nlohmann::json read_json(const std::filesystem::path& file) {
   detail::refuse_special_or_oversized_file(file, std::uintmax_t{1} << 20, "model's JSON file");
   std::ifstream in(file);
   try {
-    return nlohmann::json::parse(in);
+    return parse_json_input(in, file.string());
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
   }
