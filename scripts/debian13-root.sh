@@ -11,7 +11,7 @@ mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # scripts/install-deps.sh's build and test packages as Debian 13 names them
 # (the same names: its t64 library renames sit behind these -dev packages).
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkgconf
   libdnnl-dev libtbb-dev libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libicu-dev libprotobuf-dev protobuf-compiler zlib1g-dev

@@ -7,7 +7,7 @@ set -euo pipefail
 profile=${1:-all}
 # The launcher, libpolyhal and the CPU plugin.
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkgconf
   libdnnl-dev libtbb-dev libboost-dev libboost-filesystem-dev libboost-program-options-dev
   libyaml-cpp-dev libspdlog-dev libfmt-dev nlohmann-json3-dev
   libicu-dev libprotobuf-dev protobuf-compiler zlib1g-dev
