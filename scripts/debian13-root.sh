@@ -19,6 +19,12 @@ packages=(
   libgtest-dev libgmock-dev python3
   file dpkg-dev debhelper lintian fakeroot
 )
+# The host's tools: debootstrap makes the root, rsync copies the tree into it.
+for tool in debootstrap rsync; do
+  command -v "$tool" >/dev/null && continue
+  [ "$(id -u)" -eq 0 ] || { echo "debian13-root: needs $tool (apt-get install $tool)" >&2; exit 2; }
+  env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$tool" >&2
+done
 key=$(printf '%s\n' trixie "$mirror" "${packages[@]}" | sha256sum | cut -c1-16)
 root="$dir/root"
 if [ -f "$dir/ready-$key" ] && [ -x "$root/usr/bin/cmake" ]; then
@@ -26,8 +32,6 @@ if [ -f "$dir/ready-$key" ] && [ -x "$root/usr/bin/cmake" ]; then
   exit 0
 fi
 [ "$(id -u)" -eq 0 ] || { echo "debian13-root: debootstrap needs root (run with sudo)" >&2; exit 2; }
-command -v debootstrap >/dev/null ||
-  env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends debootstrap >&2
 rm -rf "$root" "$dir"/ready-*
 mkdir -p "$dir"
 echo "debian13-root: making a Debian 13 root in $root (a few minutes, once)" >&2
