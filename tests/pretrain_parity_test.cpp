@@ -1,6 +1,6 @@
 // Pre-training trains as Hugging Face transformers does: the short version
 // of bench/pretrain_parity (docs/pretraining.md). The same real prose
-// (Debian's /usr/share/common-licenses), vocabulary (bert-base-uncased),
+// (Debian 12's licence texts, committed in tests/data/licence_prose), vocabulary (bert-base-uncased),
 // masking (polyhal prepare-data), initial weights, batches, schedule and
 // LAMB, dropout off: every step's loss and the held-out evaluations against
 // transformers' (tests/golden/make_pretrain_parity_golden.py).
@@ -16,7 +16,8 @@ namespace polyhal {
 namespace {
 
 const std::filesystem::path kModel = POLYHAL_REAL_MODEL_DIR;
-const std::filesystem::path kLicenses = "/usr/share/common-licenses";
+const std::filesystem::path kLicenses =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/licence_prose";
 
 TEST(PretrainParity, ShortRunFollowsTheTransformersCurve) {
   if (!std::filesystem::exists(kModel / "vocab.txt")) {
