@@ -17,7 +17,7 @@ packages=(
   libicu-dev libprotobuf-dev protobuf-compiler zlib1g-dev
   libopenmpi-dev openmpi-bin libhdf5-dev
   libgtest-dev libgmock-dev python3
-  file dpkg-dev debhelper lintian fakeroot
+  file dpkg-dev debhelper lintian fakeroot rpm
 )
 # The host's tools: debootstrap makes the root, rsync copies the tree into it.
 for tool in debootstrap rsync; do

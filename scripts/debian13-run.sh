@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs a command inside the Debian 13 root (scripts/debian13-root.sh) with
-# /proc, /dev and /dev/shm mounted (the CPU plugin reads /proc/cpuinfo,
-# Open MPI wants /dev/shm), and unmounts them after.
+# /proc, /sys, /dev and /dev/shm mounted (the CPU plugin reads
+# /proc/cpuinfo, Open MPI's hwloc reads the CPU topology in /sys and wants
+# /dev/shm), and unmounts them after.
 #   debian13-run.sh COMMAND [ARGS...]      e.g. debian13-run.sh /build/launcher/polyhal devices
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +12,7 @@ cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
 }
 trap cleanup EXIT
-for fs in proc dev dev/shm; do
+for fs in proc sys dev dev/shm; do
   if ! mountpoint -q "$root/$fs"; then
     if [ "$fs" = proc ]; then mount -t proc proc "$root/proc"; else mount --bind "/$fs" "$root/$fs"; fi
     mounted+=("$root/$fs")

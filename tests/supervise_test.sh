@@ -76,24 +76,27 @@ echo "ok: SIGTERM stopped both replicas after step $step with a checkpoint (exit
 # SIGTERM to mpirun (a scheduler stopping an MPI job): Open MPI passes it to
 # the ranks after odls_base_sigkill_timeout seconds and kills them as long
 # after that; given the time (docs/scale-out.md), the ranks stop after a
-# step with its checkpoint, and the same command resumes there.
+# step with its checkpoint, and the same command resumes there. Open MPI 5's
+# mpirun stops forwarding the ranks' output once it has the signal, so what
+# they say about it is read from log.file, which they write themselves.
 if command -v mpirun > /dev/null; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  long=(--set collective=mpi --set checkpoint.every=100000 --set checkpoint.dir=mpi-stopped --progress none)
+  long=(--set collective=mpi --set checkpoint.every=100000 --set checkpoint.dir=mpi-stopped
+    --set log.file=mpi-ranks.log --progress none)
   # Open MPI 4.1 reads it as an MCA parameter; 5.0's launcher (PRRTE) as
   # its own, PRTE_MCA_odls_base_sigkill_timeout.
   PRTE_MCA_odls_base_sigkill_timeout=3 mpirun --mca odls_base_sigkill_timeout 3 -np 2 "$polyhal" run p.yaml --set steps=1000000 "${long[@]}" \
     > mpi-stopped.log 2>&1 &
   job=$!
   for tries in $(seq 1 600); do
-    grep -q "rank 1 of 2: backend" mpi-stopped.log 2> /dev/null && break
+    grep -q "rank 0 of 2: backend" mpi-stopped.log 2> /dev/null && break
     sleep 0.05
   done
   sleep 1
   kill -TERM "$job"
   wait "$job"
-  step=$(sed -n 's/.*stopped by Terminated after step \([0-9]*\):.*/\1/p' mpi-stopped.log | head -1)
-  [ -n "$step" ] || { cat mpi-stopped.log; fail "SIGTERM to mpirun: the ranks did not stop after a step"; }
+  step=$(sed -n 's/.*stopped by Terminated after step \([0-9]*\) of.*/\1/p' mpi-ranks.log | head -1)
+  [ -n "$step" ] || { cat mpi-stopped.log mpi-ranks.log; fail "SIGTERM to mpirun: the ranks did not stop after a step"; }
   [ -f "mpi-stopped/checkpoint-$(printf %08d "$step").safetensors" ] ||
     { ls mpi-stopped; fail "SIGTERM to mpirun after step $step: no checkpoint of it"; }
   mpirun -np 2 "$polyhal" run p.yaml --set steps=$((step + 3)) "${long[@]}" > mpi-resumed.log 2>&1 ||
