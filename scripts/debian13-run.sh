@@ -4,9 +4,10 @@
 # /proc/cpuinfo, Open MPI's hwloc reads the CPU topology in /sys and wants
 # /dev/shm), and unmounts them after.
 #   debian13-run.sh COMMAND [ARGS...]      e.g. debian13-run.sh /build/launcher/polyhal devices
+# DEBIAN13_ROOT=DIR runs it in another root (the autopkgtests' fresh one).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(scripts/debian13-root.sh)
+root=${DEBIAN13_ROOT:-$(scripts/debian13-root.sh)}
 mounted=()
 cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
