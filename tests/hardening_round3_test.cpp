@@ -2,6 +2,7 @@
 // fed as input, with the message and the exit code it must give. Items not
 // here are not fixed yet.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstdint>
 #include <filesystem>
@@ -212,6 +213,66 @@ TEST(HardeningRound3, SupervisingAMissingCommandIsAUsageError) {
         << r.output;
   }
   EXPECT_EQ(test::run_polyhal("supervise --max-restarts 0 -- true").exit_code, 0);
+}
+
+// Item 10: an output path that is a device or FIFO was replaced by a
+// regular file (the temporary renamed over it). A link to /dev/null stands
+// for the device: were it replaced, the link would go, never /dev/null.
+TEST(HardeningRound3, AnOutputThatIsADeviceOrFifoIsWrittenNotReplaced) {
+  test::TempDir dir;
+  const auto metrics = dir.write("m.jsonl", "{\"event\":\"step\",\"step\":1,\"loss\":1.0}\n");
+  const auto null_link = dir.path() / "null";
+  std::filesystem::create_symlink("/dev/null", null_link);
+  auto r = test::run_polyhal("report " + metrics.string() + " -o " + null_link.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::is_symlink(null_link));
+  EXPECT_TRUE(std::filesystem::is_character_file(null_link));
+
+  // A FIFO gets the page, read by another process.
+  const auto fifo = dir.path() / "page.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto read = dir.path() / "read.html";
+  r = test::run_command("(timeout 60 cat " + fifo.string() + " > " + read.string() + " &) && " +
+                        POLYHAL_LAUNCHER + " report " + metrics.string() + " -o " + fifo.string() +
+                        " 2>&1; sleep 0.2");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::is_fifo(fifo));
+  EXPECT_GT(std::filesystem::file_size(read), 1000u);
+
+  // A directory is named; nothing is written into or over it.
+  const auto subdir = dir.path() / "sub";
+  std::filesystem::create_directory(subdir);
+  r = test::run_polyhal("report " + metrics.string() + " -o " + subdir.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find(subdir.string() + ": is a directory; name the file to write"),
+            std::string::npos)
+      << r.output;
+  EXPECT_TRUE(std::filesystem::is_empty(subdir));
+}
+
+// Item 11: model.save in a training task wrote nothing (exit 0); a
+// pre-training run with it and no checkpoint.dir lost its trained weights.
+TEST(HardeningRound3, ModelSaveOfATrainingTaskIsItsExport) {
+  test::TempDir dir;
+  const auto config =
+      dir.write("p.yaml",
+                "backend: cpu\ntask: pretrain\nmodel: {preset: tiny, seq_len: 32, precision: f32, "
+                "vocab_size: 256, num_hidden_layers: 2}\nbatch: {micro: 8}\n"
+                "data: {source: pattern, seed: 5, max_predictions: 6}\n"
+                "optimizer: {name: lamb, learning_rate: 0.004}\nsteps: 3\n");
+  const auto saved = dir.path() / "trained";
+  const auto validate =
+      test::run_polyhal("validate " + config.string() + " --set model.save=" + saved.string());
+  EXPECT_EQ(validate.exit_code, 0) << validate.output;
+  EXPECT_NE(validate.output.find("exports the final weights to " + saved.string()),
+            std::string::npos)
+      << validate.output;
+  const auto r =
+      test::run_polyhal("run " + config.string() + " --set model.save=" + saved.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_TRUE(std::filesystem::is_regular_file(saved / "config.json")) << r.output;
+  const TensorMap weights = read_safetensors(saved / "model.safetensors");
+  EXPECT_TRUE(weights.contains("bert.embeddings.word_embeddings.weight"));
 }
 
 }  // namespace

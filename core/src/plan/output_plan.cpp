@@ -25,7 +25,10 @@ OutputPlan resolve_outputs(const RunConfig& config) {
     if (auto latest = CheckpointStore(outputs.checkpoint_dir).latest())
       outputs.resume_from = *latest;
   }
-  if (schema.export_dir)
+  // model.save names the export of a training task as it names inference's.
+  if (!config.model.save.empty())
+    outputs.export_dir = config.model.save;
+  else if (schema.export_dir)
     outputs.export_dir = schema.export_dir(config);
   else if (!outputs.checkpoint_dir.empty())
     outputs.export_dir = outputs.checkpoint_dir / "hf";

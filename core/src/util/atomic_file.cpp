@@ -27,9 +27,28 @@ std::string sync_path(const std::filesystem::path& path, int flags) {
   return {};
 }
 
+/// Refuses a special file where a writer needs a regular one it can replace.
+void require_regular_output(const std::filesystem::path& file) {
+  if (is_special_output(file))
+    throw RuntimeFailure(fmt::format(
+        "{}: is a device, FIFO or socket; this output is written whole as a regular file and "
+        "put in place at the end: name a file",
+        file.string()));
+}
+
 }  // namespace
 
+bool is_special_output(const std::filesystem::path& file) {
+  std::error_code error;
+  const auto status = std::filesystem::status(file, error);
+  if (error || !std::filesystem::exists(status)) return false;
+  if (std::filesystem::is_directory(status))
+    throw RuntimeFailure(fmt::format("{}: is a directory; name the file to write", file.string()));
+  return !std::filesystem::is_regular_file(status);
+}
+
 std::filesystem::path create_unique_temporary(const std::filesystem::path& file) {
+  require_regular_output(file);
   std::string pattern = file.string() + ".tmp.XXXXXX";
   const int fd = ::mkstemp(pattern.data());
   if (fd < 0) {
@@ -43,6 +62,16 @@ std::filesystem::path create_unique_temporary(const std::filesystem::path& file)
 
 void write_file_atomically(const std::filesystem::path& file,
                            const std::function<void(std::ostream&)>& write) {
+  if (is_special_output(file)) {
+    std::ofstream out(file, std::ios::binary);
+    if (!out)
+      throw RuntimeFailure(
+          fmt::format("{}: cannot open it: {}", file.string(), std::strerror(errno)));
+    write(out);
+    out.flush();
+    if (!out) throw RuntimeFailure(fmt::format("{}: write failed", file.string()));
+    return;
+  }
   const std::filesystem::path temporary = create_unique_temporary(file);
   const auto fail = [&](const std::string& what) {
     std::error_code ignored;
@@ -67,6 +96,13 @@ void publish_atomically(const std::filesystem::path& temporary, const std::files
     std::filesystem::remove(temporary, ignored);
     throw RuntimeFailure(fmt::format("{}: {}", file.string(), what));
   };
+  try {
+    require_regular_output(file);
+  } catch (const RuntimeFailure&) {
+    std::error_code ignored;
+    std::filesystem::remove(temporary, ignored);
+    throw;
+  }
   if (auto error = sync_path(temporary, O_RDONLY); !error.empty())
     fail(fmt::format("fsync failed: {}", error));
   std::error_code renamed;
@@ -80,6 +116,13 @@ void publish_atomically(const std::filesystem::path& temporary, const std::files
 }
 
 AtomicOutput::AtomicOutput(std::filesystem::path file) : file_(std::move(file)) {
+  if (is_special_output(file_)) {
+    fd_ = ::open(file_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0)
+      throw RuntimeFailure(
+          fmt::format("{}: cannot open it: {}", file_.string(), std::strerror(errno)));
+    return;
+  }
   std::string pattern = file_.string() + ".tmp.XXXXXX";
   fd_ = ::mkstemp(pattern.data());
   if (fd_ < 0) {
@@ -93,6 +136,7 @@ AtomicOutput::AtomicOutput(std::filesystem::path file) : file_(std::move(file)) 
 AtomicOutput::~AtomicOutput() {
   if (fd_ < 0) return;
   ::close(fd_);
+  if (temporary_.empty()) return;
   std::error_code ignored;
   std::filesystem::remove(temporary_, ignored);
 }
@@ -114,10 +158,10 @@ void AtomicOutput::commit() {
   if (::close(fd) != 0) {
     const std::string error = std::strerror(errno);
     std::error_code ignored;
-    std::filesystem::remove(temporary_, ignored);
+    if (!temporary_.empty()) std::filesystem::remove(temporary_, ignored);
     throw RuntimeFailure(fmt::format("{}: close failed: {}", file_.string(), error));
   }
-  publish_atomically(temporary_, file_);
+  if (!temporary_.empty()) publish_atomically(temporary_, file_);
 }
 
 void write_file_atomically(const std::filesystem::path& file, std::string_view content) {

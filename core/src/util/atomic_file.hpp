@@ -8,6 +8,16 @@
 
 namespace polyhal::detail {
 
+// An output that already exists as a device, FIFO or socket (/dev/null,
+// /dev/stdout, a pipe) is written in place by write_file_atomically and
+// AtomicOutput: it is never replaced by a regular file. One that is a
+// directory is refused. create_unique_temporary and publish_atomically,
+// whose writers need a regular file, refuse both.
+
+/// Whether `file` (symbolic links followed) is a device, FIFO or socket.
+/// Throws RuntimeFailure naming it when it is a directory.
+bool is_special_output(const std::filesystem::path& file);
+
 /// Creates an empty file with a unique name beside `file` ("<file>.tmp.XXXXXX",
 /// mkstemp: created exclusively, never through a link someone planted) for
 /// a writer that opens files by name (an ofstream, libhdf5). Throws
