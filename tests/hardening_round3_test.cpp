@@ -275,5 +275,49 @@ TEST(HardeningRound3, ModelSaveOfATrainingTaskIsItsExport) {
   EXPECT_TRUE(weights.contains("bert.embeddings.word_embeddings.weight"));
 }
 
+// Item 8: eval.micro escaped the bounds batch.micro has: validate with
+// eval.micro 268435456 allocated until bad_alloc, and the memory plan left
+// the evaluation out. Now its tensors are bounded naming eval.micro, and its
+// model is in the plan.
+TEST(HardeningRound3, EvalMicroIsBoundedAndPlannedAsBatchMicroIs) {
+  const std::string config =
+      std::string(POLYHAL_SOURCE_DIR) + "/configs/pretrain-bert-base-phase1-cpu.yaml";
+  const std::string eval = " --set eval.source=generated --set eval.every_steps=10";
+#if defined(__SANITIZE_ADDRESS__)
+  const std::string limit;
+#else
+  const std::string limit = "ulimit -v 2097152; ";
+#endif
+  const auto huge = test::run_command(limit + POLYHAL_LAUNCHER + " validate --skip-inputs " +
+                                      config + eval + " --set eval.micro=268435456 2>&1");
+  EXPECT_EQ(huge.exit_code, 2) << huge.output;
+  EXPECT_NE(huge.output.find("--set eval.micro=268435456: key 'eval.micro': evaluation batches "
+                             "of 268435456 sequences of 128 tokens: tensor 'input_ids'"),
+            std::string::npos)
+      << huge.output;
+  const auto planned =
+      test::run_polyhal("run --compile-only " + config + eval + " --set eval.micro=64");
+  EXPECT_EQ(planned.exit_code, 0) << planned.output;
+  EXPECT_NE(planned.output.find("evaluation: bf16"), std::string::npos) << planned.output;
+  EXPECT_NE(planned.output.find("evaluation: i32"), std::string::npos) << planned.output;
+}
+
+// Item 12: run allocated past a plan that validate reported as not
+// fitting. A device model's memory is the same on every machine.
+TEST(HardeningRound3, RunRefusesAPlanThatDoesNotFitBeforeAllocating) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "i.yaml",
+      "backend: ipu\ntask: inference\nmodel: {preset: large, seq_len: 512, precision: f16}\n"
+      "batch: {micro: 16}\ndata: {source: generated}\ninference: {iterations: 1, warmup: 0}\n");
+  const auto validate = test::run_polyhal("validate " + config.string());
+  EXPECT_EQ(validate.exit_code, 1) << validate.output;
+  const auto r = test::run_polyhal("run " + config.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("MiB for it: it does not fit, and nothing was allocated"),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace polyhal

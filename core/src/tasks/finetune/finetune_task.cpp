@@ -25,6 +25,7 @@
 #include "polyhal/error.hpp"
 #include "tasks/finetune/finetune_data.hpp"
 #include "tasks/inference_precision.hpp"
+#include "tasks/plan_fit.hpp"
 #include "tasks/tokenizer_settings.hpp"
 #include "tasks/training_run.hpp"
 #include "tasks/training_setup.hpp"
@@ -363,6 +364,7 @@ FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
   record_plan(job, result);
   if (trace) job.trace(*trace);
   if (compile_only) return result;
+  require_plan_fits(result.memory);
 
   const auto data = open_finetune_data(config, required_vocab(start, config), config.model.seq_len);
   const std::int64_t global_batch = options.batch.global();

@@ -19,6 +19,7 @@
 #include "polyhal/error.hpp"
 #include "sentence_pooling.hpp"
 #include "tasks/inference_precision.hpp"
+#include "tasks/plan_fit.hpp"
 #include "tasks/tokenizer_settings.hpp"
 #include "util/atomic_file.hpp"
 #include "util/regular_file.hpp"
@@ -348,6 +349,7 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
   result.estimated_batch_seconds = bert.estimate_seconds();
   if (trace && trace->estimated()) trace_estimated_batches(bert, *trace);
   if (compile_only) return result;
+  require_plan_fits(result.memory);
 
   const TensorMap weights = read_inference_weights(config, result.config, head, task_head || heads);
   if (!config.model.save.empty()) {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "polyhal/app/tensor_limit.hpp"
 #include "polyhal/error.hpp"
 #include "tasks/pretrain/pretrain_section.hpp"
 #include "train/trainer.hpp"
@@ -163,11 +164,12 @@ PendingRows take_rows(PendingRows& rows, std::int64_t count, std::int64_t batch,
 
 }  // namespace
 
-PretrainEvaluator::PretrainEvaluator(const RunConfig& config, const BertConfig& model,
-                                     DType precision)
+PretrainEvaluator::PretrainEvaluator(Device& device, const RunConfig& config,
+                                     const BertConfig& model, DType precision)
     : config_(config), model_(model), precision_(precision) {
   const auto& e = config.section<EvalSection>();
   shape_ = {e.micro > 0 ? e.micro : config.batch.micro, config.model.seq_len};
+  plan_model(device, config.data.max_predictions);
   DataSource held_out = data_source(config);
   held_out.data.section = "eval";
   held_out.data.source = e.source;
@@ -183,8 +185,10 @@ PretrainEvaluator::PretrainEvaluator(const RunConfig& config, const BertConfig& 
                  e.files.string(), available);
     rows_ = available;
   }
-  // Every row is read once here: ids of another vocabulary or labels out
-  // of range fail now (in validate too), not at the first evaluation.
+  // Every row of files is read once here: ids of another vocabulary or
+  // labels out of range fail now (in validate too), not at the first
+  // evaluation. Generated rows are in range by making.
+  if (e.files.empty()) return;
   try {
     for (std::int64_t b = 0; b * shape_.batch < rows_; ++b)
       (void)data_->batch(static_cast<std::uint64_t>(b));
@@ -195,6 +199,23 @@ PretrainEvaluator::PretrainEvaluator(const RunConfig& config, const BertConfig& 
 }
 
 PretrainEvaluator::~PretrainEvaluator() = default;
+
+void PretrainEvaluator::plan_model(Device& device, std::int64_t predictions) {
+  const auto& e = config_.section<EvalSection>();
+  const char* key = e.micro > 0 ? "eval.micro" : "batch.micro";
+  try {
+    const BertInference declared(device, model_, shape_, InferencePrecision(precision_), TaskHead{},
+                                 false, predictions);
+    for (MemoryItem item : declared.plan_memory().items) {
+      item.name = "evaluation: " + item.name;
+      memory_items_.push_back(std::move(item));
+    }
+  } catch (const TensorTooLargeError& error) {
+    throw config_.error(key, fmt::format("evaluation batches of {} sequences of {} tokens: {}; "
+                                         "lower {}",
+                                         shape_.batch, shape_.seq, error.what(), key));
+  }
+}
 
 std::string PretrainEvaluator::description() const {
   const auto& e = config_.section<EvalSection>();

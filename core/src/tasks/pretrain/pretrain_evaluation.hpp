@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/config.hpp"
@@ -16,14 +17,21 @@ namespace polyhal {
 
 class PretrainEvaluator {
  public:
-  /// Opens config.eval's data for `model` and reads every row it will
-  /// evaluate, so that data of another sequence length or vocabulary fails here (in
-  /// `validate` too), with a ConfigError naming the eval key and the file.
-  /// Evaluates in `precision` (the plan's, as training computes).
-  PretrainEvaluator(const RunConfig& config, const BertConfig& model, DType precision);
+  /// Declares the evaluation's model on `device` (allocating nothing: its
+  /// tensors are bounded as batch.micro's are, a ConfigError naming
+  /// eval.micro, and its memory is planned), opens config.eval's data for
+  /// `model` and reads every row of files it will evaluate, so that data
+  /// of another sequence length or vocabulary fails here (in `validate`
+  /// too), with a ConfigError naming the eval key and the file. Evaluates
+  /// in `precision` (the plan's, as training computes).
+  PretrainEvaluator(Device& device, const RunConfig& config, const BertConfig& model,
+                    DType precision);
   ~PretrainEvaluator();
 
   std::string description() const;
+  /// What the evaluation's model holds on the device beside training
+  /// (its activations, kernels and copy of the weights), named as such.
+  const std::vector<MemoryItem>& memory_items() const { return memory_items_; }
   /// Whether optimizer step `step` (of `global_batch` samples) evaluates:
   /// every eval.every_steps, each time the samples trained pass a multiple
   /// of eval.every_samples, and at the run's `last` step.
@@ -35,12 +43,16 @@ class PretrainEvaluator {
                               std::int64_t step, std::unique_ptr<BertInference>& model) const;
 
  private:
+  /// Declares the evaluation's model (bounded, its memory planned).
+  void plan_model(Device& device, std::int64_t predictions);
+
   const RunConfig& config_;
   BertConfig model_;
   DType precision_;
   BertShape shape_;
   std::int64_t rows_ = 0;  ///< rows evaluated
   std::unique_ptr<PretrainingData> data_;
+  std::vector<MemoryItem> memory_items_;
 };
 
 }  // namespace polyhal

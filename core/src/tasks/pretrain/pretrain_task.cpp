@@ -14,6 +14,7 @@
 #include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/error.hpp"
 #include "pretrain_section.hpp"
+#include "tasks/plan_fit.hpp"
 #include "tasks/pretrain/pretrain_evaluation.hpp"
 #include "tasks/training_run.hpp"
 #include "tasks/training_setup.hpp"
@@ -53,8 +54,8 @@ std::unique_ptr<PretrainEvaluator> pretraining_evaluator(const TaskContext& cont
                  eval.files.string());
     return nullptr;
   }
-  auto evaluator = std::make_unique<PretrainEvaluator>(context.config, result.config,
-                                                       context.plan.precision.activations);
+  auto evaluator = std::make_unique<PretrainEvaluator>(
+      context.device, context.config, result.config, context.plan.precision.activations);
   result.eval_data = evaluator->description();
   spdlog::info("evaluation: {}", result.eval_data);
   return evaluator;
@@ -77,6 +78,17 @@ void record_plan(const TrainingJob& job, PretrainResult& result) {
   result.parameters = plan.parameters;
   result.estimated_all_reduce_seconds = plan.all_reduce;
   result.estimate = plan.estimate;
+}
+
+/// The evaluation's model beside training, in the plan: validate and
+/// --compile-only say whether both fit, and run refuses what does not.
+void add_evaluation_memory(Device& device, const PretrainEvaluator& evaluator,
+                           PretrainResult& result) {
+  auto items = result.memory.items;
+  items.insert(items.end(), evaluator.memory_items().begin(), evaluator.memory_items().end());
+  auto notes = result.memory.notes;
+  result.memory = device.plan_memory(items);
+  result.memory.notes.insert(result.memory.notes.begin(), notes.begin(), notes.end());
 }
 
 /// What the training call did, in the result.
@@ -110,8 +122,12 @@ PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
   result.stages = options.stages;
   TrainingJob job(options, {&context.device, context.devices, context.world});
   record_plan(job, result);
+  // A pipeline's plan is per stage; its evaluation is not in it.
+  if (evaluator && options.stages.empty())
+    add_evaluation_memory(context.device, *evaluator, result);
   if (trace) job.trace(*trace);
   if (compile_only) return result;
+  require_plan_fits(result.memory);
 
   const std::int64_t samples_per_step = options.batch.global();
   const std::int64_t steps = result.total_steps = pretrain_steps(config, samples_per_step);
