@@ -319,5 +319,36 @@ TEST(HardeningRound3, RunRefusesAPlanThatDoesNotFitBeforeAllocating) {
       << r.output;
 }
 
+// Items 3 and 4: a small TensorFlow checkpoint made the reader decode the
+// same bytes again and again until bad_alloc: 100 tensors on one shard's
+// same 4 KiB, an index naming its one data block 1000 times
+// (tests/data/hostile_tf/make_hostile_checkpoints.py writes both).
+TEST(HardeningRound3, TfCheckpointBytesAndBlocksAreReadOnce) {
+  const std::filesystem::path hostile = std::string(POLYHAL_SOURCE_DIR) + "/tests/data/hostile_tf";
+  test::TempDir dir;
+  const auto convert = [&](const std::string& name) {
+    return test::run_polyhal("convert --input " + (hostile / name / "model.ckpt").string() +
+                             " --bert-config " + POLYHAL_SOURCE_DIR +
+                             "/tests/data/tf_checkpoint/google/bert_config.json --output " +
+                             (dir.path() / name).string());
+  };
+  const auto shared = convert("shared");
+  EXPECT_EQ(shared.exit_code, 2) << shared.output;
+  EXPECT_NE(shared.output.find("shared/model.ckpt.index: tensor 'bert/w0001': with it the index "
+                               "places more tensor bytes in "),
+            std::string::npos)
+      << shared.output;
+  EXPECT_NE(shared.output.find("than its 4096 bytes: tensors that share bytes"), std::string::npos)
+      << shared.output;
+  const auto repeated = convert("repeated");
+  EXPECT_EQ(repeated.exit_code, 2) << repeated.output;
+  EXPECT_NE(repeated.output.find("repeated/model.ckpt.index"), std::string::npos)
+      << repeated.output;
+  EXPECT_NE(repeated.output.find("before the end of the block before it"), std::string::npos)
+      << repeated.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "shared"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() / "repeated"));
+}
+
 }  // namespace
 }  // namespace polyhal

@@ -1,6 +1,9 @@
 // Replicas across processes: `mpirun -np 2 polyhal run` with collective: mpi,
 // on this machine (as root in CI: Open MPI's allow-run-as-root variables).
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -223,6 +226,61 @@ TEST(Mpi, RanksThatWouldResumeFromDifferentPlacesAreRefused) {
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "node0" / "checkpoint-00000006.safetensors"));
   EXPECT_EQ(std::filesystem::last_write_time(dir.path() / "node0" / "hf" / "model.safetensors"),
             exported);
+}
+
+// Issue 53 item 7: ranks that start from different weights at the same
+// path (node-local copies of checkpoint.init), or build different models
+// (a node-local model.hf_config that differs), were not detected: the
+// replicas never agreed, or the all-reduce met gradients of two sizes. Each
+// rank here has its own mount namespace in which DIR/node is its node's
+// directory, as the same path on two hosts.
+TEST(Mpi, RanksWithDifferentStartWeightsOrModelsAreRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "node-local directories need mount namespaces (root)";
+  test::TempDir dir;
+  for (const char* rank : {"0", "1"}) {
+    const auto made = test::run_polyhal(
+        "run --config " +
+        dir.write("init.yaml",
+                  "backend: cpu\ntask: inference\nmodel: {preset: tiny, seq_len: 32, vocab_size: "
+                  "64, head: pretraining}\nbatch: {micro: 1}\ndata: {source: generated}\n"
+                  "inference: {iterations: 1, warmup: 0}\n")
+            .string() +
+        " --set model.seed=" + rank +
+        " --set model.save=" + (dir.path() / ("node" + std::string(rank)) / "init").string());
+    ASSERT_EQ(made.exit_code, 0) << made.output;
+  }
+  nlohmann::json one = nlohmann::json::parse(std::ifstream(dir.path() / "node1/init/config.json"));
+  one["num_hidden_layers"] = 1;
+  std::ofstream(dir.path() / "node1" / "one.json") << one.dump();
+  std::filesystem::copy_file(dir.path() / "node0/init/config.json", dir.path() / "node0/one.json");
+  std::filesystem::create_directory(dir.path() / "node");
+  const auto node_local = [&](const std::string& config) {
+    const auto rank = dir.write(
+        "rank.sh", "exec unshare --mount sh -c \"mount --bind '" + dir.path().string() +
+                       "/node'$OMPI_COMM_WORLD_RANK '" + dir.path().string() + "/node' && exec '" +
+                       POLYHAL_LAUNCHER + "' run --config '" + config + "'\"\n");
+    return test::run_command(mpirun(2, "sh " + rank.string()) + " 2>&1");
+  };
+  const std::string mpi = "collective: {engine: mpi, timeout_seconds: 60}\nsteps: 2\n";
+  const auto weights = node_local(config(
+      dir, "a.yaml", mpi + "checkpoint: {init: " + (dir.path() / "node/init").string() + "}\n"));
+  EXPECT_EQ(weights.exit_code, 2) << weights.output;
+  EXPECT_NE(weights.output.find("ranks start from different weights: rank 1's the start weights "
+                                "(no checkpoint found) hold other values than rank 0's"),
+            std::string::npos)
+      << weights.output;
+  const auto models =
+      node_local(dir.write("b.yaml", "backend: cpu\ntask: pretrain\nmodel: {hf_config: " +
+                                         (dir.path() / "node/one.json").string() +
+                                         ", seq_len: 32, precision: f32}\nbatch: {micro: 16}\n"
+                                         "data: {source: pattern, seed: 3, max_predictions: 3}\n" +
+                                         mpi)
+                     .string());
+  EXPECT_EQ(models.exit_code, 2) << models.output;
+  EXPECT_NE(models.output.find("ranks build different models: rank 1's the start weights (no "
+                               "checkpoint found) hold other tensor names or shapes than rank 0's"),
+            std::string::npos)
+      << models.output;
 }
 
 }  // namespace

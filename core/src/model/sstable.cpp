@@ -129,9 +129,10 @@ void read_block(std::string_view contents, std::uint64_t offset, const std::file
     if (unshared > kMaxKeyBytes - key.size()) cursor.fail("a key longer than 64 KiB");
     key += cursor.take(unshared);
     const auto value = cursor.take(value_size);
-    if (key.size() + value.size() > budget)
-      cursor.fail("entries that would take more memory than the file can justify");
-    budget -= key.size() + value.size();
+    // An entry costs its text and its place in the list, even when empty.
+    const std::uint64_t cost = key.size() + value.size() + sizeof(out.front());
+    if (cost > budget) cursor.fail("entries that would take more memory than the file can justify");
+    budget -= cost;
     out.emplace_back(key, std::string(value));
   }
 }
@@ -162,10 +163,19 @@ std::vector<std::pair<std::string, std::string>> read_sstable(const std::filesys
   std::vector<std::pair<std::string, std::string>> index;
   read_block(block(data, index_handle, file), index_handle.offset, file, index, budget);
   std::vector<std::pair<std::string, std::string>> out;
+  // TensorFlow writes the data blocks one after another: a block named
+  // twice, or overlapping the one before, would be read again and again.
+  std::uint64_t next_free = 0;
   for (const auto& [last_key, handle_bytes] : index) {
     Cursor cursor(handle_bytes, index_handle.offset, file);
     const auto handle = read_handle(cursor);
+    if (handle.offset < next_free)
+      cursor.fail(
+          fmt::format("the index names a block at byte {}, before the end of the block "
+                      "before it (byte {}): blocks named twice or overlapping",
+                      handle.offset, next_free));
     read_block(block(data, handle, file), handle.offset, file, out, budget);
+    next_free = handle.offset + handle.size + kTrailerBytes;
   }
   return out;
 }

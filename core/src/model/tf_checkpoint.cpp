@@ -162,6 +162,9 @@ TfCheckpoint::TfCheckpoint(const std::filesystem::path& path) : prefix_(prefix_o
                                     header.num_shards() == 1 ? "" : "s"));
     shard_sizes.push_back(std::filesystem::file_size(shards_.back()));
   }
+  // TensorFlow writes each tensor's bytes once: tensors that share bytes
+  // would be decoded again and again from a small file.
+  std::vector<std::uint64_t> claimed(shard_sizes.size(), 0);
   for (std::size_t r = 1; r < records.size(); ++r) {
     const auto& [key, value] = records[r];
     tfproto::BundleEntry record;
@@ -195,6 +198,12 @@ TfCheckpoint::TfCheckpoint(const std::filesystem::path& path) : prefix_(prefix_o
       fail(key, fmt::format("bytes {} to {} lie past the end of {} ({} bytes): truncated shard",
                             entry.offset, entry.offset + entry.size,
                             shards_[static_cast<std::size_t>(entry.shard)].string(), shard_size));
+    auto& used = claimed[static_cast<std::size_t>(entry.shard)];
+    if (entry.size > shard_size - used)
+      fail(key, fmt::format("with it the index places more tensor bytes in {} than its {} bytes: "
+                            "tensors that share bytes (a damaged or crafted index)",
+                            shards_[static_cast<std::size_t>(entry.shard)].string(), shard_size));
+    used += entry.size;
     entry.element_bytes = info.bytes;
     if (info.bytes > 0 && entry.size != static_cast<std::uint64_t>(elements) * info.bytes)
       fail(key, fmt::format("{} bytes for {} {} elements of {} bytes", entry.size, elements,

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <array>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "polyhal/error.hpp"
 #include "train/estimated_timeline.hpp"
 #include "util/atomic_file.hpp"
+#include "util/crc32c.hpp"
 #include "util/directory_lock.hpp"
 #include "util/regular_file.hpp"
 
@@ -159,9 +161,11 @@ std::int64_t TrainingJob::start(const CheckpointStore& store, bool resume,
   if (resume) {
     if (const auto latest = store.latest()) checkpoint = CheckpointStore::load(*latest);
   }
-  if (where_.across_processes) agree_on_start(*where_.across_processes, checkpoint);
+  TensorMap weights;
+  if (!checkpoint) weights = start_weights();
+  if (where_.across_processes)
+    agree_on_start(*where_.across_processes, checkpoint, checkpoint ? checkpoint->state : weights);
   if (!checkpoint) {
-    const TensorMap weights = start_weights();
     for (auto& replica : replicas_) replica->load_weights(weights);
     return 0;
   }
@@ -200,29 +204,68 @@ void TrainingJob::warn_if_the_batch_changed(const CheckpointStore::Checkpoint& c
         was_replicas.empty() ? "?" : was_replicas, global, replicas, checkpoint.step + 1);
 }
 
+namespace {
+
+/// CRC-32Cs of a start state: of its tensors' names and shapes (the model
+/// every rank builds) and of their values (what it starts from).
+std::array<std::int64_t, 2> digests_of(const TensorMap& state) {
+  std::uint32_t shapes = 0, values = 0;
+  for (const auto& [name, tensor] : state) {
+    shapes = detail::crc32c_extend(shapes, name.data(), name.size() + 1);
+    shapes = detail::crc32c_extend(shapes, tensor.shape.data(),
+                                   tensor.shape.size() * sizeof(std::int64_t));
+    values =
+        detail::crc32c_extend(values, tensor.values.data(), tensor.values.size() * sizeof(float));
+  }
+  return {shapes, values};
+}
+
+}  // namespace
+
 void agree_on_start(Communicator& ranks,
-                    const std::optional<CheckpointStore::Checkpoint>& checkpoint) {
-  // Every rank says where it starts (-1: from the start weights); ranks that
-  // start apart would all-reduce two different models.
-  const std::int64_t mine = checkpoint ? checkpoint->step : -1;
-  std::vector<std::int64_t> steps(static_cast<std::size_t>(ranks.size()));
-  ranks.set_purpose("the step each rank starts from");
-  ranks.all_gather(&mine, steps.data(), 1, DType::i64);
+                    const std::optional<CheckpointStore::Checkpoint>& checkpoint,
+                    const TensorMap& state) {
+  // Every rank says where it starts (-1: from the start weights), and what:
+  // ranks that start apart would all-reduce two different models.
+  const auto [shapes, values] = digests_of(state);
+  const std::array<std::int64_t, 3> mine{checkpoint ? checkpoint->step : -1, shapes, values};
+  std::vector<std::int64_t> gathered(3 * static_cast<std::size_t>(ranks.size()));
+  ranks.set_purpose("where and what each rank starts from");
+  ranks.all_gather(mine.data(), gathered.data(), mine.size(), DType::i64);
+  std::vector<std::int64_t> steps;
+  for (std::size_t r = 0; r < gathered.size(); r += 3) steps.push_back(gathered[r]);
   const auto where = [](std::int64_t step) {
     return step < 0 ? std::string("the start weights (no checkpoint found)")
                     : fmt::format("the checkpoint of step {}", step);
   };
+  const auto this_rank = [&](std::size_t r) {
+    return ranks.rank() == 0 || ranks.rank() == static_cast<int>(r)
+               ? fmt::format(" (this is rank {}{})", ranks.rank(),
+                             checkpoint ? ": " + checkpoint->path.string() : "")
+               : std::string();
+  };
+  for (std::size_t r = 1; r < steps.size(); ++r) {
+    if (steps[r] != steps[0]) continue;
+    if (gathered[3 * r + 1] != gathered[1])
+      throw ConfigError(fmt::format(
+          "ranks build different models: rank {}'s {} hold other tensor names or shapes than "
+          "rank 0's{} (a model.hf_config, model.* dimension or checkpoint that differs between "
+          "nodes): every rank must train the same model",
+          r, where(steps[r]), this_rank(r)));
+    if (gathered[3 * r + 2] != gathered[2])
+      throw ConfigError(fmt::format(
+          "ranks start from different weights: rank {}'s {} hold other values than rank 0's{} "
+          "(node-local copies of checkpoint.init, model.weights or a checkpoint directory that "
+          "differ): give every rank the same files",
+          r, where(steps[r]), this_rank(r)));
+  }
   for (std::size_t r = 1; r < steps.size(); ++r) {
     if (steps[r] == steps[0]) continue;
     throw ConfigError(fmt::format(
         "ranks start from different places: rank 0 from {}, rank {} from {}{}. Every rank must "
         "resume from the same checkpoint: give them one checkpoint.dir on a shared filesystem, "
         "or copy the newest checkpoint to every rank's directory",
-        where(steps[0]), r, where(steps[r]),
-        ranks.rank() == 0 || ranks.rank() == static_cast<int>(r)
-            ? fmt::format(" (this is rank {}{})", ranks.rank(),
-                          checkpoint ? ": " + checkpoint->path.string() : "")
-            : ""));
+        where(steps[0]), r, where(steps[r]), this_rank(r)));
   }
 }
 

@@ -157,11 +157,17 @@ class TrainingJob {
 };
 
 /// Every rank of a multi-process job (`ranks`) must start from the same
-/// place: the same checkpoint step, or all from the start weights. Gathers
-/// where each starts before any state is loaded; ConfigError naming both
-/// ranks and their starting points otherwise (each rank throws it).
+/// place: the same checkpoint step, or all from the start weights, of one
+/// model (the same tensor names and shapes) with the same values; `state`
+/// is what this rank starts from (the checkpoint's state or the start
+/// weights). Gathers a CRC-32C of each before any state is loaded:
+/// node-local copies that differ (a checkpoint.init, a checkpoint directory,
+/// a model.hf_config) are a ConfigError naming both ranks (each rank throws
+/// it), never replicas that silently diverge or all-reduce gradients of two
+/// sizes.
 void agree_on_start(Communicator& ranks,
-                    const std::optional<CheckpointStore::Checkpoint>& checkpoint);
+                    const std::optional<CheckpointStore::Checkpoint>& checkpoint,
+                    const TensorMap& state);
 
 /// Reads the weights a job starts from (`file`: a pre-training checkpoint or
 /// a weights file; its optimizer state is dropped) for `head`: tensors of
