@@ -59,7 +59,8 @@ void mark_done(const std::filesystem::path& marker, const nlohmann::json& record
 std::string result_text(const nlohmann::json& summary) {
   std::string out;
   const auto add = [&](const std::string& text) { out += (out.empty() ? "" : ", ") + text; };
-  if (summary.contains("task")) add(summary["task"].get<std::string>());
+  if (summary.contains("task") && summary["task"].is_string())
+    add(summary["task"].get<std::string>());
   if (summary.contains("steps_run"))
     add(fmt::format("{} steps", json_excerpt(summary["steps_run"])));
   if (summary.contains("final_loss") && summary["final_loss"].is_number())
@@ -110,10 +111,22 @@ int run_recipe(const CommonOptions& common, const RunOptions& run, bool validate
       const auto record = parse_json_input_or_discarded(text);
       std::cout << fmt::format("stage {}/{} {}: finished before ({}), skipped\n", i + 1, count,
                                stage.name, marker.string());
-      done.push_back(
-          {"done before",
-           record.is_object() ? record.value("summary", nlohmann::json{}) : nlohmann::json{},
-           record.is_object() ? record.value("seconds", 0.0) : 0.0});
+      // Written by polyhal; a field of another type (an edited or damaged
+      // file) is left out of the table, not fatal: the stage is done.
+      nlohmann::json summary, seconds;
+      if (record.is_object()) {
+        summary = record.value("summary", nlohmann::json{});
+        seconds = record.value("seconds", nlohmann::json{});
+      }
+      if (!summary.is_null() && !summary.is_object()) {
+        spdlog::warn("{}: 'summary' is not an object; left out", marker.string());
+        summary = nullptr;
+      }
+      if (!seconds.is_null() && !seconds.is_number()) {
+        spdlog::warn("{}: 'seconds' is not a number; left out", marker.string());
+        seconds = nullptr;
+      }
+      done.push_back({"done before", summary, seconds.is_number() ? seconds.get<double>() : 0.0});
       continue;
     }
     std::cout << fmt::format("stage {}/{} {}: {} ({})\n", i + 1, count, stage.name,

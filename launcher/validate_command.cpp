@@ -12,6 +12,7 @@
 #include "polyhal/app/recipe.hpp"
 #include "polyhal/app/run_outputs.hpp"
 #include "polyhal/app/run_report.hpp"
+#include "polyhal/app/safetensors.hpp"
 #include "recipe_command.hpp"
 #include "run_setup.hpp"
 
@@ -39,6 +40,21 @@ std::string fit_advice(const RunConfig& config, const std::vector<OptionSpec>& d
   return fmt::format("  to fit on {}, set: {}\n", config.backend, fmt::join(keys, "; "));
 }
 
+/// The header of each safetensors file the config starts from: validate
+/// says ok only for weights run can read (not a truncated file).
+void check_weight_headers(const RunConfig& config) {
+  for (const auto& [key, file] : {std::pair{"model.weights", config.model.weights},
+                                  std::pair{"checkpoint.init", config.checkpoint.init}}) {
+    std::error_code ec;
+    if (file.extension() != ".safetensors" || !std::filesystem::is_regular_file(file, ec)) continue;
+    try {
+      (void)read_safetensors_metadata(file);
+    } catch (const ConfigError& e) {
+      throw config.error(key, e.what());
+    }
+  }
+}
+
 }  // namespace
 
 /// Every check `run` makes before its first step, short of allocating: the
@@ -49,7 +65,10 @@ std::string fit_advice(const RunConfig& config, const std::vector<OptionSpec>& d
 int validate_config(const CommonOptions& common, const RunOptions& run) {
   const RunConfig config = loaded_config(run);
   check_output_paths(config);
-  if (!run.skip_inputs) check_input_paths(config, run.inputs_made_earlier);
+  if (!run.skip_inputs) {
+    check_input_paths(config, run.inputs_made_earlier);
+    check_weight_headers(config);
+  }
   check_run_outputs(run);
   const Task& task = task_named(config);
   check_collective(task, config);

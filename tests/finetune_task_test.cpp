@@ -749,5 +749,25 @@ TEST(Recipe, RunsStagesInOrderSkipsFinishedOnesAndResumesAnInterruptedOne) {
       << r.output;
 }
 
+// Issue 53 item 20: two fine-tunings on one finetune.output_dir both exited
+// 0, one's model replacing the other's: the second is refused, naming the
+// first, as on one checkpoint.dir.
+TEST(FinetuneTasks, ASecondFineTuningOnOneOutputDirIsRefused) {
+  test::TempDir dir;
+  const auto config = glue_config(dir, "", 1000);
+  const auto lock = (dir.path() / "out" / ".polyhal.lock").string();
+  const std::string first = std::string(POLYHAL_LAUNCHER) + " run --config " + config;
+  const auto r = test::run_command(
+      "cd " + dir.path().string() + " && bash -c '" + first +
+      " > first.out 2>&1 & pid=$!; for i in $(seq 300); do grep -q pid " + lock +
+      " 2>/dev/null && break; sleep 0.1; done; " + first +
+      " --set finetune.epochs=1; code=$?; kill $pid; wait $pid; echo \"second exit $code\"'");
+  EXPECT_NE(r.output.find("second exit 2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("finetune.output_dir " + (dir.path() / "out").string() +
+                          " is in use by another run (pid "),
+            std::string::npos)
+      << r.output;
+}
+
 }  // namespace
 }  // namespace polyhal

@@ -290,7 +290,11 @@ TEST(Int8, ScalesFileErrorsNameTheFileAndKey) {
       "no scale for linear \"bert.encoder.layer.1.output.dense\"");
   test::expect_config_error(
       [&] { read_int8_scales(edited("1.5,", "-1.5,"), config, "model.int8_scales"); },
-      "is -1.5; a calibrated largest |x| is finite and > 0");
+      "is -1.5; a calibrated largest |x| is finite and from");
+  // Issue 53 item 30: a scale a double holds and an f32 step does not.
+  test::expect_config_error(
+      [&] { read_int8_scales(edited("1.5,", "1e-300,"), config, "model.int8_scales"); },
+      "is 1e-300; a calibrated largest |x| is finite and from 1.49");
   test::expect_config_error(
       [&] { read_int8_scales(dir.write("not.json", "{\"a\": 1}"), config, "model.int8_scales"); },
       "not an int8 scales file");

@@ -1,9 +1,9 @@
 // Pre-training trains as Hugging Face transformers does: the short version
 // of bench/pretrain_parity (docs/pretraining.md). The same real prose
-// (Debian 12's licence texts, committed in tests/data/licence_prose), vocabulary (bert-base-uncased),
-// masking (polyhal prepare-data), initial weights, batches, schedule and
-// LAMB, dropout off: every step's loss and the held-out evaluations against
-// transformers' (tests/golden/make_pretrain_parity_golden.py).
+// (Debian 12's licence texts, committed in tests/data/licence_prose), vocabulary
+// (bert-base-uncased), masking (polyhal prepare-data), initial weights, batches, schedule and LAMB,
+// dropout off: every step's loss and the held-out evaluations against transformers'
+// (tests/golden/make_pretrain_parity_golden.py).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

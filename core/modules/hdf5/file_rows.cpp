@@ -14,6 +14,7 @@
 #include <set>
 
 #include "data/hdf5_vetting.hpp"
+#include "data/part_files.hpp"
 #include "hdf5_handle.hpp"
 #include "hdf5_parts.hpp"
 #include "polyhal/error.hpp"
@@ -40,38 +41,6 @@ std::vector<hsize_t> dataset_dims(const Handle& dataset) {
   return dims;
 }
 
-/// Part files named "part-NNNNN-of-MMMMM" (as `polyhal pack` and
-/// `prepare-data` write them, and the seeds' scripts) say how many make the
-/// set: a set cut short (a full disk) must not pass for the whole data.
-void check_part_set(const std::filesystem::path& dir,
-                    const std::vector<std::filesystem::path>& paths) {
-  static const std::regex part(R"(.*part-(\d+)-of-(\d+)\.(hdf5|h5))");
-  std::optional<long long> total;
-  std::set<long long> present;
-  for (const auto& file : paths) {
-    std::smatch match;
-    const std::string name = file.filename().string();
-    if (!std::regex_match(name, match, part)) continue;
-    if (match[1].length() > 9 || match[2].length() > 9) continue;  // not a count of ours
-    const long long index = std::stoll(match[1].str()), of = std::stoll(match[2].str());
-    if (total && *total != of)
-      throw ConfigError(fmt::format("{}: part files of two sets ({} parts and {} parts)",
-                                    dir.string(), *total, of));
-    total = of;
-    present.insert(index);
-  }
-  if (!total) return;
-  std::vector<long long> missing;
-  for (long long index = 0; index < *total && missing.size() < 5; ++index)
-    if (!present.contains(index)) missing.push_back(index);
-  if (!missing.empty())
-    throw ConfigError(fmt::format(
-        "{}: {} of {} part files: the set is incomplete (missing part {}{}); was writing it "
-        "stopped? Write it again",
-        dir.string(), present.size(), *total, fmt::join(missing, ", "),
-        present.size() + missing.size() < static_cast<std::size_t>(*total) ? ", ..." : ""));
-}
-
 std::vector<std::filesystem::path> hdf5_files(const std::filesystem::path& path) {
   std::vector<std::filesystem::path> paths;
   std::error_code ec;
@@ -85,7 +54,7 @@ std::vector<std::filesystem::path> hdf5_files(const std::filesystem::path& path)
     if (paths.empty())
       throw ConfigError(
           fmt::format("{}: no *.hdf5 or *.h5 files in this directory", path.string()));
-    check_part_set(path, paths);
+    detail::check_part_set(path, paths);
   } else {
     paths.push_back(path);
   }

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 
+#include "data/part_files.hpp"
 #include "data/tf_example.hpp"
 #include "data/tfrecord_file.hpp"
 #include "polyhal/error.hpp"
@@ -141,6 +142,8 @@ std::vector<std::filesystem::path> tfrecord_files(const std::filesystem::path& p
   if (files.empty())
     throw ConfigError(fmt::format("{}: no TFRecord files in this directory", path.string()));
   std::sort(files.begin(), files.end());
+  // A directory is the whole set; one part file named alone is the user's choice.
+  detail::check_part_set(path, files);
   return files;
 }
 

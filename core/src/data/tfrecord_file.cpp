@@ -27,6 +27,7 @@ constexpr std::size_t kFooterBytes = 4;   // the payload's CRC
 constexpr std::int64_t kIndexStride = 64;
 // Decompressing cursors kept per GZIP file (about 300 KB each).
 constexpr std::size_t kMaxCursors = 8;
+constexpr std::uint64_t kMaxGzipExpansion = 100;
 
 std::uint64_t load_u64(const unsigned char* p) {
   std::uint64_t v = 0;
@@ -174,16 +175,16 @@ class GzipCursor {
 
 }  // namespace
 
+// No descriptor is kept between reads: a set of 1,500 files must not need
+// 1,500 of them open (the usual limit is 1,024).
 struct TfRecordFile::Plain {
-  explicit Plain(const std::filesystem::path& path) : fd(path) {}
-  Descriptor fd;
   std::uint64_t file_bytes = 0;
   std::int64_t records = 0;
   std::vector<std::uint64_t> every_64th;  // frame offsets of records 0, 64, 128, ...
 
   /// The payload length of the frame at `at` (record `record`), checked
   /// against the file's end.
-  std::uint64_t frame(const std::filesystem::path& path, std::int64_t record,
+  std::uint64_t frame(const Descriptor& fd, const std::filesystem::path& path, std::int64_t record,
                       std::uint64_t at) const {
     std::array<unsigned char, kHeaderBytes> h{};
     if (fd.read_at(h.data(), h.size(), at) < h.size())
@@ -221,14 +222,26 @@ TfRecordFile::TfRecordFile(std::filesystem::path path) : path_(std::move(path)) 
   if (gzip_) {
     gz_ = std::make_unique<Gzip>();
     auto cursor = std::make_unique<GzipCursor>(path_);
-    std::uint64_t length = 0;
-    while (cursor->header(length)) cursor->skip(length);
+    // TFRecords compress a few times; a file that expands a hundredfold is
+    // a decompression bomb (a megabyte of empty records cost minutes).
+    std::error_code error;
+    const std::uint64_t limit =
+        kMaxGzipExpansion * std::filesystem::file_size(path_, error) + (std::uint64_t{1} << 20);
+    std::uint64_t length = 0, expanded = 0;
+    while (cursor->header(length)) {
+      expanded += kHeaderBytes + length + kFooterBytes;
+      if (expanded > limit)
+        throw ConfigError(fmt::format(
+            "{}: record {}: the GZIP file expands more than {} times its size: refused as a "
+            "decompression bomb",
+            path_.string(), cursor->next(), kMaxGzipExpansion));
+      cursor->skip(length);
+    }
     gz_->records = cursor->next();
-    cursor->rewind();
-    gz_->idle.push_back(std::move(cursor));
-    return;
+    return;  // the cursor and its descriptor go: reads open their own
   }
-  plain_ = std::make_unique<Plain>(path_);
+  plain_ = std::make_unique<Plain>();
+  const Descriptor fd(path_);
   std::error_code error;
   plain_->file_bytes = std::filesystem::file_size(path_, error);
   if (error)
@@ -236,7 +249,7 @@ TfRecordFile::TfRecordFile(std::filesystem::path path) : path_(std::move(path)) 
   std::uint64_t at = 0;
   while (at < plain_->file_bytes) {
     if (plain_->records % kIndexStride == 0) plain_->every_64th.push_back(at);
-    at += kHeaderBytes + plain_->frame(path_, plain_->records, at) + kFooterBytes;
+    at += kHeaderBytes + plain_->frame(fd, path_, plain_->records, at) + kFooterBytes;
     ++plain_->records;
   }
 }
@@ -256,14 +269,14 @@ std::string TfRecordFile::record(std::int64_t index) const {
   if (!gzip_) {
     const auto from = index / kIndexStride * kIndexStride;
     std::uint64_t at = plain_->every_64th[static_cast<std::size_t>(index / kIndexStride)];
+    const Descriptor fd(path_);
     for (std::int64_t r = from; r < index; ++r)
-      at += kHeaderBytes + plain_->frame(path_, r, at) + kFooterBytes;
-    const std::uint64_t length = plain_->frame(path_, index, at);
+      at += kHeaderBytes + plain_->frame(fd, path_, r, at) + kFooterBytes;
+    const std::uint64_t length = plain_->frame(fd, path_, index, at);
     std::string bytes(length, '\0');
     std::array<unsigned char, kFooterBytes> footer{};
-    if (plain_->fd.read_at(bytes.data(), length, at + kHeaderBytes) < length ||
-        plain_->fd.read_at(footer.data(), footer.size(), at + kHeaderBytes + length) <
-            footer.size())
+    if (fd.read_at(bytes.data(), length, at + kHeaderBytes) < length ||
+        fd.read_at(footer.data(), footer.size(), at + kHeaderBytes + length) < footer.size())
       throw ConfigError(
           fmt::format("{}: record {}: the file shrank while being read", path_.string(), index));
     check_payload(bytes, footer.data(), path_, index);

@@ -1,6 +1,7 @@
 #include "polyhal/app/convert_model.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <cmath>
 
@@ -37,6 +38,40 @@ TaskHead head_of(const TensorMap& weights) {
     head.num_labels = it->second.shape[0];
   }
   return head;
+}
+
+/// The files of a Hugging Face model directory: one that holds any is
+/// another model, which a convert into it would mix with this one.
+constexpr const char* kModelFiles[] = {"config.json", "model.safetensors",
+                                       "model.safetensors.index.json", "pytorch_model.bin",
+                                       "tf_model.h5"};
+
+/// Refuses an output that is a file or already holds a model, and removes
+/// the temporary files of a convert into it that was killed.
+void prepare_hf_output(const std::filesystem::path& dir) {
+  std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    throw ConfigError(
+        fmt::format("--output {}: is a file; name the directory to write the "
+                    "Hugging Face model into",
+                    dir.string()));
+  if (!std::filesystem::is_directory(dir, ec)) return;
+  for (const char* name : kModelFiles)
+    if (std::filesystem::exists(dir / name, ec))
+      throw ConfigError(fmt::format(
+          "--output {}: already holds a model ({}): converting into it would mix two models; "
+          "name a new directory, or remove that one's files",
+          dir.string(), name));
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    for (const char* written :
+         {"config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"}) {
+      if (!name.starts_with(std::string(written) + ".tmp.")) continue;
+      std::filesystem::remove(entry.path(), ec);
+      spdlog::info("removed {}: the temporary file of a convert that was stopped",
+                   entry.path().string());
+    }
+  }
 }
 
 }  // namespace
@@ -81,6 +116,7 @@ TfModel read_tf_model(const ConvertOptions& options) {
 }
 
 ConvertResult convert_tf_to_hf(const ConvertOptions& options) {
+  prepare_hf_output(options.output);
   TfModel model = read_tf_model(options);
   const ConvertResult& r = model.result;
   export_hf_directory(options.output, r.model, r.head, model.weights, r.vocab, options.lower_case);

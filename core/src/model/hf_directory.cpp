@@ -24,18 +24,12 @@ std::string read_text(const std::filesystem::path& file) {
   return text.str();
 }
 
-}  // namespace
-
-void export_hf_directory(const std::filesystem::path& dir, const BertConfig& model,
-                         const TaskHead& head, const TensorMap& weights,
-                         const std::filesystem::path& vocab, bool lower_case) {
-  std::filesystem::create_directories(dir);
-  write_hf_config(model, dir / "config.json", head);
-  save_bert_weights(weights, DType::f32, dir / "model.safetensors");
-  if (vocab.empty()) return;
+/// vocab.txt (copied in) and tokenizer_config.json: the settings the text
+/// was tokenized with, for AutoTokenizer.from_pretrained(dir).
+void write_tokenizer_files(const std::filesystem::path& dir, const BertConfig& model,
+                           const std::filesystem::path& vocab, bool lower_case) {
   if (std::filesystem::absolute(vocab) != std::filesystem::absolute(dir / "vocab.txt"))
     detail::write_file_atomically(dir / "vocab.txt", read_text(vocab));
-  // The settings the text was tokenized with, for AutoTokenizer.from_pretrained(dir).
   const nlohmann::json settings{{"tokenizer_class", "BertTokenizer"},
                                 {"do_lower_case", lower_case},
                                 {"strip_accents", nullptr},
@@ -47,6 +41,19 @@ void export_hf_directory(const std::filesystem::path& dir, const BertConfig& mod
                                 {"cls_token", "[CLS]"},
                                 {"mask_token", "[MASK]"}};
   detail::write_file_atomically(dir / "tokenizer_config.json", settings.dump(2) + "\n");
+}
+
+}  // namespace
+
+void export_hf_directory(const std::filesystem::path& dir, const BertConfig& model,
+                         const TaskHead& head, const TensorMap& weights,
+                         const std::filesystem::path& vocab, bool lower_case) {
+  std::filesystem::create_directories(dir);
+  // config.json last: a directory a full disk or a kill cut short has none,
+  // so nothing takes it for a model (each file is whole or absent).
+  save_bert_weights(weights, DType::f32, dir / "model.safetensors");
+  if (!vocab.empty()) write_tokenizer_files(dir, model, vocab, lower_case);
+  write_hf_config(model, dir / "config.json", head);
 }
 
 std::filesystem::path model_weights_in(const std::filesystem::path& dir) {

@@ -14,6 +14,10 @@
 #include "util/json_file.hpp"
 
 namespace polyhal {
+
+/// The smallest calibrated largest |x| of a linear: its int8 step, |x| /
+/// 127, must be a normal f32 (1e-300 became a step of 0).
+constexpr double kSmallestMaxAbs = 127.0 * std::numeric_limits<float>::min();
 namespace {
 
 constexpr const char* kFormat = "polyhal int8 scales 1";
@@ -136,9 +140,11 @@ Int8Scales read_int8_scales(const std::filesystem::path& file, const BertConfig&
       if (!max_abs.contains(name))
         throw ConfigError(where(fmt::format("no scale for linear \"{}\"", name)));
       const double value = max_abs.at(name).get<double>();
-      if (!std::isfinite(value) || value <= 0.0 || value > 3.0e38)
+      if (!std::isfinite(value) || value < kSmallestMaxAbs || value > 3.0e38)
         throw ConfigError(where(fmt::format(
-            "the scale of \"{}\" is {}; a calibrated largest |x| is finite and > 0", name, value)));
+            "the scale of \"{}\" is {}; a calibrated largest |x| is finite and from {:g} (the "
+            "smallest whose int8 step, |x| / 127, is a normal f32) to 3e38",
+            name, value, kSmallestMaxAbs)));
       scales.max_abs[name] = static_cast<float>(value);
     }
     if (json.contains("channel_max_abs")) {
@@ -155,10 +161,12 @@ Int8Scales read_int8_scales(const std::filesystem::path& file, const BertConfig&
         auto& out = scales.channel_max_abs[name];
         for (std::size_t j = 0; j < values.size(); ++j) {
           const double value = values[j].get<double>();
-          if (!std::isfinite(value) || value < 0.0 || value > 3.0e38)
+          if (!std::isfinite(value) || value < 0.0 || value > 3.0e38 ||
+              (value > 0.0 && value < std::numeric_limits<float>::min()))
             throw ConfigError(where(fmt::format(
-                "channel {} of \"{}\" is {}; a calibrated largest |x| is finite and >= 0", j, name,
-                value)));
+                "channel {} of \"{}\" is {}; a calibrated largest |x| is 0, or finite from the "
+                "smallest normal f32 ({:g}) to 3e38",
+                j, name, value, std::numeric_limits<float>::min())));
           out.push_back(static_cast<float>(value));
         }
       }

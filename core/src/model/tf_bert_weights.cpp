@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <map>
 
 #include "model/tf_groupbert_layout.hpp"
 #include "polyhal/app/tf_checkpoint.hpp"
@@ -117,15 +118,9 @@ TfOptimizerState read_tf_optimizer_state(const std::filesystem::path& path) {
                                                 {"/lamb_v", false}, {"/Adam_1", false}};
   for (const auto& [name, entry] : checkpoint.entries()) {
     if (name == "global_step" && entry.element_bytes > 0) {
-      const auto values = checkpoint.read(name).values;
-      // A step a checkpoint name can hold (CheckpointStore: up to 18
-      // digits); beyond it, or negative, the cast would overflow and a
-      // resumed run would never find what convert writes.
-      if (values.size() == 1 && !(values[0] >= 0.0f && values[0] < 1e18f))
-        throw ConfigError(
-            fmt::format("{}: tensor 'global_step' is {}: not a step count (0 to 1e18)",
-                        path.string(), values[0]));
-      if (values.size() == 1) out.global_step = static_cast<std::int64_t>(values[0]);
+      // Exactly, and a step a checkpoint name can hold (CheckpointStore: up
+      // to 18 digits): a resumed run finds what convert writes.
+      out.global_step = checkpoint.read_step(name);
       continue;
     }
     for (const auto& [suffix, first] : slots) {
@@ -146,16 +141,32 @@ TfOptimizerState read_tf_optimizer_state(const std::filesystem::path& path) {
 TensorMap read_tf_bert_weights(const std::filesystem::path& path, TfReadReport* report) {
   const TfCheckpoint checkpoint(path);
   TensorMap out;
+  std::map<std::string, std::string> read_from;  // Hugging Face name -> TensorFlow name
   for (const auto& [name, entry] : checkpoint.entries()) {
     if (is_tf_training_state(name)) {
       if (report) report->training_state.push_back(name);
       continue;
     }
     if (entry.element_bytes == 0) {
+      // A weight of a type polyhal does not read is named as what it is,
+      // not later as a missing tensor.
+      if (const auto mapped = hf_name_of_tf_variable(name))
+        throw ConfigError(fmt::format(
+            "{}: tensor '{}' ({}) is {}: polyhal reads weights stored as float, double, half, "
+            "bfloat16, int32 or int64",
+            path.string(), name, mapped->hf, entry.dtype));
       if (report) report->other.push_back(name);
       continue;
     }
-    out.insert(read_as_hf(checkpoint, name, name));
+    auto [hf, tensor] = read_as_hf(checkpoint, name, name);
+    // layer_01 and layer_1 are one layer: which one is meant, only the
+    // person who wrote the file knows.
+    if (const auto [at, fresh] = read_from.emplace(hf, name); !fresh)
+      throw ConfigError(
+          fmt::format("{}: tensors '{}' and '{}' are both {}: one model cannot "
+                      "have both",
+                      path.string(), at->second, name, hf));
+    out.emplace(std::move(hf), std::move(tensor));
   }
   if (has_graphcore_groupbert_layers(out)) return graphcore_groupbert_layout(std::move(out));
   return out;

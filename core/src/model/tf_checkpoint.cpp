@@ -5,6 +5,7 @@
 #include <proto/trackable_object_graph.pb.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -230,6 +231,43 @@ HostTensor TfCheckpoint::read(const std::string& name) const {
   for (std::size_t i = 0; i < out.values.size(); ++i)
     out.values[i] = to_f32(bytes.data() + i * width, entry.dtype);
   return out;
+}
+
+std::int64_t TfCheckpoint::read_step(const std::string& name) const {
+  const auto it = entries_.find(name);
+  if (it == entries_.end())
+    throw ConfigError(fmt::format("{}: no tensor '{}'", index_of(prefix_).string(), name));
+  const auto& entry = it->second;
+  const auto refused = [&](const std::string& what) {
+    return ConfigError(
+        fmt::format("{}: tensor '{}' {}: not a step count (a whole number from 0 to below 1e18)",
+                    shards_[static_cast<std::size_t>(entry.shard)].string(), name, what));
+  };
+  if (entry.element_bytes == 0 || entry.size != entry.element_bytes)
+    throw refused(fmt::format("is {} of {} bytes", entry.dtype, entry.size));
+  const std::string bytes = checked_bytes(name, entry);
+  constexpr std::int64_t kLimit = 1'000'000'000'000'000'000;
+  // Integers exactly: through a float, 16777217 would be 16777216.
+  if (entry.dtype == "int64" || entry.dtype == "int32") {
+    std::int64_t value = 0;
+    if (entry.dtype == "int64") {
+      std::memcpy(&value, bytes.data(), 8);
+    } else {
+      std::int32_t narrow = 0;
+      std::memcpy(&narrow, bytes.data(), 4);
+      value = narrow;
+    }
+    if (value < 0 || value >= kLimit) throw refused(fmt::format("is {}", value));
+    return value;
+  }
+  double value = 0;
+  if (entry.dtype == "double")
+    std::memcpy(&value, bytes.data(), 8);
+  else
+    value = to_f32(bytes.data(), entry.dtype);
+  if (!(value >= 0.0 && value < static_cast<double>(kLimit)) || value != std::floor(value))
+    throw refused(fmt::format("is {}", value));
+  return static_cast<std::int64_t>(value);
 }
 
 std::string TfCheckpoint::checked_bytes(const std::string& name, const TfTensorEntry& entry) const {

@@ -43,7 +43,7 @@ DirectoryLock::DirectoryLock(const std::filesystem::path& dir, const std::string
     if (error == EWOULDBLOCK)
       throw ConfigError(fmt::format(
           "{} {} is in use by another run ({}): two runs on one directory would replace each "
-          "other's checkpoints; give this run its own {}",
+          "other's files; give this run its own {}",
           what, dir.string(), holder, what));
     throw ConfigError(fmt::format("{} {}: cannot lock {}: {}", what, dir.string(), file.string(),
                                   std::strerror(error)));

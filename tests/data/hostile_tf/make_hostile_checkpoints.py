@@ -6,7 +6,12 @@ BundleEntryProto records for PREFIX.index, PREFIX.data-00000-of-00001):
 - shared/model.ckpt: 100 f32 tensors of 1024 elements whose index entries
   all point at the same 4 KiB of the one shard (each would be decoded);
 - repeated/model.ckpt: an index block that names its one data block 1000
-  times (each naming would read the block's entries again).
+  times (each naming would read the block's entries again);
+- step_*/model.ckpt (item 22): a global_step alone, int64 16777217 (which
+  a float cannot hold), float 2.5 and int64 -5;
+- two_layer_ones/model.ckpt (item 24): bert/encoder/layer_01/output/dense/bias
+  and bert/encoder/layer_1/output/dense/bias, which are one layer;
+- int8_weight/model.ckpt (item 25): a DT_INT8 bert/pooler/dense/bias.
 
 Standard library only; run from anywhere:
   python3 tests/data/hostile_tf/make_hostile_checkpoints.py
@@ -55,10 +60,12 @@ def header():
     return field(1, 0, 1) + field(3, 2, version)  # num_shards 1, endianness LITTLE (0)
 
 
-def entry(elements, offset, size, crc):
-    shape = field(2, 2, field(1, 0, elements))  # TensorShape.dim { size }
-    return (field(1, 0, 1) + field(2, 2, shape) + field(4, 0, offset) + field(5, 0, size) +
-            field(6, 5, crc))  # dtype DT_FLOAT, shard_id 0
+def entry(elements, offset, size, crc, dtype=1):
+    """A BundleEntryProto: DT_FLOAT (1) by default, DT_INT64 is 9; shard 0;
+    elements None: a scalar."""
+    shape = b"" if elements is None else field(2, 2, field(1, 0, elements))  # dim { size }
+    return (field(1, 0, dtype) + field(2, 2, shape) + field(4, 0, offset) + field(5, 0, size) +
+            field(6, 5, crc))
 
 
 def block(records):
@@ -105,6 +112,20 @@ def main():
     write("shared", table(shared), shard)
     one = [(b"", header()), (b"bert/w", entry(1024, 0, len(shard), crc))]
     write("repeated", table(one, namings=1000), shard)
+    for name, dtype, data in (("step_int64_16777217", 9, struct.pack("<q", 16777217)),
+                              ("step_float_2_5", 1, struct.pack("<f", 2.5)),
+                              ("step_int64_negative", 9, struct.pack("<q", -5))):
+        step = [(b"", header()),
+                (b"global_step", entry(None, 0, len(data), masked(crc32c(data)), dtype))]
+        write(name, table(step), data)
+    bias = struct.pack("<4f", 1, 2, 3, 4)
+    both = [(b"", header())] + [
+        (b"bert/encoder/layer_%s/output/dense/bias" % layer, entry(4, at, 16, masked(crc32c(bias))))
+        for layer, at in ((b"01", 0), (b"1", 16))]
+    write("two_layer_ones", table(both), bias + bias)
+    small = bytes([1, 2, 3, 4])
+    int8 = [(b"", header()), (b"bert/pooler/dense/bias", entry(4, 0, 4, masked(crc32c(small)), 6))]
+    write("int8_weight", table(int8), small)
 
 
 if __name__ == "__main__":

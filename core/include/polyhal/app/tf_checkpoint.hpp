@@ -60,6 +60,10 @@ class TfCheckpoint {
   /// The tensor's values as f32, after checking its CRC-32C. Throws
   /// ConfigError naming the shard, the tensor and the byte offset.
   HostTensor read(const std::string& name) const;
+  /// Scalar `name` (global_step) as an exact step count: integers as they
+  /// are, floats only when whole; ConfigError naming the file and tensor
+  /// for a negative, fractional or non-scalar value, or one of 1e18 or more.
+  std::int64_t read_step(const std::string& name) const;
 
  private:
   std::string checked_bytes(const std::string& name, const TfTensorEntry& entry) const;

@@ -21,6 +21,8 @@ namespace {
 constexpr std::uintmax_t kMaxMetricsBytes = 256ull << 20;
 constexpr std::size_t kMaxLineBytes = 16u << 20;
 constexpr std::size_t kMaxPoints = 2000;
+// A page of thousands of charts helps nobody and takes minutes to draw.
+constexpr std::size_t kMaxEvaluationCharts = 200;
 
 // Record keys that are bookkeeping, not a metric to chart.
 const std::set<std::string> kNotMetrics = {"event",   "time",  "step",         "epoch",
@@ -71,11 +73,20 @@ RunMetrics read_one(const std::filesystem::path& file) {
   return run;
 }
 
-/// (step, value) of `key` over `records`; absent or non-numeric values skipped.
-std::vector<std::pair<double, double>> curve(const std::vector<nlohmann::json>& records,
-                                             const std::string& key) {
+const nlohmann::json& record_of(const nlohmann::json& record) {
+  return record;
+}
+const nlohmann::json& record_of(const nlohmann::json* record) {
+  return *record;
+}
+
+/// (step, value) of `key` over `records` (records or pointers to them);
+/// absent or non-numeric values skipped.
+template <class Records>
+std::vector<std::pair<double, double>> curve(const Records& records, const std::string& key) {
   std::vector<std::pair<double, double>> points;
-  for (const auto& r : records) {
+  for (const auto& element : records) {
+    const nlohmann::json& r = record_of(element);
     const auto it = r.find(key);
     if (it == r.end() || !r.contains("step") || !r["step"].is_number()) continue;
     const double step = r["step"].get<double>();
@@ -231,22 +242,35 @@ std::string run_report_html(const std::vector<RunMetrics>& runs) {
                            [&](const auto& s) { return s.name == name; }))
             chart.series.push_back({name, {}, false});
         }
+  // Each run's evaluations by event, once: a record of thousands of keys is
+  // not copied for every key (that was quadratic).
+  std::map<std::pair<const RunMetrics*, std::string>, std::vector<const nlohmann::json*>> by_event;
+  for (const auto& r : runs)
+    for (const auto& e : r.evaluations)
+      by_event[{&r, string_field(e, "event", "eval")}].push_back(&e);
+  std::size_t drawn = 0;
   for (auto& [title, chart] : evals) {
+    if (drawn++ == kMaxEvaluationCharts) break;
     const auto colon = title.find(": ");
     const std::string event = title.substr(0, colon), key = title.substr(colon + 2);
     for (auto& s : chart.series)
       for (const auto& r : runs) {
         if (several && r.label != s.name) continue;
-        std::vector<nlohmann::json> of_event;
-        for (const auto& e : r.evaluations)
-          if (string_field(e, "event", "eval") == event) of_event.push_back(e);
-        s.points = curve(of_event, key);
+        const auto it = by_event.find({&r, event});
+        if (it != by_event.end()) s.points = curve(it->second, key);
       }
   }
   if (!evals.empty()) {
     body += "<h2>Evaluation</h2><div class=\"charts\">";
-    for (const auto& [title, chart] : evals) body += html::line_chart(chart);
+    drawn = 0;
+    for (const auto& [title, chart] : evals)
+      if (drawn++ < kMaxEvaluationCharts) body += html::line_chart(chart);
     body += "</div>";
+    if (evals.size() > kMaxEvaluationCharts)
+      body += fmt::format(
+          "<p class=\"note\">{} more evaluation metrics are not drawn (the first {} by name "
+          "are).</p>",
+          evals.size() - kMaxEvaluationCharts, kMaxEvaluationCharts);
   }
   body +=
       "<p class=\"note\">Written by polyhal report from the runs' --metrics-out files. "

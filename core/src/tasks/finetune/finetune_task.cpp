@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iostream>
 #include <limits>
+#include <optional>
 #include <sstream>
 
 #include "finetune_section.hpp"
@@ -31,6 +32,7 @@
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
 #include "train/training_job.hpp"
+#include "util/directory_lock.hpp"
 
 namespace polyhal {
 namespace {
@@ -349,6 +351,18 @@ FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
   result.config = start.dims;
   result.head = finetune_head(config);
   check_finetune_setup(context, f.train);
+  // Two fine-tunings on one output_dir would replace each other's
+  // predictions and model: the second is refused, as on one checkpoint.dir.
+  // (Training locks checkpoint.dir, which may be the same directory.)
+  std::optional<detail::DirectoryLock> output_lock;
+  std::error_code ec;
+  const bool locked_as_checkpoints =
+      f.train && !config.checkpoint.dir.empty() &&
+      std::filesystem::weakly_canonical(f.output_dir, ec) ==
+          std::filesystem::weakly_canonical(config.checkpoint.dir, ec);
+  if (!compile_only && !f.output_dir.empty() && !locked_as_checkpoints &&
+      (!context.world || context.world->rank() == 0))
+    output_lock.emplace(f.output_dir, "finetune.output_dir");
   if (!f.train) {
     recompute_layers(config, result.config);  // the keys are checked as when training
     result.stages = pipeline_stages(config, context.plan.placement, result.config);
