@@ -214,9 +214,10 @@ int run_workload(const CommonOptions& common, const RunOptions& given) {
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
   // Before any thread starts (MPI, OpenMP): SIGINT and SIGTERM then stop
   // training after its step, with a checkpoint, and the run exits 130 / 143.
-  const StopSignals stop;
+  StopSignals stop;
   RunOptions run = given;
   run.stop_signal = &stop.requested();
+  run.stop_listeners = &stop.listeners();
   if (config.collective.engine == "mpi")
     return stop.exit_code(run_as_mpi_rank(common, run, config));
   const auto log = configure_logging(common, config);

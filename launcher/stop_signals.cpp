@@ -20,9 +20,14 @@ StopSignals::StopSignals() {
     while (!stop.stop_requested()) {
       const int signal = sigtimedwait(&signals_, nullptr, &poll);
       if (signal < 0) continue;  // timeout or EINTR
-      if (signal_ != 0) {
-        const std::string message = fmt::format(
-            "polyhal: {} again: stopping now, without a checkpoint\n", strsignal(signal));
+      if (signal_ != 0 || listeners_ == 0) {
+        const std::string message =
+            signal_ != 0 ? fmt::format("polyhal: {} again: stopping now, without a checkpoint\n",
+                                       strsignal(signal))
+                         : fmt::format(
+                               "polyhal: {}: stopping now (no training step in flight to "
+                               "checkpoint)\n",
+                               strsignal(signal));
         [[maybe_unused]] const auto written = write(STDERR_FILENO, message.data(), message.size());
         std::_Exit(128 + signal);
       }

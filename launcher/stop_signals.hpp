@@ -9,10 +9,12 @@
 
 namespace polyhal {
 
-/// While alive, SIGINT and SIGTERM no longer end the process: the first
-/// one sets requested() (to the signal's number), which the training loop
-/// reads after each step; a second one ends the process at once with
-/// 128 + its number. Construct it before any other thread starts (OpenMP,
+/// While alive, SIGINT and SIGTERM no longer end the process at any point:
+/// while a training loop runs (listeners() above 0), the first one sets
+/// requested() (to the signal's number), which the loop reads after each
+/// step; a second one, or the first while no loop listens (inference,
+/// matmul-bench, setup, evaluation alone: nothing to checkpoint), ends the
+/// process at once with 128 + its number. Construct it before any other thread starts (OpenMP,
 /// MPI, TBB): threads inherit the blocked signals, so only its watcher
 /// takes them (sigtimedwait; no handler, no global state).
 class StopSignals {
@@ -23,6 +25,8 @@ class StopSignals {
   StopSignals& operator=(const StopSignals&) = delete;
 
   const std::atomic<int>& requested() const noexcept { return signal_; }
+  /// How many training loops read requested() now (they count themselves).
+  std::atomic<int>& listeners() noexcept { return listeners_; }
   /// The exit code of a run that a signal stopped (130, 143), else `code`.
   int exit_code(int code) const noexcept { return signal_ != 0 ? 128 + signal_ : code; }
 
@@ -30,6 +34,7 @@ class StopSignals {
   sigset_t signals_;
   sigset_t before_;
   std::atomic<int> signal_{0};
+  std::atomic<int> listeners_{0};
   std::jthread watcher_;
 };
 

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -550,6 +551,31 @@ TEST(HardeningRound3, ReportOfThousandsOfMetricKeysIsQuick) {
   std::ifstream in(page);
   const std::string html{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   EXPECT_NE(html.find("15800 more evaluation metrics are not drawn"), std::string::npos);
+}
+
+// Item 13: one SIGTERM or SIGINT did not stop inference, matmul-bench,
+// training setup or evaluation (only training steps read it). Outside a
+// training loop a signal now ends the run at once, 128 + its number.
+TEST(HardeningRound3, OneSignalStopsARunThatHasNoStepToCheckpoint) {
+  test::TempDir dir;
+  const auto config = dir.write(
+      "i.yaml",
+      "backend: cpu\ntask: inference\nmodel: {preset: tiny, seq_len: 16, precision: f32}\n"
+      "batch: {micro: 2}\ndata: {source: generated}\n"
+      "inference: {duration_seconds: 120, warmup: 0}\n");
+  for (const auto& [signal, code] : {std::pair{"TERM", "143"}, std::pair{"INT", "130"}}) {
+    const auto start = std::chrono::steady_clock::now();
+    const auto r = test::run_command(std::string("bash -c '") + POLYHAL_LAUNCHER + " run " +
+                                     config.string() + " > run.log 2>&1 & pid=$!; sleep 2; kill -" +
+                                     signal + " $pid; wait $pid; echo exit $?; cat run.log'");
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_NE(r.output.find(std::string("exit ") + code), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("stopping now (no training step in flight to checkpoint)"),
+              std::string::npos)
+        << r.output;
+    EXPECT_LT(seconds, 30.0) << r.output;
+  }
 }
 
 }  // namespace

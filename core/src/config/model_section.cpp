@@ -99,8 +99,7 @@ ConfigSection model() {
            "write config.json and model.safetensors here (Hugging Face layout): inference's "
            "model, or a training task's final weights (instead of checkpoint.dir/hf or "
            "finetune.output_dir/model)",
-           {},
-           {.output = OutputPath::directory})
+           {}, {.output = OutputPath::directory})
       .add("seed", &ModelSection::seed, "seed of the random init and of dropout")
       .add("seq_len", &ModelSection::seq_len, "tokens per sequence")
       .custom("precision",

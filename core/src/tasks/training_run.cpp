@@ -68,6 +68,7 @@ TrainingOutcome run_training(const TrainingRecipe& recipe, TrainingJob& job,
                        job.sharded(), context.plan.placement);
   settings.metadata["writer"] = recipe.writer;
   settings.stop_signal = context.options.stop_signal;
+  settings.stop_listeners = context.options.stop_listeners;
   job.run([&](TrainingModel& model, Communicator& replicas) {
     LossScaler replica_scaler = scaler;
     Trainer trainer(model, replicas, settings, recipe.batches, store, replica_scaler);

@@ -151,6 +151,18 @@ bool Trainer::checkpoint_due(std::int64_t number) const {
 void Trainer::run(std::int64_t first, std::int64_t last, const StepObserver& observer,
                   TrainingLog& log, const AfterStep& after_step) {
   const bool lead = replicas_.rank() == 0;
+  // While this loop runs, a signal waits for the step in flight to end.
+  struct Listening {
+    std::atomic<int>* count;
+    explicit Listening(std::atomic<int>* c) : count(c) {
+      if (count) ++*count;
+    }
+    ~Listening() {
+      if (count) --*count;
+    }
+    Listening(const Listening&) = delete;
+    Listening& operator=(const Listening&) = delete;
+  } listening(settings_.stop_listeners);
   std::int64_t non_finite = 0;  // steps in a row (the loss is the same on every replica)
   for (std::int64_t number = first; number <= last; ++number) {
     const TrainingStep record = step(number);

@@ -74,6 +74,8 @@ struct TrainerSettings {
   /// the step in flight every replica checkpoints it and run() returns.
   /// The replicas agree on it after each step (one all-reduce of a number).
   const std::atomic<int>* stop_signal = nullptr;
+  /// Counted up while run() reads stop_signal (the launcher's StopSignals).
+  std::atomic<int>* stop_listeners = nullptr;
 };
 
 class Trainer {

@@ -55,6 +55,9 @@ struct RunOptions {
   /// (the launcher's StopSignals): training stops after the step in
   /// flight, with a checkpoint.
   const std::atomic<int>* stop_signal = nullptr;
+  /// Counted up while a training loop reads stop_signal (after each step);
+  /// a signal while it is 0 ends the process at once.
+  std::atomic<int>* stop_listeners = nullptr;
 };
 
 /// Everything a task runs with: the config as loaded, the plan resolved for
