@@ -487,8 +487,13 @@ TEST(HardeningRound3, ATfRecordSetKeepsNoFileOpen) {
   const std::filesystem::path source =
       std::string(POLYHAL_SOURCE_DIR) + "/tests/data/tfrecord/google/part-00000-of-00002";
   std::filesystem::create_directory(dir.path() / "many");
-  for (int i = 0; i < 600; ++i)
+  std::filesystem::create_directory(dir.path() / "gzip");
+  for (int i = 0; i < 600; ++i) {
     std::filesystem::copy_file(source, dir.path() / "many" / fmt::format("shard-{:04d}", i));
+    std::filesystem::copy_file(
+        std::string(POLYHAL_SOURCE_DIR) + "/tests/data/tfrecord/google_gzip/part-00000-of-00001.gz",
+        dir.path() / "gzip" / fmt::format("shard-{:04d}.gz", i));
+  }
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
   rlimit low = saved;
@@ -499,6 +504,13 @@ TEST(HardeningRound3, ATfRecordSetKeepsNoFileOpen) {
     const TfRecordSet one(source);
     EXPECT_EQ(many.size(), 600 * one.size());
     EXPECT_EQ(many.sample(many.size() - 1).input_ids, one.sample(one.size() - 1).input_ids);
+    // GZIP files keep decompressing cursors only while among the 64 read last.
+    const TfRecordSet gzip(dir.path() / "gzip");
+    for (std::int64_t i = 0; i < gzip.size(); i += 3) (void)gzip.sample(i);
+    const TfRecordSet one_gzip(dir.path() / "gzip" / "shard-0000.gz");
+    EXPECT_EQ(gzip.size(), 600 * one_gzip.size());
+    EXPECT_EQ(gzip.sample(gzip.size() - 1).input_ids,
+              one_gzip.sample(one_gzip.size() - 1).input_ids);
   } catch (const std::exception& e) {
     ADD_FAILURE() << e.what();
   }

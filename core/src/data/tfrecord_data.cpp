@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <list>
+#include <mutex>
 
 #include "data/part_files.hpp"
 #include "data/tf_example.hpp"
@@ -22,6 +24,8 @@ constexpr std::array<const char*, 5> kSideFileExtensions = {".json", ".index", "
 // A directory of more files than this is not a data set polyhal was meant for
 // (MLPerf's has 500 parts, Habana's packed one about 1,500).
 constexpr std::size_t kMaxFiles = 100000;
+// GZIP files that keep their decompressing cursors (up to 8 each) at once.
+constexpr std::size_t kGzipFilesWithCursors = 64;
 
 /// Names per layout: ids, mask, segments, positions, lm positions, lm ids,
 /// lm weights, ns positions, ns labels, ns weights ("" where absent).
@@ -154,6 +158,30 @@ struct TfRecordSet::Impl {
   TfRecordLayout layout = TfRecordLayout::google;
   LayoutNames names{};
   std::int64_t records = 0, seq = 0, predictions = 0, sequences = 1;
+  // The GZIP files read most recently, newest first: only these keep
+  // decompressing cursors (each holds a descriptor), so a shuffled read of
+  // thousands of GZIP files stays far below the usual 1,024.
+  mutable std::mutex recent_mutex;
+  mutable std::list<std::size_t> recent_gzip;
+
+  /// Notes that GZIP file `f` was read; closes the cursors of the one read
+  /// longest ago once more than kGzipFilesWithCursors hold some.
+  void read_gzip(std::size_t f) const {
+    std::size_t release = files.size();
+    {
+      const std::scoped_lock lock(recent_mutex);
+      const auto it = std::find(recent_gzip.begin(), recent_gzip.end(), f);
+      if (it != recent_gzip.end()) {
+        recent_gzip.splice(recent_gzip.begin(), recent_gzip, it);
+        return;
+      }
+      recent_gzip.push_front(f);
+      if (recent_gzip.size() <= kGzipFilesWithCursors) return;
+      release = recent_gzip.back();
+      recent_gzip.pop_back();
+    }
+    files[release].release_cursors();
+  }
 
   /// The file (its number) and the record in it of sample `index`.
   std::pair<std::size_t, std::int64_t> place(std::int64_t index) const {
@@ -216,7 +244,9 @@ struct TfRecordSet::Impl {
     if (index < 0 || index >= records)
       throw Error(ExitCode::failure, fmt::format("TFRecord sample {} asked of {}", index, records));
     const auto [f, r] = place(index);
-    return detail::TfExample(files[f].record(r), files[f].path(), r);
+    std::string bytes = files[f].record(r);
+    if (files[f].gzip()) read_gzip(f);
+    return detail::TfExample(bytes, files[f].path(), r);
   }
 };
 

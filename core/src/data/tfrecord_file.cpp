@@ -315,4 +315,13 @@ std::string TfRecordFile::record(std::int64_t index) const {
   return bytes;
 }
 
+void TfRecordFile::release_cursors() const {
+  if (!gzip_) return;
+  std::vector<std::unique_ptr<GzipCursor>> closing;
+  {
+    const std::scoped_lock lock(gz_->mutex);
+    closing.swap(gz_->idle);
+  }
+}
+
 }  // namespace polyhal::detail

@@ -38,6 +38,9 @@ class TfRecordFile {
   /// cursors, so reading in order (each thread in its own order) costs one
   /// pass, and going back restarts a cursor from the file's start.
   std::string record(std::int64_t index) const;
+  /// Closes a GZIP file's idle cursors (and their descriptors); the next
+  /// read opens one again. Nothing for a plain file, which keeps none.
+  void release_cursors() const;
 
  private:
   struct Plain;
