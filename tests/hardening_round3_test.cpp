@@ -27,6 +27,19 @@
 namespace polyhal {
 namespace {
 
+/// The crafted TensorFlow checkpoints (tests/data/hostile_tf/make_hostile_checkpoints.py).
+const std::filesystem::path hostile =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/hostile_tf";
+
+/// A tiny f32 BERT inference config on generated data, DIR/i.yaml.
+std::filesystem::path tiny_inference(const test::TempDir& dir,
+                                     const std::string& inference = "{iterations: 1, warmup: 0}") {
+  return dir.write("i.yaml",
+                   "backend: cpu\ntask: inference\nmodel: {preset: tiny, seq_len: 16, precision: "
+                   "f32}\nbatch: {micro: 2}\ndata: {source: generated}\ninference: " +
+                       inference + "\n");
+}
+
 // Item 6: generated and pattern pre-training data draw words past the
 // special tokens; a vocabulary of 5 has none (it was SIGFPE, and validate
 // said ok).
@@ -125,10 +138,7 @@ TEST(HardeningRound3, ReportOfAdjacentDoublesEndsWithAPage) {
 // Item 9: model.weights with a NaN or infinity gave null embeddings, exit 0.
 TEST(HardeningRound3, InferenceWeightsWithANanAreRefusedByName) {
   test::TempDir dir;
-  const auto config = dir.write(
-      "i.yaml",
-      "backend: cpu\ntask: inference\nmodel: {preset: tiny, seq_len: 16, precision: f32}\n"
-      "batch: {micro: 2}\ndata: {source: generated}\ninference: {iterations: 1, warmup: 0}\n");
+  const auto config = tiny_inference(dir);
   const auto saved = test::run_polyhal("run --config " + config.string() +
                                        " --set model.save=" + (dir.path() / "m").string());
   ASSERT_EQ(saved.exit_code, 0) << saved.output;
@@ -332,7 +342,6 @@ TEST(HardeningRound3, RunRefusesAPlanThatDoesNotFitBeforeAllocating) {
 // same 4 KiB, an index naming its one data block 1000 times
 // (tests/data/hostile_tf/make_hostile_checkpoints.py writes both).
 TEST(HardeningRound3, TfCheckpointBytesAndBlocksAreReadOnce) {
-  const std::filesystem::path hostile = std::string(POLYHAL_SOURCE_DIR) + "/tests/data/hostile_tf";
   test::TempDir dir;
   const auto convert = [&](const std::string& name) {
     return test::run_polyhal("convert --input " + (hostile / name / "model.ckpt").string() +
@@ -387,10 +396,7 @@ TEST(HardeningRound3, AWrongTypedFieldOfADoneMarkerIsNamedAndLeftOut) {
 TEST(HardeningRound3, ValidateReadsTheHeaderOfTheWeightsItStartsFrom) {
   test::TempDir dir;
   const auto weights = dir.write("w.safetensors", "1234567");
-  const auto config = dir.write(
-      "i.yaml",
-      "backend: cpu\ntask: inference\nmodel: {preset: tiny, seq_len: 16, precision: f32}\n"
-      "batch: {micro: 2}\ndata: {source: generated}\ninference: {iterations: 1, warmup: 0}\n");
+  const auto config = tiny_inference(dir);
   const auto r =
       test::run_polyhal("validate " + config.string() + " --set model.weights=" + weights.string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
@@ -403,7 +409,6 @@ TEST(HardeningRound3, ValidateReadsTheHeaderOfTheWeightsItStartsFrom) {
 // Item 22: global_step went through a float: 16777217 became 16777216,
 // 2.5 became 2 (tests/data/hostile_tf/make_hostile_checkpoints.py).
 TEST(HardeningRound3, TfGlobalStepIsReadExactlyOrRefused) {
-  const std::filesystem::path hostile = std::string(POLYHAL_SOURCE_DIR) + "/tests/data/hostile_tf";
   EXPECT_EQ(read_tf_optimizer_state(hostile / "step_int64_16777217/model.ckpt").global_step,
             16777217);
   for (const auto& [name, value] :
@@ -418,7 +423,6 @@ TEST(HardeningRound3, TfGlobalStepIsReadExactlyOrRefused) {
 // Items 24 and 25: TF layer_01/* and layer_1/* both became layer 1 and one
 // was dropped silently; an int8 or string weight was reported as missing.
 TEST(HardeningRound3, TfWeightsAreOneToOneAndOfAReadableType) {
-  const std::filesystem::path hostile = std::string(POLYHAL_SOURCE_DIR) + "/tests/data/hostile_tf";
   test::expect_config_error([&] { read_tf_bert_weights(hostile / "two_layer_ones/model.ckpt"); },
                             "tensors 'bert/encoder/layer_01/output/dense/bias' and "
                             "'bert/encoder/layer_1/output/dense/bias' are both "
@@ -571,11 +575,7 @@ TEST(HardeningRound3, ReportOfThousandsOfMetricKeysIsQuick) {
 // training loop a signal now ends the run at once, 128 + its number.
 TEST(HardeningRound3, OneSignalStopsARunThatHasNoStepToCheckpoint) {
   test::TempDir dir;
-  const auto config = dir.write(
-      "i.yaml",
-      "backend: cpu\ntask: inference\nmodel: {preset: tiny, seq_len: 16, precision: f32}\n"
-      "batch: {micro: 2}\ndata: {source: generated}\n"
-      "inference: {duration_seconds: 120, warmup: 0}\n");
+  const auto config = tiny_inference(dir, "{duration_seconds: 120, warmup: 0}");
   for (const auto& [signal, code] : {std::pair{"TERM", "143"}, std::pair{"INT", "130"}}) {
     const auto start = std::chrono::steady_clock::now();
     const auto r = test::run_command(std::string("bash -c '") + POLYHAL_LAUNCHER + " run " +
