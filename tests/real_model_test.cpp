@@ -262,6 +262,121 @@ TEST(RealModel, LastHiddenStatesEqualTheReference) {
   EXPECT_LE(worst, 1e-4);
 }
 
+/// A copy of the fetched model as `name` in `dir`: "no_normalize" without
+/// modules.json's Normalize module, "no_pooler" with weights saved without
+/// the pooler (make_model_dir_reference.py makes the same two for the library).
+std::filesystem::path model_variant(const test::TempDir& dir, const std::string& name) {
+  const auto out = dir.path() / name;
+  std::filesystem::copy(kModel, out, std::filesystem::copy_options::recursive);
+  if (name == "no_normalize") {
+    auto modules = nlohmann::json::parse(std::ifstream(out / "modules.json"));
+    nlohmann::json kept = nlohmann::json::array();
+    for (const auto& module : modules)
+      if (module["type"] != "sentence_transformers.models.Normalize") kept.push_back(module);
+    std::ofstream(out / "modules.json") << kept.dump(2);
+  } else if (name == "no_pooler") {
+    auto weights = read_safetensors(out / "model.safetensors");
+    std::erase_if(weights,
+                  [](const auto& e) { return e.first.find("pooler.") != std::string::npos; });
+    write_safetensors(weights, DType::f32, out / "model.safetensors");
+  }
+  return out;
+}
+
+/// Text inference with `model: {dir: MODEL<model_keys>}` and nothing else
+/// about the model: the run's output and its JSON lines.
+std::pair<test::CommandResult, std::vector<nlohmann::json>> infer_dir(
+    const test::TempDir& dir, const std::filesystem::path& model,
+    const std::string& model_keys = "") {
+  const auto output = dir.path() / (model.filename().string() + ".jsonl");
+  const auto config = dir.write(
+      "dir.yaml",
+      fmt::format("backend: cpu\ntask: inference\nmodel: {{dir: {}{}}}\nbatch: {{micro: "
+                  "4}}\ndata: {{source: text, text_file: {}}}\ninference: {{output: {}}}\n",
+                  model.string(), model_keys, (kData / "model_dir_lines.txt").string(),
+                  output.string()));
+  auto r = test::run_polyhal("run --config " + config.string());
+  std::vector<nlohmann::json> lines;
+  std::ifstream in(output);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  return {r, lines};
+}
+
+// model.dir reads the directory as sentence-transformers 6.2 does: its
+// max_seq_length (256) as the truncation, its pooling and its Normalize
+// module or none, weights with or without the pooler (issue 54, items 1-2;
+// make_model_dir_reference.py wrote what the library computes).
+TEST(RealModel, ModelDirReadsASentenceTransformersDirectoryAsTheLibraryDoes) {
+  if (!model_present()) return;
+  const auto reference = read_safetensors(kData / "model_dir_reference.safetensors");
+  const auto& lengths = reference.at("lengths").values;
+  test::TempDir dir;
+  for (const std::string form : {"as_shipped", "no_normalize", "no_pooler"}) {
+    const auto model = form == "as_shipped" ? kModel : model_variant(dir, form);
+    const auto [r, lines] = infer_dir(dir, model);
+    ASSERT_EQ(r.exit_code, 0) << form << ": " << r.output;
+    const auto& theirs = reference.at("embeddings." + form);
+    ASSERT_EQ(static_cast<std::int64_t>(lines.size()), theirs.shape[0]) << form;
+    const auto width = static_cast<std::size_t>(theirs.shape[1]);
+    double worst = 0, worst_cosine = 1;
+    for (std::size_t s = 0; s < lines.size(); ++s) {
+      std::size_t real_tokens = 0;
+      for (const auto& token : lines[s]["tokens"]) real_tokens += token != "[PAD]";
+      EXPECT_EQ(real_tokens, static_cast<std::size_t>(lengths[s])) << form << " line " << s + 1;
+      const auto mine = lines[s]["embedding"].get<std::vector<float>>();
+      ASSERT_EQ(mine.size(), width);
+      for (std::size_t i = 0; i < width; ++i)
+        worst =
+            std::max(worst, std::fabs(static_cast<double>(mine[i]) - theirs.values[s * width + i]));
+      worst_cosine = std::min(worst_cosine, cosine(mine, theirs.values.data() + s * width));
+      EXPECT_EQ(lines[s].contains("pooled"), form != "no_pooler") << form;
+    }
+    std::cout << fmt::format(
+        "{}: {} lines of up to 256 tokens: max abs difference {:.3g}, worst "
+        "cosine {:.8f}\n",
+        form, lines.size(), worst, worst_cosine);
+    EXPECT_LE(worst, 1e-4) << form;
+    EXPECT_GE(worst_cosine, 0.99999) << form;
+    EXPECT_EQ(r.output.find("L2-normalised") != std::string::npos, form != "no_normalize")
+        << r.output;
+    if (form == "no_pooler") {
+      EXPECT_NE(r.output.find("has no pooler"), std::string::npos) << r.output;
+    }
+  }
+  // A seq_len the config gives wins, and the run says what it changes.
+  const auto [r, lines] = infer_dir(dir, kModel, ", seq_len: 128");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("model.seq_len 128 truncates at 128 tokens where sentence-transformers "
+                          "truncates at 256"),
+            std::string::npos)
+      << r.output;
+}
+
+// model.dir names a model directory, or says what one holds.
+TEST(ModelDirectory, ModelDirThatIsNoModelIsRefusedAtTheKey) {
+  test::TempDir dir;
+  std::filesystem::create_directories(dir.path() / "empty");
+  const auto config = dir.write("m.yaml", "backend: cpu\ntask: inference\nmodel: {dir: " +
+                                              (dir.path() / "empty").string() + "}\n");
+  const auto r = test::run_polyhal("validate --config " + config.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("m.yaml:3: key 'model.dir': "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("has no config.json"), std::string::npos) << r.output;
+  dir.write(
+      "bad/config.json",
+      R"({"hidden_size": 64, "num_attention_heads": 2, "num_hidden_layers": 1, "intermediate_size": 64, "vocab_size": 10})");
+  dir.write("bad/sentence_bert_config.json", R"({"max_seq_length": "long"})");
+  dir.write("bad/model.safetensors", "");
+  const auto bad = dir.write("b.yaml", "backend: cpu\ntask: inference\nmodel: {dir: " +
+                                           (dir.path() / "bad").string() + "}\n");
+  const auto r2 = test::run_polyhal("validate --config " + bad.string());
+  EXPECT_EQ(r2.exit_code, 2) << r2.output;
+  EXPECT_NE(r2.output.find("sentence_bert_config.json: key 'max_seq_length': expected a positive "
+                           "integer, got \"long\""),
+            std::string::npos)
+      << r2.output;
+}
+
 // A model directory that polyhal cannot read as its authors meant is an
 // error naming the file and what to do, never a silent difference.
 TEST(ModelDirectory, SettingsPolyhalDoesNotImplementAreRefusedNamingTheFile) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "model_directory.hpp"
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/config_keys.hpp"
 #include "sections.hpp"
@@ -92,6 +93,13 @@ ConfigSection model() {
            })
       .add("hf_config", &ModelSection::hf_config,
            "a Hugging Face config.json instead of the preset", {}, {.input = InputPath::file})
+      .add("dir", &ModelSection::dir,
+           "a Hugging Face or sentence-transformers model directory, read whole as those "
+           "libraries read it: its config.json, weights, vocab.txt and tokenizer settings, "
+           "sentence_bert_config.json's max_seq_length as seq_len, and (inference.pooling and "
+           "normalize auto) its pooling and Normalize modules; a key given as well wins, with "
+           "a warning",
+           {}, {.input = InputPath::file_or_directory})
       .add("weights", &ModelSection::weights,
            "safetensors weights (Hugging Face names); default: seeded random init", {},
            {.input = InputPath::checkpoint})
@@ -182,6 +190,7 @@ ConfigSection model() {
   section.check = [](const ConfigValue& given, RunConfig& config) {
     if (given.has("head") && given.has("heads"))
       config.fail("model.head", "give model.head or model.heads, not both");
+    if (given.has("dir")) read_model_directory(config);
   };
   return section;
 }

@@ -79,6 +79,15 @@ void BertConfig::validate(const std::string& where) const {
   if (!(layer_norm_eps > 0.0)) {
     throw ConfigError(fmt::format("{}: key 'layer_norm_eps': expected a positive number", where));
   }
+  for (const auto& [key, share] :
+       {std::pair{"hidden_dropout_prob", hidden_dropout_prob},
+        std::pair{"attention_probs_dropout_prob", attention_probs_dropout_prob}})
+    if (!(share >= 0.0 && share < 1.0))
+      throw ConfigError(
+          fmt::format("{}: key '{}': expected a probability in [0, 1), got {}", where, key, share));
+  if (!(initializer_range > 0.0 && initializer_range < 1e3))
+    throw ConfigError(fmt::format("{}: key 'initializer_range': expected a positive number, got {}",
+                                  where, initializer_range));
   if (model_type != "bert" && model_type != "groupbert") {
     throw ConfigError(fmt::format(
         "{}: key 'model_type': expected \"bert\" or \"groupbert\", got \"{}\"", where, model_type));
@@ -175,6 +184,9 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
   read("type_vocab_size", c.type_vocab_size);
   read("layer_norm_eps", c.layer_norm_eps);
   read("hidden_act", c.hidden_act);
+  read("hidden_dropout_prob", c.hidden_dropout_prob);
+  read("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
+  read("initializer_range", c.initializer_range);
   read("model_type", c.model_type);
   // Graphcore's TensorFlow configs say "groupbert": true instead.
   if (json.contains("groupbert")) {
@@ -233,9 +245,9 @@ void write_hf_config(const BertConfig& c, const std::filesystem::path& file, con
                       {"type_vocab_size", c.type_vocab_size},
                       {"layer_norm_eps", c.layer_norm_eps},
                       {"hidden_act", c.hidden_act},
-                      {"hidden_dropout_prob", 0.1},
-                      {"attention_probs_dropout_prob", 0.1},
-                      {"initializer_range", 0.02},
+                      {"hidden_dropout_prob", c.hidden_dropout_prob},
+                      {"attention_probs_dropout_prob", c.attention_probs_dropout_prob},
+                      {"initializer_range", c.initializer_range},
                       {"pad_token_id", 0}};
   if (c.groupbert()) {
     json["model_type"] = "groupbert";

@@ -247,12 +247,23 @@ TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig&
 }
 
 TensorMap load_bert_encoder_weights(const std::filesystem::path& file, const BertConfig& config,
-                                    std::vector<std::string>* unused) {
+                                    std::vector<std::string>* unused, bool* pooler_absent) {
   TensorMap weights = read_weights(file);
   std::vector<std::string> problems;
   TensorMap encoder;
+  // Both pooler tensors absent is a model saved without its pooler; one of
+  // the two absent is a damaged file and stays an error.
+  const bool no_pooler =
+      !weights.contains("bert.pooler.dense.weight") && !weights.contains("bert.pooler.dense.bias");
+  if (pooler_absent) *pooler_absent = no_pooler;
   for (const auto& [name, shape] : bert_tensor_shapes(config, TaskHead{})) {
     if (head_tensor(name) && !name.starts_with("bert.pooler.")) continue;
+    if (no_pooler && name.starts_with("bert.pooler.")) {
+      encoder.emplace(
+          name, HostTensor{shape, std::vector<float>(static_cast<std::size_t>(element_count(shape)),
+                                                     0.0f)});
+      continue;
+    }
     auto it = weights.find(name);
     if (it == weights.end()) {
       problems.push_back(fmt::format("missing tensor '{}' {}", name, shape_string(shape)));

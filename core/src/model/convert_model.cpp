@@ -104,6 +104,13 @@ TfModel read_tf_model(const ConvertOptions& options) {
   TensorMap weights = canonical_bert_weights(read_tf_bert_weights(result.checkpoint, &report));
   result.training_state = std::move(report.training_state);
   result.head = head_of(weights);
+  if (result.head.kind == TaskHead::Kind::question_answering &&
+      std::erase_if(weights, [](const auto& entry) {
+        return entry.first.starts_with("bert.pooler.");
+      }) > 0)  // Google's run_squad.py keeps the pre-trained pooler; SQuAD never reads it
+    spdlog::info(
+        "{}: the pooler (bert/pooler/dense) is left out: BertForQuestionAnswering has none",
+        result.checkpoint.string());
   check_bert_weights(weights, result.checkpoint, result.model, result.head);
   for (const auto& [name, tensor] : weights)
     for (const float v : tensor.values)

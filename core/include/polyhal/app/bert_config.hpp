@@ -27,6 +27,11 @@ struct BertConfig {
   std::int64_t type_vocab_size = 2;
   double layer_norm_eps = 1e-12;
   std::string hidden_act = "gelu";  ///< exact erf GELU; the only one supported
+  /// Carried from the file read to the config.json written (convert,
+  /// exports), so a model keeps its own; training's dropout is model.dropout.
+  double hidden_dropout_prob = 0.1;
+  double attention_probs_dropout_prob = 0.1;
+  double initializer_range = 0.02;
   /// "bert" or "groupbert" (docs/groupbert.md: four pre-norm modules per
   /// layer, a final LayerNorm, and the three keys below).
   std::string model_type = "bert";

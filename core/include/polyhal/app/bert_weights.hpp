@@ -37,9 +37,13 @@ TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig&
 /// The encoder and pooler of any BERT checkpoint (BertModel's tensors, as
 /// sentence-transformers ships them; a BertFor... file's too): checked as
 /// load_bert_weights checks them; another model class's head tensors are
-/// left out and listed in `unused`. Tensors of no BERT are an error.
+/// left out and listed in `unused`. Tensors of no BERT are an error. A file
+/// without the pooler (both its tensors absent, as transformers saves a
+/// BertModel built with add_pooling_layer=False) loads with a zero pooler,
+/// and `pooler_absent`, when given, is set: its pooled output means nothing.
 TensorMap load_bert_encoder_weights(const std::filesystem::path& file, const BertConfig& config,
-                                    std::vector<std::string>* unused = nullptr);
+                                    std::vector<std::string>* unused = nullptr,
+                                    bool* pooler_absent = nullptr);
 /// A safetensors map with load_bert_weights' names: canonical BERT names
 /// ("bert." prefix, LayerNorm weight/bias), optimizer state and buffers left out.
 TensorMap canonical_bert_weights(TensorMap raw);

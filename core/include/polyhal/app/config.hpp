@@ -37,7 +37,11 @@ struct ModelSection {
   std::filesystem::path hf_config;           ///< overrides the preset when set
   std::map<std::string, std::int64_t> dims;  ///< explicit BertConfig dimensions
   std::filesystem::path weights;             ///< empty: seeded random init
-  std::filesystem::path save;                ///< write config.json + model.safetensors here
+  /// A Hugging Face or sentence-transformers model directory, read whole:
+  /// hf_config, weights, data.vocab and seq_len from it unless given
+  /// (config/model_directory.cpp).
+  std::filesystem::path dir;
+  std::filesystem::path save;  ///< write config.json + model.safetensors here
   std::uint64_t seed = 0;
   bool heads = false;  ///< inference: MLM + NSP heads (model.head: pretraining)
   /// inference: the head on the encoder: none, pretraining,

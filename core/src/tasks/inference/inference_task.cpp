@@ -108,14 +108,21 @@ void check_finite_weights(const RunConfig& config, const TensorMap& weights) {
 /// encoder of any BERT file serves (a BertModel as sentence-transformers
 /// ships it); the heads a file has beyond it are logged as unused.
 TensorMap read_inference_weights(const RunConfig& config, const BertConfig& model,
-                                 const TaskHead& head, bool with_heads) {
+                                 const TaskHead& head, bool with_heads, bool* pooler_absent) {
   if (config.model.weights.empty()) return init_bert_weights(model, config.model.seed, head);
   std::vector<std::string> unused;
-  TensorMap weights = with_heads ? load_bert_weights(config.model.weights, model, head)
-                                 : load_bert_encoder_weights(config.model.weights, model, &unused);
+  TensorMap weights =
+      with_heads ? load_bert_weights(config.model.weights, model, head)
+                 : load_bert_encoder_weights(config.model.weights, model, &unused, pooler_absent);
   if (!unused.empty())
     spdlog::info("weights: {} head tensors not used by the encoder (model.head is none)",
                  unused.size());
+  if (*pooler_absent)
+    spdlog::info(
+        "weights: {} has no pooler (bert.pooler.dense.*), as transformers saves a model without "
+        "one: the output lines have no \"pooled\"; inference.pooling mean, cls and max do not "
+        "need it",
+        config.model.weights.string());
   check_finite_weights(config, weights);
   return weights;
 }
@@ -136,7 +143,7 @@ namespace {
 /// batches (the last filled with empty examples whose results are dropped),
 /// one JSON line per example in inference.output.
 void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTokenizer& tokenizer,
-                const TaskHead& head, InferenceResult& result) {
+                const TaskHead& head, bool pooler_absent, InferenceResult& result) {
   const BertShape shape = bert.shape();
   const bool heads = config.model.heads;
   const auto examples = read_text(config.data.text_file);
@@ -149,9 +156,10 @@ void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTok
   const auto& model = config.model;
   const SentencePooling pooling =
       resolve_sentence_pooling(section.pooling, section.normalize,
-                               !model.hf_config.empty() ? model.hf_config.parent_path()
-                               : !model.weights.empty() ? model.weights.parent_path()
-                                                        : std::filesystem::path());
+                               !model.dir.empty()         ? model.dir
+                               : !model.hf_config.empty() ? model.hf_config.parent_path()
+                               : !model.weights.empty()   ? model.weights.parent_path()
+                                                          : std::filesystem::path());
   if (pooling.mode != "none")
     spdlog::info("sentence embeddings: {} pooling{}{}", pooling.mode,
                  pooling.normalize ? ", L2-normalised" : "",
@@ -189,7 +197,7 @@ void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTok
             all.begin() + static_cast<std::ptrdiff_t>(b) * static_cast<std::ptrdiff_t>(width),
             all.begin() + static_cast<std::ptrdiff_t>(b + 1) * static_cast<std::ptrdiff_t>(width));
       };
-      if (!outputs.pooled.empty()) line["pooled"] = slice(outputs.pooled, h);
+      if (!outputs.pooled.empty() && !pooler_absent) line["pooled"] = slice(outputs.pooled, h);
       const auto seq = static_cast<std::size_t>(shape.seq);
       const std::span<const float> hidden(
           outputs.last_hidden_state.data() + static_cast<std::size_t>(b) * seq * h, seq * h);
@@ -351,12 +359,18 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
   if (compile_only) return result;
   require_plan_fits(result.memory);
 
-  const TensorMap weights = read_inference_weights(config, result.config, head, task_head || heads);
+  bool pooler_absent = false;
+  const TensorMap weights =
+      read_inference_weights(config, result.config, head, task_head || heads, &pooler_absent);
   if (!config.model.save.empty()) {
     // Hugging Face layout: the directory loads with BertForPreTraining.from_pretrained.
     std::filesystem::create_directories(config.model.save);
     write_hf_config(result.config, config.model.save / "config.json", head);
-    save_bert_weights(weights, DType::f32, config.model.save / "model.safetensors");
+    TensorMap saved = weights;
+    if (pooler_absent)  // saved as it came: without the zeros standing in for it
+      std::erase_if(saved,
+                    [](const auto& entry) { return entry.first.starts_with("bert.pooler."); });
+    save_bert_weights(saved, DType::f32, config.model.save / "model.safetensors");
     spdlog::info("saved config.json and model.safetensors to {}", config.model.save.string());
   }
   check_int8_weights(config, result.config, weights);
@@ -370,7 +384,7 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
     bert.start_calibration();
   }
   if (text) {
-    infer_text(bert, config, *tokenizer, head, result);
+    infer_text(bert, config, *tokenizer, head, pooler_absent, result);
   } else {
     time_generated_batches(bert, config, result);
   }

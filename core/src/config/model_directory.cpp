@@ -1,0 +1,148 @@
+// model.dir: a Hugging Face or sentence-transformers model directory read
+// whole, as those libraries read it. It stands for the keys a user would
+// otherwise give one by one, each only where the config does not give it:
+//   model.hf_config  DIR/config.json
+//   model.weights    DIR/model.safetensors (or its shards, or the one TF checkpoint)
+//   data.vocab       DIR/vocab.txt (its tokenizer_config.json beside it)
+//   model.seq_len    sentence_bert_config.json's max_seq_length
+// Pooling and normalisation (inference.pooling/normalize auto) are read
+// from DIR's 1_Pooling/config.json and modules.json when the run needs them.
+// A key the config gives as well wins, and the run says once what it
+// changes against the directory.
+#include "model_directory.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "polyhal/app/hf_directory.hpp"
+#include "polyhal/app/json_input.hpp"
+#include "polyhal/app/tokenizer_files.hpp"
+#include "polyhal/error.hpp"
+#include "util/regular_file.hpp"
+
+namespace polyhal::config_sections {
+namespace {
+
+/// sentence_bert_config.json's settings, or nothing when the file is absent.
+struct SentenceBertSettings {
+  std::optional<std::int64_t> max_seq_length;
+  bool do_lower_case = false;
+};
+
+std::optional<SentenceBertSettings> sentence_bert_settings(const std::filesystem::path& file) {
+  if (!std::filesystem::exists(file)) return std::nullopt;
+  detail::refuse_special_or_oversized_file(file, std::uintmax_t{1} << 20,
+                                           "sentence-transformers settings");
+  std::ifstream in(file);
+  nlohmann::json json;
+  try {
+    json = parse_json_input(in, file.string());
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
+  }
+  if (!json.is_object())
+    throw ConfigError(fmt::format("{}: expected a JSON object of settings", file.string()));
+  SentenceBertSettings out;
+  if (json.contains("max_seq_length") && !json.at("max_seq_length").is_null()) {
+    const auto& value = json.at("max_seq_length");
+    if (!value.is_number_integer() || value.get<std::int64_t>() < 1 ||
+        value.get<std::int64_t>() > (std::int64_t{1} << 20))
+      throw ConfigError(fmt::format("{}: key 'max_seq_length': expected a positive integer, got {}",
+                                    file.string(), json_excerpt(value)));
+    out.max_seq_length = value.get<std::int64_t>();
+  }
+  if (json.contains("do_lower_case")) {
+    const auto& value = json.at("do_lower_case");
+    if (!value.is_boolean())
+      throw ConfigError(fmt::format("{}: key 'do_lower_case': expected true or false, got {}",
+                                    file.string(), json_excerpt(value)));
+    out.do_lower_case = value.get<bool>();
+  }
+  return out;
+}
+
+/// The config's own `key` replaces what the directory gives: said once.
+void say_override(const RunConfig& config, const std::string& key, const std::string& given,
+                  const std::string& directory_gives) {
+  spdlog::warn("{}: {} {} is used instead of model.dir's {}", config.locate(key), key, given,
+               directory_gives);
+}
+
+}  // namespace
+
+void read_model_directory(RunConfig& config) {
+  const std::filesystem::path dir = config.model.dir;
+  if (!std::filesystem::is_directory(dir))
+    config.fail("model.dir",
+                fmt::format("{} is not a directory: name the folder that holds the model's "
+                            "config.json (a Hugging Face or sentence-transformers model)",
+                            dir.string()));
+  const auto config_json = dir / "config.json";
+  if (!std::filesystem::exists(config_json))
+    config.fail("model.dir",
+                fmt::format("{} has no config.json: a Hugging Face model directory has "
+                            "config.json and model.safetensors (a TensorFlow checkpoint "
+                            "converts with `polyhal convert`)",
+                            dir.string()));
+  if (config.sets("model.hf_config")) {
+    say_override(config, "model.hf_config", config.model.hf_config.string(), config_json.string());
+  } else {
+    if (config.sets("model.preset"))
+      spdlog::warn("{}: model.preset {} is not used: the dimensions are {}'s",
+                   config.locate("model.preset"), config.model.preset, config_json.string());
+    config.model.hf_config = config_json;
+  }
+  if (config.sets("model.weights")) {
+    say_override(config, "model.weights", config.model.weights.string(),
+                 "weights (" + dir.string() + ")");
+  } else {
+    try {
+      config.model.weights = model_weights_in(dir);
+    } catch (const ConfigError& e) {
+      config.fail("model.dir", e.what());
+    }
+  }
+  // data.vocab: read after this section, so a vocab the config gives replaces this one.
+  if (std::filesystem::exists(dir / "vocab.txt")) {
+    if (config.sets("data.vocab"))
+      say_override(config, "data.vocab", "(given)", (dir / "vocab.txt").string());
+    else
+      config.data.vocab = dir / "vocab.txt";
+  }
+  const auto st_file = dir / "sentence_bert_config.json";
+  std::optional<SentenceBertSettings> st;
+  try {
+    st = sentence_bert_settings(st_file);
+  } catch (const ConfigError& e) {
+    config.fail("model.dir", e.what());
+  }
+  if (!st) return;
+  if (st->do_lower_case && std::filesystem::exists(dir / "vocab.txt")) {
+    // sentence-transformers lower-cases the text (str.lower) before its
+    // tokenizer; polyhal lower-cases only in the tokenizer, which is the
+    // same text when that tokenizer lower-cases anyway (an uncased model).
+    const auto files = read_tokenizer_files(dir / "vocab.txt");
+    if (files.lower_case && !*files.lower_case)
+      spdlog::warn(
+          "{}: do_lower_case true before a tokenizer that keeps case ({}): polyhal lower-cases "
+          "only in the tokenizer, which also strips accents; set data.lower_case: true for "
+          "that, or expect other embeddings than sentence-transformers' for text with capitals",
+          st_file.string(), (dir / "tokenizer_config.json").string());
+  }
+  if (!st->max_seq_length) return;
+  const std::int64_t longest = *st->max_seq_length;
+  if (!config.sets("model.seq_len")) {
+    config.model.seq_len = longest;
+  } else if (config.model.seq_len != longest) {
+    spdlog::warn(
+        "{}: model.seq_len {} truncates at {} tokens where sentence-transformers truncates at {} "
+        "(max_seq_length of {}): text longer than {} tokens gets another embedding than theirs",
+        config.locate("model.seq_len"), config.model.seq_len, config.model.seq_len, longest,
+        st_file.string(), std::min(config.model.seq_len, longest));
+  }
+}
+
+}  // namespace polyhal::config_sections
