@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <fstream>
 
@@ -255,6 +257,38 @@ TEST(TfCheckpoint, ConvertWritesAHuggingFaceDirectoryWithTheSameWeights) {
   EXPECT_EQ(wrong.exit_code, 2) << wrong.output;
   EXPECT_NE(wrong.output.find("problems with the weights"), std::string::npos) << wrong.output;
   EXPECT_FALSE(std::filesystem::exists(dir.path() / "z"));
+}
+
+// Google's run_squad.py keeps the pre-trained pooler beside the span head:
+// convert leaves it out (BertForQuestionAnswering has none; transformers
+// loads the result with no missing or unexpected keys, checked by hand as
+// make_run_squad_checkpoint.py says) and carries bert_config.json's
+// dropouts into config.json (issue 54, items 3 and 11).
+TEST(TfCheckpoint, ConvertTakesARunSquadCheckpointWithItsPoolerAndKeepsItsDropouts) {
+  test::TempDir dir;
+  const auto out = dir.path() / "squad";
+  const auto run = test::run_polyhal(
+      "convert --input " + (kData / "run_squad/model.ckpt").string() + " --output " + out.string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("the pooler (bert/pooler/dense) is left out"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("model: BertForQuestionAnswering"), std::string::npos) << run.output;
+  const auto converted = read_safetensors(out / "model.safetensors");
+  const auto golden = read_safetensors(std::filesystem::path(POLYHAL_SOURCE_DIR) /
+                                       "tests/golden/bert_tiny/model.safetensors");
+  std::size_t encoder = 0;
+  for (const auto& [name, tensor] : golden) {
+    if (!name.starts_with("bert.") || name.starts_with("bert.pooler.")) continue;
+    ++encoder;
+    ASSERT_TRUE(converted.contains(name)) << name;
+    EXPECT_EQ(converted.at(name).values, tensor.values) << name;
+  }
+  EXPECT_EQ(converted.size(), encoder + 2) << "the encoder and qa_outputs, no pooler";
+  EXPECT_EQ(converted.at("qa_outputs.bias").values, (std::vector<float>{0.25f, -0.5f}));
+  const auto json = nlohmann::json::parse(std::ifstream(out / "config.json"));
+  EXPECT_EQ(json["architectures"][0], "BertForQuestionAnswering");
+  EXPECT_DOUBLE_EQ(json["hidden_dropout_prob"].get<double>(), 0.2);
+  EXPECT_DOUBLE_EQ(json["attention_probs_dropout_prob"].get<double>(), 0.15);
 }
 
 TEST(TfCheckpoint, ConvertToACheckpointKeepsTheMomentsAndPreTrainingResumesFromIt) {
