@@ -377,6 +377,38 @@ TEST(ModelDirectory, ModelDirThatIsNoModelIsRefusedAtTheKey) {
       << r2.output;
 }
 
+// A preset over a model directory's weights is one error at the key, read
+// from the weights' header before anything loads, naming each dimension
+// and the key to set; `validate` says it as `run` would (issue 54, item 5).
+TEST(ModelDirectory, WeightsOfAnotherSizeThanThePresetAreNamedBeforeLoading) {
+  test::TempDir dir;
+  const auto tiny = std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/golden/bert_tiny";
+  const auto config =
+      dir.write("p.yaml", "backend: cpu\ntask: inference\nmodel:\n  preset: base\n  weights: " +
+                              (tiny / "model.safetensors").string() + "\n");
+  for (const char* command : {"validate", "run"}) {
+    const auto r = test::run_polyhal(std::string(command) + " --config " + config.string());
+    EXPECT_EQ(r.exit_code, 2) << command << ": " << r.output;
+    EXPECT_NE(r.output.find("p.yaml:5: key 'model.weights': "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("holds another model than the run's dimensions (preset base): "
+                            "vocab_size 99 (the run's: 30522), hidden_size 32 (the run's: 768), "
+                            "max_position_embeddings 64 (the run's: 512), num_hidden_layers 2 "
+                            "(the run's: 12), intermediate_size 37 (the run's: 3072); set "
+                            "model.dir: " +
+                            tiny.string()),
+              std::string::npos)
+        << r.output;
+    EXPECT_EQ(r.output.find("missing tensor"), std::string::npos) << r.output;
+  }
+  // The key it names is the fix.
+  const auto fixed = dir.write(
+      "f.yaml", "backend: cpu\ntask: inference\nmodel: {preset: base, seq_len: 32, dir: " +
+                    tiny.string() + "}\n");
+  const auto r = test::run_polyhal("validate --config " + fixed.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("model.preset base is not used"), std::string::npos) << r.output;
+}
+
 // A model directory that polyhal cannot read as its authors meant is an
 // error naming the file and what to do, never a silent difference.
 TEST(ModelDirectory, SettingsPolyhalDoesNotImplementAreRefusedNamingTheFile) {

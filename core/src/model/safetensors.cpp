@@ -177,7 +177,10 @@ void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesys
   });
 }
 
-std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& file) {
+namespace {
+
+/// The JSON header alone (the 8-byte length, then the header; no tensor data read).
+nlohmann::json read_header(const std::filesystem::path& file) {
   detail::refuse_special_file(file);
   std::ifstream in(file, std::ios::binary);
   std::uint8_t length_bytes[8] = {};
@@ -194,18 +197,45 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::filesyst
   if (!in.read(text.data(), static_cast<std::streamsize>(header_size))) {
     throw ConfigError(fmt::format("{}: truncated header", file.string()));
   }
-  std::map<std::string, std::string> out;
   try {
-    const auto header = parse_json_input(text, file.string() + ": header");
+    auto header = parse_json_input(text, file.string() + ": header");
     if (!header.is_object())
       throw ConfigError(fmt::format("{}: header is not a JSON object", file.string()));
-    if (header.contains("__metadata__")) {
-      for (const auto& [key, value] : header["__metadata__"].items()) {
-        if (value.is_string()) out[key] = value.get<std::string>();
-      }
-    }
+    return header;
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(fmt::format("{}: header is not valid JSON: {}", file.string(), e.what()));
+  }
+}
+
+}  // namespace
+
+std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& file) {
+  const auto header = read_header(file);
+  std::map<std::string, std::string> out;
+  if (header.contains("__metadata__") && header["__metadata__"].is_object())
+    for (const auto& [key, value] : header["__metadata__"].items())
+      if (value.is_string()) out[key] = value.get<std::string>();
+  return out;
+}
+
+std::map<std::string, std::vector<std::int64_t>> read_safetensors_shapes(
+    const std::filesystem::path& file) {
+  const auto header = read_header(file);
+  std::map<std::string, std::vector<std::int64_t>> out;
+  for (const auto& [name, entry] : header.items()) {
+    if (name == "__metadata__") continue;
+    const auto shape = entry.is_object() && entry.contains("shape") ? entry["shape"] : nullptr;
+    if (!shape.is_array() || shape.size() > 8)
+      throw ConfigError(fmt::format("{}: tensor '{}': no shape of up to 8 dimensions in the header",
+                                    file.string(), name));
+    std::vector<std::int64_t> dims;
+    for (const auto& dim : shape) {
+      if (!dim.is_number_unsigned() || dim.get<std::uint64_t>() > (std::uint64_t{1} << 40))
+        throw ConfigError(fmt::format("{}: tensor '{}': shape {} is not a list of sizes",
+                                      file.string(), name, json_excerpt(shape)));
+      dims.push_back(dim.get<std::int64_t>());
+    }
+    out.emplace(name, std::move(dims));
   }
   return out;
 }

@@ -1,6 +1,7 @@
 // The model a run computes and the weights it starts from (ModelPlan's
 // rule), and the sequence length checked against it.
 #include "plan/sequence_fit.hpp"
+#include "plan/weights_fit.hpp"
 
 #include <fmt/format.h>
 
@@ -116,6 +117,7 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
   }
   m.dims = resolve_bert_config(model, m.origin);
   check_sequence_fits(config, m.dims);
+  check_weights_fit(config, m);
   if (m.vocab.empty() && !m.model_dir.empty() && std::filesystem::exists(m.model_dir / "vocab.txt"))
     m.vocab = m.model_dir / "vocab.txt";
   return m;

@@ -38,4 +38,9 @@ void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesys
 /// The "__metadata__" strings of a safetensors file (empty if none).
 std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& file);
 
+/// Each tensor's shape from the header alone (no tensor data is read):
+/// what a file holds, checked before loading it.
+std::map<std::string, std::vector<std::int64_t>> read_safetensors_shapes(
+    const std::filesystem::path& file);
+
 }  // namespace polyhal
