@@ -68,8 +68,8 @@ std::unique_ptr<BertInference::State> declare_inference(
 }  // namespace
 
 BertInference::BertInference(Device& device, const BertConfig& config, BertShape shape,
-                             const InferencePrecision& precision, bool with_heads)
-    : state_(declare_inference(device, config, shape, precision, TaskHead{}, with_heads)) {}
+                             const InferencePrecision& precision, bool with_heads, bool packed)
+    : state_(declare_inference(device, config, shape, precision, TaskHead{}, with_heads, packed)) {}
 
 BertInference::BertInference(Device& device, const BertConfig& config, BertShape shape,
                              const InferencePrecision& precision, const TaskHead& head, bool packed,

@@ -355,7 +355,9 @@ class Builder {
       std::tie(nsp_w, nsp_b) = dense_params("cls.seq_relationship", 2, h);
     }
     // Packed rows: every sequence's own [CLS], gathered (a gradient of its own).
-    const std::int64_t k = o_.packed_sequences;
+    // Without the heads (embeddings of packed text) each row's first token is
+    // pooled, as unpacked; the caller pools each sequence itself.
+    const std::int64_t k = heads ? o_.packed_sequences : 0;
     if (k > 0) {
       out_.nsp_positions = p_.tensor("nsp positions", "inputs", {b * k}, DType::i32);
       const int cls = act("cls", {b * k, h});
@@ -726,12 +728,13 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   if (options.training) out->rng = p.tensor("dropout rng", "inputs", {2}, DType::i32);
   if (options.packed_sequences > 0) {
     const bool trains = options.training && options.head.kind != TaskHead::Kind::classification;
-    const bool infers =
-        !options.training && options.head.kind == TaskHead::Kind::question_answering;
+    const bool infers = !options.training &&
+                        (options.head.kind == TaskHead::Kind::question_answering ||
+                         (options.head.kind == TaskHead::Kind::pretraining && !options.heads));
     if (!trains && !infers)
       throw ConfigError(
-          "packed rows: pre-training and question answering (training and inference) only in "
-          "this version");
+          "packed rows: pre-training, question answering (training and inference) and the "
+          "encoder without heads (inference) only in this version");
     out->positions = p.tensor("position ids", "inputs", {t}, DType::i32);
   }
   const PipelineStage& stage = options.stage;

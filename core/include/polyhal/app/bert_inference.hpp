@@ -75,9 +75,11 @@ struct InferencePrecision {
 
 class BertInference {
  public:
-  /// Prepares every kernel on `device`. `with_heads` adds the MLM and NSP heads.
+  /// Prepares every kernel on `device`. `with_heads` adds the MLM and NSP
+  /// heads. `packed`: rows hold several sequences (run() then requires
+  /// BertInputs::position_ids; the mask numbers each token's sequence).
   BertInference(Device& device, const BertConfig& config, BertShape shape,
-                const InferencePrecision& precision, bool with_heads);
+                const InferencePrecision& precision, bool with_heads, bool packed = false);
   /// The model class of `head` (bert_config.hpp): BertForPreTraining with its
   /// MLM and NSP heads, BertForQuestionAnswering (start/end logits, no
   /// pooler) or BertForSequenceClassification (pooled output and logits).

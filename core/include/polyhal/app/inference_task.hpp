@@ -30,6 +30,9 @@ struct InferenceResult {
   /// Device-model estimate per batch; nullopt on real hardware.
   std::optional<double> estimated_batch_seconds;
   std::size_t text_examples = 0;  ///< examples written to inference.output
+  /// Text inference: the lines' own tokens, and the tokens the model
+  /// computed (rows x seq_len x batches, padding included).
+  std::int64_t real_tokens = 0, computed_tokens = 0;
   /// Host time per kind of op over every batch run (warmup included), most
   /// first, with the kernel that ran it (which ISA, int8 or bf16).
   std::vector<OpTime> profile;

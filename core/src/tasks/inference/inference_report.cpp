@@ -89,7 +89,12 @@ int run_bert_inference(const TaskContext& context) {
     double total = 0;
     for (double s : r.batch_seconds) total += s;
     const auto count = r.batch_seconds.size();
-    const double per_second = static_cast<double>(r.batch) * static_cast<double>(count) / total;
+    // Text: the lines written over the whole pass (tokenizing and writing
+    // included), never padding rows or empty filler; else rows per batch time.
+    const bool text = r.text_examples > 0 && r.measured_seconds > 0;
+    const double per_second =
+        text ? static_cast<double>(r.text_examples) / r.measured_seconds
+             : static_cast<double>(r.batch) * static_cast<double>(count) / total;
     const auto [low, high] = std::minmax_element(r.batch_seconds.begin(), r.batch_seconds.end());
     // OpenVINO benchmark_app's report: count, duration, and the latency spread.
     const std::vector<std::pair<std::string, double>> latency{
@@ -120,6 +125,16 @@ int run_bert_inference(const TaskContext& context) {
           latency[1].second, latency[2].second, latency[3].second, latency[4].second,
           latency[5].second);
       warn_about_latency_spread(latency[0].second, latency[2].second, latency[4].second, summary);
+      if (r.computed_tokens > 0) {
+        summary["real_tokens"] = r.real_tokens;
+        summary["computed_tokens"] = r.computed_tokens;
+        std::cout << fmt::format(
+            "  tokens: {} in the lines, {} computed ({:.0f}% padding{})\n", r.real_tokens,
+            r.computed_tokens,
+            100.0 * static_cast<double>(r.computed_tokens - r.real_tokens) /
+                static_cast<double>(r.computed_tokens),
+            text ? "; lines per second over the whole pass, tokenizing and writing included" : "");
+      }
     }
   }
   if (!r.profile.empty() && !model) {

@@ -31,7 +31,11 @@ ConfigSection inference_section() {
            "text inference: L2-normalise the embedding: auto (from modules.json), true or false",
            one_of({"auto", "true", "false"}))
       .add("hidden_states", &I::hidden_states,
-           "text inference: also write each real token's last hidden state");
+           "text inference: also write each real token's last hidden state")
+      .add("packed", &I::packed,
+           "text inference without a head (model.head none): several lines share a row of "
+           "model.seq_len tokens, each attending only to itself, so no compute goes to padding; "
+           "false: one line per row, padded");
   return section;
 }
 

@@ -23,6 +23,9 @@ struct InferenceSection {
   std::string normalize = "auto";
   /// Text inference: also write each real token's last hidden state.
   bool hidden_states = false;
+  /// Text inference without a head: several lines share a row (packed
+  /// attention), so no compute goes to padding; false: a line per row.
+  bool packed = true;
 };
 
 const TaskSchema& inference_schema();

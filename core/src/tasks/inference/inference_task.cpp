@@ -12,6 +12,7 @@
 #include <span>
 
 #include "inference_section.hpp"
+#include "packed_text_inference.hpp"
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/packed_data.hpp"
@@ -42,17 +43,12 @@ BertInputs generated_batch(const BertConfig& config, BertShape shape, std::mt199
   return in;
 }
 
-struct TextExample {
-  std::string a;
-  std::optional<std::string> b;
-};
-
-std::vector<TextExample> read_text(const std::filesystem::path& file) {
+std::vector<TextLine> read_text(const std::filesystem::path& file) {
   // Held in memory whole, about twice its size.
   detail::refuse_special_or_oversized_file(file, std::uintmax_t{1} << 30, "text file to infer");
   std::ifstream in(file);
   if (!in) throw ConfigError(fmt::format("{}: cannot read the text file", file.string()));
-  std::vector<TextExample> examples;
+  std::vector<TextLine> examples;
   // Every line is an example, an empty one too: output `index` i is line i + 1.
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -142,16 +138,8 @@ namespace {
 /// Text inference: every example of data.text_file through the model in
 /// batches (the last filled with empty examples whose results are dropped),
 /// one JSON line per example in inference.output.
-void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTokenizer& tokenizer,
-                const TaskHead& head, bool pooler_absent, InferenceResult& result) {
-  const BertShape shape = bert.shape();
-  const bool heads = config.model.heads;
-  const auto examples = read_text(config.data.text_file);
-  if (config.section<InferenceSection>().output.empty())
-    throw ConfigError("inference.output: required with data.source text");
-  // Beside its target and renamed when complete: an interrupted run or a
-  // full disk never leaves a truncated output under the real name.
-  detail::AtomicOutput out(config.section<InferenceSection>().output);
+/// The sentence embedding the config and the model's directory ask for, said once.
+SentencePooling text_pooling(const RunConfig& config) {
   const auto& section = config.section<InferenceSection>();
   const auto& model = config.model;
   const SentencePooling pooling =
@@ -164,6 +152,22 @@ void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTok
     spdlog::info("sentence embeddings: {} pooling{}{}", pooling.mode,
                  pooling.normalize ? ", L2-normalised" : "",
                  pooling.source.empty() ? "" : " (from " + pooling.source + ")");
+  return pooling;
+}
+
+void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTokenizer& tokenizer,
+                const TaskHead& head, bool pooler_absent, InferenceResult& result) {
+  const BertShape shape = bert.shape();
+  const bool heads = config.model.heads;
+  const auto examples = read_text(config.data.text_file);
+  if (config.section<InferenceSection>().output.empty())
+    throw ConfigError("inference.output: required with data.source text");
+  // Beside its target and renamed when complete: an interrupted run or a
+  // full disk never leaves a truncated output under the real name.
+  detail::AtomicOutput out(config.section<InferenceSection>().output);
+  const auto& section = config.section<InferenceSection>();
+  const SentencePooling pooling = text_pooling(config);
+  const auto began = std::chrono::steady_clock::now();
   BertOutputs outputs;
   for (std::size_t first = 0; first < examples.size();
        first += static_cast<std::size_t>(shape.batch)) {
@@ -172,8 +176,8 @@ void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTok
     for (std::int64_t b = 0; b < shape.batch; ++b) {
       const std::size_t index = first + static_cast<std::size_t>(b);
       // The last batch is filled with empty examples whose results are dropped.
-      const TextExample example =
-          index < examples.size() ? examples[index] : TextExample{"", std::nullopt};
+      const TextLine example =
+          index < examples.size() ? examples[index] : TextLine{"", std::nullopt};
       encodings.push_back(tokenizer.encode(example.a, example.b, shape.seq));
       const auto& e = encodings.back();
       in.input_ids.insert(in.input_ids.end(), e.input_ids.begin(), e.input_ids.end());
@@ -181,7 +185,11 @@ void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTok
                                e.token_type_ids.end());
       in.attention_mask.insert(in.attention_mask.end(), e.attention_mask.begin(),
                                e.attention_mask.end());
+      if (index < examples.size())
+        result.real_tokens += std::count_if(e.attention_mask.begin(), e.attention_mask.end(),
+                                            [](std::int32_t m) { return m != 0; });
     }
+    result.computed_tokens += shape.batch * shape.seq;
     const auto start = std::chrono::steady_clock::now();
     bert.run(in, &outputs);
     result.batch_seconds.push_back(
@@ -236,6 +244,30 @@ void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTok
       ++result.text_examples;
     }
   }
+  result.measured_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  out.commit();
+}
+
+/// Text inference without a head, on packed rows (packed_text_inference.hpp).
+void infer_text_packed(BertInference& bert, const RunConfig& config,
+                       const WordPieceTokenizer& tokenizer, const TensorMap& weights,
+                       bool pooler_absent, InferenceResult& result) {
+  const auto& section = config.section<InferenceSection>();
+  if (section.output.empty()) throw ConfigError("inference.output: required with data.source text");
+  const auto lines = read_text(config.data.text_file);
+  detail::AtomicOutput out(section.output);
+  PackedTextJob job;
+  job.lines = &lines;
+  job.tokenizer = &tokenizer;
+  job.pooling = text_pooling(config);
+  job.hidden_states = section.hidden_states;
+  if (!pooler_absent) {
+    job.pooler_weight = &weights.at("bert.pooler.dense.weight");
+    job.pooler_bias = &weights.at("bert.pooler.dense.bias");
+  }
+  job.write = [&out](const std::string& text) { out.write(text); };
+  infer_packed_text(bert, job, result);
   out.commit();
 }
 
@@ -347,10 +379,12 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
                                                           : TaskHead::Kind::classification;
     head.num_labels = head.kind == TaskHead::Kind::classification ? config.model.num_labels : 2;
   }
+  // Text without a head runs on packed rows: no compute on padding.
+  const bool packed = text && !task_head && !heads && config.section<InferenceSection>().packed;
   const InferencePrecision precision = inference_precision(config, plan, result.config, device);
   BertInference bert = refusing_precision(config, [&] {
     return task_head ? BertInference(device, result.config, shape, precision, head)
-                     : BertInference(device, result.config, shape, precision, heads);
+                     : BertInference(device, result.config, shape, precision, heads, packed);
   });
   result.memory = bert.plan_memory();
   result.flops_per_batch = bert.flops();
@@ -384,7 +418,11 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
     bert.start_calibration();
   }
   if (text) {
-    infer_text(bert, config, *tokenizer, head, pooler_absent, result);
+    if (packed) {
+      infer_text_packed(bert, config, *tokenizer, weights, pooler_absent, result);
+    } else {
+      infer_text(bert, config, *tokenizer, head, pooler_absent, result);
+    }
   } else {
     time_generated_batches(bert, config, result);
   }
