@@ -189,7 +189,8 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
         "backend", po::value<std::string>()->value_name("NAME"),
         "backend to run on (overrides the config's 'backend')")(
         "set", po::value(&cl.run.overrides)->composing()->value_name("key.path=value"),
-        "override a config key, value in YAML (repeatable)");
+        "override a config key, value in YAML (repeatable); key.path=null unsets a key the "
+        "config gives");
     return d;
   }
   if (group == "run") {

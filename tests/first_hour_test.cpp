@@ -149,3 +149,50 @@ TEST(FirstHour, TrainingWithoutACheckpointDirIsWarnedAbout) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// A key the data source does not read is an error at the key, never a run
+// on other data than the user named (issue 54, item 8).
+TEST(FirstHour, DataFilesOnAGeneratedSourceIsAnErrorNotRandomTokens) {
+  test::TempDir dir;
+  const auto config = fs::path(POLYHAL_SOURCE_DIR) / "configs/pretrain-demo-cpu.yaml";
+  auto r = run_polyhal("validate --config " + config.string() +
+                       " --set data.files=" + dir.path().string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'data.files': read by data.source mlperf_hdf5 and tfrecord only, "
+                          "and data.source is pattern"),
+            std::string::npos)
+      << r.output;
+  r = run_polyhal("validate --config " + config.string() +
+                  " --set data.text_file=" + (dir.path() / "x.txt").string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'data.text_file': read by data.source text only"), std::string::npos)
+      << r.output;
+}
+
+// `--set key=null` unsets a key the config gives, so a shipped config's
+// learning_rate can give way to learning_rate_per_worker (issue 54, item 10).
+TEST(FirstHour, SetNullUnsetsAKeySoAnotherCanDecide) {
+  test::TempDir dir;
+  const auto config = fs::path(POLYHAL_SOURCE_DIR) / "configs/pretrain-demo-cpu.yaml";
+  auto r = run_polyhal("config show --config " + config.string() +
+                       " --set optimizer.learning_rate_per_worker=0.0002");
+  EXPECT_NE(r.exit_code, 0) << "both given: " << r.output;
+  r = run_polyhal(
+      "config show --config " + config.string() +
+      " --set optimizer.learning_rate=null --set optimizer.learning_rate_per_worker=0.0002");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("learning_rate_per_worker"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("0.0002"), std::string::npos) << r.output;
+  r = run_polyhal("config show --config " + config.string() + " --set optimizer.nothing_here=~");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("the config does not give optimizer.nothing_here, so there is nothing "
+                          "to unset"),
+            std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal

@@ -1,5 +1,6 @@
 // Config section `data`: where examples come from and how text is tokenized.
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "polyhal/app/config_keys.hpp"
 #include "polyhal/app/tokenizer.hpp"
@@ -59,8 +60,26 @@ ConfigSection data() {
       .add("packed", &DataSection::packed,
            "mlperf_hdf5, tfrecord: auto (detect), true or false: packed rows", {},
            {.traits = pretraining_data});
-  section.check = [](const ConfigValue&, RunConfig& config) {
+  section.check = [](const ConfigValue& given, RunConfig& config) {
     const auto& d = config.data;
+    // A key the chosen source does not read would leave the run on other
+    // data than the user named (generated tokens instead of their files).
+    const bool reads_files = d.source == "mlperf_hdf5" || d.source == "tfrecord";
+    if (given.has("files") && !reads_files)
+      config.fail("data.files",
+                  fmt::format("read by data.source mlperf_hdf5 and tfrecord only, and data.source "
+                              "is {}: set data.source to the files' format, or remove data.files",
+                              d.source));
+    if (given.has("text_file") && d.source != "text")
+      config.fail("data.text_file",
+                  fmt::format("read by data.source text only, and data.source is {}: set "
+                              "data.source: text, or remove data.text_file",
+                              d.source));
+    if (given.has("packed") && !reads_files)
+      spdlog::warn(
+          "{}: data.packed is for data.source mlperf_hdf5 and tfrecord; data.source {} "
+          "does not read it",
+          config.locate("data.packed"), d.source);
     if (d.source == "mlperf_hdf5" && d.files.empty())
       config.fail(
           "data.files",

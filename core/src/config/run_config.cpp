@@ -3,8 +3,10 @@
 // (config_schema.hpp); nothing here knows a key or a task by name beyond the
 // top-level ones every task has.
 #include <fmt/format.h>
+
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
+#include <utility>
 
 #include <algorithm>
 #include <fstream>
@@ -91,7 +93,6 @@ void apply_override(YAML::Node& root, const std::string& text, RunConfig& config
   if (value.IsNull() && !value_text.empty() && value_text != "null" && value_text != "~") {
     value = YAML::Node(value_text);
   }
-  // Build {a: {b: value}} and merge it in.
   std::vector<std::string> parts;
   for (std::size_t start = 0;;) {
     const auto dot = path.find('.', start);
@@ -99,6 +100,27 @@ void apply_override(YAML::Node& root, const std::string& text, RunConfig& config
     if (dot == std::string::npos) break;
     start = dot + 1;
   }
+  if (value_text == "null" || value_text == "~") {
+    // Unset: the key as if the file never gave it (its default, or what
+    // another key then decides: learning_rate_per_worker over learning_rate).
+    YAML::Node parent;
+    parent.reset(root);  // reset rebinds; yaml-cpp's = would copy into root
+    for (std::size_t i = 0; i + 1 < parts.size() && parent.IsMap(); ++i) {
+      const YAML::Node child = std::as_const(parent)[parts[i]];  // const: never inserts
+      parent.reset(child);
+    }
+    if (!parent.IsMap() || !std::as_const(parent)[parts.back()])
+      throw ConfigError(
+          fmt::format("--set {}: the config does not give {}, so there is nothing "
+                      "to unset",
+                      text, path));
+    parent.remove(parts.back());
+    std::erase_if(config.lines, [&](const auto& entry) {
+      return entry.first == path || entry.first.starts_with(path + ".");
+    });
+    return;
+  }
+  // Build {a: {b: value}} and merge it in.
   YAML::Node patch = value;
   for (auto it = parts.rbegin(); it != parts.rend(); ++it) {
     if (it->empty()) throw ConfigError(fmt::format("--set {}: empty key in '{}'", text, path));
