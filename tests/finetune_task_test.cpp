@@ -771,3 +771,37 @@ TEST(FinetuneTasks, ASecondFineTuningOnOneOutputDirIsRefused) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// finetune.do: eval needs no training file, and evaluates in f16 on a CPU
+// as inference does (f16 products of f32 tensors), as docs/bert.md says
+// (issue 54, item 9): the predictions are f32's but for near ties.
+TEST(SquadTask, EvaluationAloneRunsWithoutATrainingFileAndInF16) {
+  test::TempDir dir;
+  squad_config(dir);
+  std::map<std::string, nlohmann::json> predictions;
+  for (const std::string precision : {"f32", "f16"}) {
+    const auto config =
+        dir.write("eval-" + precision + ".yaml",
+                  "backend: cpu\ntask: squad\nmodel: {preset: mini, seq_len: 32, vocab_size: 64, "
+                  "precision: " +
+                      precision +
+                      "}\ndata: {vocab: vocab.txt}\nbatch: {micro: 32}\n"
+                      "finetune: {do: [eval], eval_file: dev.json, output_dir: out-" +
+                      precision + ", max_query_length: 8}\n");
+    const auto r = test::run_polyhal("run --config " + config.string());
+    ASSERT_EQ(r.exit_code, 0) << precision << ": " << r.output;
+    EXPECT_EQ(r.output.find("train_file"), std::string::npos) << r.output;
+    predictions[precision] = read_json(dir.path() / ("out-" + precision) / "eval/predictions.json");
+  }
+  ASSERT_EQ(predictions["f32"].size(), predictions["f16"].size());
+  std::size_t same = 0;
+  for (const auto& [id, text] : predictions["f32"].items()) same += predictions["f16"][id] == text;
+  EXPECT_GE(same * 10, predictions["f32"].size() * 9)
+      << same << " of " << predictions["f32"].size() << " predictions equal";
+}
+
+}  // namespace
+}  // namespace polyhal

@@ -105,7 +105,9 @@ void check_training_setup(Device& device, const RunConfig& config, const Precisi
                                    "eval); train in bf16 or f32",
                                    plan.name()));
   const DType precision = plan.activations;
-  if (!device.supports(precision)) {
+  // Evaluation alone (finetune.do: eval) computes as inference does, where
+  // a CPU runs f16 as f16 products of f32 tensors (inference_precision.cpp).
+  if (trains && !device.supports(precision)) {
     throw config.error(
         "model.precision",
         fmt::format(
