@@ -59,6 +59,11 @@ def main():
     outside = sum(s["dur"] for s in slices if s.get("cat") == "host" and s["name"] in
                   ("checkpoint", "evaluation"))
     own = own_times(slices)
+    # A pipeline's stages run side by side, each on a track of its own: their
+    # kernels add up to more than the steps' wall time, so shares are of the
+    # tracks' time (tracks x the steps), never over 100%.
+    tracks = {(s["pid"], s["tid"]) for s in slices if s.get("cat") == "kernel"} or {None}
+    capacity = wall * len(tracks)
     if timeline == "estimated":
         print("(estimated by the device model, not measured; kernels of the first micro-batches only)")
     kernels = collections.defaultdict(lambda: [0.0, 0, set()])
@@ -77,14 +82,17 @@ def main():
     print(f"{args.trace}: {timeline} trace of steps {other.get('steps')}, {len(steps)} step slice(s), "
           f"{wall / 1e3:.1f} ms of steps" +
           (f", {outside / 1e3:.1f} ms of checkpoints and evaluations between them" if outside else ""))
+    if len(tracks) > 1:
+        print(f"({len(tracks)} tracks run side by side (pipeline stages): shares are of "
+              f"{len(tracks)} x {wall / 1e3:.1f} ms)")
     print(f"\n{'kernel':<24} {'ms':>9} {'share':>6} {'calls':>6}  implementation")
     for name, (t, calls, impls) in sorted(kernels.items(), key=lambda kv: -kv[1][0])[: args.top]:
-        print(f"{name:<24} {t / 1e3:>9.1f} {100 * t / wall:>5.1f}% {calls:>6}  {', '.join(sorted(impls))}")
+        print(f"{name:<24} {t / 1e3:>9.1f} {100 * t / capacity:>5.1f}% {calls:>6}  {', '.join(sorted(impls))}")
     width = max([40] + [len(name) for name in phases])
     print(f"\n{'own time outside kernels':<{width}} {'ms':>9} {'share of the steps':>6}")
     for name, t in sorted(phases.items(), key=lambda kv: -kv[1])[: args.top]:
         if t > 0:
-            print(f"{name:<{width}} {t / 1e3:>9.1f} {100 * t / wall:>5.1f}%")
+            print(f"{name:<{width}} {t / 1e3:>9.1f} {100 * t / capacity:>5.1f}%")
 
 
 if __name__ == "__main__":

@@ -180,6 +180,17 @@ TEST(StepTrace, DeviceModelsWriteTheEstimatedPipelineTimeline) {
   const auto tracks = test::trace_track_names(t);
   ASSERT_EQ(tracks.size(), 4u) << "4 pipeline stages of replica 0";
   for (const auto& [tid, name] : tracks) EXPECT_TRUE(name.ends_with("(estimated)")) << name;
+  // scripts/trace_summary.py: the stages run side by side, so shares are of
+  // the four tracks' time and none is over 100% (issue 54, item 13).
+  const auto summary = test::run_command(
+      fmt::format("python3 {}/scripts/trace_summary.py {}", POLYHAL_SOURCE_DIR, trace.string()));
+  ASSERT_EQ(summary.exit_code, 0) << summary.output;
+  EXPECT_NE(summary.output.find("4 tracks run side by side"), std::string::npos) << summary.output;
+  for (std::size_t at = summary.output.find('%'); at != std::string::npos;
+       at = summary.output.find('%', at + 1)) {
+    const auto start = summary.output.find_last_of(' ', at);
+    EXPECT_LE(std::stod(summary.output.substr(start + 1, at - start - 1)), 100.0) << summary.output;
+  }
 
   const auto slices = test::trace_slices(t);
   // Stage s runs forward of micro-batch m only after stage s-1 finished it.
