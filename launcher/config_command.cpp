@@ -7,6 +7,8 @@
 
 #include "command_table.hpp"
 #include "polyhal/app/config_keys.hpp"
+#include "polyhal/app/recipe.hpp"
+#include "recipe_command.hpp"
 #include "run_setup.hpp"
 
 namespace polyhal {
@@ -26,11 +28,6 @@ void check_device_options(Backend& backend, const std::vector<OptionSpec>& specs
 
 }  // namespace
 
-/// `config show`: the resolved config with every device option of its
-/// backend, whose plugin is loaded in a child process as `devices` loads it.
-/// A bad device option is the error `validate` gives (file:line, exit 2). A
-/// backend that is not installed is a warning: the config is still shown,
-/// with the device options it gives.
 int show_config(const CommonOptions& common, const RunOptions& run) {
   const RunConfig config = loaded_config(run);
   const auto probed = probe_plugins(search_options(common, config.plugin_paths, config.backend),
@@ -60,6 +57,7 @@ int config_command(CommandLine& cl, int, char**) {
     return 0;
   }
   require_config(cl);
+  if (is_recipe(cl.run.config)) return show_recipe_config(cl.common, cl.run);
   // The reader validate and run use: the same file:line errors.
   return show_config(cl.common, cl.run);
 }

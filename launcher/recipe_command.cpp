@@ -69,10 +69,28 @@ std::string result_text(const nlohmann::json& summary) {
     if (name.starts_with("eval_") && value.is_number() && name != "eval_step")
       add(fmt::format("{} {:.4g}", name, value.get<double>()));
   }
+  // Fine-tuning's last evaluation (EM and F1, accuracy, ...): its metrics.
+  if (summary.contains("eval") && summary["eval"].is_object())
+    for (const auto& [name, value] : summary["eval"].items())
+      if (value.is_number() && name != "step" && name != "epoch")
+        add(fmt::format("{} {:.4g}", name, value.get<double>()));
   return out;
 }
 
 }  // namespace
+
+int show_recipe_config(const CommonOptions& common, const RunOptions& run) {
+  const Recipe recipe = read_recipe(run.config);
+  const auto count = recipe.stages.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    std::cout << fmt::format("stage {}/{} {} ({}):\n", i + 1, count, recipe.stages[i].name,
+                             recipe.stages[i].config.string())
+              << std::flush;
+    if (const int code = show_config(common, stage_options(recipe, recipe.stages[i], run)))
+      return code;
+  }
+  return 0;
+}
 
 int run_recipe(const CommonOptions& common, const RunOptions& run, bool validate_only) {
   const Recipe recipe = read_recipe(run.config);

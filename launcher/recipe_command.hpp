@@ -13,4 +13,8 @@ namespace polyhal {
 /// every stage.
 int run_recipe(const CommonOptions& common, const RunOptions& run, bool validate_only);
 
+/// `config show RECIPE`: each stage's resolved config, as `config show`
+/// shows one (the recipe's overrides, then the command line's).
+int show_recipe_config(const CommonOptions& common, const RunOptions& run);
+
 }  // namespace polyhal

@@ -702,6 +702,8 @@ TEST(Recipe, RunsStagesInOrderSkipsFinishedOnesAndResumesAnInterruptedOne) {
     EXPECT_NE(r.output.find(line), std::string::npos) << line << "\n" << r.output;
   EXPECT_NE(r.output.find("pretrain, 6 steps, final loss"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("glue, 5 steps"), std::string::npos) << r.output;
+  // The summary has fine-tuning's evaluation too (issue 54, item 12).
+  EXPECT_NE(r.output.find("accuracy "), std::string::npos) << r.output;
   for (const char* stage : {"phase1", "phase2", "mrpc"})
     EXPECT_TRUE(
         std::filesystem::exists(dir.path() / "state" / (std::string(stage) + ".done.json")));
@@ -738,6 +740,23 @@ TEST(Recipe, RunsStagesInOrderSkipsFinishedOnesAndResumesAnInterruptedOne) {
                           (dir.path() / "p9/hf").string() +
                           ", which does not exist and no earlier stage writes it (it is the first "
                           "stage)"),
+            std::string::npos)
+      << r.output;
+  // config show takes a recipe: each stage's resolved config.
+  r = test::run_command("cd " + dir.path().string() + " && " + POLYHAL_LAUNCHER +
+                        " config show recipe.yaml 2>&1");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("stage 3/3 mrpc (glue.yaml):"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("finetune.max_steps"), std::string::npos) << r.output;
+  // A model file an earlier stage writes: checkpoint.init reads it.
+  dir.write("hf.yaml",
+            "dir: state3\nstages:\n  - name: phase1\n    config: p1.yaml\n"
+            "    set: {checkpoint.dir: p7}\n  - name: mrpc\n    config: glue.yaml\n"
+            "    set: {model.hf_config: p7/hf/config.json}\n");
+  r = test::run_command("cd " + dir.path().string() + " && " + POLYHAL_LAUNCHER +
+                        " validate hf.yaml 2>&1");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("which stage 'phase1' writes: start from it with checkpoint.init: "),
             std::string::npos)
       << r.output;
   dir.write("typo.yaml", "dir: s\nstages:\n  - name: a\n    confg: p1.yaml\n");

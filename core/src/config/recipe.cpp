@@ -172,6 +172,24 @@ void check_stage_inputs(const Recipe& recipe, const std::vector<RunConfig>& conf
                                         : fmt::format("{}", fmt::join(earlier, "; "))));
       }
     }
+    // A model file an earlier stage writes is read through checkpoint.init,
+    // whose directory's config.json gives the dimensions when the stage
+    // starts: the model.* paths are read as the recipe is checked.
+    for (const auto& [key, path] : {std::pair{"model.hf_config", config.model.hf_config},
+                                    std::pair{"model.weights", config.model.weights}}) {
+      if (path.empty() || std::filesystem::exists(path)) continue;
+      const auto wanted = normal(path);
+      for (const auto& [stage, dir] : produced) {
+        const auto rel = wanted.lexically_relative(dir);
+        if (rel.empty() || *rel.begin() == "..") continue;
+        throw config.error(
+            key,
+            fmt::format("stage '{}' names {}, which stage '{}' writes: start from it with "
+                        "checkpoint.init: {} (the model directory; its config.json gives "
+                        "the dimensions when the stage starts)",
+                        recipe.stages[i].name, path.string(), stage, path.parent_path().string()));
+      }
+    }
     if (!config.schema) continue;
     for (const ConfigKey* key : task_keys(*config.schema)) {
       if (key->output != OutputPath::directory) continue;
