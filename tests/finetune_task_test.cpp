@@ -824,3 +824,61 @@ TEST(SquadTask, EvaluationAloneRunsWithoutATrainingFileAndInF16) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// GLUE's diagnostic set AX is predicted with an MNLI model, in MNLI's labels
+// (issue 54, item 14); it has nothing to train or evaluate on.
+TEST(GlueTask, AxIsPredictedWithAnMnliModel) {
+  test::TempDir dir;
+  test::write_synthetic_vocab(dir);
+  std::mt19937 rng(7);
+  const char* labels[] = {"contradiction", "entailment", "neutral"};
+  std::string mnli =
+      "index\tpromptID\tpairID\tgenre\tsentence1_binary_parse\tsentence2_binary_parse\t"
+      "sentence1_parse\tsentence2_parse\tsentence1\tsentence2\tlabel1\tgold_label\n";
+  for (int r = 0; r < 64; ++r)
+    mnli += fmt::format("{}\t{}\t{}\tfiction\t-\t-\t-\t-\t{} {}\t{}\t{}\t{}\n", r, r, r,
+                        test::synthetic_word(rng), test::synthetic_word(rng),
+                        test::synthetic_word(rng), labels[r % 3], labels[r % 3]);
+  dir.write("train.tsv", mnli);
+  std::string ax = "index\tsentence1\tsentence2\n";
+  for (int r = 0; r < 10; ++r)
+    ax += fmt::format("{}\t{} {}\t{}\n", r, test::synthetic_word(rng), test::synthetic_word(rng),
+                      test::synthetic_word(rng));
+  dir.write("AX.tsv", ax);
+  const std::string common =
+      "backend: cpu\ntask: glue\nmodel: {preset: tiny, seq_len: 32, vocab_size: 64}\n"
+      "data: {vocab: vocab.txt}\nbatch: {micro: 8}\n";
+  const auto train =
+      dir.write("mnli.yaml", common +
+                                 "finetune: {glue_task: mnli, train_file: train.tsv, output_dir: "
+                                 "mnli, max_steps: 2}\n");
+  auto r = test::run_polyhal("run --config " + train.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto predict =
+      dir.write("ax.yaml", common +
+                               "checkpoint: {init: mnli/model}\nfinetune: {glue_task: ax, do: "
+                               "[predict], predict_file: AX.tsv, output_dir: ax}\n");
+  r = test::run_polyhal("run --config " + predict.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(dir.path() / "ax/predict/predictions.tsv");
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 11u) << "a header and the 10 AX rows";
+  EXPECT_EQ(rows[0], "index\tprediction");
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const auto label = rows[i].substr(rows[i].find('\t') + 1);
+    EXPECT_TRUE(label == "contradiction" || label == "entailment" || label == "neutral") << label;
+  }
+  const auto wrong = dir.write(
+      "ax-train.yaml", common + "finetune: {glue_task: ax, train_file: AX.tsv, output_dir: x}\n");
+  r = test::run_polyhal("validate --config " + wrong.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("ax is GLUE's diagnostic test set, without labels"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal

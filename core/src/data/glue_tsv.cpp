@@ -47,6 +47,7 @@ GlueFile read_glue_tsv(const std::filesystem::path& file, const GlueTaskInfo& ta
   int a = task.text_a, b = task.text_b;
   if (!labelled && (task.name == "cola" || task.name == "sst-2")) a = 1;
   if (!labelled && task.name == "qqp") a = 1, b = 2;
+  if (!labelled && task.name == "ax") a = 1, b = 2;  // index, sentence1, sentence2
   while (std::getline(in, line)) {
     ++number;
     if (line.size() > kMaxLineBytes)

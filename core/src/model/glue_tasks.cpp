@@ -24,6 +24,9 @@ const std::vector<GlueTaskInfo>& tasks() {
       {"qnli", {"entailment", "not_entailment"}, true, {"accuracy"}, true, 1, 2, -1},
       {"rte", {"entailment", "not_entailment"}, true, {"accuracy"}, true, 1, 2, -1},
       {"wnli", {"0", "1"}, true, {"accuracy"}, true, 1, 2, -1},
+      // GLUE's diagnostic set: a test file (index, sentence1, sentence2)
+      // predicted with an MNLI model, in MNLI's labels; nothing to train on.
+      {"ax", {"contradiction", "entailment", "neutral"}, true, {"accuracy"}, true, 1, 2, -1},
   };
   return all;
 }

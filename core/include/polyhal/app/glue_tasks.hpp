@@ -1,6 +1,6 @@
 #pragma once
 /// @file glue_tasks.hpp
-/// The nine GLUE tasks (the values of finetune.glue_task): each one's label
+/// The nine GLUE tasks and the diagnostic set AX (the values of finetune.glue_task): each one's label
 /// set, which is its classification head's, its metrics and the columns of
 /// its official TSV files (glue_data.hpp reads them).
 #include <string>
@@ -11,7 +11,7 @@
 namespace polyhal {
 
 struct GlueTaskInfo {
-  std::string name;  ///< cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli
+  std::string name;  ///< cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte, wnli, ax
   std::vector<std::string> labels;   ///< the label set in label-id order; empty: regression (STS-B)
   bool pair = false;                 ///< two sentences per example
   std::vector<std::string> metrics;  ///< accuracy, f1, matthews, pearson, spearman

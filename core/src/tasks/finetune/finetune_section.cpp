@@ -119,7 +119,8 @@ ConfigSection finetune_section() {
       .add("packing_algorithm", &F::packing_algorithm, "spfhp or nnlshp",
            one_of({"spfhp", "nnlshp"}), squad)
       .add("glue_task", &F::glue_task,
-           "cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte or wnli",
+           "cola, sst-2, mrpc, sts-b, qqp, mnli, mnli-mm, qnli, rte or wnli; ax: GLUE's "
+           "diagnostic test set, predicted (do: predict) with an MNLI model",
            [](const ConfigValue& v) {
              std::string name = v.text();
              try {
@@ -170,10 +171,16 @@ const TaskSchema& glue_schema() {
       .own = {shared_finetune_section()},
       .check =
           [](const RunConfig& config) {
-            if (config.section<FinetuneSection>().glue_task.empty())
+            const auto& f = config.section<FinetuneSection>();
+            if (f.glue_task.empty())
               config.fail("finetune.glue_task",
                           "required by task glue (cola, sst-2, mrpc, sts-b, qqp, mnli, "
-                          "mnli-mm, qnli, rte or wnli)");
+                          "mnli-mm, qnli, rte, wnli or ax)");
+            if (glue_task(f.glue_task).name == "ax" && (f.train || f.eval))
+              config.fail("finetune.glue_task",
+                          "ax is GLUE's diagnostic test set, without labels: predict it "
+                          "(finetune.do: predict, predict_file: AX.tsv) with a model fine-tuned "
+                          "on mnli (checkpoint.init)");
           },
       .traits = {TaskTrait::trains, TaskTrait::takes_int8},
       .export_dir = finetune_export_dir};
