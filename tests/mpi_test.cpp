@@ -288,3 +288,40 @@ TEST(Mpi, RanksWithDifferentStartWeightsOrModelsAreRefused) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// Inference instances under mpirun, as Graphcore's benchmark runs them:
+// each rank its own model and threads, the job's sequences/s their sum
+// (issue 54, item 14); text inference, which writes one output, is refused.
+TEST(Mpi, InferenceInstancesSumTheirThroughput) {
+  test::TempDir dir;
+  const auto metrics = dir.path() / "m.jsonl";
+  const auto config = dir.write(
+      "infer.yaml",
+      "backend: cpu\ntask: inference\ndevice: {threads: 1}\nmodel: {preset: tiny, seq_len: 32}\n"
+      "batch: {micro: 4}\ncollective: mpi\ninference: {iterations: 5, warmup: 1}\n");
+  const auto r = test::run_command(test::mpirun(2) + " run --config " + config.string() +
+                                   " --metrics-out " + metrics.string() + " 2>&1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("all 2 processes: "), std::string::npos) << r.output;
+  std::ifstream in(metrics);
+  std::string last;
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) last = line;
+  const auto summary = nlohmann::json::parse(last);
+  EXPECT_EQ(summary["processes"], 2);
+  EXPECT_GT(summary["sequences_per_second_all_processes"].get<double>(),
+            summary["sequences_per_second"].get<double>());
+  const auto text = dir.write("text.yaml",
+                              "backend: cpu\ntask: inference\ncollective: mpi\n"
+                              "data: {source: text, text_file: x.txt, vocab: v.txt}\n");
+  const auto refused = test::run_polyhal("validate --config " + text.string() + " --skip-inputs");
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(refused.output.find("text inference writes one output"), std::string::npos)
+      << refused.output;
+}
+
+}  // namespace
+}  // namespace polyhal

@@ -51,7 +51,20 @@ const TaskSchema& inference_schema() {
           [](const RunConfig& config) {
             if (config.batch.replicas != 1)
               config.fail("batch.replicas",
-                          "inference runs one replica; run several processes for throughput");
+                          "inference runs one replica; run several processes for throughput "
+                          "(mpirun -np N with collective: mpi: their sequences/s are summed)");
+            // Instances under mpirun would all write the same files.
+            if (config.collective.engine == "mpi") {
+              if (config.data.source == "text")
+                config.fail("collective",
+                            "mpi runs instances of the benchmark side by side; "
+                            "text inference writes one output: run it in one "
+                            "process");
+              for (const auto& [key, path] : {std::pair{"model.save", config.model.save},
+                                              std::pair{"model.calibrate", config.model.calibrate}})
+                if (!path.empty())
+                  config.fail(key, "not with collective: mpi, where every rank would write it");
+            }
           },
       .traits = {TaskTrait::runs_inference, TaskTrait::takes_int8}};
   return schema;
