@@ -110,14 +110,17 @@ const std::vector<CommandSpec>& commands() {
        "  polyhal config reference > config-reference.md\n"},
       {"report",
        "turn runs' metrics into one HTML page of charts",
-       "polyhal report METRICS_FILE_OR_DIR... [--output FILE]",
+       "polyhal report METRICS_FILE_OR_DIR... [--output FILE] [--chain]",
        "Turns runs' metrics (run --metrics-out, or a directory of them) into one "
        "self-contained HTML page of charts: loss, learning rate, loss scale, gradient norm, "
        "throughput and evaluation metrics over the steps, and a summary table; several runs "
-       "overlay their curves.",
+       "overlay their curves, or with --chain follow one another on one step axis (a recipe's "
+       "stages, in the order given).",
        {"report"},
        "  polyhal run pretrain.yaml --metrics-out m.jsonl && polyhal report m.jsonl\n"
-       "  polyhal report base.jsonl large.jsonl --output compare.html\n"},
+       "  polyhal report base.jsonl large.jsonl --output compare.html\n"
+       "  polyhal report --chain state/phase1.metrics.jsonl state/phase2.metrics.jsonl "
+       "state/squad.metrics.jsonl\n"},
       {"supervise",
        "run a job; restart it from its checkpoint when a replica is lost",
        "polyhal supervise [--max-restarts N] -- COMMAND [ARGUMENTS]...",
@@ -237,7 +240,9 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
   if (group == "report") {
     po::options_description d("report options");
     d.add_options()("output,o", po::value(&cl.pack.output)->value_name("FILE"),
-                    "the HTML page to write (polyhal-report.html)");
+                    "the HTML page to write (polyhal-report.html)")(
+        "chain", po::bool_switch(&cl.chain),
+        "runs one after another on one step axis (a recipe's stages), not overlaid");
     return d;
   }
   if (group == "data") {

@@ -48,7 +48,9 @@ int pack_data(const PackOptions& options, ProgressMode progress);
 
 /// `polyhal report`: the runs' metrics (files or directories of them) as one
 /// HTML page at `output`.
-int write_run_report(const std::vector<std::string>& inputs, const std::filesystem::path& output);
+/// `chain`: the runs follow one another on one step axis, in the order given.
+int write_run_report(const std::vector<std::string>& inputs, const std::filesystem::path& output,
+                     bool chain = false);
 
 /// `polyhal convert`: a TensorFlow checkpoint into a Hugging Face directory;
 /// prints what was read and written.

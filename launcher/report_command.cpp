@@ -1,6 +1,7 @@
 // polyhal report: runs' metrics as one HTML page.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <iostream>
 
 #include "command_table.hpp"
@@ -10,10 +11,32 @@
 
 namespace polyhal {
 
-int write_run_report(const std::vector<std::string>& inputs, const std::filesystem::path& output) {
+namespace {
+
+/// --chain: each run's steps (and evaluations) after the last step of the
+/// runs before it, so a recipe's stages read as one training.
+void chain_steps(std::vector<RunMetrics>& runs) {
+  std::int64_t offset = 0;
+  for (auto& run : runs) {
+    std::int64_t last = 0;
+    for (auto* records : {&run.steps, &run.evaluations})
+      for (auto& record : *records)
+        if (record.contains("step") && record["step"].is_number_integer()) {
+          last = std::max(last, record["step"].get<std::int64_t>());
+          record["step"] = record["step"].get<std::int64_t>() + offset;
+        }
+    offset += last;
+  }
+}
+
+}  // namespace
+
+int write_run_report(const std::vector<std::string>& inputs, const std::filesystem::path& output,
+                     bool chain) {
   std::vector<RunMetrics> runs;
   for (const auto& input : inputs)
     for (auto& run : read_run_metrics(input)) runs.push_back(std::move(run));
+  if (chain) chain_steps(runs);
   // Two files of one name in different directories: tell them apart.
   for (std::size_t i = 0; i < runs.size(); ++i)
     for (std::size_t j = i + 1; j < runs.size(); ++j)
@@ -34,8 +57,8 @@ int report_command(CommandLine& cl, int, char**) {
     throw UsageError(
         fmt::format("'report' needs a metrics file (run --metrics-out) or a directory of them\n{}",
                     command_help("report")));
-  return write_run_report(cl.inputs,
-                          cl.pack.output.empty() ? "polyhal-report.html" : cl.pack.output);
+  return write_run_report(
+      cl.inputs, cl.pack.output.empty() ? "polyhal-report.html" : cl.pack.output, cl.chain);
 }
 
 }  // namespace polyhal

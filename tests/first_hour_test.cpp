@@ -196,3 +196,34 @@ TEST(FirstHour, SetNullUnsetsAKeySoAnotherCanDecide) {
 
 }  // namespace
 }  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+// `report --chain`: a recipe's stages follow one another on one step axis
+// instead of overlaying at step 1 (issue 54, item 12).
+TEST(FirstHour, ReportChainPutsStagesOnOneStepAxis) {
+  test::TempDir dir;
+  for (const char* name : {"phase1", "phase2"}) {
+    std::string lines;
+    for (int step = 1; step <= 10; ++step)
+      lines +=
+          fmt::format(R"({{"event": "step", "step": {}, "loss": {}}})", step, 5.0 - 0.1 * step) +
+          "\n";
+    dir.write(std::string(name) + ".jsonl", lines);
+  }
+  const auto page = [&](const std::string& flags) {
+    const auto out = dir.path() / "page.html";
+    const auto r =
+        run_polyhal("report " + flags + " " + (dir.path() / "phase1.jsonl").string() + " " +
+                    (dir.path() / "phase2.jsonl").string() + " -o " + out.string());
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    std::ifstream in(out);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  };
+  EXPECT_NE(page("--chain").find(">20</text>"), std::string::npos) << "the axis reaches step 20";
+  EXPECT_EQ(page("").find(">20</text>"), std::string::npos) << "overlaid: both end at step 10";
+}
+
+}  // namespace
+}  // namespace polyhal
