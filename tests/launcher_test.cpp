@@ -973,10 +973,11 @@ TEST(LauncherValidate, RunsEveryCheckRunDoesWithTheSameExitCodes) {
                                "matmul_bench:\n  shapes: [[16, 8, 4]]\n");
   expect_validate_as_run("--config " + gaudi.string(), 2,
                          gaudi.string() + ":3: key 'device.cards': a server has 1 to 8");
-  // A task that cannot run under mpirun.
-  expect_validate_as_run(
-      "--config " + configs + "inference-bert-base-seq128-cpu.yaml --set collective=mpi", 2,
-      "key 'collective': mpi applies to the training tasks");
+  // What inference instances under mpirun cannot do: write one output.
+  expect_validate_as_run("--config " + configs +
+                             "inference-bert-base-seq128-cpu.yaml --set collective=mpi "
+                             "--set model.save=/tmp/polyhal-never-written",
+                         2, "key 'model.save': not with collective: mpi");
   // A precision the device does not compute in.
   expect_validate_as_run(
       "--config " + configs + "pretrain-demo-cpu.yaml --backend ipu --set model.precision=bf16", 2,

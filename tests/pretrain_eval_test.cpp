@@ -52,7 +52,8 @@ TEST(PretrainEval, ScoresTheHeldOutDataAsPyTorchDoes) {
       {"", 1e-4},
       {"--set batch.replicas=2", 1e-4},
       {"--set model.pipeline=2 --set eval.micro=8", 1e-4},
-      {"--set model.seq_len=32 --set data.source=generated --set eval.files=" +
+      {"--set model.seq_len=32 --set data.source=generated --set data.files=null --set "
+       "eval.files=" +
            (dir.path() / "packed").string(),
        1e-4},
       {"--backend gaudi --set model.precision=bf16", 0.03},

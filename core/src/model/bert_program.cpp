@@ -728,9 +728,9 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   if (options.training) out->rng = p.tensor("dropout rng", "inputs", {2}, DType::i32);
   if (options.packed_sequences > 0) {
     const bool trains = options.training && options.head.kind != TaskHead::Kind::classification;
-    const bool infers = !options.training &&
-                        (options.head.kind == TaskHead::Kind::question_answering ||
-                         (options.head.kind == TaskHead::Kind::pretraining && !options.heads));
+    const bool infers =
+        !options.training && (options.head.kind == TaskHead::Kind::question_answering ||
+                              (options.head.kind == TaskHead::Kind::pretraining && !options.heads));
     if (!trains && !infers)
       throw ConfigError(
           "packed rows: pre-training, question answering (training and inference) and the "

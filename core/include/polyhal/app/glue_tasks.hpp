@@ -1,8 +1,8 @@
 #pragma once
 /// @file glue_tasks.hpp
-/// The nine GLUE tasks and the diagnostic set AX (the values of finetune.glue_task): each one's label
-/// set, which is its classification head's, its metrics and the columns of
-/// its official TSV files (glue_data.hpp reads them).
+/// The nine GLUE tasks and the diagnostic set AX (the values of finetune.glue_task): each one's
+/// label set, which is its classification head's, its metrics and the columns of its official TSV
+/// files (glue_data.hpp reads them).
 #include <string>
 #include <vector>
 

@@ -41,6 +41,28 @@ void warn_about_latency_spread(double min_ms, double median_ms, double p99_ms,
                                 p99_ms / median_ms, median_ms));
 }
 
+/// Instances under mpirun, as Graphcore's benchmark runs them: each rank
+/// its own model and threads; the job's throughput is their sum.
+void report_instances(const TaskContext& context, const InferenceResult& r,
+                      nlohmann::json& summary) {
+  if (!context.world || context.world->size() < 2) return;
+  double seconds = 0;
+  for (const double s : r.batch_seconds) seconds += s;
+  float rate[2] = {seconds > 0
+                       ? static_cast<float>(static_cast<double>(r.batch) *
+                                            static_cast<double>(r.batch_seconds.size()) / seconds)
+                       : 0.0f,
+                   1.0f};
+  context.world->all_reduce(rate, 2, DType::f32, ReduceOp::sum);
+  summary["processes"] = context.world->size();
+  summary["sequences_per_second_all_processes"] = rate[0];
+  if (context.world->rank() == 0)
+    std::cout << fmt::format(
+        "  all {} processes: {:.1f} sequences/s summed (each rank its own model and "
+        "device.threads; measured side by side in this job)\n",
+        static_cast<int>(rate[1]), rate[0]);
+}
+
 int run_bert_inference(const TaskContext& context) {
   Device& device = context.device;
   const RunConfig& config = context.config;
@@ -158,25 +180,7 @@ int run_bert_inference(const TaskContext& context) {
                              config.section<InferenceSection>().output.string());
   }
   if (!run.compile_only) report_peak_memory(device, r.memory, summary);
-  if (context.world && context.world->size() > 1 && !run.compile_only) {
-    // Instances under mpirun, as Graphcore's benchmark runs them: each rank
-    // its own model and threads; the job's throughput is their sum.
-    double seconds = 0;
-    for (const double s : r.batch_seconds) seconds += s;
-    float rate[2] = {seconds > 0
-                         ? static_cast<float>(static_cast<double>(r.batch) *
-                                              static_cast<double>(r.batch_seconds.size()) / seconds)
-                         : 0.0f,
-                     1.0f};
-    context.world->all_reduce(rate, 2, DType::f32, ReduceOp::sum);
-    summary["processes"] = context.world->size();
-    summary["sequences_per_second_all_processes"] = rate[0];
-    if (context.world->rank() == 0)
-      std::cout << fmt::format(
-          "  all {} processes: {:.1f} sequences/s summed (each rank its own model and "
-          "device.threads; measured side by side in this job)\n",
-          static_cast<int>(rate[1]), rate[0]);
-  }
+  if (!run.compile_only) report_instances(context, r, summary);
   write_step_trace(trace.get(), run, nullptr, summary, "batches");
   write_memory_report(run, config, device, {}, {}, r.memory, r.config.num_hidden_layers, 1,
                       summary);
