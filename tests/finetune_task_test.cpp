@@ -602,12 +602,6 @@ TEST(FinetuneTasks, BadInputNamesFileLineAndKey) {
   EXPECT_NE(r.output.find("\"w2\" is not at offset 0"), std::string::npos) << r.output;
 }
 
-}  // namespace
-}  // namespace polyhal
-
-namespace polyhal {
-namespace {
-
 // The seeds' schedule terms: fractional epochs (Habana's 0.5) take that share
 // of an epoch's steps, the last epoch partial and evaluated at its end; a
 // step cap ends the schedule early.
@@ -663,12 +657,6 @@ TEST(GlueTask, WithoutShuffleTrainsTheRowsInFileOrder) {
   EXPECT_EQ(file_order, losses("b", "--set data.shuffle=false --set data.seed=2"));
   EXPECT_NE(losses("c", "--set data.seed=1"), losses("d", "--set data.seed=2"));
 }
-
-}  // namespace
-}  // namespace polyhal
-
-namespace polyhal {
-namespace {
 
 // A multi-stage recipe: phase 1, phase 2 from phase 1's export (a longer
 // sequence), GLUE from phase 2's export; finished stages are skipped, an
@@ -788,12 +776,6 @@ TEST(FinetuneTasks, ASecondFineTuningOnOneOutputDirIsRefused) {
       << r.output;
 }
 
-}  // namespace
-}  // namespace polyhal
-
-namespace polyhal {
-namespace {
-
 // finetune.do: eval needs no training file, and evaluates in f16 on a CPU
 // as inference does (f16 products of f32 tensors), as docs/bert.md says
 // (issue 54, item 9): the predictions are f32's but for near ties.
@@ -821,12 +803,6 @@ TEST(SquadTask, EvaluationAloneRunsWithoutATrainingFileAndInF16) {
   EXPECT_GE(same * 10, predictions["f32"].size() * 9)
       << same << " of " << predictions["f32"].size() << " predictions equal";
 }
-
-}  // namespace
-}  // namespace polyhal
-
-namespace polyhal {
-namespace {
 
 // GLUE's diagnostic set AX is predicted with an MNLI model, in MNLI's labels
 // (issue 54, item 14); it has nothing to train or evaluate on.

@@ -147,12 +147,6 @@ TEST(FirstHour, TrainingWithoutACheckpointDirIsWarnedAbout) {
       << r.output;
 }
 
-}  // namespace
-}  // namespace polyhal
-
-namespace polyhal {
-namespace {
-
 // A key the data source does not read is an error at the key, never a run
 // on other data than the user named (issue 54, item 8).
 TEST(FirstHour, DataFilesOnAGeneratedSourceIsAnErrorNotRandomTokens) {
@@ -193,12 +187,6 @@ TEST(FirstHour, SetNullUnsetsAKeySoAnotherCanDecide) {
             std::string::npos)
       << r.output;
 }
-
-}  // namespace
-}  // namespace polyhal
-
-namespace polyhal {
-namespace {
 
 // `report --chain`: a recipe's stages follow one another on one step axis
 // instead of overlaying at step 1 (issue 54, item 12).

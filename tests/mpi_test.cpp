@@ -286,12 +286,6 @@ TEST(Mpi, RanksWithDifferentStartWeightsOrModelsAreRefused) {
       << models.output;
 }
 
-}  // namespace
-}  // namespace polyhal
-
-namespace polyhal {
-namespace {
-
 // Inference instances under mpirun, as Graphcore's benchmark runs them:
 // each rank its own model and threads, the job's sequences/s their sum
 // (issue 54, item 14); text inference, which writes one output, is refused.

@@ -14,14 +14,13 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "polyhal/app/hf_directory.hpp"
 #include "polyhal/app/json_input.hpp"
 #include "polyhal/app/tokenizer_files.hpp"
 #include "polyhal/error.hpp"
-#include "util/regular_file.hpp"
+#include "util/json_file.hpp"
 
 namespace polyhal::config_sections {
 namespace {
@@ -34,17 +33,8 @@ struct SentenceBertSettings {
 
 std::optional<SentenceBertSettings> sentence_bert_settings(const std::filesystem::path& file) {
   if (!std::filesystem::exists(file)) return std::nullopt;
-  detail::refuse_special_or_oversized_file(file, std::uintmax_t{1} << 20,
-                                           "sentence-transformers settings");
-  std::ifstream in(file);
-  nlohmann::json json;
-  try {
-    json = parse_json_input(in, file.string());
-  } catch (const nlohmann::json::exception& e) {
-    throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
-  }
-  if (!json.is_object())
-    throw ConfigError(fmt::format("{}: expected a JSON object of settings", file.string()));
+  const nlohmann::json json =
+      detail::read_json_object(file, std::uintmax_t{1} << 20, "sentence-transformers settings");
   SentenceBertSettings out;
   if (json.contains("max_seq_length") && !json.at("max_seq_length").is_null()) {
     const auto& value = json.at("max_seq_length");
