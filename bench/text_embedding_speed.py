@@ -14,7 +14,7 @@ worst cosine against sentence-transformers.
       [--lines tests/data/real_model/sentences.txt] [--batch 32] [--rows 8]
 
 Needs scripts/build.sh, scripts/fetch-real-model.sh and the peers
-(bench/peers-venv.sh, then build/peer-venv/bin/pip install sentence-transformers==6.2.0).
+(bench/peers-venv.sh, which installs sentence-transformers 6.2.0 too).
 """
 import argparse
 import json

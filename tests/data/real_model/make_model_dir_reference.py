@@ -18,9 +18,8 @@ joined into lines of about 20, 100, 200 and 400 tokens, so that truncation at
 128 (polyhal's old default) and at 256 (the model's) both matter.
 "lengths" holds each line's token count after the library's truncation.
 
-Pinned versions (the peers' virtual environment, bench/peers-venv.sh, plus
-sentence-transformers):
-  build/peer-venv/bin/pip install sentence-transformers==6.2.0
+Pinned versions: the peers' virtual environment (bench/peers-venv.sh, with
+sentence-transformers 6.2.0, transformers 5.23.0, torch 2.15.0):
   build/peer-venv/bin/python tests/data/real_model/make_model_dir_reference.py build/models/all-MiniLM-L6-v2
 """
 import json
