@@ -212,8 +212,8 @@ int run_workload(const CommonOptions& common, const RunOptions& given) {
   if (!given.compile_only) check_input_paths(config);
   check_run_outputs(given);
   probe_selected_backend(search_options(common, config.plugin_paths, config.backend));
-  // Before any thread starts (MPI, OpenMP): SIGINT and SIGTERM then stop
-  // training after its step, with a checkpoint, and the run exits 130 / 143.
+  // Before any thread starts (MPI, OpenMP): SIGINT, SIGTERM and SIGUSR1 then
+  // stop training after its step, with a checkpoint; the run exits 130 / 143 / 138.
   StopSignals stop;
   RunOptions run = given;
   run.stop_signal = &stop.requested();

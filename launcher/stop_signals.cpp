@@ -14,6 +14,7 @@ StopSignals::StopSignals() {
   sigemptyset(&signals_);
   sigaddset(&signals_, SIGINT);
   sigaddset(&signals_, SIGTERM);
+  sigaddset(&signals_, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &signals_, &before_);
   watcher_ = std::jthread([this](std::stop_token stop) {
     const timespec poll{0, 200'000'000};  // how soon the watcher notices it should end

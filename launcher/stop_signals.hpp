@@ -1,7 +1,9 @@
 #pragma once
-// SIGINT and SIGTERM during a run: finish the step, checkpoint, report, and
-// exit 130 / 143 as schedulers (Slurm, Kubernetes, systemd) expect, instead
-// of losing the work since the last checkpoint.
+// SIGINT, SIGTERM and SIGUSR1 during a run: finish the step, checkpoint,
+// report, and exit 130 / 143 / 138 as schedulers (Slurm, Kubernetes, systemd)
+// expect, instead of losing the work since the last checkpoint. SIGUSR1 is
+// the one mpirun passes to its ranks without killing them after a fixed
+// quarter second (Open MPI 5), and Slurm's `--signal=USR1@SECONDS` sends.
 #include <signal.h>
 
 #include <atomic>
@@ -9,7 +11,7 @@
 
 namespace polyhal {
 
-/// While alive, SIGINT and SIGTERM no longer end the process at any point:
+/// While alive, SIGINT, SIGTERM and SIGUSR1 no longer end the process at any point:
 /// while a training loop runs (listeners() above 0), the first one sets
 /// requested() (to the signal's number), which the loop reads after each
 /// step; a second one, or the first while no loop listens (inference,
@@ -27,7 +29,7 @@ class StopSignals {
   const std::atomic<int>& requested() const noexcept { return signal_; }
   /// How many training loops read requested() now (they count themselves).
   std::atomic<int>& listeners() noexcept { return listeners_; }
-  /// The exit code of a run that a signal stopped (130, 143), else `code`.
+  /// The exit code of a run that a signal stopped (130, 143, 138), else `code`.
   int exit_code(int code) const noexcept { return signal_ != 0 ? 128 + signal_ : code; }
 
  private:

@@ -42,7 +42,7 @@ bool restart_helps(const Outcome& outcome) {
          outcome.code > 128;
 }
 
-/// Starts `command` and waits for it, passing SIGINT and SIGTERM on to it.
+/// Starts `command` and waits for it, passing SIGINT, SIGTERM and SIGUSR1 on to it.
 /// `interrupted` is set when such a signal arrived: the user's stop is no
 /// lost replica. The signals are taken with sigwait, so no handler and no
 /// global state are involved.
@@ -51,6 +51,7 @@ Outcome run_once(const std::vector<std::string>& command, bool& interrupted) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGUSR1);
   sigaddset(&signals, SIGCHLD);
   sigset_t before;
   pthread_sigmask(SIG_BLOCK, &signals, &before);
@@ -74,7 +75,7 @@ Outcome run_once(const std::vector<std::string>& command, bool& interrupted) {
   for (;;) {
     int signal = 0;
     sigwait(&signals, &signal);
-    if (signal == SIGINT || signal == SIGTERM) {
+    if (signal == SIGINT || signal == SIGTERM || signal == SIGUSR1) {
       interrupted = true;
       kill(child, signal);
       continue;

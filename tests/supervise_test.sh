@@ -73,37 +73,46 @@ grep -q "resuming from step $step of 60" resumed.log || { cat resumed.log; fail 
   fail "resumed after SIGTERM at step $step: the losses differ from the uninterrupted run"
 echo "ok: SIGTERM stopped both replicas after step $step with a checkpoint (exit 143); the rerun resumed with the uninterrupted run's losses"
 
-# SIGTERM to mpirun (a scheduler stopping an MPI job): Open MPI passes it to
-# the ranks after odls_base_sigkill_timeout seconds and kills them as long
-# after that; given the time (docs/scale-out.md), the ranks stop after a
-# step with its checkpoint, and the same command resumes there. Open MPI 5's
-# mpirun stops forwarding the ranks' output once it has the signal, so what
-# they say about it is read from log.file, which they write themselves.
-if command -v mpirun > /dev/null; then
-  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
-  long=(--set collective=mpi --set checkpoint.every=5 --set checkpoint.dir=mpi-stopped
-    --set log.file=mpi-ranks.log --progress none)
-  # Open MPI 4.1 reads it as an MCA parameter; 5.0's launcher (PRRTE) as
-  # its own, PRTE_MCA_odls_base_sigkill_timeout.
-  PRTE_MCA_odls_base_sigkill_timeout=3 mpirun --mca odls_base_sigkill_timeout 3 -np 2 "$polyhal" run p.yaml --set steps=1000000 "${long[@]}" \
-    > mpi-stopped.log 2>&1 &
-  job=$!
+# Stopping an MPI job (docs/scale-out.md): SIGUSR1 to mpirun, which Open MPI
+# 4.1 and 5.0 pass to the ranks at once and without killing them; and
+# SIGTERM with odls_base_sigkill_timeout on Open MPI 4.1 (5.0's launcher
+# kills the ranks a fixed quarter second after it, too soon for a step). The
+# ranks stop after a step with its checkpoint and the same command resumes
+# there. Open MPI 5's mpirun stops forwarding the ranks' output once it has
+# a stopping signal, so what they say about it is read from log.file, which
+# they write themselves.
+# stop_mpi_job SIGNAL NAME [MPIRUN_OPTIONS...]
+stop_mpi_job() {
+  local signal=$1 name=$2 dir="mpi-$1"
+  shift 2
+  local long=(--set collective=mpi --set checkpoint.every=5 --set "checkpoint.dir=$dir"
+    --set "log.file=$dir.log" --progress none)
+  mpirun "$@" -np 2 "$polyhal" run p.yaml --set steps=1000000 "${long[@]}" > "$dir.out" 2>&1 &
+  local job=$!
   # Stopped in its training loop (a signal before it stops the job at once).
   for tries in $(seq 1 600); do
-    [ -f mpi-stopped/checkpoint-00000005.safetensors ] && break
+    [ -f "$dir/checkpoint-00000005.safetensors" ] && break
     sleep 0.05
   done
-  kill -TERM "$job"
+  kill "-$signal" "$job"
   wait "$job"
-  step=$(sed -n 's/.*stopped by Terminated after step \([0-9]*\) of.*/\1/p' mpi-ranks.log | head -1)
-  [ -n "$step" ] || { cat mpi-stopped.log mpi-ranks.log; fail "SIGTERM to mpirun: the ranks did not stop after a step"; }
-  [ -f "mpi-stopped/checkpoint-$(printf %08d "$step").safetensors" ] ||
-    { ls mpi-stopped; fail "SIGTERM to mpirun after step $step: no checkpoint of it"; }
-  mpirun -np 2 "$polyhal" run p.yaml --set steps=$((step + 3)) "${long[@]}" > mpi-resumed.log 2>&1 ||
-    { cat mpi-resumed.log; fail "the MPI run after SIGTERM failed"; }
-  grep -q "resuming from step $step of $((step + 3))" mpi-resumed.log ||
-    { cat mpi-resumed.log; fail "the MPI run after SIGTERM did not resume at step $step"; }
-  echo "ok: SIGTERM to mpirun stopped both ranks after step $step with a checkpoint; the rerun resumed there"
+  local step
+  step=$(sed -n "s/.*stopped by $name after step \([0-9]*\) of.*/\1/p" "$dir.log" | head -1)
+  [ -n "$step" ] || { cat "$dir.out" "$dir.log"; fail "$signal to mpirun: the ranks did not stop after a step"; }
+  [ -f "$dir/checkpoint-$(printf %08d "$step").safetensors" ] ||
+    { ls "$dir"; fail "$signal to mpirun after step $step: no checkpoint of it"; }
+  mpirun -np 2 "$polyhal" run p.yaml --set steps=$((step + 3)) "${long[@]}" > "$dir-resumed.log" 2>&1 ||
+    { cat "$dir-resumed.log"; fail "the MPI run after $signal failed"; }
+  grep -q "resuming from step $step of $((step + 3))" "$dir-resumed.log" ||
+    { cat "$dir-resumed.log"; fail "the MPI run after $signal did not resume at step $step"; }
+  echo "ok: $signal to mpirun stopped both ranks after step $step with a checkpoint; the rerun resumed there"
+}
+if command -v mpirun > /dev/null; then
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  stop_mpi_job USR1 "User defined signal 1"
+  if mpirun --version 2>&1 | grep -q "Open MPI) 4\."; then
+    stop_mpi_job TERM Terminated --mca odls_base_sigkill_timeout 3
+  fi
 fi
 
 # A bad config fails the same way every time: one attempt, its exit code.
