@@ -7,9 +7,12 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/app/tfrecord_data.hpp"
@@ -78,6 +81,93 @@ TEST(TfRecord, GzipFilesGiveTheSameRowsInAnyOrder) {
   const TfRecordSet plain(kData / "google");
   for (const std::int64_t r : {39, 3, 38, 4, 0, 20, 21, 5})
     EXPECT_EQ(set.sample(r).input_ids, plain.sample(r).input_ids) << r;
+}
+
+/// The record order of `epochs` epochs of `set`, one vector per epoch.
+std::vector<std::vector<std::int64_t>> epochs_of(const TfRecordSet& set, std::uint64_t epochs) {
+  const auto n = static_cast<std::uint64_t>(set.size());
+  std::vector<std::vector<std::int64_t>> out(epochs);
+  for (std::uint64_t p = 0; p < epochs * n; ++p) out[p / n].push_back(set.record_at(p));
+  return out;
+}
+
+TEST(TfRecord, GzipDataIsShuffledInBlocksAfterASeededFileOrder) {
+  constexpr std::int64_t kBuffer = 8;
+  // The two plain parts, each compressed as TFRecordOptions("GZIP") writes
+  // it (one gzip stream over the frames).
+  const test::TempDir dir;
+  const auto gzip_dir = dir.path() / "google_gzip_parts";
+  std::filesystem::create_directories(gzip_dir);
+  for (const char* part : {"part-00000-of-00002", "part-00001-of-00002"})
+    ASSERT_EQ(std::system(fmt::format("gzip -c '{}' > '{}'", (kData / "google" / part).string(),
+                                      (gzip_dir / part).string())
+                              .c_str()),
+              0);
+  TfRecordSet set(gzip_dir);
+  ASSERT_TRUE(set.any_gzip());
+  ASSERT_EQ(set.files().size(), 2u);
+  const std::int64_t first_file = set.sample(0).file == set.sample(24).file ? 25 : 0;
+  ASSERT_EQ(first_file, 25) << "the fixture's first file holds records 0-24";
+  set.shuffle_in_blocks(7, kBuffer);
+  const auto epochs = epochs_of(set, 8);
+  std::set<std::vector<std::int64_t>> distinct;
+  int second_file_first = 0;
+  for (const auto& epoch : epochs) {
+    // Every record once per epoch.
+    std::vector<std::int64_t> sorted = epoch;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::int64_t r = 0; r < set.size(); ++r) ASSERT_EQ(sorted[static_cast<std::size_t>(r)], r);
+    // The stream is one file after the other; each block of 8 holds the
+    // next 8 records of that stream, in another order.
+    const bool swapped = epoch.front() >= first_file;
+    second_file_first += swapped ? 1 : 0;
+    std::vector<std::int64_t> stream;
+    for (std::int64_t r = 0; r < set.size(); ++r)
+      stream.push_back(swapped ? (r + first_file) % set.size() : r);
+    bool reordered = false;
+    for (std::size_t start = 0; start < epoch.size(); start += kBuffer) {
+      const auto end = std::min(epoch.size(), start + kBuffer);
+      std::vector<std::int64_t> block(epoch.begin() + static_cast<std::ptrdiff_t>(start),
+                                      epoch.begin() + static_cast<std::ptrdiff_t>(end));
+      reordered |= !std::equal(block.begin(), block.end(), stream.begin() + start);
+      std::sort(block.begin(), block.end());
+      std::vector<std::int64_t> want(stream.begin() + static_cast<std::ptrdiff_t>(start),
+                                     stream.begin() + static_cast<std::ptrdiff_t>(end));
+      std::sort(want.begin(), want.end());
+      EXPECT_EQ(block, want) << "block at " << start;
+    }
+    EXPECT_TRUE(reordered);
+    distinct.insert(epoch);
+  }
+  EXPECT_EQ(distinct.size(), epochs.size()) << "another order every epoch";
+  EXPECT_GT(second_file_first, 0) << "the file order changes between epochs";
+  EXPECT_LT(second_file_first, 8);
+
+  // A position names its record alone: a resumed run (a new set, read from
+  // the middle of epoch 5 backwards) reads what the first one read.
+  TfRecordSet resumed(gzip_dir);
+  resumed.shuffle_in_blocks(7, kBuffer);
+  for (std::uint64_t p = 5 * 40 + 21; p-- > 2 * 40;)
+    ASSERT_EQ(resumed.record_at(p), epochs[p / 40][p % 40]) << p;
+  // The rows are the plain files' rows in that order.
+  TfRecordSet plain(kData / "google");
+  plain.shuffle_in_blocks(7, kBuffer);
+  for (std::uint64_t p = 0; p < 80; ++p) {
+    const std::int64_t r = set.record_at(p);
+    ASSERT_EQ(plain.record_at(p), r);
+    EXPECT_EQ(set.sample(r).input_ids, plain.sample(r).input_ids) << p;
+  }
+  // Another seed, another order; a buffer of 1 is the stream itself.
+  TfRecordSet other(gzip_dir);
+  other.shuffle_in_blocks(8, kBuffer);
+  EXPECT_NE(epochs_of(other, 1).front(), epochs.front());
+  TfRecordSet one(gzip_dir);
+  one.shuffle_in_blocks(7, 1);
+  for (const auto& epoch : epochs_of(one, 3)) {
+    const std::int64_t start = epoch.front();
+    for (std::size_t j = 0; j < epoch.size(); ++j)
+      EXPECT_EQ(epoch[j], (start + static_cast<std::int64_t>(j)) % set.size()) << j;
+  }
 }
 
 void expect_packed_rows(const std::filesystem::path& files, TfRecordLayout layout) {
@@ -246,9 +336,8 @@ TEST(TfRecord, PretrainingRunsOnEveryLayoutFromATensorFlowCheckpointOnEveryBacke
   test::TempDir dir;
   for (const std::string files :
        {"google", "google_gzip", "graphcore_remasked", "habana_packed", "graphcore_packed"}) {
-    // GZIP streams are read in order (the shuffled default is refused, below).
-    const auto config =
-        pretrain_config(dir, files, files.ends_with("gzip") ? ", shuffle: false" : "");
+    // GZIP streams shuffled in blocks (data.shuffle_buffer), the default.
+    const auto config = pretrain_config(dir, files);
     for (const std::string backend : {"cpu", "ipu", "gaudi"}) {
       if (files != "google" && backend != "cpu" && files != "habana_packed") continue;
       const auto run =
@@ -256,6 +345,11 @@ TEST(TfRecord, PretrainingRunsOnEveryLayoutFromATensorFlowCheckpointOnEveryBacke
       EXPECT_EQ(run.exit_code, 0) << files << " on " << backend << ": " << run.output;
       EXPECT_NE(run.output.find("step 2/2"), std::string::npos) << run.output;
       EXPECT_NE(run.output.find("TFRecord ("), std::string::npos) << run.output;
+      if (files.ends_with("gzip")) {
+        EXPECT_NE(run.output.find("then blocks of 10000 samples (data.shuffle_buffer, seed 0)"),
+                  std::string::npos)
+            << run.output;
+      }
       EXPECT_NE(run.output.find("weights: " + kCheckpoint.string()), std::string::npos)
           << run.output;
     }
@@ -264,11 +358,11 @@ TEST(TfRecord, PretrainingRunsOnEveryLayoutFromATensorFlowCheckpointOnEveryBacke
 
 TEST(TfRecord, ConfigMistakesAreNamedWithTheKey) {
   test::TempDir dir;
-  const auto shuffled =
-      test::run_polyhal("run --config " + pretrain_config(dir, "google_gzip").string());
-  EXPECT_EQ(shuffled.exit_code, 2) << shuffled.output;
-  EXPECT_NE(shuffled.output.find("tfrecord.yaml:5: key 'data.shuffle': "), std::string::npos)
-      << shuffled.output;
+  const auto buffer = test::run_polyhal(
+      "run --config " + pretrain_config(dir, "google_gzip", ", shuffle_buffer: 0").string());
+  EXPECT_EQ(buffer.exit_code, 2) << buffer.output;
+  EXPECT_NE(buffer.output.find("tfrecord.yaml:5: key 'data.shuffle_buffer': "), std::string::npos)
+      << buffer.output;
   const auto packed = test::run_polyhal("run --config " +
                                         pretrain_config(dir, "google", ", packed: true").string());
   EXPECT_EQ(packed.exit_code, 2) << packed.output;

@@ -57,6 +57,11 @@ ConfigSection data() {
            "another sample order every epoch; false: file order (pretrain: mlperf_hdf5, "
            "tfrecord; squad, glue: the training rows)",
            {}, {.traits = trains})
+      .add("shuffle_buffer", &DataSection::shuffle_buffer,
+           "tfrecord, GZIP files (read in order): samples shuffled together after each epoch's "
+           "seeded file order, as TensorFlow's shuffle buffer (plain files and HDF5 shuffle the "
+           "whole epoch)",
+           at_least(1, 10'000'000), {.traits = pretraining_data})
       .add("packed", &DataSection::packed,
            "mlperf_hdf5, tfrecord: auto (detect), true or false: packed rows", {},
            {.traits = pretraining_data});
@@ -80,6 +85,11 @@ ConfigSection data() {
           "{}: data.packed is for data.source mlperf_hdf5 and tfrecord; data.source {} "
           "does not read it",
           config.locate("data.packed"), d.source);
+    if (given.has("shuffle_buffer") && d.source != "tfrecord")
+      spdlog::warn(
+          "{}: data.shuffle_buffer is for data.source tfrecord with GZIP files; data.source {} "
+          "does not read it",
+          config.locate("data.shuffle_buffer"), d.source);
     if (d.source == "mlperf_hdf5" && d.files.empty())
       config.fail(
           "data.files",

@@ -15,14 +15,13 @@ template <class Reader>
 class PackedData final : public PretrainingData {
  public:
   PackedData(std::unique_ptr<Reader> reader, std::string format, const DataSource& config,
-             const BertConfig& model, BertShape shape)
+             const BertConfig& model, BertShape shape, SampleOrder order)
       : reader_(std::move(reader)),
         format_(std::move(format)),
         vocab_(model.vocab_size),
         positions_(model.max_position_embeddings),
         shape_(shape),
-        seed_(config.data.seed),
-        shuffle_(config.data.shuffle) {
+        order_(std::move(order)) {
     if (reader_->seq_len() != shape.seq) {
       throw config.error(config.data.key("files"),
                          fmt::format("{} holds packed rows of {} tokens, but model.seq_len is {}",
@@ -44,7 +43,7 @@ class PackedData final : public PretrainingData {
     for (std::int64_t b = 0; b < shape_.batch; ++b) {
       const auto position =
           index * static_cast<std::uint64_t>(shape_.batch) + static_cast<std::uint64_t>(b);
-      const PackedSample s = reader_->sample(sample_at(position, reader_->size(), seed_, shuffle_));
+      const PackedSample s = reader_->sample(order_.row_at(position));
       const auto where = [&] { return fmt::format("{}: sample {}", s.file.string(), s.row); };
       for (const std::int32_t id : s.input_ids) {
         if (id < 0 || id >= vocab_)
@@ -94,8 +93,7 @@ class PackedData final : public PretrainingData {
         "{}: {} rows of {} tokens (up to {} sequences, {:.2f} on average, {} predictions "
         "each), {}",
         format_, reader_->size(), reader_->seq_len(), reader_->max_sequences(), per_row_,
-        reader_->max_predictions(),
-        shuffle_ ? fmt::format("shuffled per epoch (seed {})", seed_) : "in order");
+        reader_->max_predictions(), order_.description);
   }
 
  private:
@@ -103,8 +101,7 @@ class PackedData final : public PretrainingData {
   std::string format_;
   std::int64_t vocab_, positions_;
   BertShape shape_;
-  std::uint64_t seed_;
-  bool shuffle_;
+  SampleOrder order_;
   double per_row_ = 1.0;
 };
 
@@ -112,15 +109,18 @@ class PackedData final : public PretrainingData {
 
 std::unique_ptr<PretrainingData> open_packed_data(const DataSource& config, const BertConfig& model,
                                                   BertShape shape) {
-  return std::make_unique<PackedData<PackedHdf5Reader>>(open_data_files<PackedHdf5Reader>(config),
-                                                        "packed MLPerf HDF5", config, model, shape);
+  auto reader = open_data_files<PackedHdf5Reader>(config);
+  SampleOrder order = sample_order(config.data, reader->size());
+  return std::make_unique<PackedData<PackedHdf5Reader>>(std::move(reader), "packed MLPerf HDF5",
+                                                        config, model, shape, std::move(order));
 }
 
 std::unique_ptr<PretrainingData> open_packed_rows(std::unique_ptr<TfRecordPackedReader> reader,
                                                   std::string format, const DataSource& config,
-                                                  const BertConfig& model, BertShape shape) {
+                                                  const BertConfig& model, BertShape shape,
+                                                  SampleOrder order) {
   return std::make_unique<PackedData<TfRecordPackedReader>>(std::move(reader), std::move(format),
-                                                            config, model, shape);
+                                                            config, model, shape, std::move(order));
 }
 
 }  // namespace polyhal

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "data/sample_order.hpp"
 #include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/app/tfrecord_data.hpp"
 #include "polyhal/error.hpp"
@@ -29,9 +30,10 @@ std::unique_ptr<PretrainingData> open_packed_data(const DataSource& config, cons
                                                   BertShape shape);
 
 /// Micro-batches of packed TFRecord rows (already opened; `format` names
-/// them in the log).
+/// them in the log), visited in `order`.
 std::unique_ptr<PretrainingData> open_packed_rows(std::unique_ptr<TfRecordPackedReader> reader,
                                                   std::string format, const DataSource& config,
-                                                  const BertConfig& model, BertShape shape);
+                                                  const BertConfig& model, BertShape shape,
+                                                  SampleOrder order);
 
 }  // namespace polyhal

@@ -51,13 +51,12 @@ template <class Reader>
 class MlperfData final : public PretrainingData {
  public:
   MlperfData(std::unique_ptr<Reader> reader, std::string format, const DataSource& config,
-             const BertConfig& model, BertShape shape)
+             const BertConfig& model, BertShape shape, SampleOrder order)
       : reader_(std::move(reader)),
         format_(std::move(format)),
         vocab_(model.vocab_size),
         shape_(shape),
-        seed_(config.data.seed),
-        shuffle_(config.data.shuffle),
+        order_(std::move(order)),
         where_(fmt::format("{}: key '{}'", config.locate(config.data.key("files")),
                            config.data.key("files"))) {
     if (reader_->seq_len() != shape.seq) {
@@ -75,7 +74,7 @@ class MlperfData final : public PretrainingData {
     for (std::int64_t b = 0; b < shape_.batch; ++b) {
       const auto position =
           index * static_cast<std::uint64_t>(shape_.batch) + static_cast<std::uint64_t>(b);
-      const MlperfSample s = reader_->sample(sample_at(position, reader_->size(), seed_, shuffle_));
+      const MlperfSample s = reader_->sample(order_.row_at(position));
       for (const std::int32_t id : s.input_ids) {
         if (id < 0 || id >= vocab_) {
           throw ConfigError(fmt::format(
@@ -130,8 +129,7 @@ class MlperfData final : public PretrainingData {
   std::string description() const override {
     return fmt::format("{}: {} samples of seq {} ({} predictions) in {} file(s), {}", format_,
                        reader_->size(), reader_->seq_len(), reader_->max_predictions(),
-                       reader_->files().size(),
-                       shuffle_ ? fmt::format("shuffled per epoch (seed {})", seed_) : "in order");
+                       reader_->files().size(), order_.description);
   }
 
  private:
@@ -139,8 +137,7 @@ class MlperfData final : public PretrainingData {
   std::string format_;
   std::int64_t vocab_;
   BertShape shape_;
-  std::uint64_t seed_;
-  bool shuffle_;
+  SampleOrder order_;
   std::string where_;
 };
 
@@ -163,23 +160,26 @@ std::unique_ptr<PretrainingData> open_tfrecord_data(const DataSource& config,
     throw config.error(config.data.key("files"), e.what());
   }
   check_packed_setting(config, set->packed());
-  // A GZIP stream has no random access: a shuffled epoch would decompress
-  // half a file per sample.
+  std::string format = fmt::format("TFRecord ({} layout{})", to_string(set->layout()),
+                                   set->any_gzip() ? ", GZIP" : "");
+  SampleOrder order = sample_order(config.data, set->size());
+  // A GZIP stream has no random access: its files are read in a seeded
+  // order each epoch and shuffled in blocks of data.shuffle_buffer.
   if (config.data.shuffle && set->any_gzip()) {
-    throw config.error(
-        config.data.key("shuffle"),
-        fmt::format("{} holds GZIP-compressed TFRecord files, which are read in "
-                    "order only; set {}: false, or decompress them once (gzip -dc F > F.tfrecord: "
-                    "TensorFlow's GZIP files are one gzip stream) to read them shuffled",
-                    config.data.files.string(), config.data.key("shuffle")));
+    set->shuffle_in_blocks(config.data.seed, config.data.shuffle_buffer);
+    const TfRecordSet* stream = set.get();  // owned by the reader the data source keeps
+    order = {[stream](std::uint64_t position) { return stream->record_at(position); },
+             fmt::format("shuffled per epoch: files in a seeded order, then blocks of {} samples "
+                         "({}, seed {})",
+                         config.data.shuffle_buffer, config.data.key("shuffle_buffer"),
+                         config.data.seed)};
   }
-  const std::string format = fmt::format("TFRecord ({} layout{})", to_string(set->layout()),
-                                         set->any_gzip() ? ", GZIP" : "");
   if (set->packed())
-    return open_packed_rows(std::make_unique<TfRecordPackedReader>(std::move(set)), format, config,
-                            model, shape);
+    return open_packed_rows(std::make_unique<TfRecordPackedReader>(std::move(set)),
+                            std::move(format), config, model, shape, std::move(order));
   return std::make_unique<MlperfData<TfRecordReader>>(
-      std::make_unique<TfRecordReader>(std::move(set)), format, config, model, shape);
+      std::make_unique<TfRecordReader>(std::move(set)), std::move(format), config, model, shape,
+      std::move(order));
 }
 
 }  // namespace
@@ -232,8 +232,10 @@ std::unique_ptr<PretrainingData> open_pretraining_data(const DataSource& config,
     const bool packed = is_packed_data(config.data.files);
     check_packed_setting(config, packed);
     if (packed) return open_packed_data(config, model, shape);
-    return std::make_unique<MlperfData<MlperfHdf5Reader>>(open_data_files<MlperfHdf5Reader>(config),
-                                                          "MLPerf HDF5", config, model, shape);
+    auto reader = open_data_files<MlperfHdf5Reader>(config);
+    SampleOrder order = sample_order(config.data, reader->size());
+    return std::make_unique<MlperfData<MlperfHdf5Reader>>(std::move(reader), "MLPerf HDF5", config,
+                                                          model, shape, std::move(order));
   }
   if (config.data.source == "tfrecord") return open_tfrecord_data(config, model, shape);
   if (config.data.source == "generated" || config.data.source == "pattern") {

@@ -7,10 +7,15 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <deque>
 #include <list>
+#include <memory>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "data/part_files.hpp"
+#include "data/stream_shuffle.hpp"
 #include "data/tf_example.hpp"
 #include "data/tfrecord_file.hpp"
 #include "polyhal/error.hpp"
@@ -26,6 +31,11 @@ constexpr std::array<const char*, 5> kSideFileExtensions = {".json", ".index", "
 constexpr std::size_t kMaxFiles = 100000;
 // GZIP files that keep their decompressing cursors (up to 8 each) at once.
 constexpr std::size_t kGzipFilesWithCursors = 64;
+// The record bytes one shuffled block of GZIP data may hold (BERT's records
+// are about 10 KB at seq 512: 100,000 of them), and the blocks kept: the
+// one being read and the one before, which a lagging reader may still use.
+constexpr std::uint64_t kMaxShuffleBlockBytes = std::uint64_t{1} << 30;
+constexpr std::size_t kShuffleBlocksKept = 2;
 
 /// Names per layout: ids, mask, segments, positions, lm positions, lm ids,
 /// lm weights, ns positions, ns labels, ns weights ("" where absent).
@@ -239,11 +249,60 @@ struct TfRecordSet::Impl {
     return s;
   }
 
+  // data.shuffle over GZIP files: the stream's order and its decoded blocks.
+  std::optional<detail::StreamShuffle> stream;
+  struct Block {
+    std::uint64_t epoch = 0;
+    std::int64_t number = 0;
+    std::vector<std::int64_t> order;                      // its records, in stream order
+    std::unordered_map<std::int64_t, std::string> bytes;  // by record index
+  };
+  mutable std::mutex blocks_mutex;
+  mutable std::deque<std::shared_ptr<const Block>> blocks;  // newest first
+
+  /// The cached bytes of record `index`, or nullptr.
+  std::shared_ptr<const std::string> cached(std::int64_t index) const {
+    const std::scoped_lock lock(blocks_mutex);
+    for (const auto& block : blocks)
+      if (const auto it = block->bytes.find(index); it != block->bytes.end())
+        return {block, &it->second};  // shares the block's lifetime
+    return nullptr;
+  }
+
+  /// Block `number` of `epoch`, read in stream order (one pass over each
+  /// GZIP file's part of it) unless it is cached.
+  std::shared_ptr<const Block> load_block(std::uint64_t epoch, std::int64_t number) const {
+    const std::scoped_lock lock(blocks_mutex);
+    for (const auto& block : blocks)
+      if (block->epoch == epoch && block->number == number) return block;
+    auto block = std::make_shared<Block>();
+    block->epoch = epoch, block->number = number;
+    block->order = stream->block_records(epoch, number);
+    std::uint64_t total = 0;
+    for (const std::int64_t index : block->order) {
+      const auto [f, r] = place(index);
+      std::string bytes = files[f].record(r);
+      if (files[f].gzip()) read_gzip(f);
+      total += bytes.size();
+      if (total > kMaxShuffleBlockBytes)
+        throw ConfigError(fmt::format(
+            "{}: the {} records of one shuffle block hold more than {} MiB (at record {} of "
+            "{}): lower data.shuffle_buffer",
+            paths.front().string(), stream->buffer(), kMaxShuffleBlockBytes >> 20, r,
+            files[f].path().string()));
+      block->bytes.emplace(index, std::move(bytes));
+    }
+    blocks.push_front(block);
+    if (blocks.size() > kShuffleBlocksKept) blocks.pop_back();
+    return block;
+  }
+
   /// The file and record `index` falls in, parsed.
   detail::TfExample example(std::int64_t index) const {
     if (index < 0 || index >= records)
       throw Error(ExitCode::failure, fmt::format("TFRecord sample {} asked of {}", index, records));
     const auto [f, r] = place(index);
+    if (const auto bytes = cached(index)) return detail::TfExample(*bytes, files[f].path(), r);
     std::string bytes = files[f].record(r);
     if (files[f].gzip()) read_gzip(f);
     return detail::TfExample(bytes, files[f].path(), r);
@@ -305,6 +364,19 @@ std::int64_t TfRecordSet::max_sequences() const noexcept {
 }
 const std::vector<std::filesystem::path>& TfRecordSet::files() const noexcept {
   return impl_->paths;
+}
+
+void TfRecordSet::shuffle_in_blocks(std::uint64_t seed, std::int64_t buffer) {
+  std::vector<std::int64_t> sizes;
+  for (const auto& file : impl_->files) sizes.push_back(file.size());
+  impl_->stream.emplace(std::move(sizes), seed, buffer);
+}
+
+std::int64_t TfRecordSet::record_at(std::uint64_t position) const {
+  const auto& m = *impl_;
+  if (!m.stream) return static_cast<std::int64_t>(position % static_cast<std::uint64_t>(m.records));
+  const detail::StreamShuffle::Place p = m.stream->place(position);
+  return m.load_block(p.epoch, p.block)->order[static_cast<std::size_t>(p.offset)];
 }
 
 MlperfSample TfRecordSet::sample(std::int64_t index) const {

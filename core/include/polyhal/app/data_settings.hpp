@@ -32,6 +32,9 @@ struct DataSection {
   std::int64_t max_predictions = 20;  ///< pretrain: at most this many per sequence
   std::filesystem::path files;        ///< mlperf_hdf5: a file or a directory of part files
   bool shuffle = true;                ///< mlperf_hdf5, tfrecord: another sample order each epoch
+  /// tfrecord with GZIP files (read in order only): samples shuffled
+  /// together, TensorFlow's shuffle buffer (TfRecordSet::shuffle_in_blocks).
+  std::int64_t shuffle_buffer = 10000;
   /// mlperf_hdf5: packed rows (`polyhal pack`): auto detects them from the
   /// files; yes requires packed files, no unpacked ones.
   TriState packed = TriState::automatic;

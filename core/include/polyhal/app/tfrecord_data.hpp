@@ -69,6 +69,16 @@ class TfRecordSet {
   std::int64_t max_sequences() const noexcept;  ///< K; 1 for the google layout
   const std::vector<std::filesystem::path>& files() const noexcept;
 
+  /// Shuffles the records as TensorFlow users shuffle data read in order
+  /// (GZIP): each epoch reads the files in another seeded order and
+  /// shuffles the stream in consecutive blocks of `buffer` records, each
+  /// decoded once, in order, and kept while it is read (two at most).
+  void shuffle_in_blocks(std::uint64_t seed, std::int64_t buffer);
+  /// The record stream position `position` (across epochs) reads: in order,
+  /// or after shuffle_in_blocks in its order, with that record's block
+  /// read. Safe from several threads.
+  std::int64_t record_at(std::uint64_t position) const;
+
   /// Record `index` of an unpacked layout, as MLPerf HDF5 gives it
   /// (masked_lm_positions of weight 0 set to 0). Safe from several threads.
   MlperfSample sample(std::int64_t index) const;
