@@ -4,7 +4,10 @@
 // weights' compute copy are bf16 tensors (operand_types) that oneDNN reads
 // as they are, accumulating in f32; bf16 outputs are written by oneDNN
 // (round to nearest even, as the reference), the weight gradients
-// accumulate in f32.
+// accumulate in f32. With products=bf16 (bf32) the tensors stay f32 and the
+// GEMM operands are rounded into bf16 scratch before each run (what
+// oneDNN's fpmath_mode bf16 does inside; 2.6 ignores that mode without
+// AMX), the results written in f32.
 #include <fmt/format.h>
 #include <omp.h>
 
@@ -50,6 +53,18 @@ void add_column_sums(const T* dy, std::int64_t rows, std::int64_t cols, float* d
   }
 }
 
+/// The type a GEMM reads its operands in: bf16 for bf32's products of f32
+/// tensors, else their storage type.
+dnnl::memory::data_type product_type(const KernelDesc& desc) {
+  return operand_type(desc.products == DType::bf16 ? DType::bf16 : desc.round_to);
+}
+
+/// bf32's bf16 scratch of an f32 operand (empty otherwise: the operand is
+/// read as stored).
+Operand product_scratch(const KernelDesc& desc, std::int64_t count) {
+  return Operand(desc.products == DType::bf16 ? DType::bf16 : DType::f32, count);
+}
+
 class OneDnnDense final : public Kernel {
  public:
   OneDnnDense(const KernelDesc& desc, const dnnl::engine& engine)
@@ -59,14 +74,18 @@ class OneDnnDense final : public Kernel {
         m_(desc.input_shapes.at(0).at(0)),
         k_(desc.input_shapes.at(0).at(1)),
         n_(desc.input_shapes.at(1).at(0)),
-        gemm_(engine, {{m_, k_}, operand_type(desc.round_to), tag::ab},
-              {{k_, n_}, operand_type(desc.round_to), tag::ba},
+        x_(product_scratch(desc, m_ * k_)),
+        w_(product_scratch(desc, k_ * n_)),
+        gemm_(engine, {{m_, k_}, product_type(desc), tag::ab},
+              {{k_, n_}, product_type(desc), tag::ba},
               {{m_, n_}, operand_type(desc.round_to), tag::ab}, false, true) {}
 
   /// in: X, W (stored at round_to), b (f32) -> Y (stored at round_to).
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
     check_operand_types(desc_, types_, in, out);
-    gemm_.run(stream_, in[0].buffer->data(), in[1].buffer->data(), out[0].buffer->data(),
+    const bool narrowed = desc_.products == DType::bf16;
+    gemm_.run(stream_, narrowed ? x_.of(in[0].data<float>()) : in[0].buffer->data(),
+              narrowed ? w_.of(in[1].data<float>()) : in[1].buffer->data(), out[0].buffer->data(),
               in[2].data<float>());
     stream_.wait();
   }
@@ -80,6 +99,7 @@ class OneDnnDense final : public Kernel {
   OperandTypes types_;
   dnnl::stream stream_;
   std::int64_t m_, k_, n_;
+  Operand x_, w_;
   Gemm gemm_;
 };
 
@@ -92,22 +112,28 @@ class OneDnnDenseBackward final : public Kernel {
         m_(desc.input_shapes.at(0).at(0)),
         n_(desc.input_shapes.at(0).at(1)),
         k_(desc.input_shapes.at(1).at(1)),
+        dy_(product_scratch(desc, m_ * n_)),
+        x_(product_scratch(desc, m_ * k_)),
+        w_(product_scratch(desc, n_ * k_)),
         // dX[M,K] = dY[M,N] W[N,K]
-        data_(engine, {{m_, n_}, operand_type(desc.round_to), tag::ab},
-              {{n_, k_}, operand_type(desc.round_to), tag::ab},
+        data_(engine, {{m_, n_}, product_type(desc), tag::ab},
+              {{n_, k_}, product_type(desc), tag::ab},
               {{m_, k_}, operand_type(desc.round_to), tag::ab}, false),
         // dW[N,K] += dY^T[N,M] X[M,K]: dY read transposed in place
-        weights_(engine, {{n_, m_}, operand_type(desc.round_to), tag::ba},
-                 {{m_, k_}, operand_type(desc.round_to), tag::ab}, {{n_, k_}, dt::f32, tag::ab},
-                 true) {}
+        weights_(engine, {{n_, m_}, product_type(desc), tag::ba},
+                 {{m_, k_}, product_type(desc), tag::ab}, {{n_, k_}, dt::f32, tag::ab}, true) {}
 
   /// in: dY, X, W (stored at round_to) -> dX (stored at round_to), dW +=, db += (f32).
   void run(std::span<const Tensor> in, std::span<const Tensor> out) override {
     check_operand_types(desc_, types_, in, out);
-    const void* dy = in[0].buffer->data();
-    data_.run(stream_, dy, in[2].buffer->data(), out[0].buffer->data());
-    weights_.run(stream_, dy, in[1].buffer->data(), out[1].data<float>());
+    const bool narrowed = desc_.products == DType::bf16;
+    const void* dy = narrowed ? dy_.of(in[0].data<float>()) : in[0].buffer->data();
+    data_.run(stream_, dy, narrowed ? w_.of(in[2].data<float>()) : in[2].buffer->data(),
+              out[0].buffer->data());
+    weights_.run(stream_, dy, narrowed ? x_.of(in[1].data<float>()) : in[1].buffer->data(),
+                 out[1].data<float>());
     stream_.wait();
+    dy = in[0].buffer->data();  // the bias gradient sums dY as stored
     if (in[0].dtype == DType::bf16) {
       add_column_sums(static_cast<const std::uint16_t*>(dy), m_, n_, out[2].data<float>());
     } else {
@@ -124,6 +150,7 @@ class OneDnnDenseBackward final : public Kernel {
   OperandTypes types_;
   dnnl::stream stream_;
   std::int64_t m_, n_, k_;
+  Operand dy_, x_, w_;
   Gemm data_, weights_;
 };
 

@@ -60,6 +60,11 @@ struct KernelDesc {
   /// Mixed precision on f32 training ops: the precision the op holds its
   /// activation outputs at (f32 math inside); f32 = no rounding.
   DType round_to = DType::f32;
+  /// Training GEMMs (dense, dense_backward) of f32 tensors: the type their
+  /// operands are rounded to before the products, accumulated in f32. bf16
+  /// is bf32 training (model.precision bf32, as oneDNN's fpmath_mode bf16);
+  /// f32 multiplies exactly.
+  DType products = DType::f32;
 
   /// The attribute struct; throws RuntimeFailure naming the op if `attrs`
   /// holds another one.

@@ -42,11 +42,27 @@ inline float accumulate(bool f16_partials, float sum, float term) {
   return f16_partials ? round_through(DType::f16, s) : s;
 }
 
+/// The operands of a GEMM as it multiplies them: rounded to `type` in
+/// `scratch` when the desc asks for narrower products (bf32), else as stored.
+const float* product_operand(DType type, const float* values, std::size_t count,
+                             std::vector<float>& scratch) {
+  if (type == DType::f32) return values;
+  scratch.resize(count);
+  for (std::size_t i = 0; i < count; ++i) scratch[i] = round_through(type, values[i]);
+  return scratch.data();
+}
+
+/// What the weights are rounded to: the products' type (bf32), or storage's.
+DType weight_type(const KernelDesc& d) {
+  return d.products != DType::f32 ? d.products : round_type(d);
+}
+
 std::unique_ptr<Kernel> dense(const KernelDesc& d, const ParallelFor& par, bool f16_partials) {
   const std::int64_t m = d.input_shapes.at(0).at(0), k = d.input_shapes.at(0).at(1),
                      out = d.input_shapes.at(1).at(0);
   auto wt = std::make_shared<std::vector<float>>(n(k * out));
-  const DType type = round_type(d);
+  auto xs = std::make_shared<std::vector<float>>();
+  const DType type = weight_type(d), products = d.products;
   return std::make_unique<FunctionKernel>(
       "dense", 2.0 * static_cast<double>(m * out * k), [=](auto in, auto o) {
         // Y = X W^T + b, with W transposed into [K, N] scratch for the row GEMM.
@@ -55,7 +71,8 @@ std::unique_ptr<Kernel> dense(const KernelDesc& d, const ParallelFor& par, bool 
           for (std::size_t r = 0; r < n(out); ++r)
             (*wt)[c * n(out) + r] = round_through(type, w[r * n(k) + c]);
         });
-        detail::reference_gemm(f(in[0]), wt->data(), f(o[0]), n(m), n(out), n(k), f16_partials);
+        const float* x = product_operand(products, f(in[0]), n(m * k), *xs);
+        detail::reference_gemm(x, wt->data(), f(o[0]), n(m), n(out), n(k), f16_partials);
         const float* b = f(in[2]);
         float* y = f(o[0]);
         rows(par, m, [&](std::size_t i) {
@@ -70,10 +87,15 @@ std::unique_ptr<Kernel> dense_backward(const KernelDesc& d, const ParallelFor& p
                      k = d.input_shapes.at(1).at(1);
   auto scratch = std::make_shared<std::vector<float>>(n(m * out + out * k));  // dY^T, dW step
   auto rounded_w = std::make_shared<std::vector<float>>();
-  const DType type = round_type(d);
+  auto rounded_dy = std::make_shared<std::vector<float>>();
+  auto rounded_x = std::make_shared<std::vector<float>>();
+  const DType type = weight_type(d), products = d.products;
   return std::make_unique<FunctionKernel>(
       "dense_backward", 4.0 * static_cast<double>(m * out * k), [=](auto in, auto o) {
-        const float *dy = f(in[0]), *x = f(in[1]), *w = f(in[2]);
+        const float* dy_stored = f(in[0]);
+        const float* dy = product_operand(products, dy_stored, n(m * out), *rounded_dy);
+        const float* x = product_operand(products, f(in[1]), n(m * k), *rounded_x);
+        const float* w = f(in[2]);
         if (type != DType::f32) {  // backward sees the weights forward saw
           rounded_w->resize(n(out * k));
           for (std::size_t i = 0; i < rounded_w->size(); ++i)
@@ -92,8 +114,8 @@ std::unique_ptr<Kernel> dense_backward(const KernelDesc& d, const ParallelFor& p
         detail::reference_gemm(dy_t, x, dw_step, n(out), n(k), n(m), f16_partials);
         rows(par, out, [&](std::size_t j) {
           for (std::size_t c = 0; c < n(k); ++c) dw[j * n(k) + c] += dw_step[j * n(k) + c];
-          double sum = 0;
-          for (std::size_t i = 0; i < n(m); ++i) sum += dy_t[j * n(m) + i];
+          double sum = 0;  // of dY as stored: the bias gradient takes no product
+          for (std::size_t i = 0; i < n(m); ++i) sum += dy_stored[i * n(out) + j];
           db[j] += static_cast<float>(sum);
         });
       });

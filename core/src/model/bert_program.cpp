@@ -720,6 +720,7 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   }
   auto out = std::make_unique<BertProgram>(device, precision);
   Program& p = out->program;
+  p.set_products(options.products);
   const std::int64_t t = options.shape.batch * options.shape.seq;
   out->ids = p.tensor("input_ids", "inputs", {t}, DType::i32);
   out->types = p.tensor("token_type_ids", "inputs", {t}, DType::i32);

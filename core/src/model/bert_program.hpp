@@ -50,6 +50,9 @@ struct BertProgramOptions {
   /// multiply. int8 with `int8_max_abs` quantises each one's input with the
   /// calibrated step (static); without, per row at run time (dynamic).
   LinearMath encoder_math = LinearMath::native;
+  /// Training: the type the dense layers' operands are rounded to before
+  /// their products (bf16: bf32 training); f32 multiplies exactly.
+  DType products = DType::f32;
   std::map<std::string, float> int8_max_abs;
   /// Dynamic int8: the calibrated largest |x| per input channel of the
   /// linears to smooth (int8_scales.hpp int8_smoothed), by name. Each gets a

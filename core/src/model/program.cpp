@@ -88,6 +88,7 @@ void Program::op(Phase phase, OpKind kind, std::vector<int> inputs, std::vector<
     desc.dtype = precision_;
     desc.round_to = DType::f32;
   }
+  if (kind == OpKind::dense || kind == OpKind::dense_backward) desc.products = products_;
   for (int i : inputs) desc.input_shapes.push_back(shape(i));
   // A linear's desc lists its input rows only (kernel.hpp): the fused
   // residual has the output's shape.

@@ -35,6 +35,10 @@ class Program {
 
   Device& device() const { return device_; }
   DType precision() const { return precision_; }
+  /// Training: the type dense and dense_backward round their operands to
+  /// before the products (KernelDesc::products; bf16 for bf32). Set before
+  /// the ops are declared.
+  void set_products(DType products) { products_ = products; }
 
   /// A tensor of a known dtype, counted under `category` in the memory plan
   /// ("weights", "gradients", "optimizer state", "activations", "inputs").
@@ -201,6 +205,7 @@ class Program {
 
   Device& device_;
   DType precision_;
+  DType products_ = DType::f32;
   std::vector<Slot> slots_;
   std::vector<Op> lists_[3];
   std::vector<SideKernel> side_kernels_;

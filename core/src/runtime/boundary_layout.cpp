@@ -7,7 +7,7 @@
 
 namespace polyhal {
 #if defined(__x86_64__) && defined(__GLIBCXX__) && _GLIBCXX_USE_CXX11_ABI
-static_assert(kAbiMajor == 6, "new ABI: update the sizes below for it");
+static_assert(kAbiMajor == 7, "new ABI: update the sizes below for it");
 static_assert(sizeof(Backend) == 24, "Backend changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(OptionSpec) == 128, "OptionSpec changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(Device) == 368, "Device changed layout: bump kAbiMajor (abi.hpp)");

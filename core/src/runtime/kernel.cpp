@@ -43,6 +43,7 @@ std::string KernelDesc::to_string() const {
   if (const auto* linear = std::get_if<LinearAttrs>(&attrs);
       linear != nullptr && linear->math != LinearMath::native)
     text += fmt::format(" ({} products)", linear_math_name(linear->math));
+  if (products != DType::f32) text += fmt::format(" ({} products)", dtype_name(products));
   for (std::size_t i = 0; i < input_shapes.size(); ++i) {
     text += (i == 0 ? " " : " x ") + shape_string(input_shapes[i]);
   }

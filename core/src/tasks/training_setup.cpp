@@ -99,11 +99,23 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const Placem
 void check_training_setup(Device& device, const RunConfig& config, const PrecisionPlan& plan,
                           bool trains) {
   check_output_paths(config);
-  if (trains && config.model.linear_math != LinearMath::native)
+  // bf32 trains: f32 tensors, the dense layers' products in bf16.
+  if (trains && config.model.linear_math != LinearMath::native &&
+      config.model.linear_math != LinearMath::bf16_products)
     throw config.error("model.precision",
                        fmt::format("{} is for inference and evaluation (fine-tuning with do: "
-                                   "eval); train in bf16 or f32",
+                                   "eval); train in bf16, bf32 or f32",
                                    plan.name()));
+  if (trains && config.model.linear_math == LinearMath::bf16_products &&
+      !device.supports(DType::bf16))
+    throw config.error("model.precision",
+                       fmt::format("bf32 trains with bf16 products, and {} does not compute in "
+                                   "bf16{}; train in f32 (or mixed, which picks what computes "
+                                   "natively here)",
+                                   device.name(),
+                                   device.properties().mode == DeviceMode::model
+                                       ? ""
+                                       : " at this device.isa (bf16 needs avx512_core or above)"));
   const DType precision = plan.activations;
   // Evaluation alone (finetune.do: eval) computes as inference does, where
   // a CPU runs f16 as f16 products of f32 tensors (inference_precision.cpp).
@@ -137,6 +149,7 @@ TrainingJobOptions training_job_options(const RunConfig& config, const RunPlan& 
   o.batch = batch_shape(plan.placement);
   o.training.optimizer = optimizer_settings(config.optimizer);
   o.training.precision = plan.precision.activations;
+  if (plan.precision.linear_math == LinearMath::bf16_products) o.training.products = DType::bf16;
   o.training.dropout = {config.model.dropout,
                         config.model.attention_dropout.value_or(config.model.dropout)};
   o.training.seed = config.model.seed;

@@ -241,6 +241,12 @@ BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape m
   options.recompute = std::move(o.recompute);
   options.stage = stage;
   options.packed_sequences = o.packed_sequences;
+  if (o.products != DType::f32 && (precision != DType::f32 || o.products != DType::bf16))
+    throw ConfigError(
+        fmt::format("training products in {} need f32 tensors and bf16 (bf32), got "
+                    "{} tensors",
+                    dtype_name(o.products), dtype_name(precision)));
+  options.products = o.products;
   s.head = o.head.kind;
   s.bert = declare_bert(device, precision, options);
   s.declare_optimizer();

@@ -91,6 +91,10 @@ struct BertTrainingOptions {
   /// `precision`, cast from the masters after every optimizer step
   /// (train_kernels.hpp operand_types). LayerNorm statistics and losses f32.
   DType precision = DType::f32;
+  /// With precision f32: the type the dense layers round their operands to
+  /// before the products, f32 accumulation (bf16: bf32, the Intel seed's
+  /// training precision); f32 multiplies exactly.
+  DType products = DType::f32;
   /// Masks keyed by (seed, batch index, position in the step), so any
   /// replica, thread split or resume draws the same ones.
   DropoutSettings dropout{};
