@@ -8,7 +8,8 @@
 # text the machine ships (tests/reference_libraries/compare_tokenizers.py:
 # identical ids to BertTokenizerFast on every line, each difference from
 # BertTokenizer explained). Then `polyhal convert` of the TensorFlow fixture,
-# loaded by transformers (check_converted.py). The same environment makes the real-model
+# loaded by transformers (check_converted.py). Then runs reaching Weights &
+# Biases, offline (check_wandb.py). The same environment makes the real-model
 # references (tests/data/real_model/make_reference.py) and, with
 # --write-sample tests/data/tokenizer, the tokenizer regression sample.
 #
@@ -33,7 +34,7 @@ fi
 "$venv/bin/pip" install --disable-pip-version-check -q \
   transformers==4.38.2 tokenizers==0.15.2 safetensors==0.4.2 numpy==1.24.4 scipy==1.10.1 \
   scikit-learn==1.2.2 sentence-transformers==2.6.1 tbparse==0.0.8 tensorboard==2.15.2 \
-  pandas==2.0.3 h5py==3.10.0
+  pandas==2.0.3 h5py==3.10.0 wandb==0.31.0
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 "$venv/bin/python" "$root/tests/reference_libraries/check_exports.py" \
@@ -42,3 +43,5 @@ trap 'rm -rf "$work"' EXIT
   "$build/tests/tokenize_lines" "$build/models/all-MiniLM-L6-v2"
 "$venv/bin/python" "$root/tests/reference_libraries/check_converted.py" \
   "$build/launcher/polyhal" "$root" "$work"
+"$venv/bin/python" "$root/tests/reference_libraries/check_wandb.py" \
+  "$build/launcher/polyhal" "$work/wandb-check"

@@ -57,6 +57,9 @@ RULES = [
     (r"^scripts/fetch-real-model\.sh", "elsewhere", "scripts/test.sh runs it before the tests"),
     (r"^scripts/netns-hosts\.sh", "elsewhere",
      "tests/multihost_test.sh (ctest multihost_netns), as root with namespaces"),
+    (r"^(pip install wandb|scripts/wandb_log\.py|wandb sync)", "elsewhere",
+     "scripts/check-with-reference-libraries.sh (tests/reference_libraries/check_wandb.py, "
+     "offline: W&B's servers are not reachable here)"),
     (r"^scripts/check-with-reference-libraries\.sh", "not run",
      "installs transformers, TensorFlow and more into a venv (about 2 GB); run by hand"),
     (r"^bench/peers-venv\.sh|^build/peer-venv/bin/python", "not run",
