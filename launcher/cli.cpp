@@ -59,6 +59,19 @@ const std::vector<CommandSpec>& commands() {
        "  polyhal run pretrain-bert-large-phase1-ipu.yaml --compile-only   # will it fit?\n"
        "  mpirun -np 2 polyhal run pretrain.yaml --set collective=mpi\n"
        "  polyhal run pretrain.yaml --max-restarts 3   # restart from the last checkpoint\n"},
+      {"serve",
+       "serve a text model over HTTP: OpenAI and text-embeddings-inference embeddings",
+       "polyhal serve CONFIG [--backend NAME] [--set key.path=value]... [--check]",
+       "Loads the model of a text-inference config (model.dir, or hf_config, weights and "
+       "data.vocab) and answers POST /v1/embeddings (OpenAI's API) and POST /embed "
+       "(text-embeddings-inference's), GET /health, /ready, /v1/models and /metrics, batching "
+       "requests by tokens into packed rows. The config's serve section sets the address "
+       "(127.0.0.1:8080), limits and a bearer token; SIGTERM or Ctrl-C stops it after answering "
+       "what is in flight. docs/serving.md.",
+       {"plugins", "config", "serve"},
+       "  polyhal serve minilm.yaml\n"
+       "  polyhal serve minilm.yaml --set serve.port=9000 --set serve.host=0.0.0.0\n"
+       "  polyhal serve /etc/polyhal/serve.yaml --check   # load the model, do not listen\n"},
       {"validate",
        "check a config as run would, without running it",
        "polyhal validate CONFIG [--backend NAME] [--set key.path=value]... [--skip-inputs]",
@@ -229,6 +242,12 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
     d.add_options()("skip-inputs", po::bool_switch(&cl.run.skip_inputs),
                     "do not require the files the config reads (checkpoint.init, data.vocab, "
                     "finetune.train_file, ...) to exist here: a config for another machine");
+    return d;
+  }
+  if (group == "serve") {
+    po::options_description d("serve options");
+    d.add_options()("check", po::bool_switch(&cl.serve_check),
+                    "load the model and check the config, then exit 0 without listening");
     return d;
   }
   if (group == "supervise") {
@@ -560,7 +579,8 @@ CommandLine parse_command_line(int argc, char** argv) {
     if (cl.config_action == "reference" && !extra.empty())
       throw UsageError("'config reference' takes no config");
   }
-  if ((cl.command == "run" || cl.command == "validate" || cl.command == "config") &&
+  if ((cl.command == "run" || cl.command == "validate" || cl.command == "config" ||
+       cl.command == "serve") &&
       !extra.empty()) {
     if (extra.size() > 1 || !config.empty()) {
       throw UsageError(fmt::format("'{}' takes one config, got {}{}", cl.command,

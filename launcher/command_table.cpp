@@ -11,8 +11,9 @@
 namespace polyhal {
 
 std::span<const CommandRow> command_table() {
-  static constexpr std::array<CommandRow, 10> kCommands{{
+  static constexpr std::array<CommandRow, 11> kCommands{{
       {"run", run_command},
+      {"serve", serve_command},
       {"validate", validate_command},
       {"config", config_command},
       {"plugins", plugins_command},

@@ -36,6 +36,7 @@ int plugins_command(CommandLine& cl, int argc, char** argv);
 int devices_command(CommandLine& cl, int argc, char** argv);
 int validate_command(CommandLine& cl, int argc, char** argv);
 int run_command(CommandLine& cl, int argc, char** argv);
+int serve_command(CommandLine& cl, int argc, char** argv);
 int supervise_command(CommandLine& cl, int argc, char** argv);
 int pack_command(CommandLine& cl, int argc, char** argv);
 int convert_command(CommandLine& cl, int argc, char** argv);

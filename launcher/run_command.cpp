@@ -58,18 +58,6 @@ int supervise_run(const CommandLine& cl, int argc, char** argv) {
   return supervise(command, *cl.max_restarts);
 }
 
-/// Sets the log level and adds log.file's sink, returned so that the run
-/// can check at its end that every line reached the file.
-std::shared_ptr<LogFileSink> configure_logging(const CommonOptions& common,
-                                               const RunConfig& config) {
-  // The command line's --log-level, louder or quieter, beats the config's.
-  if (!common.log_level_given) spdlog::set_level(spdlog::level::from_str(config.log_level));
-  if (config.log_file.empty()) return nullptr;
-  auto sink = std::make_shared<LogFileSink>(config.log_file);
-  sink->set_pattern("%Y-%m-%dT%H:%M:%S.%e [%l] %v");
-  spdlog::default_logger()->sinks().push_back(sink);
-  return sink;
-}
 
 /// Runs a task's `step` and then checks its log file.
 template <class Step>
@@ -204,6 +192,17 @@ int run_as_mpi_rank(const CommonOptions& common, const RunOptions& run, const Ru
 }
 
 }  // namespace
+
+std::shared_ptr<LogFileSink> configure_logging(const CommonOptions& common,
+                                               const RunConfig& config) {
+  // The command line's --log-level, louder or quieter, beats the config's.
+  if (!common.log_level_given) spdlog::set_level(spdlog::level::from_str(config.log_level));
+  if (config.log_file.empty()) return nullptr;
+  auto sink = std::make_shared<LogFileSink>(config.log_file);
+  sink->set_pattern("%Y-%m-%dT%H:%M:%S.%e [%l] %v");
+  spdlog::default_logger()->sinks().push_back(sink);
+  return sink;
+}
 
 int run_workload(const CommonOptions& common, const RunOptions& given) {
   const RunConfig config = loaded_config(given);

@@ -16,6 +16,12 @@
 
 namespace polyhal {
 
+class LogFileSink;
+/// Sets the log level and adds log.file's sink, returned so that the run
+/// can check at its end that every line reached the file.
+std::shared_ptr<LogFileSink> configure_logging(const CommonOptions& common,
+                                               const RunConfig& config);
+
 /// Where to look for plugins. Permission to load from writable places comes
 /// from the command line only, never from a config file.
 PluginSearchOptions search_options(const CommonOptions& common,

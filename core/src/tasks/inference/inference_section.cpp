@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "polyhal/app/config_keys.hpp"
+#include "serve_section.hpp"
 
 namespace polyhal {
 namespace {
@@ -46,7 +47,8 @@ const TaskSchema& inference_schema() {
       .name = "inference",
       .sections = {"model", "batch", "collective", "data"},
       .required = {},
-      .own = {std::make_shared<const ConfigSection>(inference_section())},
+      .own = {std::make_shared<const ConfigSection>(inference_section()),
+              std::make_shared<const ConfigSection>(serve_section())},
       .check =
           [](const RunConfig& config) {
             if (config.batch.replicas != 1)

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "inference_section.hpp"
+#include "inference_setup.hpp"
 #include "packed_text_inference.hpp"
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/bert_weights.hpp"
@@ -100,9 +101,8 @@ void check_finite_weights(const RunConfig& config, const TensorMap& weights) {
   }
 }
 
-/// The model's weights: seeded, or from model.weights. Without heads the
-/// encoder of any BERT file serves (a BertModel as sentence-transformers
-/// ships it); the heads a file has beyond it are logged as unused.
+}  // namespace
+
 TensorMap read_inference_weights(const RunConfig& config, const BertConfig& model,
                                  const TaskHead& head, bool with_heads, bool* pooler_absent) {
   if (config.model.weights.empty()) return init_bert_weights(model, config.model.seed, head);
@@ -123,8 +123,6 @@ TensorMap read_inference_weights(const RunConfig& config, const BertConfig& mode
   return weights;
 }
 
-}  // namespace
-
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());
@@ -138,7 +136,8 @@ namespace {
 /// Text inference: every example of data.text_file through the model in
 /// batches (the last filled with empty examples whose results are dropped),
 /// one JSON line per example in inference.output.
-/// The sentence embedding the config and the model's directory ask for, said once.
+}  // namespace
+
 SentencePooling text_pooling(const RunConfig& config) {
   const auto& section = config.section<InferenceSection>();
   const auto& model = config.model;
@@ -154,6 +153,8 @@ SentencePooling text_pooling(const RunConfig& config) {
                  pooling.source.empty() ? "" : " (from " + pooling.source + ")");
   return pooling;
 }
+
+namespace {
 
 void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTokenizer& tokenizer,
                 const TaskHead& head, bool pooler_absent, InferenceResult& result) {

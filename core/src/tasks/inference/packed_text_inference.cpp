@@ -14,11 +14,6 @@ namespace {
 /// file; each chunk's last row may be partly empty.
 constexpr std::size_t kLinesPerChunk = 8192;
 
-/// A line's real tokens (no padding).
-struct LineTokens {
-  std::vector<std::int32_t> ids, types;
-};
-
 /// Hugging Face's BertPooler on one [CLS] row: tanh(W x + b), W [out, in].
 std::vector<float> host_pooler(std::span<const float> cls, const HostTensor& weight,
                                const HostTensor& bias) {
@@ -35,9 +30,75 @@ std::vector<float> host_pooler(std::span<const float> cls, const HostTensor& wei
 
 }  // namespace
 
-void infer_packed_text(BertInference& bert, const PackedTextJob& job, InferenceResult& result) {
+void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
+                      const Encoding& filler, const PackedLineDone& done, InferenceResult* stats) {
   const BertShape shape = bert.shape();
   const auto seq = static_cast<std::size_t>(shape.seq);
+  std::vector<std::int64_t> lengths(lines.size());
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    lengths[i] = static_cast<std::int64_t>(lines[i].ids.size());
+  BertOutputs outputs;
+  for (const PackedBatch& batch : pack_lines(lengths, shape.seq, shape.batch, shape.seq)) {
+    BertInputs in;
+    in.input_ids.assign(static_cast<std::size_t>(shape.batch) * seq, 0);
+    in.token_type_ids.assign(in.input_ids.size(), 0);
+    in.attention_mask.assign(in.input_ids.size(), 0);
+    in.position_ids.assign(in.input_ids.size(), 0);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(shape.batch); ++r) {
+      const std::size_t row = r * seq;
+      if (r >= batch.rows.size()) {
+        for (std::size_t t = 0; t < seq && filler.attention_mask[t] != 0; ++t) {
+          in.input_ids[row + t] = filler.input_ids[t];
+          in.attention_mask[row + t] = 1;
+          in.position_ids[row + t] = static_cast<std::int32_t>(t);
+        }
+        continue;
+      }
+      for (std::size_t k = 0; k < batch.rows[r].size(); ++k) {
+        const PackedSlot& slot = batch.rows[r][k];
+        const LineTokens& line = lines[slot.example];
+        for (std::size_t t = 0; t < line.ids.size(); ++t) {
+          const std::size_t at = row + static_cast<std::size_t>(slot.offset) + t;
+          in.input_ids[at] = line.ids[t];
+          in.token_type_ids[at] = line.types[t];
+          in.attention_mask[at] = static_cast<std::int32_t>(k + 1);
+          in.position_ids[at] = static_cast<std::int32_t>(t);
+        }
+      }
+    }
+    const auto start = std::chrono::steady_clock::now();
+    bert.run(in, &outputs);
+    if (stats) {
+      stats->computed_tokens += shape.batch * shape.seq;
+      stats->batch_seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    const std::size_t h =
+        outputs.last_hidden_state.size() / (static_cast<std::size_t>(shape.batch) * seq);
+    for (std::size_t r = 0; r < batch.rows.size(); ++r) {
+      for (const PackedSlot& slot : batch.rows[r]) {
+        const std::size_t n = lines[slot.example].ids.size();
+        done(slot.example,
+             std::span<const float>(outputs.last_hidden_state.data() +
+                                        (r * seq + static_cast<std::size_t>(slot.offset)) * h,
+                                    n * h));
+      }
+    }
+  }
+}
+
+LineTokens line_tokens(const Encoding& e) {
+  const auto n = static_cast<std::size_t>(std::count_if(
+      e.attention_mask.begin(), e.attention_mask.end(), [](std::int32_t m) { return m != 0; }));
+  LineTokens out;
+  out.ids.assign(e.input_ids.begin(), e.input_ids.begin() + static_cast<std::ptrdiff_t>(n));
+  out.types.assign(e.token_type_ids.begin(),
+                   e.token_type_ids.begin() + static_cast<std::ptrdiff_t>(n));
+  return out;
+}
+
+void infer_packed_text(BertInference& bert, const PackedTextJob& job, InferenceResult& result) {
+  const BertShape shape = bert.shape();
   const auto h = static_cast<std::size_t>(result.config.hidden_size);
   const auto& lines = *job.lines;
   const auto& tokenizer = *job.tokenizer;
@@ -45,65 +106,20 @@ void infer_packed_text(BertInference& bert, const PackedTextJob& job, InferenceR
   // own, so every row keeps the block structure packed attention needs.
   const Encoding filler = tokenizer.encode("", std::nullopt, shape.seq);
   const auto began = std::chrono::steady_clock::now();
-  BertOutputs outputs;
   for (std::size_t first = 0; first < lines.size(); first += kLinesPerChunk) {
     const std::size_t count = std::min(kLinesPerChunk, lines.size() - first);
     std::vector<LineTokens> tokens(count);
-    std::vector<std::int64_t> lengths(count);
     for (std::size_t i = 0; i < count; ++i) {
       const auto& line = lines[first + i];
-      const Encoding e = tokenizer.encode(line.a, line.b, shape.seq);
-      const auto n = static_cast<std::size_t>(std::count_if(
-          e.attention_mask.begin(), e.attention_mask.end(), [](std::int32_t m) { return m != 0; }));
-      tokens[i].ids.assign(e.input_ids.begin(),
-                           e.input_ids.begin() + static_cast<std::ptrdiff_t>(n));
-      tokens[i].types.assign(e.token_type_ids.begin(),
-                             e.token_type_ids.begin() + static_cast<std::ptrdiff_t>(n));
-      lengths[i] = static_cast<std::int64_t>(n);
-      result.real_tokens += static_cast<std::int64_t>(n);
+      tokens[i] = line_tokens(tokenizer.encode(line.a, line.b, shape.seq));
+      result.real_tokens += static_cast<std::int64_t>(tokens[i].ids.size());
     }
-    for (const PackedBatch& batch : pack_lines(lengths, shape.seq, shape.batch, shape.seq)) {
-      BertInputs in;
-      in.input_ids.assign(static_cast<std::size_t>(shape.batch) * seq, 0);
-      in.token_type_ids.assign(in.input_ids.size(), 0);
-      in.attention_mask.assign(in.input_ids.size(), 0);
-      in.position_ids.assign(in.input_ids.size(), 0);
-      for (std::size_t r = 0; r < static_cast<std::size_t>(shape.batch); ++r) {
-        const std::size_t row = r * seq;
-        if (r >= batch.rows.size()) {
-          for (std::size_t t = 0; t < seq && filler.attention_mask[t] != 0; ++t) {
-            in.input_ids[row + t] = filler.input_ids[t];
-            in.attention_mask[row + t] = 1;
-            in.position_ids[row + t] = static_cast<std::int32_t>(t);
-          }
-          continue;
-        }
-        for (std::size_t k = 0; k < batch.rows[r].size(); ++k) {
-          const PackedSlot& slot = batch.rows[r][k];
-          const LineTokens& line = tokens[slot.example];
-          for (std::size_t t = 0; t < line.ids.size(); ++t) {
-            const std::size_t at = row + static_cast<std::size_t>(slot.offset) + t;
-            in.input_ids[at] = line.ids[t];
-            in.token_type_ids[at] = line.types[t];
-            in.attention_mask[at] = static_cast<std::int32_t>(k + 1);
-            in.position_ids[at] = static_cast<std::int32_t>(t);
-          }
-        }
-      }
-      result.computed_tokens += shape.batch * shape.seq;
-      const auto start = std::chrono::steady_clock::now();
-      bert.run(in, &outputs);
-      result.batch_seconds.push_back(
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      for (std::size_t r = 0; r < batch.rows.size(); ++r) {
-        for (const PackedSlot& slot : batch.rows[r]) {
-          const LineTokens& line = tokens[slot.example];
+    run_packed_lines(
+        bert, tokens, filler,
+        [&](std::size_t example, std::span<const float> hidden) {
+          const LineTokens& line = tokens[example];
           const std::size_t n = line.ids.size();
-          const std::span<const float> hidden(
-              outputs.last_hidden_state.data() +
-                  (r * seq + static_cast<std::size_t>(slot.offset)) * h,
-              n * h);
-          const std::size_t index = first + slot.example;
+          const std::size_t index = first + example;
           nlohmann::json out{{"index", index}, {"line", index + 1}};
           nlohmann::json names = nlohmann::json::array();
           for (const std::int32_t id : line.ids) names.push_back(tokenizer.token(id));
@@ -123,9 +139,8 @@ void infer_packed_text(BertInference& bert, const PackedTextJob& job, InferenceR
           }
           job.write(out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
           ++result.text_examples;
-        }
-      }
-    }
+        },
+        &result);
   }
   result.measured_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();

@@ -36,6 +36,24 @@ struct PackedTextJob {
   std::function<void(const std::string&)> write;
 };
 
+/// A line's real tokens (no padding).
+struct LineTokens {
+  std::vector<std::int32_t> ids, types;
+};
+/// The real tokens of a tokenizer's (padded) encoding.
+LineTokens line_tokens(const Encoding& encoding);
+
+/// Called with each line's index and its last hidden state [tokens, H].
+using PackedLineDone = std::function<void(std::size_t, std::span<const float>)>;
+
+/// Runs `lines` through `bert` (prepared for packed rows, without heads),
+/// several to a row, each attending only to itself; rows the lines leave
+/// empty hold `filler` ([CLS] [SEP]). `done` gets every line once, batch by
+/// batch. Adds computed tokens and batch times to `stats` when given.
+void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
+                      const Encoding& filler, const PackedLineDone& done,
+                      InferenceResult* stats = nullptr);
+
 /// Runs every line through `bert` (prepared for packed rows, without heads)
 /// and fills result's timings and counts.
 void infer_packed_text(BertInference& bert, const PackedTextJob& job, InferenceResult& result);

@@ -1,0 +1,47 @@
+#pragma once
+/// @file serve_settings.hpp
+/// `polyhal serve`'s config section `serve` (task inference): where it
+/// listens, how requests are batched, and the limits that keep a hostile or
+/// overloaded client from taking it down (docs/serving.md).
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "polyhal/app/config.hpp"
+#include "polyhal/app/not_for_plugins.hpp"
+
+namespace polyhal {
+
+struct ServeSettings {
+  static constexpr const char* kSection = "serve";
+  /// Loopback unless told otherwise: 0.0.0.0 or an address to expose it.
+  std::string host = "127.0.0.1";
+  int port = 8080;  ///< 0: any free port (said in the log and on stdout)
+  /// A batch holds sequences up to this many real tokens in all (packed
+  /// into batch.micro rows of model.seq_len; more rows are more model calls).
+  std::int64_t max_batch_tokens = 16384;
+  /// How long the first waiting request may wait for others to share its batch.
+  double max_wait_ms = 2.0;
+  /// Requests waiting or running at most; more are answered 429.
+  std::int64_t max_queue = 256;
+  std::int64_t max_body_bytes = 1 << 20;  ///< larger bodies are answered 413
+  std::int64_t max_inputs = 512;          ///< texts per request
+  /// Texts longer than model.seq_len tokens: truncated (true) or refused 413.
+  bool truncate = true;
+  /// Seconds a client has to send its headers and body, and to read the answer.
+  double timeout_seconds = 10.0;
+  /// Connections open at once; more wait in the kernel's backlog.
+  std::int64_t max_connections = 512;
+  /// A file holding the bearer token every request but /health must carry
+  /// (Authorization: Bearer TOKEN); empty: no token.
+  std::filesystem::path api_key_file;
+  /// The model's name in answers and /v1/models; empty: the model directory's
+  /// name, else the preset's.
+  std::string model_name;
+};
+
+/// The `serve` section of an inference config (its defaults when the file
+/// has none).
+const ServeSettings& serve_settings(const RunConfig& config);
+
+}  // namespace polyhal

@@ -1,0 +1,51 @@
+// Config section `serve` (polyhal serve), read by task inference.
+#include "serve_section.hpp"
+
+#include "polyhal/app/config_keys.hpp"
+
+namespace polyhal {
+
+ConfigSection serve_section() {
+  using S = ServeSettings;
+  auto section = task_section<S>();
+  SectionKeys<S> keys(section, task_section_of<S>);
+  keys.add("host", &S::host,
+           "polyhal serve: the address to listen on (loopback unless told otherwise)")
+      .add("port", &S::port, "polyhal serve: the TCP port (0: any free one, printed at start)",
+           [](const ConfigValue& v) { return static_cast<int>(v.integer(0, 65535)); })
+      .add("max_batch_tokens", &S::max_batch_tokens,
+           "polyhal serve: real tokens one batch of requests holds at most (packed into rows)",
+           at_least(1, 1 << 24))
+      .add("max_wait_ms", &S::max_wait_ms,
+           "polyhal serve: how long a request waits for others to share its batch",
+           [](const ConfigValue& v) {
+             const double ms = v.number();
+             if (!(ms >= 0.0 && ms <= 10'000.0)) v.fail("expected 0 to 10000 ms");
+             return ms;
+           })
+      .add("max_queue", &S::max_queue,
+           "polyhal serve: requests waiting or running at most (more: 429 with Retry-After)",
+           at_least(1, 1'000'000))
+      .add("max_body_bytes", &S::max_body_bytes,
+           "polyhal serve: the largest request body (more: 413)", at_least(64, 1 << 30))
+      .add("max_inputs", &S::max_inputs, "polyhal serve: texts per request at most",
+           at_least(1, 1'000'000))
+      .add("truncate", &S::truncate,
+           "polyhal serve: texts over model.seq_len tokens are truncated; false: refused (413)")
+      .add("timeout_seconds", &S::timeout_seconds,
+           "polyhal serve: time a client has to send a request and to read the answer", seconds())
+      .add("max_connections", &S::max_connections, "polyhal serve: connections open at once",
+           at_least(1, 100'000))
+      .add("api_key_file", &S::api_key_file,
+           "polyhal serve: a file holding the bearer token requests must carry", {},
+           {.input = InputPath::file})
+      .add("model_name", &S::model_name,
+           "polyhal serve: the model's name in answers (default: the model directory's name)");
+  return section;
+}
+
+const ServeSettings& serve_settings(const RunConfig& config) {
+  return config.section<ServeSettings>();
+}
+
+}  // namespace polyhal

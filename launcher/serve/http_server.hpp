@@ -1,0 +1,60 @@
+#pragma once
+// `polyhal serve`'s HTTP/1.1 server on Boost.Beast (Debian's libboost-dev,
+// the Boost polyhal already uses; header-only, asynchronous, with the
+// parser limits and timeouts an exposed server needs). Routes:
+//   POST /v1/embeddings   OpenAI embeddings API
+//   POST /embed           text-embeddings-inference's
+//   GET  /health          the process answers (no token needed)
+//   GET  /ready           the model is loaded and warm, and not draining
+//   GET  /v1/models       the served model, OpenAI's list shape
+//   GET  /metrics         Prometheus text (serve_metrics.hpp)
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "polyhal/app/serve_settings.hpp"
+#include "polyhal/app/text_embedder.hpp"
+#include "serve/embed_batcher.hpp"
+#include "serve/serve_metrics.hpp"
+
+namespace polyhal::serve {
+
+/// What every connection shares.
+struct ServerState {
+  TextEmbedder& model;
+  const ServeSettings& settings;
+  std::string model_name;
+  std::string api_key;  ///< empty: none required
+  ServeMetrics metrics;
+  EmbedBatcher batcher;
+  std::atomic<bool> ready{false}, draining{false};
+  std::atomic<std::int64_t> in_flight{0};  ///< requests read and not yet answered
+  ServerState(TextEmbedder& m, const ServeSettings& s, std::string name, std::string key)
+      : model(m),
+        settings(s),
+        model_name(std::move(name)),
+        api_key(std::move(key)),
+        batcher(m, s, metrics) {}
+};
+
+class HttpServer {
+ public:
+  explicit HttpServer(ServerState& state);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  /// Binds serve.host:serve.port; returns the port (serve.port 0: the one
+  /// the kernel chose). Throws ConfigError naming the key when it cannot.
+  unsigned short listen();
+  /// Serves on `threads` I/O threads until SIGINT or SIGTERM; then refuses
+  /// new requests (503), answers those in flight and returns.
+  void run(int threads);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace polyhal::serve

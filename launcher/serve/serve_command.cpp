@@ -1,0 +1,100 @@
+// `polyhal serve CONFIG`: a text-inference config's model held open behind
+// an HTTP server (docs/serving.md).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "command_table.hpp"
+#include "log_file_sink.hpp"
+#include "polyhal/app/serve_settings.hpp"
+#include "polyhal/app/text_embedder.hpp"
+#include "polyhal/error.hpp"
+#include "run_setup.hpp"
+#include "serve/http_server.hpp"
+
+namespace polyhal {
+namespace {
+
+/// serve.api_key_file's token (surrounding whitespace dropped).
+std::string read_api_key(const RunConfig& config) {
+  const auto& file = serve_settings(config).api_key_file;
+  if (file.empty()) return {};
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string key = text.str();
+  const auto first = key.find_first_not_of(" \t\r\n");
+  const auto last = key.find_last_not_of(" \t\r\n");
+  key = first == std::string::npos ? "" : key.substr(first, last - first + 1);
+  if (!in || key.empty() || key.find_first_of(" \t\r\n") != std::string::npos)
+    throw config.error("serve.api_key_file",
+                       fmt::format("{}: expected one token (a line without spaces)",
+                                   file.string()));
+  return key;
+}
+
+std::string served_name(const RunConfig& config, const RunPlan& plan) {
+  const auto& s = serve_settings(config);
+  if (!s.model_name.empty()) return s.model_name;
+  auto dir = config.model.dir;
+  if (!dir.empty()) return (dir.has_filename() ? dir : dir.parent_path()).filename().string();
+  return plan.model.name;
+}
+
+/// A few texts of several lengths through the model before /ready says so:
+/// the first batches prepare kernels and touch memory.
+void warm_up(TextEmbedder& model) {
+  std::vector<TextEmbedder::Text> texts;
+  std::string words;
+  for (int n : {1, 8, 40, 200}) {
+    while (static_cast<int>(words.size()) < n * 6) words += "warm up the model ";
+    texts.push_back(model.tokenize(words));
+  }
+  for (int i = 0; i < 2; ++i) (void)model.embed(texts);
+}
+
+}  // namespace
+
+int serve_command(CommandLine& cl, int, char**) {
+  require_config(cl);
+  const RunConfig config = loaded_config(cl.run);
+  if (config.task != "inference")
+    throw config.error("task", fmt::format("{}: polyhal serve serves a text model: task: inference "
+                                           "(model.dir or hf_config and weights)",
+                                           config.task));
+  check_input_paths(config);
+  const auto log = configure_logging(cl.common, config);
+  const OpenedRun opened = open_configured_run(cl.common, config, WorldShape{}, false);
+  TextEmbedder model(opened.device(), config, opened.plan);
+  const std::string name = served_name(config, opened.plan);
+  const std::string key = read_api_key(config);
+  const auto& settings = serve_settings(config);
+  const std::string what = fmt::format(
+      "model {} ({} dimensions, {} tokens at most, {}) on {} {}, batches of up to {} tokens in "
+      "rows of {}",
+      name, model.dimensions(), model.max_tokens(), model.pooling_description(), config.backend,
+      opened.device().name(), settings.max_batch_tokens, model.max_tokens());
+  if (cl.serve_check) {
+    std::cout << "ok: polyhal serve would serve " << what << " on " << settings.host << ":"
+              << settings.port << (key.empty() ? "" : " (bearer token required)") << "\n";
+    return 0;
+  }
+  serve::ServerState state(model, settings, name, key);
+  serve::HttpServer server(state);
+  const unsigned short port = server.listen();
+  warm_up(model);
+  state.ready = true;
+  std::cout << fmt::format("polyhal serve: listening on http://{}:{}/ ({}){}\n", settings.host,
+                           port, what, key.empty() ? "" : "; bearer token required")
+            << std::flush;
+  spdlog::info("serve: ready on {}:{}", settings.host, port);
+  server.run(2);
+  std::cout << "polyhal serve: stopped; every request in flight was answered\n" << std::flush;
+  if (log) log->check();
+  return 0;
+}
+
+}  // namespace polyhal
