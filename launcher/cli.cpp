@@ -60,7 +60,7 @@ const std::vector<CommandSpec>& commands() {
        "  mpirun -np 2 polyhal run pretrain.yaml --set collective=mpi\n"
        "  polyhal run pretrain.yaml --max-restarts 3   # restart from the last checkpoint\n"},
       {"serve",
-       "serve a text model over HTTP: OpenAI and text-embeddings-inference embeddings",
+       "serve embeddings over HTTP (OpenAI and TEI APIs)",
        "polyhal serve CONFIG [--backend NAME] [--set key.path=value]... [--check]",
        "Loads the model of a text-inference config (model.dir, or hf_config, weights and "
        "data.vocab) and answers POST /v1/embeddings (OpenAI's API) and POST /embed "

@@ -32,7 +32,7 @@ struct CommandLine {
   std::string convert_to = "hf";  ///< convert --to
   bool max_seq_len_given = false;
   bool device_options = false;      ///< devices --options
-  bool serve_check = false;  ///< serve --check: load and validate, do not listen
+  bool serve_check = false;         ///< serve --check: load and validate, do not listen
   bool chain = false;               ///< report --chain: runs one after another on one step axis
   std::string config_action;        ///< config show | config reference
   std::optional<int> max_restarts;  ///< run --max-restarts, supervise --max-restarts

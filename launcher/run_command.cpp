@@ -58,7 +58,6 @@ int supervise_run(const CommandLine& cl, int argc, char** argv) {
   return supervise(command, *cl.max_restarts);
 }
 
-
 /// Runs a task's `step` and then checks its log file.
 template <class Step>
 int logged(const std::shared_ptr<LogFileSink>& log, Step&& step) {

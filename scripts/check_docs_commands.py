@@ -60,6 +60,8 @@ RULES = [
     (r"^(pip install wandb|scripts/wandb_log\.py|wandb sync)", "elsewhere",
      "scripts/check-with-reference-libraries.sh (tests/reference_libraries/check_wandb.py, "
      "offline: W&B's servers are not reachable here)"),
+    (r"^(polyhal serve |build/launcher/polyhal serve |curl -s localhost:8080)", "elsewhere",
+     "tests/serve_test.py (ctest serve_http) starts polyhal serve and sends these requests"),
     (r"^scripts/check-with-reference-libraries\.sh", "not run",
      "installs transformers, TensorFlow and more into a venv (about 2 GB); run by hand"),
     (r"^bench/peers-venv\.sh|^build/peer-venv/bin/python", "not run",

@@ -60,9 +60,9 @@ TEST(LauncherCli, HelpForEveryCommandAndTheOverview) {
     const auto summary = line.find_first_not_of(' ', line.find(' ', 2));
     EXPECT_NE(summary, std::string::npos) << "no summary: " << line;
   }
-  EXPECT_EQ(listed, 11) << r.output;
-  for (const char* command : {"plugins", "devices", "run", "validate", "pack", "prepare-data",
-                              "convert", "config", "report", "supervise", "help"})
+  EXPECT_EQ(listed, 12) << r.output;
+  for (const char* command : {"plugins", "devices", "run", "serve", "validate", "pack",
+                              "prepare-data", "convert", "config", "report", "supervise", "help"})
     EXPECT_NE(r.output.find(std::string("\n  ") + command), std::string::npos) << command;
   EXPECT_NE(r.output.find("4 a replica was lost"), std::string::npos) << r.output;
   r = run_polyhal("help run");

@@ -28,8 +28,7 @@ EmbedBatcher::~EmbedBatcher() {
 bool EmbedBatcher::submit(EmbedJob&& job) {
   {
     const std::scoped_lock lock(mutex_);
-    if (draining_ ||
-        static_cast<std::int64_t>(queue_.size()) + running_ >= settings_.max_queue)
+    if (draining_ || static_cast<std::int64_t>(queue_.size()) + running_ >= settings_.max_queue)
       return false;
     queue_.push_back(std::move(job));
     metrics_.queue_depth = static_cast<std::int64_t>(queue_.size()) + running_;
@@ -95,7 +94,8 @@ void EmbedBatcher::work() {
     for (auto& job : batch) {
       std::vector<std::vector<float>> mine;
       if (error.empty())
-        for (std::size_t i = 0; i < job.texts.size(); ++i) mine.push_back(std::move(embeddings[at + i]));
+        for (std::size_t i = 0; i < job.texts.size(); ++i)
+          mine.push_back(std::move(embeddings[at + i]));
       at += job.texts.size();
       job.done(std::move(mine), error);
     }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/strand.hpp>
@@ -60,7 +61,7 @@ class Session : public std::enable_shared_from_this<Session> {
         self->keep_alive_ = false;
         self->endpoint_ = "-";
         self->started_ = Clock::now();
-        ++self->state_.in_flight;
+        ++self->state_.metrics.in_flight;
         self->reply_error(503, "the server has serve.max_connections connections open; retry",
                           false);
         return;
@@ -75,10 +76,9 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_->body_limit(static_cast<std::uint64_t>(state_.settings.max_body_bytes));
     parser_->header_limit(16 * 1024);
     stream_.expires_after(timeout());
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->on_read(ec);
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->on_read(ec); });
   }
 
   std::chrono::steady_clock::duration timeout() const {
@@ -93,7 +93,7 @@ class Session : public std::enable_shared_from_this<Session> {
       return;
     }
     started_ = Clock::now();
-    ++state_.in_flight;
+    ++state_.metrics.in_flight;
     keep_alive_ = false;
     endpoint_ = "-";
     if (ec == http::error::body_limit) {
@@ -221,7 +221,7 @@ class Session : public std::enable_shared_from_this<Session> {
     stream_.expires_after(timeout());
     http::async_write(stream_, *response,
                       [self = shared_from_this(), response](beast::error_code ec, std::size_t) {
-                        --self->state_.in_flight;
+                        --self->state_.metrics.in_flight;
                         if (ec || !response->keep_alive()) return self->close();
                         self->read();
                       });
@@ -288,9 +288,10 @@ unsigned short HttpServer::listen() {
   beast::error_code ec;
   const auto address = net::ip::make_address(s.host, ec);
   if (ec)
-    throw ConfigError(fmt::format("key 'serve.host': '{}' is not an IP address (127.0.0.1, ::1, "
-                                  "0.0.0.0)",
-                                  s.host));
+    throw ConfigError(
+        fmt::format("key 'serve.host': '{}' is not an IP address (127.0.0.1, ::1, "
+                    "0.0.0.0)",
+                    s.host));
   const tcp::endpoint where(address, static_cast<unsigned short>(s.port));
   m.acceptor.open(where.protocol(), ec);
   if (!ec) m.acceptor.set_option(net::socket_base::reuse_address(true), ec);
@@ -305,13 +306,17 @@ unsigned short HttpServer::listen() {
 
 void HttpServer::run(int threads) {
   auto& m = *impl_;
+  // A request waiting for its batch has no operation pending on the I/O
+  // context: without the guard, run() would return once the acceptor closes
+  // and the answers posted later would never be written.
+  auto guard = net::make_work_guard(m.io);
   m.accept();
   net::signal_set signals(m.io, SIGINT, SIGTERM);
   std::thread drainer;
   signals.async_wait([&](beast::error_code ec, int signal) {
     if (ec) return;
     spdlog::info("serve: {}: refusing new requests, answering the {} in flight", strsignal(signal),
-                 m.state.in_flight.load());
+                 m.state.metrics.in_flight.load());
     m.state.draining = true;
     beast::error_code ignored;
     m.acceptor.close(ignored);
@@ -319,7 +324,7 @@ void HttpServer::run(int threads) {
       m.state.batcher.drain();
       // Answers are written on the I/O threads: wait for them (bounded).
       const auto until = Clock::now() + std::chrono::seconds(30);
-      while (m.state.in_flight.load() > 0 && Clock::now() < until)
+      while (m.state.metrics.in_flight.load() > 0 && Clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
       m.io.stop();
     });

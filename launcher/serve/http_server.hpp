@@ -29,7 +29,6 @@ struct ServerState {
   ServeMetrics metrics;
   EmbedBatcher batcher;
   std::atomic<bool> ready{false}, draining{false};
-  std::atomic<std::int64_t> in_flight{0};  ///< requests read and not yet answered
   ServerState(TextEmbedder& m, const ServeSettings& s, std::string name, std::string key)
       : model(m),
         settings(s),

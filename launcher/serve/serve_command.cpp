@@ -30,9 +30,9 @@ std::string read_api_key(const RunConfig& config) {
   const auto last = key.find_last_not_of(" \t\r\n");
   key = first == std::string::npos ? "" : key.substr(first, last - first + 1);
   if (!in || key.empty() || key.find_first_of(" \t\r\n") != std::string::npos)
-    throw config.error("serve.api_key_file",
-                       fmt::format("{}: expected one token (a line without spaces)",
-                                   file.string()));
+    throw config.error(
+        "serve.api_key_file",
+        fmt::format("{}: expected one token (a line without spaces)", file.string()));
   return key;
 }
 

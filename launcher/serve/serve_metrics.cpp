@@ -27,8 +27,8 @@ std::string Histogram::text(const std::string& name, const std::string& help) co
     out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cumulative);
   }
   cumulative += counts_.back();
-  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cumulative, name,
-                     sum_, name, count_);
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, cumulative,
+                     name, sum_, name, count_);
   return out;
 }
 
@@ -73,6 +73,8 @@ std::string ServeMetrics::text() const {
       "# TYPE polyhal_request_errors_total counter\npolyhal_request_errors_total {}\n"
       "# HELP polyhal_queue_depth Requests waiting for or in a batch.\n"
       "# TYPE polyhal_queue_depth gauge\npolyhal_queue_depth {}\n"
+      "# HELP polyhal_requests_in_flight Requests read and not yet answered.\n"
+      "# TYPE polyhal_requests_in_flight gauge\npolyhal_requests_in_flight {}\n"
       "# HELP polyhal_open_connections Client connections open.\n"
       "# TYPE polyhal_open_connections gauge\npolyhal_open_connections {}\n"
       "# HELP polyhal_batches_total Batches the model ran.\n"
@@ -85,8 +87,9 @@ std::string ServeMetrics::text() const {
       "# TYPE polyhal_model_seconds_total counter\npolyhal_model_seconds_total {}\n"
       "# HELP polyhal_model_tokens_per_second Real tokens per second of model time so far.\n"
       "# TYPE polyhal_model_tokens_per_second gauge\npolyhal_model_tokens_per_second {}\n",
-      errors, queue_depth.load(), connections.load(), batches_.load(), texts_.load(),
-      tokens_.load(), seconds, seconds > 0 ? static_cast<double>(tokens_.load()) / seconds : 0.0);
+      errors, queue_depth.load(), in_flight.load(), connections.load(), batches_.load(),
+      texts_.load(), tokens_.load(), seconds,
+      seconds > 0 ? static_cast<double>(tokens_.load()) / seconds : 0.0);
   out += latency_.text("polyhal_request_seconds", "Time from a request's arrival to its answer.");
   out += batch_texts_.text("polyhal_batch_texts", "Texts per batch.");
   out += batch_tokens_.text("polyhal_batch_tokens", "Real tokens per batch.");

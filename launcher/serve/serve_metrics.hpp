@@ -35,6 +35,7 @@ class ServeMetrics {
   void batch(std::int64_t texts, std::int64_t tokens, double seconds);
   std::atomic<std::int64_t> queue_depth{0};
   std::atomic<std::int64_t> connections{0};
+  std::atomic<std::int64_t> in_flight{0};  ///< requests read and not yet answered
   /// The whole page.
   std::string text() const;
 

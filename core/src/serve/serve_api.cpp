@@ -51,8 +51,8 @@ std::vector<std::string> texts(const json& doc, const char* key, const ApiLimits
                                         "text; send the strings",
                                         key, i));
       if (!item.is_string())
-        throw ApiError(400, fmt::format("'{}'[{}] is {}, expected a string", key, i,
-                                        type_name(item)));
+        throw ApiError(400,
+                       fmt::format("'{}'[{}] is {}, expected a string", key, i, type_name(item)));
       out.push_back(item.get<std::string>());
     }
   } else {
@@ -111,8 +111,8 @@ EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits) {
   out.truncate = optional_bool(doc, "truncate");
   if (const auto it = doc.find("truncation_direction"); it != doc.end() && !it->is_null()) {
     if (!it->is_string() || (*it != "Right" && *it != "right"))
-      throw ApiError(400, fmt::format("'truncation_direction' is {}: only \"Right\" is served",
-                                      it->dump()));
+      throw ApiError(
+          400, fmt::format("'truncation_direction' is {}: only \"Right\" is served", it->dump()));
   }
   return out;
 }
@@ -146,8 +146,8 @@ std::string base64_encode(std::span<const std::uint8_t> bytes) {
   return out;
 }
 
-std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embeddings,
-                                     bool base64, const std::string& model, std::int64_t tokens) {
+std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embeddings, bool base64,
+                                     const std::string& model, std::int64_t tokens) {
   json data = json::array();
   for (std::size_t i = 0; i < embeddings.size(); ++i) {
     json item{{"object", "embedding"}, {"index", i}};
@@ -205,7 +205,7 @@ std::string tei_error_body(int status, const std::string& message) {
                      : status >= 500 ? "Backend"
                                      : "Validation";
   return json{{"error", message}, {"error_type", kind}}.dump(-1, ' ', false,
-                                                               json::error_handler_t::replace);
+                                                             json::error_handler_t::replace);
 }
 
 }  // namespace polyhal

@@ -58,8 +58,8 @@ EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits);
 /// The OpenAI answer: {"object": "list", "data": [{"object": "embedding",
 /// "index", "embedding"}], "model", "usage": {"prompt_tokens", "total_tokens"}};
 /// base64 embeddings are the little-endian f32 bytes.
-std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embeddings,
-                                     bool base64, const std::string& model, std::int64_t tokens);
+std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embeddings, bool base64,
+                                     const std::string& model, std::int64_t tokens);
 /// TEI's answer: [[f32...], ...].
 std::string tei_embed_answer(const std::vector<std::vector<float>>& embeddings);
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "polyhal/app/config.hpp"
-#include "polyhal/app/run_plan.hpp"
 #include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/app/run_plan.hpp"
 #include "polyhal/device.hpp"
 
 namespace polyhal {

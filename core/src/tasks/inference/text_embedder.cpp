@@ -52,8 +52,7 @@ struct TextEmbedder::Impl {
     bert.load_weights(read_inference_weights(config, dims, {}, false, &pooler_absent));
     normalizes = pooling.normalize;
     pooling.normalize = false;
-    pooling_text = fmt::format("{} pooling{}{}", pooling.mode,
-                               normalizes ? ", L2-normalised" : "",
+    pooling_text = fmt::format("{} pooling{}{}", pooling.mode, normalizes ? ", L2-normalised" : "",
                                pooling.source.empty() ? "" : " (from " + pooling.source + ")");
   }
 };

@@ -1,0 +1,299 @@
+"""`polyhal serve` with real clients (issue 55): Python's own HTTP client
+and raw sockets against a server this test starts on a free loopback port.
+
+- /v1/embeddings (as the openai client sends it) and /embed answer the
+  embeddings `polyhal run` writes for the same texts (1e-5), in float and
+  base64; /health, /ready, /v1/models, /metrics answer.
+- Hostile requests each get their status and a JSON error, never a crash:
+  malformed JSON, wrong types, invalid UTF-8, empty input, too many texts,
+  an oversized body (413), a text over model.seq_len with truncate false
+  (413), unknown path (404), wrong method (405), wrong Content-Type (415),
+  no bearer token (401), a client that stops mid-headers (closed after
+  serve.timeout_seconds), a client that vanishes before its answer.
+- A full queue answers 429 with Retry-After; a bounded load (32 connections,
+  4 s) has no error; SIGTERM answers what is in flight and exits 0.
+- Nothing is left running, even when a check fails.
+
+The fetched all-MiniLM-L6-v2 (build/models) when it is there, else a seeded
+tiny model with a small vocabulary.
+
+  python3 serve_test.py POLYHAL REAL_MODEL_DIR SOURCE_DIR
+"""
+import base64
+import http.client
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+POLYHAL, MODEL_DIR, SOURCE = sys.argv[1:4]
+TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.",
+         "polyhal serves sentence embeddings from packed rows, " * 3, "short"]
+servers = []
+
+
+def fail(message):
+    print("FAIL:", message)
+    sys.exit(1)
+
+
+def config(work, extra=""):
+    if os.path.isfile(os.path.join(MODEL_DIR, "config.json")):
+        model = f"model: {{dir: {MODEL_DIR}, seq_len: 256, precision: f32}}\n"
+    else:
+        model = ("model: {preset: tiny, vocab_size: 85, seq_len: 64, precision: f32}\n"
+                 f"data: {{vocab: {SOURCE}/tests/data/corpus/vocab.txt}}\n"
+                 "inference: {pooling: mean, normalize: true}\n")
+    path = os.path.join(work, f"serve{len(servers)}.yaml")
+    with open(path, "w") as f:
+        f.write("backend: cpu\ntask: inference\n" + model + "batch: {micro: 4}\n"
+                "serve: {port: 0" + extra + "}\n")
+    return path
+
+
+def start(work, extra=""):
+    process = subprocess.Popen([POLYHAL, "serve", config(work, extra), "--log-level", "warn"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    servers.append(process)
+    said = []
+    while True:  # warnings may come first
+        line = process.stdout.readline()
+        said.append(line)
+        if "listening on http://127.0.0.1:" in line:
+            break
+        if not line or len(said) > 50:
+            process.kill()
+            fail("serve did not start: " + "".join(said) + process.stdout.read())
+    port = int(line.split("127.0.0.1:")[1].split("/")[0])
+    return process, port
+
+
+def request(port, method, path, body=None, headers=None, timeout=30):
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
+    all_headers = {"Content-Type": "application/json"} if data is not None else {}
+    all_headers.update(headers or {})
+    connection.request(method, path, body=data, headers=all_headers)
+    response = connection.getresponse()
+    payload = response.read()
+    connection.close()
+    return response.status, dict(response.getheaders()), payload
+
+
+def expect(port, method, path, body, status, needle, headers=None):
+    got, answer_headers, payload = request(port, method, path, body, headers)
+    try:
+        error = json.loads(payload)
+    except ValueError:
+        fail(f"{method} {path}: {got} with a body that is not JSON: {payload[:200]!r}")
+    if got != status or needle not in json.dumps(error):
+        fail(f"{method} {path} {str(body)[:60]!r}: {got} {payload[:300]!r}, expected {status} "
+             f"with {needle!r}")
+    return answer_headers
+
+
+def reference_embeddings(work):
+    """`polyhal run` text inference on the same texts and model."""
+    text_file = os.path.join(work, "texts.txt")
+    with open(text_file, "w") as f:
+        f.write("\n".join(TEXTS) + "\n")
+    out = os.path.join(work, "run.jsonl")
+    result = subprocess.run([POLYHAL, "run", config(work), "--set", "data.source=text",
+                             "--set", f"data.text_file={text_file}", "--set",
+                             f"inference.output={out}", "--log-level", "warn"],
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        fail(f"polyhal run: {result.stdout}{result.stderr}")
+    return [json.loads(line)["embedding"] for line in open(out)]
+
+
+def close_to(a, b, tolerance=1e-5):
+    return len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) <= tolerance
+
+
+def check_answers(port, want):
+    status, _, payload = request(port, "POST", "/v1/embeddings",
+                                 {"input": TEXTS, "model": "any", "encoding_format": "float"})
+    answer = json.loads(payload)
+    if status != 200 or answer["object"] != "list" or len(answer["data"]) != len(TEXTS):
+        fail(f"/v1/embeddings: {status} {payload[:300]!r}")
+    for item, reference in zip(answer["data"], want):
+        if not close_to(item["embedding"], reference):
+            fail(f"/v1/embeddings text {item['index']} differs from polyhal run's")
+    if answer["usage"]["prompt_tokens"] <= len(TEXTS) * 2:
+        fail(f"usage: {answer['usage']}")
+    status, _, payload = request(port, "POST", "/v1/embeddings",
+                                 {"input": TEXTS[1], "encoding_format": "base64"})
+    raw = base64.b64decode(json.loads(payload)["data"][0]["embedding"])
+    if not close_to(list(struct.unpack(f"<{len(raw) // 4}f", raw)), want[1]):
+        fail("/v1/embeddings base64 differs from float")
+    status, _, payload = request(port, "POST", "/embed", {"inputs": TEXTS})
+    if status != 200 or not all(close_to(a, b) for a, b in zip(json.loads(payload), want)):
+        fail(f"/embed: {status} {payload[:200]!r}")
+    status, _, payload = request(port, "POST", "/embed", {"inputs": TEXTS[0], "normalize": False})
+    raw_norm = sum(x * x for x in json.loads(payload)[0]) ** 0.5
+    if status != 200 or abs(raw_norm - 1.0) < 1e-3:
+        fail(f"/embed normalize false: norm {raw_norm}")
+    for path, needle in (("/health", "ok"), ("/ready", "ready"), ("/v1/models", '"object": "list"'),
+                         ("/metrics", "polyhal_requests_total")):
+        status, _, payload = request(port, "GET", path)
+        text = payload.decode()
+        if status != 200 or needle.replace(" ", "") not in text.replace(" ", ""):
+            fail(f"GET {path}: {status} {text[:200]}")
+    print(f"ok: /v1/embeddings (float, base64) and /embed equal polyhal run's embeddings for "
+          f"{len(TEXTS)} texts; /health /ready /v1/models /metrics answer")
+
+
+def check_hostile(port):
+    for body, status, needle in (
+            (b"{not json", 400, "not JSON"), (b"[1, 2]", 400, "JSON object"),
+            ({"input": 5}, 400, "expected a string"), ({"input": []}, 400, "empty list"),
+            ({"input": ""}, 400, "empty string"), ({"input": [[1, 2]]}, 400, "token id"),
+            ({"input": ["a", {"b": 1}]}, 400, "expected a string"), ({}, 400, "missing"),
+            ({"input": ["x"] * 5}, 400, "at most 4"),
+            (b'{"input": "\xff\xfe bad"}', 400, "not JSON"),
+            ({"input": "x", "encoding_format": "hex"}, 400, "base64"),
+            ({"input": "x", "dimensions": 3}, 400, "dimensions"),
+            ({"input": "word " * 600}, 413, "truncate: true"),
+            (b"x" * 5000, 413, "max_body_bytes")):
+        expect(port, "POST", "/v1/embeddings", body, status, needle)
+    expect(port, "GET", "/nowhere", None, 404, "no endpoint")
+    headers = expect(port, "GET", "/v1/embeddings", None, 405, "POST only")
+    if headers.get("Allow") != "POST":
+        fail(f"405 without Allow: {headers}")
+    expect(port, "POST", "/v1/embeddings", b'{"input": "x"}', 415, "application/json",
+           {"Content-Type": "text/plain"})
+    expect(port, "POST", "/embed", {"inputs": "x", "normalize": "yes"}, 400, "true or false")
+    # A client that stops inside its headers is closed after timeout_seconds.
+    slow = socket.create_connection(("127.0.0.1", port))
+    slow.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\n")
+    slow.settimeout(10)
+    began = time.time()
+    if slow.recv(100) != b"" or time.time() - began > 5:
+        fail("a client stopping mid-headers was not closed within serve.timeout_seconds")
+    slow.close()
+    # Clients that vanish before their answer.
+    for _ in range(8):
+        gone = socket.create_connection(("127.0.0.1", port))
+        body = json.dumps({"input": TEXTS}).encode()
+        gone.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                     b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        gone.close()
+    if request(port, "GET", "/health")[0] != 200:
+        fail("the server did not survive vanishing clients")
+    print("ok: 19 hostile requests answered with their status and a JSON error; a stalled "
+          "client closed after the timeout; vanished clients left the server well")
+
+
+def check_auth(work):
+    key_file = os.path.join(work, "token")
+    with open(key_file, "w") as f:
+        f.write("s3cret-token\n")
+    process, port = start(work, f", api_key_file: {key_file}")
+    expect(port, "POST", "/v1/embeddings", {"input": "x"}, 401, "Bearer")
+    expect(port, "POST", "/v1/embeddings", {"input": "x"}, 401, "Bearer",
+           {"Authorization": "Bearer wrong"})
+    if request(port, "POST", "/v1/embeddings", {"input": "x"},
+               {"Authorization": "Bearer s3cret-token"})[0] != 200:
+        fail("the right bearer token was refused")
+    if request(port, "GET", "/health")[0] != 200:
+        fail("/health needs no token")
+    stop(process)
+    print("ok: serve.api_key_file: no or a wrong token 401, the token 200, /health open")
+
+
+def concurrently(port, count, body, seconds=None):
+    """`count` clients each posting `body` (once, or for `seconds`); their statuses."""
+    statuses, lock = [], threading.Lock()
+
+    def client():
+        until = time.time() + (seconds or 0)
+        while True:
+            try:
+                status, headers, _ = request(port, "POST", "/v1/embeddings", body, timeout=60)
+                if status == 429 and headers.get("Retry-After") != "1":
+                    status = -429
+            except OSError as e:
+                status = f"{type(e).__name__}"
+            with lock:
+                statuses.append(status)
+            if seconds is None or time.time() > until:
+                return
+    threads = [threading.Thread(target=client) for _ in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return statuses
+
+
+def check_load(work, port):
+    statuses = concurrently(port, 32, {"input": TEXTS}, seconds=4)
+    bad = [s for s in statuses if s != 200]
+    if bad:
+        fail(f"load: {len(bad)} of {len(statuses)} requests failed: {sorted(set(map(str, bad)))}")
+    print(f"ok: 32 connections for 4 s: {len(statuses)} requests, none failed")
+    process, small = start(work, ", max_queue: 1, max_wait_ms: 300")
+    statuses = concurrently(small, 16, {"input": TEXTS})
+    if 429 not in statuses or 200 not in statuses or set(statuses) - {200, 429}:
+        fail(f"a full queue: {statuses}")
+    stop(process)
+    print(f"ok: serve.max_queue 1: {statuses.count(429)} of 16 answered 429 with Retry-After, "
+          f"the rest 200")
+
+
+def stop(process):
+    process.send_signal(signal.SIGTERM)
+    try:
+        out, _ = process.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        fail("serve did not stop within 30 s of SIGTERM")
+    if process.returncode != 0 or "every request in flight was answered" not in out:
+        fail(f"SIGTERM: exit {process.returncode}: {out[-500:]}")
+
+
+def check_drain(work):
+    process, port = start(work)
+    results = []
+    thread = threading.Thread(target=lambda: results.extend(
+        concurrently(port, 8, {"input": TEXTS * 8})))
+    thread.start()
+    time.sleep(0.3)
+    stop(process)
+    thread.join()
+    if set(results) - {200, 503, "ConnectionRefusedError", "ConnectionResetError",
+                       "RemoteDisconnected"} or 200 not in results:
+        fail(f"drain: {results}")
+    print(f"ok: SIGTERM during 8 requests: {results.count(200)} answered, exit 0")
+
+
+def main():
+    work = tempfile.mkdtemp()
+    try:
+        want = reference_embeddings(work)
+        process, port = start(work, ", max_inputs: 4, max_body_bytes: 4096, truncate: false, "
+                                    "timeout_seconds: 1")
+        check_answers(port, [want[i] for i in range(len(TEXTS))])
+        check_hostile(port)
+        stop(process)
+        process, port = start(work)
+        check_load(work, port)
+        stop(process)
+        check_auth(work)
+        check_drain(work)
+    finally:
+        for process in servers:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    print("serve_test: ok")
+
+
+if __name__ == "__main__":
+    main()
