@@ -153,6 +153,7 @@ def check_answers(port, want):
 def check_hostile(port):
     for body, status, needle in (
             (b"{not json", 400, "not JSON"), (b"[1, 2]", 400, "JSON object"),
+            (b'{"input": "x", "n": 4444e444}', 400, "not JSON"),
             ({"input": 5}, 400, "expected a string"), ({"input": []}, 400, "empty list"),
             ({"input": ""}, 400, "empty string"), ({"input": [[1, 2]]}, 400, "token id"),
             ({"input": ["a", {"b": 1}]}, 400, "expected a string"), ({}, 400, "missing"),
@@ -187,7 +188,7 @@ def check_hostile(port):
         gone.close()
     if request(port, "GET", "/health")[0] != 200:
         fail("the server did not survive vanishing clients")
-    print("ok: 19 hostile requests answered with their status and a JSON error; a stalled "
+    print("ok: 20 hostile requests answered with their status and a JSON error; a stalled "
           "client closed after the timeout; vanished clients left the server well")
 
 

@@ -109,7 +109,13 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     request_ = parser_->release();
     keep_alive_ = request_.keep_alive() && !state_.draining;
-    handle();
+    try {
+      handle();
+    } catch (const std::exception& e) {  // never the server: this request fails
+      keep_alive_ = false;
+      reply_error(500, fmt::format("the server failed on this request: {}", e.what()),
+                  tei_endpoint(endpoint_));
+    }
   }
 
   void handle() {

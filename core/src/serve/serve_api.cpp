@@ -21,6 +21,9 @@ json parse_object(std::string_view body) {
     // e.byte is where the parser stopped: enough to find a stray character.
     throw ApiError(400, fmt::format("the body is not JSON (at byte {}): {}", e.byte,
                                     std::string_view(e.what()).substr(0, 200)));
+  } catch (const json::exception& e) {  // a number out of range, ...
+    throw ApiError(400, fmt::format("the body is not JSON polyhal can read: {}",
+                                    std::string_view(e.what()).substr(0, 200)));
   }
   if (!doc.is_object()) throw ApiError(400, "the body must be a JSON object");
   return doc;
