@@ -17,7 +17,7 @@ case $profile in
   all)
     packages+=(
       libopenmpi-dev openmpi-bin libhdf5-dev          # the MPI and HDF5 modules, and their tests
-      libgtest-dev libgmock-dev python3 python3-pip    # the test suite
+      libgtest-dev libgmock-dev python3 python3-pip python3-venv  # the test suite (and its HTTP clients)
       file dpkg-dev debhelper lintian rpm              # the packages and their checks
       clang-format clang libclang-rt-14-dev            # format check, fuzzing, ASan/UBSan
       chromium iproute2                                # README pictures, namespace "hosts"

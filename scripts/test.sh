@@ -33,6 +33,7 @@ phase "build" env POLYHAL_BUILD_DIR="$build" "$root/scripts/build.sh" -DPOLYHAL_
 phase "Debian packages" env DEB_BUILD_OPTIONS=nocheck "$root/scripts/debian-packages.sh" "$build/debian"
 # The real pretrained model the RealModel tests compare (83 MB, once, cached in the build).
 phase "real model" "$root/scripts/fetch-real-model.sh" "$build"
+phase "HTTP clients" "$root/scripts/client-venv.sh" "$build"
 # shellcheck source=scripts/ctest-groups.sh
 source "$root/scripts/ctest-groups.sh"
 # Two at a time, then the serial ones alone; as asked when given ctest options.

@@ -192,6 +192,29 @@ def check_hostile(port):
           "client closed after the timeout; vanished clients left the server well")
 
 
+def check_real_clients(work, want):
+    """openai and requests, from BUILD_DIR/client-venv when it is there."""
+    python = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(POLYHAL))),
+                          "client-venv", "bin", "python")
+    if not os.path.exists(python):
+        print("skipped: the openai and requests clients (run scripts/client-venv.sh)")
+        return
+    key_file = os.path.join(work, "client-token")
+    with open(key_file, "w") as f:
+        f.write("client-token\n")
+    process, port = start(work, f", api_key_file: {key_file}")
+    reference = os.path.join(work, "reference.json")
+    with open(reference, "w") as f:
+        json.dump([TEXTS, want], f)
+    result = subprocess.run([python, os.path.join(SOURCE, "tests", "serve_clients.py"), str(port),
+                             "client-token", reference], capture_output=True, text=True,
+                            timeout=120)
+    stop(process)
+    if result.returncode != 0:
+        fail(f"real clients: {result.stdout}{result.stderr[-2000:]}")
+    print(result.stdout.strip())
+
+
 def check_auth(work):
     key_file = os.path.join(work, "token")
     with open(key_file, "w") as f:
@@ -287,6 +310,7 @@ def main():
         check_load(work, port)
         stop(process)
         check_auth(work)
+        check_real_clients(work, want)
         check_drain(work)
     finally:
         for process in servers:
