@@ -9,15 +9,10 @@
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/tfrecord_data.hpp"
 #include "polyhal/error.hpp"
+#include "util/splitmix.hpp"
 
 namespace polyhal {
 namespace {
-
-std::uint64_t mix(std::uint64_t z) {  // splitmix64's finaliser
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 /// "generated" and "pattern": make_pretraining_batch.
 class SyntheticData final : public PretrainingData {
@@ -197,12 +192,12 @@ std::int64_t sample_at(std::uint64_t position, std::int64_t size, std::uint64_t 
   while ((std::uint64_t{1} << bits) < n) ++bits;
   const unsigned half = (bits + 1) / 2;
   const std::uint64_t mask = (std::uint64_t{1} << half) - 1;
-  const std::uint64_t key = mix(seed * 0x9e3779b97f4a7c15ull + epoch + 1);
+  const std::uint64_t key = detail::splitmix64(seed * 0x9e3779b97f4a7c15ull + epoch + 1);
   std::uint64_t x = j;
   do {
     std::uint64_t left = x >> half, right = x & mask;
     for (std::uint64_t round = 0; round < 4; ++round) {
-      const std::uint64_t f = mix(key ^ (round << 56) ^ right) & mask;
+      const std::uint64_t f = detail::splitmix64(key ^ (round << 56) ^ right) & mask;
       left = std::exchange(right, left ^ f);
     }
     x = left << half | right;

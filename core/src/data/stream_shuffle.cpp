@@ -5,17 +5,9 @@
 
 #include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/error.hpp"
+#include "util/splitmix.hpp"
 
 namespace polyhal::detail {
-namespace {
-
-std::uint64_t mix(std::uint64_t z) {  // splitmix64's finaliser
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 StreamShuffle::StreamShuffle(std::vector<std::int64_t> file_records, std::uint64_t seed,
                              std::int64_t buffer)
@@ -35,8 +27,9 @@ StreamShuffle::Place StreamShuffle::place(std::uint64_t position) const {
   const std::int64_t block = j / buffer_, start = block * buffer_;
   const std::int64_t length = std::min(buffer_, records_ - start);
   // A key per (seed, epoch, block): sample_at's first epoch of it.
-  const std::uint64_t key = mix(seed_ ^ mix(epoch * 0x9e3779b97f4a7c15ull + 1) ^
-                                mix(static_cast<std::uint64_t>(block) + 0x632be59bd9b4e019ull));
+  const std::uint64_t key = detail::splitmix64(
+      seed_ ^ detail::splitmix64(epoch * 0x9e3779b97f4a7c15ull + 1) ^
+      detail::splitmix64(static_cast<std::uint64_t>(block) + 0x632be59bd9b4e019ull));
   const std::int64_t offset = sample_at(static_cast<std::uint64_t>(j - start), length, key, true);
   return {epoch, block, offset};
 }

@@ -3,6 +3,7 @@
 // model with (inside libpolyhal).
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/config.hpp"
+#include "polyhal/app/tokenizer.hpp"
 #include "sentence_pooling.hpp"
 
 namespace polyhal {
@@ -13,6 +14,10 @@ namespace polyhal {
 /// `pooler_absent` is set when the file has no pooler.
 TensorMap read_inference_weights(const RunConfig& config, const BertConfig& model,
                                  const TaskHead& head, bool with_heads, bool* pooler_absent);
+
+/// data.vocab's tokenizer for text inference; ConfigError when it has more
+/// tokens than `model`'s vocabulary.
+WordPieceTokenizer open_text_tokenizer(const RunConfig& config, const BertConfig& model);
 
 /// The sentence embedding the config and the model's directory ask for, said once.
 SentencePooling text_pooling(const RunConfig& config);

@@ -138,6 +138,16 @@ namespace {
 /// one JSON line per example in inference.output.
 }  // namespace
 
+WordPieceTokenizer open_text_tokenizer(const RunConfig& config, const BertConfig& model) {
+  WordPieceTokenizer tokenizer(config.data.vocab,
+                               tokenizer_options(config, SpecialTokensInText::keep));
+  if (static_cast<std::int64_t>(tokenizer.vocab_size()) > model.vocab_size)
+    throw ConfigError(fmt::format("{}: vocabulary has {} tokens but the model's vocab_size is {}",
+                                  config.data.vocab.string(), tokenizer.vocab_size(),
+                                  model.vocab_size));
+  return tokenizer;
+}
+
 SentencePooling text_pooling(const RunConfig& config) {
   const auto& section = config.section<InferenceSection>();
   const auto& model = config.model;
@@ -362,12 +372,7 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
   const bool text = config.data.source == "text";
   std::optional<WordPieceTokenizer> tokenizer;
   if (text) {
-    tokenizer.emplace(config.data.vocab, tokenizer_options(config, SpecialTokensInText::keep));
-    if (static_cast<std::int64_t>(tokenizer->vocab_size()) > result.config.vocab_size) {
-      throw ConfigError(fmt::format("{}: vocabulary has {} tokens but the model's vocab_size is {}",
-                                    config.data.vocab.string(), tokenizer->vocab_size(),
-                                    result.config.vocab_size));
-    }
+    tokenizer.emplace(open_text_tokenizer(config, result.config));
   }
   const bool heads = config.model.heads;
   // model.head question_answering / classification: the fine-tuned model

@@ -15,7 +15,6 @@
 #include "polyhal/error.hpp"
 #include "tasks/inference_precision.hpp"
 #include "tasks/plan_fit.hpp"
-#include "tasks/tokenizer_settings.hpp"
 
 namespace polyhal {
 
@@ -33,7 +32,7 @@ struct TextEmbedder::Impl {
       : dims(plan.model.dims),
         name(plan.model.name),
         shape{config.batch.micro, config.model.seq_len},
-        tokenizer(config.data.vocab, tokenizer_options(config, SpecialTokensInText::keep)),
+        tokenizer(open_text_tokenizer(config, dims)),
         pooling(text_pooling(config)),
         bert(refusing_precision(config,
                                 [&] {
@@ -43,10 +42,6 @@ struct TextEmbedder::Impl {
                                       false, true);
                                 })),
         filler(tokenizer.encode("", std::nullopt, shape.seq)) {
-    if (static_cast<std::int64_t>(tokenizer.vocab_size()) > dims.vocab_size)
-      throw ConfigError(fmt::format("{}: vocabulary has {} tokens but the model's vocab_size is {}",
-                                    config.data.vocab.string(), tokenizer.vocab_size(),
-                                    dims.vocab_size));
     require_plan_fits(bert.plan_memory());
     bool pooler_absent = false;
     bert.load_weights(read_inference_weights(config, dims, {}, false, &pooler_absent));
