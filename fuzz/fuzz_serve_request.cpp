@@ -1,24 +1,57 @@
-// polyhal serve's request bodies (serve_api.hpp): any bytes as an OpenAI
-// embeddings request and as a text-embeddings-inference one; a parsed
-// request's answer is written too.
+// polyhal serve's request bodies (serve_api.hpp): any bytes as each API's
+// request (OpenAI embeddings, text-embeddings-inference's /embed, /predict
+// and /rerank, question answering); a parsed request's answer is written too.
 #include <cstdint>
 #include <string_view>
 
 #include "polyhal/app/serve_api.hpp"
 
+namespace {
+
+void embeddings(std::string_view body, const polyhal::ApiLimits& limits, bool tei) {
+  const auto request =
+      tei ? polyhal::parse_tei_embed(body, limits) : polyhal::parse_openai_embeddings(body, limits);
+  std::vector<std::vector<float>> out(request.inputs.size(), std::vector<float>(8, 0.5f));
+  (void)polyhal::openai_embeddings_answer(out, request.base64, request.model, 1);
+  (void)polyhal::tei_error_body(400, request.model);
+}
+
+void classification(std::string_view body, const polyhal::ApiLimits& limits) {
+  const auto predict = polyhal::parse_tei_predict(body, limits);
+  std::vector<std::vector<float>> scores;
+  for (std::size_t i = 0; i < predict.inputs.size(); ++i)
+    scores.push_back(polyhal::label_scores(std::vector<float>{0.5f, -1.0f, 2.0f}, i % 2 == 0,
+                                           predict.raw_scores));
+  (void)polyhal::tei_predict_answer(scores, {"a", "b", "c"}, predict.batch);
+}
+
+void rerank(std::string_view body, const polyhal::ApiLimits& limits) {
+  const auto request = polyhal::parse_tei_rerank(body, limits);
+  (void)polyhal::tei_rerank_answer(std::vector<float>(request.texts.size(), 0.25f), request);
+}
+
+void questions(std::string_view body, const polyhal::ApiLimits& limits) {
+  const auto request = polyhal::parse_question_answering(body, limits);
+  std::vector<std::vector<polyhal::ServedAnswer>> answers(request.questions.size());
+  if (!answers.empty()) answers.front().push_back({request.context.substr(0, 8), 0.5, 0, 8});
+  (void)polyhal::question_answering_answer(answers, request);
+}
+
+}  // namespace
+
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string_view body(reinterpret_cast<const char*>(data), size);
   const polyhal::ApiLimits limits{64, 8};
-  for (const bool tei : {false, true}) {
+  const auto guarded = [](auto&& parse) {
     try {
-      const auto request = tei ? polyhal::parse_tei_embed(body, limits)
-                               : polyhal::parse_openai_embeddings(body, limits);
-      std::vector<std::vector<float>> embeddings(request.inputs.size(),
-                                                 std::vector<float>(8, 0.5f));
-      (void)polyhal::openai_embeddings_answer(embeddings, request.base64, request.model, 1);
-      (void)polyhal::tei_error_body(400, request.model);
+      parse();
     } catch (const polyhal::ApiError&) {
     }
-  }
+  };
+  guarded([&] { embeddings(body, limits, false); });
+  guarded([&] { embeddings(body, limits, true); });
+  guarded([&] { classification(body, limits); });
+  guarded([&] { rerank(body, limits); });
+  guarded([&] { questions(body, limits); });
   return 0;
 }

@@ -60,8 +60,14 @@ RULES = [
     (r"^(pip install wandb|scripts/wandb_log\.py|wandb sync)", "elsewhere",
      "scripts/check-with-reference-libraries.sh (tests/reference_libraries/check_wandb.py, "
      "offline: W&B's servers are not reachable here)"),
+    (r"^curl -s localhost:8080/(predict|rerank|v1/question-answering)", "elsewhere",
+     "tests/serve_heads_test.py (ctest serve_heads) sends these requests to served heads"),
     (r"^(polyhal serve |build/launcher/polyhal serve |curl -s localhost:8080)", "elsewhere",
      "tests/serve_test.py (ctest serve_http) starts polyhal serve and sends these requests"),
+    (r"^(sudo mkdir -p /var/lib/polyhal|sudo systemctl enable --now polyhal-serve|"
+     r"journalctl -u polyhal-serve)", "elsewhere",
+     "tests/package_test.sh checks the unit (systemd-analyze verify) and its shipped config; "
+     "systemctl needs a booted systemd, which CI's machine is not"),
     (r"^scripts/check-with-reference-libraries\.sh", "not run",
      "installs transformers, TensorFlow and more into a venv (about 2 GB); run by hand"),
     (r"^bench/peers-venv\.sh|^build/peer-venv/bin/python", "not run",

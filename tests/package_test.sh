@@ -140,6 +140,31 @@ for shipped in usr/share/doc/polyhal/README.md.gz usr/share/doc/polyhal/docs/con
   [ -f "$work/all/$shipped" ] || fail "the packages lack /$shipped"
 done
 
+echo "== polyhal serve as a service: the unit and its config"
+unit=$(find "$work/all" -path '*/systemd/system/polyhal-serve.service' -print -quit)
+[ -n "$unit" ] || fail "the polyhal package lacks polyhal-serve.service"
+[ -f "$work/all/etc/polyhal/serve.yaml" ] || fail "the polyhal package lacks /etc/polyhal/serve.yaml"
+dpkg-deb -e "${polyhal_deb[0]}" "$work/polyhal-control"
+grep -qx /etc/polyhal/serve.yaml "$work/polyhal-control/conffiles" ||
+  fail "/etc/polyhal/serve.yaml should be a conffile (a user's edits survive an upgrade)"
+# Installed disabled (it needs a model): no enable or start in the scripts.
+! grep -q "deb-systemd-invoke start\|deb-systemd-helper enable" "$work/polyhal-control/postinst" ||
+  fail "polyhal-serve should not be enabled or started by the package"
+# systemd's own check of the unit, with its programs in the unpacked tree.
+if command -v systemd-analyze > /dev/null; then
+  sed "s|/usr/bin/polyhal|$work/all/usr/bin/polyhal|g" "$unit" > "$work/polyhal-serve.service"
+  verify=$(systemd-analyze verify --man=no "$work/polyhal-serve.service" 2>&1) || true
+  [ -z "$verify" ] || { echo "$verify"; fail "systemd-analyze verify reports problems in the unit"; }
+else
+  echo "skipped: systemd-analyze verify (no systemd here)"
+fi
+set +e
+"$work/all/usr/bin/polyhal" serve --check "$work/all/etc/polyhal/serve.yaml" > "$work/serve-check.log" 2>&1
+code=$?
+set -e
+[ $code -eq 2 ] && grep -q "model.dir" "$work/serve-check.log" ||
+  { cat "$work/serve-check.log"; fail "serve --check of the shipped config without its model: exit 2 naming model.dir, got $code"; }
+
 echo "== a shipped config, run by a normal user from the installed files"
 # Relative paths are relative to the current directory: the pre-training
 # demo writes its checkpoints there, never beside the config in /usr/share.

@@ -36,6 +36,20 @@ def spec_entries(spec):
     return entries
 
 
+def spec_installs(spec):
+    """What the spec's %install adds beyond `cmake --install` (the systemd
+    unit): the destination of each `install -D... SOURCE %{buildroot}PATH`."""
+    text = subprocess.run(["rpmspec", "-P", spec], capture_output=True, text=True,
+                          check=True).stdout
+    paths = []
+    for line in text.splitlines():
+        words = line.split()
+        if len(words) >= 3 and words[0] == "install" and words[1].startswith("-D"):
+            after = words[-1].split("/BUILDROOT/", 1)[1]
+            paths.append("/" + after.split("/", 1)[1])
+    return paths
+
+
 def installed_files(root, multiarch):
     files = []
     for folder, _, names in os.walk(root):
@@ -64,14 +78,14 @@ def main():
     spec, root, multiarch = sys.argv[1:]
     entries = spec_entries(spec)
     problems = []
-    for path in installed_files(root, multiarch):
+    files = sorted(installed_files(root, multiarch) + spec_installs(spec))
+    for path in files:
         owners = sorted({pkg for pkg, pattern, dir_only in entries
                          if not dir_only and covers(pattern, path)})
         if not owners:
             problems.append(f"installed but in no %files list (rpmbuild fails): {path}")
         elif len(owners) > 1:
             problems.append(f"in more than one package ({', '.join(owners)}): {path}")
-    files = installed_files(root, multiarch)
     for pkg, pattern, dir_only in entries:
         if not any(covers(pattern, f) for f in files):
             problems.append(f"%files {pkg} lists {pattern}, which nothing installs (rpmbuild fails)")

@@ -20,7 +20,6 @@ tiny model with a small vocabulary.
   python3 serve_test.py POLYHAL REAL_MODEL_DIR SOURCE_DIR
 """
 import base64
-import http.client
 import json
 import os
 import signal
@@ -32,15 +31,12 @@ import tempfile
 import threading
 import time
 
+import serve_harness
+from serve_harness import close_to, expect, fail, request, servers
+
 POLYHAL, MODEL_DIR, SOURCE = sys.argv[1:4]
 TEXTS = ["Hello world", "The quick brown fox jumps over the lazy dog.",
          "polyhal serves sentence embeddings from packed rows, " * 3, "short"]
-servers = []
-
-
-def fail(message):
-    print("FAIL:", message)
-    sys.exit(1)
 
 
 def config(work, extra=""):
@@ -58,44 +54,7 @@ def config(work, extra=""):
 
 
 def start(work, extra=""):
-    process = subprocess.Popen([POLYHAL, "serve", config(work, extra), "--log-level", "warn"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    servers.append(process)
-    said = []
-    while True:  # warnings may come first
-        line = process.stdout.readline()
-        said.append(line)
-        if "listening on http://127.0.0.1:" in line:
-            break
-        if not line or len(said) > 50:
-            process.kill()
-            fail("serve did not start: " + "".join(said) + process.stdout.read())
-    port = int(line.split("127.0.0.1:")[1].split("/")[0])
-    return process, port
-
-
-def request(port, method, path, body=None, headers=None, timeout=30):
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-    all_headers = {"Content-Type": "application/json"} if data is not None else {}
-    all_headers.update(headers or {})
-    connection.request(method, path, body=data, headers=all_headers)
-    response = connection.getresponse()
-    payload = response.read()
-    connection.close()
-    return response.status, dict(response.getheaders()), payload
-
-
-def expect(port, method, path, body, status, needle, headers=None):
-    got, answer_headers, payload = request(port, method, path, body, headers)
-    try:
-        error = json.loads(payload)
-    except ValueError:
-        fail(f"{method} {path}: {got} with a body that is not JSON: {payload[:200]!r}")
-    if got != status or needle not in json.dumps(error):
-        fail(f"{method} {path} {str(body)[:60]!r}: {got} {payload[:300]!r}, expected {status} "
-             f"with {needle!r}")
-    return answer_headers
+    return serve_harness.start(POLYHAL, config(work, extra))
 
 
 def reference_embeddings(work):
@@ -111,10 +70,6 @@ def reference_embeddings(work):
     if result.returncode != 0:
         fail(f"polyhal run: {result.stdout}{result.stderr}")
     return [json.loads(line)["embedding"] for line in open(out)]
-
-
-def close_to(a, b, tolerance=1e-5):
-    return len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) <= tolerance
 
 
 def check_answers(port, want):
@@ -313,10 +268,7 @@ def main():
         check_real_clients(work, want)
         check_drain(work)
     finally:
-        for process in servers:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+        serve_harness.stop_all()
     print("serve_test: ok")
 
 

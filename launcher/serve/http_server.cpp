@@ -10,6 +10,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
@@ -44,7 +45,32 @@ std::string_view text(beast::string_view view) {
 
 /// Which API's error shape an endpoint answers in.
 bool tei_endpoint(std::string_view target) {
-  return target == "/embed";
+  return target == "/embed" || target == "/predict" || target == "/rerank";
+}
+
+/// The task each POST endpoint needs of the model.
+struct PostEndpoint {
+  std::string_view path;
+  ServedModel::Task task;
+};
+constexpr PostEndpoint kPostEndpoints[] = {
+    {"/v1/embeddings", ServedModel::Task::embeddings},
+    {"/embed", ServedModel::Task::embeddings},
+    {"/predict", ServedModel::Task::classification},
+    {"/rerank", ServedModel::Task::classification},
+    {"/v1/question-answering", ServedModel::Task::question_answering},
+};
+
+std::string_view task_endpoints(ServedModel::Task task) {
+  switch (task) {
+    case ServedModel::Task::embeddings:
+      return "POST /v1/embeddings or /embed (an embedding model)";
+    case ServedModel::Task::classification:
+      return "POST /predict or /rerank (a classifier or cross-encoder)";
+    case ServedModel::Task::question_answering:
+      break;
+  }
+  return "POST /v1/question-answering (a question-answering model)";
 }
 
 class Session : public std::enable_shared_from_this<Session> {
@@ -129,11 +155,16 @@ class Session : public std::enable_shared_from_this<Session> {
                   {{"Allow", allow}});
     };
     if (path == "/health") return get ? reply(200, R"({"status":"ok"})") : wrong_method("GET");
-    const bool known = path == "/ready" || path == "/v1/models" || path == "/metrics" ||
-                       path == "/v1/embeddings" || path == "/embed";
+    const PostEndpoint* post_endpoint = nullptr;
+    for (const auto& e : kPostEndpoints)
+      if (path == e.path) post_endpoint = &e;
+    const bool known =
+        post_endpoint || path == "/ready" || path == "/v1/models" || path == "/metrics";
     if (!known) {
       endpoint_ = "other";
-      return reply_error(404, fmt::format("no endpoint {}: POST /v1/embeddings or /embed", path),
+      return reply_error(404,
+                         fmt::format("no endpoint {}: this model answers {}", path,
+                                     task_endpoints(state_.model.task())),
                          false);
     }
     if (!state_.api_key.empty() &&
@@ -161,10 +192,13 @@ class Session : public std::enable_shared_from_this<Session> {
       return reply(200, state_.metrics.text(), "text/plain; version=0.0.4");
     }
     if (!post) return wrong_method("POST");
-    embed(path == "/embed");
-  }
-
-  void embed(bool tei) {
+    const bool tei = tei_endpoint(path);
+    // As text-embeddings-inference: 424 for an endpoint of another kind of model.
+    if (post_endpoint->task != state_.model.task())
+      return reply_error(424,
+                         fmt::format("{} needs another kind of model: this one answers {}", path,
+                                     task_endpoints(state_.model.task())),
+                         tei);
     if (state_.draining) return reply_error(503, "draining: the server is stopping", tei);
     const std::string_view type = text(request_[http::field::content_type]);
     if (type.substr(0, 16) != "application/json")
@@ -172,34 +206,43 @@ class Session : public std::enable_shared_from_this<Session> {
                          fmt::format("Content-Type is '{}': send application/json",
                                      std::string(type.substr(0, 80))),
                          tei);
-    EmbedRequest parsed;
-    EmbedJob job;
     try {
-      const ApiLimits limits{state_.settings.max_inputs, state_.model.dimensions()};
-      parsed = tei ? parse_tei_embed(request_.body(), limits)
-                   : parse_openai_embeddings(request_.body(), limits);
-      const bool truncate = parsed.truncate.value_or(state_.settings.truncate);
-      for (std::size_t i = 0; i < parsed.inputs.size(); ++i) {
-        job.texts.push_back(state_.model.tokenize(parsed.inputs[i]));
-        if (job.texts.back().truncated && !truncate)
-          throw ApiError(413, fmt::format("input {} has more than {} tokens (model.seq_len); "
-                                          "shorten it or send truncate: true",
-                                          i, state_.model.max_tokens()));
-      }
+      if (path == "/v1/embeddings" || path == "/embed") return embed(path == "/embed");
+      if (path == "/predict") return predict();
+      if (path == "/rerank") return rerank();
+      return answer_questions();
     } catch (const ApiError& e) {
       return reply_error(e.status(), e.what(), tei);
     }
-    const bool base64 = parsed.base64;
-    const bool normalize = parsed.normalize.value_or(state_.model.normalizes());
-    const std::int64_t tokens = job.tokens();
-    job.done = [self = shared_from_this(), tei, base64, normalize, tokens](
-                   std::vector<std::vector<float>> embeddings, const std::string& error) {
+  }
+
+  const ApiLimits limits() const { return {state_.settings.max_inputs, state_.model.dimensions()}; }
+
+  /// `pair`'s tokens; ApiError 413 when they do not fit and truncation is off.
+  ServedModel::Text tokens(const TextPair& pair, bool truncate, std::size_t index) const {
+    ServedModel::Text out = state_.model.tokenize(pair.a, pair.b);
+    if (out.truncated && !truncate)
+      throw ApiError(413, fmt::format("input {} has more than {} tokens (model.seq_len); "
+                                      "shorten it or send truncate: true",
+                                      index, state_.model.max_tokens()));
+    return out;
+  }
+
+  /// Queues `texts` for the model; `answer` makes the body from its outputs
+  /// (on a worker thread; an exception there is this request's 500).
+  void run_model(std::vector<ServedModel::Text> texts, bool tei,
+                 std::function<std::string(std::vector<std::vector<float>>)> answer) {
+    BatchJob job;
+    job.texts = std::move(texts);
+    job.done = [self = shared_from_this(), tei, answer = std::move(answer)](
+                   std::vector<std::vector<float>> outputs, std::string error) {
       std::string body;
       if (error.empty()) {
-        if (normalize)
-          for (auto& e : embeddings) l2_normalize(e);
-        body = tei ? tei_embed_answer(embeddings)
-                   : openai_embeddings_answer(embeddings, base64, self->state_.model_name, tokens);
+        try {
+          body = answer(std::move(outputs));
+        } catch (const std::exception& e) {
+          error = e.what();
+        }
       }
       net::post(self->stream_.get_executor(), [self, body = std::move(body), error, tei] {
         if (!error.empty()) return self->reply_error(500, "the model failed: " + error, tei);
@@ -207,10 +250,91 @@ class Session : public std::enable_shared_from_this<Session> {
       });
     };
     if (!state_.batcher.submit(std::move(job)))
-      return reply_error(state_.draining ? 503 : 429,
-                         state_.draining ? "draining: the server is stopping"
-                                         : "the queue is full (serve.max_queue): retry shortly",
-                         tei, {{"Retry-After", "1"}});
+      reply_error(state_.draining ? 503 : 429,
+                  state_.draining ? "draining: the server is stopping"
+                                  : "the queue is full (serve.max_queue): retry shortly",
+                  tei, {{"Retry-After", "1"}});
+  }
+
+  void embed(bool tei) {
+    const EmbedRequest parsed = tei ? parse_tei_embed(request_.body(), limits())
+                                    : parse_openai_embeddings(request_.body(), limits());
+    const bool truncate = parsed.truncate.value_or(state_.settings.truncate);
+    std::vector<ServedModel::Text> texts;
+    std::int64_t tokens_in = 0;
+    for (std::size_t i = 0; i < parsed.inputs.size(); ++i) {
+      texts.push_back(tokens({parsed.inputs[i], std::nullopt}, truncate, i));
+      tokens_in += static_cast<std::int64_t>(texts.back().ids.size());
+    }
+    const bool base64 = parsed.base64;
+    const bool normalize = parsed.normalize.value_or(state_.model.normalizes());
+    run_model(std::move(texts), tei,
+              [this, tei, base64, normalize, tokens_in](std::vector<std::vector<float>> out) {
+                if (normalize)
+                  for (auto& e : out) l2_normalize(e);
+                return tei ? tei_embed_answer(out)
+                           : openai_embeddings_answer(out, base64, state_.model_name, tokens_in);
+              });
+  }
+
+  void predict() {
+    const PredictRequest parsed = parse_tei_predict(request_.body(), limits());
+    const bool truncate = parsed.truncate.value_or(state_.settings.truncate);
+    std::vector<ServedModel::Text> texts;
+    for (std::size_t i = 0; i < parsed.inputs.size(); ++i)
+      texts.push_back(tokens(parsed.inputs[i], truncate, i));
+    const bool raw = parsed.raw_scores, batch = parsed.batch;
+    run_model(std::move(texts), true, [this, raw, batch](std::vector<std::vector<float>> out) {
+      for (auto& logits : out)
+        logits = label_scores(logits, state_.model.independent_labels(), raw);
+      return tei_predict_answer(out, state_.model.labels(), batch);
+    });
+  }
+
+  void rerank() {
+    if (state_.model.dimensions() != 1)
+      throw ApiError(424, fmt::format("/rerank needs a cross-encoder with one score "
+                                      "(num_labels 1); this classifier has {} labels: use "
+                                      "/predict",
+                                      state_.model.dimensions()));
+    auto parsed = std::make_shared<RerankRequest>(parse_tei_rerank(request_.body(), limits()));
+    const bool truncate = parsed->truncate.value_or(state_.settings.truncate);
+    std::vector<ServedModel::Text> texts;
+    for (std::size_t i = 0; i < parsed->texts.size(); ++i)
+      texts.push_back(tokens({parsed->query, parsed->texts[i]}, truncate, i));
+    run_model(std::move(texts), true, [parsed](std::vector<std::vector<float>> out) {
+      std::vector<float> scores;
+      for (const auto& logits : out)
+        scores.push_back(label_scores(logits, true, parsed->raw_scores).at(0));
+      return tei_rerank_answer(scores, *parsed);
+    });
+  }
+
+  void answer_questions() {
+    auto parsed =
+        std::make_shared<QuestionRequest>(parse_question_answering(request_.body(), limits()));
+    auto questions = std::make_shared<ServedQuestions>(question_features(
+        parsed->questions, parsed->context, state_.model.tokenizer(), state_.model.max_tokens()));
+    std::vector<ServedModel::Text> texts;
+    for (const auto& feature : questions->features.features) {
+      ServedModel::Text& t = texts.emplace_back();
+      for (std::size_t k = 0; k < feature.input_ids.size() && feature.attention_mask[k] != 0; ++k) {
+        t.ids.push_back(feature.input_ids[k]);
+        t.types.push_back(feature.token_type_ids[k]);
+      }
+    }
+    if (static_cast<std::int64_t>(texts.size()) > state_.settings.max_inputs)
+      throw ApiError(413, fmt::format("the questions over this context make {} windows of "
+                                      "model.seq_len tokens, more than serve.max_inputs ({}): "
+                                      "send a shorter context or fewer questions",
+                                      texts.size(), state_.settings.max_inputs));
+    run_model(
+        std::move(texts), false, [this, parsed, questions](std::vector<std::vector<float>> out) {
+          return question_answering_answer(
+              served_answers(*questions, out, state_.model.tokenizer(), state_.model.max_tokens(),
+                             parsed->top_k, parsed->max_answer_length),
+              *parsed);
+        });
   }
 
   void reply(int status, std::string body, const char* type = "application/json",

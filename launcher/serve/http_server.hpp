@@ -2,39 +2,45 @@
 // `polyhal serve`'s HTTP/1.1 server on Boost.Beast (Debian's libboost-dev,
 // the Boost polyhal already uses; header-only, asynchronous, with the
 // parser limits and timeouts an exposed server needs). Routes:
-//   POST /v1/embeddings   OpenAI embeddings API
-//   POST /embed           text-embeddings-inference's
-//   GET  /health          the process answers (no token needed)
-//   GET  /ready           the model is loaded and warm, and not draining
-//   GET  /v1/models       the served model, OpenAI's list shape
-//   GET  /metrics         Prometheus text (serve_metrics.hpp)
+//   POST /v1/embeddings         OpenAI embeddings API          (embedding model)
+//   POST /embed                 text-embeddings-inference's    (embedding model)
+//   POST /predict, /rerank      text-embeddings-inference's    (classifier, cross-encoder)
+//   POST /v1/question-answering Hugging Face pipeline's shape  (question answering)
+//   GET  /health                the process answers (no token needed)
+//   GET  /ready                 the model is loaded and warm, and not draining
+//   GET  /v1/models             the served model, OpenAI's list shape
+//   GET  /metrics               Prometheus text (serve_metrics.hpp)
+// A POST endpoint of another kind of model answers 424, as TEI does.
 #include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "polyhal/app/serve_settings.hpp"
-#include "polyhal/app/text_embedder.hpp"
-#include "serve/embed_batcher.hpp"
+#include "polyhal/app/served_model.hpp"
+#include "serve/request_batcher.hpp"
 #include "serve/serve_metrics.hpp"
 
 namespace polyhal::serve {
 
 /// What every connection shares.
 struct ServerState {
-  TextEmbedder& model;
+  /// The first replica: tokenizer and what the model is (all replicas are alike).
+  ServedModel& model;
   const ServeSettings& settings;
   std::string model_name;
   std::string api_key;  ///< empty: none required
   ServeMetrics metrics;
-  EmbedBatcher batcher;
+  RequestBatcher batcher;
   std::atomic<bool> ready{false}, draining{false};
-  ServerState(TextEmbedder& m, const ServeSettings& s, std::string name, std::string key)
-      : model(m),
+  ServerState(const std::vector<ServedModel*>& replicas, const ServeSettings& s, std::string name,
+              std::string key)
+      : model(*replicas.front()),
         settings(s),
         model_name(std::move(name)),
         api_key(std::move(key)),
-        batcher(m, s, metrics) {}
+        batcher(replicas, s, metrics) {}
 };
 
 class HttpServer {

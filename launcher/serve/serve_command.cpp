@@ -5,12 +5,13 @@
 
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 
 #include "command_table.hpp"
 #include "log_file_sink.hpp"
 #include "polyhal/app/serve_settings.hpp"
-#include "polyhal/app/text_embedder.hpp"
+#include "polyhal/app/served_model.hpp"
 #include "polyhal/error.hpp"
 #include "run_setup.hpp"
 #include "serve/http_server.hpp"
@@ -46,14 +47,14 @@ std::string served_name(const RunConfig& config, const RunPlan& plan) {
 
 /// A few texts of several lengths through the model before /ready says so:
 /// the first batches prepare kernels and touch memory.
-void warm_up(TextEmbedder& model) {
-  std::vector<TextEmbedder::Text> texts;
+void warm_up(ServedModel& model) {
+  std::vector<ServedModel::Text> texts;
   std::string words;
   for (int n : {1, 8, 40, 200}) {
     while (static_cast<int>(words.size()) < n * 6) words += "warm up the model ";
     texts.push_back(model.tokenize(words));
   }
-  for (int i = 0; i < 2; ++i) (void)model.embed(texts);
+  for (int i = 0; i < 2; ++i) (void)model.run(texts);
 }
 
 }  // namespace
@@ -68,24 +69,29 @@ int serve_command(CommandLine& cl, int, char**) {
   check_input_paths(config);
   const auto log = configure_logging(cl.common, config);
   const OpenedRun opened = open_configured_run(cl.common, config, WorldShape{}, false);
-  TextEmbedder model(opened.device(), config, opened.plan);
+  const auto& settings = serve_settings(config);
+  std::vector<std::unique_ptr<ServedModel>> replicas;
+  for (std::int64_t i = 0; i < (cl.serve_check ? 1 : settings.replicas); ++i)
+    replicas.push_back(std::make_unique<ServedModel>(opened.device(), config, opened.plan));
+  ServedModel& model = *replicas.front();
   const std::string name = served_name(config, opened.plan);
   const std::string key = read_api_key(config);
-  const auto& settings = serve_settings(config);
   const std::string what = fmt::format(
-      "model {} ({} dimensions, {} tokens at most, {}) on {} {}, batches of up to {} tokens in "
-      "rows of {}",
-      name, model.dimensions(), model.max_tokens(), model.pooling_description(), config.backend,
-      opened.device().name(), settings.max_batch_tokens, model.max_tokens());
+      "model {} ({}, {} tokens at most) on {} {}{}, batches of up to {} tokens in rows of {}", name,
+      model.description(), model.max_tokens(), config.backend, opened.device().name(),
+      settings.replicas > 1 ? fmt::format(" x {} replicas", settings.replicas) : "",
+      settings.max_batch_tokens, model.max_tokens());
   if (cl.serve_check) {
     std::cout << "ok: polyhal serve would serve " << what << " on " << settings.host << ":"
               << settings.port << (key.empty() ? "" : " (bearer token required)") << "\n";
     return 0;
   }
-  serve::ServerState state(model, settings, name, key);
+  std::vector<ServedModel*> models;
+  for (auto& replica : replicas) models.push_back(replica.get());
+  serve::ServerState state(models, settings, name, key);
   serve::HttpServer server(state);
   const unsigned short port = server.listen();
-  warm_up(model);
+  for (auto* replica : models) warm_up(*replica);
   state.ready = true;
   std::cout << fmt::format("polyhal serve: listening on http://{}:{}/ ({}){}\n", settings.host,
                            port, what, key.empty() ? "" : "; bearer token required")

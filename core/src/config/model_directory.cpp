@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/hf_directory.hpp"
 #include "polyhal/app/json_input.hpp"
 #include "polyhal/app/tokenizer_files.hpp"
@@ -61,6 +62,32 @@ void say_override(const RunConfig& config, const std::string& key, const std::st
                directory_gives);
 }
 
+/// A fine-tuned export (config.json's architectures: *ForSequenceClassification,
+/// *ForQuestionAnswering) runs with its head unless the config says otherwise:
+/// model.head and, for a classifier, model.num_labels from id2label.
+void take_directory_head(RunConfig& config) {
+  std::optional<TaskHead> head;
+  try {
+    head = read_hf_head(config.model.hf_config);
+  } catch (const ConfigError& e) {
+    config.fail("model.dir", e.what());
+  }
+  if (!head || config.sets("model.head") || config.sets("model.heads")) return;
+  const bool classifier = head->kind == TaskHead::Kind::classification;
+  config.model.head = classifier ? "classification" : "question_answering";
+  if (classifier) {
+    if (config.sets("model.num_labels") && config.model.num_labels != head->num_labels)
+      config.fail(
+          "model.num_labels",
+          fmt::format("{}, but {} has {} labels (id2label): leave the key out",
+                      config.model.num_labels, config.model.hf_config.string(), head->num_labels));
+    config.model.num_labels = head->num_labels;
+  }
+  spdlog::info("model.dir: {} is a fine-tuned {}: model.head {}{}", config.model.dir.string(),
+               hf_architecture(*head), config.model.head,
+               classifier ? fmt::format(", {} labels", head->num_labels) : "");
+}
+
 }  // namespace
 
 void read_model_directory(RunConfig& config) {
@@ -95,6 +122,7 @@ void read_model_directory(RunConfig& config) {
       config.fail("model.dir", e.what());
     }
   }
+  if (config.task == "inference") take_directory_head(config);
   // data.vocab: read after this section, so a vocab the config gives replaces this one.
   if (std::filesystem::exists(dir / "vocab.txt")) {
     if (config.sets("data.vocab"))

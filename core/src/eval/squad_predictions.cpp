@@ -144,9 +144,12 @@ std::vector<SquadAnswerPrediction> predict_squad_answers(
         const auto last = static_cast<std::size_t>(feature.token_to_word.at(span.end));
         text = squad_final_text(merged, joined(words, first, last), tokenizer);
         if (!seen.insert(text).second) continue;
-      } else {
-        if (!seen.insert("").second) continue;
+        prediction.nbest.push_back({text, 0, span.start_logit, span.end_logit,
+                                    static_cast<std::int64_t>(first),
+                                    static_cast<std::int64_t>(last)});
+        continue;
       }
+      if (!seen.insert("").second) continue;
       prediction.nbest.push_back({text, 0, span.start_logit, span.end_logit});
     }
     // As the reference: the null answer is always among a v2.0 n-best, a

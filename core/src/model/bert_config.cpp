@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <charconv>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -137,7 +138,10 @@ BertConfig bert_preset(const std::string& name) {
                                 fmt::join(bert_preset_names(), ", ")));
 }
 
-BertConfig read_hf_config(const std::filesystem::path& file) {
+namespace {
+
+/// A config.json as one JSON object, its size capped before it is read.
+nlohmann::json read_config_object(const std::filesystem::path& file) {
   std::error_code size_error;
   if (const auto bytes = std::filesystem::file_size(file, size_error);
       !size_error && bytes > (std::uintmax_t{1} << 20)) {
@@ -155,6 +159,13 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
   }
   if (!json.is_object())
     throw ConfigError(fmt::format("{}: expected a JSON object of model settings", file.string()));
+  return json;
+}
+
+}  // namespace
+
+BertConfig read_hf_config(const std::filesystem::path& file) {
+  const nlohmann::json json = read_config_object(file);
   BertConfig c;
   // Each value of the type its field has: an integer is never read from a
   // float (1e300 would not fit), a string never from a number.
@@ -231,6 +242,57 @@ std::string hf_architecture(const TaskHead& head) {
       break;
   }
   return "BertForPreTraining";
+}
+
+std::optional<TaskHead> read_hf_head(const std::filesystem::path& file) {
+  const nlohmann::json json = read_config_object(file);
+  const auto architectures = json.find("architectures");
+  if (architectures == json.end() || architectures->is_null()) return std::nullopt;
+  if (!architectures->is_array() || architectures->empty() || !architectures->front().is_string())
+    throw ConfigError(
+        fmt::format("{}: key 'architectures': expected a list of model class names, "
+                    "got {}",
+                    file.string(), json_excerpt(*architectures)));
+  const auto name = architectures->front().get<std::string>();
+  TaskHead head;
+  if (name.ends_with("ForQuestionAnswering")) {
+    head.kind = TaskHead::Kind::question_answering;
+    return head;
+  }
+  if (!name.ends_with("ForSequenceClassification")) return std::nullopt;
+  head.kind = TaskHead::Kind::classification;
+  // id2label {"0": "negative", "1": "positive"}: its size is num_labels (as
+  // transformers' PretrainedConfig reads it), the names are the labels.
+  const auto id2label = json.find("id2label");
+  if (id2label == json.end() || id2label->is_null()) {
+    head.num_labels = 2;  // transformers' default
+  } else {
+    constexpr std::size_t kMostLabels = 1 << 16;
+    if (!id2label->is_object() || id2label->empty() || id2label->size() > kMostLabels)
+      throw ConfigError(
+          fmt::format("{}: key 'id2label': expected an object of 1 to {} labels "
+                      "({{\"0\": \"negative\", ...}}), got {}",
+                      file.string(), kMostLabels, json_excerpt(*id2label)));
+    head.num_labels = static_cast<std::int64_t>(id2label->size());
+    head.labels.resize(id2label->size());
+    std::vector<bool> seen(id2label->size());
+    for (const auto& [key, value] : id2label->items()) {
+      std::size_t index = 0;
+      const auto [end, error] = std::from_chars(key.data(), key.data() + key.size(), index);
+      if (error != std::errc{} || end != key.data() + key.size() || index >= seen.size() ||
+          seen[index] || !value.is_string() || value.get<std::string>().size() > 256)
+        throw ConfigError(fmt::format(
+            "{}: key 'id2label.{}': expected label ids 0 to {} each once, each naming a label of "
+            "at most 256 bytes, got {}",
+            file.string(), key.substr(0, 40), seen.size() - 1, json_excerpt(value)));
+      seen[index] = true;
+      head.labels[index] = value.get<std::string>();
+    }
+  }
+  if (const auto type = json.find("problem_type");
+      type != json.end() && type->is_string() && *type == "multi_label_classification")
+    head.multi_label = true;
+  return head;
 }
 
 void write_hf_config(const BertConfig& c, const std::filesystem::path& file, const TaskHead& head) {

@@ -4,9 +4,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
+
+#include "polyhal/app/json_input.hpp"
 
 namespace polyhal {
 namespace {
@@ -118,6 +121,171 @@ EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits) {
           400, fmt::format("'truncation_direction' is {}: only \"Right\" is served", it->dump()));
   }
   return out;
+}
+
+namespace {
+
+bool flag(const json& doc, const char* key) {
+  return optional_bool(doc, key).value_or(false);
+}
+
+/// One /predict sequence: a string, or a list of one or two strings.
+TextPair predict_sequence(const json& item, const std::string& where) {
+  if (item.is_string()) return {item.get<std::string>(), std::nullopt};
+  if (!item.is_array() || item.empty() || item.size() > 2)
+    throw ApiError(400, fmt::format("{} is {}: expected a text or a list of one text or a pair "
+                                    "of texts",
+                                    where, json_excerpt(item)));
+  for (std::size_t k = 0; k < item.size(); ++k)
+    if (!item[k].is_string())
+      throw ApiError(400,
+                     fmt::format("{}[{}] is {}, expected a string", where, k, type_name(item[k])));
+  TextPair out{item[0].get<std::string>(), std::nullopt};
+  if (item.size() == 2) out.b = item[1].get<std::string>();
+  return out;
+}
+
+void refuse_empty(const TextPair& pair, const std::string& where) {
+  if (pair.a.empty() || (pair.b && pair.b->empty()))
+    throw ApiError(400, fmt::format("{} holds an empty string", where));
+}
+
+std::int64_t bounded_integer(const json& doc, const char* key, std::int64_t fallback,
+                             std::int64_t low, std::int64_t high) {
+  const auto it = doc.find(key);
+  if (it == doc.end() || it->is_null()) return fallback;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < low || it->get<std::int64_t>() > high)
+    throw ApiError(400, fmt::format("'{}' is {}: expected an integer from {} to {}", key,
+                                    it->dump(), low, high));
+  return it->get<std::int64_t>();
+}
+
+std::string required_text(const json& doc, const char* key) {
+  const auto it = doc.find(key);
+  if (it == doc.end() || !it->is_string() || it->get_ref<const std::string&>().empty())
+    throw ApiError(400, fmt::format("'{}' is {}: expected a non-empty string", key,
+                                    it == doc.end() ? "missing" : it->dump().substr(0, 80)));
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+PredictRequest parse_tei_predict(std::string_view body, const ApiLimits& limits) {
+  const json doc = parse_object(body);
+  PredictRequest out;
+  const auto it = doc.find("inputs");
+  if (it == doc.end())
+    throw ApiError(400, "'inputs' is missing: give a text, a pair [a, b] or a batch [[a], [a, b]]");
+  // TEI's reading: a list whose first item is a list is a batch.
+  out.batch = it->is_array() && !it->empty() && it->front().is_array();
+  if (out.batch) {
+    if (static_cast<std::int64_t>(it->size()) > limits.max_inputs)
+      throw ApiError(400, fmt::format("'inputs' holds {} inputs; at most {} per request "
+                                      "(serve.max_inputs): split the request",
+                                      it->size(), limits.max_inputs));
+    for (std::size_t i = 0; i < it->size(); ++i) {
+      const std::string where = fmt::format("'inputs'[{}]", i);
+      if (!(*it)[i].is_array())
+        throw ApiError(400, fmt::format("{} is {}: in a batch every input is a list [text] or "
+                                        "[a, b]",
+                                        where, type_name((*it)[i])));
+      out.inputs.push_back(predict_sequence((*it)[i], where));
+      refuse_empty(out.inputs.back(), where);
+    }
+  } else {
+    out.inputs.push_back(predict_sequence(*it, "'inputs'"));
+    refuse_empty(out.inputs.back(), "'inputs'");
+  }
+  out.raw_scores = flag(doc, "raw_scores");
+  out.truncate = optional_bool(doc, "truncate");
+  return out;
+}
+
+RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits) {
+  const json doc = parse_object(body);
+  RerankRequest out;
+  out.query = required_text(doc, "query");
+  const auto it = doc.find("texts");
+  if (it == doc.end() || !it->is_array())
+    throw ApiError(400, "'texts' must be a list of the texts to rank against the query");
+  out.texts = texts(doc, "texts", limits);
+  out.raw_scores = flag(doc, "raw_scores");
+  out.return_text = flag(doc, "return_text");
+  out.truncate = optional_bool(doc, "truncate");
+  return out;
+}
+
+QuestionRequest parse_question_answering(std::string_view body, const ApiLimits& limits) {
+  const json doc = parse_object(body);
+  QuestionRequest out;
+  out.context = required_text(doc, "context");
+  const auto it = doc.find("question");
+  out.batch = it != doc.end() && it->is_array();
+  out.questions = texts(doc, "question", limits);
+  out.top_k = bounded_integer(doc, "top_k", 1, 1, 20);
+  out.max_answer_length = bounded_integer(doc, "max_answer_length", 30, 1, 512);
+  return out;
+}
+
+std::vector<float> label_scores(std::span<const float> logits, bool independent, bool raw) {
+  std::vector<float> out(logits.begin(), logits.end());
+  if (raw || out.empty()) return out;
+  if (independent) {
+    for (float& v : out) v = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(v))));
+    return out;
+  }
+  const float largest = *std::max_element(out.begin(), out.end());
+  double total = 0;
+  for (float& v : out) {
+    v = static_cast<float>(std::exp(static_cast<double>(v) - largest));
+    total += v;
+  }
+  for (float& v : out) v = static_cast<float>(v / total);
+  return out;
+}
+
+std::string tei_predict_answer(const std::vector<std::vector<float>>& scores,
+                               const std::vector<std::string>& labels, bool batch) {
+  json all = json::array();
+  for (const auto& one : scores) {
+    std::vector<std::size_t> order(one.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](std::size_t x, std::size_t y) { return one[x] > one[y]; });
+    json list = json::array();
+    for (const std::size_t i : order)
+      list.push_back({{"score", one[i]}, {"label", i < labels.size() ? labels[i] : ""}});
+    all.push_back(std::move(list));
+  }
+  return (batch || all.empty() ? all : all.front())
+      .dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::string tei_rerank_answer(const std::vector<float>& scores, const RerankRequest& request) {
+  std::vector<std::size_t> order(scores.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return scores[x] > scores[y]; });
+  json out = json::array();
+  for (const std::size_t i : order) {
+    json rank{{"index", i}, {"score", scores[i]}};
+    if (request.return_text) rank["text"] = request.texts.at(i);
+    out.push_back(std::move(rank));
+  }
+  return out.dump();
+}
+
+std::string question_answering_answer(const std::vector<std::vector<ServedAnswer>>& answers,
+                                      const QuestionRequest& request) {
+  json all = json::array();
+  for (const auto& question : answers) {
+    json list = json::array();
+    for (const auto& a : question)
+      list.push_back({{"answer", a.text}, {"score", a.score}, {"start", a.start}, {"end", a.end}});
+    if (list.empty()) list.push_back({{"answer", ""}, {"score", 0.0}, {"start", 0}, {"end", 0}});
+    all.push_back(request.top_k == 1 ? list.front() : list);
+  }
+  return (request.batch ? all : all.front()).dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 void l2_normalize(std::span<float> values) {

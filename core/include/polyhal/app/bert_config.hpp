@@ -3,6 +3,7 @@
 /// BERT dimensions: presets, explicit dims, and Hugging Face config.json.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
@@ -58,6 +59,9 @@ struct TaskHead {
   Kind kind = Kind::pretraining;
   std::int64_t num_labels = 2;      ///< classification only
   std::vector<std::string> labels;  ///< classification: label names for config.json (optional)
+  /// Classification: labels scored each on its own (sigmoid), as config.json's
+  /// problem_type multi_label_classification says; else one of them (softmax).
+  bool multi_label = false;
 };
 
 /// Pipelining: the part of the model one stage holds. Stage 0 has the
@@ -85,6 +89,12 @@ BertConfig bert_preset(const std::string& name);
 /// "groupbert"; the keys polyhal has no use for are ignored). Errors name the
 /// file and the key.
 BertConfig read_hf_config(const std::filesystem::path& file);
+/// The head a Hugging Face config.json's "architectures" names
+/// (BertForSequenceClassification with id2label's labels and problem_type,
+/// BertForQuestionAnswering; any *For...Classification or
+/// *ForQuestionAnswering class), or nullopt for another class or none.
+/// Errors name the file and the key.
+std::optional<TaskHead> read_hf_head(const std::filesystem::path& file);
 /// Writes a Hugging Face config.json for the model class of `head`
 /// (architectures, and for classification id2label/label2id and
 /// problem_type), atomically: a crash leaves the old file or the new one.

@@ -2,8 +2,9 @@
 /// @file serve_api.hpp
 /// The request bodies `polyhal serve` reads and the answers it writes, apart
 /// from any socket (the fuzz target fuzz_serve_request drives the parsers):
-/// the OpenAI embeddings API (`POST /v1/embeddings`) and
-/// text-embeddings-inference's `POST /embed`. Every body is untrusted: a
+/// the OpenAI embeddings API (`POST /v1/embeddings`), text-embeddings-inference's
+/// `POST /embed`, `/predict` and `/rerank`, and `POST /v1/question-answering`
+/// (in the shape of Hugging Face's question-answering pipeline). Every body is untrusted: a
 /// parser either returns a request within `ApiLimits` or throws ApiError
 /// with the HTTP status and a message that says what to change.
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/app/serve_questions.hpp"
 
 namespace polyhal {
 
@@ -54,6 +56,62 @@ EmbedRequest parse_openai_embeddings(std::string_view body, const ApiLimits& lim
 /// `POST /embed`: {"inputs": string | [string...], "normalize"?: bool,
 /// "truncate"?: bool, "truncation_direction"?: "Right"}.
 EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits);
+
+/// One input of a classifier: a text, or a pair (query and passage,
+/// premise and hypothesis).
+struct TextPair {
+  std::string a;
+  std::optional<std::string> b;
+};
+
+/// `POST /predict`: {"inputs": "text" | ["text"] | ["a", "b"] (a pair) |
+/// [["text"] or ["a", "b"], ...] (a batch), "raw_scores"?: bool,
+/// "truncate"?: bool}, as text-embeddings-inference reads it.
+struct PredictRequest {
+  std::vector<TextPair> inputs;
+  bool batch = false;  ///< answer a list per input
+  bool raw_scores = false;
+  std::optional<bool> truncate;
+};
+PredictRequest parse_tei_predict(std::string_view body, const ApiLimits& limits);
+
+/// `POST /rerank`: {"query": string, "texts": [string...], "raw_scores"?,
+/// "return_text"?, "truncate"?}.
+struct RerankRequest {
+  std::string query;
+  std::vector<std::string> texts;
+  bool raw_scores = false, return_text = false;
+  std::optional<bool> truncate;
+};
+RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits);
+
+/// `POST /v1/question-answering`: {"question": string | [string...],
+/// "context": string, "top_k"?: 1..20, "max_answer_length"?: 1..512}.
+struct QuestionRequest {
+  std::vector<std::string> questions;
+  std::string context;
+  bool batch = false;  ///< "question" was a list
+  std::int64_t top_k = 1;
+  std::int64_t max_answer_length = 30;
+};
+QuestionRequest parse_question_answering(std::string_view body, const ApiLimits& limits);
+
+/// Scores from a classifier's logits: sigmoid per label when `independent`
+/// (one logit, or multi-label), else softmax; the logits themselves when `raw`.
+std::vector<float> label_scores(std::span<const float> logits, bool independent, bool raw);
+
+/// TEI's /predict answer: per input, [{"score", "label"}...] best first; a
+/// list of those for a batch.
+std::string tei_predict_answer(const std::vector<std::vector<float>>& scores,
+                               const std::vector<std::string>& labels, bool batch);
+/// TEI's /rerank answer: [{"index", "score", "text"?}...] best first.
+std::string tei_rerank_answer(const std::vector<float>& scores, const RerankRequest& request);
+
+/// Per question {"answer", "score", "start", "end"} (a list of the top_k
+/// best when top_k > 1; {"answer": "", "score": 0, ...} when none fits); a
+/// list of those when the request's "question" was a list.
+std::string question_answering_answer(const std::vector<std::vector<ServedAnswer>>& answers,
+                                      const QuestionRequest& request);
 
 /// The OpenAI answer: {"object": "list", "data": [{"object": "embedding",
 /// "index", "embedding"}], "model", "usage": {"prompt_tokens", "total_tokens"}};

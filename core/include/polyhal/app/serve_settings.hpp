@@ -25,11 +25,18 @@ struct ServeSettings {
   /// Requests waiting or running at most; more are answered 429.
   std::int64_t max_queue = 256;
   std::int64_t max_body_bytes = 1 << 20;  ///< larger bodies are answered 413
-  std::int64_t max_inputs = 512;          ///< texts per request
+  /// Texts per request; for question answering, windows of model.seq_len
+  /// tokens the questions over the context make.
+  std::int64_t max_inputs = 512;
   /// Texts longer than model.seq_len tokens: truncated (true) or refused 413.
   bool truncate = true;
   /// Seconds a client has to send its headers and body, and to read the answer.
   double timeout_seconds = 10.0;
+  /// Copies of the model, each with a worker taking batches from the one
+  /// queue. On a CPU each batch already runs on every thread (oneDNN), so
+  /// replicas share the same cores; where the device has several chips,
+  /// one per chip.
+  std::int64_t replicas = 1;
   /// Connections open at once; more wait in the kernel's backlog.
   std::int64_t max_connections = 512;
   /// A file holding the bearer token every request but /health must carry

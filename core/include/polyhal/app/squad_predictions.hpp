@@ -27,6 +27,9 @@ struct SquadPredictionSettings {
 struct SquadCandidate {
   std::string text;
   double probability = 0, start_logit = 0, end_logit = 0;
+  /// The context words (split on whitespace) the text lies in, first and
+  /// last; -1 for the null answer.
+  std::int64_t first_word = -1, last_word = -1;
 };
 
 struct SquadAnswerPrediction {

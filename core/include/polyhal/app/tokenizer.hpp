@@ -67,6 +67,7 @@ class WordPieceTokenizer {
   std::int32_t id(const std::string& token) const;  ///< [UNK]'s id if unknown
   const std::string& token(std::int32_t id) const;
   std::size_t vocab_size() const noexcept { return tokens_.size(); }
+  bool lower_case() const noexcept { return options_.lower_case; }
 
  private:
   /// basic_tokenize on text with no special token to keep.

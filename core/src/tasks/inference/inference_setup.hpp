@@ -1,5 +1,5 @@
 #pragma once
-// What text inference and the embedding server (text_embedder.hpp) open a
+// What text inference and the embedding server (served_model.hpp) open a
 // model with (inside libpolyhal).
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/config.hpp"

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <stdexcept>
 
 #include "text_packing.hpp"
 
@@ -14,31 +15,42 @@ namespace {
 /// file; each chunk's last row may be partly empty.
 constexpr std::size_t kLinesPerChunk = 8192;
 
-/// Hugging Face's BertPooler on one [CLS] row: tanh(W x + b), W [out, in].
+/// Hugging Face's BertPooler on one [CLS] row: tanh(W x + b).
 std::vector<float> host_pooler(std::span<const float> cls, const HostTensor& weight,
                                const HostTensor& bias) {
-  const std::size_t h = cls.size();
-  std::vector<float> out(h);
-  for (std::size_t o = 0; o < h; ++o) {
-    double sum = bias.values[o];
-    const float* row = weight.values.data() + o * h;
-    for (std::size_t i = 0; i < h; ++i) sum += static_cast<double>(row[i]) * cls[i];
-    out[o] = static_cast<float>(std::tanh(sum));
-  }
+  std::vector<float> out = host_linear(cls, weight, bias);
+  for (float& v : out) v = std::tanh(v);
   return out;
 }
 
 }  // namespace
 
+std::vector<float> host_linear(std::span<const float> x, const HostTensor& weight,
+                               const HostTensor& bias) {
+  const std::size_t in = x.size(), out_size = bias.values.size();
+  if (weight.values.size() != in * out_size)
+    throw std::invalid_argument("host_linear: the weight is not [bias size, input size]");
+  std::vector<float> out(out_size);
+  for (std::size_t o = 0; o < out_size; ++o) {
+    double sum = bias.values[o];
+    const float* row = weight.values.data() + o * in;
+    for (std::size_t i = 0; i < in; ++i) sum += static_cast<double>(row[i]) * x[i];
+    out[o] = static_cast<float>(sum);
+  }
+  return out;
+}
+
 void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
-                      const Encoding& filler, const PackedLineDone& done, InferenceResult* stats) {
+                      const Encoding& filler, const PackedLineDone& done, InferenceResult* stats,
+                      std::int64_t max_per_row) {
   const BertShape shape = bert.shape();
   const auto seq = static_cast<std::size_t>(shape.seq);
   std::vector<std::int64_t> lengths(lines.size());
   for (std::size_t i = 0; i < lines.size(); ++i)
     lengths[i] = static_cast<std::int64_t>(lines[i].ids.size());
   BertOutputs outputs;
-  for (const PackedBatch& batch : pack_lines(lengths, shape.seq, shape.batch, shape.seq)) {
+  for (const PackedBatch& batch :
+       pack_lines(lengths, shape.seq, shape.batch, max_per_row > 0 ? max_per_row : shape.seq)) {
     BertInputs in;
     in.input_ids.assign(static_cast<std::size_t>(shape.batch) * seq, 0);
     in.token_type_ids.assign(in.input_ids.size(), 0);

@@ -43,6 +43,12 @@ struct LineTokens {
 /// The real tokens of a tokenizer's (padded) encoding.
 LineTokens line_tokens(const Encoding& encoding);
 
+/// W x + b on the host in double sums, W [out, in] as Hugging Face's
+/// nn.Linear stores it: the small heads of packed rows (a pooler, a
+/// classifier, qa_outputs), computed from each sequence's own tokens.
+std::vector<float> host_linear(std::span<const float> x, const HostTensor& weight,
+                               const HostTensor& bias);
+
 /// Called with each line's index and its last hidden state [tokens, H].
 using PackedLineDone = std::function<void(std::size_t, std::span<const float>)>;
 
@@ -50,9 +56,10 @@ using PackedLineDone = std::function<void(std::size_t, std::span<const float>)>;
 /// several to a row, each attending only to itself; rows the lines leave
 /// empty hold `filler` ([CLS] [SEP]). `done` gets every line once, batch by
 /// batch. Adds computed tokens and batch times to `stats` when given.
+/// `max_per_row` 1 is one line per row (the padded path, for comparison).
 void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
                       const Encoding& filler, const PackedLineDone& done,
-                      InferenceResult* stats = nullptr);
+                      InferenceResult* stats = nullptr, std::int64_t max_per_row = 0);
 
 /// Runs every line through `bert` (prepared for packed rows, without heads)
 /// and fills result's timings and counts.

@@ -28,12 +28,14 @@ ConfigSection serve_section() {
            at_least(1, 1'000'000))
       .add("max_body_bytes", &S::max_body_bytes,
            "polyhal serve: the largest request body (more: 413)", at_least(64, 1 << 30))
-      .add("max_inputs", &S::max_inputs, "polyhal serve: texts per request at most",
-           at_least(1, 1'000'000))
+      .add("max_inputs", &S::max_inputs,
+           "polyhal serve: texts (or question windows) per request at most", at_least(1, 1'000'000))
       .add("truncate", &S::truncate,
            "polyhal serve: texts over model.seq_len tokens are truncated; false: refused (413)")
       .add("timeout_seconds", &S::timeout_seconds,
            "polyhal serve: time a client has to send a request and to read the answer", seconds())
+      .add("replicas", &S::replicas,
+           "polyhal serve: copies of the model, each running its own batches", at_least(1, 64))
       .add("max_connections", &S::max_connections, "polyhal serve: connections open at once",
            at_least(1, 100'000))
       .add("api_key_file", &S::api_key_file,

@@ -1,0 +1,259 @@
+// The server's model: text inference's setup (inference_task.cpp) held
+// open, its packed rows (packed_text_inference.hpp) run per batch, and the
+// small head of each task computed per text on the host.
+#include "polyhal/app/served_model.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "inference_section.hpp"
+#include "inference_setup.hpp"
+#include "packed_text_inference.hpp"
+#include "polyhal/app/bert_inference.hpp"
+#include "polyhal/error.hpp"
+#include "tasks/inference_precision.hpp"
+#include "tasks/plan_fit.hpp"
+
+namespace polyhal {
+namespace {
+
+ServedModel::Task served_task(const RunConfig& config) {
+  if (config.model.heads || config.model.head == "pretraining")
+    throw config.error(config.model.heads ? "model.heads" : "model.head",
+                       "the MLM and NSP heads are not served: model.head none (embeddings), "
+                       "classification or question_answering");
+  if (config.model.head == "classification") return ServedModel::Task::classification;
+  if (config.model.head == "question_answering") return ServedModel::Task::question_answering;
+  return ServedModel::Task::embeddings;
+}
+
+TaskHead served_head(const RunConfig& config, ServedModel::Task task) {
+  TaskHead head;
+  if (task == ServedModel::Task::question_answering) {
+    head.kind = TaskHead::Kind::question_answering;
+  } else if (task == ServedModel::Task::classification) {
+    head.kind = TaskHead::Kind::classification;
+    head.num_labels = config.model.num_labels;
+    // The label names, where the model's config.json has them.
+    if (!config.model.hf_config.empty())
+      if (const auto file_head = read_hf_head(config.model.hf_config);
+          file_head && file_head->kind == head.kind) {
+        if (file_head->num_labels != head.num_labels)
+          throw config.error(
+              "model.num_labels",
+              fmt::format("{}, but {} has {} labels (id2label): leave the key out", head.num_labels,
+                          config.model.hf_config.string(), file_head->num_labels));
+        head.labels = file_head->labels;
+        head.multi_label = file_head->multi_label;
+      }
+    for (auto i = static_cast<std::int64_t>(head.labels.size()); i < head.num_labels; ++i)
+      head.labels.push_back(fmt::format("LABEL_{}", i));
+  }
+  return head;
+}
+
+HostTensor take_tensor(TensorMap& weights, const std::string& name) {
+  auto it = weights.find(name);
+  if (it == weights.end())
+    throw ConfigError(fmt::format("weights: missing tensor '{}' of the served head", name));
+  HostTensor out = std::move(it->second);
+  weights.erase(it);
+  return out;
+}
+
+}  // namespace
+
+struct ServedModel::Impl {
+  Task task;
+  TaskHead head;
+  BertConfig dims;
+  std::string name, description;
+  BertShape shape;
+  WordPieceTokenizer tokenizer;
+  SentencePooling pooling;
+  BertInference bert;
+  Encoding filler;
+  bool normalizes = false;  // the model's own choice; run() returns unnormalised vectors
+  bool packed = true;       // inference.packed false: one text per row (to measure packing)
+  // The head's tensors, Hugging Face's [out, in]: pooler and classifier, or qa_outputs.
+  HostTensor pooler_weight, pooler_bias, head_weight, head_bias;
+
+  Impl(Device& device, const RunConfig& config, const RunPlan& plan)
+      : task(served_task(config)),
+        head(served_head(config, task)),
+        dims(plan.model.dims),
+        name(plan.model.name),
+        shape{config.batch.micro, config.model.seq_len},
+        tokenizer(open_text_tokenizer(config, dims)),
+        pooling(task == Task::embeddings ? text_pooling(config) : SentencePooling{}),
+        bert(refusing_precision(config,
+                                [&] {
+                                  return BertInference(
+                                      device, dims, shape,
+                                      inference_precision(config, plan.precision, dims, device),
+                                      false, true);
+                                })),
+        filler(tokenizer.encode("", std::nullopt, shape.seq)) {
+    require_plan_fits(bert.plan_memory());
+    bool pooler_absent = false;
+    TensorMap weights =
+        read_inference_weights(config, dims, head, task != Task::embeddings, &pooler_absent);
+    if (task != Task::embeddings) take_head(weights);
+    bert.load_weights(weights);
+    normalizes = pooling.normalize;
+    pooling.normalize = false;
+    packed = config.section<InferenceSection>().packed;
+    describe();
+    if (!packed) description += "; one text per row (inference.packed: false)";
+  }
+
+  /// The head's tensors out of `weights`, and a zero pooler where the model
+  /// has none (question answering): the encoder's pooler runs but is unused.
+  void take_head(TensorMap& weights) {
+    const auto h = dims.hidden_size;
+    if (task == Task::classification) {
+      pooler_weight = take_tensor(weights, "bert.pooler.dense.weight");
+      pooler_bias = take_tensor(weights, "bert.pooler.dense.bias");
+      head_weight = take_tensor(weights, "classifier.weight");
+      head_bias = take_tensor(weights, "classifier.bias");
+    } else {
+      head_weight = take_tensor(weights, "qa_outputs.weight");
+      head_bias = take_tensor(weights, "qa_outputs.bias");
+    }
+    weights["bert.pooler.dense.weight"] = {{h, h},
+                                           std::vector<float>(static_cast<std::size_t>(h * h))};
+    weights["bert.pooler.dense.bias"] = {{h}, std::vector<float>(static_cast<std::size_t>(h))};
+  }
+
+  void describe() {
+    switch (task) {
+      case Task::embeddings:
+        description = fmt::format("embeddings: {} pooling{}{}", pooling.mode,
+                                  normalizes ? ", L2-normalised" : "",
+                                  pooling.source.empty() ? "" : " (from " + pooling.source + ")");
+        break;
+      case Task::classification: {
+        std::vector<std::string> shown(
+            head.labels.begin(),
+            head.labels.begin() + std::min<std::ptrdiff_t>(8, std::ssize(head.labels)));
+        description = fmt::format("classification: {} label{} ({}{})", head.num_labels,
+                                  head.num_labels == 1 ? "" : "s", fmt::join(shown, ", "),
+                                  head.labels.size() > shown.size() ? ", ..." : "");
+        break;
+      }
+      case Task::question_answering:
+        description = "question answering: start and end logits per token";
+        break;
+    }
+  }
+
+  std::vector<float> head_outputs(std::span<const float> hidden, std::size_t tokens) const {
+    const auto h = static_cast<std::size_t>(dims.hidden_size);
+    switch (task) {
+      case Task::embeddings:
+        return pool_sentence(hidden, std::vector<std::int32_t>(tokens, 1), dims.hidden_size,
+                             pooling);
+      case Task::classification: {
+        std::vector<float> pooled = host_linear(hidden.first(h), pooler_weight, pooler_bias);
+        for (float& v : pooled) v = std::tanh(v);
+        return host_linear(pooled, head_weight, head_bias);
+      }
+      case Task::question_answering:
+        break;
+    }
+    std::vector<float> out(2 * tokens);
+    for (std::size_t t = 0; t < tokens; ++t) {
+      const auto both = host_linear(hidden.subspan(t * h, h), head_weight, head_bias);
+      out[t] = both[0];
+      out[tokens + t] = both[1];
+    }
+    return out;
+  }
+};
+
+ServedModel::ServedModel(Device& device, const RunConfig& config, const RunPlan& plan)
+    : impl_(std::make_unique<Impl>(device, config, plan)) {
+  if (impl_->task == Task::embeddings && impl_->pooling.mode == "none")
+    throw config.error("inference.pooling",
+                       "none: an embedding server needs a sentence embedding; set mean, cls or "
+                       "max (or auto with a sentence-transformers directory)");
+}
+
+ServedModel::~ServedModel() = default;
+
+ServedModel::Text ServedModel::tokenize(const std::string& text,
+                                        const std::optional<std::string>& second) const {
+  const auto& m = *impl_;
+  const LineTokens tokens = line_tokens(m.tokenizer.encode(text, second, m.shape.seq));
+  Text out{tokens.ids, tokens.types, false};
+  // Only a full encoding can have lost tokens: count them then.
+  if (static_cast<std::int64_t>(out.ids.size()) == m.shape.seq) {
+    auto wanted = static_cast<std::int64_t>(m.tokenizer.tokenize(text).size()) + 2;
+    if (second) wanted += static_cast<std::int64_t>(m.tokenizer.tokenize(*second).size()) + 1;
+    out.truncated = wanted > m.shape.seq;
+  }
+  return out;
+}
+
+std::vector<std::vector<float>> ServedModel::run(const std::vector<Text>& texts) {
+  auto& m = *impl_;
+  std::vector<LineTokens> lines(texts.size());
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const auto n = texts[i].ids.size();
+    if (n < 2 || static_cast<std::int64_t>(n) > m.shape.seq || texts[i].types.size() != n)
+      throw Error(ExitCode::failure, fmt::format("serve: text {} has {} tokens", i, n));
+    lines[i] = {texts[i].ids, texts[i].types};
+  }
+  std::vector<std::vector<float>> out(texts.size());
+  run_packed_lines(
+      m.bert, lines, m.filler,
+      [&](std::size_t i, std::span<const float> hidden) {
+        out[i] = m.head_outputs(hidden, lines[i].ids.size());
+      },
+      nullptr, m.packed ? 0 : 1);
+  return out;
+}
+
+ServedModel::Task ServedModel::task() const noexcept {
+  return impl_->task;
+}
+std::int64_t ServedModel::dimensions() const noexcept {
+  switch (impl_->task) {
+    case Task::embeddings:
+      return impl_->dims.hidden_size;
+    case Task::classification:
+      return impl_->head.num_labels;
+    case Task::question_answering:
+      break;
+  }
+  return 2;
+}
+std::int64_t ServedModel::max_tokens() const noexcept {
+  return impl_->shape.seq;
+}
+std::int64_t ServedModel::tokens_per_call() const noexcept {
+  return impl_->shape.batch * impl_->shape.seq;
+}
+const std::string& ServedModel::model_name() const noexcept {
+  return impl_->name;
+}
+bool ServedModel::normalizes() const noexcept {
+  return impl_->normalizes;
+}
+const std::vector<std::string>& ServedModel::labels() const noexcept {
+  return impl_->head.labels;
+}
+bool ServedModel::independent_labels() const noexcept {
+  return impl_->head.multi_label || impl_->head.num_labels == 1;
+}
+const std::string& ServedModel::description() const noexcept {
+  return impl_->description;
+}
+const WordPieceTokenizer& ServedModel::tokenizer() const noexcept {
+  return impl_->tokenizer;
+}
+
+}  // namespace polyhal
