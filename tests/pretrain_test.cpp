@@ -351,6 +351,7 @@ TEST(PretrainMixedPrecision, Bf16OnTheCpuLearnsLikeF32) {
   // The benchmark's precision on the real backend: bf16 operands and
   // activations over f32 master weights must learn the pattern data about as
   // well as f32 does (f32 drops the MLM loss by 2.5-3 in 60 steps).
+  if (const auto why = test::cpu_without_bf16()) GTEST_SKIP() << *why;
   test::TempDir dir;
   const auto run = learn(dir, 60, " --set model.precision=bf16");
   ASSERT_EQ(run.result.exit_code, 0) << run.result.output;

@@ -447,6 +447,63 @@ TEST(ModelDirectory, ModelDirThatIsNoModelIsRefusedAtTheKey) {
       << r2.output;
 }
 
+// A fine-tuned export is served with its head: model.dir alone sets
+// model.head and num_labels from config.json's architectures and id2label
+// (issue 55); a hostile id2label is an error naming the file and the key,
+// and a num_labels that contradicts it an error at the key.
+TEST(ModelDirectory, FineTunedExportBringsItsHeadAndLabels) {
+  const auto heads = std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/serve_heads";
+  test::TempDir dir;
+  const auto validate = [&](const std::string& model, const std::string& extra = "") {
+    const auto config = dir.write("h.yaml", "backend: cpu\ntask: inference\nmodel: {dir: " + model +
+                                                ", seq_len: 32" + extra + "}\n");
+    return test::run_polyhal("validate --config " + config.string());
+  };
+  auto r = validate((heads / "classifier").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("is a fine-tuned BertForSequenceClassification: model.head "
+                          "classification, 3 labels"),
+            std::string::npos)
+      << r.output;
+  r = validate((heads / "question_answering").string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("BertForQuestionAnswering: model.head question_answering"),
+            std::string::npos)
+      << r.output;
+  r = validate((heads / "classifier").string(), ", num_labels: 2");
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'model.num_labels': 2, but"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("has 3 labels (id2label)"), std::string::npos) << r.output;
+  // An explicit head wins: the classifier's encoder as an embedding model.
+  r = validate((heads / "classifier").string(), ", head: none");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(r.output.find("is a fine-tuned"), std::string::npos) << r.output;
+  std::string config_json;
+  {
+    std::ifstream in(heads / "classifier" / "config.json");
+    config_json.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  for (const auto& [id2label, complaint] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"0": "a", "0": "b", "2": "c"})", "key 'id2label."},
+           {R"({"0": "a", "5": "b", "1": "c"})", "key 'id2label.5'"},
+           {R"({"-1": "a", "1": "b", "2": "c"})", "key 'id2label.-1'"},
+           {R"({"0": 7, "1": "b", "2": "c"})", "key 'id2label.0'"},
+           {R"([])", "key 'id2label': expected an object"}}) {
+    std::filesystem::copy(heads / "classifier", dir.path() / "hostile",
+                          std::filesystem::copy_options::overwrite_existing |
+                              std::filesystem::copy_options::recursive);
+    auto text = config_json;
+    const auto at = text.find("\"id2label\"");
+    const auto end = text.find('}', at);
+    text.replace(at, end + 1 - at, "\"id2label\": " + id2label);
+    dir.write("hostile/config.json", text);
+    r = validate((dir.path() / "hostile").string());
+    EXPECT_EQ(r.exit_code, 2) << id2label << ": " << r.output;
+    EXPECT_NE(r.output.find("config.json: " + complaint), std::string::npos)
+        << id2label << ": " << r.output;
+  }
+}
+
 // A preset over a model directory's weights is one error at the key, read
 // from the weights' header before anything loads, naming each dimension
 // and the key to set; `validate` says it as `run` would (issue 54, item 5).

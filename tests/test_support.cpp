@@ -132,6 +132,13 @@ std::shared_ptr<Device> first_device(const std::string& name,
   return backend->open_devices(resolve_device_options(backend->device_options(), given)).front();
 }
 
+std::optional<std::string> cpu_without_bf16() {
+  const auto cpu = first_device("cpu");
+  if (cpu->supports(DType::bf16)) return std::nullopt;
+  return cpu->name() + " (" + cpu->properties().product +
+         ") has no AVX-512, and oneDNN no bf16 below it";
+}
+
 std::filesystem::path golden_dir() {
   return std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/golden/bert_tiny";
 }

@@ -3,8 +3,10 @@
 // and loading the plugins built in this tree.
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "polyhal/app/bert_config.hpp"
@@ -50,6 +52,11 @@ std::filesystem::path built_plugin(const std::string& name);
 /// The first device of in-tree backend `name`, opened with device options `given`.
 std::shared_ptr<Device> first_device(const std::string& name,
                                      const std::map<std::string, std::string>& given = {});
+
+/// Why the CPU plugin on this host cannot compute in bf16 (no AVX-512:
+/// oneDNN has no bf16 below it), or nothing when it can: the tests skip
+/// their CPU bf16 part by this reason and still run every other backend.
+std::optional<std::string> cpu_without_bf16();
 
 /// BERT tiny with a 64-token vocabulary and `layers` encoder layers: the
 /// small model the training tests compare program variants on.

@@ -240,6 +240,7 @@ class CpuDevice final : public Device {
         return make_onednn_glu(desc, engine_);
       });
     }
+    if (!avx512_) refuse_bf16_inside_f32_ops();
   }
 
  protected:
@@ -250,6 +251,26 @@ class CpuDevice final : public Device {
     std::vector<MemoryItem> all = items;
     all.push_back({"process", "code and libraries (resident when opened, measured)", opened_rss_});
     return Device::plan_memory(all);
+  }
+
+  /// Below AVX-512 oneDNN has no bf16 at all: an f32 op asked to store its
+  /// outputs in bf16 (round_to) or to multiply in bf16 (bf32) is refused by
+  /// name as a bf16 op is, not left to fail inside oneDNN.
+  void refuse_bf16_inside_f32_ops() {
+    for (OpKind op : registry().ops()) {
+      const KernelFactory* factory = registry().find(op, DType::f32);
+      if (factory == nullptr) continue;
+      registry().add(op, DType::f32, [inner = *factory](const KernelDesc& desc, Device& device) {
+        const auto* linear = std::get_if<LinearAttrs>(&desc.attrs);
+        if (desc.round_to == DType::bf16 || desc.products == DType::bf16 ||
+            (linear != nullptr && linear->math == LinearMath::bf16_products))
+          throw KernelNotFoundError(
+              fmt::format("{}{}: bf16 storage and bf16 products need AVX-512 (this CPU or "
+                          "device.isa stops below it); use f32",
+                          desc.to_string(), desc.round_to == DType::bf16 ? " (bf16 storage)" : ""));
+        return inner(desc, device);
+      });
+    }
   }
 
   std::string kernel_advice(const KernelDesc& desc) const override {
