@@ -115,20 +115,35 @@ def peer_env(threads):
     return env
 
 
+def model_with_onnx(model, work):
+    """The model directory as the ONNX peers read it: a copy with
+    model.onnx beside config.json, exported by optimum. (infinity 0.0.78
+    hands optimum 2.1 a path where it matches file names, so the file sits
+    at the top; sentence-transformers is told its name.)"""
+    from optimum.exporters.onnx import main_export
+
+    out = os.path.join(work, "model-with-onnx")
+    shutil.copytree(model, out)
+    main_export(model, output=out, task="feature-extraction", library_name="transformers")
+    return out
+
+
 def start_infinity(args, work, engine):
     port = free_port()
     command = [os.path.join(os.path.dirname(sys.executable), "infinity_emb"), "v2",
-               "--model-id", args.model, "--engine", engine, "--device", "cpu",
+               "--model-id", ".", "--engine", engine, "--device", "cpu",
                "--port", str(port), "--batch-size", "32", "--no-model-warmup"]
+    # From inside the directory: infinity 0.0.78 passes a local model's ONNX
+    # file to optimum as an absolute path, which optimum then cannot find.
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, env=peer_env(args.threads), cwd=work)
+                               text=True, env=peer_env(args.threads), cwd=args.onnx_model)
     return process, port, "/embeddings", "/health"
 
 
 def start_sentence_transformers(args, work):
     port = free_port()
     process = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "st_server.py"),
-                                args.model, str(port), str(args.threads), "onnx"],
+                                args.onnx_model, str(port), str(args.threads), "onnx"],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env=peer_env(args.threads), cwd=work)
     return process, port, "/v1/embeddings", "/health"
@@ -187,6 +202,8 @@ def main():
     results = {}
     work = tempfile.mkdtemp()
     try:
+        if any(not name.startswith("polyhal") for name in args.servers.split(",")):
+            args.onnx_model = model_with_onnx(args.model, work)
         for name in args.servers.split(","):
             results[name] = measure(args, name, sentences, work)
             print(f"# {name} done", file=sys.stderr, flush=True)

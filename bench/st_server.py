@@ -17,7 +17,9 @@ from sentence_transformers import SentenceTransformer
 MODEL_DIR, PORT, THREADS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 BACKEND = sys.argv[4] if len(sys.argv) > 4 else "onnx"
 torch.set_num_threads(THREADS)
-model = SentenceTransformer(MODEL_DIR, device="cpu", backend=BACKEND)
+# The ONNX file bench/serve_bench.py exports beside config.json.
+extra = {"model_kwargs": {"file_name": "model.onnx"}} if BACKEND == "onnx" else {}
+model = SentenceTransformer(MODEL_DIR, device="cpu", backend=BACKEND, **extra)
 lock = threading.Lock()
 
 

@@ -111,6 +111,36 @@ void BertInference::load_weights(const TensorMap& weights) {
   s.loaded = true;
 }
 
+void BertInference::share_weights(const BertInference& loaded) {
+  auto& s = *state_;
+  const auto& from = *loaded.state_;
+  if (!from.loaded) throw std::logic_error("BertInference::share_weights from an unloaded model");
+  const auto& mine = s.bert->parameters;
+  const auto& theirs = from.bert->parameters;
+  if (mine.size() != theirs.size() ||
+      s.bert->smoothing_points.size() != from.bert->smoothing_points.size())
+    throw std::logic_error("BertInference::share_weights: another model");
+  std::map<int, Tensor> given;
+  const Program& source = from.bert->program;
+  Program& program = s.program();
+  // A weight that is rows of a fused one (Q, K and V) is shared as the whole.
+  const auto share = [&](int mine_slot, int their_slot) {
+    if (program.is_view(mine_slot)) mine_slot = program.view_base(mine_slot);
+    if (source.is_view(their_slot)) their_slot = source.view_base(their_slot);
+    given[mine_slot] = source.bound(their_slot);
+  };
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    if (mine[i].name != theirs[i].name)
+      throw std::logic_error("BertInference::share_weights: another model (" + mine[i].name + ")");
+    share(mine[i].weight, theirs[i].weight);
+  }
+  for (std::size_t i = 0; i < s.bert->smoothing_points.size(); ++i)
+    share(s.bert->smoothing_points[i].smoothing, from.bert->smoothing_points[i].smoothing);
+  program.allocate(given);
+  program.bind_constants();
+  s.loaded = true;
+}
+
 void BertInference::run(const BertInputs& in, BertOutputs* out) {
   auto& s = *state_;
   if (!s.loaded) throw RuntimeFailure("BertInference::run before load_weights");

@@ -255,11 +255,19 @@ std::optional<double> Program::estimate_side_seconds() const {
   return total;
 }
 
-void Program::allocate() {
+void Program::allocate(const std::map<int, Tensor>& given) {
   if (allocated_) return;
   prepare_kernels();
-  for (auto& s : slots_) {
-    if (s.view_of < 0 && !s.elsewhere) s.tensor = device_.allocate_tensor(s.dtype, s.shape, s.name);
+  for (const auto& [t, tensor] : given)
+    if (at(t).view_of >= 0 || tensor.dtype != at(t).dtype || tensor.shape != at(t).shape)
+      throw std::logic_error(
+          fmt::format("Program: tensor {} given with another dtype or shape", at(t).name));
+  for (std::size_t i = 0; i < slots_.size(); ++i) {
+    auto& s = slots_[i];
+    if (const auto it = given.find(static_cast<int>(i)); it != given.end())
+      s.tensor = it->second;
+    else if (s.view_of < 0 && !s.elsewhere)
+      s.tensor = device_.allocate_tensor(s.dtype, s.shape, s.name);
   }
   for (auto& s : slots_) {
     if (s.view_of >= 0) s.tensor = row_slice(at(s.view_of).tensor, s.view_begin, s.shape[0]);

@@ -126,7 +126,10 @@ class Program {
   /// answers at once, however large the batch.
   MemoryReport plan_memory(std::vector<MemoryItem> items) const;
   /// Prepares kernels, allocates every tensor, binds every op. Once.
-  void allocate();
+  /// `given` slots are bound to those tensors instead of new ones (the
+  /// weights of another program on the same device: one copy for several
+  /// shapes); each must have the slot's dtype and shape.
+  void allocate(const std::map<int, Tensor>& given = {});
   bool allocated() const { return allocated_; }
   /// Hands every op its constants (Kernel::set_constants), after their
   /// values were uploaded: kernels may pack them.

@@ -102,6 +102,12 @@ class BertInference {
   /// Uploads weights (Hugging Face names, see bert_weights.hpp) in the model's
   /// precision and allocates activations. Call once before run().
   void load_weights(const TensorMap& weights);
+  /// Instead of load_weights: the weights `loaded` holds (loaded already, of
+  /// the same model and precision on the same device, prepared for another
+  /// shape), shared rather than copied, and activations of its own. The
+  /// server runs one model in several shapes this way. `loaded` must
+  /// outlive this model's runs.
+  void share_weights(const BertInference& loaded);
   /// One forward pass. Copies results to `outputs` if it is not null.
   void run(const BertInputs& inputs, BertOutputs* outputs);
   /// Calibration: from now on every run() also records the largest |x| at

@@ -16,6 +16,7 @@
 #include "polyhal/error.hpp"
 #include "tasks/inference_precision.hpp"
 #include "tasks/plan_fit.hpp"
+#include "text_packing.hpp"
 
 namespace polyhal {
 namespace {
@@ -55,6 +56,20 @@ TaskHead served_head(const RunConfig& config, ServedModel::Task task) {
   return head;
 }
 
+/// The shapes a server prepares for `largest` (batch.micro x model.seq_len):
+/// one row of an eighth, a quarter and a half of seq_len (16 tokens at
+/// least), then 1, 2, 4, ... full rows up to batch.micro. Packing fills rows,
+/// so several rows are full ones.
+std::vector<BertShape> served_shapes(const BertShape& largest) {
+  std::vector<BertShape> shapes;
+  for (std::int64_t part : {8, 4, 2})
+    if (largest.seq / part >= 16) shapes.push_back({1, largest.seq / part});
+  for (std::int64_t rows = 1; rows < largest.batch; rows *= 2)
+    shapes.push_back({rows, largest.seq});
+  shapes.push_back(largest);
+  return shapes;
+}
+
 HostTensor take_tensor(TensorMap& weights, const std::string& name) {
   auto it = weights.find(name);
   if (it == weights.end())
@@ -74,7 +89,11 @@ struct ServedModel::Impl {
   BertShape shape;
   WordPieceTokenizer tokenizer;
   SentencePooling pooling;
-  BertInference bert;
+  /// The model prepared for several shapes, fewest tokens first, the last
+  /// batch.micro x model.seq_len, all on one copy of the weights: a batch
+  /// runs on the smallest that holds its packed rows in one call, so a lone
+  /// short request computes tens of tokens, not a whole batch of rows.
+  std::vector<std::unique_ptr<BertInference>> berts;
   Encoding filler;
   bool normalizes = false;  // the model's own choice; run() returns unnormalised vectors
   bool packed = true;       // inference.packed false: one text per row (to measure packing)
@@ -89,20 +108,25 @@ struct ServedModel::Impl {
         shape{config.batch.micro, config.model.seq_len},
         tokenizer(open_text_tokenizer(config, dims)),
         pooling(task == Task::embeddings ? text_pooling(config) : SentencePooling{}),
-        bert(refusing_precision(config,
-                                [&] {
-                                  return BertInference(
-                                      device, dims, shape,
-                                      inference_precision(config, plan.precision, dims, device),
-                                      false, true);
-                                })),
         filler(tokenizer.encode("", std::nullopt, shape.seq)) {
-    require_plan_fits(bert.plan_memory());
+    const InferencePrecision precision = inference_precision(config, plan.precision, dims, device);
+    for (const BertShape& each : served_shapes(shape)) {
+      berts.push_back(refusing_precision(config, [&] {
+        return std::make_unique<BertInference>(device, dims, each, precision, false, true);
+      }));
+    }
+    require_plan_fits(berts.back()->plan_memory());
     bool pooler_absent = false;
     TensorMap weights =
         read_inference_weights(config, dims, head, task != Task::embeddings, &pooler_absent);
     if (task != Task::embeddings) take_head(weights);
-    bert.load_weights(weights);
+    berts.back()->load_weights(weights);
+    for (std::size_t i = 0; i + 1 < berts.size(); ++i) berts[i]->share_weights(*berts.back());
+    std::vector<std::string> shown;
+    for (const auto& bert : berts)
+      shown.push_back(fmt::format("{}x{}", bert->shape().batch, bert->shape().seq));
+    spdlog::info("serve: the model in {} shapes (rows x tokens) on one copy of its weights: {}",
+                 berts.size(), fmt::join(shown, ", "));
     normalizes = pooling.normalize;
     pooling.normalize = false;
     packed = config.section<InferenceSection>().packed;
@@ -148,6 +172,23 @@ struct ServedModel::Impl {
         description = "question answering: start and end logits per token";
         break;
     }
+  }
+
+  /// The model of the fewest tokens that runs `lines` in one call (the
+  /// largest, in several calls, when none does).
+  BertInference& smallest_holding(const std::vector<LineTokens>& lines) {
+    std::vector<std::int64_t> lengths;
+    std::int64_t longest = 0;
+    for (const auto& line : lines) {
+      lengths.push_back(static_cast<std::int64_t>(line.ids.size()));
+      longest = std::max(longest, lengths.back());
+    }
+    for (auto& bert : berts) {
+      const BertShape s = bert->shape();
+      if (s.seq < longest) continue;
+      if (pack_lines(lengths, s.seq, s.batch, packed ? s.seq : 1).size() == 1) return *bert;
+    }
+    return *berts.back();
   }
 
   std::vector<float> head_outputs(std::span<const float> hidden, std::size_t tokens) const {
@@ -209,7 +250,7 @@ std::vector<std::vector<float>> ServedModel::run(const std::vector<Text>& texts)
   }
   std::vector<std::vector<float>> out(texts.size());
   run_packed_lines(
-      m.bert, lines, m.filler,
+      m.smallest_holding(lines), lines, m.filler,
       [&](std::size_t i, std::span<const float> hidden) {
         out[i] = m.head_outputs(hidden, lines[i].ids.size());
       },
