@@ -121,6 +121,51 @@ TEST(BertWeights, LoadsBf16FileWithoutPrefixAndWithGammaBeta) {
   }
 }
 
+// A model prepared for two shapes on one copy of its weights (the server's
+// shapes): the second allocates its activations only, and a sequence gets the
+// same hidden states from both, on the CPU and on a device model.
+TEST(BertInferenceShapes, SharedWeightsAreOneCopyAndGiveTheSameOutputs) {
+  const BertConfig config = bert_preset("tiny");
+  const auto weights = init_bert_weights(config, 11);
+  for (const std::string backend : {"cpu", "gaudi"}) {
+    SCOPED_TRACE(backend);
+    auto device = test::first_device(backend);
+    BertInference large(*device, config, {4, 32}, DType::f32, false);
+    BertInference small(*device, config, {1, 16}, DType::f32, false);
+    large.load_weights(weights);
+    const auto after_large = device->memory_stats().in_use_bytes;
+    small.share_weights(large);
+    const auto added = device->memory_stats().in_use_bytes - after_large;
+    std::uint64_t weight_bytes = 0;
+    for (const auto& [name, tensor] : weights) weight_bytes += tensor.values.size() * 4;
+    EXPECT_LT(added, weight_bytes / 2) << "the second shape copied the weights";
+    const auto inputs = [](std::int64_t rows, std::int64_t seq) {
+      BertInputs in;
+      const auto n = static_cast<std::size_t>(rows * seq);
+      in.input_ids.assign(n, 0);
+      in.token_type_ids.assign(n, 0);
+      in.attention_mask.assign(n, 0);
+      for (std::int64_t t = 0; t < 12; ++t) {  // one sequence of 12 tokens in row 0
+        in.input_ids[static_cast<std::size_t>(t)] = static_cast<std::int32_t>(3 + 7 * t % 90);
+        in.attention_mask[static_cast<std::size_t>(t)] = 1;
+      }
+      return in;
+    };
+    BertOutputs a, b;
+    large.run(inputs(4, 32), &a);
+    small.run(inputs(1, 16), &b);
+    const std::size_t h = static_cast<std::size_t>(config.hidden_size);
+    double worst = 0;
+    for (std::size_t i = 0; i < 12 * h; ++i)
+      worst = std::max(
+          worst, std::abs(static_cast<double>(a.last_hidden_state[i]) - b.last_hidden_state[i]));
+    EXPECT_LE(worst, 1e-5);
+    BertInference unloaded(*device, config, {1, 16}, DType::f32, false);
+    EXPECT_THROW(BertInference(*device, config, {1, 16}, DType::f32, false).share_weights(unloaded),
+                 std::logic_error);
+  }
+}
+
 TEST(BertWeights, SaveThenLoadRoundTripsExactly) {
   const Golden golden;
   test::TempDir dir;
