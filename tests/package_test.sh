@@ -147,9 +147,12 @@ unit=$(find "$work/all" -path '*/systemd/system/polyhal-serve.service' -print -q
 dpkg-deb -e "${polyhal_deb[0]}" "$work/polyhal-control"
 grep -qx /etc/polyhal/serve.yaml "$work/polyhal-control/conffiles" ||
   fail "/etc/polyhal/serve.yaml should be a conffile (a user's edits survive an upgrade)"
-# Installed disabled (it needs a model): no enable or start in the scripts.
-! grep -q "deb-systemd-invoke start\|deb-systemd-helper enable" "$work/polyhal-control/postinst" ||
-  fail "polyhal-serve should not be enabled or started by the package"
+# Installed disabled (it needs a model): the scripts start nothing, and
+# enable it again only where the admin had enabled it (was-enabled).
+postinst=$(cat "$work/polyhal-control/postinst")
+! grep -q "deb-systemd-invoke" <<<"$postinst" || fail "the package should not start polyhal-serve"
+! grep -q "deb-systemd-helper enable" <<<"$postinst" || grep -q "was-enabled" <<<"$postinst" ||
+  fail "polyhal-serve should not be enabled by the package"
 # systemd's own check of the unit, with its programs in the unpacked tree.
 if command -v systemd-analyze > /dev/null; then
   sed "s|/usr/bin/polyhal|$work/all/usr/bin/polyhal|g" "$unit" > "$work/polyhal-serve.service"
