@@ -39,12 +39,19 @@ def free_port():
         return s.getsockname()[1]
 
 
+def server_log(work, name):
+    """A file for a server's output: a pipe nobody reads would fill and stop
+    a server that logs each request."""
+    return open(os.path.join(work, f"{name}.log"), "w")
+
+
 def wait_ready(process, url, seconds=600):
     """Polls `url` until it answers 200; the server's output if it dies."""
     until = time.time() + seconds
     while time.time() < until:
         if process.poll() is not None:
-            sys.exit(f"the server exited: {process.stdout.read()[-3000:]}")
+            with open(process.args_log) as f:
+                sys.exit(f"the server exited: {f.read()[-3000:]}")
         try:
             with urllib.request.urlopen(url, timeout=2) as answer:
                 if answer.status == 200:
@@ -101,9 +108,10 @@ def start_polyhal(args, work, packed):
                 f"model: {{dir: {args.model}, seq_len: 256}}\nbatch: {{micro: 8}}\n"
                 f"inference: {{packed: {'true' if packed else 'false'}}}\n"
                 f"serve: {{port: {port}, max_queue: 4096, max_wait_ms: 2}}\n")
+    log = server_log(work, f"polyhal-{packed}")
     process = subprocess.Popen([os.path.join(args.build, "launcher", "polyhal"), "serve", config,
-                                "--log-level", "warn"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                "--log-level", "warn"], stdout=log, stderr=subprocess.STDOUT)
+    process.args_log = log.name
     return process, port, "/v1/embeddings", "/ready"
 
 
@@ -135,17 +143,21 @@ def start_infinity(args, work, engine):
                "--port", str(port), "--batch-size", "32", "--no-model-warmup"]
     # From inside the directory: infinity 0.0.78 passes a local model's ONNX
     # file to optimum as an absolute path, which optimum then cannot find.
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True, env=peer_env(args.threads), cwd=args.onnx_model)
+    log = server_log(work, f"infinity-{engine}")
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
+                               env=peer_env(args.threads), cwd=args.onnx_model)
+    process.args_log = log.name
     return process, port, "/embeddings", "/health"
 
 
 def start_sentence_transformers(args, work):
     port = free_port()
+    log = server_log(work, "st-onnx")
     process = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "st_server.py"),
                                 args.onnx_model, str(port), str(args.threads), "onnx"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               env=peer_env(args.threads), cwd=work)
+                               stdout=log, stderr=subprocess.STDOUT, env=peer_env(args.threads),
+                               cwd=work)
+    process.args_log = log.name
     return process, port, "/v1/embeddings", "/health"
 
 

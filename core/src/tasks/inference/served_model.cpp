@@ -57,16 +57,24 @@ TaskHead served_head(const RunConfig& config, ServedModel::Task task) {
 }
 
 /// The shapes a server prepares for `largest` (batch.micro x model.seq_len):
-/// one row of an eighth, a quarter and a half of seq_len (16 tokens at
-/// least), then 1, 2, 4, ... full rows up to batch.micro. Packing fills rows,
-/// so several rows are full ones.
+/// one row of an eighth and a quarter of seq_len (16 tokens at least), then
+/// every row count up to batch.micro of rows of half and of whole seq_len.
+/// Packing fills rows, so a batch wastes at most part of its last row.
 std::vector<BertShape> served_shapes(const BertShape& largest) {
   std::vector<BertShape> shapes;
-  for (std::int64_t part : {8, 4, 2})
+  for (std::int64_t part : {8, 4})
     if (largest.seq / part >= 16) shapes.push_back({1, largest.seq / part});
-  for (std::int64_t rows = 1; rows < largest.batch; rows *= 2)
-    shapes.push_back({rows, largest.seq});
-  shapes.push_back(largest);
+  for (std::int64_t seq : {largest.seq / 2, largest.seq}) {
+    if (seq < 16) continue;
+    for (std::int64_t rows = 1; rows <= largest.batch; ++rows) shapes.push_back({rows, seq});
+  }
+  // Fewest tokens first (the first that holds a batch is the cheapest);
+  // the largest last, which holds the weights.
+  std::stable_sort(shapes.begin(), shapes.end(), [](const BertShape& a, const BertShape& b) {
+    return a.batch * a.seq < b.batch * b.seq;
+  });
+  if (shapes.empty() || !(shapes.back().batch == largest.batch && shapes.back().seq == largest.seq))
+    shapes.push_back(largest);
   return shapes;
 }
 
@@ -191,6 +199,20 @@ struct ServedModel::Impl {
     return *berts.back();
   }
 
+  /// The first text of the last call the largest shape would make of
+  /// `lines` (0 when one call holds them all).
+  std::size_t first_of_last_call(const std::vector<LineTokens>& lines) const {
+    std::vector<std::int64_t> lengths;
+    for (const auto& line : lines) lengths.push_back(static_cast<std::int64_t>(line.ids.size()));
+    const BertShape s = berts.back()->shape();
+    const auto calls = pack_lines(lengths, s.seq, s.batch, packed ? s.seq : 1);
+    if (calls.size() <= 1) return 0;
+    std::size_t first = lines.size();
+    for (const auto& row : calls.back().rows)
+      for (const auto& slot : row) first = std::min(first, slot.example);
+    return first;
+  }
+
   std::vector<float> head_outputs(std::span<const float> hidden, std::size_t tokens) const {
     const auto h = static_cast<std::size_t>(dims.hidden_size);
     switch (task) {
@@ -249,12 +271,22 @@ std::vector<std::vector<float>> ServedModel::run(const std::vector<Text>& texts)
     lines[i] = {texts[i].ids, texts[i].types};
   }
   std::vector<std::vector<float>> out(texts.size());
-  run_packed_lines(
-      m.smallest_holding(lines), lines, m.filler,
-      [&](std::size_t i, std::span<const float> hidden) {
-        out[i] = m.head_outputs(hidden, lines[i].ids.size());
-      },
-      nullptr, m.packed ? 0 : 1);
+  // Whole calls of the largest shape while the texts fill them; the rest
+  // (all, for most batches) on the smallest shape that holds it.
+  const std::size_t rest = m.first_of_last_call(lines);
+  const auto run_part = [&](BertInference& bert, std::size_t first, std::size_t last) {
+    const std::vector<LineTokens> part(lines.begin() + static_cast<std::ptrdiff_t>(first),
+                                       lines.begin() + static_cast<std::ptrdiff_t>(last));
+    run_packed_lines(
+        bert, part, m.filler,
+        [&](std::size_t i, std::span<const float> hidden) {
+          out[first + i] = m.head_outputs(hidden, part[i].ids.size());
+        },
+        nullptr, m.packed ? 0 : 1);
+  };
+  if (rest > 0) run_part(*m.berts.back(), 0, rest);
+  std::vector<LineTokens> tail(lines.begin() + static_cast<std::ptrdiff_t>(rest), lines.end());
+  if (!tail.empty()) run_part(m.smallest_holding(tail), rest, lines.size());
   return out;
 }
 
