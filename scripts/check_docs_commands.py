@@ -70,6 +70,8 @@ RULES = [
      "systemctl needs a booted systemd, which CI's machine is not"),
     (r"^scripts/check-with-reference-libraries\.sh", "not run",
      "installs transformers, TensorFlow and more into a venv (about 2 GB); run by hand"),
+    (r"^bench/serve-bench-venv\.sh|^build/serve-bench-venv/bin/python", "not run",
+     "the serving benchmark: a venv of infinity-emb, PyTorch and ONNX Runtime (7 GB); 8 minutes"),
     (r"^bench/peers-venv\.sh|^build/peer-venv/bin/python", "not run",
      "the peers benchmark: its own venvs of OpenVINO, ONNX Runtime, PyTorch, IPEX; 40 minutes"),
     (r"^bench/pretrain_parity/", "not run", "1.5 hours of training against transformers"),
