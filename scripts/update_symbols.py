@@ -40,6 +40,11 @@ PATTERNS = [
     # emits record_training_outcome<PretrainResult>, GCC 12 inlines it).
     ('(c++|regex|optional)"^(void |bool |[^ (]+ )?polyhal::[A-Za-z_]+<[^(]*>\\("',
      "polyhal's function templates, emitted or inlined as the compiler chooses"),
+    # The members of a class's private implementation (pimpl: ServedModel::
+    # Impl, ...), which the compiler may emit weak where it does not inline
+    # them (GCC 14 does, GCC 12 not): the library's inside, never called
+    # from outside.
+    ('(c++|regex|optional)"polyhal::[A-Za-z_]+::Impl::"', "pimpl members, the library's inside"),
     ('(regex|optional)"^_Z[0-9]+descriptor_table_"', "protobuf's generated tables"),
     ('(c++|regex|optional)"^TableStruct_proto_"', "protobuf's generated tables"),
 ]
