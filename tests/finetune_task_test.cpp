@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -138,6 +139,10 @@ TEST(SquadTask, LearnsTheSpanAfterAMarkerAndWritesTheReferenceFiles) {
   // activations (calibrated on the dev set, as MLPerf calibrates on its own
   // split of it).
   const auto f32_f1 = alone_eval[0]["f1"].get<double>();
+  if (const auto why = test::cpu_without_int8()) {
+    std::cout << "int8 skipped: " << *why << "\n";
+    return;
+  }
   const auto scales = dir.path() / "scales.json";
   const auto calibrate = test::run_polyhal(
       fmt::format("run --config {} --set finetune.do=eval --set checkpoint.init=out/model "
@@ -448,6 +453,7 @@ TEST(GlueTask, TwoMpiRanksTrainLikeTwoReplicasInOneProcess) {
 }
 
 TEST(GlueTask, TrainsInBf16MixedPrecision) {
+  if (const auto why = test::cpu_without_bf16()) GTEST_SKIP() << *why;
   test::TempDir dir;
   const auto metrics = dir.path() / "m.jsonl";
   const auto r =

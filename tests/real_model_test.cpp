@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -108,6 +109,10 @@ TEST(RealModel, EmbeddingsAndTokensEqualTheReferenceOnRealText) {
   test::TempDir dir;
   // f16 on the CPU: f16 products in the encoder's linears (f32 tensors).
   for (const std::string precision : {"f32", "bf16", "f16"}) {
+    if (const auto why = test::cpu_without_bf16(); why && precision == "bf16") {
+      std::cout << "bf16 skipped: " << *why << "\n";
+      continue;
+    }
     const auto lines = infer(dir, kData / "sentences.txt", precision, false);
     ASSERT_EQ(lines.size(), sentences.size()) << precision;
     Worst diff{0, 0}, cos{1, 0};
@@ -162,6 +167,7 @@ TEST(RealModel, EmbeddingsAndTokensEqualTheReferenceOnRealText) {
 // so a regression shows (docs/bert.md, "INT8").
 TEST(RealModel, Int8EmbeddingsKeepTheirDirection) {
   if (!model_present()) return;
+  if (const auto why = test::cpu_without_int8()) GTEST_SKIP() << *why;
   const auto reference = read_safetensors(kData / "reference.safetensors");
   const auto sentences = read_lines(kData / "sentences.txt");
   const auto& embeddings = reference.at("embeddings");

@@ -139,6 +139,14 @@ std::optional<std::string> cpu_without_bf16() {
          ") has no AVX-512, and oneDNN no bf16 below it";
 }
 
+std::optional<std::string> cpu_without_int8() {
+  const auto cpu = first_device("cpu");
+  for (const auto& mode : cpu->properties().precisions)
+    if (mode.precision == "int8" && mode.support == PrecisionSupport::none)
+      return cpu->name() + " refuses int8: " + mode.why;
+  return std::nullopt;
+}
+
 std::filesystem::path golden_dir() {
   return std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/golden/bert_tiny";
 }

@@ -57,6 +57,9 @@ std::shared_ptr<Device> first_device(const std::string& name,
 /// oneDNN has no bf16 below it), or nothing when it can: the tests skip
 /// their CPU bf16 part by this reason and still run every other backend.
 std::optional<std::string> cpu_without_bf16();
+/// Why the CPU plugin refuses int8 on this host (no VNNI or AMX-INT8), as
+/// `polyhal devices` says it, or nothing when it runs int8.
+std::optional<std::string> cpu_without_int8();
 
 /// BERT tiny with a 64-token vocabulary and `layers` encoder layers: the
 /// small model the training tests compare program variants on.
