@@ -84,6 +84,15 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "usage: {} [tokens 1..65536] [hidden 1..8192]\n", argv[0]);
     return 2;
   }
+  // Below AVX-512 oneDNN has no bf16 kernel (its reference loop would take
+  // minutes a shape) and int8 without VNNI is not what polyhal runs: the
+  // table has nothing to say here.
+  if (!__builtin_cpu_supports("avx512bw") || !__builtin_cpu_supports("avx512vl")) {
+    fmt::print(
+        "skipped: this CPU has no AVX-512, where oneDNN computes neither bf16 nor the "
+        "int8 polyhal runs (polyhal devices says which precisions are native)\n");
+    return 0;
+  }
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   const Shape shapes[] = {{"qkv", 3 * hidden, hidden, false},
                           {"attention out", hidden, hidden, false},
