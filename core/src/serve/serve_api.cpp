@@ -150,6 +150,15 @@ void refuse_empty(const TextPair& pair, const std::string& where) {
     throw ApiError(400, fmt::format("{} holds an empty string", where));
 }
 
+/// The indices of `scores`, highest score first (ties in input order).
+std::vector<std::size_t> best_first(const std::vector<float>& scores) {
+  std::vector<std::size_t> order(scores.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t x, std::size_t y) { return scores[x] > scores[y]; });
+  return order;
+}
+
 std::int64_t bounded_integer(const json& doc, const char* key, std::int64_t fallback,
                              std::int64_t low, std::int64_t high) {
   const auto it = doc.find(key);
@@ -248,12 +257,8 @@ std::string tei_predict_answer(const std::vector<std::vector<float>>& scores,
                                const std::vector<std::string>& labels, bool batch) {
   json all = json::array();
   for (const auto& one : scores) {
-    std::vector<std::size_t> order(one.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t x, std::size_t y) { return one[x] > one[y]; });
     json list = json::array();
-    for (const std::size_t i : order)
+    for (const std::size_t i : best_first(one))
       list.push_back({{"score", one[i]}, {"label", i < labels.size() ? labels[i] : ""}});
     all.push_back(std::move(list));
   }
@@ -262,12 +267,8 @@ std::string tei_predict_answer(const std::vector<std::vector<float>>& scores,
 }
 
 std::string tei_rerank_answer(const std::vector<float>& scores, const RerankRequest& request) {
-  std::vector<std::size_t> order(scores.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](std::size_t x, std::size_t y) { return scores[x] > scores[y]; });
   json out = json::array();
-  for (const std::size_t i : order) {
+  for (const std::size_t i : best_first(scores)) {
     json rank{{"index", i}, {"score", scores[i]}};
     if (request.return_text) rank["text"] = request.texts.at(i);
     out.push_back(std::move(rank));
