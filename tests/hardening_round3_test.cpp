@@ -488,15 +488,16 @@ TEST(HardeningRound3, ConvertWritesAWholeModelIntoItsOwnDirectory) {
 // failed under `ulimit -n 1024`. Here 600 files under a limit of 256.
 TEST(HardeningRound3, ATfRecordSetKeepsNoFileOpen) {
   test::TempDir dir;
-  const std::filesystem::path source =
-      std::string(POLYHAL_SOURCE_DIR) + "/tests/data/tfrecord/google/part-00000-of-00002";
+  const std::filesystem::path data =
+      std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/tfrecord";
+  const auto source = data / "google/part-00000-of-00002";
+  const auto gzip_source = data / "google_gzip/part-00000-of-00001.gz";
   std::filesystem::create_directory(dir.path() / "many");
   std::filesystem::create_directory(dir.path() / "gzip");
   for (int i = 0; i < 600; ++i) {
     std::filesystem::copy_file(source, dir.path() / "many" / fmt::format("shard-{:04d}", i));
-    std::filesystem::copy_file(
-        std::string(POLYHAL_SOURCE_DIR) + "/tests/data/tfrecord/google_gzip/part-00000-of-00001.gz",
-        dir.path() / "gzip" / fmt::format("shard-{:04d}.gz", i));
+    std::filesystem::copy_file(gzip_source,
+                               dir.path() / "gzip" / fmt::format("shard-{:04d}.gz", i));
   }
   rlimit saved{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);

@@ -71,7 +71,9 @@ TEST(SquadData, MalformedFilesNameTheJsonPath) {
             std::string::npos);
   EXPECT_NE(error_of(dir.write("e.json", "[1, 2]")).find("e.json: $: expected an object"),
             std::string::npos);
-  const auto big = dir.write("f.json", std::string(100, ' ') + "{}");
+  std::string spaces_then_object(100, ' ');
+  spaces_then_object += "{}";
+  const auto big = dir.write("f.json", spaces_then_object);
   EXPECT_THROW(read_squad_json(big, 50), ConfigError);
 }
 
