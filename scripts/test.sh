@@ -52,7 +52,7 @@ run_ctest() {
 }
 phase "ctest" run_ctest "$@"
 # Untrusted-input hardening: every fuzz target, under ASan+UBSan, for a
-# bounded time (docs/hardening.md).
-phase "fuzzing" env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" "$root/scripts/fuzz.sh"
+# bounded time (docs/hardening.md), built at -O0 -g1 for these few seconds.
+phase "fuzzing" env FUZZ_SECONDS="${FUZZ_SECONDS:-5}" FUZZ_OPT="${FUZZ_OPT:--O0 -g1}" "$root/scripts/fuzz.sh"
 echo "== time per phase (total $SECONDS s)"
 printf '%s\n' "${phases[@]}"
