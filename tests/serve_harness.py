@@ -1,10 +1,11 @@
 """What the `polyhal serve` tests share: starting a server on a free
 loopback port from a config, HTTP requests with Python's own client, and
 failing with a message; every server started is killed at exit, even when
-a check fails."""
+a check fails; the real clients' interpreter (client-venv)."""
 import atexit
 import http.client
 import json
+import os
 import subprocess
 import sys
 
@@ -70,3 +71,21 @@ def expect(port, method, path, body, status, needle, headers=None):
 
 def close_to(a, b, tolerance=1e-5):
     return len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) <= tolerance
+
+
+def client_python(polyhal):
+    """The interpreter of BUILD_DIR/client-venv (scripts/client-venv.sh:
+    openai and requests, pinned) beside POLYHAL's build, or None."""
+    python = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(polyhal))),
+                          "client-venv", "bin", "python")
+    return python if os.path.exists(python) else None
+
+
+def run_client(python, script, *args):
+    """Runs a client script with the client venv's interpreter; fails with
+    its output unless it exits 0, and returns what it printed."""
+    result = subprocess.run([python, script, *map(str, args)], capture_output=True, text=True,
+                            timeout=120)
+    if result.returncode != 0:
+        fail(f"{os.path.basename(script)}: {result.stdout}{result.stderr[-2000:]}")
+    return result.stdout.strip()

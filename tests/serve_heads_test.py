@@ -14,6 +14,8 @@ and `polyhal run`, on the tiny exports tests/data/serve_heads holds
   what transformers' question-answering pipeline answers (text and
   character offsets), for one question and a list, top_k 3.
 - malformed bodies of each endpoint get 400 with a JSON error.
+- requests, from BUILD_DIR/client-venv when it is there, sends each
+  endpoint's request as a user's code would (serve_heads_clients.py).
 
   python3 serve_heads_test.py POLYHAL SOURCE_DIR
 """
@@ -78,8 +80,18 @@ def run_logits(work, texts):
     return [json.loads(line)["logits"] for line in open(out)]
 
 
+def check_with_requests(kind, port):
+    python = serve_harness.client_python(POLYHAL)
+    if python is None:
+        print(f"skipped: requests on the {kind} (run scripts/client-venv.sh)")
+        return
+    print(serve_harness.run_client(python, os.path.join(SOURCE, "tests", "serve_heads_clients.py"),
+                                   kind, port, os.path.join(DATA, "reference.json")))
+
+
 def check_classifier(work):
     _, port = serve_harness.start(POLYHAL, config(work, "classifier"))
+    check_with_requests("classifier", port)
     reference = REFERENCE["classifier"]
     for item in reference["texts"]:
         check_prediction(post(port, "/predict", {"inputs": item["input"]}), item["logits"],
@@ -115,6 +127,7 @@ def check_classifier(work):
 
 def check_cross_encoder(work):
     _, port = serve_harness.start(POLYHAL, config(work, "cross_encoder"))
+    check_with_requests("cross_encoder", port)
     reference = REFERENCE["cross_encoder"]
     body = {"query": reference["query"], "texts": reference["texts"], "return_text": True}
     answer = post(port, "/rerank", body)
@@ -136,6 +149,7 @@ def check_cross_encoder(work):
 
 def check_question_answering(work):
     _, port = serve_harness.start(POLYHAL, config(work, "question_answering"))
+    check_with_requests("question_answering", port)
     reference = REFERENCE["question_answering"]
     context = reference["context"]
     questions = [a["question"] for a in reference["answers"]]

@@ -149,9 +149,8 @@ def check_hostile(port):
 
 def check_real_clients(work, want):
     """openai and requests, from BUILD_DIR/client-venv when it is there."""
-    python = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(POLYHAL))),
-                          "client-venv", "bin", "python")
-    if not os.path.exists(python):
+    python = serve_harness.client_python(POLYHAL)
+    if python is None:
         print("skipped: the openai and requests clients (run scripts/client-venv.sh)")
         return
     key_file = os.path.join(work, "client-token")
@@ -161,13 +160,9 @@ def check_real_clients(work, want):
     reference = os.path.join(work, "reference.json")
     with open(reference, "w") as f:
         json.dump([TEXTS, want], f)
-    result = subprocess.run([python, os.path.join(SOURCE, "tests", "serve_clients.py"), str(port),
-                             "client-token", reference], capture_output=True, text=True,
-                            timeout=120)
+    print(serve_harness.run_client(python, os.path.join(SOURCE, "tests", "serve_clients.py"), port,
+                                   "client-token", reference))
     stop(process)
-    if result.returncode != 0:
-        fail(f"real clients: {result.stdout}{result.stderr[-2000:]}")
-    print(result.stdout.strip())
 
 
 def check_auth(work):
