@@ -14,6 +14,7 @@
 #include "omp_dropout.hpp"
 #include "omp_norm_train.hpp"
 #include "omp_optimizer.hpp"
+#include "omp_thread_count.hpp"
 #include "onednn_api.hpp"
 #include "onednn_matmul.hpp"
 #include "polyhal/error.hpp"
@@ -241,6 +242,7 @@ class CpuDevice final : public Device {
       });
     }
     if (!avx512_) refuse_bf16_inside_f32_ops();
+    compute_with_device_threads(threads.threads);
   }
 
  protected:
@@ -251,6 +253,20 @@ class CpuDevice final : public Device {
     std::vector<MemoryItem> all = items;
     all.push_back({"process", "code and libraries (resident when opened, measured)", opened_rss_});
     return Device::plan_memory(all);
+  }
+
+  /// Every kernel prepared, given its constants and run with the device's
+  /// thread count, from whichever thread (omp_thread_count.hpp).
+  void compute_with_device_threads(int threads) {
+    for (OpKind op : registry().ops()) {
+      for (DType type : registry().dtypes_for(op)) {
+        KernelFactory inner = *registry().find(op, type);
+        registry().add(op, type, [inner, threads](const KernelDesc& desc, Device& device) {
+          use_thread_count(threads);
+          return with_thread_count(inner(desc, device), threads);
+        });
+      }
+    }
   }
 
   /// Below AVX-512 oneDNN has no bf16 at all: an f32 op asked to store its

@@ -37,7 +37,10 @@ class OmpEmbedding final : public Kernel {
     if (positions) check_position_ids(positions, tokens_, tables_[1].shape[0]);
     const DType type = tables_[0].dtype;
     const auto h = static_cast<std::size_t>(hidden_);
-#pragma omp parallel
+    // No more threads than the scratch has rows for, whatever the calling
+    // thread's OpenMP count is.
+    const auto threads = static_cast<int>(scratch_.size() / (2 * h));
+#pragma omp parallel num_threads(threads)
     {
       float* sum = scratch_.data() + static_cast<std::size_t>(omp_get_thread_num()) * 2 * h;
       float* part = sum + h;
