@@ -3,12 +3,31 @@
 # (debian/), as a Debian maintainer would: the committed tree as
 # polyhal_<version>.orig.tar.xz, then dpkg-buildpackage, then lintian.
 #   scripts/debian-packages.sh [OUT_DIR]      (default build/debian)
+#   scripts/debian-packages.sh --from-build BUILD_DIR [OUT_DIR]
+#       packages BUILD_DIR, a build of this tree configured with Debian's
+#       install directories (CMAKE_INSTALL_PREFIX /usr, CMAKE_INSTALL_LIBDIR
+#       lib/<multiarch>) and debug information for the -dbgsym packages,
+#       instead of building again (debian/rules, POLYHAL_PREBUILT): the test
+#       command's packages, where a second whole build does not fit CI's hour
 # Needs debhelper and the Build-Depends of debian/control
 # (scripts/install-deps.sh installs them). Packages land in OUT_DIR.
 set -euo pipefail
 command -v dh > /dev/null ||
   { echo "debian-packages: needs debhelper (apt-get install debhelper)" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/.." && pwd)
+if [ "${1:-}" = --from-build ]; then
+  prebuilt=$(cd "${2:?debian-packages: --from-build needs a build folder}" && pwd)
+  shift 2
+  cache=$prebuilt/CMakeCache.txt
+  multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+  grep -qx "CMAKE_INSTALL_PREFIX:PATH=/usr" "$cache" &&
+    grep -qx "CMAKE_INSTALL_LIBDIR:PATH=lib/$multiarch" "$cache" || {
+    echo "debian-packages: $cache is not configured with Debian's install directories" \
+      "(-DCMAKE_INSTALL_PREFIX=/usr -DCMAKE_INSTALL_LIBDIR=lib/$multiarch)" >&2
+    exit 2
+  }
+  export POLYHAL_PREBUILT=$prebuilt
+fi
 out=$(mkdir -p "${1:-$root/build/debian}" && cd "${1:-$root/build/debian}" && pwd)
 version=$(dpkg-parsechangelog -l "$root/debian/changelog" -S Version)
 upstream=${version%-*}
