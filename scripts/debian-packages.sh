@@ -32,6 +32,8 @@ out=$(mkdir -p "${1:-$root/build/debian}" && cd "${1:-$root/build/debian}" && pw
 version=$(dpkg-parsechangelog -l "$root/debian/changelog" -S Version)
 upstream=${version%-*}
 rm -rf "${out:?}"/*
+# The package test reads the packaged objects' compile lines from this build.
+if [ -n "${POLYHAL_PREBUILT:-}" ]; then echo "$POLYHAL_PREBUILT" > "$out/packaged-build"; fi
 # The upstream tarball is the committed tree without debian/; a tree
 # without its git history (the copy scripts/debian13-test.sh puts in the
 # Debian 13 root) is taken as it is.
