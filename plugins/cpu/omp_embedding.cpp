@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "onednn_matmul.hpp"
@@ -39,7 +40,7 @@ class OmpEmbedding final : public Kernel {
     const auto h = static_cast<std::size_t>(hidden_);
     // No more threads than the scratch has rows for, whatever the calling
     // thread's OpenMP count is.
-    const auto threads = static_cast<int>(scratch_.size() / (2 * h));
+    const int threads = h == 0 ? 1 : std::max(1, static_cast<int>(scratch_.size() / (2 * h)));
 #pragma omp parallel num_threads(threads)
     {
       float* sum = scratch_.data() + static_cast<std::size_t>(omp_get_thread_num()) * 2 * h;
