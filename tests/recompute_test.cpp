@@ -3,6 +3,7 @@
 // weights after a step are exactly those of the program that keeps them
 // (dropout on: the masks are regenerated from their streams), on every
 // backend, and the memory plan keeps one layer's intermediates, not all.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -82,10 +83,10 @@ TEST(Recompute, BertLargeKeepsOneLayerOfIntermediatesAndCostsOneMoreForward) {
   test::TempDir dir;
   const auto metrics = [&](const std::string& name, const std::string& sets) {
     const auto file = dir.path() / (name + ".jsonl");
-    const auto r =
-        test::run_polyhal("run --compile-only --config " + std::string(POLYHAL_SOURCE_DIR) +
-                          "/configs/pretrain-bert-large-phase1-gaudi.yaml --metrics-out " +
-                          file.string() + " " + sets);
+    const auto r = test::run_polyhal(
+        fmt::format("run --compile-only --config {}/configs/pretrain-bert-large-phase1-gaudi.yaml "
+                    "--metrics-out {} {}",
+                    POLYHAL_SOURCE_DIR, file.string(), sets));
     EXPECT_EQ(r.exit_code, 0) << r.output;
     return test::last_json_line(file);
   };
