@@ -11,8 +11,11 @@
 namespace polyhal::test {
 
 /// X with a few outlier columns, as BERT's LayerNorm outputs have.
-LinearProblem make_problem(DType type) {
+LinearProblem make_problem(DType type, std::int64_t m, std::int64_t k, std::int64_t n) {
   LinearProblem p;
+  p.m = m;
+  p.k = k;
+  p.n = n;
   std::mt19937 generator(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   p.x.resize(static_cast<std::size_t>(p.m * p.k));

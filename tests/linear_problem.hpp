@@ -18,8 +18,10 @@ struct LinearProblem {
   float x_max = 0.0f;  ///< largest |x|: the static step's calibration
 };
 
-/// X with a few outlier columns, as BERT's LayerNorm outputs have.
-LinearProblem make_problem(DType type);
+/// X with a few outlier columns, as BERT's LayerNorm outputs have; X is
+/// [m, k] and W [n, k].
+LinearProblem make_problem(DType type, std::int64_t m = 37, std::int64_t k = 96,
+                           std::int64_t n = 70);
 Tensor upload(Device& device, DType type, const Shape& shape, const std::vector<float>& values);
 /// Runs linear(X) + gelu + residual on `kernel` (smoothed by `smoothing`,
 /// int8.hpp, when given).
