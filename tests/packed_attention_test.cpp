@@ -264,5 +264,43 @@ TEST(PackedAttention, CpuBlocksMatchTheReferenceOnLongRows) {
   }
 }
 
+// Inference attention on the CPU computes each sequence on its own tokens
+// (omp_sequence_attention.hpp): sequences of odd lengths packed in a row,
+// one sequence with padding in another, padding attending every real token;
+// the context matches the reference kernels, at a head width the vector
+// loops fill (32) and one they do not (12).
+TEST(PackedAttention, CpuInferenceComputesEachSequenceOnItsOwnTokens) {
+  constexpr std::int64_t kRows = 2, kRow = 128, kHeadsHere = 4;
+  std::vector<std::int32_t> mask(kRows * kRow, 0);
+  const std::vector<std::int64_t> lengths{23, 1, 37, 29};
+  std::int64_t at = 0;
+  for (std::size_t q = 0; q < lengths.size(); ++q)
+    for (std::int64_t t = 0; t < lengths[q]; ++t)
+      mask[static_cast<std::size_t>(at++)] = static_cast<std::int32_t>(q + 1);
+  std::fill_n(mask.begin() + kRow, 77, 1);  // row 1: one sequence, then padding
+  for (const std::int64_t h : {128, 48}) {
+    const auto qkv_values = waves(static_cast<std::size_t>(kRows * kRow * 3 * h), 0.9f);
+    const KernelDesc desc{OpKind::attention,
+                          DType::f32,
+                          {{kRows * kRow, 3 * h}, {kRows, kRow}},
+                          AttentionAttrs{kRows, kRow, kHeadsHere}};
+    std::string implementation;
+    const auto run = [&](const char* backend) {
+      auto device = test::first_device(backend);
+      auto kernel = device->prepare_kernel(desc);
+      if (std::string(backend) == "cpu") implementation = kernel->implementation();
+      const Tensor qkv = upload(*device, DType::f32, {kRows * kRow, 3 * h}, qkv_values.data());
+      const Tensor m = upload(*device, DType::i32, {kRows, kRow}, mask.data());
+      const Tensor ctx = device->allocate_tensor(DType::f32, {kRows * kRow, h}, "ctx");
+      kernel->run(std::array{qkv, m}, std::array{ctx});
+      return download(*device, ctx);
+    };
+    const auto cpu = run("cpu"), reference = run("gaudi");
+    EXPECT_LT(relative_error(cpu, reference), 1e-5) << "hidden " << h << ": " << implementation;
+    EXPECT_NE(implementation.find("sequences on their own tokens"), std::string::npos)
+        << implementation;
+  }
+}
+
 }  // namespace
 }  // namespace polyhal

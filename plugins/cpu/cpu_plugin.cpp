@@ -135,6 +135,7 @@ class CpuDevice final : public Device {
         engine_(dnnl::engine::kind::cpu, 0),
         int8_(int8_support(features, choice.isa)),
         avx512_(isa_has_avx512(choice.isa)),
+        avx2_(choice.isa != Isa::reference),
         opened_rss_(resident_bytes()) {
     // Portable kernels first, then oneDNN replaces the hot ones.
     const std::vector<DType> types = properties().dtypes;
@@ -154,7 +155,7 @@ class CpuDevice final : public Device {
         return make_onednn_int8_linear(desc, avx512_, engine_);
       });
       registry().add(OpKind::attention, type, [this](const KernelDesc& desc, Device&) {
-        return make_onednn_attention(desc, engine_);
+        return make_onednn_attention(desc, engine_, avx2_);
       });
       registry().add(OpKind::layernorm, type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_layernorm(desc, engine_);
@@ -339,6 +340,7 @@ class CpuDevice final : public Device {
   dnnl::engine engine_;
   Int8Choice int8_;
   bool avx512_;  // the ISA choice allows AVX-512 in our own loops too
+  bool avx2_;    // the ISA choice allows AVX2 and FMA in our own loops (not the reference tier)
   std::uint64_t opened_rss_;
 };
 

@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "omp_sequence_attention.hpp"
 #include "onednn_api.hpp"
 #include "onednn_block_attention.hpp"
 #include "onednn_matmul.hpp"
@@ -24,18 +25,21 @@ namespace {
 using dims = dnnl::memory::dims;
 using dt = dnnl::memory::data_type;
 
+AttentionDims attention_dims(const KernelDesc& desc) {
+  const auto& attrs = desc.attrs_as<AttentionAttrs>();
+  const std::int64_t h = desc.input_shapes.at(0).at(1) / 3;
+  return {attrs.batch, attrs.seq, attrs.heads, h, h / attrs.heads, desc.dtype};
+}
+
 class OneDnnAttention final : public Kernel {
  public:
-  OneDnnAttention(const KernelDesc& desc, const dnnl::engine& engine)
+  OneDnnAttention(const KernelDesc& desc, const dnnl::engine& engine, bool avx2)
       : engine_(engine),
         stream_(engine),
-        blocks_(
-            AttentionDims{desc.attrs_as<AttentionAttrs>().batch,
-                          desc.attrs_as<AttentionAttrs>().seq,
-                          desc.attrs_as<AttentionAttrs>().heads, desc.input_shapes.at(0).at(1) / 3,
-                          desc.input_shapes.at(0).at(1) / 3 / desc.attrs_as<AttentionAttrs>().heads,
-                          desc.dtype},
-            engine, false) {
+        blocks_(attention_dims(desc), engine, false),
+        dims_(attention_dims(desc)),
+        avx2_(avx2),
+        f32_(desc.dtype == DType::f32) {
     const auto& attrs = desc.attrs_as<AttentionAttrs>();
     const std::int64_t b = attrs.batch, s = attrs.seq, heads = attrs.heads;
     const std::int64_t h = desc.input_shapes.at(0).at(1) / 3, d = h / heads;
@@ -93,8 +97,11 @@ class OneDnnAttention final : public Kernel {
                      {DNNL_ARG_WEIGHTS, v_},
                      {DNNL_ARG_DST, ctx_},
                      {DNNL_ARG_SCRATCHPAD, scratchpad_}};
-    implementation_ = fmt::format("onednn attention [{} | {} | {}]", scores_pd_.impl_info_str(),
-                                  softmax_pd_.impl_info_str(), context_pd_.impl_info_str());
+    implementation_ = fmt::format(
+        "onednn attention [{} | {} | {}]{}", scores_pd_.impl_info_str(),
+        softmax_pd_.impl_info_str(), context_pd_.impl_info_str(),
+        f32_ ? fmt::format("; sequences on their own tokens ({})", avx2_ ? "avx2" : "generic")
+             : "");
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
@@ -107,6 +114,15 @@ class OneDnnAttention final : public Kernel {
     v_.set_data_handle(base + static_cast<std::size_t>(2 * h) * element);
     ctx_.set_data_handle(outputs[0].buffer->data());
     const auto* mask = static_cast<const std::int32_t*>(inputs[1].buffer->data());
+    if (f32_) {
+      // Sequences (packed, or one per row with padding): each on its own
+      // tokens, no window and no padding computed.
+      if (const auto blocks = attention_blocks(mask, batch_, seq_)) {
+        sequence_attention_f32(static_cast<const float*>(inputs[0].buffer->data()), mask, *blocks,
+                               dims_, static_cast<float*>(outputs[0].buffer->data()), avx2_);
+        return;
+      }
+    }
     if (packed_row(mask, batch_ * seq_) &&
         blocks_.forward(base, mask, outputs[0].buffer->data(), nullptr, nullptr)) {
       return;  // each sequence's block only
@@ -166,6 +182,9 @@ class OneDnnAttention final : public Kernel {
   float score_scale_ = 1.0f;
   std::optional<PackedScores> packed_;  // made at the first packed batch without blocks
   BlockAttention blocks_;               // packed rows, block by block
+  AttentionDims dims_;
+  bool avx2_ = false;  // sequence_attention_f32 may use AVX2 and FMA
+  bool f32_ = false;   // f32 operands: sequence_attention_f32 for block-structured masks
   std::unordered_map<int, dnnl::memory> scores_args_, softmax_args_, context_args_;
   std::int64_t batch_ = 0, seq_ = 0;
   double flops_ = 0;
@@ -269,8 +288,9 @@ class OneDnnLayerNorm final : public Kernel {
 
 }  // namespace
 
-std::unique_ptr<Kernel> make_onednn_attention(const KernelDesc& desc, const dnnl::engine& engine) {
-  return std::make_unique<OneDnnAttention>(desc, engine);
+std::unique_ptr<Kernel> make_onednn_attention(const KernelDesc& desc, const dnnl::engine& engine,
+                                              bool avx2) {
+  return std::make_unique<OneDnnAttention>(desc, engine, avx2);
 }
 
 std::unique_ptr<Kernel> make_onednn_layernorm(const KernelDesc& desc, const dnnl::engine& engine) {

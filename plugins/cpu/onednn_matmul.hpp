@@ -24,8 +24,11 @@ std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, bool avx512,
 std::unique_ptr<Kernel> make_onednn_int8_linear(const KernelDesc& desc, bool avx512,
                                                 const dnnl::engine& engine);
 
-/// attention and layernorm (kernel.hpp) through oneDNN primitives.
-std::unique_ptr<Kernel> make_onednn_attention(const KernelDesc& desc, const dnnl::engine& engine);
+/// attention and layernorm (kernel.hpp) through oneDNN primitives; f32
+/// attention of block-structured masks (one or more sequences per row) on
+/// omp_sequence_attention.hpp (`avx2`: it may use AVX2 and FMA).
+std::unique_ptr<Kernel> make_onednn_attention(const KernelDesc& desc, const dnnl::engine& engine,
+                                              bool avx2);
 std::unique_ptr<Kernel> make_onednn_layernorm(const KernelDesc& desc, const dnnl::engine& engine);
 
 /// ParallelFor (parallel.hpp) on the OpenMP pool.
