@@ -121,7 +121,17 @@ constexpr std::int64_t kKeyGroup = 32;
   }
 }
 
+/// Keys one head of one block may have, rounded up to kKeyGroup.
+std::size_t key_room(const AttentionDims& dims) {
+  return static_cast<std::size_t>((dims.s + kKeyGroup - 1) / kKeyGroup * kKeyGroup);
+}
+
 }  // namespace
+
+std::uint64_t sequence_attention_bytes(const AttentionDims& dims, int threads) {
+  return static_cast<std::uint64_t>(threads) * key_room(dims) *
+         static_cast<std::uint64_t>(dims.d + 1) * sizeof(float);
+}
 
 void sequence_attention_f32(const float* qkv, const std::int32_t* mask,
                             const std::vector<AttentionBlock>& blocks, const AttentionDims& dims,

@@ -20,4 +20,7 @@ void sequence_attention_f32(const float* qkv, const std::int32_t* mask,
                             const std::vector<AttentionBlock>& blocks, const AttentionDims& dims,
                             float* ctx, bool avx2);
 
+/// Bytes of scratch sequence_attention_f32 uses on `threads` threads.
+std::uint64_t sequence_attention_bytes(const AttentionDims& dims, int threads);
+
 }  // namespace polyhal::cpu

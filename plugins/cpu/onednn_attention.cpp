@@ -7,6 +7,8 @@
 // Only the B x heads x S x S scores are materialised (f32), never more.
 #include <fmt/format.h>
 
+#include <omp.h>
+
 #include <cmath>
 #include <optional>
 #include <unordered_map>
@@ -105,7 +107,6 @@ class OneDnnAttention final : public Kernel {
   }
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
-    scratch_.ensure();
     auto* base = static_cast<char*>(inputs[0].buffer->data());
     const std::size_t element = dtype_size(inputs[0].dtype);
     const std::int64_t h = inputs[0].shape[1] / 3;
@@ -123,6 +124,7 @@ class OneDnnAttention final : public Kernel {
         return;
       }
     }
+    scratch_.ensure();
     if (packed_row(mask, batch_ * seq_) &&
         blocks_.forward(base, mask, outputs[0].buffer->data(), nullptr, nullptr)) {
       return;  // each sequence's block only
@@ -162,7 +164,11 @@ class OneDnnAttention final : public Kernel {
   /// The scores, the probabilities and oneDNN's scratch; for packed rows
   /// also the block path's scratch, and the [B, S, S] mask of the full path
   /// used when a batch has no block structure.
+  /// f32: the sequence path's scratch. Its S x S fallback (a row without a
+  /// real token, or a sequence split in two, which text inference never
+  /// makes) allocates its scores when first taken, outside the plan.
   std::uint64_t workspace_bytes() const override {
+    if (f32_) return sequence_attention_bytes(dims_, omp_get_max_threads());
     return scores_.get_desc().get_size() + probs_.get_desc().get_size() +
            scratchpad_.get_desc().get_size() + blocks_.workspace_bytes() +
            packed_mask_md(batch_, seq_).get_size();
