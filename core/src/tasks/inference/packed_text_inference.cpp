@@ -42,15 +42,15 @@ std::vector<float> host_linear(std::span<const float> x, const HostTensor& weigh
 
 void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
                       const Encoding& filler, const PackedLineDone& done, InferenceResult* stats,
-                      std::int64_t max_per_row) {
+                      std::int64_t max_per_row, RowPacking packing) {
   const BertShape shape = bert.shape();
   const auto seq = static_cast<std::size_t>(shape.seq);
   std::vector<std::int64_t> lengths(lines.size());
   for (std::size_t i = 0; i < lines.size(); ++i)
     lengths[i] = static_cast<std::int64_t>(lines[i].ids.size());
   BertOutputs outputs;
-  for (const PackedBatch& batch :
-       pack_lines(lengths, shape.seq, shape.batch, max_per_row > 0 ? max_per_row : shape.seq)) {
+  for (const PackedBatch& batch : pack_lines(lengths, shape.seq, shape.batch,
+                                             max_per_row > 0 ? max_per_row : shape.seq, packing)) {
     BertInputs in;
     in.input_ids.assign(static_cast<std::size_t>(shape.batch) * seq, 0);
     in.token_type_ids.assign(in.input_ids.size(), 0);

@@ -12,6 +12,7 @@
 #include "polyhal/app/safetensors.hpp"
 #include "polyhal/app/tokenizer.hpp"
 #include "sentence_pooling.hpp"
+#include "text_packing.hpp"
 
 namespace polyhal {
 
@@ -56,10 +57,12 @@ using PackedLineDone = std::function<void(std::size_t, std::span<const float>)>;
 /// several to a row, each attending only to itself; rows the lines leave
 /// empty hold `filler` ([CLS] [SEP]). `done` gets every line once, batch by
 /// batch. Adds computed tokens and batch times to `stats` when given.
-/// `max_per_row` 1 is one line per row (the padded path, for comparison).
+/// `max_per_row` 1 is one line per row (the padded path, for comparison);
+/// `packing` places the lines (text_packing.hpp).
 void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
                       const Encoding& filler, const PackedLineDone& done,
-                      InferenceResult* stats = nullptr, std::int64_t max_per_row = 0);
+                      InferenceResult* stats = nullptr, std::int64_t max_per_row = 0,
+                      RowPacking packing = RowPacking::in_order);
 
 /// Runs every line through `bert` (prepared for packed rows, without heads)
 /// and fills result's timings and counts.

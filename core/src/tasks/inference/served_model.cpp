@@ -8,6 +8,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <span>
 
 #include "inference_section.hpp"
 #include "inference_setup.hpp"
@@ -182,35 +183,41 @@ struct ServedModel::Impl {
     }
   }
 
-  /// The model of the fewest tokens that runs `lines` in one call (the
-  /// largest, in several calls, when none does).
-  BertInference& smallest_holding(const std::vector<LineTokens>& lines) {
+  /// Whether `lines` fill one call of `call`, placed as the server places
+  /// them (first-fit decreasing, text_packing.hpp).
+  bool one_call(std::span<const LineTokens> lines, const BertShape& call) const {
     std::vector<std::int64_t> lengths;
-    std::int64_t longest = 0;
     for (const auto& line : lines) {
       lengths.push_back(static_cast<std::int64_t>(line.ids.size()));
-      longest = std::max(longest, lengths.back());
+      if (lengths.back() > call.seq) return false;
     }
-    for (auto& bert : berts) {
-      const BertShape s = bert->shape();
-      if (s.seq < longest) continue;
-      if (pack_lines(lengths, s.seq, s.batch, packed ? s.seq : 1).size() == 1) return *bert;
-    }
+    return pack_lines(lengths, call.seq, call.batch, packed ? call.seq : 1,
+                      RowPacking::first_fit_decreasing)
+               .size() == 1;
+  }
+
+  /// The model of the fewest tokens that runs `lines` in one call (the
+  /// largest, in several calls, when none does).
+  BertInference& smallest_holding(std::span<const LineTokens> lines) {
+    for (auto& bert : berts)
+      if (one_call(lines, bert->shape())) return *bert;
     return *berts.back();
   }
 
-  /// The first text of the last call the largest shape would make of
-  /// `lines` (0 when one call holds them all).
-  std::size_t first_of_last_call(const std::vector<LineTokens>& lines) const {
-    std::vector<std::int64_t> lengths;
-    for (const auto& line : lines) lengths.push_back(static_cast<std::int64_t>(line.ids.size()));
-    const BertShape s = berts.back()->shape();
-    const auto calls = pack_lines(lengths, s.seq, s.batch, packed ? s.seq : 1);
-    if (calls.size() <= 1) return 0;
-    std::size_t first = lines.size();
-    for (const auto& row : calls.back().rows)
-      for (const auto& slot : row) first = std::min(first, slot.example);
-    return first;
+  /// The end of the longest run of lines from `first` that one call of the
+  /// largest shape holds (at least one line: each fits a row).
+  std::size_t one_call_end(const std::vector<LineTokens>& lines, std::size_t first) const {
+    const BertShape largest = berts.back()->shape();
+    const auto holds = [&](std::size_t end) {
+      return one_call(std::span(lines).subspan(first, end - first), largest);
+    };
+    if (holds(lines.size())) return lines.size();
+    std::size_t fits = first + 1, fails = lines.size();
+    while (fails - fits > 1) {
+      const std::size_t middle = fits + (fails - fits) / 2;
+      (holds(middle) ? fits : fails) = middle;
+    }
+    return fits;
   }
 
   std::vector<float> head_outputs(std::span<const float> hidden, std::size_t tokens) const {
@@ -271,22 +278,20 @@ std::vector<std::vector<float>> ServedModel::run(const std::vector<Text>& texts)
     lines[i] = {texts[i].ids, texts[i].types};
   }
   std::vector<std::vector<float>> out(texts.size());
-  // Whole calls of the largest shape while the texts fill them; the rest
-  // (all, for most batches) on the smallest shape that holds it.
-  const std::size_t rest = m.first_of_last_call(lines);
-  const auto run_part = [&](BertInference& bert, std::size_t first, std::size_t last) {
+  // As many texts as one call of the largest shape holds, on the smallest
+  // shape that holds them (one call, for most batches).
+  for (std::size_t first = 0; first < lines.size();) {
+    const std::size_t end = m.one_call_end(lines, first);
     const std::vector<LineTokens> part(lines.begin() + static_cast<std::ptrdiff_t>(first),
-                                       lines.begin() + static_cast<std::ptrdiff_t>(last));
+                                       lines.begin() + static_cast<std::ptrdiff_t>(end));
     run_packed_lines(
-        bert, part, m.filler,
+        m.smallest_holding(part), part, m.filler,
         [&](std::size_t i, std::span<const float> hidden) {
           out[first + i] = m.head_outputs(hidden, part[i].ids.size());
         },
-        nullptr, m.packed ? 0 : 1);
-  };
-  if (rest > 0) run_part(*m.berts.back(), 0, rest);
-  std::vector<LineTokens> tail(lines.begin() + static_cast<std::ptrdiff_t>(rest), lines.end());
-  if (!tail.empty()) run_part(m.smallest_holding(tail), rest, lines.size());
+        nullptr, m.packed ? 0 : 1, RowPacking::first_fit_decreasing);
+    first = end;
+  }
   return out;
 }
 
