@@ -1,8 +1,14 @@
-// The CPU linear's padded weight rows (plugins/cpu/onednn_linear.cpp): where
-// oneDNN asks for plain [K, N] weights (its f32 GEMM up to AVX2) and a row
-// is a multiple of 2 KiB, the weights are packed with longer rows, and the
-// layer still computes the f32 result.
+// The CPU linear's packed weights (plugins/cpu/onednn_linear.cpp):
+// - where oneDNN asks for plain [K, N] weights (its f32 GEMM up to AVX2) and
+//   a row is a multiple of 2 KiB, they are packed with longer rows, and the
+//   layer still computes the f32 result;
+// - kernels given the same weights share one packed copy
+//   (plugins/cpu/packed_weights.hpp), and new values in the same buffer are
+//   packed anew.
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
 
 #include "cpu_tiers.hpp"
 #include "linear_problem.hpp"
@@ -26,6 +32,58 @@ TEST(CpuLinear, PaddedWeightRowsComputeTheF32Result) {
     EXPECT_LE(max_difference(run_linear(*cpu, *kernel, p, DType::f32), f32_expected(p)), 2e-4)
         << implementation;
   }
+}
+
+/// This process's resident memory in bytes (Linux).
+std::int64_t resident_bytes() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return 0;
+}
+
+TEST(CpuLinear, KernelsGivenTheSameWeightsShareOnePackedCopy) {
+  auto cpu = first_device("cpu");
+  // 32 MiB of weights: five copies would add 128 MiB more than one.
+  const LinearProblem p = make_problem(DType::f32, 16, 1024, 8192);
+  const Tensor w = upload(*cpu, DType::f32, {p.n, p.k}, p.w);
+  const Tensor b = upload(*cpu, DType::f32, {p.n}, p.b);
+  std::vector<std::shared_ptr<Kernel>> kernels;
+  for (const std::int64_t rows : {16, 32, 48, 64, 80}) {
+    LinearProblem shape = p;
+    shape.m = rows;
+    kernels.push_back(cpu->prepare_kernel(linear_desc(shape, DType::f32, LinearMath::native)));
+  }
+  kernels[0]->set_constants(std::array{w, b});
+  const std::int64_t one = resident_bytes();
+  for (std::size_t i = 1; i < kernels.size(); ++i) kernels[i]->set_constants(std::array{w, b});
+  const std::int64_t weights = p.n * p.k * 4;
+  EXPECT_LT(resident_bytes() - one, weights / 2)
+      << "four more kernels on the same weights grew the process by "
+      << (resident_bytes() - one) / (1 << 20) << " MiB";
+}
+
+TEST(CpuLinear, NewWeightsInTheSameBufferArePackedAnew) {
+  auto cpu = first_device("cpu");
+  LinearProblem p = make_problem(DType::f32, 37, 96, 512);
+  auto first = cpu->prepare_kernel(linear_desc(p, DType::f32, LinearMath::native));
+  auto second = cpu->prepare_kernel(linear_desc(p, DType::f32, LinearMath::native));
+  EXPECT_LE(max_difference(run_linear(*cpu, *first, p, DType::f32), f32_expected(p)), 2e-4);
+  // run_linear uploads W into a new buffer each time; the same buffer with
+  // new values is what a reload does.
+  const Tensor w = upload(*cpu, DType::f32, {p.n, p.k}, p.w);
+  const Tensor b = upload(*cpu, DType::f32, {p.n}, p.b);
+  first->set_constants(std::array{w, b});
+  for (float& v : p.w) v = -v;
+  cpu->copy_from_host(*w.buffer, p.w.data(), w.bytes());
+  second->set_constants(std::array{w, b});
+  const std::array inputs{upload(*cpu, DType::f32, {p.m, p.k}, p.x),
+                          upload(*cpu, DType::f32, {p.m, p.n}, p.r)};
+  const std::array outputs{cpu->allocate_tensor(DType::f32, {p.m, p.n}, "Y")};
+  second->run(inputs, outputs);
+  std::vector<float> y(static_cast<std::size_t>(p.m * p.n));
+  cpu->copy_to_host(y.data(), *outputs[0].buffer, outputs[0].bytes());
+  EXPECT_LE(max_difference(y, f32_expected(p)), 2e-4) << "the second kernel ran the old weights";
 }
 
 }  // namespace

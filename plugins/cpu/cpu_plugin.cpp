@@ -17,6 +17,7 @@
 #include "omp_thread_count.hpp"
 #include "onednn_api.hpp"
 #include "onednn_matmul.hpp"
+#include "packed_weights.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/plugin.hpp"
 #include "polyhal/reference_kernels.hpp"
@@ -146,7 +147,7 @@ class CpuDevice final : public Device {
       });
       registry().add(OpKind::linear, type, [this](const KernelDesc& desc, Device&) {
         if (desc.attrs_as<LinearAttrs>().math != LinearMath::int8)
-          return make_onednn_linear(desc, avx512_, engine_);
+          return make_onednn_linear(desc, avx512_, engine_, packed_weights_);
         if (!int8_.runs)
           throw KernelNotFoundError(
               fmt::format("{}: the CPU plugin runs int8 on VNNI (AVX512_VNNI, AVX-VNNI) or "
@@ -340,7 +341,8 @@ class CpuDevice final : public Device {
   dnnl::engine engine_;
   Int8Choice int8_;
   bool avx512_;  // the ISA choice allows AVX-512 in our own loops too
-  bool avx2_;    // the ISA choice allows AVX2 and FMA in our own loops (not the reference tier)
+  std::shared_ptr<PackedWeightCache> packed_weights_ = std::make_shared<PackedWeightCache>();
+  bool avx2_;  // the ISA choice allows AVX2 and FMA in our own loops (not the reference tier)
   std::uint64_t opened_rss_;
 };
 

@@ -207,7 +207,7 @@ void sequence_attention_f32(const float* qkv, const std::int32_t* mask,
 #pragma omp parallel
   {
     std::vector<float> scores(keys_room), keys_t(static_cast<std::size_t>(dims.d) * keys_room);
-#pragma omp for schedule(dynamic, 4)
+#pragma omp for schedule(dynamic, 1)
     for (std::int64_t unit = 0; unit < units; ++unit) {
       const auto b = static_cast<std::size_t>(unit / dims.heads);
       const HeadWork work{qkv + blocks[b].row * dims.s * 3 * dims.h, &keys[b], unit % dims.heads,

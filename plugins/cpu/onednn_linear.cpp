@@ -7,6 +7,7 @@
 #include "omp_round_f16.hpp"
 #include "onednn_api.hpp"
 #include "onednn_matmul.hpp"
+#include "packed_weights.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal::cpu {
@@ -53,8 +54,9 @@ std::optional<dnnl::memory::desc> padded_weight_rows(const dnnl::memory::desc& c
 ///   which ran and why.
 class OneDnnLinear final : public Kernel {
  public:
-  OneDnnLinear(const KernelDesc& desc, bool avx512, const dnnl::engine& engine)
-      : engine_(engine), stream_(engine), avx512_(avx512) {
+  OneDnnLinear(const KernelDesc& desc, bool avx512, const dnnl::engine& engine,
+               std::shared_ptr<PackedWeightCache> cache)
+      : engine_(engine), stream_(engine), cache_(std::move(cache)), avx512_(avx512) {
     const std::int64_t m = desc.input_shapes.at(0).at(0), k = desc.input_shapes.at(0).at(1);
     const auto& attrs = desc.attrs_as<LinearAttrs>();
     const std::int64_t n = attrs.out_features;
@@ -145,18 +147,26 @@ class OneDnnLinear final : public Kernel {
       throw RuntimeFailure(
           fmt::format("linear: constants must be W[{}, {}] and an f32 bias", n_, k_));
     }
-    dnnl::memory user(user_weights_md_, engine_, constants[0].buffer->data());
-    std::vector<float> rounded;
-    if (!f16_fallback_.empty()) {
-      // The f32 kernel multiplies W as f16 would hold it.
-      const auto* w = static_cast<const float*>(constants[0].buffer->data());
-      rounded.assign(w, w + constants[0].numel());
-      for (float& v : rounded) v = round_through(DType::f16, v);
-      user.set_data_handle(rounded.data());
-    }
-    weights_ = dnnl::memory(pd_.weights_desc(), engine_);
-    dnnl::reorder(user, weights_).execute(stream_, user, weights_);
-    stream_.wait();
+    // Packed once per device for every kernel given these weights in this
+    // layout (the server's shapes share one copy).
+    packed_weights_ =
+        cache_->get(constants[0].buffer->data(), constants[0].bytes(), pd_.weights_desc(),
+                    f16_fallback_.empty() ? 0 : 1, [&] {
+                      dnnl::memory user(user_weights_md_, engine_, constants[0].buffer->data());
+                      std::vector<float> rounded;
+                      if (!f16_fallback_.empty()) {
+                        // The f32 kernel multiplies W as f16 would hold it.
+                        const auto* w = static_cast<const float*>(constants[0].buffer->data());
+                        rounded.assign(w, w + constants[0].numel());
+                        for (float& v : rounded) v = round_through(DType::f16, v);
+                        user.set_data_handle(rounded.data());
+                      }
+                      dnnl::memory packed(pd_.weights_desc(), engine_);
+                      dnnl::reorder(user, packed).execute(stream_, user, packed);
+                      stream_.wait();
+                      return packed;
+                    });
+    weights_ = *packed_weights_;
     bias_tensor_ = constants[1];
     bias_ = dnnl::memory(pd_.bias_desc(), engine_, bias_tensor_.buffer->data());
     // Built once: run() only rebinds data pointers, so it allocates nothing.
@@ -195,8 +205,9 @@ class OneDnnLinear final : public Kernel {
     return fmt::format("onednn {} linear+{}{}{}", pd_.impl_info_str(), activation_name(activation_),
                        padded_rows_ ? " (weight rows padded)" : "", math);
   }
-  /// oneDNN's scratch and the kernel's own packed copy of the weights
-  /// (made in set_constants, in the layout the primitive chose).
+  /// oneDNN's scratch and the packed copy of the weights (made in
+  /// set_constants, in the layout the primitive chose; kernels given the
+  /// same weights share it, which the plan does not count).
   std::uint64_t workspace_bytes() const override {
     return pd_.scratchpad_desc().get_size() + pd_.weights_desc().get_size() +
            (math_ != LinearMath::native ? pd_.src_desc().get_size() : 0);
@@ -210,6 +221,8 @@ class OneDnnLinear final : public Kernel {
   dnnl::matmul primitive_;
   dnnl::memory::desc user_weights_md_;
   dnnl::memory src_, dst_, weights_, bias_, scratchpad_, residual_, user_src_, narrow_;
+  std::shared_ptr<PackedWeightCache> cache_;
+  std::shared_ptr<dnnl::memory> packed_weights_;  // weights_, shared through cache_
   dnnl::reorder to_narrow_;
   bool padded_rows_ = false;  ///< weights in padded rows (padded_weight_rows)
   bool avx512_ = false;       ///< round_through_f16 may use AVX-512 (the ISA choice allows it)
@@ -226,8 +239,9 @@ class OneDnnLinear final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, bool avx512,
-                                           const dnnl::engine& engine) {
-  return std::make_unique<OneDnnLinear>(desc, avx512, engine);
+                                           const dnnl::engine& engine,
+                                           std::shared_ptr<PackedWeightCache> packed_weights) {
+  return std::make_unique<OneDnnLinear>(desc, avx512, engine, std::move(packed_weights));
 }
 
 }  // namespace polyhal::cpu

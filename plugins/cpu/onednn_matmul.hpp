@@ -14,10 +14,15 @@ namespace polyhal::cpu {
 /// the ISA in force.
 std::unique_ptr<Kernel> make_onednn_matmul(const KernelDesc& desc, const dnnl::engine& engine);
 
+class PackedWeightCache;
+
 /// linear (kernel.hpp) through oneDNN matmul with bias and activation post-ops;
 /// native, bf16 or f16 products (`avx512`: f16 rounding may use AVX-512).
+/// Kernels given the same weights share their packed copy through
+/// `packed_weights` (packed_weights.hpp).
 std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, bool avx512,
-                                           const dnnl::engine& engine);
+                                           const dnnl::engine& engine,
+                                           std::shared_ptr<PackedWeightCache> packed_weights);
 
 /// linear with LinearMath::int8 (op_schema.hpp) on AVX512-VNNI or AMX-INT8;
 /// `avx512`: the dynamic quantiser may use AVX-512.
