@@ -99,6 +99,12 @@ void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
   }
 }
 
+void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
+                      const Encoding& filler, const PackedLineDone& done, InferenceResult* stats,
+                      std::int64_t max_per_row) {
+  run_packed_lines(bert, lines, filler, done, stats, max_per_row, RowPacking::in_order);
+}
+
 LineTokens line_tokens(const Encoding& e) {
   const auto n = static_cast<std::size_t>(std::count_if(
       e.attention_mask.begin(), e.attention_mask.end(), [](std::int32_t m) { return m != 0; }));

@@ -60,9 +60,12 @@ using PackedLineDone = std::function<void(std::size_t, std::span<const float>)>;
 /// `max_per_row` 1 is one line per row (the padded path, for comparison);
 /// `packing` places the lines (text_packing.hpp).
 void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
+                      const Encoding& filler, const PackedLineDone& done, InferenceResult* stats,
+                      std::int64_t max_per_row, RowPacking packing);
+/// The same with the lines in order (RowPacking::in_order).
+void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
                       const Encoding& filler, const PackedLineDone& done,
-                      InferenceResult* stats = nullptr, std::int64_t max_per_row = 0,
-                      RowPacking packing = RowPacking::in_order);
+                      InferenceResult* stats = nullptr, std::int64_t max_per_row = 0);
 
 /// Runs every line through `bert` (prepared for packed rows, without heads)
 /// and fills result's timings and counts.

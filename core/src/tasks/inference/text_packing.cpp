@@ -54,4 +54,9 @@ std::vector<PackedBatch> pack_lines(const std::vector<std::int64_t>& lengths, st
   return into_batches(std::move(rows), rows_per_batch);
 }
 
+std::vector<PackedBatch> pack_lines(const std::vector<std::int64_t>& lengths, std::int64_t seq,
+                                    std::int64_t rows_per_batch, std::int64_t max_per_row) {
+  return pack_lines(lengths, seq, rows_per_batch, max_per_row, RowPacking::in_order);
+}
+
 }  // namespace polyhal

@@ -37,6 +37,9 @@ enum class RowPacking {
 /// (the attention mask numbers them 1..K).
 std::vector<PackedBatch> pack_lines(const std::vector<std::int64_t>& lengths, std::int64_t seq,
                                     std::int64_t rows_per_batch, std::int64_t max_per_row,
-                                    RowPacking packing = RowPacking::in_order);
+                                    RowPacking packing);
+/// The same in order (RowPacking::in_order).
+std::vector<PackedBatch> pack_lines(const std::vector<std::int64_t>& lengths, std::int64_t seq,
+                                    std::int64_t rows_per_batch, std::int64_t max_per_row);
 
 }  // namespace polyhal
