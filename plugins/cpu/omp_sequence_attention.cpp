@@ -202,8 +202,7 @@ void sequence_attention_f32(const float* qkv, const std::int32_t* mask,
     keys.push_back(allowed_keys(mask + block.row * dims.s, dims.s, block.sequence));
   const auto units = static_cast<std::int64_t>(blocks.size()) * dims.heads;
   const bool vectors = avx2 && dims.d % 8 == 0;
-  const std::size_t keys_room =
-      static_cast<std::size_t>((dims.s + kKeyGroup - 1) / kKeyGroup * kKeyGroup);
+  const std::size_t keys_room = key_room(dims);
 #pragma omp parallel
   {
     std::vector<float> scores(keys_room), keys_t(static_cast<std::size_t>(dims.d) * keys_room);
