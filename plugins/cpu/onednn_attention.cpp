@@ -161,12 +161,12 @@ class OneDnnAttention final : public Kernel {
   }
 
   std::string implementation() const override { return implementation_; }
-  /// The scores, the probabilities and oneDNN's scratch; for packed rows
-  /// also the block path's scratch, and the [B, S, S] mask of the full path
-  /// used when a batch has no block structure.
-  /// f32: the sequence path's scratch. Its S x S fallback (a row without a
+  /// f32: the sequence path's scratch; its S x S fallback (a row without a
   /// real token, or a sequence split in two, which text inference never
   /// makes) allocates its scores when first taken, outside the plan.
+  /// Other types: the scores, the probabilities and oneDNN's scratch, the
+  /// block path's scratch for packed rows, and the [B, S, S] mask of the
+  /// full path used when a batch has no block structure.
   std::uint64_t workspace_bytes() const override {
     if (f32_) return sequence_attention_bytes(dims_, omp_get_max_threads());
     return scores_.get_desc().get_size() + probs_.get_desc().get_size() +
