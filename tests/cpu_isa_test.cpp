@@ -102,20 +102,28 @@ TEST(CpuIsa, EachPrecisionIsNativeOnlyWhereTheCpuHasItsInstructions) {
   EXPECT_EQ(support(zen4(), Isa::avx512_core_bf16, "f16", 3), PrecisionSupport::emulated);
 }
 
-TEST(CpuIsa, Int8RefusalNamesTheCauseNeverASettingInForce) {
+TEST(CpuIsa, Int8WithoutVnniRunsSevenBitWeightsAndNamesTheCause) {
   // Capped below VNNI on a CPU that has it: the cap is the cause.
   const auto capped = int8_support(cascade_lake(), Isa::avx512_core);
-  EXPECT_FALSE(capped.runs);
+  EXPECT_TRUE(capped.runs);
+  EXPECT_EQ(capped.engine, "AVX-512");
+  EXPECT_EQ(capped.weight_max, kInt7Max);
   EXPECT_NE(capped.reason.find("device.isa avx512_core caps oneDNN below VNNI"), std::string::npos)
       << capped.reason;
   // auto on a CPU without VNNI: the CPU is the cause, and no setting is named.
   for (const auto& [features, isa] : std::vector<std::pair<CpuFeatures, Isa>>{
            {skylake(), Isa::avx512_core}, {haswell(), Isa::avx2}}) {
-    const auto refused = int8_support(features, isa);
-    EXPECT_FALSE(refused.runs);
-    EXPECT_NE(refused.reason.find("this CPU has no VNNI"), std::string::npos) << refused.reason;
-    EXPECT_EQ(refused.reason.find("device.isa"), std::string::npos) << refused.reason;
+    const auto seven_bit = int8_support(features, isa);
+    EXPECT_TRUE(seven_bit.runs);
+    EXPECT_EQ(seven_bit.weight_max, kInt7Max);
+    EXPECT_NE(seven_bit.reason.find("seven-bit weights"), std::string::npos) << seven_bit.reason;
+    EXPECT_NE(seven_bit.reason.find("this CPU has no VNNI"), std::string::npos) << seven_bit.reason;
+    EXPECT_EQ(seven_bit.reason.find("device.isa"), std::string::npos) << seven_bit.reason;
   }
+  // VNNI and AMX keep eight bits; the reference tier runs no int8.
+  EXPECT_EQ(int8_support(cascade_lake(), Isa::avx512_core_vnni).weight_max, kInt8Max);
+  EXPECT_EQ(int8_support(alder_lake(), Isa::avx2_vnni).weight_max, kInt8Max);
+  EXPECT_FALSE(int8_support(haswell(), Isa::reference).runs);
   const auto amx_capped = int8_support(sapphire_rapids(), Isa::avx512_core_bf16);
   EXPECT_EQ(amx_capped.engine, "AVX512-VNNI");
   EXPECT_NE(amx_capped.reason.find("AMX-INT8 is capped off by device.isa avx512_core_bf16"),

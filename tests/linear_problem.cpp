@@ -89,10 +89,11 @@ double gelu(double v) {
 /// The int8 rule computed here in double: quantise as int8.hpp says (one
 /// step, or one per row when `input_scale` is 0, u8 after the shift for a
 /// GELU input), sum the integer products, dequantise, bias, GELU, residual.
-std::vector<double> int8_expected(const LinearProblem& p, float input_scale, bool gelu_input) {
+std::vector<double> int8_expected(const LinearProblem& p, float input_scale, bool gelu_input,
+                                  float weight_max) {
   std::vector<std::int8_t> w(p.w.size());
   std::vector<float> w_step(static_cast<std::size_t>(p.n));
-  quantize_weights_per_channel(p.w, p.n, p.k, w, w_step);
+  quantize_weights_per_channel(p.w, p.n, p.k, w, w_step, weight_max);
   std::vector<double> y(static_cast<std::size_t>(p.m * p.n));
   std::vector<std::int8_t> x(static_cast<std::size_t>(p.k));
   std::vector<std::uint8_t> u(static_cast<std::size_t>(p.k));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "polyhal/device.hpp"
+#include "polyhal/int8.hpp"
 #include "polyhal/op_schema.hpp"
 
 namespace polyhal::test {
@@ -38,9 +39,10 @@ LinearProblem gelu_input(LinearProblem p, DType type);
 double gelu(double v);
 /// The int8 rule computed here in double: quantise as int8.hpp says (one
 /// step, or one per row when `input_scale` is 0, u8 after the shift for a
-/// GELU input), sum the integer products, dequantise, bias, GELU, residual.
+/// GELU input; W to `weight_max`), sum the integer products, dequantise,
+/// bias, GELU, residual.
 std::vector<double> int8_expected(const LinearProblem& p, float input_scale,
-                                  bool gelu_input = false);
+                                  bool gelu_input = false, float weight_max = kInt8Max);
 std::vector<double> f32_expected(const LinearProblem& p);
 double max_difference(const std::vector<float>& got, const std::vector<double>& want);
 /// Products of f32 tensors in `narrow` (bf32, f16): the reference rounds X

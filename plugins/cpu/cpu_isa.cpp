@@ -234,23 +234,24 @@ Int8Choice int8_support(const CpuFeatures& f, Isa isa) {
   if (isa == Isa::reference)
     return {false, {}, "device.isa reference runs no SIMD int8 kernel; use f32"};
   // Without VNNI oneDNN multiplies u8 x s8 pairs with vpmaddubsw, whose s16
-  // pair sums saturate: measured 1.72x f32 (avx512_core) and 1.37x (avx2)
-  // on BERT-base, but up to 0.88 off the exact int8 result on one linear
-  // (tests/cpu_tiers_test.cpp; VNNI: within 1e-4). Wrong sums are not a speed.
+  // pair sums saturate with eight-bit weights: up to 0.88 off the exact
+  // result on one BERT linear (tests/cpu_tiers_test.cpp). With weights in
+  // [-63, 63] every pair sum fits (int8.hpp), and int8 still ran 1.37x f32.
   const Isa vnni = isa_has_avx512(isa) ? Isa::avx512_core_vnni : Isa::avx2_vnni;
-  if (isa_supported(f, vnni) || isa_supported(f, Isa::avx512_core_vnni))
-    return {false,
-            {},
-            fmt::format("device.isa {} caps oneDNN below VNNI, which this CPU has; int8 runs with "
-                        "device.isa auto (or a VNNI rung)",
-                        isa_name(isa))};
-  return {false,
-          {},
-          fmt::format("this CPU has no VNNI ({}): without it oneDNN's int8 sums saturate "
-                      "(results off by up to 0.9 on a BERT linear), so polyhal refuses int8 here; "
-                      "use f32",
-                      isa_has_avx512(isa) ? "AVX512_VNNI needs Cascade Lake or newer"
-                                          : "AVX-VNNI needs Alder Lake or newer")};
+  const std::string cause =
+      isa_supported(f, vnni) || isa_supported(f, Isa::avx512_core_vnni)
+          ? fmt::format(
+                "device.isa {} caps oneDNN below VNNI, which this CPU has; "
+                "device.isa auto (or a VNNI rung) keeps eight-bit weights",
+                isa_name(isa))
+          : fmt::format("this CPU has no VNNI ({})", isa_has_avx512(isa)
+                                                         ? "AVX512_VNNI needs Cascade Lake or newer"
+                                                         : "AVX-VNNI needs Alder Lake or newer");
+  return {true, isa_has_avx512(isa) ? "AVX-512" : "AVX2",
+          fmt::format("vpmaddubsw with seven-bit weights, [-63, 63], so that its 16-bit pair sums "
+                      "are exact: {}",
+                      cause),
+          kInt7Max};
 }
 
 std::vector<PrecisionMode> precision_modes(const CpuFeatures& features, Isa isa, int onednn_major) {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "polyhal/device.hpp"
+#include "polyhal/int8.hpp"
 
 namespace polyhal::cpu {
 
@@ -61,8 +62,9 @@ struct IsaChoice {
 /// Whether int8 linears (LinearMath::int8) run under `isa`, and on what.
 struct Int8Choice {
   bool runs = false;
-  std::string engine;  // "AVX512-VNNI", "AVX-VNNI" or "AMX-INT8"
-  std::string reason;  // why, or why not (for the refusal and `polyhal devices`)
+  std::string engine;           // "AMX-INT8", "AVX512-VNNI", "AVX-VNNI", "AVX-512" or "AVX2"
+  std::string reason;           // why, or why not (for the refusal and `polyhal devices`)
+  float weight_max = kInt8Max;  // kInt8Max, or kInt7Max without VNNI (int8.hpp)
 };
 Int8Choice int8_support(const CpuFeatures& features, Isa isa);
 

@@ -150,10 +150,10 @@ class CpuDevice final : public Device {
           return make_onednn_linear(desc, avx512_, engine_, packed_weights_);
         if (!int8_.runs)
           throw KernelNotFoundError(
-              fmt::format("{}: the CPU plugin runs int8 on VNNI (AVX512_VNNI, AVX-VNNI) or "
-                          "AMX-INT8 only, never by emulation: {}",
+              fmt::format("{}: the CPU plugin runs int8 on oneDNN's SIMD kernels (AVX2 and up), "
+                          "never by emulation: {}",
                           desc.to_string(), int8_.reason));
-        return make_onednn_int8_linear(desc, avx512_, engine_);
+        return make_onednn_int8_linear(desc, avx512_, int8_.weight_max, engine_);
       });
       registry().add(OpKind::attention, type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_attention(desc, engine_, avx2_);

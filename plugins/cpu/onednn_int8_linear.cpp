@@ -3,7 +3,8 @@
 // (static) or row by row by omp_quantize (dynamic; u8 after a shift when X
 // is a GELU output); the s8 weights, per
 // output channel, are packed once into the primitive's layout (VNNI on
-// AVX-512, AMX-INT8 where the ISA allows). The s32 sums are dequantised by
+// AVX-512, AMX-INT8 where the ISA allows; seven-bit where the CPU has no
+// VNNI, so that vpmaddubsw's s16 pair sums cannot saturate). The s32 sums are dequantised by
 // per-channel output scales and, when dynamic, a per-row binary multiply;
 // bias, activation and residual are post-ops after that, the contract's
 // order (oneDNN 2.x would add its own bias before scaling). The problem is
@@ -30,8 +31,9 @@ using dt = dnnl::memory::data_type;
 
 class OneDnnInt8Linear final : public Kernel {
  public:
-  OneDnnInt8Linear(const KernelDesc& desc, bool avx512, const dnnl::engine& engine)
-      : engine_(engine), stream_(engine), desc_(desc), avx512_(avx512) {
+  OneDnnInt8Linear(const KernelDesc& desc, bool avx512, float weight_max,
+                   const dnnl::engine& engine)
+      : engine_(engine), stream_(engine), desc_(desc), avx512_(avx512), weight_max_(weight_max) {
     m_ = desc.input_shapes.at(0).at(0);
     k_ = desc.input_shapes.at(0).at(1);
     const auto& attrs = desc.attrs_as<LinearAttrs>();
@@ -82,7 +84,7 @@ class OneDnnInt8Linear final : public Kernel {
     }
     std::vector<std::int8_t> q(w.size());
     std::vector<float> weight_step(size_of(n_));
-    quantize_weights_per_channel(w, n_, k_, q, weight_step);
+    quantize_weights_per_channel(w, n_, k_, q, weight_step, weight_max_);
     const auto* bias = static_cast<const float*>(constants[1].buffer->data());
     bias_values_.assign(bias, bias + n_);
     if (gelu_u8_) subtract_gelu_shift(q, n_, k_, weight_step, bias_values_, false);
@@ -142,8 +144,9 @@ class OneDnnInt8Linear final : public Kernel {
   }
 
   std::string implementation() const override {
-    return fmt::format("onednn {} int8 linear+{} ({} x s8 -> s32; X {})", pd_.impl_info_str(),
+    return fmt::format("onednn {} int8 linear+{} ({} x {} -> s32; X {})", pd_.impl_info_str(),
                        activation_name(activation_), gelu_u8_ ? "u8 (GELU + 0.17)" : "s8",
+                       weight_max_ == kInt7Max ? "s7 (seven-bit weights)" : "s8",
                        dynamic()
                            ? fmt::format("per row at run time{}, {}",
                                          inverse_smoothing_.empty() ? "" : ", smoothed",
@@ -194,6 +197,7 @@ class OneDnnInt8Linear final : public Kernel {
   dnnl::stream stream_;
   KernelDesc desc_;
   bool avx512_;
+  float weight_max_;  // kInt8Max, or kInt7Max without VNNI (int8.hpp)
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul primitive_;
   dnnl::reorder::primitive_desc quantize_pd_;
@@ -215,8 +219,8 @@ class OneDnnInt8Linear final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_onednn_int8_linear(const KernelDesc& desc, bool avx512,
-                                                const dnnl::engine& engine) {
-  return std::make_unique<OneDnnInt8Linear>(desc, avx512, engine);
+                                                float weight_max, const dnnl::engine& engine) {
+  return std::make_unique<OneDnnInt8Linear>(desc, avx512, weight_max, engine);
 }
 
 }  // namespace polyhal::cpu

@@ -27,6 +27,8 @@ namespace polyhal {
 
 /// The largest |q| of a quantised value.
 inline constexpr float kInt8Max = 127.0f;
+/// The largest |q| of a seven-bit weight (above).
+inline constexpr float kInt7Max = 63.0f;
 
 /// q = round(x * inverse_scale) to nearest even, saturated to [-128, 127];
 /// NaN becomes 0.
@@ -43,15 +45,17 @@ inline float int8_scale(float max_abs) noexcept {
 }
 
 /// Quantises W[N, K] (row-major, f32) per output channel n: scales[n] =
-/// int8_scale(max |W[n, :]|), q[n * K + k] = quantize_s8(W[n, k], 1 / scales[n]).
+/// max |W[n, :]| / weight_max (int8_scale's rule), q[n * K + k] =
+/// quantize_s8(W[n, k], 1 / scales[n]). `weight_max` is kInt8Max, or
+/// kInt7Max for seven-bit weights.
 inline void quantize_weights_per_channel(std::span<const float> w, std::int64_t n, std::int64_t k,
-                                         std::span<std::int8_t> q,
-                                         std::span<float> scales) noexcept {
+                                         std::span<std::int8_t> q, std::span<float> scales,
+                                         float weight_max = kInt8Max) noexcept {
   for (std::int64_t row = 0; row < n; ++row) {
     const float* in = w.data() + row * k;
     float max_abs = 0.0f;
     for (std::int64_t i = 0; i < k; ++i) max_abs = std::max(max_abs, std::fabs(in[i]));
-    const float scale = int8_scale(max_abs);
+    const float scale = std::isfinite(max_abs) && max_abs > 0.0f ? max_abs / weight_max : 1.0f;
     scales[static_cast<std::size_t>(row)] = scale;
     const float inverse = 1.0f / scale;
     for (std::int64_t i = 0; i < k; ++i)
