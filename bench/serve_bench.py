@@ -8,6 +8,9 @@ sentence of mixed length per request (tests/data/real_model/sentences.txt,
 cycled) in the OpenAI embeddings shape to each server in turn, at each
 concurrency level; the table gives sentences/s, p50 and p99 latency and
 errors per server and level, and each server's best against polyhal's.
+The -int8 servers run each at its int8 fast path (polyhal's dynamic int8;
+ONNX Runtime's dynamic int8 graph for the peers, quantised for this CPU as
+sentence-transformers recommends); they are not in the default list.
 
   build/serve-bench-venv/bin/python bench/serve_bench.py [--build build] [--threads 2]
       [--concurrency 1,8,32,64] [--seconds 10] [--model DIR] [--servers polyhal,...]
@@ -100,17 +103,20 @@ def wrk(url, script, connections, seconds):
     return rate, millis("50"), millis("99"), errors
 
 
-def start_polyhal(args, work, packed, replicas=1):
+def start_polyhal(args, work, packed, replicas=1, precision="mixed"):
     """polyhal serve on args.threads threads in all: one model, or
-    `replicas` copies of it with args.threads / replicas threads each."""
+    `replicas` copies of it with args.threads / replicas threads each, at
+    `precision` (int8: dynamic, no calibration file; smoothing would not
+    change the speed)."""
     port = free_port()
-    config = os.path.join(work, f"serve-{packed}-{replicas}.yaml")
+    config = os.path.join(work, f"serve-{packed}-{replicas}-{precision}.yaml")
     with open(config, "w") as f:
         f.write(f"backend: cpu\ntask: inference\ndevice: {{threads: {args.threads // replicas}}}\n"
-                f"model: {{dir: {args.model}, seq_len: 256}}\nbatch: {{micro: 8}}\n"
+                f"model: {{dir: {args.model}, seq_len: 256, precision: {precision}}}\n"
+                f"batch: {{micro: 8}}\n"
                 f"inference: {{packed: {'true' if packed else 'false'}}}\n"
                 f"serve: {{port: {port}, max_queue: 4096, max_wait_ms: 2, replicas: {replicas}}}\n")
-    log = server_log(work, f"polyhal-{packed}-{replicas}")
+    log = server_log(work, f"polyhal-{packed}-{replicas}-{precision}")
     process = subprocess.Popen([os.path.join(args.build, "launcher", "polyhal"), "serve", config,
                                 "--log-level", "warn"], stdout=log, stderr=subprocess.STDOUT)
     process.args_log = log.name
@@ -138,25 +144,54 @@ def model_with_onnx(model, work):
     return out
 
 
-def start_infinity(args, work, engine):
+def onnx_quantization_config():
+    """sentence-transformers' name of the dynamic int8 configuration for
+    this CPU (its export_dynamic_quantized_onnx_model offers arm64, avx2,
+    avx512 and avx512_vnni)."""
+    flags = re.search(r"^flags\s*:(.*)$", open("/proc/cpuinfo").read(), re.M).group(1).split()
+    if "avx512_vnni" in flags:
+        return "avx512_vnni"
+    return "avx512" if "avx512f" in flags else "avx2"
+
+
+def model_with_int8_onnx(onnx_model, work):
+    """A copy of the exported model with the ONNX graph quantised as
+    sentence-transformers' docs recommend for a CPU (dynamic int8, ONNX
+    Runtime's quantiser, the configuration of this CPU) in
+    model_quantized.onnx: infinity prefers a "quantize" file on a CPU by
+    itself, and sentence-transformers is told its name."""
+    from optimum.onnxruntime import ORTQuantizer
+    from optimum.onnxruntime.configuration import AutoQuantizationConfig
+
+    out = os.path.join(work, "model-with-int8-onnx")
+    shutil.copytree(onnx_model, out)
+    config = getattr(AutoQuantizationConfig, onnx_quantization_config())(is_static=False)
+    ORTQuantizer.from_pretrained(out, file_name="model.onnx").quantize(config, out)
+    return out
+
+
+def start_infinity(args, work, engine, int8=False):
     port = free_port()
     command = [os.path.join(os.path.dirname(sys.executable), "infinity_emb"), "v2",
                "--model-id", ".", "--engine", engine, "--device", "cpu",
                "--port", str(port), "--batch-size", "32", "--no-model-warmup"]
     # From inside the directory: infinity 0.0.78 passes a local model's ONNX
     # file to optimum as an absolute path, which optimum then cannot find.
-    log = server_log(work, f"infinity-{engine}")
+    log = server_log(work, f"infinity-{engine}{'-int8' if int8 else ''}")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
-                               env=peer_env(args.threads), cwd=args.onnx_model)
+                               env=peer_env(args.threads),
+                               cwd=args.int8_onnx_model if int8 else args.onnx_model)
     process.args_log = log.name
     return process, port, "/embeddings", "/health"
 
 
-def start_sentence_transformers(args, work):
+def start_sentence_transformers(args, work, int8=False):
     port = free_port()
-    log = server_log(work, "st-onnx")
+    log = server_log(work, "st-onnx-int8" if int8 else "st-onnx")
+    model = args.int8_onnx_model if int8 else args.onnx_model
+    onnx_file = "model_quantized.onnx" if int8 else "model.onnx"
     process = subprocess.Popen([sys.executable, os.path.join(ROOT, "bench", "st_server.py"),
-                                args.onnx_model, str(port), str(args.threads), "onnx"],
+                                model, str(port), str(args.threads), "onnx", onnx_file],
                                stdout=log, stderr=subprocess.STDOUT, env=peer_env(args.threads),
                                cwd=work)
     process.args_log = log.name
@@ -172,6 +207,11 @@ SERVERS = {
     "infinity-optimum": lambda args, work: start_infinity(args, work, "optimum"),
     "infinity-torch": lambda args, work: start_infinity(args, work, "torch"),
     "st-onnx": start_sentence_transformers,
+    # int8, each at its own fast path: polyhal's dynamic int8 (seven-bit
+    # weights without VNNI), the peers on ONNX Runtime's dynamic int8 graph.
+    "polyhal-int8": lambda args, work: start_polyhal(args, work, True, precision="int8"),
+    "infinity-optimum-int8": lambda args, work: start_infinity(args, work, "optimum", True),
+    "st-onnx-int8": lambda args, work: start_sentence_transformers(args, work, True),
 }
 
 
@@ -201,7 +241,8 @@ def main():
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--concurrency", default="1,8,32,64")
     parser.add_argument("--seconds", type=int, default=10)
-    parser.add_argument("--servers", default=",".join(SERVERS))
+    parser.add_argument("--servers",
+                        default=",".join(name for name in SERVERS if not name.endswith("-int8")))
     parser.add_argument("--sentences",
                         default=os.path.join(ROOT, "tests", "data", "real_model", "sentences.txt"))
     args = parser.parse_args()
@@ -221,6 +262,9 @@ def main():
     try:
         if any(not name.startswith("polyhal") for name in args.servers.split(",")):
             args.onnx_model = model_with_onnx(args.model, work)
+        if any(name.endswith("-int8") and not name.startswith("polyhal")
+               for name in args.servers.split(",")):
+            args.int8_onnx_model = model_with_int8_onnx(args.onnx_model, work)
         for name in args.servers.split(","):
             results[name] = measure(args, name, sentences, work)
             print(f"# {name} done", file=sys.stderr, flush=True)
@@ -232,14 +276,20 @@ def main():
         for c, rate, p50, p99, errors in rows:
             print(f"| {name} | {c} | {rate:.1f} | {p50:.1f} | {p99:.1f} | {errors} |")
     best = {name: max(r[1] for r in rows) for name, rows in results.items()}
-    peers = {name: rate for name, rate in best.items() if not name.startswith("polyhal")}
-    if peers:
-        peer = max(peers, key=peers.get)
-        print()
-        for name, rate in best.items():
-            if name.startswith("polyhal"):
-                print(f"{name}'s best {rate:.1f} sentences/s is {rate / peers[peer]:.2f}x the best "
-                      f"peer's ({peer}, {peers[peer]:.1f})")
+    print()
+    # Each polyhal server against the best peer of its own precision, then
+    # of any.
+    for name, rate in best.items():
+        if name.startswith("polyhal"):
+            for same in (True, False):
+                peers = {peer: peer_rate for peer, peer_rate in best.items()
+                         if not peer.startswith("polyhal")
+                         and (not same or peer.endswith("-int8") == name.endswith("-int8"))}
+                if peers:
+                    peer = max(peers, key=peers.get)
+                    print(f"{name}'s best {rate:.1f} sentences/s is {rate / peers[peer]:.2f}x the "
+                          f"best {'peer at its precision' if same else 'peer'} "
+                          f"({peer}, {peers[peer]:.1f})")
 
 
 if __name__ == "__main__":

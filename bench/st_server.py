@@ -4,7 +4,7 @@ it up for bench/serve_bench.py: Python's threading HTTP server, one model,
 `encode` under a lock for each request (the library batches within a
 request, not across them), OpenAI's embeddings shape, GET /health.
 
-  python st_server.py MODEL_DIR PORT THREADS [onnx|torch|openvino]
+  python st_server.py MODEL_DIR PORT THREADS [onnx|torch|openvino] [ONNX_FILE]
 """
 import json
 import sys
@@ -17,8 +17,9 @@ from sentence_transformers import SentenceTransformer
 MODEL_DIR, PORT, THREADS = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 BACKEND = sys.argv[4] if len(sys.argv) > 4 else "onnx"
 torch.set_num_threads(THREADS)
-# The ONNX file bench/serve_bench.py exports beside config.json.
-extra = {"model_kwargs": {"file_name": "model.onnx"}} if BACKEND == "onnx" else {}
+# The ONNX file bench/serve_bench.py exports (or quantises) beside config.json.
+ONNX_FILE = sys.argv[5] if len(sys.argv) > 5 else "model.onnx"
+extra = {"model_kwargs": {"file_name": ONNX_FILE}} if BACKEND == "onnx" else {}
 model = SentenceTransformer(MODEL_DIR, device="cpu", backend=BACKEND, **extra)
 lock = threading.Lock()
 

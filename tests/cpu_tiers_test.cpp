@@ -84,6 +84,11 @@ TEST_P(CpuTier, EveryPrecisionRunsAsTheDeviceSays) {
   const bool vnni = tier.find("vnni") != std::string::npos ||
                     tier.find("amx") != std::string::npos || tier == "avx512_core_bf16" ||
                     tier == "avx512_core_fp16";
+  if (tier == "reference") {
+    EXPECT_EQ(int8.support, PrecisionSupport::none) << int8.why;
+    expect_refused(*cpu, linear_desc(f32, DType::f32, LinearMath::int8), int8);
+    return;
+  }
   ASSERT_EQ(int8.support, PrecisionSupport::native) << int8.why;
   EXPECT_EQ(int8.why.find("seven-bit") == std::string::npos, vnni) << int8.why;
   for (const bool gelu : {false, true}) {

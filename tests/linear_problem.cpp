@@ -7,6 +7,7 @@
 
 #include "polyhal/int8.hpp"
 #include "polyhal/reference_kernels.hpp"
+#include "test_support.hpp"
 
 namespace polyhal::test {
 
@@ -121,6 +122,24 @@ std::vector<double> int8_expected(const LinearProblem& p, float input_scale, boo
     }
   }
   return y;
+}
+
+std::vector<double> cpu_int8_want(Device& cpu, const KernelDesc& desc, const LinearProblem& p,
+                                  DType type, const std::vector<float>* smoothing) {
+  if (cpu_int8_weight_max() == kInt8Max) {
+    const auto want = run_linear(cpu, *reference_kernel(desc, cpu), p, type, smoothing);
+    return {want.begin(), want.end()};
+  }
+  // Smoothing is X / s and W * s, quantised as usual (int8.hpp).
+  LinearProblem moved = p;
+  if (smoothing != nullptr) {
+    const std::vector<float>& s = *smoothing;
+    for (std::size_t i = 0; i < moved.x.size(); ++i) moved.x[i] *= 1.0f / s[i % s.size()];
+    for (std::size_t i = 0; i < moved.w.size(); ++i) moved.w[i] *= s[i % s.size()];
+  }
+  const auto& attrs = desc.attrs_as<LinearAttrs>();
+  return int8_expected(moved, attrs.input_scale, attrs.input_activation == Activation::gelu,
+                       kInt7Max);
 }
 
 std::vector<double> f32_expected(const LinearProblem& p) {

@@ -43,6 +43,11 @@ double gelu(double v);
 /// bias, GELU, residual.
 std::vector<double> int8_expected(const LinearProblem& p, float input_scale,
                                   bool gelu_input = false, float weight_max = kInt8Max);
+/// What the CPU plugin's int8 linear must compute for `desc` on this host:
+/// the reference kernel's result where it keeps eight-bit weights, the rule
+/// in double with seven-bit weights where the CPU has no VNNI (int8.hpp).
+std::vector<double> cpu_int8_want(Device& cpu, const KernelDesc& desc, const LinearProblem& p,
+                                  DType type, const std::vector<float>* smoothing = nullptr);
 std::vector<double> f32_expected(const LinearProblem& p);
 double max_difference(const std::vector<float>& got, const std::vector<double>& want);
 /// Products of f32 tensors in `narrow` (bf32, f16): the reference rounds X

