@@ -4,7 +4,8 @@
 //   layer still computes the f32 result;
 // - kernels given the same weights share one packed copy
 //   (plugins/cpu/packed_weights.hpp), and new values in the same buffer are
-//   packed anew.
+//   packed anew; int8 kernels share their quantised copy, but not across
+//   different smoothing.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -84,6 +85,52 @@ TEST(CpuLinear, NewWeightsInTheSameBufferArePackedAnew) {
   std::vector<float> y(static_cast<std::size_t>(p.m * p.n));
   cpu->copy_to_host(y.data(), *outputs[0].buffer, outputs[0].bytes());
   EXPECT_LE(max_difference(y, f32_expected(p)), 2e-4) << "the second kernel ran the old weights";
+}
+
+TEST(CpuLinear, Int8KernelsShareTheirQuantisedCopyButNotAcrossSmoothing) {
+  auto cpu = first_device("cpu");
+  // 32 MiB of f32 weights, 8 MiB quantised: four more copies would add 32.
+  const LinearProblem big = make_problem(DType::f32, 16, 1024, 8192);
+  const Tensor big_w = upload(*cpu, DType::f32, {big.n, big.k}, big.w);
+  const Tensor big_b = upload(*cpu, DType::f32, {big.n}, big.b);
+  std::vector<std::shared_ptr<Kernel>> kernels;
+  for (const std::int64_t rows : {16, 32, 48, 64, 80}) {
+    LinearProblem shape = big;
+    shape.m = rows;
+    kernels.push_back(cpu->prepare_kernel(linear_desc(shape, DType::f32, LinearMath::int8)));
+  }
+  kernels[0]->set_constants(std::array{big_w, big_b});
+  const std::int64_t one = resident_bytes();
+  for (std::size_t i = 1; i < kernels.size(); ++i)
+    kernels[i]->set_constants(std::array{big_w, big_b});
+  EXPECT_LT(resident_bytes() - one, big.n * big.k / 2)
+      << "four more int8 kernels on the same weights grew the process by "
+      << (resident_bytes() - one) / (1 << 20) << " MiB";
+
+  // Two kernels on one weight buffer, smoothed differently: each computes
+  // with its own smoothing.
+  const LinearProblem p = make_problem(DType::f32);
+  const Tensor w = upload(*cpu, DType::f32, {p.n, p.k}, p.w);
+  const Tensor b = upload(*cpu, DType::f32, {p.n}, p.b);
+  const auto desc = linear_desc(p, DType::f32, LinearMath::int8);
+  std::vector<float> first_s(static_cast<std::size_t>(p.k)), second_s(first_s.size());
+  for (std::size_t i = 0; i < first_s.size(); ++i) {
+    first_s[i] = 0.5f + 0.01f * static_cast<float>(i);
+    second_s[i] = 2.0f - 0.01f * static_cast<float>(i);
+  }
+  const std::array inputs{upload(*cpu, DType::f32, {p.m, p.k}, p.x),
+                          upload(*cpu, DType::f32, {p.m, p.n}, p.r)};
+  std::vector<std::shared_ptr<Kernel>> smoothed;  // both alive: the first one's copy stays
+  for (const auto* s : {&first_s, &second_s}) {
+    auto& kernel = smoothed.emplace_back(cpu->prepare_kernel(desc));
+    kernel->set_constants(std::array{w, b, upload(*cpu, DType::f32, {p.k}, *s)});
+    const std::array outputs{cpu->allocate_tensor(DType::f32, {p.m, p.n}, "Y")};
+    kernel->run(inputs, outputs);
+    std::vector<float> y(static_cast<std::size_t>(p.m * p.n));
+    cpu->copy_to_host(y.data(), *outputs[0].buffer, outputs[0].bytes());
+    EXPECT_LE(max_difference(y, cpu_int8_want(*cpu, desc, p, DType::f32, s)), 1e-4)
+        << (s == &first_s ? "first" : "second") << " smoothing";
+  }
 }
 
 }  // namespace

@@ -153,7 +153,7 @@ class CpuDevice final : public Device {
               fmt::format("{}: the CPU plugin runs int8 on oneDNN's SIMD kernels (AVX2 and up), "
                           "never by emulation: {}",
                           desc.to_string(), int8_.reason));
-        return make_onednn_int8_linear(desc, avx512_, int8_.weight_max, engine_);
+        return make_onednn_int8_linear(desc, avx512_, int8_.weight_max, engine_, packed_weights_);
       });
       registry().add(OpKind::attention, type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_attention(desc, engine_, avx2_);

@@ -13,6 +13,7 @@
 // its reference kernel).
 #include <fmt/format.h>
 
+#include <bit>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "omp_quantize.hpp"
 #include "onednn_api.hpp"
 #include "onednn_matmul.hpp"
+#include "packed_weights.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/int8.hpp"
 
@@ -32,8 +34,13 @@ using dt = dnnl::memory::data_type;
 class OneDnnInt8Linear final : public Kernel {
  public:
   OneDnnInt8Linear(const KernelDesc& desc, bool avx512, float weight_max,
-                   const dnnl::engine& engine)
-      : engine_(engine), stream_(engine), desc_(desc), avx512_(avx512), weight_max_(weight_max) {
+                   const dnnl::engine& engine, std::shared_ptr<PackedWeightCache> cache)
+      : engine_(engine),
+        stream_(engine),
+        cache_(std::move(cache)),
+        desc_(desc),
+        avx512_(avx512),
+        weight_max_(weight_max) {
     m_ = desc.input_shapes.at(0).at(0);
     k_ = desc.input_shapes.at(0).at(1);
     const auto& attrs = desc.attrs_as<LinearAttrs>();
@@ -70,33 +77,52 @@ class OneDnnInt8Linear final : public Kernel {
           "linear)",
           desc_.to_string(), n_, k_, k_));
     }
-    std::vector<float> w(size_of(n_ * k_));
-    convert(constants[0].buffer->data(), constants[0].dtype, w.data(), DType::f32, w.size());
     inverse_smoothing_.clear();
+    std::span<const float> smoothing;
+    std::uint64_t salt = std::bit_cast<std::uint32_t>(weight_max_);
     if (smoothed) {
       if (constants[2].dtype != DType::f32 || constants[2].numel() != k_)
         throw RuntimeFailure(fmt::format("{}: smoothing must be f32 s[{}]", desc_.to_string(), k_));
-      const std::span smoothing(constants[2].data<float>(), size_of(k_));
+      smoothing = std::span(constants[2].data<float>(), size_of(k_));
       if (const std::string problem = int8_smoothing_problem(smoothing, k_); !problem.empty())
         throw RuntimeFailure(fmt::format("{}: {}", desc_.to_string(), problem));
-      smooth_weights(w, n_, k_, smoothing);
       for (const float v : smoothing) inverse_smoothing_.push_back(1.0f / v);
+      salt ^= hash_bytes(smoothing.data(), smoothing.size_bytes());
     }
-    std::vector<std::int8_t> q(w.size());
-    std::vector<float> weight_step(size_of(n_));
-    quantize_weights_per_channel(w, n_, k_, q, weight_step, weight_max_);
+    // Quantised and packed once per device for every kernel given these
+    // weights (and smoothing): the server's shapes share one copy. The
+    // constructor's primitive has the final one's weight layout.
+    const dnnl::memory::desc layout = pd_.weights_desc();
+    packed_ = cache_->get<Int8Weights>(
+        constants[0].buffer->data(), constants[0].bytes(), layout, gelu_u8_ ? 3 : 2, salt, [&] {
+          std::vector<float> w(size_of(n_ * k_));
+          convert(constants[0].buffer->data(), constants[0].dtype, w.data(), DType::f32, w.size());
+          if (!smoothing.empty()) smooth_weights(w, n_, k_, smoothing);
+          Int8Weights out;
+          std::vector<std::int8_t> q(w.size());
+          out.weight_step.resize(size_of(n_));
+          quantize_weights_per_channel(w, n_, k_, q, out.weight_step, weight_max_);
+          out.bias_shift.assign(size_of(n_), 0.0f);
+          if (gelu_u8_) subtract_gelu_shift(q, n_, k_, out.weight_step, out.bias_shift, false);
+          // W[N, K] row-major, seen as [1, K, N].
+          dnnl::memory user({{1, k_, n_}, dt::s8, tag::acb}, engine_, q.data());
+          out.weights = dnnl::memory(layout, engine_);
+          dnnl::reorder(user, out.weights).execute(stream_, user, out.weights);
+          stream_.wait();
+          return out;
+        });
     const auto* bias = static_cast<const float*>(constants[1].buffer->data());
     bias_values_.assign(bias, bias + n_);
-    if (gelu_u8_) subtract_gelu_shift(q, n_, k_, weight_step, bias_values_, false);
+    for (std::size_t i = 0; i < bias_values_.size(); ++i) bias_values_[i] += packed_->bias_shift[i];
+    std::vector<float> weight_step = packed_->weight_step;
     if (!dynamic())
       for (float& step : weight_step) step *= input_scale_;
     pd_ = make_pd(weight_step);
+    if (pd_.weights_desc() != layout)
+      throw RuntimeFailure(desc_.to_string() +
+                           ": oneDNN chose another weight layout once given the real scales");
     primitive_ = dnnl::matmul(pd_);
-    // W[N, K] row-major, seen as [1, K, N].
-    dnnl::memory user({{1, k_, n_}, dt::s8, tag::acb}, engine_, q.data());
-    weights_ = dnnl::memory(pd_.weights_desc(), engine_);
-    dnnl::reorder(user, weights_).execute(stream_, user, weights_);
-    stream_.wait();
+    weights_ = packed_->weights;
     x_ = dnnl::memory({{m_, k_}, onednn_type(desc_.dtype), tag::ab}, engine_, DNNL_MEMORY_NONE);
     x_q_ = dnnl::memory(pd_.src_desc(), engine_);
     if (!dynamic()) {
@@ -193,8 +219,17 @@ class OneDnnInt8Linear final : public Kernel {
     return onednn::matmul(engine_, src, weights, dst_md(), attr);
   }
 
+  /// The quantised weights, packed, and what they set: the per-channel
+  /// steps and the GELU shift's share of the bias (0 unless u8).
+  struct Int8Weights {
+    dnnl::memory weights;
+    std::vector<float> weight_step, bias_shift;
+  };
+
   dnnl::engine engine_;
   dnnl::stream stream_;
+  std::shared_ptr<PackedWeightCache> cache_;
+  std::shared_ptr<const Int8Weights> packed_;  // weights_, shared through cache_
   KernelDesc desc_;
   bool avx512_;
   float weight_max_;  // kInt8Max, or kInt7Max without VNNI (int8.hpp)
@@ -219,8 +254,10 @@ class OneDnnInt8Linear final : public Kernel {
 }  // namespace
 
 std::unique_ptr<Kernel> make_onednn_int8_linear(const KernelDesc& desc, bool avx512,
-                                                float weight_max, const dnnl::engine& engine) {
-  return std::make_unique<OneDnnInt8Linear>(desc, avx512, weight_max, engine);
+                                                float weight_max, const dnnl::engine& engine,
+                                                std::shared_ptr<PackedWeightCache> packed_weights) {
+  return std::make_unique<OneDnnInt8Linear>(desc, avx512, weight_max, engine,
+                                            std::move(packed_weights));
 }
 
 }  // namespace polyhal::cpu

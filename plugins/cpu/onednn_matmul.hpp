@@ -26,9 +26,12 @@ std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, bool avx512,
 
 /// linear with LinearMath::int8 (op_schema.hpp) on AMX-INT8, VNNI, or
 /// (`weight_max` kInt7Max, int8.hpp) AVX2 / AVX-512 without VNNI;
-/// `avx512`: the dynamic quantiser may use AVX-512.
+/// `avx512`: the dynamic quantiser may use AVX-512. Kernels given the same
+/// weights (and smoothing) share their quantised, packed copy through
+/// `packed_weights`.
 std::unique_ptr<Kernel> make_onednn_int8_linear(const KernelDesc& desc, bool avx512,
-                                                float weight_max, const dnnl::engine& engine);
+                                                float weight_max, const dnnl::engine& engine,
+                                                std::shared_ptr<PackedWeightCache> packed_weights);
 
 /// attention and layernorm (kernel.hpp) through oneDNN primitives; f32
 /// attention of block-structured masks (one or more sequences per row) on

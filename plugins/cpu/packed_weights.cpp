@@ -27,16 +27,24 @@ std::uint64_t hash_bytes(const void* data, std::uint64_t bytes) {
 std::shared_ptr<dnnl::memory> PackedWeightCache::get(const void* source, std::uint64_t bytes,
                                                      const dnnl::memory::desc& layout, int variant,
                                                      const std::function<dnnl::memory()>& pack) {
+  return std::static_pointer_cast<dnnl::memory>(get_any(source, bytes, layout, variant, 0, [&] {
+    return std::static_pointer_cast<void>(std::make_shared<dnnl::memory>(pack()));
+  }));
+}
+
+std::shared_ptr<void> PackedWeightCache::get_any(
+    const void* source, std::uint64_t bytes, const dnnl::memory::desc& layout, int variant,
+    std::uint64_t salt, const std::function<std::shared_ptr<void>()>& pack) {
   const std::uint64_t hash = hash_bytes(source, bytes);
   std::lock_guard lock(mutex_);
   std::erase_if(entries_, [](const Entry& e) { return e.packed.expired(); });
   for (const Entry& e : entries_) {
-    if (e.source == source && e.bytes == bytes && e.hash == hash && e.variant == variant &&
-        e.layout == layout)
+    if (e.source == source && e.bytes == bytes && e.hash == hash && e.salt == salt &&
+        e.variant == variant && e.layout == layout)
       if (auto packed = e.packed.lock()) return packed;
   }
-  auto packed = std::make_shared<dnnl::memory>(pack());
-  entries_.push_back({source, bytes, hash, layout, variant, packed});
+  auto packed = pack();
+  entries_.push_back({source, bytes, hash, salt, layout, variant, packed});
   return packed;
 }
 

@@ -25,13 +25,28 @@ class PackedWeightCache {
                                     const dnnl::memory::desc& layout, int variant,
                                     const std::function<dnnl::memory()>& pack);
 
+  /// As above for any packing `Packed` (an int8 kernel's weights with their
+  /// steps), whose inputs beyond the weights are hashed into `salt`.
+  template <class Packed>
+  std::shared_ptr<const Packed> get(const void* source, std::uint64_t bytes,
+                                    const dnnl::memory::desc& layout, int variant,
+                                    std::uint64_t salt, const std::function<Packed()>& pack) {
+    return std::static_pointer_cast<const Packed>(
+        get_any(source, bytes, layout, variant, salt,
+                [&] { return std::static_pointer_cast<void>(std::make_shared<Packed>(pack())); }));
+  }
+
  private:
+  std::shared_ptr<void> get_any(const void* source, std::uint64_t bytes,
+                                const dnnl::memory::desc& layout, int variant, std::uint64_t salt,
+                                const std::function<std::shared_ptr<void>()>& pack);
+
   struct Entry {
     const void* source;
-    std::uint64_t bytes, hash;
+    std::uint64_t bytes, hash, salt;
     dnnl::memory::desc layout;
     int variant;
-    std::weak_ptr<dnnl::memory> packed;
+    std::weak_ptr<void> packed;
   };
   std::mutex mutex_;
   std::vector<Entry> entries_;
