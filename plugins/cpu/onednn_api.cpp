@@ -140,6 +140,18 @@ void Scales::add_to(std::unordered_map<int, dnnl::memory>& args) const {
   if (memory_) args[DNNL_ARG_ATTR_SCALES | argument_] = memory_;
 }
 
+SourceZeroPoint::SourceZeroPoint(dnnl::primitive_attr& attr, std::int32_t value,
+                                 const dnnl::engine& engine)
+    : value_{value} {
+  attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
+  memory_ = dnnl::memory({{1}, dnnl::memory::data_type::s32, dnnl::memory::format_tag::a}, engine,
+                         value_.data());
+}
+
+void SourceZeroPoint::add_to(std::unordered_map<int, dnnl::memory>& args) const {
+  if (memory_) args[DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC] = memory_;
+}
+
 #else  // oneDNN 2.x
 
 dnnl::matmul::primitive_desc matmul(const dnnl::engine& engine, const md& src, const md& weights,
@@ -232,6 +244,14 @@ Scales::Scales(dnnl::primitive_attr& attr, Of /*of*/, int mask, std::vector<floa
 }
 
 void Scales::add_to(std::unordered_map<int, dnnl::memory>& /*args*/) const {}
+
+SourceZeroPoint::SourceZeroPoint(dnnl::primitive_attr& attr, std::int32_t value,
+                                 const dnnl::engine& /*engine*/)
+    : value_{value} {
+  attr.set_zero_points(DNNL_ARG_SRC, 0, value_);
+}
+
+void SourceZeroPoint::add_to(std::unordered_map<int, dnnl::memory>& /*args*/) const {}
 
 #endif
 

@@ -7,6 +7,7 @@
 // (docs/architecture.md, "oneDNN versions").
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -114,6 +115,25 @@ class Scales {
   std::vector<float> values_;
   dnnl::memory memory_;
   [[maybe_unused]] int argument_ = 0;  // oneDNN 3: the operand the factors scale
+};
+
+/// A matmul's zero point of its u8 source, `value` for every element: the
+/// sums are of (x - value) x w, computed by oneDNN in s32. oneDNN 2.6 fixes
+/// it in the attributes; oneDNN 3 reads it at execution from a memory,
+/// which add_to puts among the arguments. Keep the object alive while the
+/// primitive runs.
+class SourceZeroPoint {
+ public:
+  SourceZeroPoint() = default;
+  SourceZeroPoint(SourceZeroPoint&&) = default;
+  SourceZeroPoint& operator=(SourceZeroPoint&&) = default;
+  SourceZeroPoint(dnnl::primitive_attr& attr, std::int32_t value, const dnnl::engine& engine);
+  /// The execution arguments that carry it (none on oneDNN 2.6).
+  void add_to(std::unordered_map<int, dnnl::memory>& args) const;
+
+ private:
+  std::vector<std::int32_t> value_;  // on the heap: the memory outlives a move
+  dnnl::memory memory_;
 };
 
 }  // namespace polyhal::cpu::onednn
