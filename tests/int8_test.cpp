@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "linear_problem.hpp"
@@ -200,17 +201,29 @@ TEST(Int8, SmoothingConstantIsChecked) {
 // Below VNNI (device.isa avx2 on any x86 CPU) int8 runs with seven-bit
 // weights, and its sums are exact: oneDNN's vpmaddubsw pair sums would
 // saturate with eight-bit ones (up to 0.88 off on this problem).
+// Rows of 101 (the AVX2 quantiser's tail) with a NaN, which quantises to
+// 0, and an infinity, which saturates, in the dynamic rows.
 TEST(Int8, BelowVnniRunsSevenBitWeightsWithExactSums) {
   auto cpu = test::first_device("cpu", {{"isa", "avx2"}});
-  const LinearProblem p = make_problem(DType::f32);
-  for (const float input_scale : {0.0f, int8_scale(p.x_max)}) {
-    auto kernel = cpu->prepare_kernel(linear_desc(p, DType::f32, LinearMath::int8, input_scale));
-    EXPECT_NE(kernel->implementation().find("seven-bit weights"), std::string::npos)
-        << kernel->implementation();
-    EXPECT_LE(max_difference(run_linear(*cpu, *kernel, p, DType::f32),
-                             int8_expected(p, input_scale, false, kInt7Max)),
-              1e-4)
-        << kernel->implementation();
+  LinearProblem p = make_problem(DType::f32, 37, 101, 70);
+  for (const bool gelu : {false, true}) {
+    for (const float input_scale : {0.0f, int8_scale(p.x_max)}) {
+      if (gelu && input_scale > 0.0f) continue;
+      LinearProblem q = gelu ? gelu_input(p, DType::f32) : p;
+      if (input_scale == 0.0f) {
+        q.x[3] = std::nanf("");
+        q.x[2 * 101 + 100] = std::numeric_limits<float>::infinity();
+      }
+      const auto desc = linear_desc(q, DType::f32, LinearMath::int8, input_scale,
+                                    gelu ? Activation::gelu : Activation::none);
+      auto kernel = cpu->prepare_kernel(desc);
+      EXPECT_NE(kernel->implementation().find("seven-bit weights"), std::string::npos)
+          << kernel->implementation();
+      EXPECT_LE(max_difference(run_linear(*cpu, *kernel, q, DType::f32),
+                               int8_expected(q, input_scale, gelu, kInt7Max)),
+                1e-4)
+          << kernel->implementation();
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <span>
+#include <type_traits>
 #include <vector>
 
 #include "polyhal/int8.hpp"
@@ -114,6 +115,81 @@ __attribute__((target("avx512f,avx512bw"))) float quantize_gelu_row_avx512(const
   return step;
 }
 
+/// 8 floats rounded to nearest even (values already in [-128, 255]) into
+/// 8 bytes, s8 (`u8` false) or u8.
+__attribute__((target("avx2,fma"))) void store8(__m256 v, bool u8, void* q) {
+  const __m256i rounded = _mm256_cvtps_epi32(v);
+  const __m128i s16 =
+      _mm_packs_epi32(_mm256_castsi256_si128(rounded), _mm256_extracti128_si256(rounded, 1));
+  const __m128i bytes = u8 ? _mm_packus_epi16(s16, s16) : _mm_packs_epi16(s16, s16);
+  _mm_storel_epi64(static_cast<__m128i*>(q), bytes);
+}
+
+__attribute__((target("avx2,fma"))) __m256 load8(const float* x, const float* factor,
+                                                 std::int64_t i) {
+  const __m256 v = _mm256_loadu_ps(x + i);
+  return factor != nullptr ? _mm256_mul_ps(v, _mm256_loadu_ps(factor + i)) : v;
+}
+
+/// quantize_row_scalar 8 lanes at a time (f32), for CPUs without AVX-512:
+/// the same clamping, rounding and NaN rule as quantize_row_avx512.
+__attribute__((target("avx2,fma"))) float quantize_row_avx2(const float* x, const float* factor,
+                                                            std::int64_t n, std::int8_t* q) {
+  const __m256 sign = _mm256_set1_ps(-0.0f);
+  __m256 max8 = _mm256_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    max8 = _mm256_max_ps(_mm256_andnot_ps(sign, load8(x, factor, i)), max8);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, max8);
+  float max_abs = 0.0f;
+  for (const float lane : lanes) max_abs = std::max(max_abs, lane);
+  for (std::int64_t j = i; j < n; ++j) max_abs = std::max(max_abs, std::fabs(load(x, factor, j)));
+  const float step = int8_scale(max_abs);
+  const float inverse = 1.0f / step;
+  const __m256 scale = _mm256_set1_ps(inverse);
+  const __m256 low = _mm256_set1_ps(-128.0f), high = _mm256_set1_ps(127.0f);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 product = _mm256_mul_ps(load8(x, factor, i), scale);
+    // NaN lanes become 0 (the mask is all zeros there); infinities saturate.
+    const __m256 number = _mm256_cmp_ps(product, product, _CMP_ORD_Q);
+    const __m256 v = _mm256_and_ps(_mm256_min_ps(_mm256_max_ps(product, low), high), number);
+    store8(v, false, q + i);
+  }
+  for (; i < n; ++i) q[i] = quantize_s8(load(x, factor, i), inverse);
+  return step;
+}
+
+/// quantize_gelu_row_avx512's rule 8 lanes at a time (f32).
+__attribute__((target("avx2,fma"))) float quantize_gelu_row_avx2(const float* x, std::int64_t n,
+                                                                 std::uint8_t* q) {
+  const __m256 shift = _mm256_set1_ps(kGeluShift);
+  __m256 max8 = _mm256_setzero_ps();
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    max8 = _mm256_max_ps(_mm256_add_ps(_mm256_loadu_ps(x + i), shift), max8);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, max8);
+  float max_value = 0.0f;
+  for (const float lane : lanes) max_value = std::max(max_value, lane);
+  for (std::int64_t j = i; j < n; ++j) max_value = std::max(max_value, x[j] + kGeluShift);
+  const float step = std::isfinite(max_value) && max_value > 0.0f ? max_value / 255.0f : 1.0f;
+  const float inverse = 1.0f / step;
+  const __m256 scale = _mm256_set1_ps(inverse);
+  const __m256 zero = _mm256_setzero_ps(), high = _mm256_set1_ps(255.0f);
+  for (i = 0; i + 8 <= n; i += 8) {
+    const __m256 shifted = _mm256_add_ps(_mm256_loadu_ps(x + i), shift);
+    const __m256 number = _mm256_cmp_ps(shifted, shifted, _CMP_ORD_Q);
+    const __m256 v = _mm256_min_ps(_mm256_mul_ps(_mm256_max_ps(shifted, zero), scale), high);
+    store8(_mm256_and_ps(v, number), true, q + i);
+  }
+  for (; i < n; ++i) {
+    const float v = std::nearbyint(std::max(x[i] + kGeluShift, 0.0f) * inverse);
+    q[i] = v == v ? static_cast<std::uint8_t>(std::min(v, 255.0f)) : std::uint8_t{0};
+  }
+  return step;
+}
+
 template <class T>
 float quantize_gelu_row_scalar(const T* x, std::int64_t n, std::uint8_t* q) {
   std::vector<float> row(static_cast<std::size_t>(n));
@@ -130,8 +206,13 @@ void quantize_rows(const T* x, const float* factor, std::int64_t rows, std::int6
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* row = x + r * columns;
     std::int8_t* out = q + r * columns;
-    step[r] = avx512 ? quantize_row_avx512(row, factor, columns, out)
-                     : quantize_row_scalar(row, factor, columns, out);
+    if (avx512) {
+      step[r] = quantize_row_avx512(row, factor, columns, out);
+    } else if constexpr (std::is_same_v<T, float>) {
+      step[r] = quantize_row_avx2(row, factor, columns, out);
+    } else {
+      step[r] = quantize_row_scalar(row, factor, columns, out);
+    }
   }
 }
 
@@ -142,8 +223,13 @@ void quantize_gelu_rows(const T* x, std::int64_t rows, std::int64_t columns, std
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* row = x + r * columns;
     std::uint8_t* out = q + r * columns;
-    step[r] = avx512 ? quantize_gelu_row_avx512(row, columns, out)
-                     : quantize_gelu_row_scalar(row, columns, out);
+    if (avx512) {
+      step[r] = quantize_gelu_row_avx512(row, columns, out);
+    } else if constexpr (std::is_same_v<T, float>) {
+      step[r] = quantize_gelu_row_avx2(row, columns, out);
+    } else {
+      step[r] = quantize_gelu_row_scalar(row, columns, out);
+    }
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Dynamic int8 quantisation of a linear's input, row by row (int8.hpp's
-// rule), on the OpenMP pool: AVX-512 where the ISA choice allows it, the
-// contract's scalar rule otherwise. Both give the same bytes.
+// rule), on the OpenMP pool: AVX-512 where the ISA choice allows it, AVX2
+// otherwise (f32; the int8 kernels run on AVX2 and up only), the contract's
+// scalar rule for bf16 without AVX-512. All give the same bytes.
 #include <cstdint>
 
 #include "polyhal/dtype.hpp"

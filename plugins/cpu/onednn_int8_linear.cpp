@@ -189,7 +189,7 @@ class OneDnnInt8Linear final : public Kernel {
                        dynamic()
                            ? fmt::format("per row at run time{}, {}",
                                          inverse_smoothing_.empty() ? "" : ", smoothed",
-                                         avx512_ ? "avx512 quantiser" : "scalar quantiser")
+                                         avx512_ ? "avx512 quantiser" : "avx2 quantiser")
                            : fmt::format("calibrated step, {}", quantize_pd_.impl_info_str()));
   }
   /// oneDNN's scratch, the quantised X and its row steps, the packed s8 weights.
