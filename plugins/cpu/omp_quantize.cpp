@@ -131,6 +131,15 @@ __attribute__((target("avx2,fma"))) __m256 load8(const float* x, const float* fa
   return factor != nullptr ? _mm256_mul_ps(v, _mm256_loadu_ps(factor + i)) : v;
 }
 
+/// The largest of 8 lanes, and at least 0 (the running maxima start there).
+__attribute__((target("avx2,fma"))) float largest_lane(__m256 lanes8) {
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, lanes8);
+  float largest = 0.0f;
+  for (const float lane : lanes) largest = std::max(largest, lane);
+  return largest;
+}
+
 /// quantize_row_scalar 8 lanes at a time (f32), for CPUs without AVX-512:
 /// the same clamping, rounding and NaN rule as quantize_row_avx512.
 __attribute__((target("avx2,fma"))) float quantize_row_avx2(const float* x, const float* factor,
@@ -140,10 +149,7 @@ __attribute__((target("avx2,fma"))) float quantize_row_avx2(const float* x, cons
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     max8 = _mm256_max_ps(_mm256_andnot_ps(sign, load8(x, factor, i)), max8);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, max8);
-  float max_abs = 0.0f;
-  for (const float lane : lanes) max_abs = std::max(max_abs, lane);
+  float max_abs = largest_lane(max8);
   for (std::int64_t j = i; j < n; ++j) max_abs = std::max(max_abs, std::fabs(load(x, factor, j)));
   const float step = int8_scale(max_abs);
   const float inverse = 1.0f / step;
@@ -168,10 +174,7 @@ __attribute__((target("avx2,fma"))) float quantize_gelu_row_avx2(const float* x,
   std::int64_t i = 0;
   for (; i + 8 <= n; i += 8)
     max8 = _mm256_max_ps(_mm256_add_ps(_mm256_loadu_ps(x + i), shift), max8);
-  alignas(32) float lanes[8];
-  _mm256_store_ps(lanes, max8);
-  float max_value = 0.0f;
-  for (const float lane : lanes) max_value = std::max(max_value, lane);
+  float max_value = largest_lane(max8);
   for (std::int64_t j = i; j < n; ++j) max_value = std::max(max_value, x[j] + kGeluShift);
   const float step = std::isfinite(max_value) && max_value > 0.0f ? max_value / 255.0f : 1.0f;
   const float inverse = 1.0f / step;
