@@ -5,8 +5,12 @@
 // - kernels given the same weights share one packed copy
 //   (plugins/cpu/packed_weights.hpp), and new values in the same buffer are
 //   packed anew; int8 kernels share their quantised copy, but not across
-//   different smoothing.
+//   different smoothing;
+// - int8 kernels of many row counts run in one buffer per thread
+//   (plugins/cpu/thread_scratch.hpp), not one each.
 #include <gtest/gtest.h>
+
+#include <malloc.h>
 
 #include <fstream>
 #include <string>
@@ -35,8 +39,10 @@ TEST(CpuLinear, PaddedWeightRowsComputeTheF32Result) {
   }
 }
 
-/// This process's resident memory in bytes (Linux).
+/// This process's resident memory in bytes (Linux), after handing freed
+/// heap pages back (glibc keeps them resident otherwise).
 std::int64_t resident_bytes() {
+  malloc_trim(0);
   std::ifstream status("/proc/self/status");
   for (std::string line; std::getline(status, line);)
     if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
@@ -124,6 +130,47 @@ TEST(CpuLinear, Int8KernelsShareTheirQuantisedCopyButNotAcrossSmoothing) {
     EXPECT_LE(max_difference(y, cpu_int8_want(*cpu, desc, p, DType::f32, s)), 1e-4)
         << (s == &first_s ? "first" : "second") << " smoothing";
   }
+}
+
+TEST(CpuLinear, Int8KernelsOfManyRowCountsRunInOneScratch) {
+  auto cpu = first_device("cpu");
+  // A server's shapes: 1,024 to 3,072 rows of X[., 1024] into 4,096 outputs.
+  // Each run's quantised X and oneDNN's scratch take 1 to 3 MiB and more;
+  // kept per kernel, the four smaller kernels would add them all.
+  const LinearProblem p = make_problem(DType::f32, 3072, 1024, 4096);
+  const Tensor w = upload(*cpu, DType::f32, {p.n, p.k}, p.w);
+  const Tensor b = upload(*cpu, DType::f32, {p.n}, p.b);
+  const Tensor x = upload(*cpu, DType::f32, {p.m, p.k}, p.x);
+  const Tensor r = upload(*cpu, DType::f32, {p.m, p.n}, p.r);
+  const Tensor y = cpu->allocate_tensor(DType::f32, {p.m, p.n}, "Y");
+  std::vector<std::int8_t> touch(static_cast<std::size_t>(y.bytes()), 1);
+  cpu->copy_from_host(*y.buffer, touch.data(), touch.size());  // Y resident before measuring
+  const std::vector<std::int64_t> row_counts{3072, 2560, 2048, 1536, 1024};
+  std::vector<std::shared_ptr<Kernel>> kernels;  // all kept, as a server keeps its shapes
+  for (const std::int64_t rows : row_counts) {
+    LinearProblem shape;  // the dimensions only
+    shape.m = rows;
+    shape.k = p.k;
+    shape.n = p.n;
+    kernels.push_back(cpu->prepare_kernel(linear_desc(shape, DType::f32, LinearMath::int8)));
+    kernels.back()->set_constants(std::array{w, b});
+  }
+  const auto run = [&](std::size_t i) {
+    const std::int64_t rows = row_counts[i];
+    kernels[i]->run(std::array{row_slice(x, 0, rows), row_slice(r, 0, rows)},
+                    std::array{row_slice(y, 0, rows)});
+  };
+  run(0);
+  const std::int64_t after_first = resident_bytes();
+  std::uint64_t smaller_bytes = 0;
+  for (std::size_t i = 1; i < kernels.size(); ++i) {
+    run(i);
+    smaller_bytes += static_cast<std::uint64_t>(row_counts[i] * p.k);
+  }
+  const std::int64_t growth = resident_bytes() - after_first;
+  EXPECT_LT(growth, static_cast<std::int64_t>(smaller_bytes / 4))
+      << "four smaller int8 kernels grew the process by " << (growth >> 10) << " KiB (their "
+      << "quantised inputs alone are " << (smaller_bytes >> 10) << " KiB)";
 }
 
 }  // namespace

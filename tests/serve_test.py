@@ -105,6 +105,22 @@ def check_answers(port, want):
           f"{len(TEXTS)} texts; /health /ready /v1/models /metrics answer")
 
 
+def check_long_row(port, want):
+    """One batch of more tokens than the model has positions (the real
+    model has 512): packed into one row whose positions restart per text,
+    each text answered as when alone."""
+    many = TEXTS * 12
+    status, _, payload = request(port, "POST", "/v1/embeddings", {"input": many})
+    answer = json.loads(payload)
+    if status != 200 or len(answer["data"]) != len(many):
+        fail(f"/v1/embeddings of {len(many)} texts: {status} {payload[:300]!r}")
+    for item in answer["data"]:
+        if not close_to(item["embedding"], want[item["index"] % len(TEXTS)]):
+            fail(f"/v1/embeddings text {item['index']} of {len(many)} differs from polyhal run's")
+    print(f"ok: {len(many)} texts ({answer['usage']['prompt_tokens']} tokens) in one request "
+          "equal polyhal run's embeddings")
+
+
 def check_hostile(port):
     for body, status, needle in (
             (b"{not json", 400, "not JSON"), (b"[1, 2]", 400, "JSON object"),
@@ -260,6 +276,7 @@ def main():
         check_hostile(port)
         stop(process)
         process, port = start(work)
+        check_long_row(port, want)
         check_load(work, port)
         stop(process)
         check_auth(work)

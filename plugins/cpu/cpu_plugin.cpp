@@ -22,6 +22,7 @@
 #include "polyhal/plugin.hpp"
 #include "polyhal/reference_kernels.hpp"
 #include "polyhal/train_kernels.hpp"
+#include "thread_scratch.hpp"
 
 namespace polyhal::cpu {
 
@@ -153,7 +154,8 @@ class CpuDevice final : public Device {
               fmt::format("{}: the CPU plugin runs int8 on oneDNN's SIMD kernels (AVX2 and up), "
                           "never by emulation: {}",
                           desc.to_string(), int8_.reason));
-        return make_onednn_int8_linear(desc, avx512_, int8_.weight_max, engine_, packed_weights_);
+        return make_onednn_int8_linear(desc, avx512_, int8_.weight_max, engine_, packed_weights_,
+                                       run_scratch_);
       });
       registry().add(OpKind::attention, type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_attention(desc, engine_, avx2_);
@@ -342,6 +344,7 @@ class CpuDevice final : public Device {
   Int8Choice int8_;
   bool avx512_;  // the ISA choice allows AVX-512 in our own loops too
   std::shared_ptr<PackedWeightCache> packed_weights_ = std::make_shared<PackedWeightCache>();
+  std::shared_ptr<ThreadScratch> run_scratch_ = std::make_shared<ThreadScratch>();
   bool avx2_;  // the ISA choice allows AVX2 and FMA in our own loops (not the reference tier)
   std::uint64_t opened_rss_;
 };

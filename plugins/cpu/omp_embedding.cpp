@@ -17,10 +17,13 @@ namespace {
 class OmpEmbedding final : public Kernel {
  public:
   explicit OmpEmbedding(const KernelDesc& desc)
-      : tokens_(desc.input_shapes.at(0).at(0)), seq_(desc.attrs_as<EmbeddingAttrs>().seq) {}
+      : tokens_(desc.input_shapes.at(0).at(0)),
+        seq_(desc.attrs_as<EmbeddingAttrs>().seq),
+        positions_given_(desc.input_shapes.size() > 2) {}
 
   void set_constants(std::span<const Tensor> constants) override {
-    hidden_ = check_embedding_tables(constants, seq_);
+    // Given positions (packed rows) are checked per token instead.
+    hidden_ = check_embedding_tables(constants, positions_given_ ? 0 : seq_);
     tables_.assign(constants.begin(), constants.end());
     // Two f32 rows of scratch per thread, allocated once.
     scratch_.assign(
@@ -70,6 +73,7 @@ class OmpEmbedding final : public Kernel {
 
  private:
   std::int64_t tokens_, seq_, hidden_ = 0;
+  bool positions_given_;
   std::vector<Tensor> tables_;
   std::vector<float> scratch_;
 };

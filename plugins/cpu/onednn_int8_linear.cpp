@@ -24,6 +24,7 @@
 #include "packed_weights.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/int8.hpp"
+#include "thread_scratch.hpp"
 
 namespace polyhal::cpu {
 namespace {
@@ -34,10 +35,12 @@ using dt = dnnl::memory::data_type;
 class OneDnnInt8Linear final : public Kernel {
  public:
   OneDnnInt8Linear(const KernelDesc& desc, bool avx512, float weight_max,
-                   const dnnl::engine& engine, std::shared_ptr<PackedWeightCache> cache)
+                   const dnnl::engine& engine, std::shared_ptr<PackedWeightCache> cache,
+                   std::shared_ptr<ThreadScratch> scratch)
       : engine_(engine),
         stream_(engine),
         cache_(std::move(cache)),
+        scratch_(std::move(scratch)),
         desc_(desc),
         avx512_(avx512),
         weight_max_(weight_max) {
@@ -128,16 +131,21 @@ class OneDnnInt8Linear final : public Kernel {
     primitive_ = dnnl::matmul(pd_);
     weights_ = packed_->weights;
     x_ = dnnl::memory({{m_, k_}, onednn_type(desc_.dtype), tag::ab}, engine_, DNNL_MEMORY_NONE);
-    x_q_ = dnnl::memory(pd_.src_desc(), engine_);
+    // The quantised X, its row steps and oneDNN's scratchpad live in the
+    // device's scratch for the calling thread, set at each run.
+    x_q_ = dnnl::memory(pd_.src_desc(), engine_, DNNL_MEMORY_NONE);
+    x_q_at_ = scratch_layout_.add(pd_.src_desc().get_size());
     if (!dynamic()) {
       quantize_ = dnnl::reorder(quantize_pd_);
-      x_q_2d_ = dnnl::memory({{m_, k_}, dt::s8, tag::ab}, engine_, x_q_.get_data_handle());
+      x_q_2d_ = dnnl::memory({{m_, k_}, dt::s8, tag::ab}, engine_, DNNL_MEMORY_NONE);
     }
     dst_ = dnnl::memory(pd_.dst_desc(), engine_, DNNL_MEMORY_NONE);
     residual_mem_ = dnnl::memory(dst_md(), engine_, DNNL_MEMORY_NONE);
     bias_ = dnnl::memory(bias_md(), engine_, bias_values_.data());
-    row_step_ = dnnl::memory(row_md(), engine_);
-    scratchpad_ = dnnl::memory(pd_.scratchpad_desc(), engine_);
+    row_step_ = dnnl::memory(row_md(), engine_, DNNL_MEMORY_NONE);
+    row_step_at_ = scratch_layout_.add(row_md().get_size());
+    scratchpad_ = dnnl::memory(pd_.scratchpad_desc(), engine_, DNNL_MEMORY_NONE);
+    scratchpad_at_ = scratch_layout_.add(pd_.scratchpad_desc().get_size());
     args_ = {{DNNL_ARG_SRC, x_q_},
              {DNNL_ARG_WEIGHTS, weights_},
              {DNNL_ARG_DST, dst_},
@@ -155,6 +163,11 @@ class OneDnnInt8Linear final : public Kernel {
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     if (!primitive_) throw RuntimeFailure(desc_.to_string() + ": run before set_constants");
+    std::byte* scratch = scratch_->get(scratch_layout_.bytes());
+    x_q_.set_data_handle(scratch + x_q_at_);
+    if (x_q_2d_) x_q_2d_.set_data_handle(scratch + x_q_at_);
+    row_step_.set_data_handle(scratch + row_step_at_);
+    scratchpad_.set_data_handle(scratch + scratchpad_at_);
     if (gelu_u8_) {
       quantize_gelu_rows_u8(inputs[0].buffer->data(), desc_.dtype, m_, k_,
                             static_cast<std::uint8_t*>(x_q_.get_data_handle()),
@@ -243,6 +256,9 @@ class OneDnnInt8Linear final : public Kernel {
   dnnl::engine engine_;
   dnnl::stream stream_;
   std::shared_ptr<PackedWeightCache> cache_;
+  std::shared_ptr<ThreadScratch> scratch_;
+  ScratchLayout scratch_layout_;
+  std::uint64_t x_q_at_ = 0, row_step_at_ = 0, scratchpad_at_ = 0;  // offsets in the scratch
   std::shared_ptr<const Int8Weights> packed_;  // weights_, shared through cache_
   KernelDesc desc_;
   bool avx512_;
@@ -271,9 +287,10 @@ class OneDnnInt8Linear final : public Kernel {
 
 std::unique_ptr<Kernel> make_onednn_int8_linear(const KernelDesc& desc, bool avx512,
                                                 float weight_max, const dnnl::engine& engine,
-                                                std::shared_ptr<PackedWeightCache> packed_weights) {
+                                                std::shared_ptr<PackedWeightCache> packed_weights,
+                                                std::shared_ptr<ThreadScratch> scratch) {
   return std::make_unique<OneDnnInt8Linear>(desc, avx512, weight_max, engine,
-                                            std::move(packed_weights));
+                                            std::move(packed_weights), std::move(scratch));
 }
 
 }  // namespace polyhal::cpu

@@ -15,6 +15,7 @@ namespace polyhal::cpu {
 std::unique_ptr<Kernel> make_onednn_matmul(const KernelDesc& desc, const dnnl::engine& engine);
 
 class PackedWeightCache;
+class ThreadScratch;
 
 /// linear (kernel.hpp) through oneDNN matmul with bias and activation post-ops;
 /// native, bf16 or f16 products (`avx512`: f16 rounding may use AVX-512).
@@ -28,10 +29,12 @@ std::unique_ptr<Kernel> make_onednn_linear(const KernelDesc& desc, bool avx512,
 /// (`weight_max` kInt7Max, int8.hpp) AVX2 / AVX-512 without VNNI;
 /// `avx512`: the dynamic quantiser may use AVX-512. Kernels given the same
 /// weights (and smoothing) share their quantised, packed copy through
-/// `packed_weights`.
+/// `packed_weights`, and the device's kernels their per-run memory through
+/// `scratch` (thread_scratch.hpp).
 std::unique_ptr<Kernel> make_onednn_int8_linear(const KernelDesc& desc, bool avx512,
                                                 float weight_max, const dnnl::engine& engine,
-                                                std::shared_ptr<PackedWeightCache> packed_weights);
+                                                std::shared_ptr<PackedWeightCache> packed_weights,
+                                                std::shared_ptr<ThreadScratch> scratch);
 
 /// attention and layernorm (kernel.hpp) through oneDNN primitives; f32
 /// attention of block-structured masks (one or more sequences per row) on

@@ -35,8 +35,10 @@ void register_reference_kernels(KernelRegistry& registry, const std::vector<DTyp
                                 MatMulNumerics numerics, ParallelFor parallel = {});
 
 /// Shared by every "embedding" kernel: checks the three tables against the
-/// sequence length (returns the hidden size) and, per run, every id and token
-/// type against the tables; throws RuntimeFailure naming the offending token.
+/// sequence length (returns the hidden size; `seq` 0 when each token's
+/// position is an input, checked per run by check_position_ids) and, per
+/// run, every id and token type against the tables; throws RuntimeFailure
+/// naming the offending token.
 std::int64_t check_embedding_tables(std::span<const Tensor> tables, std::int64_t seq);
 void check_embedding_ids(const std::int32_t* ids, const std::int32_t* types, std::int64_t tokens,
                          std::span<const Tensor> tables);

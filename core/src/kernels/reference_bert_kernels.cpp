@@ -375,7 +375,8 @@ class ReferenceEmbedding final : public Kernel {
   }
 
   void set_constants(std::span<const Tensor> constants) override {
-    hidden_ = check_embedding_tables(constants, seq_);
+    // Given positions (packed rows) are checked per token instead.
+    hidden_ = check_embedding_tables(constants, desc_.input_shapes.size() > 2 ? 0 : seq_);
     tables_.assign(constants.begin(), constants.end());
   }
 

@@ -136,6 +136,9 @@ void BertInference::share_weights(const BertInference& loaded) {
   }
   for (std::size_t i = 0; i < s.bert->smoothing_points.size(); ++i)
     share(s.bert->smoothing_points[i].smoothing, from.bert->smoothing_points[i].smoothing);
+  // One set of activations too: the shapes of a served model run one at a
+  // time, and 72 shapes' own would not fit a device model's memory.
+  given.merge(program.rows_of(source));
   program.allocate(given);
   program.bind_constants();
   s.loaded = true;

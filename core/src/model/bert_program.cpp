@@ -702,7 +702,11 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
     throw ConfigError("batch and sequence length must be positive");
   if (options.head.kind == TaskHead::Kind::classification && options.head.num_labels < 1)
     throw ConfigError(fmt::format("num_labels must be >= 1, got {}", options.head.num_labels));
-  if (options.shape.seq > c.max_position_embeddings) {
+  // Packed inference rows give each token's position, restarting per text
+  // (the embedding kernel checks each against the table): such a row is
+  // only a token count to the linears and may be longer than the positions.
+  const bool positions_per_token = options.packed_sequences > 0 && !options.training;
+  if (options.shape.seq > c.max_position_embeddings && !positions_per_token) {
     throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}",
                                   options.shape.seq, c.max_position_embeddings));
   }

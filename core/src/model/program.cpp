@@ -281,6 +281,23 @@ void Program::allocate(const std::map<int, Tensor>& given) {
   allocated_ = true;
 }
 
+std::map<int, Tensor> Program::rows_of(const Program& larger) const {
+  if (!larger.allocated_) throw std::logic_error("Program::rows_of a program not allocated");
+  std::map<int, Tensor> rows;
+  for (std::size_t i = 0; i < slots_.size() && i < larger.slots_.size(); ++i) {
+    const Slot& mine = slots_[i];
+    const Slot& theirs = larger.slots_[i];
+    if (mine.category != "activations" && mine.category != "inputs") continue;
+    if (mine.view_of >= 0 || mine.elsewhere || theirs.view_of >= 0 || theirs.elsewhere ||
+        mine.name != theirs.name || mine.dtype != theirs.dtype || mine.shape.empty() ||
+        mine.shape.size() != theirs.shape.size() || mine.shape[0] > theirs.shape[0] ||
+        !std::equal(mine.shape.begin() + 1, mine.shape.end(), theirs.shape.begin() + 1))
+      continue;
+    rows[static_cast<int>(i)] = row_slice(theirs.tensor, 0, mine.shape[0]);
+  }
+  return rows;
+}
+
 void Program::bind_constants() {
   if (!allocated_) throw std::logic_error("Program: bind_constants before allocate");
   for (auto& ops : lists_) {

@@ -130,6 +130,13 @@ class Program {
   /// weights of another program on the same device: one copy for several
   /// shapes); each must have the slot's dtype and shape.
   void allocate(const std::map<int, Tensor>& given = {});
+  /// For each activation and input of this program (views excluded: they
+  /// follow their base) whose slot in `larger` has the same name, dtype and
+  /// trailing dimensions and at least as many rows: the first rows of
+  /// larger's tensor. `larger` is the same declaration for more tokens,
+  /// allocated. Given to allocate(), the two share their activations, so
+  /// they must never run at the same time.
+  std::map<int, Tensor> rows_of(const Program& larger) const;
   bool allocated() const { return allocated_; }
   /// Hands every op its constants (Kernel::set_constants), after their
   /// values were uploaded: kernels may pack them.

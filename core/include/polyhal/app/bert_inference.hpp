@@ -104,9 +104,10 @@ class BertInference {
   void load_weights(const TensorMap& weights);
   /// Instead of load_weights: the weights `loaded` holds (loaded already, of
   /// the same model and precision on the same device, prepared for another
-  /// shape), shared rather than copied, and activations of its own. The
-  /// server runs one model in several shapes this way. `loaded` must
-  /// outlive this model's runs.
+  /// shape of at least as many tokens), shared rather than copied, and the
+  /// first rows of its activations: the two must never run at the same
+  /// time. The server runs one model in several shapes this way, one call
+  /// at a time per replica. `loaded` must outlive this model's runs.
   void share_weights(const BertInference& loaded);
   /// One forward pass. Copies results to `outputs` if it is not null.
   void run(const BertInputs& inputs, BertOutputs* outputs);
