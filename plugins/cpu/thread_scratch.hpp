@@ -5,7 +5,9 @@
 // shape's kernels holding their own would grow the process to gigabytes as
 // batches of new sizes arrive (bert-base at int8: 5 GB after 158 requests),
 // though only one kernel runs at a time on a thread. Replicas run on
-// threads of their own, so each calling thread has its own buffer.
+// threads of their own, so each calling thread has its own buffer. The
+// memory plan counts the kernels' own memory only: this adds one kernel's
+// run memory per thread (tens of MB at BERT-base's largest shapes).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
