@@ -76,11 +76,11 @@ int serve_command(CommandLine& cl, int, char**) {
   ServedModel& model = *replicas.front();
   const std::string name = served_name(config, opened.plan);
   const std::string key = read_api_key(config);
-  const std::string what = fmt::format(
-      "model {} ({}, {} tokens at most) on {} {}{}, batches of up to {} tokens in rows of {}", name,
-      model.description(), model.max_tokens(), config.backend, opened.device().name(),
-      settings.replicas > 1 ? fmt::format(" x {} replicas", settings.replicas) : "",
-      settings.max_batch_tokens, model.max_tokens());
+  const std::string what =
+      fmt::format("model {} ({}, {} tokens at most) on {} {}{}, batches of up to {} tokens", name,
+                  model.description(), model.max_tokens(), config.backend, opened.device().name(),
+                  settings.replicas > 1 ? fmt::format(" x {} replicas", settings.replicas) : "",
+                  settings.max_batch_tokens);
   if (cl.serve_check) {
     std::cout << "ok: polyhal serve would serve " << what << " on " << settings.host << ":"
               << settings.port << (key.empty() ? "" : " (bearer token required)") << "\n";
