@@ -99,6 +99,7 @@ TEST(CpuLinear, NewWeightsInTheSameBufferArePackedAnew) {
 }
 
 TEST(CpuLinear, Int8KernelsShareTheirQuantisedCopyButNotAcrossSmoothing) {
+  if (const auto why = cpu_without_int8()) GTEST_SKIP() << *why;
   auto cpu = first_device("cpu");
   // 8 MiB quantised: four more copies would add 32 MiB.
   const std::int64_t growth = growth_of_four_more_kernels(*cpu, LinearMath::int8);
@@ -133,6 +134,7 @@ TEST(CpuLinear, Int8KernelsShareTheirQuantisedCopyButNotAcrossSmoothing) {
 }
 
 TEST(CpuLinear, Int8KernelsOfManyRowCountsRunInOneScratch) {
+  if (const auto why = cpu_without_int8()) GTEST_SKIP() << *why;
   auto cpu = first_device("cpu");
   // A server's shapes: 1,024 to 3,072 rows of X[., 1024] into 4,096 outputs.
   // Each run's quantised X and oneDNN's scratch take 1 to 3 MiB and more;
