@@ -170,6 +170,11 @@ struct ServedModel::Impl {
     std::vector<std::string> shown;
     for (const auto& bert : berts)
       shown.push_back(fmt::format("{}x{}", bert->shape().batch, bert->shape().seq));
+    // Packed, they run in steps of 16 and 32 tokens: the ends say enough.
+    if (shown.size() > 12) {
+      shown.erase(shown.begin() + 6, shown.end() - 3);
+      shown.insert(shown.begin() + 6, "...");
+    }
     spdlog::info("serve: the model in {} shapes (rows x tokens) on one copy of its weights: {}",
                  berts.size(), fmt::join(shown, ", "));
     normalizes = pooling.normalize;
