@@ -6,12 +6,11 @@
 // storage; run() calls ensure() first, and bytes() is what it will hold, for
 // the kernel's workspace_bytes() and so for the memory plan.
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
-#include <new>
 #include <vector>
 
 #include <oneapi/dnnl/dnnl.hpp>
+
+#include "aligned_bytes.hpp"
 
 namespace polyhal::cpu {
 
@@ -29,21 +28,15 @@ class RunScratch {
     for (; done_ < pending_.size(); ++done_) {
       const std::size_t size = pending_[done_].get_desc().get_size();
       if (size == 0) continue;
-      constexpr std::size_t kAlign = 64;  // a cache line, as oneDNN's own allocations
-      void* storage = std::aligned_alloc(kAlign, (size + kAlign - 1) / kAlign * kAlign);
-      if (!storage) throw std::bad_alloc();
-      storage_.emplace_back(storage);
-      pending_[done_].set_data_handle(storage);
+      storage_.push_back(allocate_aligned(size));
+      pending_[done_].set_data_handle(storage_.back().get());
     }
   }
   std::uint64_t bytes() const { return bytes_; }
 
  private:
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
   std::vector<dnnl::memory> pending_;
-  std::vector<std::unique_ptr<void, Free>> storage_;
+  std::vector<AlignedBytes> storage_;
   std::size_t done_ = 0;
   std::uint64_t bytes_ = 0;
 };

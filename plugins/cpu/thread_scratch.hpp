@@ -10,11 +10,11 @@
 // run memory per thread (tens of MB at BERT-base's largest shapes).
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <thread>
+
+#include "aligned_bytes.hpp"
 
 namespace polyhal::cpu {
 
@@ -24,15 +24,10 @@ class ThreadScratch {
   /// until this thread's next call (a kernel sets its memories' handles at
   /// the start of each run).
   std::byte* get(std::uint64_t bytes);
-  /// Bytes held for all threads together (for tests).
-  std::uint64_t held_bytes();
 
  private:
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
   struct Buffer {
-    std::unique_ptr<std::byte, Free> storage;
+    AlignedBytes storage;
     std::uint64_t bytes = 0;
   };
   std::mutex mutex_;
@@ -43,10 +38,10 @@ class ThreadScratch {
 /// then bytes() to get that buffer and at() for each piece's start.
 class ScratchLayout {
  public:
-  /// The offset of a piece of `bytes` bytes, aligned to 64.
+  /// The offset of a piece of `bytes` bytes, cache-line aligned.
   std::uint64_t add(std::uint64_t bytes) {
     const std::uint64_t at = end_;
-    end_ += (bytes + 63) / 64 * 64;
+    end_ += cache_lines(bytes);
     return at;
   }
   std::uint64_t bytes() const { return end_; }
