@@ -267,18 +267,19 @@ TEST(PackedAttention, CpuBlocksMatchTheReferenceOnLongRows) {
 // Inference attention on the CPU computes each sequence on its own tokens
 // (omp_sequence_attention.hpp): sequences of odd lengths packed in a row,
 // one sequence with padding in another, padding attending every real token;
-// the context matches the reference kernels, at a head width the vector
-// loops fill (32) and one they do not (12).
+// the context matches the reference kernels, at head widths the vector
+// loops fill (32), half fill (24: one register of the last 16) and do not
+// take (12). Sequence lengths leave 3, 1, 1 and 2 queries of a group of 4.
 TEST(PackedAttention, CpuInferenceComputesEachSequenceOnItsOwnTokens) {
   constexpr std::int64_t kRows = 2, kRow = 128, kHeadsHere = 4;
   std::vector<std::int32_t> mask(kRows * kRow, 0);
-  const std::vector<std::int64_t> lengths{23, 1, 37, 29};
+  const std::vector<std::int64_t> lengths{23, 1, 37, 30};
   std::int64_t at = 0;
   for (std::size_t q = 0; q < lengths.size(); ++q)
     for (std::int64_t t = 0; t < lengths[q]; ++t)
       mask[static_cast<std::size_t>(at++)] = static_cast<std::int32_t>(q + 1);
   std::fill_n(mask.begin() + kRow, 77, 1);  // row 1: one sequence, then padding
-  for (const std::int64_t h : {128, 48}) {
+  for (const std::int64_t h : {128, 96, 48}) {
     const auto qkv_values = waves(static_cast<std::size_t>(kRows * kRow * 3 * h), 0.9f);
     const KernelDesc desc{OpKind::attention,
                           DType::f32,

@@ -23,6 +23,18 @@ std::vector<float> host_pooler(std::span<const float> cls, const HostTensor& wei
   return out;
 }
 
+/// Makes a packed row's padding [first, end) one more sequence, numbered
+/// `sequence`, that attends only itself. As padding (mask 0) each of its
+/// tokens would attend every real token of the row: for a served row of
+/// 1,007 tokens and 17 of padding, as many products as 30 sentences of 30
+/// tokens, half the attention's time. Fenced, it costs its length squared,
+/// so only a tail shorter than the row's real tokens is fenced (not a row
+/// of [CLS] [SEP] filler). Its outputs are thrown away either way.
+void fence_padding(std::vector<std::int32_t>& mask, std::size_t first, std::size_t end,
+                   std::int32_t sequence) {
+  for (std::size_t t = first; t < end; ++t) mask[t] = sequence;
+}
+
 }  // namespace
 
 std::vector<float> host_linear(std::span<const float> x, const HostTensor& weight,
@@ -49,8 +61,8 @@ void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
   for (std::size_t i = 0; i < lines.size(); ++i)
     lengths[i] = static_cast<std::int64_t>(lines[i].ids.size());
   BertOutputs outputs;
-  for (const PackedBatch& batch : pack_lines(lengths, shape.seq, shape.batch,
-                                             max_per_row > 0 ? max_per_row : shape.seq, packing)) {
+  const std::int64_t per_row = max_per_row > 0 ? max_per_row : shape.seq;
+  for (const PackedBatch& batch : pack_lines(lengths, shape.seq, shape.batch, per_row, packing)) {
     BertInputs in;
     in.input_ids.assign(static_cast<std::size_t>(shape.batch) * seq, 0);
     in.token_type_ids.assign(in.input_ids.size(), 0);
@@ -66,6 +78,7 @@ void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
         }
         continue;
       }
+      std::int64_t used = 0;
       for (std::size_t k = 0; k < batch.rows[r].size(); ++k) {
         const PackedSlot& slot = batch.rows[r][k];
         const LineTokens& line = lines[slot.example];
@@ -76,7 +89,12 @@ void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
           in.attention_mask[at] = static_cast<std::int32_t>(k + 1);
           in.position_ids[at] = static_cast<std::int32_t>(t);
         }
+        used = std::max(used, slot.offset + static_cast<std::int64_t>(line.ids.size()));
       }
+      const auto sequences = static_cast<std::int64_t>(batch.rows[r].size());
+      if (sequences < per_row && shape.seq - used < used)
+        fence_padding(in.attention_mask, row + static_cast<std::size_t>(used), row + seq,
+                      static_cast<std::int32_t>(sequences + 1));
     }
     const auto start = std::chrono::steady_clock::now();
     bert.run(in, &outputs);
