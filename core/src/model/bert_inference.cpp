@@ -230,6 +230,9 @@ std::int64_t BertInference::runs() const {
 void BertInference::start_calibration() {
   state_->calibrating = true;
 }
+bool BertInference::calibrating() const noexcept {
+  return state_->calibrating;
+}
 const std::map<std::string, float>& BertInference::calibrated_max_abs() const {
   return state_->max_abs;
 }

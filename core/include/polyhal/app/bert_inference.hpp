@@ -115,6 +115,8 @@ class BertInference {
   /// each encoder linear's input (int8_scales.hpp int8_linear_names), over
   /// the whole input and per input channel.
   void start_calibration();
+  /// Whether start_calibration() was called.
+  bool calibrating() const noexcept;
   /// What the runs since start_calibration() recorded, and how many runs.
   const std::map<std::string, float>& calibrated_max_abs() const;
   /// The same per input channel (column of each linear's input).

@@ -62,6 +62,10 @@ void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
     lengths[i] = static_cast<std::int64_t>(lines[i].ids.size());
   BertOutputs outputs;
   const std::int64_t per_row = max_per_row > 0 ? max_per_row : shape.seq;
+  // Calibration reads every token's activations, padding's too: fenced,
+  // padding ([PAD] at position 0, attending only itself) is no longer like
+  // the real tokens around it, and the static scales came out worse.
+  const bool fence = !bert.calibrating();
   for (const PackedBatch& batch : pack_lines(lengths, shape.seq, shape.batch, per_row, packing)) {
     BertInputs in;
     in.input_ids.assign(static_cast<std::size_t>(shape.batch) * seq, 0);
@@ -92,7 +96,7 @@ void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
         used = std::max(used, slot.offset + static_cast<std::int64_t>(line.ids.size()));
       }
       const auto sequences = static_cast<std::int64_t>(batch.rows[r].size());
-      if (sequences < per_row && shape.seq - used < used)
+      if (fence && sequences < per_row && shape.seq - used < used)
         fence_padding(in.attention_mask, row + static_cast<std::size_t>(used), row + seq,
                       static_cast<std::int32_t>(sequences + 1));
     }
