@@ -7,6 +7,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cstring>
 #include <span>
 #include <type_traits>
 #include <vector>
@@ -202,9 +204,22 @@ float quantize_gelu_row_scalar(const T* x, std::int64_t n, std::uint8_t* q) {
 
 #pragma GCC diagnostic pop
 
+/// q + 128 as u8 for n values: two's complement with the sign bit flipped,
+/// eight at a time.
+void flip_sign_bits(std::int8_t* q, std::int64_t n) {
+  std::int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    std::uint64_t word;
+    std::memcpy(&word, q + i, sizeof word);
+    word ^= 0x8080808080808080u;
+    std::memcpy(q + i, &word, sizeof word);
+  }
+  for (; i < n; ++i) q[i] = static_cast<std::int8_t>(static_cast<std::uint8_t>(q[i]) ^ 0x80u);
+}
+
 template <class T>
 void quantize_rows(const T* x, const float* factor, std::int64_t rows, std::int64_t columns,
-                   std::int8_t* q, float* step, bool avx512) {
+                   std::int8_t* q, float* step, bool avx512, bool plus_128) {
 #pragma omp parallel for schedule(static)
   for (std::int64_t r = 0; r < rows; ++r) {
     const T* row = x + r * columns;
@@ -216,6 +231,7 @@ void quantize_rows(const T* x, const float* factor, std::int64_t rows, std::int6
     } else {
       step[r] = quantize_row_scalar(row, factor, columns, out);
     }
+    if (plus_128) flip_sign_bits(out, columns);
   }
 }
 
@@ -248,13 +264,23 @@ void quantize_gelu_rows_u8(const void* x, DType type, std::int64_t rows, std::in
 }
 
 void quantize_rows_s8(const void* x, DType type, std::int64_t rows, std::int64_t columns,
-                      std::int8_t* q, float* step, bool avx512, const float* column_factor) {
+                      std::int8_t* q, float* step, bool avx512, const float* column_factor,
+                      bool plus_128) {
   if (type == DType::bf16) {
     quantize_rows(static_cast<const std::uint16_t*>(x), column_factor, rows, columns, q, step,
-                  avx512);
+                  avx512, plus_128);
   } else {
-    quantize_rows(static_cast<const float*>(x), column_factor, rows, columns, q, step, avx512);
+    quantize_rows(static_cast<const float*>(x), column_factor, rows, columns, q, step, avx512,
+                  plus_128);
   }
+}
+
+void add_128(std::int8_t* q, std::int64_t n) {
+  constexpr std::int64_t kChunk = 1 << 16;
+  const std::int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < chunks; ++c)
+    flip_sign_bits(q + c * kChunk, std::min(kChunk, n - c * kChunk));
 }
 
 }  // namespace polyhal::cpu

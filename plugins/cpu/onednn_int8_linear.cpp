@@ -176,15 +176,12 @@ class OneDnnInt8Linear final : public Kernel {
       quantize_rows_s8(inputs[0].buffer->data(), desc_.dtype, m_, k_,
                        static_cast<std::int8_t*>(x_q_.get_data_handle()),
                        static_cast<float*>(row_step_.get_data_handle()), avx512_,
-                       inverse_smoothing_.empty() ? nullptr : inverse_smoothing_.data());
+                       inverse_smoothing_.empty() ? nullptr : inverse_smoothing_.data(),
+                       shifted_u8_);
     } else {
       x_.set_data_handle(inputs[0].buffer->data());
       quantize_.execute(stream_, quantize_args_);
-    }
-    if (shifted_u8_) {
-      // q + 128 as u8: two's complement with its sign bit flipped.
-      auto* q = static_cast<std::uint8_t*>(x_q_.get_data_handle());
-      for (std::size_t i = 0, n = size_of(m_ * k_); i < n; ++i) q[i] ^= 0x80u;
+      if (shifted_u8_) add_128(static_cast<std::int8_t*>(x_q_.get_data_handle()), m_ * k_);
     }
     dst_.set_data_handle(outputs[0].buffer->data());
     if (residual_index_ >= 0) residual_mem_.set_data_handle(inputs[1].buffer->data());
