@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -223,6 +224,37 @@ TEST(Int8, BelowVnniRunsSevenBitWeightsWithExactSums) {
                                int8_expected(q, input_scale, gelu, kInt7Max)),
                 1e-4)
           << kernel->implementation();
+    }
+  }
+}
+
+// Few rows of BERT-like sizes (N a multiple of 16, K of 4) run on the CPU
+// plugin's own AVX2 GEMM with the epilogue fused (avx2_int8_gemm.hpp): the
+// same integer sums, so the int8 rule computed here in double, within the
+// f32 epilogue's rounding. 37 and 3 rows leave 1 and 3 rows past whole
+// tiles of 4; NaN and infinity in X as the oneDNN path above.
+TEST(Int8, BelowVnniFewRowsRunTheFusedGemmWithExactSums) {
+  auto cpu = test::first_device("cpu", {{"isa", "avx2"}});
+  for (const auto& [m, k, n] : {std::array<std::int64_t, 3>{37, 96, 80}, {3, 64, 32}}) {
+    const LinearProblem p = make_problem(DType::f32, m, k, n);
+    for (const bool gelu : {false, true}) {
+      for (const float input_scale : {0.0f, int8_scale(p.x_max)}) {
+        if (gelu && input_scale > 0.0f) continue;
+        LinearProblem q = gelu ? gelu_input(p, DType::f32) : p;
+        if (input_scale == 0.0f) {
+          q.x[3] = std::nanf("");
+          q.x[static_cast<std::size_t>(k + 5)] = -std::numeric_limits<float>::infinity();
+        }
+        const auto desc = linear_desc(q, DType::f32, LinearMath::int8, input_scale,
+                                      gelu ? Activation::gelu : Activation::none);
+        auto kernel = cpu->prepare_kernel(desc);
+        EXPECT_NE(kernel->implementation().find("avx2_int8_gemm"), std::string::npos)
+            << kernel->implementation();
+        EXPECT_LE(max_difference(run_linear(*cpu, *kernel, q, DType::f32),
+                                 int8_expected(q, input_scale, gelu, kInt7Max)),
+                  1e-4)
+            << m << " x " << k << " x " << n << " " << kernel->implementation();
+      }
     }
   }
 }

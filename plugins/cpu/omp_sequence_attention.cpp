@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "avx2_math.hpp"
 #include "polyhal/kernel.hpp"
 
 namespace polyhal::cpu {
@@ -66,28 +67,6 @@ void attend_generic(const AttentionBlock& block, const HeadWork& work, const Att
     }
     for (std::int64_t c = 0; c < d; ++c) out[c] *= inverse;
   }
-}
-
-/// e^x of 8 floats (x <= 88), Cephes' expf: x = n ln2 + r with |r| <=
-/// ln2 / 2, e^r by its degree-7 polynomial, times 2^n through the exponent
-/// bits. Within 2 ulp of expf; below -87.3 (where e^x is no longer a normal
-/// float) it gives about 1e-38, not 0. Scalar expf cost 15 times the
-/// products of a 28-token sentence's attention.
-[[gnu::target("avx2,fma")]] inline __m256 exp_avx2(__m256 x) {
-  x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
-  __m256 y = _mm256_set1_ps(1.9875691500e-4f);
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.3981999507e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(8.3334519073e-3f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(4.1665795894e-2f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(1.6666665459e-1f));
-  y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(5.0000001201e-1f));
-  y = _mm256_fmadd_ps(y, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-  const __m256i exponent = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23);
-  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(y), exponent));
 }
 
 /// softmax_in_place with AVX2: `scores` has room for whole registers past
