@@ -25,8 +25,8 @@ struct HeadWork {
   const float* row;  ///< QKV of the block's row
   const std::vector<std::int64_t>* keys;
   std::int64_t head;
-  float* scores;  ///< [keys rounded up to kKeyGroup]
-  float* keys_t;  ///< K transposed, [d, keys rounded up to kKeyGroup]
+  float* scores;  ///< [kQueryGroup, keys rounded up to kKeyGroup]
+  float* keys_t;  ///< K transposed, [d, keys rounded up], rows column_stride apart
   float* values;  ///< V of the keys, [keys, d], contiguous
 };
 

@@ -25,9 +25,9 @@ std::vector<float> host_pooler(std::span<const float> cls, const HostTensor& wei
 
 /// Makes a packed row's padding [first, end) one more sequence, numbered
 /// `sequence`, that attends only itself. As padding (mask 0) each of its
-/// tokens would attend every real token of the row: for a served row of
-/// 1,007 tokens and 17 of padding, as many products as 30 sentences of 30
-/// tokens, half the attention's time. Fenced, it costs its length squared,
+/// tokens would attend every real token of the row: for a served row of 32
+/// sentences, 1,007 tokens and 17 of padding, 17 x 1,007 query-key pairs
+/// beside the sentences' own 32 x 30 x 30. Fenced, it costs its length squared,
 /// so only a tail shorter than the row's real tokens is fenced (not a row
 /// of [CLS] [SEP] filler). Its outputs are thrown away either way.
 void fence_padding(std::vector<std::int32_t>& mask, std::size_t first, std::size_t end,
