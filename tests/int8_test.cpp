@@ -10,6 +10,7 @@
 #include <fstream>
 #include <limits>
 #include <random>
+#include <string>
 
 #include "linear_problem.hpp"
 #include "polyhal/app/int8_scales.hpp"
@@ -199,63 +200,51 @@ TEST(Int8, SmoothingConstantIsChecked) {
   }
 }
 
-// Below VNNI (device.isa avx2 on any x86 CPU) int8 runs with seven-bit
-// weights, and its sums are exact: oneDNN's vpmaddubsw pair sums would
-// saturate with eight-bit ones (up to 0.88 off on this problem).
-// Rows of 101 (the AVX2 quantiser's tail) with a NaN, which quantises to
-// 0, and an infinity, which saturates, in the dynamic rows.
-TEST(Int8, BelowVnniRunsSevenBitWeightsWithExactSums) {
+/// Runs `p` on the CPU at device.isa avx2 with dynamic X, a calibrated
+/// step and a GELU input; the dynamic rows get a NaN (quantised to 0) at
+/// x[3] and `infinity` (saturating) at x[infinity_at]. Each kernel's
+/// implementation must name `path`, and its result equal the seven-bit int8
+/// rule computed in double, within the f32 epilogue's rounding.
+void expect_seven_bit_rule(const LinearProblem& p, std::size_t infinity_at, float infinity,
+                           const std::string& path) {
   auto cpu = test::first_device("cpu", {{"isa", "avx2"}});
-  LinearProblem p = make_problem(DType::f32, 37, 101, 70);
   for (const bool gelu : {false, true}) {
     for (const float input_scale : {0.0f, int8_scale(p.x_max)}) {
       if (gelu && input_scale > 0.0f) continue;
       LinearProblem q = gelu ? gelu_input(p, DType::f32) : p;
       if (input_scale == 0.0f) {
         q.x[3] = std::nanf("");
-        q.x[2 * 101 + 100] = std::numeric_limits<float>::infinity();
+        q.x[infinity_at] = infinity;
       }
       const auto desc = linear_desc(q, DType::f32, LinearMath::int8, input_scale,
                                     gelu ? Activation::gelu : Activation::none);
       auto kernel = cpu->prepare_kernel(desc);
-      EXPECT_NE(kernel->implementation().find("seven-bit weights"), std::string::npos)
-          << kernel->implementation();
+      EXPECT_NE(kernel->implementation().find(path), std::string::npos) << kernel->implementation();
       EXPECT_LE(max_difference(run_linear(*cpu, *kernel, q, DType::f32),
                                int8_expected(q, input_scale, gelu, kInt7Max)),
                 1e-4)
-          << kernel->implementation();
+          << p.m << " x " << p.k << " x " << p.n << " " << kernel->implementation();
     }
   }
 }
 
+// Below VNNI (device.isa avx2 on any x86 CPU) int8 runs with seven-bit
+// weights, and its sums are exact: oneDNN's vpmaddubsw pair sums would
+// saturate with eight-bit ones (up to 0.88 off on this problem).
+// Rows of 101 (the AVX2 quantiser's tail, and oneDNN's path: K is not a
+// multiple of 4).
+TEST(Int8, BelowVnniRunsSevenBitWeightsWithExactSums) {
+  expect_seven_bit_rule(make_problem(DType::f32, 37, 101, 70), 2 * 101 + 100,
+                        std::numeric_limits<float>::infinity(), "seven-bit weights");
+}
+
 // Few rows of BERT-like sizes (N a multiple of 16, K of 4) run on the CPU
 // plugin's own AVX2 GEMM with the epilogue fused (avx2_int8_gemm.hpp): the
-// same integer sums, so the int8 rule computed here in double, within the
-// f32 epilogue's rounding. 37 and 3 rows leave 1 and 3 rows past whole
-// tiles of 4; NaN and infinity in X as the oneDNN path above.
+// same integer sums. 37 and 3 rows leave 1 and 3 rows past whole tiles of 4.
 TEST(Int8, BelowVnniFewRowsRunTheFusedGemmWithExactSums) {
-  auto cpu = test::first_device("cpu", {{"isa", "avx2"}});
   for (const auto& [m, k, n] : {std::array<std::int64_t, 3>{37, 96, 80}, {3, 64, 32}}) {
-    const LinearProblem p = make_problem(DType::f32, m, k, n);
-    for (const bool gelu : {false, true}) {
-      for (const float input_scale : {0.0f, int8_scale(p.x_max)}) {
-        if (gelu && input_scale > 0.0f) continue;
-        LinearProblem q = gelu ? gelu_input(p, DType::f32) : p;
-        if (input_scale == 0.0f) {
-          q.x[3] = std::nanf("");
-          q.x[static_cast<std::size_t>(k + 5)] = -std::numeric_limits<float>::infinity();
-        }
-        const auto desc = linear_desc(q, DType::f32, LinearMath::int8, input_scale,
-                                      gelu ? Activation::gelu : Activation::none);
-        auto kernel = cpu->prepare_kernel(desc);
-        EXPECT_NE(kernel->implementation().find("avx2_int8_gemm"), std::string::npos)
-            << kernel->implementation();
-        EXPECT_LE(max_difference(run_linear(*cpu, *kernel, q, DType::f32),
-                                 int8_expected(q, input_scale, gelu, kInt7Max)),
-                  1e-4)
-            << m << " x " << k << " x " << n << " " << kernel->implementation();
-      }
-    }
+    expect_seven_bit_rule(make_problem(DType::f32, m, k, n), static_cast<std::size_t>(k + 5),
+                          -std::numeric_limits<float>::infinity(), "avx2_int8_gemm");
   }
 }
 
