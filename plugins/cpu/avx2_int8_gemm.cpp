@@ -71,15 +71,20 @@ template <int R>
   }
 }
 
+/// n * k, once the sizes are known to fit the packing.
+std::uint64_t checked_bytes(std::int64_t n, std::int64_t k) {
+  if (!Avx2Int8Weights::fits(n, k) || n <= 0 || k <= 0)
+    throw std::invalid_argument("Avx2Int8Weights: N must be a positive multiple of 16 and K of 4");
+  return static_cast<std::uint64_t>(n) * static_cast<std::uint64_t>(k);
+}
+
 }  // namespace
 
 Avx2Int8Weights::Avx2Int8Weights(const std::int8_t* w, std::int64_t n, std::int64_t k)
     : n_(n),
       k_(k),
-      packed_(allocate_aligned(static_cast<std::uint64_t>(n * k))),
+      packed_(allocate_aligned(checked_bytes(n, k))),
       sums_(static_cast<std::size_t>(n), 0) {
-  if (!fits(n, k) || n <= 0 || k <= 0)
-    throw std::invalid_argument("Avx2Int8Weights: N must be a multiple of 16 and K of 4");
   auto* packed = reinterpret_cast<std::int8_t*>(packed_.get());
   for (std::int64_t c = 0; c < n; ++c) {
     const std::int8_t* row = w + c * k;
