@@ -248,6 +248,34 @@ TEST(Int8, BelowVnniFewRowsRunTheFusedGemmWithExactSums) {
   }
 }
 
+// More rows than the fused GEMM takes run oneDNN's 1x1 convolution into s32
+// sums and our epilogue over them in place (onednn_int8_linear.cpp): the
+// same integer sums. K 101 is not a multiple of 4; N 40 is of 8, not 16.
+TEST(Int8, BelowVnniManyRowsRunTheConvolutionWithExactSums) {
+  for (const auto& [m, k, n] : {std::array<std::int64_t, 3>{203, 96, 40}, {131, 101, 48}}) {
+    expect_seven_bit_rule(make_problem(DType::f32, m, k, n), static_cast<std::size_t>(k + 5),
+                          std::numeric_limits<float>::infinity(), "1x1 convolution");
+  }
+}
+
+// A residual that is the output's own memory (Y = linear(X) + Y) is read
+// before the convolution's sums could be stored over it.
+TEST(Int8, BelowVnniConvolutionAddsAResidualHeldInTheOutput) {
+  const LinearProblem p = make_problem(DType::f32, 150, 64, 32);
+  auto cpu = test::first_device("cpu", {{"isa", "avx2"}});
+  auto kernel = cpu->prepare_kernel(linear_desc(p, DType::f32, LinearMath::int8));
+  ASSERT_NE(kernel->implementation().find("1x1 convolution"), std::string::npos)
+      << kernel->implementation();
+  kernel->set_constants(std::vector<Tensor>{upload(*cpu, DType::f32, {p.n, p.k}, p.w),
+                                            upload(*cpu, DType::f32, {p.n}, p.b)});
+  const Tensor x = upload(*cpu, DType::f32, {p.m, p.k}, p.x);
+  const Tensor y = upload(*cpu, DType::f32, {p.m, p.n}, p.r);
+  kernel->run(std::array{x, y}, std::array{y});
+  std::vector<float> got(p.r.size());
+  convert(y.buffer->data(), DType::f32, got.data(), DType::f32, got.size());
+  EXPECT_LE(max_difference(got, int8_expected(p, 0.0f, false, kInt7Max)), 1e-4);
+}
+
 TEST(Int8, DeviceModelsRefuseWhatTheirHardwareLacks) {
   const LinearProblem p = make_problem(DType::f32);
   auto ipu = test::first_device("ipu");

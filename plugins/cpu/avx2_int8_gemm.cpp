@@ -17,6 +17,19 @@ constexpr int kRows = 4;             // rows of X per tile
 /// L2 while every panel of W passes over them (X of 1,024 x 768 is 768 KiB).
 constexpr std::int64_t kBlockBytes = 256 * 1024;
 
+/// Outputs [m, n0, n0 + 8) from their s32 sums: the epilogue of
+/// Int8Epilogue, `shift` being zero_point x the columns' sums of W.
+[[gnu::target("avx2,fma")]] inline void finish8(__m256i sums, __m256i shift, __m256 step,
+                                                __m256 bias, std::int64_t m, std::int64_t n0,
+                                                std::int64_t n, const Int8Epilogue& e, float* out) {
+  const __m256 row = _mm256_set1_ps(e.row_step ? e.row_step[m] : 1.0f);
+  __m256 v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(sums, shift)),
+                             _mm256_mul_ps(step, row), bias);
+  if (e.activation == Activation::gelu) v = gelu_erf_avx2(v);
+  if (e.residual) v = _mm256_add_ps(v, _mm256_loadu_ps(e.residual + m * n + n0));
+  _mm256_storeu_ps(out + m * n + n0, v);
+}
+
 /// Rows [m0, m0 + R) of one panel: the s32 sums of X x W^T over K, then the
 /// epilogue, stored to out.
 template <int R>
@@ -50,24 +63,28 @@ template <int R>
   const __m256 bias0 = _mm256_loadu_ps(e.bias + n0), bias1 = _mm256_loadu_ps(e.bias + n0 + 8);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
-    const std::int64_t m = m0 + r;
-    const __m256 row = _mm256_set1_ps(e.row_step ? e.row_step[m] : 1.0f);
-    __m256 v0 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(low[r], shift0)),
-                                _mm256_mul_ps(step0, row), bias0);
-    __m256 v1 = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(high[r], shift1)),
-                                _mm256_mul_ps(step1, row), bias1);
-    if (e.activation == Activation::gelu) {
-      v0 = gelu_erf_avx2(v0);
-      v1 = gelu_erf_avx2(v1);
+    finish8(low[r], shift0, step0, bias0, m0 + r, n0, n, e, out);
+    finish8(high[r], shift1, step1, bias1, m0 + r, n0 + 8, n, e, out);
+  }
+}
+
+/// The epilogue alone, over sums computed elsewhere, row by row.
+[[gnu::target("avx2,fma")]] void finish_rows(const std::int32_t* sums, std::int64_t m,
+                                             std::int64_t n, const std::int32_t* weight_sums,
+                                             const Int8Epilogue& e, float* out) {
+  const __m256i zero_point = _mm256_set1_epi32(e.zero_point);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < m; ++r) {
+    for (std::int64_t c = 0; c < n; c += 8) {
+      const __m256i shift = _mm256_mullo_epi32(
+          zero_point, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(weight_sums + c)));
+      // sums and out may be one buffer: these 8 sums are read before their
+      // outputs are stored over them.
+      const __m256i row_sums =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sums + r * n + c));
+      finish8(row_sums, shift, _mm256_loadu_ps(e.column_step + c), _mm256_loadu_ps(e.bias + c), r,
+              c, n, e, out);
     }
-    float* y = out + m * n + n0;
-    if (e.residual) {
-      const float* z = e.residual + m * n + n0;
-      v0 = _mm256_add_ps(v0, _mm256_loadu_ps(z));
-      v1 = _mm256_add_ps(v1, _mm256_loadu_ps(z + 8));
-    }
-    _mm256_storeu_ps(y, v0);
-    _mm256_storeu_ps(y + 8, v1);
   }
 }
 
@@ -125,6 +142,12 @@ void avx2_int8_gemm(const std::uint8_t* x, std::int64_t m, const Avx2Int8Weights
       }
     }
   }
+}
+
+void avx2_int8_epilogue(const std::int32_t* sums, std::int64_t m, std::int64_t n,
+                        const std::int32_t* weight_sums, const Int8Epilogue& epilogue, float* out) {
+  if (n % 8 != 0) throw std::invalid_argument("avx2_int8_epilogue: N must be a multiple of 8");
+  finish_rows(sums, m, n, weight_sums, epilogue, out);
 }
 
 }  // namespace polyhal::cpu

@@ -7,7 +7,8 @@
 // below VNNI copies both operands into its panels on every call and applies
 // the epilogue in a second pass over its s32 sums, which at one or two
 // sentences' rows costs about as much as the products
-// (onednn_int8_linear.cpp kFusedRows).
+// (onednn_int8_linear.cpp kFusedRows). For more rows the same epilogue runs
+// alone over the s32 sums of oneDNN's 1x1 convolution (avx2_int8_epilogue).
 #include <cstdint>
 #include <vector>
 
@@ -58,5 +59,13 @@ struct Int8Epilogue {
 /// out [M, N] (f32) = epilogue(x [M, K] (u8) x w^T), on the OpenMP pool.
 void avx2_int8_gemm(const std::uint8_t* x, std::int64_t m, const Avx2Int8Weights& w,
                     const Int8Epilogue& epilogue, float* out);
+
+/// out [M, N] (f32) = epilogue(sums [M, N]), the s32 sums of a product
+/// computed elsewhere, on the OpenMP pool; `weight_sums` [N] are W's per
+/// output channel (read when the zero point is not 0). `sums` may be `out`
+/// itself (each element is read before it is written), but must not
+/// overlap the residual. N must be a multiple of 8.
+void avx2_int8_epilogue(const std::int32_t* sums, std::int64_t m, std::int64_t n,
+                        const std::int32_t* weight_sums, const Int8Epilogue& epilogue, float* out);
 
 }  // namespace polyhal::cpu

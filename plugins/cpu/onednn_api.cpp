@@ -62,7 +62,8 @@ dnnl::layer_normalization_forward::primitive_desc layer_normalization(
 dnnl::convolution_forward::primitive_desc convolution(const dnnl::engine& engine,
                                                       dnnl::prop_kind prop, const md& src,
                                                       const md& weights, const md& dst,
-                                                      const ConvolutionShape& shape) {
+                                                      const ConvolutionShape& shape,
+                                                      const dnnl::primitive_attr& attr) {
   return {engine,
           prop,
           dnnl::algorithm::convolution_direct,
@@ -71,7 +72,8 @@ dnnl::convolution_forward::primitive_desc convolution(const dnnl::engine& engine
           dst,
           shape.strides,
           shape.padding_l,
-          shape.padding_r};
+          shape.padding_r,
+          attr};
 }
 
 dnnl::convolution_backward_data::primitive_desc convolution_backward_data(
@@ -193,10 +195,11 @@ dnnl::layer_normalization_forward::primitive_desc layer_normalization(
 dnnl::convolution_forward::primitive_desc convolution(const dnnl::engine& engine,
                                                       dnnl::prop_kind prop, const md& src,
                                                       const md& weights, const md& dst,
-                                                      const ConvolutionShape& shape) {
+                                                      const ConvolutionShape& shape,
+                                                      const dnnl::primitive_attr& attr) {
   return {dnnl::convolution_forward::desc(prop, dnnl::algorithm::convolution_direct, src, weights,
                                           dst, shape.strides, shape.padding_l, shape.padding_r),
-          engine};
+          attr, engine};
 }
 
 dnnl::convolution_backward_data::primitive_desc convolution_backward_data(

@@ -63,7 +63,8 @@ struct ConvolutionShape {
 dnnl::convolution_forward::primitive_desc convolution(const dnnl::engine& engine,
                                                       dnnl::prop_kind prop, const md& src,
                                                       const md& weights, const md& dst,
-                                                      const ConvolutionShape& shape);
+                                                      const ConvolutionShape& shape,
+                                                      const dnnl::primitive_attr& attr = {});
 dnnl::convolution_backward_data::primitive_desc convolution_backward_data(
     const dnnl::engine& engine, const md& diff_src, const md& weights, const md& diff_dst,
     const ConvolutionShape& shape, const dnnl::convolution_forward::primitive_desc& hint);

@@ -11,6 +11,14 @@
 // posed as a batch of one [1, M, K] x [1, K, N]: oneDNN 2.6's brgemm
 // broadcasts a [1, M, 1] operand only in that form (in 2-D it falls back to
 // its reference kernel).
+//
+// Below VNNI (f32, no tanh) two other products take over: up to kFusedRows
+// rows our own GEMM with the epilogue fused (avx2_int8_gemm.hpp); above,
+// oneDNN's 1x1 convolution over M positions (jit_uni_int8_1x1, faster than
+// its gemm-based matmul there) into s32 sums, which avx2_int8_epilogue
+// turns into the output in place. That convolution takes neither a
+// per-row factor nor a source zero point without falling back to its
+// reference kernel, so the whole epilogue is ours.
 #include <fmt/format.h>
 
 #include <bit>
@@ -42,6 +50,9 @@ using dt = dnnl::memory::data_type;
 /// oneDNN's GEMM alone ran 5 to 20% faster than ours.
 constexpr std::int64_t kFusedRows = 128;
 
+/// How the s32 sums are made (see the top of this file).
+enum class Product { onednn_matmul, avx2_fused, onednn_convolution };
+
 class OneDnnInt8Linear final : public Kernel {
  public:
   OneDnnInt8Linear(const KernelDesc& desc, bool avx512, float weight_max,
@@ -66,10 +77,6 @@ class OneDnnInt8Linear final : public Kernel {
     // and summing its compensation on every call (4 times slower than u8 at
     // BERT's shapes): the s8 values go in as u8 + 128 with that zero point.
     shifted_u8_ = weight_max_ == kInt7Max && !gelu_u8_;
-    // Below VNNI, f32 in and out, no tanh, up to kFusedRows rows: our own
-    // GEMM with the epilogue fused (avx2_int8_gemm.hpp).
-    fused_ = !avx512_ && weight_max_ == kInt7Max && desc.dtype == DType::f32 &&
-             activation_ != Activation::tanh && m_ <= kFusedRows && Avx2Int8Weights::fits(n_, k_);
     if (!(input_scale_ >= 0.0f) || !std::isfinite(input_scale_))
       throw KernelNotFoundError(fmt::format("{}: int8 input_scale must be finite and >= 0, got {}",
                                             desc.to_string(), input_scale_));
@@ -78,6 +85,14 @@ class OneDnnInt8Linear final : public Kernel {
     // at prepare; set_constants makes the real one once the weights' steps
     // are known.
     pd_ = create_or_refuse(desc, [&] { return make_pd(std::vector<float>(size_of(n_), 1.0f)); });
+    const bool own_epilogue = !avx512_ && weight_max_ == kInt7Max && desc.dtype == DType::f32 &&
+                              activation_ != Activation::tanh;
+    if (own_epilogue && m_ <= kFusedRows && Avx2Int8Weights::fits(n_, k_)) {
+      product_ = Product::avx2_fused;
+    } else if (own_epilogue && n_ % 8 == 0) {
+      convolution_pd_ = make_convolution_pd();
+      if (convolution_pd_) product_ = Product::onednn_convolution;
+    }
     if (!dynamic()) {
       quantize_pd_ = create_or_refuse(desc, [&] {
         dnnl::primitive_attr attr;
@@ -113,10 +128,12 @@ class OneDnnInt8Linear final : public Kernel {
     // Quantised and packed once per device for every kernel given these
     // weights (and smoothing): the server's shapes share one copy. The
     // constructor's primitive has the final one's weight layout.
-    const dnnl::memory::desc layout = pd_.weights_desc();
+    const bool convolution = product_ == Product::onednn_convolution;
+    const dnnl::memory::desc layout =
+        convolution ? convolution_pd_.weights_desc() : pd_.weights_desc();
     packed_ = cache_->get<Int8Weights>(
         constants[0].buffer->data(), constants[0].bytes(), layout,
-        (gelu_u8_ ? 3 : 2) + (fused_ ? 2 : 0), salt, [&] {
+        (gelu_u8_ ? 3 : 2) + 2 * static_cast<int>(product_), salt, [&] {
           std::vector<float> w(size_of(n_ * k_));
           convert(constants[0].buffer->data(), constants[0].dtype, w.data(), DType::f32, w.size());
           if (!smoothing.empty()) smooth_weights(w, n_, k_, smoothing);
@@ -126,12 +143,18 @@ class OneDnnInt8Linear final : public Kernel {
           quantize_weights_per_channel(w, n_, k_, q, out.weight_step, weight_max_);
           out.bias_shift.assign(size_of(n_), 0.0f);
           if (gelu_u8_) subtract_gelu_shift(q, n_, k_, out.weight_step, out.bias_shift, false);
-          if (fused_) {
+          if (product_ == Product::avx2_fused) {
             out.fused.emplace(q.data(), n_, k_);
             return out;
           }
-          // W[N, K] row-major, seen as [1, K, N].
-          dnnl::memory user({{1, k_, n_}, dt::s8, tag::acb}, engine_, q.data());
+          if (convolution) {
+            out.sums.assign(size_of(n_), 0);
+            for (std::size_t i = 0; i < q.size(); ++i) out.sums[i / size_of(k_)] += q[i];
+          }
+          // W[N, K] row-major, seen as [1, K, N] (or as N filters of K x 1 x 1).
+          dnnl::memory user(convolution ? dnnl::memory::desc({n_, k_, 1, 1}, dt::s8, tag::oihw)
+                                        : dnnl::memory::desc({1, k_, n_}, dt::s8, tag::acb),
+                            engine_, q.data());
           out.weights = dnnl::memory(layout, engine_);
           dnnl::reorder(user, out.weights).execute(stream_, user, out.weights);
           stream_.wait();
@@ -143,7 +166,7 @@ class OneDnnInt8Linear final : public Kernel {
     std::vector<float> weight_step = packed_->weight_step;
     if (!dynamic())
       for (float& step : weight_step) step *= input_scale_;
-    if (fused_) {
+    if (product_ != Product::onednn_matmul) {
       column_step_ = std::move(weight_step);
     } else {
       pd_ = make_pd(weight_step);
@@ -169,7 +192,18 @@ class OneDnnInt8Linear final : public Kernel {
     row_step_at_ = scratch_layout_.add(row_md().get_size());
     quantize_args_ = {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DST, x_q_2d_}};
     quantize_scale_.add_to(quantize_args_);
-    if (fused_) return;
+    if (convolution) {
+      convolution_ = dnnl::convolution_forward(convolution_pd_);
+      scratchpad_ = dnnl::memory(convolution_pd_.scratchpad_desc(), engine_, DNNL_MEMORY_NONE);
+      scratchpad_at_ = scratch_layout_.add(convolution_pd_.scratchpad_desc().get_size());
+      convolution_x_ = dnnl::memory(convolution_pd_.src_desc(), engine_, DNNL_MEMORY_NONE);
+      convolution_sums_ = dnnl::memory(convolution_pd_.dst_desc(), engine_, DNNL_MEMORY_NONE);
+      args_ = {{DNNL_ARG_SRC, convolution_x_},
+               {DNNL_ARG_WEIGHTS, packed_->weights},
+               {DNNL_ARG_DST, convolution_sums_},
+               {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+    }
+    if (product_ != Product::onednn_matmul) return;
     scratchpad_ = dnnl::memory(pd_.scratchpad_desc(), engine_, DNNL_MEMORY_NONE);
     scratchpad_at_ = scratch_layout_.add(pd_.scratchpad_desc().get_size());
     args_ = {{DNNL_ARG_SRC, x_q_},
@@ -187,7 +221,13 @@ class OneDnnInt8Linear final : public Kernel {
 
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     if (!packed_) throw RuntimeFailure(desc_.to_string() + ": run before set_constants");
-    std::byte* scratch = scratch_->get(scratch_layout_.bytes());
+    // The convolution's s32 sums go into the output itself (f32 of the same
+    // size), or after the rest of the scratch when the residual lives there.
+    const bool sums_aside =
+        product_ == Product::onednn_convolution && residual_ && overlaps(inputs[1], outputs[0]);
+    const std::uint64_t sums_at = scratch_layout_.bytes();
+    std::byte* scratch =
+        scratch_->get(sums_at + (sums_aside ? size_of(m_ * n_) * sizeof(std::int32_t) : 0));
     x_q_.set_data_handle(scratch + x_q_at_);
     if (x_q_2d_) x_q_2d_.set_data_handle(scratch + x_q_at_);
     row_step_.set_data_handle(scratch + row_step_at_);
@@ -207,7 +247,7 @@ class OneDnnInt8Linear final : public Kernel {
       quantize_.execute(stream_, quantize_args_);
       if (shifted_u8_) add_128(static_cast<std::int8_t*>(x_q_.get_data_handle()), m_ * k_);
     }
-    if (fused_) {
+    if (product_ != Product::onednn_matmul) {
       Int8Epilogue epilogue{
           shifted_u8_ ? 128 : 0,
           dynamic() ? static_cast<const float*>(row_step_.get_data_handle()) : nullptr,
@@ -215,8 +255,19 @@ class OneDnnInt8Linear final : public Kernel {
           bias_values_.data(),
           activation_,
           residual_ ? static_cast<const float*>(inputs[1].buffer->data()) : nullptr};
-      avx2_int8_gemm(static_cast<const std::uint8_t*>(x_q_.get_data_handle()), m_, *packed_->fused,
-                     epilogue, static_cast<float*>(outputs[0].buffer->data()));
+      auto* out = static_cast<float*>(outputs[0].buffer->data());
+      if (product_ == Product::avx2_fused) {
+        avx2_int8_gemm(static_cast<const std::uint8_t*>(x_q_.get_data_handle()), m_,
+                       *packed_->fused, epilogue, out);
+        return;
+      }
+      auto* sums = reinterpret_cast<std::int32_t*>(sums_aside ? scratch + sums_at
+                                                              : outputs[0].buffer->data());
+      convolution_x_.set_data_handle(x_q_.get_data_handle());
+      convolution_sums_.set_data_handle(sums);
+      convolution_.execute(stream_, args_);
+      stream_.wait();
+      avx2_int8_epilogue(sums, m_, n_, packed_->sums.data(), epilogue, out);
       return;
     }
     dst_.set_data_handle(outputs[0].buffer->data());
@@ -226,19 +277,23 @@ class OneDnnInt8Linear final : public Kernel {
   }
 
   std::string implementation() const override {
-    return fmt::format(
-        "{} int8 linear+{} ({} x {} -> s32; X {})",
-        fused_ ? std::string("avx2 vpmaddubsw with the epilogue fused (avx2_int8_gemm)")
-               : std::string("onednn ") + pd_.impl_info_str(),
-        activation_name(activation_),
-        gelu_u8_      ? "u8 (GELU + 0.17)"
-        : shifted_u8_ ? "s8 as u8 - 128"
-                      : "s8",
-        weight_max_ == kInt7Max ? "s7 (seven-bit weights)" : "s8",
-        dynamic() ? fmt::format("per row at run time{}, {}",
-                                inverse_smoothing_.empty() ? "" : ", smoothed",
-                                avx512_ ? "avx512 quantiser" : "avx2 quantiser")
-                  : fmt::format("calibrated step, {}", quantize_pd_.impl_info_str()));
+    return fmt::format("{} int8 linear+{} ({} x {} -> s32; X {})",
+                       product_ == Product::avx2_fused
+                           ? std::string("avx2 vpmaddubsw with the epilogue fused (avx2_int8_gemm)")
+                       : product_ == Product::onednn_convolution
+                           ? fmt::format("onednn {} 1x1 convolution, epilogue avx2_int8_epilogue",
+                                         convolution_pd_.impl_info_str())
+                           : std::string("onednn ") + pd_.impl_info_str(),
+                       activation_name(activation_),
+                       gelu_u8_      ? "u8 (GELU + 0.17)"
+                       : shifted_u8_ ? "s8 as u8 - 128"
+                                     : "s8",
+                       weight_max_ == kInt7Max ? "s7 (seven-bit weights)" : "s8",
+                       dynamic()
+                           ? fmt::format("per row at run time{}, {}",
+                                         inverse_smoothing_.empty() ? "" : ", smoothed",
+                                         avx512_ ? "avx512 quantiser" : "avx2 quantiser")
+                           : fmt::format("calibrated step, {}", quantize_pd_.impl_info_str()));
   }
   /// The packed s8 weights. oneDNN's scratch, the quantised X and its row
   /// steps live in the device's scratch for the calling thread
@@ -246,12 +301,26 @@ class OneDnnInt8Linear final : public Kernel {
   /// they would add BERT-base's 48 linears' run memory to a plan that holds
   /// one of them at a time.
   std::uint64_t workspace_bytes() const override {
-    return fused_ ? Avx2Int8Weights::bytes_for(n_, k_) : pd_.weights_desc().get_size();
+    switch (product_) {
+      case Product::avx2_fused:
+        return Avx2Int8Weights::bytes_for(n_, k_);
+      case Product::onednn_convolution:
+        return convolution_pd_.weights_desc().get_size() + size_of(n_) * sizeof(std::int32_t);
+      case Product::onednn_matmul:
+        break;
+    }
+    return pd_.weights_desc().get_size();
   }
   double flops() const override { return flops_; }
 
  private:
   static std::size_t size_of(std::int64_t v) { return static_cast<std::size_t>(v); }
+  /// Whether two tensors' bytes share any address.
+  static bool overlaps(const Tensor& a, const Tensor& b) {
+    const auto* a0 = static_cast<const std::byte*>(a.buffer->data());
+    const auto* b0 = static_cast<const std::byte*>(b.buffer->data());
+    return std::less<>{}(a0, b0 + b.bytes()) && std::less<>{}(b0, a0 + a.bytes());
+  }
   bool dynamic() const { return input_scale_ == 0.0f; }
   dnnl::memory::desc dst_md() const { return {{1, m_, n_}, onednn_type(desc_.dtype), tag::abc}; }
   dnnl::memory::desc bias_md() const { return {{1, 1, n_}, dt::f32, tag::abc}; }
@@ -284,12 +353,31 @@ class OneDnnInt8Linear final : public Kernel {
     return onednn::matmul(engine_, src, weights, dst_md(), attr);
   }
 
+  /// oneDNN's 1x1 convolution of X (u8, M positions of K channels) by W
+  /// into s32 sums, when it has a JIT kernel for it; else empty.
+  dnnl::convolution_forward::primitive_desc make_convolution_pd() const {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    try {
+      dnnl::convolution_forward::primitive_desc pd = onednn::convolution(
+          engine_, dnnl::prop_kind::forward_inference, {{1, k_, 1, m_}, dt::u8, tag::nhwc},
+          {{n_, k_, 1, 1}, dt::s8, tag::any}, {{1, n_, 1, m_}, dt::s32, tag::nhwc},
+          {{1, 1}, {0, 0}, {0, 0}}, attr);
+      const std::string name = pd.impl_info_str();
+      if (name.find("jit") != std::string::npos && name.find("ref") == std::string::npos) return pd;
+    } catch (const dnnl::error&) {
+      // No convolution for it: the matmul stays.
+    }
+    return {};
+  }
+
   /// The quantised weights, packed, and what they set: the per-channel
   /// steps and the GELU shift's share of the bias (0 unless u8).
   struct Int8Weights {
-    dnnl::memory weights;                  // oneDNN's layout, or
-    std::optional<Avx2Int8Weights> fused;  // ours when fused_
+    dnnl::memory weights;                  // oneDNN's layout (matmul or convolution), or
+    std::optional<Avx2Int8Weights> fused;  // ours for Product::avx2_fused
     std::vector<float> weight_step, bias_shift;
+    std::vector<std::int32_t> sums;  // per channel, for the convolution's epilogue
   };
 
   dnnl::engine engine_;
@@ -304,6 +392,9 @@ class OneDnnInt8Linear final : public Kernel {
   float weight_max_;  // kInt8Max, or kInt7Max without VNNI (int8.hpp)
   dnnl::matmul::primitive_desc pd_;
   dnnl::matmul primitive_;
+  dnnl::convolution_forward::primitive_desc convolution_pd_;  // Product::onednn_convolution
+  dnnl::convolution_forward convolution_;
+  dnnl::memory convolution_x_, convolution_sums_;
   dnnl::reorder::primitive_desc quantize_pd_;
   dnnl::reorder quantize_;
   onednn::Scales output_scale_, quantize_scale_;  // the result's factors, X's 1 / step
@@ -316,10 +407,10 @@ class OneDnnInt8Linear final : public Kernel {
   std::int64_t m_ = 0, n_ = 0, k_ = 0;
   Activation activation_ = Activation::none;
   bool residual_ = false;
-  bool gelu_u8_ = false;            // dynamic, and X is a GELU output: u8 (int8.hpp)
-  bool shifted_u8_ = false;         // below VNNI: X's s8 values go to oneDNN as u8 + 128
-  bool fused_ = false;              // avx2_int8_gemm in place of oneDNN's matmul
-  std::vector<float> column_step_;  // fused_: the weights' steps (times X's when static)
+  bool gelu_u8_ = false;     // dynamic, and X is a GELU output: u8 (int8.hpp)
+  bool shifted_u8_ = false;  // below VNNI: X's s8 values go to oneDNN as u8 + 128
+  Product product_ = Product::onednn_matmul;
+  std::vector<float> column_step_;  // own epilogue: the weights' steps (times X's when static)
   float input_scale_ = 0.0f;
   double flops_ = 0.0;
 };
