@@ -18,8 +18,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(scripts/debian13-root.sh)
 mkdir -p "$root/src"
-git ls-files -z --cached --others --exclude-standard |
-  rsync -a --delete --from0 --files-from=- ./ "$root/src/"
+tree_files=$(mktemp)
+trap 'rm -f "$tree_files"' EXIT
+git ls-files -z --cached --others --exclude-standard | LC_ALL=C sort -z >"$tree_files"
+rsync -a --from0 --files-from="$tree_files" ./ "$root/src/"
+# rsync's --delete does nothing with --files-from, so a file gone from the
+# tree (deleted or renamed) would stay in /src and be built: removed here.
+(cd "$root/src" && find . ! -type d -printf '%P\0' | LC_ALL=C sort -z) |
+  LC_ALL=C comm -z -23 - "$tree_files" | (cd "$root/src" && xargs -0 -r rm -f --)
 # shellcheck source=scripts/ctest-groups.sh
 source scripts/ctest-groups.sh
 in_root() { scripts/debian13-run.sh bash -c "$1"; }
