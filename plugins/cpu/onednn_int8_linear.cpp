@@ -12,22 +12,21 @@
 // broadcasts a [1, M, 1] operand only in that form (in 2-D it falls back to
 // its reference kernel).
 //
-// Below VNNI (f32, no tanh) two other products take over: up to kFusedRows
-// rows our own GEMM with the epilogue fused (avx2_int8_gemm.hpp); above,
-// oneDNN's 1x1 convolution over M positions (jit_uni_int8_1x1, faster than
-// its gemm-based matmul there) into s32 sums, which avx2_int8_epilogue
-// turns into the output in place. That convolution takes neither a
-// per-row factor nor a source zero point without falling back to its
-// reference kernel, so the whole epilogue is ours.
+// Below VNNI (f32, no tanh) the sums come from oneDNN's 1x1 convolution
+// over M positions instead (jit_uni_int8_1x1 on AVX2: faster than its
+// gemm-based matmul at every row count of BERT's linears, and than our own
+// 4 x 16 vpmaddubsw GEMM, which it replaced), and avx2_int8_epilogue turns
+// them into the output in place. That convolution takes neither a per-row
+// factor nor a source zero point without falling back to its reference
+// kernel, so the whole epilogue is ours.
 #include <fmt/format.h>
 
 #include <bit>
-#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
-#include "avx2_int8_gemm.hpp"
+#include "avx2_int8_epilogue.hpp"
 #include "omp_quantize.hpp"
 #include "onednn_api.hpp"
 #include "onednn_matmul.hpp"
@@ -42,16 +41,8 @@ namespace {
 using tag = dnnl::memory::format_tag;
 using dt = dnnl::memory::data_type;
 
-/// Rows up to which avx2_int8_gemm replaces oneDNN's matmul. A request of
-/// one or two sentences to BERT-base (32 to 128 rows) took 1.3 to 1.4x less
-/// time on it (AMD EPYC Zen 3, 2 threads, bench/serve_batch_latency.py
-/// --against a build without it); from 160
-/// rows on, the two were within the VM's noise, and at 320 to 1,024 rows
-/// oneDNN's GEMM alone ran 5 to 20% faster than ours.
-constexpr std::int64_t kFusedRows = 128;
-
 /// How the s32 sums are made (see the top of this file).
-enum class Product { onednn_matmul, avx2_fused, onednn_convolution };
+enum class Product { onednn_matmul, onednn_convolution };
 
 class OneDnnInt8Linear final : public Kernel {
  public:
@@ -85,11 +76,8 @@ class OneDnnInt8Linear final : public Kernel {
     // at prepare; set_constants makes the real one once the weights' steps
     // are known.
     pd_ = create_or_refuse(desc, [&] { return make_pd(std::vector<float>(size_of(n_), 1.0f)); });
-    const bool own_epilogue = !avx512_ && weight_max_ == kInt7Max && desc.dtype == DType::f32 &&
-                              activation_ != Activation::tanh;
-    if (own_epilogue && m_ <= kFusedRows && Avx2Int8Weights::fits(n_, k_)) {
-      product_ = Product::avx2_fused;
-    } else if (own_epilogue && n_ % 8 == 0) {
+    if (!avx512_ && weight_max_ == kInt7Max && desc.dtype == DType::f32 &&
+        activation_ != Activation::tanh && n_ % 8 == 0) {
       convolution_pd_ = make_convolution_pd();
       if (convolution_pd_) product_ = Product::onednn_convolution;
     }
@@ -133,7 +121,7 @@ class OneDnnInt8Linear final : public Kernel {
         convolution ? convolution_pd_.weights_desc() : pd_.weights_desc();
     packed_ = cache_->get<Int8Weights>(
         constants[0].buffer->data(), constants[0].bytes(), layout,
-        (gelu_u8_ ? 3 : 2) + 2 * static_cast<int>(product_), salt, [&] {
+        (gelu_u8_ ? 3 : 2) + (convolution ? 4 : 0), salt, [&] {
           std::vector<float> w(size_of(n_ * k_));
           convert(constants[0].buffer->data(), constants[0].dtype, w.data(), DType::f32, w.size());
           if (!smoothing.empty()) smooth_weights(w, n_, k_, smoothing);
@@ -143,10 +131,6 @@ class OneDnnInt8Linear final : public Kernel {
           quantize_weights_per_channel(w, n_, k_, q, out.weight_step, weight_max_);
           out.bias_shift.assign(size_of(n_), 0.0f);
           if (gelu_u8_) subtract_gelu_shift(q, n_, k_, out.weight_step, out.bias_shift, false);
-          if (product_ == Product::avx2_fused) {
-            out.fused.emplace(q.data(), n_, k_);
-            return out;
-          }
           if (convolution) {
             out.sums.assign(size_of(n_), 0);
             for (std::size_t i = 0; i < q.size(); ++i) out.sums[i / size_of(k_)] += q[i];
@@ -166,7 +150,7 @@ class OneDnnInt8Linear final : public Kernel {
     std::vector<float> weight_step = packed_->weight_step;
     if (!dynamic())
       for (float& step : weight_step) step *= input_scale_;
-    if (product_ != Product::onednn_matmul) {
+    if (convolution) {
       column_step_ = std::move(weight_step);
     } else {
       pd_ = make_pd(weight_step);
@@ -202,8 +186,8 @@ class OneDnnInt8Linear final : public Kernel {
                {DNNL_ARG_WEIGHTS, packed_->weights},
                {DNNL_ARG_DST, convolution_sums_},
                {DNNL_ARG_SCRATCHPAD, scratchpad_}};
+      return;
     }
-    if (product_ != Product::onednn_matmul) return;
     scratchpad_ = dnnl::memory(pd_.scratchpad_desc(), engine_, DNNL_MEMORY_NONE);
     scratchpad_at_ = scratch_layout_.add(pd_.scratchpad_desc().get_size());
     args_ = {{DNNL_ARG_SRC, x_q_},
@@ -247,7 +231,7 @@ class OneDnnInt8Linear final : public Kernel {
       quantize_.execute(stream_, quantize_args_);
       if (shifted_u8_) add_128(static_cast<std::int8_t*>(x_q_.get_data_handle()), m_ * k_);
     }
-    if (product_ != Product::onednn_matmul) {
+    if (product_ == Product::onednn_convolution) {
       Int8Epilogue epilogue{
           shifted_u8_ ? 128 : 0,
           dynamic() ? static_cast<const float*>(row_step_.get_data_handle()) : nullptr,
@@ -256,11 +240,6 @@ class OneDnnInt8Linear final : public Kernel {
           activation_,
           residual_ ? static_cast<const float*>(inputs[1].buffer->data()) : nullptr};
       auto* out = static_cast<float*>(outputs[0].buffer->data());
-      if (product_ == Product::avx2_fused) {
-        avx2_int8_gemm(static_cast<const std::uint8_t*>(x_q_.get_data_handle()), m_,
-                       *packed_->fused, epilogue, out);
-        return;
-      }
       auto* sums = reinterpret_cast<std::int32_t*>(sums_aside ? scratch + sums_at
                                                               : outputs[0].buffer->data());
       convolution_x_.set_data_handle(x_q_.get_data_handle());
@@ -278,9 +257,7 @@ class OneDnnInt8Linear final : public Kernel {
 
   std::string implementation() const override {
     return fmt::format("{} int8 linear+{} ({} x {} -> s32; X {})",
-                       product_ == Product::avx2_fused
-                           ? std::string("avx2 vpmaddubsw with the epilogue fused (avx2_int8_gemm)")
-                       : product_ == Product::onednn_convolution
+                       product_ == Product::onednn_convolution
                            ? fmt::format("onednn {} 1x1 convolution, epilogue avx2_int8_epilogue",
                                          convolution_pd_.impl_info_str())
                            : std::string("onednn ") + pd_.impl_info_str(),
@@ -301,14 +278,8 @@ class OneDnnInt8Linear final : public Kernel {
   /// they would add BERT-base's 48 linears' run memory to a plan that holds
   /// one of them at a time.
   std::uint64_t workspace_bytes() const override {
-    switch (product_) {
-      case Product::avx2_fused:
-        return Avx2Int8Weights::bytes_for(n_, k_);
-      case Product::onednn_convolution:
-        return convolution_pd_.weights_desc().get_size() + size_of(n_) * sizeof(std::int32_t);
-      case Product::onednn_matmul:
-        break;
-    }
+    if (product_ == Product::onednn_convolution)
+      return convolution_pd_.weights_desc().get_size() + size_of(n_) * sizeof(std::int32_t);
     return pd_.weights_desc().get_size();
   }
   double flops() const override { return flops_; }
@@ -374,8 +345,7 @@ class OneDnnInt8Linear final : public Kernel {
   /// The quantised weights, packed, and what they set: the per-channel
   /// steps and the GELU shift's share of the bias (0 unless u8).
   struct Int8Weights {
-    dnnl::memory weights;                  // oneDNN's layout (matmul or convolution), or
-    std::optional<Avx2Int8Weights> fused;  // ours for Product::avx2_fused
+    dnnl::memory weights;  // oneDNN's layout (matmul or convolution)
     std::vector<float> weight_step, bias_shift;
     std::vector<std::int32_t> sums;  // per channel, for the convolution's epilogue
   };
@@ -410,7 +380,7 @@ class OneDnnInt8Linear final : public Kernel {
   bool gelu_u8_ = false;     // dynamic, and X is a GELU output: u8 (int8.hpp)
   bool shifted_u8_ = false;  // below VNNI: X's s8 values go to oneDNN as u8 + 128
   Product product_ = Product::onednn_matmul;
-  std::vector<float> column_step_;  // own epilogue: the weights' steps (times X's when static)
+  std::vector<float> column_step_;  // convolution: the weights' steps (times X's when static)
   float input_scale_ = 0.0f;
   double flops_ = 0.0;
 };
