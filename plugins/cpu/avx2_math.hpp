@@ -1,6 +1,6 @@
 #pragma once
 // Element-wise functions of 8 floats with AVX2 and FMA, for the kernels'
-// own loops (attention's softmax, the int8 GEMM's epilogue). Each is
+// own loops (attention's softmax, the int8 linear's epilogue). Each is
 // compiled for AVX2 wherever it is included; callers choose it only where
 // the device's ISA choice allows AVX2.
 #include <immintrin.h>
