@@ -231,8 +231,8 @@ void expect_seven_bit_rule(const LinearProblem& p, std::size_t infinity_at, floa
 // Below VNNI (device.isa avx2 on any x86 CPU) int8 runs with seven-bit
 // weights, and its sums are exact: oneDNN's vpmaddubsw pair sums would
 // saturate with eight-bit ones (up to 0.88 off on this problem).
-// Rows of 101 (the AVX2 quantiser's tail, and oneDNN's path: K is not a
-// multiple of 4).
+// Rows of 101 (the AVX2 quantiser's tail); N 70 is not a multiple of 8, so
+// this is oneDNN's matmul, not the convolution below.
 TEST(Int8, BelowVnniRunsSevenBitWeightsWithExactSums) {
   expect_seven_bit_rule(make_problem(DType::f32, 37, 101, 70), 2 * 101 + 100,
                         std::numeric_limits<float>::infinity(), "seven-bit weights");
