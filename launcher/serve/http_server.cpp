@@ -73,6 +73,12 @@ std::string_view task_endpoints(ServedModel::Task task) {
   return "POST /v1/question-answering (a question-answering model)";
 }
 
+/// The request line and headers together.
+constexpr std::size_t kHeaderLimit = 16 * 1024;
+/// Unparsed bytes a connection may hold: the header limit and room for one
+/// chunk header or trailer section, all well under Beast's 64 KB field limit.
+constexpr std::size_t kReadBufferLimit = 32 * 1024;
+
 class Session : public std::enable_shared_from_this<Session> {
  public:
   Session(tcp::socket&& socket, ServerState& state, bool over_capacity)
@@ -100,7 +106,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void read() {
     parser_.emplace();
     parser_->body_limit(static_cast<std::uint64_t>(state_.settings.max_body_bytes));
-    parser_->header_limit(16 * 1024);
+    parser_->header_limit(kHeaderLimit);
     stream_.expires_after(timeout());
     http::async_read(
         stream_, buffer_, *parser_,
@@ -127,6 +133,15 @@ class Session : public std::enable_shared_from_this<Session> {
                   fmt::format("the body is larger than serve.max_body_bytes ({} bytes)",
                               state_.settings.max_body_bytes),
                   false);
+      return;
+    }
+    if (ec == http::error::buffer_overflow || ec == http::error::header_limit) {
+      reply_error(
+          431,
+          fmt::format("the headers, a chunk header with its extensions, or the trailer "
+                      "are longer than this server reads ({} KB)",
+                      (ec == http::error::header_limit ? kHeaderLimit : kReadBufferLimit) / 1024),
+          false);
       return;
     }
     if (ec) {
@@ -376,13 +391,37 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   ServerState& state_;
   bool over_capacity_;
-  beast::flat_buffer buffer_;
+  // Bounded: the parser needs a whole line (a chunk header with its
+  // extensions) or a whole trailer section in the buffer at once, and
+  // Beast's header limit does not cover trailers; past this bound a read
+  // fails (buffer_overflow, answered 400) instead of growing without end, and
+  // no field reaches Beast's 64 KB field size, which throws.
+  beast::flat_buffer buffer_{kReadBufferLimit};
   std::optional<http::request_parser<http::string_body>> parser_;
   Request request_;
   bool keep_alive_ = false;
   std::string endpoint_;
   Clock::time_point started_;
 };
+
+/// Runs the I/O context until it stops. An exception out of a handler (one
+/// Beast or Asio throws inside a read or write, or one of ours) unwinds only
+/// that handler: the session it held is released, which closes its
+/// connection, and the thread goes back to serving the others.
+void run_io(net::io_context& io, ServeMetrics& metrics) {
+  for (;;) {
+    try {
+      io.run();
+      return;
+    } catch (const std::exception& e) {
+      ++metrics.connection_failures;
+      spdlog::warn("serve: a connection ended on a fault of its own: {}", e.what());
+    } catch (...) {
+      ++metrics.connection_failures;
+      spdlog::warn("serve: a connection ended on a fault of its own");
+    }
+  }
+}
 
 }  // namespace
 
@@ -460,8 +499,8 @@ void HttpServer::run(int threads) {
     });
   });
   std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back([&] { m.io.run(); });
-  m.io.run();
+  for (int i = 1; i < threads; ++i) pool.emplace_back([&] { run_io(m.io, m.state.metrics); });
+  run_io(m.io, m.state.metrics);
   for (auto& t : pool) t.join();
   if (drainer.joinable()) drainer.join();
 }

@@ -10,16 +10,22 @@
 #include <nlohmann/json.hpp>
 
 #include "polyhal/app/json_input.hpp"
+#include "polyhal/error.hpp"
 
 namespace polyhal {
 namespace {
 
 using nlohmann::json;
 
+/// Every body goes through the depth-capped reader: a value nested deeper
+/// than any API needs is refused while it is read, and no message about a
+/// value prints more than json_excerpt's bounded piece of it.
 json parse_object(std::string_view body) {
   json doc;
   try {
-    doc = json::parse(body.begin(), body.end());
+    doc = parse_json_input(body, "the body");
+  } catch (const ConfigError& e) {  // nested too deep
+    throw ApiError(400, e.what());
   } catch (const json::parse_error& e) {
     // e.byte is where the parser stopped: enough to find a stray character.
     throw ApiError(400, fmt::format("the body is not JSON (at byte {}): {}", e.byte,
@@ -94,7 +100,7 @@ EmbedRequest parse_openai_embeddings(std::string_view body, const ApiLimits& lim
   if (const auto it = doc.find("encoding_format"); it != doc.end() && !it->is_null()) {
     if (!it->is_string() || (*it != "float" && *it != "base64"))
       throw ApiError(400, fmt::format("'encoding_format' is {}: expected \"float\" or \"base64\"",
-                                      it->dump()));
+                                      json_excerpt(*it)));
     out.base64 = *it == "base64";
   }
   if (const auto it = doc.find("dimensions"); it != doc.end() && !it->is_null()) {
@@ -102,7 +108,7 @@ EmbedRequest parse_openai_embeddings(std::string_view body, const ApiLimits& lim
       throw ApiError(400, fmt::format("'dimensions' is {}: this model's embeddings have {} "
                                       "dimensions and it was not trained for fewer; leave it out "
                                       "or give {}",
-                                      it->dump(), limits.dimensions, limits.dimensions));
+                                      json_excerpt(*it), limits.dimensions, limits.dimensions));
   }
   if (const auto it = doc.find("user"); it != doc.end() && !it->is_null() && !it->is_string())
     throw ApiError(400, fmt::format("'user' is {}, expected a string", type_name(*it)));
@@ -117,8 +123,8 @@ EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits) {
   out.truncate = optional_bool(doc, "truncate");
   if (const auto it = doc.find("truncation_direction"); it != doc.end() && !it->is_null()) {
     if (!it->is_string() || (*it != "Right" && *it != "right"))
-      throw ApiError(
-          400, fmt::format("'truncation_direction' is {}: only \"Right\" is served", it->dump()));
+      throw ApiError(400, fmt::format("'truncation_direction' is {}: only \"Right\" is served",
+                                      json_excerpt(*it)));
   }
   return out;
 }
@@ -165,7 +171,7 @@ std::int64_t bounded_integer(const json& doc, const char* key, std::int64_t fall
   if (it == doc.end() || it->is_null()) return fallback;
   if (!it->is_number_integer() || it->get<std::int64_t>() < low || it->get<std::int64_t>() > high)
     throw ApiError(400, fmt::format("'{}' is {}: expected an integer from {} to {}", key,
-                                    it->dump(), low, high));
+                                    json_excerpt(*it), low, high));
   return it->get<std::int64_t>();
 }
 
@@ -173,7 +179,7 @@ std::string required_text(const json& doc, const char* key) {
   const auto it = doc.find(key);
   if (it == doc.end() || !it->is_string() || it->get_ref<const std::string&>().empty())
     throw ApiError(400, fmt::format("'{}' is {}: expected a non-empty string", key,
-                                    it == doc.end() ? "missing" : it->dump().substr(0, 80)));
+                                    it == doc.end() ? "missing" : json_excerpt(*it)));
   return it->get<std::string>();
 }
 
@@ -354,6 +360,7 @@ const char* error_type(int status) {
     case 411:
     case 413:
     case 415:
+    case 431:
       return "invalid_request_error";
     case 401:
       return "authentication_error";

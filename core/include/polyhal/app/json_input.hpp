@@ -16,10 +16,18 @@ namespace polyhal {
 /// The deepest nesting any file polyhal reads has (tokenizer.json: under 10).
 inline constexpr int kMaxJsonDepth = 64;
 
-/// Parses `text` (or `in`). Throws ConfigError "<where>: JSON nested deeper
-/// than 64 levels" for a deeper value, and nlohmann::json::parse_error for a
-/// syntax error, as nlohmann::json::parse does.
-nlohmann::json parse_json_input(std::string_view text, const std::string& where);
+/// What a parse did, counted rather than timed: one event per value, key and
+/// closed container (a test holds it proportional to the input's size).
+struct JsonReadWork {
+  std::size_t events = 0;
+};
+
+/// Parses `text` (or `in`) in time linear in its size. Throws ConfigError
+/// "<where>: JSON nested deeper than 64 levels" for a deeper value, and
+/// nlohmann::json::parse_error for a syntax error, as nlohmann::json::parse
+/// does.
+nlohmann::json parse_json_input(std::string_view text, const std::string& where,
+                                JsonReadWork* work = nullptr);
 nlohmann::json parse_json_input(std::istream& in, const std::string& where);
 
 /// The value, or a discarded one (is_discarded()) when `text` is not valid
@@ -27,7 +35,9 @@ nlohmann::json parse_json_input(std::istream& in, const std::string& where);
 nlohmann::json parse_json_input_or_discarded(std::string_view text);
 
 /// `value` as JSON text of at most `max_chars` characters (then "..."): for
-/// messages about untrusted values, which are never printed whole.
+/// messages about untrusted values, which are never printed whole. It walks
+/// only as much of `value` as it prints, so its cost and its recursion are
+/// bounded by `max_chars`, whatever the value's size or depth.
 std::string json_excerpt(const nlohmann::json& value, std::size_t max_chars = 80);
 
 }  // namespace polyhal
