@@ -6,7 +6,7 @@
 #include <string>
 
 #include "fuzz_input.hpp"
-#include "polyhal/app/tokenizer.hpp"
+#include "polyhal/app/wordpiece_tokenizer.hpp"
 #include "polyhal/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

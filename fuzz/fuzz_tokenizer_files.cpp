@@ -1,12 +1,14 @@
 // A model directory's tokenizer files: the part before the first NUL byte is
 // tokenizer_config.json, the rest tokenizer.json; both are read beside a
-// vocab.txt, and a tokenizer is made from what they say.
+// vocab.txt, and a tokenizer is made from what they say; then the
+// tokenizer.json is opened alone, its own vocabulary read (open_tokenizer).
 #include <algorithm>
 #include <string>
 
 #include "fuzz_input.hpp"
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/app/tokenizer_files.hpp"
+#include "polyhal/app/wordpiece_tokenizer.hpp"
 #include "polyhal/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -28,6 +30,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     options.max_chars_per_word = files.max_chars_per_word;
     const polyhal::WordPieceTokenizer tokenizer(vocab_file, options);
     tokenizer.tokenize("Words [MASK] wordswordswordswords");
+  } catch (const polyhal::Error&) {
+  }
+  try {
+    const auto alone = polyhal::open_tokenizer({vocab_file.parent_path() / "tokenizer.json", {}});
+    const auto encoding = alone->encode("Words [MASK] words", std::string("s"), 8);
+    (void)alone->decode(encoding.input_ids);
   } catch (const polyhal::Error&) {
   }
   return 0;

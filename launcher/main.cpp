@@ -3,6 +3,7 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -95,6 +96,18 @@ int main(int argc, char** argv) {
   } catch (const polyhal::Error& e) {
     std::cerr << "polyhal: error: " << e.what() << '\n';
     return static_cast<int>(e.exit_code());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path the user gave that cannot be followed (a loop of symbolic
+    // links, a missing or unreadable part) is bad input: its path and the
+    // reason in words, exit 2; other file system failures (a full disk) exit 1.
+    const int code = e.code().value();
+    const bool input = code == ELOOP || code == ENOENT || code == ENOTDIR || code == ENAMETOOLONG ||
+                       code == EACCES;
+    std::cerr << "polyhal: error: " << (e.path1().empty() ? "" : e.path1().string() + ": ")
+              << (code == ELOOP ? std::string("a loop of symbolic links (each names the next)")
+                                : e.code().message())
+              << '\n';
+    return static_cast<int>(input ? polyhal::ExitCode::bad_input : polyhal::ExitCode::failure);
   } catch (const std::exception& e) {
     std::cerr << "polyhal: error: " << e.what() << '\n';
     return static_cast<int>(polyhal::ExitCode::failure);

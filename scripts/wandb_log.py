@@ -21,18 +21,29 @@ import sys
 
 
 def records(path):
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
+    """The file's JSON objects; exits naming the file and line of the first
+    that is not one (never a traceback: a bad byte, a value nested past
+    Python's recursion limit, a line of another type)."""
+    out = []
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            where = f"wandb_log: {path}:{number}"
+            try:
+                line = raw.decode("utf-8").strip()
+            except UnicodeDecodeError as e:
+                sys.exit(f"{where}: not UTF-8 (byte {e.start + 1} of the line)")
             if not line:
                 continue
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as e:
-                sys.exit(f"wandb_log: {path}:{number}: not a JSON line ({e.msg})")
+                sys.exit(f"{where}: not a JSON line ({e.msg} at column {e.colno})")
+            except RecursionError:
+                sys.exit(f"{where}: JSON nested too deep")
             if not isinstance(record, dict):
-                sys.exit(f"wandb_log: {path}:{number}: not a JSON object")
-            yield record
+                sys.exit(f"{where}: not a JSON object")
+            out.append(record)
+    return out
 
 
 def numbers(record, prefix=""):
@@ -43,17 +54,19 @@ def numbers(record, prefix=""):
             continue
         if isinstance(value, bool):
             value = int(value)
+        if isinstance(value, int) and not -2**63 <= value < 2**63:
+            continue  # past what W&B stores as a number
         if isinstance(value, (int, float)) and math.isfinite(value):
             out[prefix + key] = value
     return out
 
 
-def log_file(wandb, path, project, name, offline):
+def log_file(wandb, path, records_of_file, project, name, offline):
     run = wandb.init(project=project, name=name or pathlib.Path(path).stem,
                      mode="offline" if offline else None, job_type="polyhal",
                      config={"metrics_file": str(path)})
     steps = 0
-    for record in records(path):
+    for record in records_of_file:
         event = record.get("event")
         step = record.get("step")
         if event == "step" and isinstance(step, int):
@@ -83,14 +96,19 @@ def main():
     args = parser.parse_args()
     if args.name and len(args.files) > 1:
         sys.exit("wandb_log: --name names one run: give one file")
+    # Every file is read and checked first: a bad line is named before any
+    # run is made, and with or without wandb installed.
+    read = {}
+    for path in args.files:
+        if not pathlib.Path(path).is_file():
+            sys.exit(f"wandb_log: {path}: no such file")
+        read[path] = records(path)
     try:
         import wandb
     except ImportError:
         sys.exit("wandb_log: no wandb module here: pip install wandb")
     for path in args.files:
-        if not pathlib.Path(path).is_file():
-            sys.exit(f"wandb_log: {path}: no such file")
-        log_file(wandb, path, args.project, args.name, args.offline)
+        log_file(wandb, path, read[path], args.project, args.name, args.offline)
 
 
 if __name__ == "__main__":

@@ -854,6 +854,44 @@ TEST(GlueTask, AxIsPredictedWithAnMnliModel) {
     const auto label = rows[i].substr(rows[i].find('\t') + 1);
     EXPECT_TRUE(label == "contradiction" || label == "entailment" || label == "neutral") << label;
   }
+  // Issue 72, item 6: the same model with its classes in transformers'
+  // MNLI order (id2label entailment, neutral, contradiction, in capitals, and
+  // the classifier's rows permuted alike) predicts the same labels: the
+  // names come from the model, not from the class index.
+  const auto permuted = dir.path() / "mnli-permuted";
+  std::filesystem::copy(dir.path() / "mnli/model", permuted,
+                        std::filesystem::copy_options::recursive);
+  auto hf = read_json(permuted / "config.json");
+  const int order[] = {1, 2, 0};  // new class k is the old class order[k]
+  const char* names[] = {"ENTAILMENT", "NEUTRAL", "CONTRADICTION"};
+  hf["id2label"] = nlohmann::json::object();
+  hf["label2id"] = nlohmann::json::object();
+  for (int k = 0; k < 3; ++k) {
+    hf["id2label"][std::to_string(k)] = names[k];
+    hf["label2id"][names[k]] = k;
+  }
+  std::ofstream(permuted / "config.json") << hf.dump(2);
+  TensorMap weights = read_safetensors(permuted / "model.safetensors");
+  for (const char* name : {"classifier.weight", "classifier.bias"}) {
+    HostTensor& t = weights.at(name);
+    const std::size_t width = t.values.size() / 3;
+    std::vector<float> moved(t.values.size());
+    for (std::size_t k = 0; k < 3; ++k)
+      std::copy_n(t.values.begin() + static_cast<std::ptrdiff_t>(order[k] * width), width,
+                  moved.begin() + static_cast<std::ptrdiff_t>(k * width));
+    t.values = moved;
+  }
+  write_safetensors(weights, DType::f32, permuted / "model.safetensors");
+  const auto again = dir.write(
+      "ax-permuted.yaml", common +
+                              "checkpoint: {init: mnli-permuted}\nfinetune: {glue_task: ax, do: "
+                              "[predict], predict_file: AX.tsv, output_dir: ax-permuted}\n");
+  r = test::run_polyhal("run --config " + again.string());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in_permuted(dir.path() / "ax-permuted/predict/predictions.tsv");
+  std::vector<std::string> permuted_rows;
+  for (std::string line; std::getline(in_permuted, line);) permuted_rows.push_back(line);
+  EXPECT_EQ(permuted_rows, rows);
   const auto wrong = dir.write(
       "ax-train.yaml", common + "finetune: {glue_task: ax, train_file: AX.tsv, output_dir: x}\n");
   r = test::run_polyhal("validate --config " + wrong.string());

@@ -45,7 +45,7 @@ struct Stats {
 };
 
 /// Statistics of `samples`, with every instance's invariants asserted.
-Stats check_instances(const std::vector<MlperfSample>& samples, const WordPieceTokenizer& vocab,
+Stats check_instances(const std::vector<MlperfSample>& samples, const Tokenizer& vocab,
                       std::int64_t max_predictions) {
   const std::int32_t cls = vocab.id("[CLS]"), sep = vocab.id("[SEP]"), mask = vocab.id("[MASK]");
   Stats s;
@@ -102,7 +102,8 @@ Stats check_instances(const std::vector<MlperfSample>& samples, const WordPieceT
 
 TEST(PrepareData, InstancesHaveTheReferencesStatisticsAndNeverSplitAWord) {
   test::TempDir dir;
-  const WordPieceTokenizer vocab(kCorpus / "vocab.txt", true);
+  const auto opened = open_tokenizer({kCorpus / "vocab.txt", TokenizerOptions{true}});
+  const Tokenizer& vocab = *opened;
   PrepareDataOptions options = corpus_options(dir.path() / "wwm");
   options.whole_word_masking = true;
   const PrepareDataReport report = prepare_pretraining_data(options);

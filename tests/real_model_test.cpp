@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "polyhal/app/safetensors.hpp"
-#include "polyhal/app/tokenizer.hpp"
 #include "polyhal/app/tokenizer_files.hpp"
+#include "polyhal/app/wordpiece_tokenizer.hpp"
 #include "polyhal/int8.hpp"
 #include "test_support.hpp"
 
@@ -366,6 +366,156 @@ TEST(RealModel, ModelDirReadsASentenceTransformersDirectoryAsTheLibraryDoes) {
                           "truncates at 256"),
             std::string::npos)
       << r.output;
+}
+
+/// The real model's tokenizer as current transformers saves it: tokenizer.json
+/// alone. Its pipeline is the one Hugging Face's tokenizers library wrote for
+/// the fixture (tests/data/tokenizer_json/make_tokenizer_json.py), with the
+/// real vocabulary and its special tokens' ids put in.
+void replace_vocab_txt_with_tokenizer_json(const std::filesystem::path& dir) {
+  auto pipeline =
+      nlohmann::json::parse(std::ifstream(std::filesystem::path(POLYHAL_SOURCE_DIR) /
+                                          "tests/data/tokenizer_json/bert_uncased/tokenizer.json"));
+  nlohmann::json vocab = nlohmann::json::object();
+  std::int32_t id = 0;
+  for (const auto& token : read_lines(dir / "vocab.txt")) vocab.emplace(token, id++);
+  pipeline["model"]["vocab"] = vocab;
+  for (auto& added : pipeline["added_tokens"])
+    added["id"] = vocab.at(added["content"].get<std::string>());
+  for (auto& [name, special] : pipeline["post_processor"]["special_tokens"].items())
+    special["ids"] = nlohmann::json::array({vocab.at(name)});
+  std::ofstream(dir / "tokenizer.json") << pipeline.dump(2);
+  std::filesystem::remove(dir / "vocab.txt");
+  std::filesystem::remove(dir / "tokenizer_config.json");
+}
+
+// The seam of issue 68: a sentence-transformers directory whose tokenizer
+// is only a WordPiece tokenizer.json gives the embeddings, bit for bit, and
+// the tokens of the same directory with vocab.txt.
+TEST(RealModel, ATokenizerJsonAloneGivesTheEmbeddingsOfVocabTxt) {
+  if (!model_present()) return;
+  test::TempDir dir;
+  const auto with_json = dir.path() / "tokenizer_json_only";
+  std::filesystem::copy(kModel, with_json, std::filesystem::copy_options::recursive);
+  replace_vocab_txt_with_tokenizer_json(with_json);
+  ASSERT_FALSE(std::filesystem::exists(with_json / "vocab.txt"));
+  const auto [vocab_run, vocab_lines] = infer_dir(dir, kModel);
+  ASSERT_EQ(vocab_run.exit_code, 0) << vocab_run.output;
+  const auto [json_run, json_lines] = infer_dir(dir, with_json);
+  ASSERT_EQ(json_run.exit_code, 0) << json_run.output;
+  ASSERT_EQ(json_lines.size(), vocab_lines.size());
+  ASSERT_GE(json_lines.size(), 8u);
+  for (std::size_t i = 0; i < json_lines.size(); ++i) {
+    EXPECT_EQ(json_lines[i]["tokens"], vocab_lines[i]["tokens"]) << "line " << i + 1;
+    EXPECT_EQ(json_lines[i]["embedding"], vocab_lines[i]["embedding"]) << "line " << i + 1;
+  }
+}
+
+// Issue 72, items 5 and 12: a module sentence-transformers applies after
+// pooling (LaBSE's Dense, a LayerNorm) was skipped with exit 0; a pooling or
+// module file of the wrong shape gave the JSON library's exception. Both
+// are config errors naming the file and the module or key.
+TEST(RealModel, ADirectorysModulesAreAppliedOrRefusedByName) {
+  if (!model_present()) return;
+  test::TempDir dir;
+  const auto model = dir.path() / "with_dense";
+  std::filesystem::copy(kModel, model, std::filesystem::copy_options::recursive);
+  auto modules = nlohmann::json::parse(std::ifstream(model / "modules.json"));
+  modules.push_back({{"idx", modules.size()},
+                     {"name", std::to_string(modules.size())},
+                     {"path", "2_Dense"},
+                     {"type", "sentence_transformers.models.Dense"}});
+  std::ofstream(model / "modules.json") << modules.dump(2);
+  auto [r, lines] = infer_dir(dir, model);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find((model / "modules.json").string() + ": module " +
+                          std::to_string(modules.size() - 1) +
+                          " is sentence_transformers.models.Dense (2_Dense): polyhal applies "
+                          "Transformer, Pooling and Normalize only"),
+            std::string::npos)
+      << r.output;
+  // Asked for its own pooling, the run takes the pooled encoder output.
+  const auto own =
+      dir.write("own.yaml",
+                fmt::format("backend: cpu\ntask: inference\nmodel: {{dir: {}}}\nbatch: {{micro: "
+                            "4}}\ndata: {{source: text, text_file: {}}}\ninference: {{output: {}, "
+                            "pooling: mean, normalize: false}}\n",
+                            model.string(), (kData / "model_dir_lines.txt").string(),
+                            (dir.path() / "own.jsonl").string()));
+  const auto asked = test::run_polyhal("run --config " + own.string());
+  EXPECT_EQ(asked.exit_code, 0) << asked.output;
+  std::ofstream(model / "1_Pooling" / "config.json") << R"({"pooling_mode_mean_tokens": "yes"})";
+  std::tie(r, lines) = infer_dir(dir, model);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find((model / "1_Pooling" / "config.json").string() +
+                          ": key 'pooling_mode_mean_tokens': expected true or false, got \"yes\""),
+            std::string::npos)
+      << r.output;
+  std::ofstream(model / "modules.json") << R"({"not": "a list"})";
+  std::ofstream(model / "1_Pooling" / "config.json") << R"({"pooling_mode_cls_token": true})";
+  std::tie(r, lines) = infer_dir(dir, model);
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find((model / "modules.json").string() + ": expected a list of modules"),
+            std::string::npos)
+      << r.output;
+}
+
+// Issue 72, item 13: a sharded directory (model.safetensors.index.json and
+// its shards, as save_pretrained writes a model over max_shard_size) gives
+// the embeddings of the one-file directory; an index that disagrees with its
+// shards is refused naming the index, the shard and the tensor.
+TEST(RealModel, AShardedDirectoryReadsAsTheOneFileDirectory) {
+  if (!model_present()) return;
+  test::TempDir dir;
+  const auto sharded = dir.path() / "sharded";
+  std::filesystem::copy(kModel, sharded, std::filesystem::copy_options::recursive);
+  const TensorMap whole = read_safetensors(sharded / "model.safetensors");
+  std::filesystem::remove(sharded / "model.safetensors");
+  TensorMap first, second;
+  nlohmann::json map = nlohmann::json::object();
+  for (const auto& [name, tensor] : whole) {
+    const bool early = name.find("layer.") == std::string::npos ||
+                       name.find("layer.0.") != std::string::npos ||
+                       name.find("layer.1.") != std::string::npos;
+    (early ? first : second).emplace(name, tensor);
+    map[name] = early ? "model-00001-of-00002.safetensors" : "model-00002-of-00002.safetensors";
+  }
+  write_safetensors(first, DType::f32, sharded / "model-00001-of-00002.safetensors");
+  write_safetensors(second, DType::f32, sharded / "model-00002-of-00002.safetensors");
+  const auto write_index = [&](const nlohmann::json& weight_map) {
+    std::ofstream(sharded / "model.safetensors.index.json")
+        << nlohmann::json{{"metadata", {{"total_size", 0}}}, {"weight_map", weight_map}}.dump(2);
+  };
+  write_index(map);
+  const auto [one_run, one_lines] = infer_dir(dir, kModel);
+  ASSERT_EQ(one_run.exit_code, 0) << one_run.output;
+  const auto [run, lines] = infer_dir(dir, sharded);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  ASSERT_EQ(lines.size(), one_lines.size());
+  for (std::size_t i = 0; i < lines.size(); ++i)
+    EXPECT_EQ(lines[i]["embedding"], one_lines[i]["embedding"]) << "line " << i + 1;
+  const auto index = (sharded / "model.safetensors.index.json").string();
+  const auto refused = [&](const nlohmann::json& weight_map, const std::string& needle) {
+    write_index(weight_map);
+    const auto [r, ignored] = infer_dir(dir, sharded);
+    EXPECT_EQ(r.exit_code, 2) << r.output;
+    EXPECT_NE(r.output.find(index + ": "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << r.output;
+  };
+  auto moved = map;
+  moved["embeddings.word_embeddings.weight"] = "model-00002-of-00002.safetensors";
+  refused(moved, "tensor 'embeddings.word_embeddings.weight', which the index maps elsewhere");
+  auto ghost = map;
+  ghost["ghost.weight"] = "model-00001-of-00002.safetensors";
+  refused(ghost, "tensor 'ghost.weight' is mapped to");
+  auto missing = map;
+  missing.erase("pooler.dense.bias");
+  refused(missing, "tensor 'pooler.dense.bias', which the index maps elsewhere or not at all");
+  auto outside = map;
+  outside["pooler.dense.bias"] = "../elsewhere.safetensors";
+  refused(outside,
+          "key 'weight_map.pooler.dense.bias': '../elsewhere.safetensors' is not a "
+          ".safetensors file name beside the index");
 }
 
 // Text inference packs its lines into rows (issue 54, item 6): the same

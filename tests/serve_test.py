@@ -144,7 +144,7 @@ def check_hostile(port):
     expect(port, "POST", "/embed", {"inputs": "x", "normalize": "yes"}, 400, "true or false")
     # A client that stops inside its headers is closed after timeout_seconds.
     slow = socket.create_connection(("127.0.0.1", port))
-    slow.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\n")
+    slow.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\n")
     slow.settimeout(10)
     began = time.time()
     if slow.recv(100) != b"" or time.time() - began > 5:
@@ -154,7 +154,7 @@ def check_hostile(port):
     for _ in range(8):
         gone = socket.create_connection(("127.0.0.1", port))
         body = json.dumps({"input": TEXTS}).encode()
-        gone.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+        gone.sendall(b"POST /v1/embeddings HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json"
                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
         gone.close()
     if request(port, "GET", "/health")[0] != 200:

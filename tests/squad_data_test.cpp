@@ -5,6 +5,7 @@
 
 #include "polyhal/app/squad_data.hpp"
 #include "polyhal/app/squad_predictions.hpp"
+#include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
 #include "test_support.hpp"
 
@@ -87,11 +88,12 @@ namespace {
 /// den ##ver; question "Who won?", answer "Denver" at code point 13.
 struct TinySquad {
   test::TempDir dir;
-  WordPieceTokenizer tokenizer{
-      dir.write(
-          "vocab.txt",
-          "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nin\nthe\ncafe\n,\nden\n##ver\nwon\n.\nwho\n?\n"),
-      true};
+  std::unique_ptr<Tokenizer> opened = open_tokenizer(
+      {dir.write(
+           "vocab.txt",
+           "[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nin\nthe\ncafe\n,\nden\n##ver\nwon\n.\nwho\n?\n"),
+       TokenizerOptions{true}});
+  const Tokenizer& tokenizer = *opened;
   SquadFile squad = read_squad_json(dir.write("s.json", R"({"data": [{"paragraphs": [{
       "context": "In the cafe, Denver won.",
       "qas": [{"id": "a", "question": "Who won?", "answers": [{"text": "Denver", "answer_start": 13}]},

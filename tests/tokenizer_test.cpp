@@ -2,7 +2,10 @@
 // pairs, truncation and padding as run_classifier.py builds them.
 #include <gtest/gtest.h>
 
-#include "polyhal/app/tokenizer.hpp"
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "polyhal/app/wordpiece_tokenizer.hpp"
 #include "polyhal/error.hpp"
 #include "test_support.hpp"
 
@@ -151,6 +154,96 @@ TEST(Tokenizer, VocabularyWithoutSpecialTokensIsRejected) {
   } catch (const ConfigError& e) {
     EXPECT_NE(std::string(e.what()).find("vocabulary has no [CLS] token"), std::string::npos);
   }
+}
+
+}  // namespace
+}  // namespace polyhal
+
+namespace polyhal {
+namespace {
+
+const std::filesystem::path kTokenizerJson =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/tokenizer_json";
+
+/// Every tokenizer implementation, opened through the interface, against
+/// the ids Hugging Face's tokenizers library gives for a fixed corpus
+/// (tests/data/tokenizer_json/make_tokenizer_json.py wrote the reference):
+/// each text alone without special tokens, and framed with its neighbour,
+/// truncated longest first to 16 tokens by the tokenizer's rule (a
+/// vocab.txt: Google's one at a time; a tokenizer.json: the library's).
+void expect_conformance(const Tokenizer& tokenizer, const std::string& kind) {
+  std::ifstream in(kTokenizerJson / "reference.jsonl");
+  std::size_t texts = 0;
+  std::vector<std::string> corpus;
+  std::vector<nlohmann::json> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(nlohmann::json::parse(line));
+    corpus.push_back(lines.back()["text"].get<std::string>());
+  }
+  ASSERT_GT(lines.size(), 50u);
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    const auto want = lines[i]["ids"].get<std::vector<std::int32_t>>();
+    EXPECT_EQ(tokenizer.ids(corpus[i]), want) << kind << ": '" << corpus[i] << "'";
+    const Encoding pair = tokenizer.encode(corpus[i], corpus[(i + 1) % corpus.size()], 16);
+    std::vector<std::int32_t> real;
+    for (std::size_t k = 0; k < pair.input_ids.size(); ++k)
+      if (pair.attention_mask[k] == 1) real.push_back(pair.input_ids[k]);
+    const char* rule = tokenizer.pair_truncation() == PairTruncation::halves
+                           ? "pair_with_next_16"
+                           : "pair_with_next_16_one_at_a_time";
+    EXPECT_EQ(real, lines[i][rule].get<std::vector<std::int32_t>>())
+        << kind << ": pair of '" << corpus[i] << "'";
+    ++texts;
+  }
+  EXPECT_EQ(texts, lines.size());
+}
+
+TEST(TokenizerConformance, WordPieceFromVocabTxtGivesTheReferenceIds) {
+  TokenizerOptions options{true, SpecialTokensInText::keep, kHuggingFaceMaxCharsPerWord};
+  const auto tokenizer = open_tokenizer(
+      {std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/corpus/vocab.txt", options});
+  expect_conformance(*tokenizer, "vocab.txt");
+}
+
+TEST(TokenizerConformance, WordPieceFromTokenizerJsonGivesTheReferenceIds) {
+  TokenizerOptions options{true, SpecialTokensInText::keep, kHuggingFaceMaxCharsPerWord};
+  const auto tokenizer = open_tokenizer({kTokenizerJson / "bert_uncased/tokenizer.json", options});
+  EXPECT_EQ(tokenizer->vocab_size(), 85u);
+  EXPECT_EQ(tokenizer->special_ids().cls, 2);
+  expect_conformance(*tokenizer, "tokenizer.json");
+}
+
+TEST(TokenizerJson, MalformedVocabulariesAreRefusedNamingFileAndKey) {
+  test::TempDir dir;
+  const auto refused = [&](const std::string& body, const std::string& needle) {
+    const auto file = dir.write("t" + std::to_string(body.size()) + ".json", body);
+    try {
+      open_tokenizer({file, TokenizerOptions{}});
+      ADD_FAILURE() << "accepted: " << body;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+    }
+  };
+  refused(R"({"model": {"type": "BPE", "vocab": {"a": 0}}})", "\"model.type\": BPE");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": 0, "[SEP]": 2}},
+             "added_tokens": [{"id": 3, "content": "[PAD]"}]})",
+          "no token has id 1");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": 0, "[SEP]": 7}}})", "outside");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": "x"}}})", "no integer id");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": 0, "[SEP]": 1}}})",
+          "no [PAD] token");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": 0}}, "added_tokens": [{"id": 0,
+          "content": "[SEP]"}]})",
+          "id 0 is both");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"a": 16777216}}})", "outside");
+}
+
+TEST(Tokenizer, DecodeJoinsPiecesAsBertTokenizerDoes) {
+  Vocab v;
+  WordPieceTokenizer t(v.file, true);
+  EXPECT_EQ(t.decode(t.encode("unwanted, running!", std::nullopt, 12).input_ids),
+            "unwanted, running!");
 }
 
 }  // namespace

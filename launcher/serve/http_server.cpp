@@ -3,13 +3,20 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <cctype>
 #include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -43,23 +50,24 @@ std::string_view text(beast::string_view view) {
   return {view.data(), view.size()};
 }
 
-/// Which API's error shape an endpoint answers in.
-bool tei_endpoint(std::string_view target) {
-  return target == "/embed" || target == "/predict" || target == "/rerank";
+std::string lower_case(std::string_view value) {
+  std::string out(value);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
 }
 
-/// The task each POST endpoint needs of the model.
-struct PostEndpoint {
-  std::string_view path;
-  ServedModel::Task task;
-};
-constexpr PostEndpoint kPostEndpoints[] = {
-    {"/v1/embeddings", ServedModel::Task::embeddings},
-    {"/embed", ServedModel::Task::embeddings},
-    {"/predict", ServedModel::Task::classification},
-    {"/rerank", ServedModel::Task::classification},
-    {"/v1/question-answering", ServedModel::Task::question_answering},
-};
+std::string_view trimmed(std::string_view value) {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  return value;
+}
+
+/// A Content-Type's media type, lower-cased, without its parameters
+/// ("Application/JSON; charset=utf-8" -> "application/json"): media types
+/// are case-insensitive (RFC 9110, 8.3.1).
+std::string media_type(std::string_view content_type) {
+  return lower_case(trimmed(content_type.substr(0, content_type.find(';'))));
+}
 
 std::string_view task_endpoints(ServedModel::Task task) {
   switch (task) {
@@ -81,8 +89,11 @@ constexpr std::size_t kReadBufferLimit = 32 * 1024;
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket&& socket, ServerState& state, bool over_capacity)
-      : stream_(std::move(socket)), state_(state), over_capacity_(over_capacity) {
+  Session(tcp::socket&& socket, ServerState& state, net::thread_pool& prepare, bool over_capacity)
+      : stream_(std::move(socket)),
+        state_(state),
+        prepare_(prepare),
+        over_capacity_(over_capacity) {
     ++state_.metrics.connections;
   }
   ~Session() { --state_.metrics.connections; }
@@ -159,83 +170,188 @@ class Session : public std::enable_shared_from_this<Session> {
     }
   }
 
+  /// One endpoint: its path and method, whether it asks for the token, the
+  /// kind of model that answers it (none: any model), its API's error shape,
+  /// and its handler. A handler with a task parses and tokenizes a body: it
+  /// runs on the preparation pool; the others answer on the I/O thread.
+  struct Route {
+    std::string_view path;
+    http::verb method;
+    bool token;
+    std::optional<ServedModel::Task> task;
+    bool tei;  ///< text-embeddings-inference's error shape, else OpenAI's
+    void (Session::*handler)();
+  };
+
+  static const Route* route_of(std::string_view path) {
+    using Task = ServedModel::Task;
+    static const Route kRoutes[] = {
+        {"/health", http::verb::get, false, std::nullopt, false, &Session::health},
+        {"/ready", http::verb::get, true, std::nullopt, false, &Session::ready},
+        {"/v1/models", http::verb::get, true, std::nullopt, false, &Session::models},
+        {"/metrics", http::verb::get, true, std::nullopt, false, &Session::metrics},
+        {"/v1/embeddings", http::verb::post, true, Task::embeddings, false, &Session::openai_embed},
+        {"/embed", http::verb::post, true, Task::embeddings, true, &Session::tei_embed},
+        {"/predict", http::verb::post, true, Task::classification, true, &Session::predict},
+        {"/rerank", http::verb::post, true, Task::classification, true, &Session::rerank},
+        {"/v1/question-answering", http::verb::post, true, Task::question_answering, false,
+         &Session::answer_questions},
+    };
+    for (const auto& route : kRoutes)
+      if (route.path == path) return &route;
+    return nullptr;
+  }
+
+  static bool tei_endpoint(std::string_view path) {
+    const Route* route = route_of(path);
+    return route && route->tei;
+  }
+
   void handle() {
     const std::string target(text(request_.target()));
     const auto path = target.substr(0, target.find('?'));
     endpoint_ = path;
-    const bool get = request_.method() == http::verb::get;
-    const bool post = request_.method() == http::verb::post;
-    const auto wrong_method = [&](const char* allow) {
-      reply_error(405, fmt::format("{} answers {} only", path, allow), tei_endpoint(path),
-                  {{"Allow", allow}});
-    };
-    if (path == "/health") return get ? reply(200, R"({"status":"ok"})") : wrong_method("GET");
-    const PostEndpoint* post_endpoint = nullptr;
-    for (const auto& e : kPostEndpoints)
-      if (path == e.path) post_endpoint = &e;
-    const bool known =
-        post_endpoint || path == "/ready" || path == "/v1/models" || path == "/metrics";
-    if (!known) {
-      endpoint_ = "other";
+    const Route* route = route_of(path);
+    const bool tei = route && route->tei;
+    if (!host_allowed(text(request_[http::field::host])))
+      return reply_error(403,
+                         fmt::format("Host '{}' is not this server's name: add it to "
+                                     "serve.allowed_hosts to answer it",
+                                     std::string(text(request_[http::field::host]).substr(0, 80))),
+                         tei);
+    if (!route) endpoint_ = "other";
+    // The token before the route: without it a client learns nothing, not
+    // even which paths exist.
+    if ((!route || route->token) && !state_.api_key.empty() &&
+        !bearer_matches(text(request_[http::field::authorization])))
+      return reply_error(401, "send the token: Authorization: Bearer TOKEN (serve.api_key_file)",
+                         tei, {{"WWW-Authenticate", "Bearer"}});
+    if (!route)
       return reply_error(404,
                          fmt::format("no endpoint {}: this model answers {}", path,
                                      task_endpoints(state_.model.task())),
                          false);
+    if (request_.method() != route->method) {
+      const char* allow = route->method == http::verb::get ? "GET" : "POST";
+      return reply_error(405, fmt::format("{} answers {} only", path, allow), tei,
+                         {{"Allow", allow}});
     }
-    if (!state_.api_key.empty() &&
-        !same_secret(text(request_[http::field::authorization]), "Bearer " + state_.api_key))
-      return reply_error(401, "send the token: Authorization: Bearer TOKEN (serve.api_key_file)",
-                         tei_endpoint(path), {{"WWW-Authenticate", "Bearer"}});
-    if (path == "/ready") {
-      if (!get) return wrong_method("GET");
-      if (state_.draining) return reply_error(503, "draining: the server is stopping", false);
-      if (!state_.ready) return reply_error(503, "the model is still warming up", false);
-      return reply(200, R"({"status":"ready"})");
-    }
-    if (path == "/v1/models") {
-      if (!get) return wrong_method("GET");
-      return reply(200, nlohmann::json{{"object", "list"},
-                                       {"data",
-                                        {{{"id", state_.model_name},
-                                          {"object", "model"},
-                                          {"created", 0},
-                                          {"owned_by", "polyhal"}}}}}
-                            .dump());
-    }
-    if (path == "/metrics") {
-      if (!get) return wrong_method("GET");
-      return reply(200, state_.metrics.text(), "text/plain; version=0.0.4");
-    }
-    if (!post) return wrong_method("POST");
-    const bool tei = tei_endpoint(path);
+    if (!route->task) return (this->*route->handler)();
     // As text-embeddings-inference: 424 for an endpoint of another kind of model.
-    if (post_endpoint->task != state_.model.task())
+    if (*route->task != state_.model.task())
       return reply_error(424,
                          fmt::format("{} needs another kind of model: this one answers {}", path,
                                      task_endpoints(state_.model.task())),
                          tei);
     if (state_.draining) return reply_error(503, "draining: the server is stopping", tei);
     const std::string_view type = text(request_[http::field::content_type]);
-    if (type.substr(0, 16) != "application/json")
+    if (media_type(type) != "application/json")
       return reply_error(415,
                          fmt::format("Content-Type is '{}': send application/json",
                                      std::string(type.substr(0, 80))),
                          tei);
+    // Parsing and tokenizing a body can take long (a long /rerank query, a
+    // long question-answering context): they run on the preparation pool,
+    // so the I/O threads stay free for every other connection and /health
+    // always answers. No read is pending meanwhile: request_ is this
+    // request's alone until it is answered.
+    net::post(prepare_,
+              [self = shared_from_this(), route] { self->prepare(route->handler, route->tei); });
+  }
+
+  void health() { reply(200, R"({"status":"ok"})"); }
+
+  void ready() {
+    if (state_.draining) return reply_error(503, "draining: the server is stopping", false);
+    if (!state_.ready) return reply_error(503, "the model is still warming up", false);
+    reply(200, R"({"status":"ready"})");
+  }
+
+  void models() {
+    reply(200, nlohmann::json{{"object", "list"},
+                              {"data",
+                               {{{"id", state_.model_name},
+                                 {"object", "model"},
+                                 {"created", 0},
+                                 {"owned_by", "polyhal"}}}}}
+                   .dump());
+  }
+
+  void metrics() { reply(200, state_.metrics.text(), "text/plain; version=0.0.4"); }
+
+  void openai_embed() { embed(false); }
+  void tei_embed() { embed(true); }
+
+  /// On a preparation thread: the request becomes a model job, or its error.
+  void prepare(void (Session::*handler)(), bool tei) {
     try {
-      if (path == "/v1/embeddings" || path == "/embed") return embed(path == "/embed");
-      if (path == "/predict") return predict();
-      if (path == "/rerank") return rerank();
-      return answer_questions();
+      (this->*handler)();
     } catch (const ApiError& e) {
-      return reply_error(e.status(), e.what(), tei);
+      reply_error_from_pool(e.status(), e.what(), tei);
+    } catch (const std::exception& e) {  // never the server: this request fails
+      reply_error_from_pool(500, fmt::format("the server failed on this request: {}", e.what()),
+                            tei, {}, /*close=*/true);
     }
+  }
+
+  /// Answers with an error from a preparation thread: on the session's
+  /// strand; `close` ends the connection after it (a request that failed
+  /// in the server, not in its body).
+  void reply_error_from_pool(int status, std::string message, bool tei,
+                             std::vector<std::pair<const char*, const char*>> headers = {},
+                             bool close = false) {
+    net::post(stream_.get_executor(),
+              [self = shared_from_this(), status, message = std::move(message), tei,
+               headers = std::move(headers), close]() mutable {
+                if (close) self->keep_alive_ = false;
+                self->reply_error(status, message, tei, std::move(headers));
+              });
+  }
+
+  /// Whether an Authorization value carries the server's token. The scheme
+  /// is case-insensitive (RFC 9110, 11.1: "bearer" is "Bearer"); the token
+  /// is compared in constant time.
+  bool bearer_matches(std::string_view authorization) const {
+    const auto space = authorization.find(' ');
+    if (space == std::string_view::npos) return false;
+    return lower_case(authorization.substr(0, space)) == "bearer" &&
+           same_secret(trimmed(authorization.substr(space + 1)), state_.api_key);
+  }
+
+  /// Whether a request naming `header` as its Host is answered. A web page
+  /// can make a browser send requests to a loopback server through a name
+  /// it controls (DNS rebinding), but not with a loopback Host: on loopback,
+  /// only localhost and loopback addresses are answered by default.
+  bool host_allowed(std::string_view header) const {
+    if (header.empty()) return true;  // HTTP/1.0 without Host: no browser sends that
+    std::string host = lower_case(header.substr(0, 256));
+    if (host.starts_with('[')) {
+      host = host.substr(0, host.find(']') + 1);  // [::1]:8080 -> [::1]
+    } else if (host.find(':') == host.rfind(':') && host.find(':') != std::string::npos) {
+      host = host.substr(0, host.find(':'));  // localhost:8080 -> localhost
+    }
+    const auto& allowed = state_.settings.allowed_hosts;
+    if (!allowed.empty())
+      return std::find(allowed.begin(), allowed.end(), "*") != allowed.end() ||
+             std::find(allowed.begin(), allowed.end(), host) != allowed.end();
+    if (!state_.loopback) return true;
+    if (host == "localhost" || host.ends_with(".localhost")) return true;
+    beast::error_code ec;
+    const std::string literal =
+        host.starts_with('[') ? host.substr(1, host.size() > 2 ? host.size() - 2 : 0) : host;
+    const auto address = net::ip::make_address(literal, ec);
+    return !ec && address.is_loopback();
   }
 
   const ApiLimits limits() const { return {state_.settings.max_inputs, state_.model.dimensions()}; }
 
   /// `pair`'s tokens; ApiError 413 when they do not fit and truncation is off.
   ServedModel::Text tokens(const TextPair& pair, bool truncate, std::size_t index) const {
-    ServedModel::Text out = state_.model.tokenize(pair.a, pair.b);
+    return fitting(state_.model.tokenize(pair.a, pair.b), truncate, index);
+  }
+
+  /// `out`, or ApiError 413 when it lost tokens and truncation is off.
+  ServedModel::Text fitting(ServedModel::Text out, bool truncate, std::size_t index) const {
     if (out.truncated && !truncate)
       throw ApiError(413, fmt::format("input {} has more than {} tokens (model.seq_len); "
                                       "shorten it or send truncate: true",
@@ -265,10 +381,10 @@ class Session : public std::enable_shared_from_this<Session> {
       });
     };
     if (!state_.batcher.submit(std::move(job)))
-      reply_error(state_.draining ? 503 : 429,
-                  state_.draining ? "draining: the server is stopping"
-                                  : "the queue is full (serve.max_queue): retry shortly",
-                  tei, {{"Retry-After", "1"}});
+      reply_error_from_pool(state_.draining ? 503 : 429,
+                            state_.draining ? "draining: the server is stopping"
+                                            : "the queue is full (serve.max_queue): retry shortly",
+                            tei, {{"Retry-After", "1"}});
   }
 
   void embed(bool tei) {
@@ -314,9 +430,12 @@ class Session : public std::enable_shared_from_this<Session> {
                                       state_.model.dimensions()));
     auto parsed = std::make_shared<RerankRequest>(parse_tei_rerank(request_.body(), limits()));
     const bool truncate = parsed->truncate.value_or(state_.settings.truncate);
+    // The query is tokenized once and framed with each text (tokenized once each).
+    const std::vector<std::int32_t> query = state_.model.text_ids(parsed->query);
     std::vector<ServedModel::Text> texts;
     for (std::size_t i = 0; i < parsed->texts.size(); ++i)
-      texts.push_back(tokens({parsed->query, parsed->texts[i]}, truncate, i));
+      texts.push_back(
+          fitting(state_.model.frame(query, state_.model.text_ids(parsed->texts[i])), truncate, i));
     run_model(std::move(texts), true, [parsed](std::vector<std::vector<float>> out) {
       std::vector<float> scores;
       for (const auto& logits : out)
@@ -328,8 +447,11 @@ class Session : public std::enable_shared_from_this<Session> {
   void answer_questions() {
     auto parsed =
         std::make_shared<QuestionRequest>(parse_question_answering(request_.body(), limits()));
-    auto questions = std::make_shared<ServedQuestions>(question_features(
-        parsed->questions, parsed->context, state_.model.tokenizer(), state_.model.max_tokens()));
+    // The windows are counted before any is built: the work is bounded by
+    // serve.max_inputs, not by the context's length.
+    auto questions = std::make_shared<ServedQuestions>(
+        question_features(parsed->questions, parsed->context, state_.model.tokenizer(),
+                          state_.model.max_tokens(), state_.settings.max_inputs));
     std::vector<ServedModel::Text> texts;
     for (const auto& feature : questions->features.features) {
       ServedModel::Text& t = texts.emplace_back();
@@ -338,11 +460,6 @@ class Session : public std::enable_shared_from_this<Session> {
         t.types.push_back(feature.token_type_ids[k]);
       }
     }
-    if (static_cast<std::int64_t>(texts.size()) > state_.settings.max_inputs)
-      throw ApiError(413, fmt::format("the questions over this context make {} windows of "
-                                      "model.seq_len tokens, more than serve.max_inputs ({}): "
-                                      "send a shorter context or fewer questions",
-                                      texts.size(), state_.settings.max_inputs));
     run_model(
         std::move(texts), false, [this, parsed, questions](std::vector<std::vector<float>> out) {
           return question_answering_answer(
@@ -390,6 +507,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   beast::tcp_stream stream_;
   ServerState& state_;
+  net::thread_pool& prepare_;
   bool over_capacity_;
   // Bounded: the parser needs a whole line (a chunk header with its
   // extensions) or a whole trailer section in the buffer at once, and
@@ -429,20 +547,42 @@ struct HttpServer::Impl {
   ServerState& state;
   net::io_context io;
   tcp::acceptor acceptor{io};
+  /// Parses and tokenizes request bodies off the I/O threads (declared after
+  /// io: joined before it goes). Bounded: one job per open connection at most.
+  net::thread_pool prepare{preparation_threads()};
 
   explicit Impl(ServerState& s) : state(s) {}
+
+  static std::size_t preparation_threads() {
+    return std::clamp<std::size_t>(std::thread::hardware_concurrency(), 1, 4);
+  }
+
+  /// Waits before accepting again after a failed accept.
+  net::steady_timer accept_pause{io};
+  Clock::time_point last_accept_warning{};
 
   void accept() {
     acceptor.async_accept(net::make_strand(io), [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
-        if (ec != net::error::operation_aborted) {
-          spdlog::warn("serve: accept failed: {}", ec.message());
-          accept();
+        if (ec == net::error::operation_aborted) return;
+        // Out of descriptors (EMFILE, ENFILE) or another failure: the
+        // pending connection stays in the kernel's queue, so accepting at
+        // once would fail again and spin. Back off, count it, and warn at
+        // most once a second.
+        ++state.metrics.accept_failures;
+        if (Clock::now() - last_accept_warning > std::chrono::seconds(1)) {
+          last_accept_warning = Clock::now();
+          spdlog::warn("serve: accept failed: {} ({} so far; retrying in 50 ms)", ec.message(),
+                       state.metrics.accept_failures.load());
         }
+        accept_pause.expires_after(std::chrono::milliseconds(50));
+        accept_pause.async_wait([this](beast::error_code waited) {
+          if (!waited && acceptor.is_open()) accept();
+        });
         return;
       }
       const bool over = state.metrics.connections.load() >= state.settings.max_connections;
-      std::make_shared<Session>(std::move(socket), state, over)->start();
+      std::make_shared<Session>(std::move(socket), state, prepare, over)->start();
       accept();
     });
   }
@@ -466,6 +606,7 @@ unsigned short HttpServer::listen() {
   if (!ec) m.acceptor.set_option(net::socket_base::reuse_address(true), ec);
   if (!ec) m.acceptor.bind(where, ec);
   if (!ec) m.acceptor.listen(net::socket_base::max_listen_connections, ec);
+  m.state.loopback = address.is_loopback();
   if (ec)
     throw Error(ExitCode::unavailable,
                 fmt::format("serve: cannot listen on {}:{} (keys 'serve.host', 'serve.port'): {}",
@@ -473,7 +614,7 @@ unsigned short HttpServer::listen() {
   return m.acceptor.local_endpoint().port();
 }
 
-void HttpServer::run(int threads) {
+bool HttpServer::run(int threads) {
   auto& m = *impl_;
   // A request waiting for its batch has no operation pending on the I/O
   // context: without the guard, run() would return once the acceptor closes
@@ -482,19 +623,40 @@ void HttpServer::run(int threads) {
   m.accept();
   net::signal_set signals(m.io, SIGINT, SIGTERM);
   std::thread drainer;
+  std::atomic<bool> all_answered{true};
   signals.async_wait([&](beast::error_code ec, int signal) {
     if (ec) return;
-    spdlog::info("serve: {}: refusing new requests, answering the {} in flight", strsignal(signal),
-                 m.state.metrics.in_flight.load());
+    const double bound = m.state.settings.timeout_seconds;
+    spdlog::info(
+        "serve: {}: refusing new requests, answering the {} in flight (for {} s at most, "
+        "serve.timeout_seconds; a second signal stops at once)",
+        strsignal(signal), m.state.metrics.in_flight.load(), bound);
     m.state.draining = true;
     beast::error_code ignored;
     m.acceptor.close(ignored);
-    drainer = std::thread([&] {
-      m.state.batcher.drain();
-      // Answers are written on the I/O threads: wait for them (bounded).
-      const auto until = Clock::now() + std::chrono::seconds(30);
+    // A second signal ends the process at once, as a user pressing Ctrl-C twice means.
+    signals.async_wait([](beast::error_code again, int second) {
+      if (again) return;
+      std::fprintf(stderr, "polyhal serve: %s again: stopping now, without answering\n",
+                   strsignal(second));
+      std::fflush(nullptr);
+      std::_Exit(128 + second);
+    });
+    drainer = std::thread([&, bound] {
+      const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                            std::chrono::duration<double>(bound));
+      bool drained = m.state.batcher.drain_until(until);
+      // Answers are written on the I/O threads: wait for them (bounded too).
       while (m.state.metrics.in_flight.load() > 0 && Clock::now() < until)
         std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (!drained || m.state.metrics.in_flight.load() > 0) {
+        all_answered = false;
+        spdlog::warn(
+            "serve: {} request(s) still unanswered after {} s (serve.timeout_seconds): "
+            "stopping without them",
+            m.state.metrics.in_flight.load(), bound);
+        m.state.batcher.abandon();
+      }
       m.io.stop();
     });
   });
@@ -503,6 +665,8 @@ void HttpServer::run(int threads) {
   run_io(m.io, m.state.metrics);
   for (auto& t : pool) t.join();
   if (drainer.joinable()) drainer.join();
+  m.prepare.join();  // a request still being prepared finds the batcher draining
+  return all_answered;
 }
 
 }  // namespace polyhal::serve

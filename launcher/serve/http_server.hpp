@@ -10,7 +10,10 @@
 //   GET  /ready                 the model is loaded and warm, and not draining
 //   GET  /v1/models             the served model, OpenAI's list shape
 //   GET  /metrics               Prometheus text (serve_metrics.hpp)
-// A POST endpoint of another kind of model answers 424, as TEI does.
+// A POST endpoint of another kind of model answers 424, as TEI does. The
+// routes are one table (Session::route_of in http_server.cpp): path, method,
+// token, the kind of model, error shape, handler. POST bodies are parsed and
+// tokenized on a preparation pool, never on the I/O threads.
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -34,6 +37,9 @@ struct ServerState {
   ServeMetrics metrics;
   RequestBatcher batcher;
   std::atomic<bool> ready{false}, draining{false};
+  /// Listening on a loopback address (set by HttpServer::listen): then only
+  /// local Host names are answered unless serve.allowed_hosts says more.
+  bool loopback = false;
   ServerState(const std::vector<ServedModel*>& replicas, const ServeSettings& s, std::string name,
               std::string key)
       : model(*replicas.front()),
@@ -54,8 +60,10 @@ class HttpServer {
   /// the kernel chose). Throws ConfigError naming the key when it cannot.
   unsigned short listen();
   /// Serves on `threads` I/O threads until SIGINT or SIGTERM; then refuses
-  /// new requests (503), answers those in flight and returns.
-  void run(int threads);
+  /// new requests (503), answers those in flight for serve.timeout_seconds
+  /// at most and returns whether every one was answered. A second signal
+  /// ends the process at once (exit 128 + the signal).
+  bool run(int threads);
 
  private:
   struct Impl;

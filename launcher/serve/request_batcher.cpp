@@ -50,6 +50,25 @@ void RequestBatcher::drain() {
   idle_.wait(lock, [this] { return queue_.empty() && running_ == 0; });
 }
 
+bool RequestBatcher::drain_until(std::chrono::steady_clock::time_point deadline) {
+  std::unique_lock lock(mutex_);
+  draining_ = true;
+  return idle_.wait_until(lock, deadline, [this] { return queue_.empty() && running_ == 0; });
+}
+
+void RequestBatcher::abandon() {
+  std::deque<BatchJob> dropped;
+  {
+    const std::scoped_lock lock(mutex_);
+    draining_ = true;
+    dropped.swap(queue_);
+    queued_tokens_ = 0;
+    publish_depth();
+  }
+  idle_.notify_all();
+  for (auto& job : dropped) job.done({}, "the server is stopping");
+}
+
 std::vector<BatchJob> RequestBatcher::next_batch(std::unique_lock<std::mutex>& lock) {
   // The oldest request may wait max_wait_ms for company, unless its batch is
   // full already.

@@ -43,6 +43,11 @@ class RequestBatcher {
   bool submit(BatchJob&& job);
   /// Refuses new jobs; returns once every queued job was answered.
   void drain();
+  /// The same until `deadline`; false when jobs were still queued or running then.
+  bool drain_until(std::chrono::steady_clock::time_point deadline);
+  /// Answers every queued job with an error ("the server is stopping")
+  /// without running it; the batches running finish.
+  void abandon();
 
  private:
   void work(ServedModel& model);

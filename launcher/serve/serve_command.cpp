@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -34,6 +35,16 @@ std::string read_api_key(const RunConfig& config) {
     throw config.error(
         "serve.api_key_file",
         fmt::format("{}: expected one token (a line without spaces)", file.string()));
+  // As ssh does for a private key: a token others on the machine can read
+  // is no secret. Warned, not refused: a container's mounted secret may be
+  // readable by its group.
+  std::error_code ec;
+  const auto mode = std::filesystem::status(file, ec).permissions();
+  using std::filesystem::perms;
+  if (!ec && (mode & (perms::group_all | perms::others_all)) != perms::none)
+    spdlog::warn("{}: serve.api_key_file {} is readable by others (mode {:04o}): chmod 600 {}",
+                 config.locate("serve.api_key_file"), file.string(),
+                 static_cast<unsigned>(mode & perms::mask), file.string());
   return key;
 }
 
@@ -93,14 +104,20 @@ int serve_command(CommandLine& cl, int, char**) {
   const unsigned short port = server.listen();
   for (auto* replica : models) warm_up(*replica);
   state.ready = true;
-  std::cout << fmt::format("polyhal serve: listening on http://{}:{}/ ({}){}\n", settings.host,
-                           port, what, key.empty() ? "" : "; bearer token required")
+  // An IPv6 address in a URL is bracketed (RFC 3986): http://[::1]:8080/.
+  const std::string host =
+      settings.host.find(':') == std::string::npos ? settings.host : "[" + settings.host + "]";
+  std::cout << fmt::format("polyhal serve: listening on http://{}:{}/ ({}){}\n", host, port, what,
+                           key.empty() ? "" : "; bearer token required")
             << std::flush;
-  spdlog::info("serve: ready on {}:{}", settings.host, port);
-  server.run(2);
-  std::cout << "polyhal serve: stopped; every request in flight was answered\n" << std::flush;
+  spdlog::info("serve: ready on {}:{}", host, port);
+  const bool all_answered = server.run(2);
+  std::cout << (all_answered ? "polyhal serve: stopped; every request in flight was answered\n"
+                             : "polyhal serve: stopped after serve.timeout_seconds with requests "
+                               "unanswered (they got 'the server is stopping')\n")
+            << std::flush;
   if (log) log->check();
-  return 0;
+  return all_answered ? 0 : 1;
 }
 
 }  // namespace polyhal

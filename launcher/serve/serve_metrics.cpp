@@ -79,6 +79,9 @@ std::string ServeMetrics::text() const {
       "# TYPE polyhal_open_connections gauge\npolyhal_open_connections {}\n"
       "# HELP polyhal_connection_failures_total Connections ended by a fault on their own path.\n"
       "# TYPE polyhal_connection_failures_total counter\npolyhal_connection_failures_total {}\n"
+      "# HELP polyhal_accept_failures_total Accepts that failed (out of descriptors), each "
+      "paused.\n"
+      "# TYPE polyhal_accept_failures_total counter\npolyhal_accept_failures_total {}\n"
       "# HELP polyhal_batches_total Batches the model ran.\n"
       "# TYPE polyhal_batches_total counter\npolyhal_batches_total {}\n"
       "# HELP polyhal_texts_total Texts embedded.\n"
@@ -90,7 +93,7 @@ std::string ServeMetrics::text() const {
       "# HELP polyhal_model_tokens_per_second Real tokens per second of model time so far.\n"
       "# TYPE polyhal_model_tokens_per_second gauge\npolyhal_model_tokens_per_second {}\n",
       errors, queue_depth.load(), in_flight.load(), connections.load(), connection_failures.load(),
-      batches_.load(), texts_.load(), tokens_.load(), seconds,
+      accept_failures.load(), batches_.load(), texts_.load(), tokens_.load(), seconds,
       seconds > 0 ? static_cast<double>(tokens_.load()) / seconds : 0.0);
   out += latency_.text("polyhal_request_seconds", "Time from a request's arrival to its answer.");
   out += batch_texts_.text("polyhal_batch_texts", "Texts per batch.");

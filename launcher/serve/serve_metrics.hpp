@@ -38,6 +38,8 @@ class ServeMetrics {
   std::atomic<std::int64_t> in_flight{0};  ///< requests read and not yet answered
   /// Connections ended by an exception on their own read or write path.
   std::atomic<std::uint64_t> connection_failures{0};
+  /// Accepts that failed (out of descriptors: EMFILE, ENFILE), each followed by a pause.
+  std::atomic<std::uint64_t> accept_failures{0};
   /// The whole page.
   std::string text() const;
 

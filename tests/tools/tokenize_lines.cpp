@@ -10,8 +10,8 @@
 #include <iostream>
 #include <string>
 
-#include "polyhal/app/tokenizer.hpp"
 #include "polyhal/app/tokenizer_files.hpp"
+#include "polyhal/app/wordpiece_tokenizer.hpp"
 #include "polyhal/error.hpp"
 
 int main(int argc, char** argv) {

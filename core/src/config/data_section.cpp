@@ -19,7 +19,8 @@ ConfigSection data() {
       .add("text_file", &DataSection::text_file,
            "text: one example a line, a TAB between the two of a pair", {},
            {.input = InputPath::file})
-      .add("vocab", &DataSection::vocab, "a BERT vocab.txt", {},
+      .add("vocab", &DataSection::vocab,
+           "the tokenizer: a BERT vocab.txt or a WordPiece tokenizer.json", {},
            {.input = InputPath::file_or_directory})
       .add("lower_case", &DataSection::lower_case, "lower-case text before WordPiece")
       .custom(
@@ -100,7 +101,8 @@ ConfigSection data() {
     if (d.source == "text") {
       if (d.text_file.empty()) config.fail("data.text_file", "required when data.source is text");
       if (d.vocab.empty())
-        config.fail("data.vocab", "required when data.source is text (a BERT vocab.txt)");
+        config.fail("data.vocab",
+                    "required when data.source is text (a BERT vocab.txt or a tokenizer.json)");
     }
   };
   return section;

@@ -3,7 +3,7 @@
 // otherwise give one by one, each only where the config does not give it:
 //   model.hf_config  DIR/config.json
 //   model.weights    DIR/model.safetensors (or its shards, or the one TF checkpoint)
-//   data.vocab       DIR/vocab.txt (its tokenizer_config.json beside it)
+//   data.vocab       DIR/vocab.txt (its tokenizer_config.json beside it), else DIR/tokenizer.json
 //   model.seq_len    sentence_bert_config.json's max_seq_length
 // Pooling and normalisation (inference.pooling/normalize auto) are read
 // from DIR's 1_Pooling/config.json and modules.json when the run needs them.
@@ -124,11 +124,17 @@ void read_model_directory(RunConfig& config) {
   }
   if (config.task == "inference") take_directory_head(config);
   // data.vocab: read after this section, so a vocab the config gives replaces this one.
-  if (std::filesystem::exists(dir / "vocab.txt")) {
+  // A vocab.txt first (with the tokenizer files beside it); else the
+  // tokenizer.json alone, as current transformers saves a BERT.
+  const auto vocabulary = std::filesystem::exists(dir / "vocab.txt") ? dir / "vocab.txt"
+                          : std::filesystem::exists(dir / "tokenizer.json")
+                              ? dir / "tokenizer.json"
+                              : std::filesystem::path();
+  if (!vocabulary.empty()) {
     if (config.sets("data.vocab"))
-      say_override(config, "data.vocab", "(given)", (dir / "vocab.txt").string());
+      say_override(config, "data.vocab", "(given)", vocabulary.string());
     else
-      config.data.vocab = dir / "vocab.txt";
+      config.data.vocab = vocabulary;
   }
   const auto st_file = dir / "sentence_bert_config.json";
   std::optional<SentenceBertSettings> st;
@@ -138,11 +144,11 @@ void read_model_directory(RunConfig& config) {
     config.fail("model.dir", e.what());
   }
   if (!st) return;
-  if (st->do_lower_case && std::filesystem::exists(dir / "vocab.txt")) {
+  if (st->do_lower_case && !vocabulary.empty()) {
     // sentence-transformers lower-cases the text (str.lower) before its
     // tokenizer; polyhal lower-cases only in the tokenizer, which is the
     // same text when that tokenizer lower-cases anyway (an uncased model).
-    const auto files = read_tokenizer_files(dir / "vocab.txt");
+    const auto files = read_tokenizer_files(vocabulary);
     if (files.lower_case && !*files.lower_case)
       spdlog::warn(
           "{}: do_lower_case true before a tokenizer that keeps case ({}): polyhal lower-cases "

@@ -95,7 +95,8 @@ ConfigSection model() {
            "a Hugging Face config.json instead of the preset", {}, {.input = InputPath::file})
       .add("dir", &ModelSection::dir,
            "a Hugging Face or sentence-transformers model directory, read whole as those "
-           "libraries read it: its config.json, weights, vocab.txt and tokenizer settings, "
+           "libraries read it: its config.json, weights (one file or shards), its tokenizer "
+           "(vocab.txt and the settings beside it, or tokenizer.json alone), "
            "sentence_bert_config.json's max_seq_length as seq_len, and (inference.pooling and "
            "normalize auto) its pooling and Normalize modules; a key given as well wins, with "
            "a warning",

@@ -105,11 +105,15 @@ void apply_override(YAML::Node& root, const std::string& text, RunConfig& config
     // another key then decides: learning_rate_per_worker over learning_rate).
     YAML::Node parent;
     parent.reset(root);  // reset rebinds; yaml-cpp's = would copy into root
-    for (std::size_t i = 0; i + 1 < parts.size() && parent.IsMap(); ++i) {
+    bool found = parent.IsMap();
+    for (std::size_t i = 0; found && i + 1 < parts.size(); ++i) {
       const YAML::Node child = std::as_const(parent)[parts[i]];  // const: never inserts
-      parent.reset(child);
+      // A section the config lacks is an undefined node: any question to it
+      // but "are you defined?" throws, so stop before asking.
+      found = child.IsDefined() && child.IsMap();
+      if (found) parent.reset(child);
     }
-    if (!parent.IsMap() || !std::as_const(parent)[parts.back()])
+    if (!found || !std::as_const(parent)[parts.back()])
       throw ConfigError(
           fmt::format("--set {}: the config does not give {}, so there is nothing "
                       "to unset",

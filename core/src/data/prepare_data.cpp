@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -63,14 +64,30 @@ std::vector<std::filesystem::path> input_files(const std::vector<std::filesystem
     std::error_code ec;
     if (std::filesystem::is_directory(input, ec)) {
       std::vector<std::filesystem::path> inside;
-      for (const auto& entry : std::filesystem::directory_iterator(input, ec))
-        if (entry.is_regular_file()) inside.push_back(entry.path());
+      for (const auto& entry : std::filesystem::directory_iterator(input, ec)) {
+        std::error_code entry_ec;
+        const bool regular = entry.is_regular_file(entry_ec);
+        if (entry_ec && entry_ec.value() == ELOOP)
+          throw ConfigError(
+              fmt::format("{}: --input: a loop of symbolic links (each names the "
+                          "next)",
+                          entry.path().string()));
+        if (regular) inside.push_back(entry.path());
+      }
       std::sort(inside.begin(), inside.end());
       if (inside.empty())
         throw ConfigError(fmt::format("{}: --input directory holds no file", input.string()));
       files.insert(files.end(), inside.begin(), inside.end());
     } else if (std::filesystem::is_regular_file(input, ec)) {
       files.push_back(input);
+    } else if (ec.value() == ELOOP) {
+      throw ConfigError(fmt::format("{}: --input: a loop of symbolic links (each names the next)",
+                                    input.string()));
+    } else if (std::filesystem::exists(input, ec)) {
+      // /dev/zero, a FIFO: text read from them never ends.
+      throw ConfigError(fmt::format(
+          "{}: --input is a device, FIFO or socket: give text files or a directory of them",
+          input.string()));
     } else {
       throw ConfigError(fmt::format("{}: --input: no such file or directory", input.string()));
     }
@@ -158,7 +175,7 @@ class ChunkReader {
 };
 
 /// Tokens of each line, and which lines are blank; invalid UTF-8 repaired.
-void tokenize_chunk(Chunk& chunk, const WordPieceTokenizer& tokenizer) {
+void tokenize_chunk(Chunk& chunk, const Tokenizer& tokenizer) {
   chunk.ids.resize(chunk.lines.size());
   chunk.blank.resize(chunk.lines.size());
   for (std::size_t l = 0; l < chunk.lines.size(); ++l) {
@@ -211,20 +228,20 @@ void write_part(const std::filesystem::path& path, const std::vector<Instance>& 
 
 /// Masking and sequence settings with the vocabulary's special token ids.
 detail::InstanceSettings instance_settings(const PrepareDataOptions& options,
-                                           const WordPieceTokenizer& tokenizer) {
+                                           const Tokenizer& tokenizer) {
   detail::InstanceSettings settings;
   settings.max_seq_len = options.max_seq_len;
   settings.max_predictions = options.max_predictions;
   settings.masked_lm_prob = options.masked_lm_prob;
   settings.short_seq_prob = options.short_seq_prob;
   settings.whole_word_masking = options.whole_word_masking;
-  settings.cls = tokenizer.id("[CLS]");
-  settings.sep = tokenizer.id("[SEP]");
-  settings.mask = tokenizer.id("[MASK]");
+  settings.cls = tokenizer.special_ids().cls;
+  settings.sep = tokenizer.special_ids().sep;
+  settings.mask = tokenizer.special_ids().mask.value_or(tokenizer.special_ids().unk);
   settings.vocab_size = static_cast<std::int32_t>(tokenizer.vocab_size());
   settings.continuation.resize(tokenizer.vocab_size());
   for (std::size_t id = 0; id < tokenizer.vocab_size(); ++id)
-    settings.continuation[id] = tokenizer.token(static_cast<std::int32_t>(id)).starts_with("##");
+    settings.continuation[id] = tokenizer.continues_word(static_cast<std::int32_t>(id));
 
   return settings;
 }
@@ -232,7 +249,7 @@ detail::InstanceSettings instance_settings(const PrepareDataOptions& options,
 /// Every file's documents (blank lines end them), tokenized in parallel in
 /// chunks and kept in file order; counts lines, sentences and bytes.
 std::vector<Document> read_documents(const std::vector<std::filesystem::path>& files,
-                                     const WordPieceTokenizer& tokenizer, tbb::task_arena& arena,
+                                     const Tokenizer& tokenizer, tbb::task_arena& arena,
                                      std::int64_t total_bytes, const PrepareProgress& progress,
                                      PrepareDataReport& report) {
   std::vector<Document> documents;
@@ -300,8 +317,10 @@ PrepareDataReport prepare_pretraining_data(const PrepareDataOptions& options,
   check_output(options.output);
   // Without the HDF5 module, say so before minutes of reading.
   detail::hdf5_module();
-  const WordPieceTokenizer tokenizer(options.vocab, options.lower_case, options.special_tokens);
-  if (tokenizer.id("[MASK]") == tokenizer.id("[UNK]"))
+  const auto opened =
+      open_tokenizer({options.vocab, TokenizerOptions{options.lower_case, options.special_tokens}});
+  const Tokenizer& tokenizer = *opened;
+  if (!tokenizer.special_ids().mask)
     throw ConfigError(fmt::format("{}: vocabulary has no [MASK] token", options.vocab.string()));
   const detail::InstanceSettings settings = instance_settings(options, tokenizer);
   PrepareDataReport report;

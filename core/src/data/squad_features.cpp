@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
 #include "polyhal/app/squad_data.hpp"
 #include "polyhal/error.hpp"
@@ -71,12 +72,18 @@ struct Window {
   std::int64_t start, length;
 };
 
-/// The reference's _check_is_max_context.
+/// The reference's _check_is_max_context. Only the windows next to
+/// `current` can hold `position` (starts rise and ends never fall), so only
+/// they are scored, in the reference's order: the work per token is the
+/// windows overlapping it, not all of them.
 bool is_max_context(const std::vector<Window>& windows, std::size_t current,
                     std::int64_t position) {
+  std::size_t lo = current, hi = current;
+  while (lo > 0 && windows[lo - 1].start + windows[lo - 1].length - 1 >= position) --lo;
+  while (hi + 1 < windows.size() && windows[hi + 1].start <= position) ++hi;
   double best_score = -1;
   std::size_t best = 0;
-  for (std::size_t w = 0; w < windows.size(); ++w) {
+  for (std::size_t w = lo; w <= hi; ++w) {
     const auto& span = windows[w];
     const std::int64_t end = span.start + span.length - 1;
     if (position < span.start || position > end) continue;
@@ -91,9 +98,35 @@ bool is_max_context(const std::vector<Window>& windows, std::size_t current,
   return best == current;
 }
 
+/// Refuses `count` features past settings.max_features, before they are built.
+void check_feature_count(std::size_t count, const SquadFeatureSettings& settings) {
+  if (settings.max_features > 0 && static_cast<std::int64_t>(count) > settings.max_features)
+    throw TooManySquadFeatures(
+        fmt::format("the questions over this context make more than {} windows of {} tokens",
+                    settings.max_features, settings.max_seq_length));
+}
+
+/// A context's WordPiece tokens and the maps between them and its words.
+struct ContextTokens {
+  std::vector<std::string> tokens;
+  std::vector<std::int64_t> token_word, word_first_token;
+};
+
+ContextTokens context_tokens(const Words& words, const Tokenizer& tokenizer) {
+  ContextTokens out;
+  for (std::size_t w = 0; w < words.words.size(); ++w) {
+    out.word_first_token.push_back(static_cast<std::int64_t>(out.tokens.size()));
+    for (auto& piece : tokenizer.tokenize(words.words[w])) {
+      out.token_word.push_back(static_cast<std::int64_t>(w));
+      out.tokens.push_back(std::move(piece));
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-SquadFeatures make_squad_features(const SquadFile& squad, const WordPieceTokenizer& tokenizer,
+SquadFeatures make_squad_features(const SquadFile& squad, const Tokenizer& tokenizer,
                                   const SquadFeatureSettings& settings) {
   SquadFeatures out;
   std::vector<Words> contexts;
@@ -101,23 +134,23 @@ SquadFeatures make_squad_features(const SquadFile& squad, const WordPieceTokeniz
     contexts.push_back(split_words(context));
     out.context_words.push_back(contexts.back().words);
   }
-  const std::int32_t pad = tokenizer.id("[PAD]");
+  const std::int32_t pad = tokenizer.special_ids().pad;
+  const std::string& cls = tokenizer.token(tokenizer.special_ids().cls);
+  const std::string& sep = tokenizer.token(tokenizer.special_ids().sep);
+  std::vector<std::optional<ContextTokens>> tokenized(contexts.size());
   for (std::size_t q = 0; q < squad.questions.size(); ++q) {
     const SquadQuestion& question = squad.questions[q];
     const Words& words = contexts.at(question.context);
     auto query = tokenizer.tokenize(question.question);
     if (static_cast<std::int64_t>(query.size()) > settings.max_query_length)
       query.resize(static_cast<std::size_t>(settings.max_query_length));
-    // Context words -> WordPiece tokens, and the maps between them.
-    std::vector<std::string> doc_tokens;
-    std::vector<std::int64_t> token_word, word_first_token;
-    for (std::size_t w = 0; w < words.words.size(); ++w) {
-      word_first_token.push_back(static_cast<std::int64_t>(doc_tokens.size()));
-      for (auto& piece : tokenizer.tokenize(words.words[w])) {
-        token_word.push_back(static_cast<std::int64_t>(w));
-        doc_tokens.push_back(std::move(piece));
-      }
-    }
+    // Context words -> WordPiece tokens, once per context (SQuAD asks
+    // several questions of each).
+    auto& cached = tokenized[question.context];
+    if (!cached) cached = context_tokens(words, tokenizer);
+    const std::vector<std::string>& doc_tokens = cached->tokens;
+    const std::vector<std::int64_t>& token_word = cached->token_word;
+    const std::vector<std::int64_t>& word_first_token = cached->word_first_token;
     std::int64_t answer_start = -1, answer_end = -1;
     if (settings.training && !question.impossible && !question.answers.empty()) {
       const SquadAnswer& answer = question.answers.front();
@@ -166,15 +199,17 @@ SquadFeatures make_squad_features(const SquadFile& squad, const WordPieceTokeniz
       windows.push_back({start, length});
       if (start + length == static_cast<std::int64_t>(doc_tokens.size())) break;
       start += std::min(length, settings.doc_stride);
+      check_feature_count(out.features.size() + windows.size(), settings);
     }
     if (windows.empty()) windows.push_back({0, 0});  // an empty context: the question alone
+    check_feature_count(out.features.size() + windows.size(), settings);
     for (std::size_t w = 0; w < windows.size(); ++w) {
       SquadFeature f;
       f.question = q;
       f.window = static_cast<std::int64_t>(w);
-      f.tokens.push_back("[CLS]");
+      f.tokens.push_back(cls);
       for (const auto& t : query) f.tokens.push_back(t);
-      f.tokens.push_back("[SEP]");
+      f.tokens.push_back(sep);
       const auto offset = static_cast<std::int64_t>(f.tokens.size());
       f.token_type_ids.assign(f.tokens.size(), 0);
       f.max_context.assign(f.tokens.size(), false);
@@ -186,7 +221,7 @@ SquadFeatures make_squad_features(const SquadFile& squad, const WordPieceTokeniz
         f.tokens.push_back(doc_tokens[static_cast<std::size_t>(token)]);
         f.token_type_ids.push_back(1);
       }
-      f.tokens.push_back("[SEP]");
+      f.tokens.push_back(sep);
       f.token_type_ids.push_back(1);
       f.max_context.push_back(false);
       for (const auto& t : f.tokens) f.input_ids.push_back(tokenizer.id(t));

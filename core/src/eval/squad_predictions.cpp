@@ -44,10 +44,9 @@ std::string joined(const std::vector<std::string>& words, std::size_t first, std
 }  // namespace
 
 std::string squad_final_text(const std::string& predicted, const std::string& original,
-                             const WordPieceTokenizer& tokenizer) {
+                             const Tokenizer& tokenizer) {
   std::string tokenized;
-  for (const auto& t : tokenizer.basic_tokenize(original))
-    tokenized += (tokenized.empty() ? "" : " ") + t;
+  for (const auto& t : tokenizer.words(original)) tokenized += (tokenized.empty() ? "" : " ") + t;
   const std::u32string tok = utf8::decode(tokenized), pred = utf8::decode(predicted),
                        orig = utf8::decode(original);
   const std::size_t start = tok.find(pred);
@@ -67,7 +66,7 @@ std::string squad_final_text(const std::string& predicted, const std::string& or
 std::vector<SquadAnswerPrediction> predict_squad_answers(
     const SquadFile& squad, const SquadFeatures& features,
     const std::vector<std::vector<float>>& start_logits,
-    const std::vector<std::vector<float>>& end_logits, const WordPieceTokenizer& tokenizer,
+    const std::vector<std::vector<float>>& end_logits, const Tokenizer& tokenizer,
     const SquadPredictionSettings& settings) {
   if (start_logits.size() != features.features.size() ||
       end_logits.size() != features.features.size()) {

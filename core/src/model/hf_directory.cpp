@@ -58,10 +58,14 @@ void export_hf_directory(const std::filesystem::path& dir, const BertConfig& mod
 
 std::filesystem::path model_weights_in(const std::filesystem::path& dir) {
   if (std::filesystem::exists(dir / "model.safetensors")) return dir / "model.safetensors";
+  // A model saved over save_pretrained's max_shard_size: the index and its shards.
+  if (std::filesystem::exists(dir / "model.safetensors.index.json"))
+    return dir / "model.safetensors.index.json";
   if (tf_checkpoints_in(dir).empty())
     throw ConfigError(
-        fmt::format("{} has no model.safetensors (a Hugging Face directory) and no TensorFlow "
-                    "checkpoint (PREFIX.index and its shards, as Google's bert_model.ckpt)",
+        fmt::format("{} has no model.safetensors or model.safetensors.index.json (a Hugging Face "
+                    "directory) and no TensorFlow checkpoint (PREFIX.index and its shards, as "
+                    "Google's bert_model.ckpt)",
                     dir.string()));
   return tf_checkpoint_in(dir, "as checkpoint.init");
 }

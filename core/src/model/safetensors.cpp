@@ -8,6 +8,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "model/safetensors_index.hpp"
 #include "polyhal/error.hpp"
 #include "util/atomic_file.hpp"
 #include "util/regular_file.hpp"
@@ -43,7 +44,9 @@ const char* safetensors_dtype(DType type) {
 
 }  // namespace
 
-TensorMap read_safetensors(const std::filesystem::path& file) {
+namespace {
+
+TensorMap read_one_safetensors(const std::filesystem::path& file) {
   const std::string where = file.string();
   detail::refuse_special_file(file);
   std::ifstream in(file, std::ios::binary);
@@ -146,6 +149,25 @@ TensorMap read_safetensors(const std::filesystem::path& file) {
   return tensors;
 }
 
+std::vector<std::string> names_of(const TensorMap& tensors) {
+  std::vector<std::string> out;
+  for (const auto& [name, t] : tensors) out.push_back(name);
+  return out;
+}
+
+}  // namespace
+
+TensorMap read_safetensors(const std::filesystem::path& file) {
+  if (!is_safetensors_index(file)) return read_one_safetensors(file);
+  TensorMap all;
+  for (const auto& [shard, names] : safetensors_index_shards(file)) {
+    TensorMap part = read_one_safetensors(shard);
+    check_safetensors_shard(file, shard, names, names_of(part));
+    all.merge(part);
+  }
+  return all;
+}
+
 void write_safetensors(const TensorMap& tensors, DType dtype, const std::filesystem::path& file,
                        const std::map<std::string, std::string>& metadata) {
   nlohmann::json header = nlohmann::json::object();
@@ -210,6 +232,11 @@ nlohmann::json read_header(const std::filesystem::path& file) {
 }  // namespace
 
 std::map<std::string, std::string> read_safetensors_metadata(const std::filesystem::path& file) {
+  if (is_safetensors_index(file)) {
+    // The first shard's: save_pretrained writes the same metadata into each.
+    const auto shards = safetensors_index_shards(file);
+    return read_safetensors_metadata(shards.begin()->first);
+  }
   const auto header = read_header(file);
   std::map<std::string, std::string> out;
   if (header.contains("__metadata__") && header["__metadata__"].is_object())
@@ -220,6 +247,17 @@ std::map<std::string, std::string> read_safetensors_metadata(const std::filesyst
 
 std::map<std::string, std::vector<std::int64_t>> read_safetensors_shapes(
     const std::filesystem::path& file) {
+  if (is_safetensors_index(file)) {
+    std::map<std::string, std::vector<std::int64_t>> all;
+    for (const auto& [shard, names] : safetensors_index_shards(file)) {
+      auto part = read_safetensors_shapes(shard);
+      std::vector<std::string> holds;
+      for (const auto& [name, shape] : part) holds.push_back(name);
+      check_safetensors_shard(file, shard, names, holds);
+      all.merge(part);
+    }
+    return all;
+  }
   const auto header = read_header(file);
   std::map<std::string, std::vector<std::int64_t>> out;
   for (const auto& [name, entry] : header.items()) {

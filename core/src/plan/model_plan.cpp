@@ -118,8 +118,31 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
   m.dims = resolve_bert_config(model, m.origin);
   check_sequence_fits(config, m.dims);
   check_weights_fit(config, m);
-  if (m.vocab.empty() && !m.model_dir.empty() && std::filesystem::exists(m.model_dir / "vocab.txt"))
-    m.vocab = m.model_dir / "vocab.txt";
+  // The directory's tokenizer: its vocab.txt, else its tokenizer.json alone
+  // (as current transformers saves a BERT).
+  if (m.vocab.empty() && !m.model_dir.empty()) {
+    for (const char* file : {"vocab.txt", "tokenizer.json"}) {
+      if (std::filesystem::exists(m.model_dir / file)) {
+        m.vocab = m.model_dir / file;
+        break;
+      }
+    }
+  }
+  // The start model's labels, from its own config.json even when the
+  // config gives the dimensions (model.preset).
+  const auto labels_file =
+      !m.model_dir.empty() && std::filesystem::exists(m.model_dir / "config.json")
+          ? m.model_dir / "config.json"
+          : m.config_file;
+  if (!labels_file.empty()) {
+    try {
+      if (const auto head = read_hf_head(labels_file);
+          head && head->kind == TaskHead::Kind::classification)
+        m.start_labels = head->labels;
+    } catch (const ConfigError& e) {
+      config.fail(config.checkpoint.init.empty() ? "model.hf_config" : "checkpoint.init", e.what());
+    }
+  }
   return m;
 }
 

@@ -5,6 +5,7 @@
 
 #include <charconv>
 
+#include "model/safetensors_index.hpp"
 #include "polyhal/app/safetensors.hpp"
 #include "polyhal/error.hpp"
 
@@ -47,7 +48,7 @@ std::string weights_key(const RunConfig& config) {
 
 void check_weights_fit(const RunConfig& config, const ModelPlan& model) {
   std::error_code ec;
-  if (model.weights.extension() != ".safetensors" ||
+  if ((model.weights.extension() != ".safetensors" && !is_safetensors_index(model.weights)) ||
       !std::filesystem::is_regular_file(model.weights, ec))
     return;
   const std::string key = weights_key(config);

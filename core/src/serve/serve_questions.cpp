@@ -73,8 +73,8 @@ void place_answer(const SquadCandidate& candidate, const std::vector<std::string
 }  // namespace
 
 ServedQuestions question_features(const std::vector<std::string>& questions,
-                                  const std::string& context, const WordPieceTokenizer& tokenizer,
-                                  std::int64_t max_tokens) {
+                                  const std::string& context, const Tokenizer& tokenizer,
+                                  std::int64_t max_tokens, std::int64_t max_windows) {
   ServedQuestions out;
   out.squad.contexts.push_back(context);
   for (std::size_t i = 0; i < questions.size(); ++i)
@@ -83,8 +83,13 @@ ServedQuestions question_features(const std::vector<std::string>& questions,
   settings.max_seq_length = max_tokens;
   settings.max_query_length = std::min<std::int64_t>(64, max_tokens / 2);
   settings.doc_stride = std::max<std::int64_t>(1, std::min<std::int64_t>(128, max_tokens / 3));
+  settings.max_features = max_windows;
   try {
     out.features = make_squad_features(out.squad, tokenizer, settings);
+  } catch (const TooManySquadFeatures& e) {
+    throw ApiError(413, fmt::format("{}, more than serve.max_inputs ({}): send a shorter context "
+                                    "or fewer questions",
+                                    e.what(), max_windows));
   } catch (const ConfigError& e) {
     throw ApiError(400, fmt::format("the question leaves no room for the context: {}", e.what()));
   }
@@ -93,7 +98,7 @@ ServedQuestions question_features(const std::vector<std::string>& questions,
 
 std::vector<std::vector<ServedAnswer>> served_answers(
     const ServedQuestions& questions, const std::vector<std::vector<float>>& outputs,
-    const WordPieceTokenizer& tokenizer, std::int64_t max_tokens, std::int64_t top_k,
+    const Tokenizer& tokenizer, std::int64_t max_tokens, std::int64_t top_k,
     std::int64_t max_answer_length) {
   const auto& features = questions.features.features;
   if (outputs.size() != features.size())

@@ -615,8 +615,13 @@ void BertTraining::load_state(const TensorMap& state, std::int64_t steps) {
       if (!s.owns(param)) break;  // another replica's shard
       auto it = state.find(prefix + param.name);
       if (it == state.end()) {
-        throw ConfigError(fmt::format("checkpoint: missing tensor '{}{}'", prefix, param.name));
+        throw ConfigError(fmt::format("missing tensor '{}{}'", prefix, param.name));
       }
+      const auto wanted = static_cast<std::size_t>(element_count(s.program().shape(tensor)));
+      if (it->second.values.size() != wanted)
+        throw ConfigError(fmt::format("tensor '{}{}' holds {} values; the model's {} needs {}",
+                                      prefix, param.name, it->second.values.size(),
+                                      shape_string(s.program().shape(tensor)), wanted));
       s.program().upload_floats(tensor, it->second.values);
     }
   }

@@ -171,7 +171,13 @@ std::int64_t TrainingJob::start(const CheckpointStore& store, bool resume,
   }
   if (check) check(*checkpoint);
   // Every replica starts from the same state.
-  for (auto& replica : replicas_) replica->load_state(checkpoint->state, checkpoint->step);
+  // A state of the wrong shape is named with its file (a checkpoint
+  // written by another model, or edited).
+  try {
+    for (auto& replica : replicas_) replica->load_state(checkpoint->state, checkpoint->step);
+  } catch (const ConfigError& e) {
+    throw ConfigError(fmt::format("{}: {}", checkpoint->path.string(), e.what()));
+  }
   scaler.restore(checkpoint->metadata);
   spdlog::info("resumed from {} at step {}", checkpoint->path.string(), checkpoint->step);
   warn_if_the_batch_changed(*checkpoint);

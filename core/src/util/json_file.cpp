@@ -10,8 +10,8 @@
 
 namespace polyhal::detail {
 
-nlohmann::json read_json_object(const std::filesystem::path& file, std::uintmax_t max_bytes,
-                                const char* kind) {
+nlohmann::json read_json_value(const std::filesystem::path& file, std::uintmax_t max_bytes,
+                               const char* kind) {
   refuse_special_or_oversized_file(file, max_bytes, kind);
   std::ifstream in(file);
   if (!in) throw ConfigError(fmt::format("{}: cannot read the {}", file.string(), kind));
@@ -21,6 +21,12 @@ nlohmann::json read_json_object(const std::filesystem::path& file, std::uintmax_
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(fmt::format("{}: not valid JSON: {}", file.string(), e.what()));
   }
+  return json;
+}
+
+nlohmann::json read_json_object(const std::filesystem::path& file, std::uintmax_t max_bytes,
+                                const char* kind) {
+  nlohmann::json json = read_json_value(file, max_bytes, kind);
   if (!json.is_object())
     throw ConfigError(fmt::format("{}: expected a JSON object", file.string()));
   return json;

@@ -12,5 +12,8 @@ namespace polyhal::detail {
 /// not an object; `kind` ("tokenizer config") names what the file is.
 nlohmann::json read_json_object(const std::filesystem::path& file, std::uintmax_t max_bytes,
                                 const char* kind);
+/// The same for a value of any type (modules.json is a list).
+nlohmann::json read_json_value(const std::filesystem::path& file, std::uintmax_t max_bytes,
+                               const char* kind);
 
 }  // namespace polyhal::detail

@@ -88,7 +88,12 @@ struct ModelPlan {
   std::filesystem::path weights;
   std::filesystem::path model_dir;    ///< checkpoint.init when it is a directory
   std::filesystem::path config_file;  ///< the config.json the dimensions came from, if any
-  std::filesystem::path vocab;        ///< data.vocab, else the model directory's vocab.txt
+  std::filesystem::path
+      vocab;  ///< data.vocab, else the model directory's vocab.txt or tokenizer.json
+  /// The start model's label names in its class order (its config.json's
+  /// id2label, a sequence classifier's), empty when it has none: a
+  /// fine-tuning keeps the model's order and names (issue 72, item 6).
+  std::vector<std::string> start_labels;
 };
 
 /// A place the run writes, as the config names it.

@@ -26,10 +26,12 @@ struct ServedQuestions {
 /// The features of `questions` over `context` for a model reading
 /// `max_tokens` tokens: questions cut at 64 tokens, windows 128 tokens
 /// apart (less for a short model.seq_len). Throws ApiError (400) when
-/// max_tokens leaves no room for the context.
+/// max_tokens leaves no room for the context, and (413) when the windows
+/// over all questions would be more than `max_windows`: counted from the
+/// token counts before any window is built.
 ServedQuestions question_features(const std::vector<std::string>& questions,
-                                  const std::string& context, const WordPieceTokenizer& tokenizer,
-                                  std::int64_t max_tokens);
+                                  const std::string& context, const Tokenizer& tokenizer,
+                                  std::int64_t max_tokens, std::int64_t max_windows);
 
 struct ServedAnswer {
   std::string text;
@@ -42,7 +44,7 @@ struct ServedAnswer {
 /// start logits then end logits, one per real token (ServedModel::run).
 std::vector<std::vector<ServedAnswer>> served_answers(
     const ServedQuestions& questions, const std::vector<std::vector<float>>& outputs,
-    const WordPieceTokenizer& tokenizer, std::int64_t max_tokens, std::int64_t top_k,
+    const Tokenizer& tokenizer, std::int64_t max_tokens, std::int64_t top_k,
     std::int64_t max_answer_length);
 
 }  // namespace polyhal

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/not_for_plugins.hpp"
@@ -45,6 +46,11 @@ struct ServeSettings {
   /// The model's name in answers and /v1/models; empty: the model directory's
   /// name, else the preset's.
   std::string model_name;
+  /// The Host header values (lower case, without the port) requests may
+  /// carry; "*" allows any. Empty: on a loopback address, localhost and
+  /// loopback addresses only, so a web page cannot reach the server by DNS
+  /// rebinding; on any other address, any.
+  std::vector<std::string> allowed_hosts;
 };
 
 /// The `serve` section of an inference config (its defaults when the file

@@ -49,6 +49,12 @@ class ServedModel {
   /// sentences, the longer cut first. Safe from several threads.
   Text tokenize(const std::string& text,
                 const std::optional<std::string>& second = std::nullopt) const;
+  /// A text's ids without special tokens: tokenized once, then framed with
+  /// each partner (a /rerank query against every text). Safe from several threads.
+  std::vector<std::int32_t> text_ids(const std::string& text) const;
+  /// Ids of text_ids framed as tokenize() frames the texts.
+  Text frame(std::vector<std::int32_t> a,
+             std::optional<std::vector<std::int32_t>> b = std::nullopt) const;
 
   /// Each text's output, in order: embeddings: its sentence embedding, pooled
   /// and not normalised (normalizes() says whether the model's own pipeline
@@ -74,7 +80,7 @@ class ServedModel {
   /// "embeddings: mean pooling, L2-normalised (from DIR/modules.json)",
   /// "classification: 3 labels (negative, neutral, positive)", ...
   const std::string& description() const noexcept;
-  const WordPieceTokenizer& tokenizer() const noexcept;
+  const Tokenizer& tokenizer() const noexcept;
 
  private:
   struct Impl;

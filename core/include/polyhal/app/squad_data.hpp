@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/error.hpp"
 
 #include "polyhal/app/tokenizer.hpp"
 
@@ -55,6 +56,16 @@ struct SquadFeatureSettings {
   std::int64_t doc_stride = 128;
   std::int64_t max_query_length = 64;
   bool training = false;  ///< set start/end positions from each question's first answer
+  /// The most features (windows over all questions) to build; 0: no limit.
+  /// Counted from the token counts before any feature is built, so the work
+  /// a small request can cause is bounded (the server's serve.max_inputs).
+  std::int64_t max_features = 0;
+};
+
+/// make_squad_features past SquadFeatureSettings::max_features.
+class TooManySquadFeatures : public ConfigError {
+ public:
+  using ConfigError::ConfigError;
 };
 
 /// One model input: [CLS] question [SEP] a window of the context [SEP].
@@ -81,8 +92,10 @@ struct SquadFeatures {
   std::int64_t unfound_answers = 0;
 };
 
-/// Throws ConfigError when max_seq_length leaves no room for the context.
-SquadFeatures make_squad_features(const SquadFile& squad, const WordPieceTokenizer& tokenizer,
+/// Each context is tokenized once, however many questions it has. Throws
+/// ConfigError when max_seq_length leaves no room for the context, and
+/// TooManySquadFeatures past settings.max_features.
+SquadFeatures make_squad_features(const SquadFile& squad, const Tokenizer& tokenizer,
                                   const SquadFeatureSettings& settings);
 
 }  // namespace polyhal

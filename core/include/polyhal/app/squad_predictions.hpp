@@ -44,13 +44,13 @@ struct SquadAnswerPrediction {
 std::vector<SquadAnswerPrediction> predict_squad_answers(
     const SquadFile& squad, const SquadFeatures& features,
     const std::vector<std::vector<float>>& start_logits,
-    const std::vector<std::vector<float>>& end_logits, const WordPieceTokenizer& tokenizer,
+    const std::vector<std::vector<float>>& end_logits, const Tokenizer& tokenizer,
     const SquadPredictionSettings& settings);
 
 /// The reference's get_final_text: the span of `original` (whitespace words
 /// joined) whose tokenisation is `predicted` (WordPiece tokens joined, "##"
 /// removed); `original` itself when they cannot be aligned.
 std::string squad_final_text(const std::string& predicted, const std::string& original,
-                             const WordPieceTokenizer& tokenizer);
+                             const Tokenizer& tokenizer);
 
 }  // namespace polyhal

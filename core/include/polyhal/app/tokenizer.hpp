@@ -1,16 +1,13 @@
 #pragma once
 /// @file tokenizer.hpp
-/// BERT's WordPiece tokenizer, following the rules of Google's original
-/// tokenization.py (and Hugging Face's BertTokenizer): text cleaning (NUL,
-/// U+FFFD and categories Cc/Cf removed), whitespace (incl. U+2028/U+2029)
-/// and punctuation splitting, CJK characters as single tokens, optional
-/// lower-casing with accent stripping (NFD, marks removed), then greedy
-/// longest-match-first WordPiece with "##" continuations (words over
-/// max_chars_per_word characters are [UNK]). docs/bert.md, "Tokenizer",
-/// lists where Hugging Face's tokenizers differ and why.
+/// The text layer's tokenizer interface: what every task, the server and
+/// the data tools use to turn text into a model's input ids, whatever the
+/// tokenizer's kind. The kinds implement it in core/src/text/ (WordPiece
+/// today, from a vocab.txt or a tokenizer.json); open_tokenizer() picks one
+/// from a TokenizerSpec, and nothing outside the text layer names a kind.
 #include <cstdint>
 #include <filesystem>
-#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -38,44 +35,77 @@ inline constexpr std::size_t kGoogleMaxCharsPerWord = 200;
 /// Hugging Face's BertTokenizer and its tokenizer.json default.
 inline constexpr std::size_t kHuggingFaceMaxCharsPerWord = 100;
 
+/// How a pair too long for the model loses tokens, longest first.
+enum class PairTruncation : std::uint8_t {
+  /// One token at a time from the longer side, the second on a tie:
+  /// Google's _truncate_seq_pair (run_classifier.py, run_squad.py) and
+  /// transformers' slow tokenizers. A vocab.txt's rule.
+  one_at_a_time,
+  /// Hugging Face's tokenizers library (fast tokenizers, TEI): when both
+  /// sides must be cut, the shorter keeps half the room and the longer the
+  /// rest. A tokenizer.json's rule.
+  halves,
+};
+
 /// How text becomes tokens, besides the vocabulary.
 struct TokenizerOptions {
   bool lower_case = true;  ///< lower-case and strip accents
   SpecialTokensInText special = SpecialTokensInText::split;
   std::size_t max_chars_per_word = kGoogleMaxCharsPerWord;
+  PairTruncation pair_truncation = PairTruncation::one_at_a_time;
 };
 
-class WordPieceTokenizer {
+/// The ids a model's inputs are framed with.
+struct SpecialTokenIds {
+  std::int32_t cls = 0, sep = 0, pad = 0, unk = 0;
+  std::optional<std::int32_t> mask;  ///< absent when the vocabulary has none
+};
+
+class Tokenizer {
  public:
-  /// Reads a vocab.txt (one token per line, id = line number). Throws
-  /// ConfigError naming the file if it cannot be read or lacks [CLS], [SEP],
-  /// [PAD] or [UNK].
-  WordPieceTokenizer(const std::filesystem::path& vocab_file, const TokenizerOptions& options);
-  WordPieceTokenizer(const std::filesystem::path& vocab_file, bool lower_case,
-                     SpecialTokensInText special = SpecialTokensInText::split)
-      : WordPieceTokenizer(vocab_file, TokenizerOptions{lower_case, special}) {}
+  virtual ~Tokenizer() = default;
 
-  /// Text -> basic tokens (before WordPiece).
-  std::vector<std::string> basic_tokenize(const std::string& text) const;
-  /// Basic tokens -> WordPiece tokens.
-  std::vector<std::string> tokenize(const std::string& text) const;
-  /// [CLS] a [SEP] (b [SEP]), truncating the longer side first (b on a
-  /// tie) to fit `max_length`, then padding with [PAD] (attention_mask 0).
+  /// The text as normalisation and pre-tokenisation leave it: the words
+  /// before the model splits them into pieces (SQuAD's answer alignment).
+  virtual std::vector<std::string> words(const std::string& text) const = 0;
+  /// Text -> the model's pieces, without special tokens.
+  virtual std::vector<std::string> tokenize(const std::string& text) const = 0;
+  /// Text -> ids, without special tokens.
+  virtual std::vector<std::int32_t> ids(const std::string& text) const;
+  virtual std::int32_t id(const std::string& token) const = 0;  ///< unk's id if unknown
+  /// Throws RuntimeFailure for an id outside the vocabulary.
+  virtual const std::string& token(std::int32_t id) const = 0;
+  virtual std::size_t vocab_size() const noexcept = 0;
+  virtual bool lower_case() const noexcept = 0;
+  virtual const SpecialTokenIds& special_ids() const noexcept = 0;
+  /// Whether piece `id` continues the word before it (WordPiece's "##"):
+  /// whole-word masking keeps such pieces with their word.
+  virtual bool continues_word(std::int32_t id) const = 0;
+  /// Ids back to text as the reference decoder joins them, special tokens left out.
+  virtual std::string decode(const std::vector<std::int32_t>& ids) const = 0;
+  virtual PairTruncation pair_truncation() const noexcept = 0;
+
+  /// [CLS] a [SEP] (b [SEP]) from ids without special tokens, truncating
+  /// longest first by pair_truncation() to fit `max_length`, then padding
+  /// with [PAD] (attention_mask 0). Sets `*truncated` when a token was cut.
+  Encoding encode_ids(std::vector<std::int32_t> a, std::optional<std::vector<std::int32_t>> b,
+                      std::int64_t max_length, bool* truncated = nullptr) const;
+  /// The same from text.
   Encoding encode(const std::string& text_a, const std::optional<std::string>& text_b,
-                  std::int64_t max_length) const;
-
-  std::int32_t id(const std::string& token) const;  ///< [UNK]'s id if unknown
-  const std::string& token(std::int32_t id) const;
-  std::size_t vocab_size() const noexcept { return tokens_.size(); }
-  bool lower_case() const noexcept { return options_.lower_case; }
-
- private:
-  /// basic_tokenize on text with no special token to keep.
-  void basic_tokenize_segment(const std::string& text, std::vector<std::string>& out) const;
-  std::vector<std::string> wordpiece(const std::string& word) const;
-  std::map<std::string, std::int32_t> ids_;
-  std::vector<std::string> tokens_;
-  TokenizerOptions options_;
+                  std::int64_t max_length, bool* truncated = nullptr) const;
 };
+
+/// Which tokenizer to open: a vocab.txt (WordPiece, with the
+/// tokenizer_config.json and tokenizer.json beside it) or a tokenizer.json
+/// (whose pairs then truncate as the tokenizers library does, whatever
+/// options.pair_truncation says).
+struct TokenizerSpec {
+  std::filesystem::path file;
+  TokenizerOptions options;
+};
+
+/// The tokenizer `spec` names. Throws ConfigError naming the file (and the
+/// key inside it) when it cannot be read or asks for what is not implemented.
+std::unique_ptr<Tokenizer> open_tokenizer(const TokenizerSpec& spec);
 
 }  // namespace polyhal

@@ -74,20 +74,25 @@ class FinetuneData {
 };
 
 /// The head task `config.task` fine-tunes (squad: question answering; glue:
-/// classification with the task's labels, or regression for STS-B).
-TaskHead finetune_head(const RunConfig& config);
+/// classification with the task's labels, or regression for STS-B). When
+/// the start model's labels (`start_labels`, its id2label) are the task's
+/// in another order or spelling, the head keeps the model's order, spelled
+/// as the task spells them: its classes keep their meaning.
+TaskHead finetune_head(const RunConfig& config, const std::vector<std::string>& start_labels);
 
 /// Reads the files `config.finetune` names for task squad or glue, with the
 /// vocabulary `vocab`, into rows of `seq` tokens. Throws ConfigError naming
 /// file, line or JSON path for bad data.
 std::unique_ptr<FinetuneData> open_finetune_data(const RunConfig& config,
                                                  const std::filesystem::path& vocab,
-                                                 std::int64_t seq);
+                                                 std::int64_t seq, const TaskHead& head);
 
 /// The two halves of open_finetune_data.
 std::unique_ptr<FinetuneData> open_squad_data(const RunConfig& config,
                                               const std::filesystem::path& vocab, std::int64_t seq);
+/// `head`: finetune_head's, whose label order the rows and predictions follow.
 std::unique_ptr<FinetuneData> open_glue_data(const RunConfig& config,
-                                             const std::filesystem::path& vocab, std::int64_t seq);
+                                             const std::filesystem::path& vocab, std::int64_t seq,
+                                             const TaskHead& head);
 
 }  // namespace polyhal

@@ -1,6 +1,9 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <stdexcept>
 
 #include "polyhal/app/glue_data.hpp"
@@ -52,19 +55,51 @@ TrainingBatch ModelRows::batch(std::span<const std::int64_t> rows) const {
   return batch;
 }
 
-TaskHead finetune_head(const RunConfig& config) {
+namespace {
+
+std::string lower_case(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+/// The task's labels in the order of `model` (the start model's id2label)
+/// when those are the same labels in another order or case; else the
+/// task's own order. (A transformers MNLI model has entailment, neutral,
+/// contradiction; GLUE's files contradiction, entailment, neutral.)
+std::vector<std::string> labels_in_model_order(const std::vector<std::string>& task,
+                                               const std::vector<std::string>& model) {
+  if (model.size() != task.size()) return task;
+  std::vector<std::string> ordered;
+  for (const auto& name : model) {
+    const auto it = std::find_if(task.begin(), task.end(), [&](const std::string& t) {
+      return lower_case(t) == lower_case(name);
+    });
+    if (it == task.end()) return task;  // other names (LABEL_0, ...): the task's order
+    ordered.push_back(*it);
+  }
+  std::vector<std::string> sorted = ordered;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) return task;
+  if (ordered != task)
+    spdlog::info("labels in the start model's order (its id2label): {}", fmt::join(ordered, ", "));
+  return ordered;
+}
+
+}  // namespace
+
+TaskHead finetune_head(const RunConfig& config, const std::vector<std::string>& start_labels) {
   if (config.task == "squad") return {TaskHead::Kind::question_answering, 2, {}};
   const GlueTaskInfo& task = glue_task(config.section<FinetuneSection>().glue_task);
   if (task.labels.empty()) return {TaskHead::Kind::classification, 1, {}};
   return {TaskHead::Kind::classification, static_cast<std::int64_t>(task.labels.size()),
-          task.labels};
+          labels_in_model_order(task.labels, start_labels)};
 }
 
 std::unique_ptr<FinetuneData> open_finetune_data(const RunConfig& config,
                                                  const std::filesystem::path& vocab,
-                                                 std::int64_t seq) {
+                                                 std::int64_t seq, const TaskHead& head) {
   if (config.task == "squad") return open_squad_data(config, vocab, seq);
-  return open_glue_data(config, vocab, seq);
+  return open_glue_data(config, vocab, seq, head);
 }
 
 }  // namespace polyhal

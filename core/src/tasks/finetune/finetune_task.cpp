@@ -249,7 +249,8 @@ void evaluate_only(const TaskContext& context, const StartingPoint& start,
                    const FinetuneObserver& on_eval, FinetuneResult& result) {
   const RunConfig& config = context.config;
   Communicator* across_processes = context.world;
-  const auto data = open_finetune_data(config, required_vocab(start, config), config.model.seq_len);
+  const auto data =
+      open_finetune_data(config, required_vocab(start, config), config.model.seq_len, result.head);
   const TensorMap weights = starting_weights(start, config, result.head);
   const Evaluator evaluate(context, *data, result, on_eval, result.evaluations);
   ReplicaGroup group(across_processes ? 1 : static_cast<int>(config.batch.replicas),
@@ -349,7 +350,7 @@ FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
   const FinetuneSection& f = config.section<FinetuneSection>();
   const StartingPoint& start = context.plan.model;
   result.config = start.dims;
-  result.head = finetune_head(config);
+  result.head = finetune_head(config, start.start_labels);
   check_finetune_setup(context, f.train);
   // Two fine-tunings on one output_dir would replace each other's
   // predictions and model: the second is refused, as on one checkpoint.dir.
@@ -380,7 +381,8 @@ FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
   if (compile_only) return result;
   require_plan_fits(result.memory);
 
-  const auto data = open_finetune_data(config, required_vocab(start, config), config.model.seq_len);
+  const auto data =
+      open_finetune_data(config, required_vocab(start, config), config.model.seq_len, result.head);
   const std::int64_t global_batch = options.batch.global();
   const OptimizerSection schedule = plan_epochs(config, *data, global_batch, result);
   const ModelRows& train_rows = data->rows(Split::train);

@@ -21,10 +21,12 @@ namespace {
 
 class GlueData final : public FinetuneData {
  public:
-  GlueData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq)
+  GlueData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq,
+           const TaskHead& head)
       : task_(glue_task(config.section<FinetuneSection>().glue_task)),
-        head_(finetune_head(config)),
-        tokenizer_(vocab, tokenizer_options(config, SpecialTokensInText::split)) {
+        head_(head),
+        task_of_class_(task_index_of(task_, head_)),
+        tokenizer_(open_tokenizer({vocab, tokenizer_options(config, SpecialTokensInText::split)})) {
     const auto& f = config.section<FinetuneSection>();
     if (f.train) load(Split::train, f.train_file, true, seq);
     if (f.eval) load(Split::eval, f.eval_file, true, seq);
@@ -49,7 +51,9 @@ class GlueData final : public FinetuneData {
       if (regression) {
         scores.push_back(*row);
       } else {
-        classes.push_back(std::max_element(row, row + static_cast<std::ptrdiff_t>(width)) - row);
+        // The head's class in the task's order (the model's own order may differ).
+        classes.push_back(task_of_class_[static_cast<std::size_t>(
+            std::max_element(row, row + static_cast<std::ptrdiff_t>(width)) - row)]);
       }
     }
     EvalReport report;
@@ -87,8 +91,32 @@ class GlueData final : public FinetuneData {
   }
 
  private:
-  static std::vector<std::int64_t> labels(const ModelRows& rows) {
-    return {rows.labels.begin(), rows.labels.end()};
+  /// Gold labels in the task's order (the rows hold the head's classes).
+  std::vector<std::int64_t> labels(const ModelRows& rows) const {
+    std::vector<std::int64_t> out;
+    for (const std::int32_t c : rows.labels)
+      out.push_back(task_of_class_[static_cast<std::size_t>(c)]);
+    return out;
+  }
+
+  /// The head's class of the task's label `task_label`.
+  std::int32_t class_of_task(std::int64_t task_label) const {
+    const auto it = std::find(task_of_class_.begin(), task_of_class_.end(), task_label);
+    return static_cast<std::int32_t>(it - task_of_class_.begin());
+  }
+
+  /// For each of the head's classes, its index among the task's labels
+  /// (identity unless the start model orders them otherwise).
+  static std::vector<std::int64_t> task_index_of(const GlueTaskInfo& task, const TaskHead& head) {
+    std::vector<std::int64_t> out;
+    for (std::size_t k = 0; k < task.labels.size(); ++k) {
+      const auto it = k < head.labels.size()
+                          ? std::find(task.labels.begin(), task.labels.end(), head.labels[k])
+                          : task.labels.end();
+      out.push_back(it == task.labels.end() ? static_cast<std::int64_t>(k)
+                                            : it - task.labels.begin());
+    }
+    return out;
   }
 
   void load(Split split, const std::filesystem::path& path, bool labelled, std::int64_t seq) {
@@ -96,7 +124,7 @@ class GlueData final : public FinetuneData {
     ModelRows& rows = rows_[static_cast<std::size_t>(split)];
     rows.seq = seq;
     for (const auto& example : file.examples) {
-      const Encoding e = tokenizer_.encode(
+      const Encoding e = tokenizer_->encode(
           example.text_a, task_.pair ? std::optional<std::string>(example.text_b) : std::nullopt,
           seq);
       rows.add(e.input_ids, e.token_type_ids, e.attention_mask);
@@ -104,7 +132,7 @@ class GlueData final : public FinetuneData {
       if (task_.labels.empty()) {
         rows.targets.push_back(static_cast<float>(example.score));
       } else {
-        rows.labels.push_back(static_cast<std::int32_t>(example.label));
+        rows.labels.push_back(class_of_task(example.label));
       }
     }
     spdlog::info("{}: {} {} examples{}", path.string(), file.examples.size(), task_.name,
@@ -116,15 +144,17 @@ class GlueData final : public FinetuneData {
 
   const GlueTaskInfo& task_;
   TaskHead head_;
-  WordPieceTokenizer tokenizer_;
+  std::vector<std::int64_t> task_of_class_;
+  std::unique_ptr<Tokenizer> tokenizer_;
   std::array<ModelRows, 3> rows_;
 };
 
 }  // namespace
 
 std::unique_ptr<FinetuneData> open_glue_data(const RunConfig& config,
-                                             const std::filesystem::path& vocab, std::int64_t seq) {
-  return std::make_unique<GlueData>(config, vocab, seq);
+                                             const std::filesystem::path& vocab, std::int64_t seq,
+                                             const TaskHead& head) {
+  return std::make_unique<GlueData>(config, vocab, seq, head);
 }
 
 }  // namespace polyhal

@@ -122,7 +122,7 @@ class SquadData final : public FinetuneData {
  public:
   SquadData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq)
       : config_(config.section<FinetuneSection>()),
-        tokenizer_(vocab, tokenizer_options(config, SpecialTokensInText::split)) {
+        tokenizer_(open_tokenizer({vocab, tokenizer_options(config, SpecialTokensInText::split)})) {
     settings_.max_seq_length = seq;
     settings_.doc_stride = config_.doc_stride;
     settings_.max_query_length = config_.max_query_length;
@@ -175,7 +175,7 @@ class SquadData final : public FinetuneData {
                      row + static_cast<std::ptrdiff_t>(2 * seq));
     }
     const auto answers =
-        predict_squad_answers(s.file, s.features, starts, ends, tokenizer_, prediction_);
+        predict_squad_answers(s.file, s.features, starts, ends, *tokenizer_, prediction_);
     EvalReport report;
     if (!dir.empty()) report.files = write_predictions(answers, dir);
     if (split != Split::eval) return report;
@@ -208,7 +208,7 @@ class SquadData final : public FinetuneData {
     for (const auto& q : s->file.questions) version_2 = version_2 || q.impossible;
     SquadFeatureSettings settings = settings_;
     settings.training = split == Split::train;
-    s->features = make_squad_features(s->file, tokenizer_, settings);
+    s->features = make_squad_features(s->file, *tokenizer_, settings);
     report_skipped(path, *s);
     s->rows.seq = settings_.max_seq_length;
     if (config_.packed) {
@@ -271,7 +271,7 @@ class SquadData final : public FinetuneData {
   }
 
   FinetuneSection config_;
-  WordPieceTokenizer tokenizer_;
+  std::unique_ptr<Tokenizer> tokenizer_;
   SquadFeatureSettings settings_;
   SquadPredictionSettings prediction_;
   std::array<std::unique_ptr<SquadSplit>, 3> splits_;

@@ -1,10 +1,12 @@
 #pragma once
 // What text inference and the embedding server (served_model.hpp) open a
 // model with (inside libpolyhal).
+#include <memory>
+
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/tokenizer.hpp"
-#include "sentence_pooling.hpp"
+#include "text/sentence_pooling.hpp"
 
 namespace polyhal {
 
@@ -15,9 +17,9 @@ namespace polyhal {
 TensorMap read_inference_weights(const RunConfig& config, const BertConfig& model,
                                  const TaskHead& head, bool with_heads, bool* pooler_absent);
 
-/// data.vocab's tokenizer for text inference; ConfigError when it has more
-/// tokens than `model`'s vocabulary.
-WordPieceTokenizer open_text_tokenizer(const RunConfig& config, const BertConfig& model);
+/// data.vocab's tokenizer (a vocab.txt or a tokenizer.json) for text inference; ConfigError when it
+/// has more tokens than `model`'s vocabulary.
+std::unique_ptr<Tokenizer> open_text_tokenizer(const RunConfig& config, const BertConfig& model);
 
 /// The sentence embedding the config and the model's directory ask for, said once.
 SentencePooling text_pooling(const RunConfig& config);

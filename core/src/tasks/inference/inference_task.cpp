@@ -19,10 +19,10 @@
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
-#include "sentence_pooling.hpp"
 #include "tasks/inference_precision.hpp"
 #include "tasks/plan_fit.hpp"
 #include "tasks/tokenizer_settings.hpp"
+#include "text/sentence_pooling.hpp"
 #include "util/atomic_file.hpp"
 #include "util/regular_file.hpp"
 
@@ -65,8 +65,8 @@ std::vector<TextLine> read_text(const std::filesystem::path& file) {
 }
 
 /// Top-k vocabulary entries of one logits row.
-nlohmann::json top_tokens(const float* logits, std::int64_t vocab,
-                          const WordPieceTokenizer& tokenizer, int k) {
+nlohmann::json top_tokens(const float* logits, std::int64_t vocab, const Tokenizer& tokenizer,
+                          int k) {
   std::vector<std::int32_t> order(static_cast<std::size_t>(vocab));
   for (std::int32_t i = 0; i < vocab; ++i) order[static_cast<std::size_t>(i)] = i;
   std::partial_sort(order.begin(), order.begin() + k, order.end(),
@@ -138,12 +138,12 @@ namespace {
 /// one JSON line per example in inference.output.
 }  // namespace
 
-WordPieceTokenizer open_text_tokenizer(const RunConfig& config, const BertConfig& model) {
-  WordPieceTokenizer tokenizer(config.data.vocab,
-                               tokenizer_options(config, SpecialTokensInText::keep));
-  if (static_cast<std::int64_t>(tokenizer.vocab_size()) > model.vocab_size)
+std::unique_ptr<Tokenizer> open_text_tokenizer(const RunConfig& config, const BertConfig& model) {
+  auto tokenizer =
+      open_tokenizer({config.data.vocab, tokenizer_options(config, SpecialTokensInText::keep)});
+  if (static_cast<std::int64_t>(tokenizer->vocab_size()) > model.vocab_size)
     throw ConfigError(fmt::format("{}: vocabulary has {} tokens but the model's vocab_size is {}",
-                                  config.data.vocab.string(), tokenizer.vocab_size(),
+                                  config.data.vocab.string(), tokenizer->vocab_size(),
                                   model.vocab_size));
   return tokenizer;
 }
@@ -166,7 +166,7 @@ SentencePooling text_pooling(const RunConfig& config) {
 
 namespace {
 
-void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTokenizer& tokenizer,
+void infer_text(BertInference& bert, const RunConfig& config, const Tokenizer& tokenizer,
                 const TaskHead& head, bool pooler_absent, InferenceResult& result) {
   const BertShape shape = bert.shape();
   const bool heads = config.model.heads;
@@ -261,9 +261,8 @@ void infer_text(BertInference& bert, const RunConfig& config, const WordPieceTok
 }
 
 /// Text inference without a head, on packed rows (packed_text_inference.hpp).
-void infer_text_packed(BertInference& bert, const RunConfig& config,
-                       const WordPieceTokenizer& tokenizer, const TensorMap& weights,
-                       bool pooler_absent, InferenceResult& result) {
+void infer_text_packed(BertInference& bert, const RunConfig& config, const Tokenizer& tokenizer,
+                       const TensorMap& weights, bool pooler_absent, InferenceResult& result) {
   const auto& section = config.section<InferenceSection>();
   if (section.output.empty()) throw ConfigError("inference.output: required with data.source text");
   const auto lines = read_text(config.data.text_file);
@@ -370,10 +369,8 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
                         : ""));
   }
   const bool text = config.data.source == "text";
-  std::optional<WordPieceTokenizer> tokenizer;
-  if (text) {
-    tokenizer.emplace(open_text_tokenizer(config, result.config));
-  }
+  std::unique_ptr<Tokenizer> tokenizer;
+  if (text) tokenizer = open_text_tokenizer(config, result.config);
   const bool heads = config.model.heads;
   // model.head question_answering / classification: the fine-tuned model
   // classes (the seeds' SQuAD inference benchmark).

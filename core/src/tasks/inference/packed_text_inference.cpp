@@ -6,7 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
-#include "text_packing.hpp"
+#include "text/text_packing.hpp"
 
 namespace polyhal {
 namespace {

@@ -11,8 +11,8 @@
 #include "polyhal/app/inference_task.hpp"
 #include "polyhal/app/safetensors.hpp"
 #include "polyhal/app/tokenizer.hpp"
-#include "sentence_pooling.hpp"
-#include "text_packing.hpp"
+#include "text/sentence_pooling.hpp"
+#include "text/text_packing.hpp"
 
 namespace polyhal {
 
@@ -25,7 +25,7 @@ struct TextLine {
 /// What packed text inference writes per line and with what.
 struct PackedTextJob {
   const std::vector<TextLine>* lines = nullptr;
-  const WordPieceTokenizer* tokenizer = nullptr;
+  const Tokenizer* tokenizer = nullptr;
   SentencePooling pooling;
   bool hidden_states = false;
   /// The pooler's weights (Hugging Face names), or null when the model has

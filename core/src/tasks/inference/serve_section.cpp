@@ -1,6 +1,11 @@
 // Config section `serve` (polyhal serve), read by task inference.
 #include "serve_section.hpp"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cctype>
+
 #include "polyhal/app/config_keys.hpp"
 
 namespace polyhal {
@@ -42,7 +47,25 @@ ConfigSection serve_section() {
            "polyhal serve: a file holding the bearer token requests must carry", {},
            {.input = InputPath::file})
       .add("model_name", &S::model_name,
-           "polyhal serve: the model's name in answers (default: the model directory's name)");
+           "polyhal serve: the model's name in answers (default: the model directory's name)")
+      .custom(
+          "allowed_hosts",
+          "polyhal serve: the Host names requests may carry (\"*\": any); default: on a "
+          "loopback address, localhost and loopback addresses only (DNS rebinding)",
+          [](const ConfigValue& v, S& s) {
+            for (const auto& item : v.items()) {
+              std::string host = item.text();
+              for (char& c : host)
+                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+              if (host.empty() || host.find_first_of(" /\t") != std::string::npos)
+                item.fail("expected a host name or address, or \"*\"");
+              s.allowed_hosts.push_back(host);
+            }
+          },
+          [](const S& s) {
+            return s.allowed_hosts.empty() ? std::string("[]")
+                                           : fmt::format("[{}]", fmt::join(s.allowed_hosts, ", "));
+          });
   return section;
 }
 

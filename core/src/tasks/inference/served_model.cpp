@@ -14,10 +14,11 @@
 #include "inference_setup.hpp"
 #include "packed_text_inference.hpp"
 #include "polyhal/app/bert_inference.hpp"
+#include "polyhal/app/serve_settings.hpp"
 #include "polyhal/error.hpp"
 #include "tasks/inference_precision.hpp"
 #include "tasks/plan_fit.hpp"
-#include "text_packing.hpp"
+#include "text/text_packing.hpp"
 
 namespace polyhal {
 namespace {
@@ -125,13 +126,30 @@ HostTensor take_tensor(TensorMap& weights, const std::string& name) {
 
 }  // namespace
 
+namespace {
+
+/// `task` when model.seq_len leaves room for a text's token after the
+/// special tokens a request is framed with: [CLS] [SEP], and one more [SEP]
+/// for the pairs a classifier or question answering reads.
+ServedModel::Task checked_room(const RunConfig& config, ServedModel::Task task) {
+  const std::int64_t framing = task == ServedModel::Task::embeddings ? 2 : 3;
+  if (config.model.seq_len <= framing)
+    throw config.error("model.seq_len",
+                       fmt::format("{} leaves no room for text after the {} special tokens a "
+                                   "request is framed with: serving needs at least {}",
+                                   config.model.seq_len, framing, framing + 1));
+  return task;
+}
+
+}  // namespace
+
 struct ServedModel::Impl {
   Task task;
   TaskHead head;
   BertConfig dims;
   std::string name, description;
   BertShape shape;
-  WordPieceTokenizer tokenizer;
+  std::unique_ptr<Tokenizer> tokenizer;
   SentencePooling pooling;
   /// The model prepared for several shapes, fewest tokens first, the last
   /// batch.micro x model.seq_len, all on one copy of the weights: a batch
@@ -145,14 +163,14 @@ struct ServedModel::Impl {
   HostTensor pooler_weight, pooler_bias, head_weight, head_bias;
 
   Impl(Device& device, const RunConfig& config, const RunPlan& plan)
-      : task(served_task(config)),
+      : task(checked_room(config, served_task(config))),
         head(served_head(config, task)),
         dims(plan.model.dims),
         name(plan.model.name),
         shape{config.batch.micro, config.model.seq_len},
         tokenizer(open_text_tokenizer(config, dims)),
         pooling(task == Task::embeddings ? text_pooling(config) : SentencePooling{}),
-        filler(tokenizer.encode("", std::nullopt, shape.seq)),
+        filler(tokenizer->encode("", std::nullopt, shape.seq)),
         packed(config.section<InferenceSection>().packed) {
     const InferencePrecision precision = inference_precision(config, plan.precision, dims, device);
     for (const BertShape& each : served_shapes(shape, packed)) {
@@ -160,7 +178,17 @@ struct ServedModel::Impl {
         return std::make_unique<BertInference>(device, dims, each, precision, false, true);
       }));
     }
-    require_plan_fits(berts.back()->plan_memory());
+    // serve.replicas loads the model that many times on this device: the
+    // plan checks them all, so `serve --check` (which loads one) says
+    // whether N fit.
+    MemoryReport memory = berts.back()->plan_memory();
+    const std::int64_t copies = serve_settings(config).replicas;
+    if (copies > 1) {
+      memory.device += fmt::format(" ({} replicas, serve.replicas)", copies);
+      memory.required_bytes *= static_cast<std::uint64_t>(copies);
+      memory.fits = memory.fits && memory.required_bytes <= memory.capacity_bytes;
+    }
+    require_plan_fits(memory);
     bool pooler_absent = false;
     TensorMap weights =
         read_inference_weights(config, dims, head, task != Task::embeddings, &pooler_absent);
@@ -296,15 +324,22 @@ ServedModel::~ServedModel() = default;
 
 ServedModel::Text ServedModel::tokenize(const std::string& text,
                                         const std::optional<std::string>& second) const {
-  const auto& m = *impl_;
-  const LineTokens tokens = line_tokens(m.tokenizer.encode(text, second, m.shape.seq));
-  Text out{tokens.ids, tokens.types, false};
-  // Only a full encoding can have lost tokens: count them then.
-  if (static_cast<std::int64_t>(out.ids.size()) == m.shape.seq) {
-    auto wanted = static_cast<std::int64_t>(m.tokenizer.tokenize(text).size()) + 2;
-    if (second) wanted += static_cast<std::int64_t>(m.tokenizer.tokenize(*second).size()) + 1;
-    out.truncated = wanted > m.shape.seq;
-  }
+  std::optional<std::vector<std::int32_t>> b;
+  if (second) b = text_ids(*second);
+  return frame(text_ids(text), std::move(b));
+}
+
+std::vector<std::int32_t> ServedModel::text_ids(const std::string& text) const {
+  return impl_->tokenizer->ids(text);
+}
+
+ServedModel::Text ServedModel::frame(std::vector<std::int32_t> a,
+                                     std::optional<std::vector<std::int32_t>> b) const {
+  Text out;
+  const LineTokens tokens = line_tokens(
+      impl_->tokenizer->encode_ids(std::move(a), std::move(b), impl_->shape.seq, &out.truncated));
+  out.ids = tokens.ids;
+  out.types = tokens.types;
   return out;
 }
 
@@ -370,8 +405,8 @@ bool ServedModel::independent_labels() const noexcept {
 const std::string& ServedModel::description() const noexcept {
   return impl_->description;
 }
-const WordPieceTokenizer& ServedModel::tokenizer() const noexcept {
-  return impl_->tokenizer;
+const Tokenizer& ServedModel::tokenizer() const noexcept {
+  return *impl_->tokenizer;
 }
 
 }  // namespace polyhal

@@ -1,4 +1,4 @@
-#include "text_packing.hpp"
+#include "text/text_packing.hpp"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "polyhal/app/tokenizer.hpp"
+#include "polyhal/app/wordpiece_tokenizer.hpp"
 
 #include <fmt/format.h>
 #include <unicode/normalizer2.h>
@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <fstream>
 #include <iterator>
+#include <string_view>
+#include <utility>
 
 #include "polyhal/error.hpp"
 #include "util/regular_file.hpp"
@@ -110,15 +112,29 @@ WordPieceTokenizer::WordPieceTokenizer(const std::filesystem::path& vocab_file,
   for (std::string line; std::getline(in, line);) {
     while (!line.empty() && (line.back() == '\r' || line.back() == '\n' || line.back() == ' '))
       line.pop_back();
-    ids_.emplace(line, static_cast<std::int32_t>(tokens_.size()));
     tokens_.push_back(line);
   }
+  index(vocab_file.string());
+}
+
+WordPieceTokenizer::WordPieceTokenizer(std::vector<std::string> tokens,
+                                       const TokenizerOptions& options, const std::string& source)
+    : tokens_(std::move(tokens)), options_(options) {
+  index(source);
+}
+
+void WordPieceTokenizer::index(const std::string& source) {
+  for (std::size_t i = 0; i < tokens_.size(); ++i)
+    ids_.emplace(tokens_[i], static_cast<std::int32_t>(i));  // a repeated token: the first id
   for (const char* required : {"[CLS]", "[SEP]", "[PAD]", "[UNK]"}) {
-    if (!ids_.contains(required)) {
-      throw ConfigError(
-          fmt::format("{}: vocabulary has no {} token", vocab_file.string(), required));
-    }
+    if (!ids_.contains(required))
+      throw ConfigError(fmt::format("{}: vocabulary has no {} token", source, required));
   }
+  special_.cls = ids_.at("[CLS]");
+  special_.sep = ids_.at("[SEP]");
+  special_.pad = ids_.at("[PAD]");
+  special_.unk = ids_.at("[UNK]");
+  if (const auto it = ids_.find("[MASK]"); it != ids_.end()) special_.mask = it->second;
 }
 
 std::vector<std::string> WordPieceTokenizer::basic_tokenize(const std::string& text) const {
@@ -221,43 +237,43 @@ std::vector<std::string> WordPieceTokenizer::tokenize(const std::string& text) c
   return out;
 }
 
-Encoding WordPieceTokenizer::encode(const std::string& text_a,
-                                    const std::optional<std::string>& text_b,
-                                    std::int64_t max_length) const {
-  std::vector<std::string> a = tokenize(text_a);
-  std::vector<std::string> b = text_b ? tokenize(*text_b) : std::vector<std::string>{};
-  const std::size_t special = text_b ? 3 : 2;
-  const auto limit = static_cast<std::size_t>(
-      std::max<std::int64_t>(max_length, static_cast<std::int64_t>(special)));
-  // The longer side loses its last token first, the second on a tie: the
-  // reference's _truncate_seq_pair and Hugging Face's longest_first.
-  while (a.size() + b.size() + special > limit) (a.size() > b.size() ? a : b).pop_back();
-  Encoding e;
-  auto add = [&](const std::string& token, std::int32_t type) {
-    e.tokens.push_back(token);
-    e.input_ids.push_back(id(token));
-    e.token_type_ids.push_back(type);
-    e.attention_mask.push_back(1);
-  };
-  add("[CLS]", 0);
-  for (const auto& t : a) add(t, 0);
-  add("[SEP]", 0);
-  if (text_b) {
-    for (const auto& t : b) add(t, 1);
-    add("[SEP]", 1);
-  }
-  while (e.tokens.size() < limit) {
-    e.tokens.push_back("[PAD]");
-    e.input_ids.push_back(id("[PAD]"));
-    e.token_type_ids.push_back(0);
-    e.attention_mask.push_back(0);
-  }
-  return e;
-}
-
 std::int32_t WordPieceTokenizer::id(const std::string& token) const {
   auto it = ids_.find(token);
-  return it == ids_.end() ? ids_.at("[UNK]") : it->second;
+  return it == ids_.end() ? special_.unk : it->second;
+}
+
+bool WordPieceTokenizer::continues_word(std::int32_t id) const {
+  return token(id).starts_with("##");
+}
+
+std::string WordPieceTokenizer::decode(const std::vector<std::int32_t>& ids) const {
+  // BertTokenizer's decode: special tokens skipped, pieces joined with
+  // spaces and "##" glued, then clean_up_tokenization_spaces.
+  std::string text;
+  for (const std::int32_t i : ids) {
+    const std::string& piece = token(i);
+    if (is_special(piece) && ids_.contains(piece)) continue;
+    if (piece.starts_with("##")) {
+      text += piece.substr(2);
+    } else {
+      if (!text.empty()) text += ' ';
+      text += piece;
+    }
+  }
+  for (const auto& [from, to] : {std::pair<std::string_view, std::string_view>{" .", "."},
+                                 {" ?", "?"},
+                                 {" !", "!"},
+                                 {" ,", ","},
+                                 {" ' ", "'"},
+                                 {" n't", "n't"},
+                                 {" 'm", "'m"},
+                                 {" 's", "'s"},
+                                 {" 've", "'ve"},
+                                 {" 're", "'re"}}) {
+    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at))
+      text.replace(at, from.size(), to);
+  }
+  return text;
 }
 
 const std::string& WordPieceTokenizer::token(std::int32_t id) const {

@@ -1,0 +1,98 @@
+// What every tokenizer shares (polyhal/app/tokenizer.hpp): framing ids with
+// the special tokens, truncation and padding; and open_tokenizer, the one
+// place that picks a tokenizer's kind from its file.
+#include "polyhal/app/tokenizer.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "polyhal/app/wordpiece_tokenizer.hpp"
+#include "polyhal/error.hpp"
+#include "text/tokenizer_json.hpp"
+
+namespace polyhal {
+namespace {
+
+/// Cuts `a` and `b` to `room` tokens together, longest first.
+void truncate_pair(std::vector<std::int32_t>& a, std::vector<std::int32_t>& b, std::size_t room,
+                   PairTruncation rule) {
+  if (a.size() + b.size() <= room) return;
+  if (rule == PairTruncation::one_at_a_time) {
+    // The longer side loses its last token, the second on a tie.
+    while (a.size() + b.size() > room) (a.size() > b.size() ? a : b).pop_back();
+    return;
+  }
+  // The tokenizers library: the shorter side is kept whole when the longer
+  // can take the cut alone; else the shorter keeps room/2 and the longer
+  // the rest (the first counts as the shorter on a tie).
+  const bool first_shorter = a.size() <= b.size();
+  std::size_t shorter = first_shorter ? a.size() : b.size();
+  std::size_t longer = shorter > room ? shorter : std::max(shorter, room - shorter);
+  if (shorter + longer > room) {
+    shorter = room / 2;
+    longer = shorter + room % 2;
+  }
+  a.resize(std::min(a.size(), first_shorter ? shorter : longer));
+  b.resize(std::min(b.size(), first_shorter ? longer : shorter));
+}
+
+}  // namespace
+
+std::vector<std::int32_t> Tokenizer::ids(const std::string& text) const {
+  std::vector<std::int32_t> out;
+  for (const auto& piece : tokenize(text)) out.push_back(id(piece));
+  return out;
+}
+
+Encoding Tokenizer::encode_ids(std::vector<std::int32_t> a,
+                               std::optional<std::vector<std::int32_t>> b, std::int64_t max_length,
+                               bool* truncated) const {
+  const SpecialTokenIds& special = special_ids();
+  const std::size_t framing = b ? 3 : 2;
+  const auto limit = static_cast<std::size_t>(
+      std::max<std::int64_t>(max_length, static_cast<std::int64_t>(framing)));
+  std::vector<std::int32_t> none;
+  std::vector<std::int32_t>& second = b ? *b : none;
+  if (truncated) *truncated = a.size() + second.size() + framing > limit;
+  truncate_pair(a, second, limit - framing, pair_truncation());
+  Encoding e;
+  e.tokens.reserve(limit);
+  e.input_ids.reserve(limit);
+  e.token_type_ids.reserve(limit);
+  e.attention_mask.reserve(limit);
+  auto add = [&](std::int32_t id, std::int32_t type, std::int32_t mask) {
+    e.tokens.push_back(token(id));
+    e.input_ids.push_back(id);
+    e.token_type_ids.push_back(type);
+    e.attention_mask.push_back(mask);
+  };
+  add(special.cls, 0, 1);
+  for (const std::int32_t id : a) add(id, 0, 1);
+  add(special.sep, 0, 1);
+  if (b) {
+    for (const std::int32_t id : second) add(id, 1, 1);
+    add(special.sep, 1, 1);
+  }
+  while (e.input_ids.size() < limit) add(special.pad, 0, 0);
+  return e;
+}
+
+Encoding Tokenizer::encode(const std::string& text_a, const std::optional<std::string>& text_b,
+                           std::int64_t max_length, bool* truncated) const {
+  std::optional<std::vector<std::int32_t>> b;
+  if (text_b) b = ids(*text_b);
+  return encode_ids(ids(text_a), std::move(b), max_length, truncated);
+}
+
+std::unique_ptr<Tokenizer> open_tokenizer(const TokenizerSpec& spec) {
+  if (spec.file.extension() == ".json") {
+    TokenizerOptions options = spec.options;
+    options.pair_truncation = PairTruncation::halves;
+    return std::make_unique<WordPieceTokenizer>(read_tokenizer_json_vocabulary(spec.file), options,
+                                                spec.file.string());
+  }
+  return std::make_unique<WordPieceTokenizer>(spec.file, spec.options);
+}
+
+}  // namespace polyhal

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""The model side's guards (issue 68): each concept read in one place.
+
+1. A tokenizer's kind is named only in the text layer (core/src/text, its
+   header polyhal/app/wordpiece_tokenizer.hpp) and the text layer's own
+   tests and fuzz targets; everything else holds a `Tokenizer`.
+2. A model directory's JSON files (config.json, modules.json,
+   1_Pooling/config.json, sentence_bert_config.json) and tokenizer files
+   (vocab.txt, tokenizer.json, tokenizer_config.json) are named only in
+   core/src/model, core/src/plan and core/src/text.
+3. The family is branched on (`groupbert()`) only in the families' files.
+
+Rules 2 and 3 carry an allow-list of the files that still break them, to
+be moved by the model card and families work; it may only shrink: a file
+on it that no longer breaks the rule fails the check until it is taken off.
+Prints each finding; exits 1 when there is one.
+
+  python3 scripts/check_model_side.py [ROOT]
+  python3 scripts/check_model_side.py --self-test
+"""
+import os
+import re
+import sys
+
+CONCRETE_TOKENIZER = re.compile(r"\bWordPieceTokenizer\b|wordpiece_tokenizer\.hpp")
+MODEL_FILES = re.compile(
+    r'"(config\.json|modules\.json|sentence_bert_config\.json|vocab\.txt|tokenizer\.json|'
+    r'tokenizer_config\.json)"|1_Pooling')
+FAMILY_BRANCH = re.compile(r"\bgroupbert\(\)")
+
+TOKENIZER_HOME = ("core/src/text/", "core/include/polyhal/app/wordpiece_tokenizer.hpp",
+                  "tests/tokenizer_test.cpp", "tests/real_model_test.cpp",
+                  "tests/tools/tokenize_lines.cpp", "fuzz/fuzz_tokenizer.cpp",
+                  "fuzz/fuzz_tokenizer_files.cpp")
+MODEL_FILES_HOME = ("core/src/model/", "core/src/plan/", "core/src/text/")
+# Still reading a model directory's files outside the model card's rooms.
+MODEL_FILES_ALLOWED = {
+    "core/src/config/model_directory.cpp",  # expands model.dir into keys while loading
+    "core/src/tasks/inference/inference_task.cpp",  # pooling's directory
+    "core/src/tasks/training_run.cpp",      # the export's tokenizer files
+}
+FAMILY_HOME = ("core/src/model/families/",)
+# Still branching on the family outside its file.
+FAMILY_ALLOWED = {
+    "core/src/model/bert_config.cpp",
+    "core/src/model/bert_program.cpp",
+    "core/src/model/bert_weights.cpp",
+    "core/src/plan/model_plan.cpp",
+    "core/src/plan/weights_fit.cpp",
+}
+
+SOURCES = ("core", "launcher", "plugins", "tests", "fuzz", "bench", "tools")
+
+
+def findings(files):
+    """files: {relative path: text}. Returns the problems, one line each."""
+    out = []
+    breaking_model, breaking_family = set(), set()
+    for rel, text in sorted(files.items()):
+        if not rel.endswith((".cpp", ".hpp", ".h", ".cc")):
+            continue
+        if CONCRETE_TOKENIZER.search(text) and not rel.startswith(TOKENIZER_HOME):
+            out.append(f"{rel}: names a tokenizer's kind; hold a Tokenizer "
+                       "(polyhal/app/tokenizer.hpp) and open it with open_tokenizer")
+        if rel.startswith("core/src/"):
+            if MODEL_FILES.search(text) and not rel.startswith(MODEL_FILES_HOME):
+                breaking_model.add(rel)
+                if rel not in MODEL_FILES_ALLOWED:
+                    out.append(f"{rel}: names a model directory's file; only model/, plan/ and "
+                               "text/ read them (the model card)")
+            if FAMILY_BRANCH.search(text) and not rel.startswith(FAMILY_HOME):
+                breaking_family.add(rel)
+                if rel not in FAMILY_ALLOWED:
+                    out.append(f"{rel}: branches on the family (groupbert()); a family's rules "
+                               "live in its file under core/src/model/families/")
+    for rel in sorted(MODEL_FILES_ALLOWED - breaking_model):
+        if rel in files:
+            out.append(f"{rel}: no longer names a model file: take it off MODEL_FILES_ALLOWED")
+    for rel in sorted(FAMILY_ALLOWED - breaking_family):
+        if rel in files:
+            out.append(f"{rel}: no longer branches on the family: take it off FAMILY_ALLOWED")
+    return out
+
+
+def read_tree(root):
+    files = {}
+    for top in SOURCES:
+        for dirpath, _, names in os.walk(os.path.join(root, top)):
+            for name in names:
+                path = os.path.join(dirpath, name)
+                rel = os.path.relpath(path, root).replace(os.sep, "/")
+                if rel.endswith((".cpp", ".hpp", ".h", ".cc")):
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        files[rel] = f.read()
+    return files
+
+
+def self_test():
+    """Each rule fails on a planted violation and passes the tree's own."""
+    clean = {rel: "" for rel in MODEL_FILES_ALLOWED | FAMILY_ALLOWED}
+    for rel in MODEL_FILES_ALLOWED:
+        clean[rel] += '"config.json"\n'
+    for rel in FAMILY_ALLOWED:
+        clean[rel] += "groupbert()\n"
+    planted = {
+        "core/src/serve/x.cpp": "const WordPieceTokenizer& t;",
+        "core/src/tasks/y.cpp": 'dir / "tokenizer.json"',
+        "core/src/data/z.cpp": "if (model.groupbert()) {}",
+    }
+    wrong = []
+    if findings(clean):
+        wrong.append(f"the allowed tree fails: {findings(clean)}")
+    for rel, text in planted.items():
+        got = findings({**clean, rel: text})
+        if len(got) != 1 or not got[0].startswith(rel):
+            wrong.append(f"planted {rel}: {got}")
+    shrunk = dict(clean)
+    shrunk["core/src/tasks/training_run.cpp"] = ""
+    if not any("take it off" in f for f in findings(shrunk)):
+        wrong.append("an allow-listed file that is clean is not reported")
+    allowed = {"core/src/text/wordpiece_tokenizer.cpp": "WordPieceTokenizer",
+               "core/src/model/families/groupbert.cpp": "groupbert()",
+               "core/src/plan/model_plan.cpp": '"config.json" groupbert()'}
+    if findings({**clean, **allowed}):
+        wrong.append(f"a rule fires in its own rooms: {findings({**clean, **allowed})}")
+    print(f"check_model_side self-test: {'ok' if not wrong else wrong}")
+    return 1 if wrong else 0
+
+
+def main():
+    root = os.path.abspath(next((a for a in sys.argv[1:] if not a.startswith("--")),
+                                os.path.join(os.path.dirname(__file__), "..")))
+    problems = findings(read_tree(root))
+    for p in problems:
+        print(p)
+    print(f"check_model_side: {len(problems)} finding(s)")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(self_test() if "--self-test" in sys.argv else main())
