@@ -31,127 +31,129 @@ struct CommandSpec {
   std::string examples;
 };
 
+// The command table: one row per command (a constant, not a function: it is data).
+const std::vector<CommandSpec> kCommands{
+    {"plugins",
+     "list the plugins found, and why any was refused",
+     "polyhal plugins [--plugin-path DIR]...",
+     "Lists the plugin search path and every plugin found, each loaded in a child process, "
+     "and why any was not loaded.",
+     {"plugins"},
+     "  polyhal plugins\n  polyhal plugins --plugin-path /opt/my-plugins\n"},
+    {"devices",
+     "list devices and their properties (measured or modelled)",
+     "polyhal devices [--backend NAME] [--set device.OPTION=value]... [--options]",
+     "Lists devices and their properties, each marked measured, datasheet, derived or "
+     "modelled.",
+     {"plugins", "devices"},
+     "  polyhal devices --backend ipu\n  polyhal devices --backend cpu --set device.isa=avx2\n"
+     "  polyhal devices --backend gaudi --options\n"},
+    {"run",
+     "run what a config describes: inference, training, a benchmark",
+     "polyhal run CONFIG [--backend NAME] [--set key.path=value]... [--compile-only]",
+     "Runs the workload a config describes (inference, pre-training, fine-tuning, matmul "
+     "benchmark). CONFIG may also be given as --config FILE.",
+     {"plugins", "config", "run", "memory-report"},
+     "  polyhal run /usr/share/polyhal/configs/bert-demo-cpu.yaml\n"
+     "  polyhal run pretrain.yaml --backend gaudi --set batch.micro=16 --metrics-out m.jsonl\n"
+     "  polyhal run pretrain-bert-large-phase1-ipu.yaml --compile-only   # will it fit?\n"
+     "  mpirun -np 2 polyhal run pretrain.yaml --set collective=mpi\n"
+     "  polyhal run pretrain.yaml --max-restarts 3   # restart from the last checkpoint\n"},
+    {"serve",
+     "serve embeddings over HTTP (OpenAI and TEI APIs)",
+     "polyhal serve CONFIG [--backend NAME] [--set key.path=value]... [--check]",
+     "Loads the model of a text-inference config (model.dir, or hf_config, weights and "
+     "data.vocab) and answers POST /v1/embeddings (OpenAI's API) and POST /embed "
+     "(text-embeddings-inference's), GET /health, /ready, /v1/models and /metrics, batching "
+     "requests by tokens into packed rows. The config's serve section sets the address "
+     "(127.0.0.1:8080), limits and a bearer token; SIGTERM or Ctrl-C stops it after answering "
+     "what is in flight. docs/serving.md.",
+     {"plugins", "config", "serve"},
+     "  polyhal serve minilm.yaml\n"
+     "  polyhal serve minilm.yaml --set serve.port=9000 --set serve.host=0.0.0.0\n"
+     "  polyhal serve /etc/polyhal/serve.yaml --check   # load the model, do not listen\n"},
+    {"validate",
+     "check a config as run would, without running it",
+     "polyhal validate CONFIG [--backend NAME] [--set key.path=value]... [--skip-inputs]",
+     "Checks a config as run would, short of allocating: keys, the input files it names, "
+     "plugin, device options, kernels, data, output places and the memory plan. ok (exit 0) "
+     "means run starts; a bad config or a missing input is exit 2, a plan that does not fit "
+     "exit 1.",
+     {"plugins", "config", "memory-report", "validate"},
+     "  polyhal validate pretrain.yaml --set model.seq_len=512\n"
+     "  polyhal validate pod64.yaml --skip-inputs   # written for another machine\n"},
+    {"pack",
+     "pack MLPerf HDF5 pre-training data into multi-sequence rows",
+     "polyhal pack --input FILE_OR_DIR --output DIR [--max-seq-len 512]",
+     "Packs MLPerf HDF5 pre-training data into rows of several sequences (SPFHP or NNLSHP) "
+     "and prints the efficiency and speed-up.",
+     {"data", "pack"},
+     "  polyhal pack --input hdf5/ --output packed/ --max-seq-len 512 --algorithm nnlshp\n"},
+    {"prepare-data",
+     "turn text into MLPerf HDF5 pre-training data",
+     "polyhal prepare-data --input TEXT... --vocab vocab.txt --output DIR",
+     "Turns text into MLPerf HDF5 pre-training data as BERT's create_pretraining_data.py "
+     "does (and packs it with --pack).",
+     {"data", "prepare"},
+     "  polyhal prepare-data --input wiki/ --vocab vocab.txt --output hdf5/ --max-seq-len 128\n"},
+    {"convert",
+     "convert a TensorFlow BERT checkpoint to Hugging Face or polyhal",
+     "polyhal convert --input TF_CHECKPOINT_OR_DIR --output DIR [--bert-config FILE] "
+     "[--vocab FILE] [--cased] [--to hf|checkpoint]",
+     "Converts a TensorFlow BERT checkpoint (Google's names: the released models, the MLPerf "
+     "phase-1 checkpoint, the vendors' TensorFlow recipes) into a Hugging Face directory "
+     "(config.json, model.safetensors, vocab.txt, tokenizer_config.json) that checkpoint.init, "
+     "model.weights and transformers read; optimizer slots are left out. With --to checkpoint: "
+     "a polyhal pre-training checkpoint with the Adam/LAMB moments and global_step, which "
+     "task pretrain resumes from (checkpoint.dir, checkpoint.resume: true).",
+     {"convert"},
+     "  polyhal convert --input uncased_L-24_H-1024_A-16/ --output bert-large-uncased/\n"
+     "  polyhal convert --input phase1/model.ckpt-28252 --bert-config bert_config.json \\\n"
+     "                  --vocab vocab.txt --output mlperf-phase1/\n"
+     "  polyhal convert --input phase1/model.ckpt-28252 --to checkpoint --output ckpt/\n"},
+    {"config",
+     "show a resolved config, or the reference of every key",
+     "polyhal config show CONFIG [--set key.path=value]... | polyhal config reference",
+     "show: the resolved config, every key that applies to its task with its value and where "
+     "it came from (file:line, --set, or default), and every device option of its backend "
+     "(given, or the backend's default), checked as validate checks them. reference: every "
+     "key, its default and what it does (docs/config-reference.md).",
+     {"config"},
+     "  polyhal config show pretrain.yaml --set batch.micro=16\n"
+     "  polyhal config reference > config-reference.md\n"},
+    {"report",
+     "turn runs' metrics into one HTML page of charts",
+     "polyhal report METRICS_FILE_OR_DIR... [--output FILE] [--chain]",
+     "Turns runs' metrics (run --metrics-out, or a directory of them) into one "
+     "self-contained HTML page of charts: loss, learning rate, loss scale, gradient norm, "
+     "throughput and evaluation metrics over the steps, and a summary table; several runs "
+     "overlay their curves, or with --chain follow one another on one step axis (a recipe's "
+     "stages, in the order given).",
+     {"report"},
+     "  polyhal run pretrain.yaml --metrics-out m.jsonl && polyhal report m.jsonl\n"
+     "  polyhal report base.jsonl large.jsonl --output compare.html\n"
+     "  polyhal report --chain state/phase1.metrics.jsonl state/phase2.metrics.jsonl "
+     "state/squad.metrics.jsonl\n"},
+    {"supervise",
+     "run a job; restart it from its checkpoint when a replica is lost",
+     "polyhal supervise [--max-restarts N] -- COMMAND [ARGUMENTS]...",
+     "Runs a job (mpirun across hosts, typically) and restarts it, at most N times (3), when "
+     "it loses a replica: exit code 4 (a collective timed out) or a process killed by a "
+     "signal. A training run with checkpoint.dir resumes from its last checkpoint. Other "
+     "failures and Ctrl-C (passed on to the job) end it at once.",
+     {"supervise"},
+     "  polyhal supervise --max-restarts 3 -- mpirun --hostfile hosts -np 8 \\\n"
+     "      polyhal run pretrain.yaml --set collective=mpi\n"},
+    {"help",
+     "show the overview, or one command's help",
+     "polyhal help [COMMAND]",
+     "Shows the overview, or one command's help.",
+     {},
+     ""},
+};
+
 const std::vector<CommandSpec>& commands() {
-  static const std::vector<CommandSpec> table{
-      {"plugins",
-       "list the plugins found, and why any was refused",
-       "polyhal plugins [--plugin-path DIR]...",
-       "Lists the plugin search path and every plugin found, each loaded in a child process, "
-       "and why any was not loaded.",
-       {"plugins"},
-       "  polyhal plugins\n  polyhal plugins --plugin-path /opt/my-plugins\n"},
-      {"devices",
-       "list devices and their properties (measured or modelled)",
-       "polyhal devices [--backend NAME] [--set device.OPTION=value]... [--options]",
-       "Lists devices and their properties, each marked measured, datasheet, derived or "
-       "modelled.",
-       {"plugins", "devices"},
-       "  polyhal devices --backend ipu\n  polyhal devices --backend cpu --set device.isa=avx2\n"
-       "  polyhal devices --backend gaudi --options\n"},
-      {"run",
-       "run what a config describes: inference, training, a benchmark",
-       "polyhal run CONFIG [--backend NAME] [--set key.path=value]... [--compile-only]",
-       "Runs the workload a config describes (inference, pre-training, fine-tuning, matmul "
-       "benchmark). CONFIG may also be given as --config FILE.",
-       {"plugins", "config", "run", "memory-report"},
-       "  polyhal run /usr/share/polyhal/configs/bert-demo-cpu.yaml\n"
-       "  polyhal run pretrain.yaml --backend gaudi --set batch.micro=16 --metrics-out m.jsonl\n"
-       "  polyhal run pretrain-bert-large-phase1-ipu.yaml --compile-only   # will it fit?\n"
-       "  mpirun -np 2 polyhal run pretrain.yaml --set collective=mpi\n"
-       "  polyhal run pretrain.yaml --max-restarts 3   # restart from the last checkpoint\n"},
-      {"serve",
-       "serve embeddings over HTTP (OpenAI and TEI APIs)",
-       "polyhal serve CONFIG [--backend NAME] [--set key.path=value]... [--check]",
-       "Loads the model of a text-inference config (model.dir, or hf_config, weights and "
-       "data.vocab) and answers POST /v1/embeddings (OpenAI's API) and POST /embed "
-       "(text-embeddings-inference's), GET /health, /ready, /v1/models and /metrics, batching "
-       "requests by tokens into packed rows. The config's serve section sets the address "
-       "(127.0.0.1:8080), limits and a bearer token; SIGTERM or Ctrl-C stops it after answering "
-       "what is in flight. docs/serving.md.",
-       {"plugins", "config", "serve"},
-       "  polyhal serve minilm.yaml\n"
-       "  polyhal serve minilm.yaml --set serve.port=9000 --set serve.host=0.0.0.0\n"
-       "  polyhal serve /etc/polyhal/serve.yaml --check   # load the model, do not listen\n"},
-      {"validate",
-       "check a config as run would, without running it",
-       "polyhal validate CONFIG [--backend NAME] [--set key.path=value]... [--skip-inputs]",
-       "Checks a config as run would, short of allocating: keys, the input files it names, "
-       "plugin, device options, kernels, data, output places and the memory plan. ok (exit 0) "
-       "means run starts; a bad config or a missing input is exit 2, a plan that does not fit "
-       "exit 1.",
-       {"plugins", "config", "memory-report", "validate"},
-       "  polyhal validate pretrain.yaml --set model.seq_len=512\n"
-       "  polyhal validate pod64.yaml --skip-inputs   # written for another machine\n"},
-      {"pack",
-       "pack MLPerf HDF5 pre-training data into multi-sequence rows",
-       "polyhal pack --input FILE_OR_DIR --output DIR [--max-seq-len 512]",
-       "Packs MLPerf HDF5 pre-training data into rows of several sequences (SPFHP or NNLSHP) "
-       "and prints the efficiency and speed-up.",
-       {"data", "pack"},
-       "  polyhal pack --input hdf5/ --output packed/ --max-seq-len 512 --algorithm nnlshp\n"},
-      {"prepare-data",
-       "turn text into MLPerf HDF5 pre-training data",
-       "polyhal prepare-data --input TEXT... --vocab vocab.txt --output DIR",
-       "Turns text into MLPerf HDF5 pre-training data as BERT's create_pretraining_data.py "
-       "does (and packs it with --pack).",
-       {"data", "prepare"},
-       "  polyhal prepare-data --input wiki/ --vocab vocab.txt --output hdf5/ --max-seq-len 128\n"},
-      {"convert",
-       "convert a TensorFlow BERT checkpoint to Hugging Face or polyhal",
-       "polyhal convert --input TF_CHECKPOINT_OR_DIR --output DIR [--bert-config FILE] "
-       "[--vocab FILE] [--cased] [--to hf|checkpoint]",
-       "Converts a TensorFlow BERT checkpoint (Google's names: the released models, the MLPerf "
-       "phase-1 checkpoint, the vendors' TensorFlow recipes) into a Hugging Face directory "
-       "(config.json, model.safetensors, vocab.txt, tokenizer_config.json) that checkpoint.init, "
-       "model.weights and transformers read; optimizer slots are left out. With --to checkpoint: "
-       "a polyhal pre-training checkpoint with the Adam/LAMB moments and global_step, which "
-       "task pretrain resumes from (checkpoint.dir, checkpoint.resume: true).",
-       {"convert"},
-       "  polyhal convert --input uncased_L-24_H-1024_A-16/ --output bert-large-uncased/\n"
-       "  polyhal convert --input phase1/model.ckpt-28252 --bert-config bert_config.json \\\n"
-       "                  --vocab vocab.txt --output mlperf-phase1/\n"
-       "  polyhal convert --input phase1/model.ckpt-28252 --to checkpoint --output ckpt/\n"},
-      {"config",
-       "show a resolved config, or the reference of every key",
-       "polyhal config show CONFIG [--set key.path=value]... | polyhal config reference",
-       "show: the resolved config, every key that applies to its task with its value and where "
-       "it came from (file:line, --set, or default), and every device option of its backend "
-       "(given, or the backend's default), checked as validate checks them. reference: every "
-       "key, its default and what it does (docs/config-reference.md).",
-       {"config"},
-       "  polyhal config show pretrain.yaml --set batch.micro=16\n"
-       "  polyhal config reference > config-reference.md\n"},
-      {"report",
-       "turn runs' metrics into one HTML page of charts",
-       "polyhal report METRICS_FILE_OR_DIR... [--output FILE] [--chain]",
-       "Turns runs' metrics (run --metrics-out, or a directory of them) into one "
-       "self-contained HTML page of charts: loss, learning rate, loss scale, gradient norm, "
-       "throughput and evaluation metrics over the steps, and a summary table; several runs "
-       "overlay their curves, or with --chain follow one another on one step axis (a recipe's "
-       "stages, in the order given).",
-       {"report"},
-       "  polyhal run pretrain.yaml --metrics-out m.jsonl && polyhal report m.jsonl\n"
-       "  polyhal report base.jsonl large.jsonl --output compare.html\n"
-       "  polyhal report --chain state/phase1.metrics.jsonl state/phase2.metrics.jsonl "
-       "state/squad.metrics.jsonl\n"},
-      {"supervise",
-       "run a job; restart it from its checkpoint when a replica is lost",
-       "polyhal supervise [--max-restarts N] -- COMMAND [ARGUMENTS]...",
-       "Runs a job (mpirun across hosts, typically) and restarts it, at most N times (3), when "
-       "it loses a replica: exit code 4 (a collective timed out) or a process killed by a "
-       "signal. A training run with checkpoint.dir resumes from its last checkpoint. Other "
-       "failures and Ctrl-C (passed on to the job) end it at once.",
-       {"supervise"},
-       "  polyhal supervise --max-restarts 3 -- mpirun --hostfile hosts -np 8 \\\n"
-       "      polyhal run pretrain.yaml --set collective=mpi\n"},
-      {"help",
-       "show the overview, or one command's help",
-       "polyhal help [COMMAND]",
-       "Shows the overview, or one command's help.",
-       {},
-       ""},
-  };
-  return table;
+  return kCommands;
 }
 
 const CommandSpec* find_command(const std::string& name) {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The function-length test: no function body in core/, launcher/ or
-plugins/ spans more than 130 lines (from its opening brace to its closing
-one), except those on the allow-list below, each with the reason it may.
+plugins/ spans more than 110 lines (from its opening brace to its closing
+one; 130 until issue 68 lowered it), except those on the allow-list below,
+each with the reason it may.
 A long function is a sign that one place decides too much (issue 51); split
 it into named steps. Prints every function over the limit (and every
 allow-listed one that no longer is, so the list only shrinks) and exits 1.
@@ -15,7 +16,7 @@ import os
 import re
 import sys
 
-LIMIT = 130
+LIMIT = 110
 
 # (file, function name): why it may be longer. Tables read top to bottom and
 # line-by-line ports of a reference are clearer whole than split.

@@ -49,8 +49,9 @@ WORDS = ("the river mountain city village road bridge forest market school garde
          "king queen farmer teacher doctor child friend people water bread stone light").split()
 
 
-def start(work, extra="", head=None):
-    path = os.path.join(work, f"serve{len(serve_harness.servers)}.yaml")
+def config(work, serve, head=None):
+    """A config of the seeded tiny model (or a serve_heads export) with `serve` keys."""
+    path = os.path.join(work, f"serve{len(serve_harness.servers)}-{time.monotonic_ns()}.yaml")
     if head:
         model = (f"model: {{dir: {SOURCE}/tests/data/serve_heads/{head}, seq_len: 64, "
                  "precision: f32}\n")
@@ -60,8 +61,31 @@ def start(work, extra="", head=None):
                  "inference: {pooling: mean, normalize: true}\n")
     with open(path, "w") as f:
         f.write("backend: cpu\ntask: inference\n" + model + "batch: {micro: 4}\n"
-                "serve: {port: 0, max_body_bytes: 4000000, timeout_seconds: 60" + extra + "}\n")
-    return serve_harness.start(POLYHAL, path)
+                "serve: {port: 0, " + serve + "}\n")
+    return path
+
+
+def start(work, extra="", head=None):
+    return serve_harness.start(
+        POLYHAL, config(work, "max_body_bytes: 4000000, timeout_seconds: 60" + extra, head))
+
+
+def start_saying(path, until="listening on", **popen):
+    """Starts serve on `path`: the process and what it said up to `until` (its last line)."""
+    process = subprocess.Popen([POLYHAL, "serve", path, "--log-level", "warn"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               **popen)
+    serve_harness.servers.append(process)
+    said = []
+    while not said or not any(word in said[-1] for word in until.split("|")):
+        said.append(process.stdout.readline())
+        if not said[-1]:
+            fail(f"serve {path} did not start: " + "".join(said))
+    return process, said
+
+
+def port_of(line):
+    return int(line.split("127.0.0.1:")[1].split("/")[0])
 
 
 def text_of(n_bytes, seed=0):
@@ -249,24 +273,11 @@ def check_hosts_and_tokens(work):
     with open(key_file, "w") as f:
         f.write("s3cret\n")
     os.chmod(key_file, 0o644)
-    path = os.path.join(work, "token.yaml")
-    with open(path, "w") as f:
-        f.write("backend: cpu\ntask: inference\n"
-                "model: {preset: tiny, vocab_size: 85, seq_len: 64, precision: f32}\n"
-                f"data: {{vocab: {SOURCE}/tests/data/corpus/vocab.txt}}\n"
-                "inference: {pooling: mean}\nbatch: {micro: 4}\n"
-                f"serve: {{port: 0, api_key_file: {key_file}}}\n")
-    process = subprocess.Popen([POLYHAL, "serve", path, "--log-level", "warn"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    serve_harness.servers.append(process)
-    said = []
-    while not said or "listening on" not in said[-1]:
-        said.append(process.stdout.readline())
-        if not said[-1]:
-            fail("serve with a token did not start: " + "".join(said))
+    path = config(work, f"api_key_file: {key_file}")
+    process, said = start_saying(path)
     if not any("readable by others" in line and "chmod 600" in line for line in said):
         fail(f"no warning for an api_key_file of mode 644 (item 19): {''.join(said)}")
-    port = int(said[-1].split("127.0.0.1:")[1].split("/")[0])
+    port = port_of(said[-1])
     for route in ("/nowhere", "/v1/embeddings"):
         status = request(port, "GET", route)[0]
         if status != 401:
@@ -288,15 +299,8 @@ def check_hosts_and_tokens(work):
     process.kill()
     print("ok: an unknown path without the token is 401, with it 404 (item 18); a key file of "
           "mode 644 is warned about (item 19)")
-    path6 = os.path.join(work, "six.yaml")
-    with open(path6, "w") as f:
-        f.write(open(path).read().replace(f"api_key_file: {key_file}", "host: '::1'"))
-    process = subprocess.Popen([POLYHAL, "serve", path6, "--log-level", "warn"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    serve_harness.servers.append(process)
-    line = process.stdout.readline()
-    while line and "listening on" not in line and "cannot listen" not in line:
-        line = process.stdout.readline()
+    process, said = start_saying(config(work, "host: '::1'"), until="listening on|cannot listen")
+    line = said[-1]
     process.kill()
     if "cannot listen" in line:
         print("skipped: no IPv6 loopback here (item 17)")
@@ -314,28 +318,13 @@ def cpu_seconds(process):
 
 def check_out_of_descriptors(work):
     import resource
-    path = os.path.join(work, "fds.yaml")
-    with open(path, "w") as f:
-        f.write("backend: cpu\ntask: inference\n"
-                "model: {preset: tiny, vocab_size: 85, seq_len: 64, precision: f32}\n"
-                f"data: {{vocab: {SOURCE}/tests/data/corpus/vocab.txt}}\n"
-                "inference: {pooling: mean}\nbatch: {micro: 4}\n"
-                "serve: {port: 0, timeout_seconds: 30}\n")
     limit = 96
 
     def low_limit():
         resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
-    process = subprocess.Popen([POLYHAL, "serve", path, "--log-level", "warn"],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                               preexec_fn=low_limit)
-    serve_harness.servers.append(process)
-    said = []
-    while not said or "listening on" not in said[-1]:
-        said.append(process.stdout.readline())
-        if not said[-1]:
-            fail("serve under a descriptor limit did not start: " + "".join(said))
-    port = int(said[-1].split("127.0.0.1:")[1].split("/")[0])
+    process, said = start_saying(config(work, "timeout_seconds: 30"), preexec_fn=low_limit)
+    port = port_of(said[-1])
     lines = []
     reader = threading.Thread(target=lambda: lines.extend(process.stdout), daemon=True)
     reader.start()

@@ -28,6 +28,21 @@ std::size_t n(std::int64_t v) {
   return static_cast<std::size_t>(v);
 }
 
+/// dP -> dS on one row of `k` scores `g`, whose probabilities start at
+/// element `full` of `probs`: dS = P (dP - sum_j P dP) * scale, dP masked
+/// first when the probabilities were dropped.
+void softmax_backward_row(float* g, const char* probs, std::size_t full, std::int64_t k, bool bf16,
+                          float scale, const DropoutMask* dropout, bool avx512) {
+  if (dropout != nullptr) apply_dropout(*dropout, full, g, g, k, avx512);
+  const auto p = [&](std::int64_t j) {
+    return bf16 ? load_f32(reinterpret_cast<const std::uint16_t*>(probs) + full, j)
+                : load_f32(reinterpret_cast<const float*>(probs) + full, j);
+  };
+  double weighted = 0;
+  for (std::int64_t j = 0; j < k; ++j) weighted += static_cast<double>(p(j)) * g[j];
+  for (std::int64_t j = 0; j < k; ++j) g[j] = static_cast<float>(p(j) * (g[j] - weighted)) * scale;
+}
+
 }  // namespace
 
 std::optional<std::vector<AttentionBlock>> attention_blocks(const std::int32_t* mask,
@@ -267,20 +282,7 @@ bool BlockAttention::backward(const void* dctx, const void* qkv, const void* pro
             continue;
           }
           const std::size_t full = n(((row * heads + head) * s + b.q_start + i) * s + b.k_start);
-          if (dropout != nullptr) apply_dropout(*dropout, full, g, g, k, avx512_);
-          double weighted = 0;
-          for (std::int64_t j = 0; j < k; ++j) {
-            const float p =
-                bf16 ? load_f32(reinterpret_cast<const std::uint16_t*>(probs_bytes) + full, j)
-                     : load_f32(reinterpret_cast<const float*>(probs_bytes) + full, j);
-            weighted += static_cast<double>(p) * g[j];
-          }
-          for (std::int64_t j = 0; j < k; ++j) {
-            const float p =
-                bf16 ? load_f32(reinterpret_cast<const std::uint16_t*>(probs_bytes) + full, j)
-                     : load_f32(reinterpret_cast<const float*>(probs_bytes) + full, j);
-            g[j] = static_cast<float>(p * (g[j] - weighted)) * scale;
-          }
+          softmax_backward_row(g, probs_bytes, full, k, bf16, scale, dropout, avx512_);
         }
       }
       if (bf16)

@@ -72,6 +72,47 @@ void read_precision(const ConfigValue& v, ModelSection& m) {
   }
 }
 
+/// model.int8_activations, int8_scales, calibrate.
+void add_int8_keys(SectionKeys<ModelSection>& keys) {
+  const std::vector<TaskTrait> int8{TaskTrait::takes_int8};
+  keys.add("int8_activations", &ModelSection::int8_activations,
+           "model.precision int8: dynamic (a step per row of each linear's input, computed as it "
+           "runs) or static (one calibrated step per linear, model.int8_scales)",
+           [](const ConfigValue& v) {
+             std::string mode = v.text();
+             if (mode != "dynamic" && mode != "static")
+               v.fail(fmt::format("expected dynamic or static, got \"{}\"", mode));
+             return mode;
+           },
+           {.traits = int8})
+      .add("int8_scales", &ModelSection::int8_scales,
+           "the calibrated scales file (written by model.calibrate): required by int8_activations "
+           "static (its steps); dynamic smooths the LayerNorm outputs' outlier channels with it "
+           "(SmoothQuant) when given",
+           {}, {.traits = int8})
+      .add("calibrate", &ModelSection::calibrate,
+           "write int8 scales from this run's forward passes to this file (then run with "
+           "model.precision int8 and model.int8_scales)",
+           {}, {.traits = int8, .output = OutputPath::file});
+}
+
+/// The BertConfig dimensions a config may give over the preset's or hf_config's.
+void add_dimension_keys(SectionKeys<ModelSection>& keys) {
+  for (const char* dimension :
+       {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
+        "intermediate_size", "max_position_embeddings", "type_vocab_size"}) {
+    const std::string name = dimension;
+    keys.custom(
+        name, "a BertConfig dimension over the preset's or hf_config's",
+        [name](const ConfigValue& v, ModelSection& m) { m.dims[name] = v.integer(1); },
+        [name](const ModelSection& m) {
+          const auto it = m.dims.find(name);
+          return it == m.dims.end() ? std::string("(from preset or hf_config)")
+                                    : std::to_string(it->second);
+        });
+  }
+}
+
 }  // namespace
 
 ConfigSection model() {
@@ -79,7 +120,6 @@ ConfigSection model() {
   SectionKeys<ModelSection> keys(
       section, [](RunConfig & c) -> auto& { return c.model; });
   const std::vector<TaskTrait> inference{TaskTrait::runs_inference};
-  const std::vector<TaskTrait> int8{TaskTrait::takes_int8};
   const std::vector<TaskTrait> trains{TaskTrait::trains};
   keys.add("preset", &ModelSection::preset,
            "tiny, mini, small, medium, base, large, or groupbert-mini, -medium, -base, -large",
@@ -120,27 +160,9 @@ ConfigSection model() {
               "inference and evaluation also int8 (encoder GEMMs in int8, bf16 activations where "
               "bf16 is native, else f32; "
               "model.int8_activations) and bf32 (f32 tensors, bf16 products)",
-              read_precision, [](const ModelSection& m) { return m.precision_text(); })
-      .add("int8_activations", &ModelSection::int8_activations,
-           "model.precision int8: dynamic (a step per row of each linear's input, computed as it "
-           "runs) or static (one calibrated step per linear, model.int8_scales)",
-           [](const ConfigValue& v) {
-             std::string mode = v.text();
-             if (mode != "dynamic" && mode != "static")
-               v.fail(fmt::format("expected dynamic or static, got \"{}\"", mode));
-             return mode;
-           },
-           {.traits = int8})
-      .add("int8_scales", &ModelSection::int8_scales,
-           "the calibrated scales file (written by model.calibrate): required by int8_activations "
-           "static (its steps); dynamic smooths the LayerNorm outputs' outlier channels with it "
-           "(SmoothQuant) when given",
-           {}, {.traits = int8})
-      .add("calibrate", &ModelSection::calibrate,
-           "write int8 scales from this run's forward passes to this file (then run with "
-           "model.precision int8 and model.int8_scales)",
-           {}, {.traits = int8, .output = OutputPath::file})
-      .add("heads", &ModelSection::heads, "inference: also run the MLM and NSP heads", {},
+              read_precision, [](const ModelSection& m) { return m.precision_text(); });
+  add_int8_keys(keys);
+  keys.add("heads", &ModelSection::heads, "inference: also run the MLM and NSP heads", {},
            {.traits = inference})
       .custom(
           "head", "inference: none, pretraining, question_answering or classification",
@@ -175,19 +197,7 @@ ConfigSection model() {
       .custom("pipeline",
               "pipeline stages: a stage count (balanced) or a list of [first, last) layer ranges",
               read_pipeline, pipeline_text, {.traits = trains});
-  for (const char* dimension :
-       {"vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads",
-        "intermediate_size", "max_position_embeddings", "type_vocab_size"}) {
-    const std::string name = dimension;
-    keys.custom(
-        name, "a BertConfig dimension over the preset's or hf_config's",
-        [name](const ConfigValue& v, ModelSection& m) { m.dims[name] = v.integer(1); },
-        [name](const ModelSection& m) {
-          const auto it = m.dims.find(name);
-          return it == m.dims.end() ? std::string("(from preset or hf_config)")
-                                    : std::to_string(it->second);
-        });
-  }
+  add_dimension_keys(keys);
   section.check = [](const ConfigValue& given, RunConfig& config) {
     if (given.has("head") && given.has("heads"))
       config.fail("model.head", "give model.head or model.heads, not both");

@@ -124,6 +124,41 @@ ContextTokens context_tokens(const Words& words, const Tokenizer& tokenizer) {
   return out;
 }
 
+/// The context tokens holding `answer` (first, last), improved as the
+/// reference does; nothing when the words at its characters do not contain
+/// its text ("could not find answer").
+std::optional<std::pair<std::int64_t, std::int64_t>> answer_span(const SquadAnswer& answer,
+                                                                 const Words& words,
+                                                                 const ContextTokens& context,
+                                                                 const Tokenizer& tokenizer) {
+  std::int64_t length = 0;
+  for (std::size_t i = 0; i < answer.text.size();) {
+    utf8::next(answer.text, i);
+    ++length;
+  }
+  const std::int64_t first_char = answer.start, last_char = answer.start + length - 1;
+  const auto& of = words.word_of_char;
+  const bool inside = length > 0 && last_char < static_cast<std::int64_t>(of.size());
+  const std::int64_t first_word = inside ? of[static_cast<std::size_t>(first_char)] : -1;
+  const std::int64_t last_word = inside ? of[static_cast<std::size_t>(last_char)] : -1;
+  // The words must contain the answer's whitespace-cleaned text.
+  std::string cleaned;
+  for (const auto& w : split_words(answer.text).words) cleaned += (cleaned.empty() ? "" : " ") + w;
+  if (first_word < 0 || last_word < first_word ||
+      joined(words.words, static_cast<std::size_t>(first_word), static_cast<std::size_t>(last_word))
+              .find(cleaned) == std::string::npos)
+    return std::nullopt;
+  const auto& first_token = context.word_first_token;
+  const std::int64_t start = first_token[static_cast<std::size_t>(first_word)];
+  const std::int64_t end = static_cast<std::size_t>(last_word) + 1 < first_token.size()
+                               ? first_token[static_cast<std::size_t>(last_word) + 1] - 1
+                               : static_cast<std::int64_t>(context.tokens.size()) - 1;
+  std::string answer_tokens;
+  for (const auto& t : tokenizer.tokenize(answer.text))
+    answer_tokens += (answer_tokens.empty() ? "" : " ") + t;
+  return improve_span(context.tokens, start, end, answer_tokens);
+}
+
 }  // namespace
 
 SquadFeatures make_squad_features(const SquadFile& squad, const Tokenizer& tokenizer,
@@ -150,40 +185,14 @@ SquadFeatures make_squad_features(const SquadFile& squad, const Tokenizer& token
     if (!cached) cached = context_tokens(words, tokenizer);
     const std::vector<std::string>& doc_tokens = cached->tokens;
     const std::vector<std::int64_t>& token_word = cached->token_word;
-    const std::vector<std::int64_t>& word_first_token = cached->word_first_token;
     std::int64_t answer_start = -1, answer_end = -1;
     if (settings.training && !question.impossible && !question.answers.empty()) {
-      const SquadAnswer& answer = question.answers.front();
-      std::int64_t length = 0;
-      for (std::size_t i = 0; i < answer.text.size();) {
-        utf8::next(answer.text, i);
-        ++length;
-      }
-      const std::int64_t first_char = answer.start, last_char = answer.start + length - 1;
-      const auto& of = words.word_of_char;
-      const bool inside = length > 0 && last_char < static_cast<std::int64_t>(of.size());
-      const std::int64_t first_word = inside ? of[static_cast<std::size_t>(first_char)] : -1;
-      const std::int64_t last_word = inside ? of[static_cast<std::size_t>(last_char)] : -1;
-      // The words must contain the answer's whitespace-cleaned text.
-      std::string cleaned;
-      for (const auto& w : split_words(answer.text).words)
-        cleaned += (cleaned.empty() ? "" : " ") + w;
-      if (first_word < 0 || last_word < first_word ||
-          joined(words.words, static_cast<std::size_t>(first_word),
-                 static_cast<std::size_t>(last_word))
-                  .find(cleaned) == std::string::npos) {
+      const auto span = answer_span(question.answers.front(), words, *cached, tokenizer);
+      if (!span) {
         ++out.unfound_answers;
         continue;
       }
-      answer_start = word_first_token[static_cast<std::size_t>(first_word)];
-      answer_end = static_cast<std::size_t>(last_word) + 1 < word_first_token.size()
-                       ? word_first_token[static_cast<std::size_t>(last_word) + 1] - 1
-                       : static_cast<std::int64_t>(doc_tokens.size()) - 1;
-      std::string answer_tokens;
-      for (const auto& t : tokenizer.tokenize(answer.text))
-        answer_tokens += (answer_tokens.empty() ? "" : " ") + t;
-      std::tie(answer_start, answer_end) =
-          improve_span(doc_tokens, answer_start, answer_end, answer_tokens);
+      std::tie(answer_start, answer_end) = *span;
     }
     const std::int64_t room = settings.max_seq_length - static_cast<std::int64_t>(query.size()) - 3;
     if (room < 1) {

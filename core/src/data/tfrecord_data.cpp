@@ -409,6 +409,31 @@ MlperfSample TfRecordSet::sample(std::int64_t index) const {
   return s;
 }
 
+namespace {
+
+/// How many sequences a Graphcore packed row holds: the last entries of its
+/// next-sentence weights are 1 (one per sequence, from the end), the others
+/// 0; checked, with `where(q)` naming entry q.
+template <class Weights, class Where>
+std::size_t graphcore_sequences(const Weights& ns_weights, std::size_t seq, const PackedSample& s,
+                                const Where& where) {
+  const std::size_t k = ns_weights.size();
+  std::size_t sequences = 0;
+  while (sequences < k && ns_weights[k - 1 - sequences] == 1.0f) ++sequences;
+  for (std::size_t q = 0; q < k; ++q) {
+    const bool real = k - 1 - q < sequences;
+    if (ns_weights[q] != (real ? 1.0f : 0.0f))
+      throw ConfigError(fmt::format("{} = {}: the sequences' entries are the last {}, from the end",
+                                    where(q), ns_weights[q], sequences));
+  }
+  if (sequences == 0 || sequences >= seq)
+    throw ConfigError(fmt::format("{}: record {}: {} sequences in a row of {} tokens",
+                                  s.file.string(), s.row, sequences, seq));
+  return sequences;
+}
+
+}  // namespace
+
 PackedSample TfRecordSet::packed_sample(std::int64_t index) const {
   const auto& m = *impl_;
   const auto& n = m.names;
@@ -461,19 +486,8 @@ PackedSample TfRecordSet::packed_sample(std::int64_t index) const {
   // Graphcore: the [CLS] of sequence j (1-based) is at seq - j, its label
   // at k - j; the sequences' other tokens come first, in order. Rebuilt with
   // each [CLS] in front of its sequence: a token of sequence j moves j places.
-  std::size_t sequences = 0;
-  while (sequences < k && ns_weights[k - 1 - sequences] == 1.0f) ++sequences;
-  for (std::size_t q = 0; q < k; ++q) {
-    const bool real = k - 1 - q < sequences;
-    if (ns_weights[q] != (real ? 1.0f : 0.0f))
-      throw ConfigError(
-          fmt::format("{} = {}: the sequences' entries are the last {}, from the "
-                      "end",
-                      where(n.ns_weights, q), ns_weights[q], sequences));
-  }
-  if (sequences == 0 || sequences >= seq)
-    throw ConfigError(fmt::format("{}: record {}: {} sequences in a row of {} tokens",
-                                  s.file.string(), s.row, sequences, seq));
+  const std::size_t sequences = graphcore_sequences(
+      ns_weights, seq, s, [&](std::size_t q) { return where(n.ns_weights, q); });
   const std::size_t body = seq - sequences;
   std::vector<std::int32_t> moved_to(seq, -1);
   s.input_ids.assign(seq, 0), s.input_mask.assign(seq, 0), s.segment_ids.assign(seq, 0),

@@ -63,6 +63,42 @@ std::string squad_final_text(const std::string& predicted, const std::string& or
   return utf8::encode(orig.substr(orig_start, orig_end - orig_start + 1));
 }
 
+namespace {
+
+/// The feature's tokens start..end joined as the reference's tok_text:
+/// spaces between, WordPiece continuations (" ##", "##") joined back.
+std::string span_text(const SquadFeature& feature, std::int64_t start, std::int64_t end) {
+  std::string pieces;
+  for (std::int64_t k = start; k <= end; ++k)
+    pieces += (k > start ? " " : "") + feature.tokens[static_cast<std::size_t>(k)];
+  std::string merged;
+  for (std::size_t i = 0; i < pieces.size(); ++i) {
+    if (pieces.compare(i, 3, " ##") == 0) {
+      i += 2;
+      continue;
+    }
+    if (pieces.compare(i, 2, "##") == 0) {
+      i += 1;
+      continue;
+    }
+    merged += pieces[i];
+  }
+  return merged;
+}
+
+/// Each candidate's probability: the softmax of start + end logits over the n-best.
+void set_probabilities(std::vector<SquadCandidate>& nbest) {
+  double largest = -INFINITY, total = 0;
+  for (const auto& c : nbest) largest = std::max(largest, c.start_logit + c.end_logit);
+  for (auto& c : nbest) {
+    c.probability = std::exp(c.start_logit + c.end_logit - largest);
+    total += c.probability;
+  }
+  for (auto& c : nbest) c.probability /= total;
+}
+
+}  // namespace
+
 std::vector<SquadAnswerPrediction> predict_squad_answers(
     const SquadFile& squad, const SquadFeatures& features,
     const std::vector<std::vector<float>>& start_logits,
@@ -122,22 +158,7 @@ std::vector<SquadAnswerPrediction> predict_squad_answers(
       std::string text;
       if (span.start > 0) {
         const SquadFeature& feature = features.features[span.feature];
-        std::string pieces;
-        for (std::int64_t k = span.start; k <= span.end; ++k)
-          pieces += (k > span.start ? " " : "") + feature.tokens[static_cast<std::size_t>(k)];
-        // " ##" and "##" removed: WordPiece continuations joined back.
-        std::string merged;
-        for (std::size_t i = 0; i < pieces.size(); ++i) {
-          if (pieces.compare(i, 3, " ##") == 0) {
-            i += 2;
-            continue;
-          }
-          if (pieces.compare(i, 2, "##") == 0) {
-            i += 1;
-            continue;
-          }
-          merged += pieces[i];
-        }
+        const std::string merged = span_text(feature, span.start, span.end);
         const auto& words = features.context_words.at(squad.questions.at(q).context);
         const auto first = static_cast<std::size_t>(feature.token_to_word.at(span.start));
         const auto last = static_cast<std::size_t>(feature.token_to_word.at(span.end));
@@ -158,13 +179,7 @@ std::vector<SquadAnswerPrediction> predict_squad_answers(
     if (settings.version_2 && prediction.nbest.size() == 1)
       prediction.nbest.insert(prediction.nbest.begin(), {"empty", 0, 0, 0});
     if (prediction.nbest.empty()) prediction.nbest.push_back({"empty", 0, 0, 0});
-    double largest = -INFINITY, total = 0;
-    for (const auto& c : prediction.nbest) largest = std::max(largest, c.start_logit + c.end_logit);
-    for (auto& c : prediction.nbest) {
-      c.probability = std::exp(c.start_logit + c.end_logit - largest);
-      total += c.probability;
-    }
-    for (auto& c : prediction.nbest) c.probability /= total;
+    set_probabilities(prediction.nbest);
     const SquadCandidate* best_span = nullptr;
     for (const auto& c : prediction.nbest) {
       if (!c.text.empty()) {

@@ -151,6 +151,42 @@ std::vector<RunMetrics> read_run_metrics(const std::filesystem::path& file_or_di
   return {read_one(file_or_directory)};
 }
 
+namespace {
+
+/// The step curves: one chart per quantity, a series per run (and, for one
+/// run, the pre-training losses beside the total).
+std::string training_charts(const std::vector<RunMetrics>& runs) {
+  const bool several = runs.size() > 1;
+  struct Quantity {
+    const char* key;
+    const char* title;
+    const char* unit;
+  };
+  const Quantity quantities[] = {{"loss", "Loss", "loss"},
+                                 {"learning_rate", "Learning rate", "learning rate"},
+                                 {"loss_scale", "Loss scale", "scale"},
+                                 {"grad_norm", "Gradient norm (before clipping)", "norm"},
+                                 {"sequences_per_second", "Throughput", "sequences/s"}};
+  std::string charts;
+  for (const auto& q : quantities) {
+    html::LineChart chart{q.title, "step", q.unit, {}, false, 540, 260};
+    for (const auto& r : runs) {
+      auto points = curve(r.steps, q.key);
+      if (!points.empty()) chart.series.push_back({several ? r.label : q.key, points, false});
+      if (!several && std::string(q.key) == "loss")
+        for (const char* part : {"mlm_loss", "nsp_loss", "task_loss"}) {
+          auto p = curve(r.steps, part);
+          if (!p.empty()) chart.series.push_back({part, p, true});
+        }
+    }
+    chart.log_y = std::string(q.key) != "loss" && wants_log(chart.series);
+    charts += html::line_chart(chart);
+  }
+  return charts;
+}
+
+}  // namespace
+
 std::string run_report_html(const std::vector<RunMetrics>& runs) {
   const bool several = runs.size() > 1;
   std::string body =
@@ -199,34 +235,7 @@ std::string run_report_html(const std::vector<RunMetrics>& runs) {
         "step times are the host's, its throughput is the model's estimate, not a "
         "measurement on the device.</p>";
 
-  // Step curves: one chart per quantity, a series per run (and, for one
-  // run, the pre-training losses beside the total).
-  struct Quantity {
-    const char* key;
-    const char* title;
-    const char* unit;
-  };
-  const Quantity quantities[] = {{"loss", "Loss", "loss"},
-                                 {"learning_rate", "Learning rate", "learning rate"},
-                                 {"loss_scale", "Loss scale", "scale"},
-                                 {"grad_norm", "Gradient norm (before clipping)", "norm"},
-                                 {"sequences_per_second", "Throughput", "sequences/s"}};
-  std::string charts;
-  for (const auto& q : quantities) {
-    html::LineChart chart{q.title, "step", q.unit, {}, false, 540, 260};
-    for (const auto& r : runs) {
-      auto points = curve(r.steps, q.key);
-      if (!points.empty()) chart.series.push_back({several ? r.label : q.key, points, false});
-      if (!several && std::string(q.key) == "loss")
-        for (const char* part : {"mlm_loss", "nsp_loss", "task_loss"}) {
-          auto p = curve(r.steps, part);
-          if (!p.empty()) chart.series.push_back({part, p, true});
-        }
-    }
-    chart.log_y = std::string(q.key) != "loss" && wants_log(chart.series);
-    charts += html::line_chart(chart);
-  }
-  body += "<h2>Training</h2><div class=\"charts\">" + charts + "</div>";
+  body += "<h2>Training</h2><div class=\"charts\">" + training_charts(runs) + "</div>";
 
   // Evaluation metrics: one chart per (event, metric), a series per run.
   std::map<std::string, html::LineChart> evals;

@@ -59,6 +59,33 @@ std::string tick_label(double value) {
   return fmt::format("{:.4g}", value);
 }
 
+namespace {
+
+/// The legend, top right inside the plot (`right_edge`, `top`), on a
+/// backing that keeps it legible.
+std::string legend(const LineChart& chart, double right_edge, double top) {
+  std::string out;
+  std::size_t longest = 0;
+  for (const auto& s : chart.series) longest = std::max(longest, s.name.size());
+  out += fmt::format(
+      "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#ffffff\" "
+      "fill-opacity=\"0.85\" stroke=\"#dde2e7\"/>",
+      right_edge - 176, top + 3, 24.0 + 6.2 * static_cast<double>(longest),
+      15.0 * static_cast<double>(chart.series.size()) + 6);
+  double y = top + 14;
+  for (std::size_t i = 0; i < chart.series.size(); ++i) {
+    out += fmt::format(
+        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"3\" fill=\"{}\"/>"
+        "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>",
+        right_edge - 170, y - 4, kColours[i % kColourCount], right_edge - 153, y,
+        escape(chart.series[i].name));
+    y += 15;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string line_chart(const LineChart& chart) {
   const auto y_of = [&](double y) { return chart.log_y ? std::log10(y) : y; };
   const auto usable = [&](double y) { return std::isfinite(y) && (!chart.log_y || y > 0); };
@@ -160,25 +187,7 @@ std::string line_chart(const LineChart& chart) {
     flush();
     svg += "</g>";
   }
-  // Legend, top right inside the plot, on a backing that keeps it legible.
-  if (chart.series.size() > 1) {
-    std::size_t longest = 0;
-    for (const auto& s : chart.series) longest = std::max(longest, s.name.size());
-    svg += fmt::format(
-        "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" fill=\"#ffffff\" "
-        "fill-opacity=\"0.85\" stroke=\"#dde2e7\"/>",
-        left + w - 176, top + 3, 24.0 + 6.2 * static_cast<double>(longest),
-        15.0 * static_cast<double>(chart.series.size()) + 6);
-    double y = top + 14;
-    for (std::size_t i = 0; i < chart.series.size(); ++i) {
-      svg += fmt::format(
-          "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"12\" height=\"3\" fill=\"{}\"/>"
-          "<text x=\"{:.1f}\" y=\"{:.1f}\">{}</text>",
-          left + w - 170, y - 4, kColours[i % kColourCount], left + w - 153, y,
-          escape(chart.series[i].name));
-      y += 15;
-    }
-  }
+  if (chart.series.size() > 1) svg += legend(chart, left + w, top);
   return svg + "</svg></figure>";
 }
 

@@ -28,6 +28,24 @@ std::string metrics_text(const std::map<std::string, double>& metrics) {
   return fmt::format("{}", fmt::join(parts, ", "));
 }
 
+/// The steps a run made: the summary's figures and the "done" line.
+void report_steps(const FinetuneResult& r, std::int64_t global_batch, bool model,
+                  nlohmann::json& summary) {
+  double total = 0;
+  for (const auto& s : r.steps) total += s.seconds;
+  const double sequences =
+      static_cast<double>(global_batch * static_cast<std::int64_t>(r.steps.size()));
+  summary["final_loss"] = r.steps.back().loss();
+  summary["steps_run"] = r.steps.size();
+  if (!model) summary["sequences_per_second"] = sequences / total;
+  if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
+  std::cout << fmt::format("  done: {} steps in {} ({}), final loss {:.4f} (first {:.4f})\n",
+                           r.steps.size(), clock_text(total),
+                           model ? "host simulation of the modelled device"
+                                 : fmt::format("{:.1f} sequences/s", sequences / total),
+                           r.steps.back().loss(), r.steps.front().loss());
+}
+
 int run_finetune(const TaskContext& context) {
   Device& device = context.device;
   const RunConfig& config = context.config;
@@ -94,25 +112,7 @@ int run_finetune(const TaskContext& context) {
     summary["total_steps"] = r.total_steps;
     summary["first_step"] = r.first_step;
   }
-  if (!r.steps.empty()) {
-    double total = 0;
-    for (const auto& s : r.steps) total += s.seconds;
-    summary["final_loss"] = r.steps.back().loss();
-    summary["steps_run"] = r.steps.size();
-    if (!model)
-      summary["sequences_per_second"] =
-          static_cast<double>(global_batch * static_cast<std::int64_t>(r.steps.size())) / total;
-    if (r.first_step > 1) std::cout << fmt::format("  resumed at step {}\n", r.first_step);
-    std::cout << fmt::format(
-        "  done: {} steps in {} ({}), final loss {:.4f} (first {:.4f})\n", r.steps.size(),
-        clock_text(total),
-        model ? "host simulation of the modelled device"
-              : fmt::format(
-                    "{:.1f} sequences/s",
-                    static_cast<double>(global_batch * static_cast<std::int64_t>(r.steps.size())) /
-                        total),
-        r.steps.back().loss(), r.steps.front().loss());
-  }
+  if (!r.steps.empty()) report_steps(r, global_batch, model, summary);
   for (const auto& e : r.evaluations) {
     if (e.split != "eval") continue;
     nlohmann::json last = nlohmann::json::object();

@@ -63,6 +63,38 @@ void report_instances(const TaskContext& context, const InferenceResult& r,
         static_cast<int>(rate[1]), rate[0]);
 }
 
+/// A device model's estimate, when the plan fits (a speed for a plan the
+/// device cannot hold would be a figure of nothing).
+void report_estimate(const InferenceResult& r, nlohmann::json& summary) {
+  if (!r.estimated_batch_seconds) return;
+  if (!r.memory.fits) {
+    std::cout << "  estimated: none, the plan does not fit the device (see the memory plan)\n";
+    return;
+  }
+  const double estimated = static_cast<double>(r.batch) / *r.estimated_batch_seconds;
+  summary["estimated_sequences_per_second"] = estimated;
+  std::cout << fmt::format(
+      "  estimated (device model, not measured): {:.1f} sequences/s, {:.3f} ms per batch\n",
+      estimated, *r.estimated_batch_seconds * 1e3);
+}
+
+/// What really ran: int8 or bf16 GEMMs, and on which ISA (oneDNN's
+/// implementation names), so no precision or ISA is claimed unseen.
+void report_kernels(const InferenceResult& r, nlohmann::json& summary) {
+  std::cout << "  kernels (host time per batch, most first):\n";
+  nlohmann::json ops = nlohmann::json::array();
+  const double batches = static_cast<double>(std::max<std::int64_t>(r.forward_runs, 1));
+  for (const auto& t : r.profile) {
+    ops.push_back({{"op", t.op},
+                   {"calls", t.calls},
+                   {"seconds", t.seconds},
+                   {"implementation", t.implementation}});
+    std::cout << fmt::format("    {:<18} {:>8.2f} ms  {}\n", t.op, t.seconds * 1e3 / batches,
+                             t.implementation);
+  }
+  summary["profile"] = ops;
+}
+
 int run_bert_inference(const TaskContext& context) {
   Device& device = context.device;
   const RunConfig& config = context.config;
@@ -97,16 +129,7 @@ int run_bert_inference(const TaskContext& context) {
                          {"compile_only", run.compile_only},
                          {"fits", r.memory.fits},
                          {"memory_required_bytes", r.memory.required_bytes}};
-  if (r.estimated_batch_seconds && !r.memory.fits) {
-    // A speed for a plan the device cannot hold would be a figure of nothing.
-    std::cout << "  estimated: none, the plan does not fit the device (see the memory plan)\n";
-  } else if (r.estimated_batch_seconds) {
-    const double estimated = static_cast<double>(r.batch) / *r.estimated_batch_seconds;
-    summary["estimated_sequences_per_second"] = estimated;
-    std::cout << fmt::format(
-        "  estimated (device model, not measured): {:.1f} sequences/s, {:.3f} ms per batch\n",
-        estimated, *r.estimated_batch_seconds * 1e3);
-  }
+  report_estimate(r, summary);
   if (!r.batch_seconds.empty()) {
     double total = 0;
     for (double s : r.batch_seconds) total += s;
@@ -159,22 +182,7 @@ int run_bert_inference(const TaskContext& context) {
       }
     }
   }
-  if (!r.profile.empty() && !model) {
-    // What really ran: int8 or bf16 GEMMs, and on which ISA (oneDNN's
-    // implementation names), so no precision or ISA is claimed unseen.
-    std::cout << "  kernels (host time per batch, most first):\n";
-    nlohmann::json ops = nlohmann::json::array();
-    const double batches = static_cast<double>(std::max<std::int64_t>(r.forward_runs, 1));
-    for (const auto& t : r.profile) {
-      ops.push_back({{"op", t.op},
-                     {"calls", t.calls},
-                     {"seconds", t.seconds},
-                     {"implementation", t.implementation}});
-      std::cout << fmt::format("    {:<18} {:>8.2f} ms  {}\n", t.op, t.seconds * 1e3 / batches,
-                               t.implementation);
-    }
-    summary["profile"] = ops;
-  }
+  if (!r.profile.empty() && !model) report_kernels(r, summary);
   if (r.text_examples > 0) {
     std::cout << fmt::format("  wrote {} examples to {}\n", r.text_examples,
                              config.section<InferenceSection>().output.string());
