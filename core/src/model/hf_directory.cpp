@@ -56,6 +56,12 @@ void export_hf_directory(const std::filesystem::path& dir, const BertConfig& mod
   write_hf_config(model, dir / "config.json", head);
 }
 
+bool holds_hf_model(const std::filesystem::path& dir) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(dir / "config.json", ec) &&
+         std::filesystem::is_regular_file(dir / "model.safetensors", ec);
+}
+
 std::filesystem::path model_weights_in(const std::filesystem::path& dir) {
   if (std::filesystem::exists(dir / "model.safetensors")) return dir / "model.safetensors";
   // A model saved over save_pretrained's max_shard_size: the index and its shards.

@@ -43,8 +43,7 @@ bool export_due(const TrainingJob& job, const std::filesystem::path& export_dir,
                 std::int64_t total, int stopped_by_signal) {
   if (!job.lead() || export_dir.empty() || total <= 0 || stopped_by_signal) return false;
   if (total > done) return true;
-  const bool whole = std::filesystem::is_regular_file(export_dir / "config.json") &&
-                     std::filesystem::is_regular_file(export_dir / "model.safetensors");
+  const bool whole = holds_hf_model(export_dir);
   if (total == done && !whole) {
     spdlog::info("the run had finished; writing its missing export {}", export_dir.string());
     return true;

@@ -17,6 +17,11 @@ void export_hf_directory(const std::filesystem::path& dir, const BertConfig& mod
                          const TaskHead& head, const TensorMap& weights,
                          const std::filesystem::path& vocab = {}, bool lower_case = true);
 
+/// Whether `dir` holds a whole exported model: its config.json and
+/// model.safetensors (config.json is written last, so a directory a kill cut
+/// short has none).
+bool holds_hf_model(const std::filesystem::path& dir);
+
 /// The weights of a model directory: Hugging Face's model.safetensors, else
 /// the one TensorFlow checkpoint in it (Google's bert_model.ckpt, a TF2
 /// ckpt-N). ConfigError naming the directory when it holds neither, or

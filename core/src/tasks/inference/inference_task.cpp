@@ -16,6 +16,7 @@
 #include "packed_text_inference.hpp"
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/bert_weights.hpp"
+#include "polyhal/app/hf_directory.hpp"
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
@@ -401,13 +402,11 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
       read_inference_weights(config, result.config, head, task_head || heads, &pooler_absent);
   if (!config.model.save.empty()) {
     // Hugging Face layout: the directory loads with BertForPreTraining.from_pretrained.
-    std::filesystem::create_directories(config.model.save);
-    write_hf_config(result.config, config.model.save / "config.json", head);
     TensorMap saved = weights;
     if (pooler_absent)  // saved as it came: without the zeros standing in for it
       std::erase_if(saved,
                     [](const auto& entry) { return entry.first.starts_with("bert.pooler."); });
-    save_bert_weights(saved, DType::f32, config.model.save / "model.safetensors");
+    export_hf_directory(config.model.save, result.config, head, saved);
     spdlog::info("saved config.json and model.safetensors to {}", config.model.save.string());
   }
   check_int8_weights(config, result.config, weights);
