@@ -3,10 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cctype>
-
 #include "polyhal/app/glue_tasks.hpp"
 #include "polyhal/error.hpp"
+#include "util/format.hpp"
 
 namespace polyhal {
 namespace {
@@ -34,8 +33,7 @@ const std::vector<GlueTaskInfo>& tasks() {
 }  // namespace
 
 const GlueTaskInfo& glue_task(const std::string& name) {
-  std::string key;
-  for (char c : name) key += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  std::string key = detail::ascii_lower(name);
   if (key == "sst2") key = "sst-2";
   if (key == "stsb") key = "sts-b";
   if (key == "mnli_mismatched" || key == "mnli-mismatched") key = "mnli-mm";

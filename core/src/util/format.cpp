@@ -6,9 +6,16 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <vector>
 
 namespace polyhal::detail {
+
+std::string ascii_lower(std::string_view text) {
+  std::string out(text);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
 
 std::string human_bytes(std::uint64_t bytes) {
   static constexpr std::array<const char*, 6> kUnits{"B", "KiB", "MiB", "GiB", "TiB", "PiB"};

@@ -3,11 +3,11 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <cctype>
 #include <stdexcept>
 
 #include "polyhal/app/glue_data.hpp"
 #include "tasks/finetune/finetune_data.hpp"
+#include "util/format.hpp"
 
 namespace polyhal {
 
@@ -57,11 +57,6 @@ TrainingBatch ModelRows::batch(std::span<const std::int64_t> rows) const {
 
 namespace {
 
-std::string lower_case(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 /// The task's labels in the order of `model` (the start model's id2label)
 /// when those are the same labels in another order or case; else the
 /// task's own order. (A transformers MNLI model has entailment, neutral,
@@ -72,7 +67,7 @@ std::vector<std::string> labels_in_model_order(const std::vector<std::string>& t
   std::vector<std::string> ordered;
   for (const auto& name : model) {
     const auto it = std::find_if(task.begin(), task.end(), [&](const std::string& t) {
-      return lower_case(t) == lower_case(name);
+      return detail::ascii_lower(t) == detail::ascii_lower(name);
     });
     if (it == task.end()) return task;  // other names (LABEL_0, ...): the task's order
     ordered.push_back(*it);

@@ -4,9 +4,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include <cctype>
-
 #include "polyhal/app/config_keys.hpp"
+#include "util/format.hpp"
 
 namespace polyhal {
 
@@ -54,9 +53,7 @@ ConfigSection serve_section() {
           "loopback address, localhost and loopback addresses only (DNS rebinding)",
           [](const ConfigValue& v, S& s) {
             for (const auto& item : v.items()) {
-              std::string host = item.text();
-              for (char& c : host)
-                c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+              const std::string host = detail::ascii_lower(item.text());
               if (host.empty() || host.find_first_of(" /\t") != std::string::npos)
                 item.fail("expected a host name or address, or \"*\"");
               s.allowed_hosts.push_back(host);
