@@ -8,11 +8,14 @@
    1_Pooling/config.json, sentence_bert_config.json) and tokenizer files
    (vocab.txt, tokenizer.json, tokenizer_config.json) are named only in
    core/src/model, core/src/plan and core/src/text.
-3. The family is branched on (`groupbert()`) only in the families' files.
+3. A family is named (`ModelType::groupbert`, `"groupbert"`, a
+   `groupbert()` branch) only in its file and the registry,
+   core/src/model/families/; the rest of core, the launcher and the plugins
+   ask the family of a BertConfig (families/model_family.hpp).
 
-Rules 2 and 3 carry an allow-list of the files that still break them, to
-be moved by the model card and families work; it may only shrink: a file
-on it that no longer breaks the rule fails the check until it is taken off.
+Rule 2 carries an allow-list of the files that still break it, to be moved
+by the model card work; it may only shrink: a file on it that no longer
+breaks the rule fails the check until it is taken off.
 Prints each finding; exits 1 when there is one.
 
   python3 scripts/check_model_side.py [ROOT]
@@ -26,7 +29,7 @@ CONCRETE_TOKENIZER = re.compile(r"\bWordPieceTokenizer\b|wordpiece_tokenizer\.hp
 MODEL_FILES = re.compile(
     r'"(config\.json|modules\.json|sentence_bert_config\.json|vocab\.txt|tokenizer\.json|'
     r'tokenizer_config\.json)"|1_Pooling')
-FAMILY_BRANCH = re.compile(r"\bgroupbert\(\)")
+FAMILY_NAME = re.compile(r'\bgroupbert\(\)|\bModelType::\w+|"groupbert"')
 
 TOKENIZER_HOME = ("core/src/text/", "core/include/polyhal/app/wordpiece_tokenizer.hpp",
                   "tests/tokenizer_test.cpp", "tests/real_model_test.cpp",
@@ -37,15 +40,9 @@ MODEL_FILES_HOME = ("core/src/model/", "core/src/plan/", "core/src/text/")
 MODEL_FILES_ALLOWED = {
     "core/src/config/model_directory.cpp",  # expands model.dir into keys while loading
 }
-FAMILY_HOME = ("core/src/model/families/",)
-# Still branching on the family outside its file.
-FAMILY_ALLOWED = {
-    "core/src/model/bert_config.cpp",
-    "core/src/model/bert_program.cpp",
-    "core/src/model/bert_weights.cpp",
-    "core/src/plan/model_plan.cpp",
-    "core/src/plan/weights_fit.cpp",
-}
+# The families' files and the registry, and the ModelType enum they index.
+FAMILY_HOME = ("core/src/model/families/", "core/include/polyhal/app/bert_config.hpp")
+FAMILY_RULED = ("core/", "launcher/", "plugins/")
 
 SOURCES = ("core", "launcher", "plugins", "tests", "fuzz", "bench", "tools")
 
@@ -53,7 +50,7 @@ SOURCES = ("core", "launcher", "plugins", "tests", "fuzz", "bench", "tools")
 def findings(files):
     """files: {relative path: text}. Returns the problems, one line each."""
     out = []
-    breaking_model, breaking_family = set(), set()
+    breaking_model = set()
     for rel, text in sorted(files.items()):
         if not rel.endswith((".cpp", ".hpp", ".h", ".cc")):
             continue
@@ -66,17 +63,13 @@ def findings(files):
                 if rel not in MODEL_FILES_ALLOWED:
                     out.append(f"{rel}: names a model directory's file; only model/, plan/ and "
                                "text/ read them (the model card)")
-            if FAMILY_BRANCH.search(text) and not rel.startswith(FAMILY_HOME):
-                breaking_family.add(rel)
-                if rel not in FAMILY_ALLOWED:
-                    out.append(f"{rel}: branches on the family (groupbert()); a family's rules "
-                               "live in its file under core/src/model/families/")
+        if (FAMILY_NAME.search(text) and rel.startswith(FAMILY_RULED)
+                and not rel.startswith(FAMILY_HOME)):
+            out.append(f"{rel}: names a model family; a family's rules live in its file under "
+                       "core/src/model/families/ (ask families::model_family(config.model_type))")
     for rel in sorted(MODEL_FILES_ALLOWED - breaking_model):
         if rel in files:
             out.append(f"{rel}: no longer names a model file: take it off MODEL_FILES_ALLOWED")
-    for rel in sorted(FAMILY_ALLOWED - breaking_family):
-        if rel in files:
-            out.append(f"{rel}: no longer branches on the family: take it off FAMILY_ALLOWED")
     return out
 
 
@@ -95,15 +88,13 @@ def read_tree(root):
 
 def self_test():
     """Each rule fails on a planted violation and passes the tree's own."""
-    clean = {rel: "" for rel in MODEL_FILES_ALLOWED | FAMILY_ALLOWED}
-    for rel in MODEL_FILES_ALLOWED:
-        clean[rel] += '"config.json"\n'
-    for rel in FAMILY_ALLOWED:
-        clean[rel] += "groupbert()\n"
+    clean = {rel: '"config.json"\n' for rel in MODEL_FILES_ALLOWED}
     planted = {
         "core/src/serve/x.cpp": "const WordPieceTokenizer& t;",
         "core/src/tasks/y.cpp": 'dir / "tokenizer.json"',
         "core/src/data/z.cpp": "if (model.groupbert()) {}",
+        "plugins/ipu/w.cpp": "c.model_type == ModelType::groupbert",
+        "launcher/v.cpp": 'name == "groupbert"',
     }
     wrong = []
     if findings(clean):
@@ -118,7 +109,9 @@ def self_test():
         wrong.append("an allow-listed file that is clean is not reported")
     allowed = {"core/src/text/wordpiece_tokenizer.cpp": "WordPieceTokenizer",
                "core/src/model/families/groupbert.cpp": "groupbert()",
-               "core/src/plan/model_plan.cpp": '"config.json" groupbert()'}
+               "core/src/model/families/registry.cpp": "ModelType::bert",
+               "tests/groupbert_golden_test.cpp": "ModelType::groupbert",
+               "core/src/plan/model_plan.cpp": '"config.json"'}
     if findings({**clean, **allowed}):
         wrong.append(f"a rule fires in its own rooms: {findings({**clean, **allowed})}")
     print(f"check_model_side self-test: {'ok' if not wrong else wrong}")

@@ -21,7 +21,7 @@ class GroupBertGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GroupBertGolden, LossAndEveryGradientMatchPyTorch) {
   const TrainGolden golden(groupbert_dir());
-  ASSERT_TRUE(golden.config.groupbert());
+  ASSERT_EQ(golden.config.model_type, ModelType::groupbert);
   auto device = test::first_device(GetParam());
   BertTraining training(*device, golden.config, golden.shape, {});
   expect_pytorch_step(training, golden, golden.batch(), "");

@@ -47,7 +47,7 @@ class GroupBertTfCheckpoint : public ::testing::TestWithParam<const char*> {
 
 TEST_P(GroupBertTfCheckpoint, GraphcoresConfigReadsAsGroupBert) {
   const auto config = read_hf_config(dir() / "bert_config.json");
-  EXPECT_TRUE(config.groupbert());
+  EXPECT_EQ(config.model_type, ModelType::groupbert);
   EXPECT_EQ(config.ffn_output_groups, 4);
   EXPECT_EQ(config.conv_group_size, 8);
   EXPECT_EQ(config.conv_kernel_size, 5);
@@ -89,7 +89,7 @@ TEST_P(GroupBertTfCheckpoint, ConvertWritesAGroupBertDirectoryWithTheSameWeights
   options.output = out.path() / "hf";
   const auto result = convert_tf_to_hf(options);
   const auto config = read_hf_config(options.output / "config.json");
-  EXPECT_TRUE(config.groupbert());
+  EXPECT_EQ(config.model_type, ModelType::groupbert);
   EXPECT_EQ(config.conv_kernel_size, 5);
   const auto converted = read_safetensors(options.output / "model.safetensors");
   const auto direct = canonical_bert_weights(read_tf_bert_weights(checkpoint()));

@@ -7,47 +7,21 @@
 #include <charconv>
 #include <fstream>
 #include <nlohmann/json.hpp>
-#include <type_traits>
 
+#include "model/families/model_family.hpp"
 #include "polyhal/error.hpp"
 #include "util/atomic_file.hpp"
 #include "util/regular_file.hpp"
 
 namespace polyhal {
-namespace {
-
-struct Preset {
-  const char* name;
-  std::int64_t layers, hidden, heads;
-};
-// Google's BERT miniatures and the two original sizes; FFN is 4 x hidden.
-// GroupBERT's as Graphcore's configs/groupbert/*.json define them.
-constexpr Preset kPresets[] = {{"tiny", 2, 128, 2},
-                               {"mini", 4, 256, 4},
-                               {"small", 4, 512, 8},
-                               {"medium", 8, 512, 8},
-                               {"base", 12, 768, 12},
-                               {"large", 24, 1024, 16},
-                               {"groupbert-mini", 4, 256, 4},
-                               {"groupbert-medium", 8, 512, 8},
-                               {"groupbert-base", 12, 768, 12},
-                               {"groupbert-large", 24, 1024, 16}};
-
-}  // namespace
 
 std::int64_t BertConfig::parameter_count() const {
-  const std::int64_t h = hidden_size, i = intermediate_size;
+  const std::int64_t h = hidden_size;
   const std::int64_t embeddings =
       (vocab_size + max_position_embeddings + type_vocab_size) * h + 2 * h;
-  std::int64_t layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h;
-  if (groupbert()) {  // docs/groupbert.md, Parameters per layer
-    const std::int64_t g = ffn_output_groups;
-    const std::int64_t conv =
-        2 * (h * h + h) + conv_kernel_size * conv_group_size * h + 2 * h + (h * h + h) + 2 * h;
-    const std::int64_t ffn = (h * i + i) + (i * h / g + h) + (g > 1 ? h * h + h : 0) + 2 * h;
-    layer = conv + 2 * ffn + 4 * (h * h + h) + 2 * h;
-  }
-  const std::int64_t final_norm = groupbert() ? 2 * h : 0;
+  const auto& family = families::model_family(model_type);
+  const std::int64_t layer = family.layer_parameters(*this);
+  const std::int64_t final_norm = family.final_parameters(*this);
   const std::int64_t heads = (h * h + h) + (h * h + h + 2 * h) + vocab_size + (2 * h + 2);
   return embeddings + num_hidden_layers * layer + final_norm + heads;
 }
@@ -89,48 +63,30 @@ void BertConfig::validate(const std::string& where) const {
   if (!(initializer_range > 0.0 && initializer_range < 1e3))
     throw ConfigError(fmt::format("{}: key 'initializer_range': expected a positive number, got {}",
                                   where, initializer_range));
-  if (model_type != "bert" && model_type != "groupbert") {
-    throw ConfigError(fmt::format(
-        "{}: key 'model_type': expected \"bert\" or \"groupbert\", got \"{}\"", where, model_type));
-  }
-  if (!groupbert()) return;
-  within(ffn_output_groups, "groupbert_ffn_output_groups", 1024);
-  within(conv_group_size, "groupbert_conv_group_size", std::int64_t{1} << 16);
-  within(conv_kernel_size, "groupbert_conv_kernel_size", 1024);
-  if (intermediate_size % ffn_output_groups != 0 || hidden_size % ffn_output_groups != 0) {
-    throw ConfigError(fmt::format(
-        "{}: key 'groupbert_ffn_output_groups': {} groups do not divide intermediate_size {} and "
-        "hidden_size {}",
-        where, ffn_output_groups, intermediate_size, hidden_size));
-  }
-  if (hidden_size % conv_group_size != 0) {
-    throw ConfigError(
-        fmt::format("{}: key 'groupbert_conv_group_size': {} does not divide hidden_size {}", where,
-                    conv_group_size, hidden_size));
-  }
+  families::model_family(model_type).validate(*this, where);
 }
 
 const std::vector<std::string>& bert_preset_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> n;
-    for (const auto& p : kPresets) n.emplace_back(p.name);
+    for (const auto* family : families::model_families())
+      for (const auto& preset : family->presets()) n.emplace_back(preset.name);
     return n;
   }();
   return names;
 }
 
 BertConfig bert_preset(const std::string& name) {
-  for (const auto& p : kPresets) {
-    if (name == p.name) {
+  for (const auto* family : families::model_families()) {
+    for (const auto& preset : family->presets()) {
+      if (name != preset.name) continue;
       BertConfig c;
-      c.num_hidden_layers = p.layers;
-      c.hidden_size = p.hidden;
-      c.num_attention_heads = p.heads;
-      c.intermediate_size = 4 * p.hidden;
-      if (std::string_view(p.name).starts_with("groupbert-")) {
-        c.model_type = "groupbert";
-        c.layer_norm_eps = 1e-3;
-      }
+      c.model_type = family->type();
+      c.num_hidden_layers = preset.layers;
+      c.hidden_size = preset.hidden;
+      c.num_attention_heads = preset.heads;
+      c.intermediate_size = 4 * preset.hidden;
+      family->preset_defaults(c);
       return c;
     }
   }
@@ -166,68 +122,23 @@ nlohmann::json read_config_object(const std::filesystem::path& file) {
 
 BertConfig read_hf_config(const std::filesystem::path& file) {
   const nlohmann::json json = read_config_object(file);
+  const families::ConfigJson keys(json, file.string());
   BertConfig c;
-  // Each value of the type its field has: an integer is never read from a
-  // float (1e300 would not fit), a string never from a number.
-  auto read = [&](const char* key, auto& field) {
-    if (!json.contains(key)) return;
-    const auto& value = json.at(key);
-    using Field = std::decay_t<decltype(field)>;
-    bool fits = false;
-    if constexpr (std::is_integral_v<Field>) {
-      fits = value.is_number_integer();
-    } else if constexpr (std::is_floating_point_v<Field>) {
-      fits = value.is_number();
-    } else {
-      fits = value.is_string();
-    }
-    if (!fits)
-      throw ConfigError(fmt::format("{}: key '{}': unexpected value {}", file.string(), key,
-                                    json_excerpt(value)));
-    value.get_to(field);
-  };
-  read("vocab_size", c.vocab_size);
-  read("hidden_size", c.hidden_size);
-  read("num_hidden_layers", c.num_hidden_layers);
-  read("num_attention_heads", c.num_attention_heads);
-  read("intermediate_size", c.intermediate_size);
-  read("max_position_embeddings", c.max_position_embeddings);
-  read("type_vocab_size", c.type_vocab_size);
-  read("layer_norm_eps", c.layer_norm_eps);
-  read("hidden_act", c.hidden_act);
-  read("hidden_dropout_prob", c.hidden_dropout_prob);
-  read("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
-  read("initializer_range", c.initializer_range);
-  read("model_type", c.model_type);
-  // Graphcore's TensorFlow configs say "groupbert": true instead.
-  if (json.contains("groupbert")) {
-    const auto& flag = json.at("groupbert");
-    if (!flag.is_boolean())
-      throw ConfigError(fmt::format("{}: key 'groupbert': expected true or false, got {}",
-                                    file.string(), json_excerpt(flag)));
-    const bool model_type_given = json.contains("model_type");
-    if (flag.get<bool>() && model_type_given && c.model_type != "groupbert")
-      throw ConfigError(fmt::format(
-          "{}: key 'groupbert': true, but key 'model_type' says \"{}\"; remove one of them",
-          file.string(), c.model_type));
-    if (flag.get<bool>()) c.model_type = "groupbert";
-  }
-  const char* groupbert_keys[] = {"groupbert_ffn_output_groups", "groupbert_conv_group_size",
-                                  "groupbert_conv_kernel_size"};
-  if (c.groupbert()) {
-    if (!json.contains("layer_norm_eps")) c.layer_norm_eps = 1e-3;  // Graphcore's
-    read(groupbert_keys[0], c.ffn_output_groups);
-    read(groupbert_keys[1], c.conv_group_size);
-    read(groupbert_keys[2], c.conv_kernel_size);
-  } else {
-    for (const char* key : groupbert_keys) {
-      if (json.contains(key))
-        throw ConfigError(
-            fmt::format("{}: key '{}': a GroupBERT setting in a \"{}\" model (set \"model_type\": "
-                        "\"groupbert\")",
-                        file.string(), key, c.model_type));
-    }
-  }
+  keys.read("vocab_size", c.vocab_size);
+  keys.read("hidden_size", c.hidden_size);
+  keys.read("num_hidden_layers", c.num_hidden_layers);
+  keys.read("num_attention_heads", c.num_attention_heads);
+  keys.read("intermediate_size", c.intermediate_size);
+  keys.read("max_position_embeddings", c.max_position_embeddings);
+  keys.read("type_vocab_size", c.type_vocab_size);
+  keys.read("layer_norm_eps", c.layer_norm_eps);
+  keys.read("hidden_act", c.hidden_act);
+  keys.read("hidden_dropout_prob", c.hidden_dropout_prob);
+  keys.read("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
+  keys.read("initializer_range", c.initializer_range);
+  const auto& family = families::family_of_config(keys);
+  c.model_type = family.type();
+  family.read_config(keys, c);
   c.validate(file.string());
   return c;
 }
@@ -296,8 +207,9 @@ std::optional<TaskHead> read_hf_head(const std::filesystem::path& file) {
 }
 
 void write_hf_config(const BertConfig& c, const std::filesystem::path& file, const TaskHead& head) {
+  const auto& family = families::model_family(c.model_type);
   nlohmann::json json{{"architectures", {hf_architecture(head)}},
-                      {"model_type", "bert"},
+                      {"model_type", family.name()},
                       {"vocab_size", c.vocab_size},
                       {"hidden_size", c.hidden_size},
                       {"num_hidden_layers", c.num_hidden_layers},
@@ -311,12 +223,7 @@ void write_hf_config(const BertConfig& c, const std::filesystem::path& file, con
                       {"attention_probs_dropout_prob", c.attention_probs_dropout_prob},
                       {"initializer_range", c.initializer_range},
                       {"pad_token_id", 0}};
-  if (c.groupbert()) {
-    json["model_type"] = "groupbert";
-    json["groupbert_ffn_output_groups"] = c.ffn_output_groups;
-    json["groupbert_conv_group_size"] = c.conv_group_size;
-    json["groupbert_conv_kernel_size"] = c.conv_kernel_size;
-  }
+  family.write_config(c, json);
   if (head.kind == TaskHead::Kind::classification) {
     nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();
     for (std::int64_t i = 0; i < head.num_labels; ++i) {

@@ -8,6 +8,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "model/families/model_family.hpp"
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/int8.hpp"
@@ -23,10 +24,17 @@ bool decays(const std::string& name) {
 /// declared; in training each also records how to emit its backward, and
 /// finish() emits those in reverse. A tensor read by several ops gets the
 /// sum of their gradients (contribute()).
-class Builder {
+class Builder final : public families::EncoderOps {
  public:
   Builder(BertProgram& out, const BertProgramOptions& options)
-      : out_(out), p_(out.program), o_(options), training_(options.training) {}
+      : out_(out),
+        p_(out.program),
+        o_(options),
+        family_(families::model_family(options.config.model_type)),
+        training_(options.training) {}
+
+  const BertConfig& config() const override { return o_.config; }
+  const families::ModelFamily& family() const { return family_; }
 
   // ---- tensors ------------------------------------------------------------
 
@@ -51,7 +59,7 @@ class Builder {
 
   /// A parameter: in training an f32 master and its f32 gradient; in
   /// inference matrices at the compute precision, vectors in f32.
-  int param(const std::string& name, Shape shape) {
+  int param(const std::string& name, Shape shape) override {
     const DType type = training_ || shape.size() < 2 ? DType::f32 : p_.precision();
     const int w = p_.tensor(name, "weights", shape, type);
     int g = -1;
@@ -60,11 +68,12 @@ class Builder {
     grads_[w] = g;
     return w;
   }
-  std::pair<int, int> dense_params(const std::string& prefix, std::int64_t out, std::int64_t in) {
+  std::pair<int, int> dense_params(const std::string& prefix, std::int64_t out,
+                                   std::int64_t in) override {
     const int w = param(prefix + ".weight", {out, in});
     return {w, param(prefix + ".bias", {out})};
   }
-  std::pair<int, int> norm_params(const std::string& prefix) {
+  std::pair<int, int> norm_params(const std::string& prefix) override {
     const std::int64_t h = o_.config.hidden_size;
     const int gamma = param(prefix + ".weight", {h});
     return {gamma, param(prefix + ".bias", {h})};
@@ -72,14 +81,15 @@ class Builder {
   /// Q, K and V as row views of one [3H, H] weight and [3H] bias: one GEMM.
   /// Each view is a parameter of its own (LAMB's trust ratio per tensor,
   /// Hugging Face names in checkpoints).
-  std::pair<int, int> fused_qkv(const std::string& prefix) {
+  std::pair<int, int> fused_qkv(const std::string& prefix) override {
     return fused_dense(prefix + "qkv",
                        {prefix + "attention.self.query", prefix + "attention.self.key",
                         prefix + "attention.self.value"});
   }
   /// Dense layers of the same input as row views of one [parts x H, H]
   /// weight and bias (named `fused`), each part a parameter named as listed.
-  std::pair<int, int> fused_dense(const std::string& fused, const std::vector<std::string>& parts) {
+  std::pair<int, int> fused_dense(const std::string& fused,
+                                  const std::vector<std::string>& parts) override {
     const std::int64_t h = o_.config.hidden_size, rows = h * std::ssize(parts);
     const DType wtype = training_ ? DType::f32 : p_.precision();
     const int w = p_.tensor(fused + ".weight", "weights", {rows, h}, wtype);
@@ -139,8 +149,7 @@ class Builder {
   /// model: a stage starting at `layer` skips those of the embeddings and
   /// the layers before it, so its masks are the unpipelined program's.
   void skip_streams_before(std::int64_t layer) {
-    // BERT drops after attention and the FFN; GroupBERT after its four modules.
-    const std::uint64_t hidden = o_.config.groupbert() ? 4u : 2u;
+    const std::uint64_t hidden = family_.hidden_dropouts_per_layer();
     const std::uint64_t per_layer =
         (o_.dropout > 0.0 ? hidden : 0u) + (o_.attention_dropout > 0.0 ? 1u : 0u);
     streams_ = (o_.dropout > 0.0 ? 1u : 0u) + static_cast<std::uint64_t>(layer) * per_layer;
@@ -176,38 +185,14 @@ class Builder {
     return dropout(layernorm(summed, gamma, beta, "hidden"), "hidden dropped");
   }
 
-  int encoder_layer(std::int64_t layer, int x) {
-    const std::int64_t h = o_.config.hidden_size, i = o_.config.intermediate_size;
-    prefix_ = fmt::format("bert.encoder.layer.{}.", layer);
-    const std::string p = prefix_;
-    const int next = layer_ops(layer, [&] {
-      const auto [qkv_w, qkv_b] = fused_qkv(p);
-      const auto [o_w, o_b] = dense_params(p + "attention.output.dense", h, h);
-      const auto [g1, b1] = norm_params(p + "attention.output.LayerNorm");
-      const auto [i_w, i_b] = dense_params(p + "intermediate.dense", i, h);
-      const auto [f_w, f_b] = dense_params(p + "output.dense", h, i);
-      const auto [g2, b2] = norm_params(p + "output.LayerNorm");
-      const int qkv = linear(x, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv",
-                             p + "attention.self.qkv");
-      const int context = attention(qkv);
-      const int s1 = linear(context, o_w, o_b, h, Activation::none, x, "attention out",
-                            p + "attention.output.dense");
-      const int x1 = layernorm(s1, g1, b1, "block");
-      const int f = linear(x1, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate",
-                           p + "intermediate.dense");
-      const int s2 = linear(f, f_w, f_b, h, Activation::none, x1, "ffn out", p + "output.dense");
-      return layernorm(s2, g2, b2, "hidden");
-    });
-    prefix_.clear();
-    return next;
-  }
-
   /// Declares a layer's forward ops with `body`, which returns the layer's
   /// output. With `layer` recomputed only that output is kept (the next
   /// layer's input); backward runs the layer's forward ops again, just before
   /// the layer's own backward ops (closures run last-registered first), and
   /// then reads the intermediates as if they had been kept.
-  int layer_ops(std::int64_t layer, const std::function<int()>& body) {
+  int layer(std::int64_t layer, const std::string& prefix,
+            const std::function<int()>& body) override {
+    prefix_ = prefix;
     const bool recompute = training_ && o_.recompute.contains(layer);
     const std::size_t first = p_.op_count(Phase::forward);
     recording_ = recompute;
@@ -220,60 +205,8 @@ class Builder {
       const std::size_t last = p_.op_count(Phase::forward);
       backward([=, this] { p_.repeat_in_backward(first, last); });
     }
-    return next;
-  }
-
-  /// One GroupBERT layer (docs/groupbert.md): convolution, FFN, attention,
-  /// FFN, each `x + dropout(module(LayerNorm(x)))`. The residual stream
-  /// alternates between two roles so an inference linear never writes the
-  /// tensor it adds.
-  int groupbert_layer(std::int64_t layer, int input) {
-    const std::int64_t h = o_.config.hidden_size, rows = tokens();
-    prefix_ = fmt::format("bert.encoder.layer.{}.", layer);
-    const std::string p = prefix_;
-    int stream = 0;
-    const auto next_role = [&] { return (stream++ % 2 == 0) ? "stream a" : "stream b"; };
-    const int next = layer_ops(layer, [&] {
-      int x = input;
-      // Convolution module.
-      {
-        const auto [g, b] = norm_params(p + "convolution.prenorm");
-        const auto [glu_w, glu_b] = fused_dense(
-            p + "convolution.glu", {p + "convolution.glu_values", p + "convolution.glu_gates"});
-        const int conv_w = param(p + "convolution.conv.weight",
-                                 {h, o_.config.conv_group_size, o_.config.conv_kernel_size});
-        const auto [ng, nb] = norm_params(p + "convolution.conv_norm");
-        const auto [post_w, post_b] = dense_params(p + "convolution.post", h, h);
-        const int normed = layernorm(x, g, b, "normed");
-        const int gate_in =
-            linear(normed, glu_w, glu_b, 2 * h, Activation::none, std::nullopt, "glu in");
-        const int gated = elementwise(OpKind::glu, OpKind::glu_backward, gate_in, {rows, h}, "glu");
-        const int conv = sequence_conv(gated, conv_w);
-        const int conv_normed = layernorm(conv, ng, nb, "conv normed");
-        const int swished =
-            elementwise(OpKind::swish, OpKind::swish_backward, conv_normed, {rows, h}, "swish");
-        x = linear(swished, post_w, post_b, h, Activation::none, x, next_role());
-      }
-      x = grouped_feed_forward(p + "feed_forward_1.", x, next_role());
-      {
-        const auto [g, b] = norm_params(p + "attention.prenorm");
-        const auto [qkv_w, qkv_b] = fused_qkv(p);
-        const auto [o_w, o_b] = dense_params(p + "attention.output", h, h);
-        const int normed = layernorm(x, g, b, "normed");
-        const int qkv = linear(normed, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv");
-        x = linear(attention(qkv), o_w, o_b, h, Activation::none, x, next_role());
-      }
-      return grouped_feed_forward(p + "feed_forward_2.", x, next_role());
-    });
     prefix_.clear();
     return next;
-  }
-
-  /// GroupBERT's LayerNorm after the last layer, before the heads.
-  int final_norm(int x) {
-    if (!o_.config.groupbert()) return x;
-    const auto [g, b] = norm_params("bert.encoder.final_norm");
-    return layernorm(x, g, b, "final normed");
   }
 
   /// Pooler, NSP and MLM heads; in training also the loss, whose logit
@@ -415,7 +348,7 @@ class Builder {
   }
 
  private:
-  std::int64_t tokens() const { return o_.shape.batch * o_.shape.seq; }
+  std::int64_t tokens() const override { return o_.shape.batch * o_.shape.seq; }
 
   /// y = act(x W^T + b) [+ residual]. Inference: one linear op with the
   /// activation and residual in its epilogue, W and b its constants.
@@ -425,7 +358,7 @@ class Builder {
   /// which inference multiplies with options.encoder_math.
   int linear(int x, int w, int bias, std::int64_t out, Activation activation,
              std::optional<int> residual, const std::string& role,
-             const std::string& encoder_linear = {}) {
+             const std::string& encoder_linear = {}) override {
     const std::int64_t rows = p_.shape(x)[0];
     if (!training_) {
       const int y = act(role, {rows, out});
@@ -511,7 +444,7 @@ class Builder {
     return y;
   }
 
-  int layernorm(int x, int gamma, int beta, const std::string& role) {
+  int layernorm(int x, int gamma, int beta, const std::string& role) override {
     const LayerNormAttrs attrs{o_.config.layer_norm_eps, false};
     const int y = act(role, p_.shape(x));
     if (!training_) {
@@ -530,36 +463,24 @@ class Builder {
     return y;
   }
 
-  /// GroupBERT's FFN: up-projection with GELU, the grouped down-projection,
-  /// then (with more than one group) the mixer, dropout and the residual.
-  int grouped_feed_forward(const std::string& p, int x, const std::string& role) {
-    const std::int64_t h = o_.config.hidden_size, i = o_.config.intermediate_size,
-                       g = o_.config.ffn_output_groups;
-    const auto [ng, nb] = norm_params(p + "prenorm");
-    const auto [i_w, i_b] = dense_params(p + "intermediate", i, h);
-    // Plain ints, not a structured binding: the backward lambda captures them.
-    const std::pair<int, int> output = dense_params(p + "output", h, i / g);
-    const int o_w = output.first, o_b = output.second;
-    const int normed = layernorm(x, ng, nb, "normed");
-    const int up = linear(normed, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate");
-    if (g == 1) return linear(up, o_w, o_b, h, Activation::none, x, role);
-    const auto [m_w, m_b] = dense_params(p + "mixer", h, h);
-    const int weight = training_ ? p_.compute_copy(o_w) : o_w;
-    const int down = act("grouped", {tokens(), h});
-    const GroupedDenseAttrs attrs{g};
-    p_.op(Phase::forward, OpKind::grouped_dense, {up, weight, o_b}, {down}, attrs);
+  int grouped_dense(int x, int w, int bias, std::int64_t groups, const std::string& role) override {
+    const int weight = training_ ? p_.compute_copy(w) : w;
+    const int y = act(role, {tokens(), o_.config.hidden_size});
+    const GroupedDenseAttrs attrs{groups};
+    p_.op(Phase::forward, OpKind::grouped_dense, {x, weight, bias}, {y}, attrs);
     if (training_)
       backward([=, this] {
-        const int dx = fresh_gradient(up);
-        p_.op(Phase::backward, OpKind::grouped_dense_backward, {grad(down), up, weight},
-              {dx, grads_.at(o_w), grads_.at(o_b)}, attrs);
-        contribute(up, dx);
+        const int dx = fresh_gradient(x);
+        p_.op(Phase::backward, OpKind::grouped_dense_backward, {grad(y), x, weight},
+              {dx, grads_.at(w), grads_.at(bias)}, attrs);
+        contribute(x, dx);
       });
-    return linear(down, m_w, m_b, h, Activation::none, x, role);
+    return y;
   }
 
   /// An element-wise op (glu, swish) with its backward, which reads the input.
-  int elementwise(OpKind op, OpKind backward_op, int x, Shape shape, const std::string& role) {
+  int elementwise(OpKind op, OpKind backward_op, int x, Shape shape,
+                  const std::string& role) override {
     const int y = act(role, std::move(shape));
     p_.op(Phase::forward, op, {x}, {y});
     if (training_)
@@ -573,7 +494,7 @@ class Builder {
 
   /// GroupBERT's grouped convolution along each sequence (the attention
   /// mask keeps it inside a sequence of a packed row).
-  int sequence_conv(int x, int w) {
+  int sequence_conv(int x, int w) override {
     const SequenceConvAttrs attrs{o_.shape.batch, o_.shape.seq, o_.config.conv_group_size,
                                   o_.config.conv_kernel_size};
     const int weight = training_ ? p_.compute_copy(w) : w;
@@ -589,7 +510,7 @@ class Builder {
     return y;
   }
 
-  int attention(int qkv) {
+  int attention(int qkv) override {
     const std::int64_t b = o_.shape.batch, s = o_.shape.seq, h = o_.config.hidden_size;
     const std::int64_t heads = o_.config.num_attention_heads;
     const int context = act("context", {b * s, h});
@@ -679,6 +600,7 @@ class Builder {
   BertProgram& out_;
   Program& p_;
   const BertProgramOptions& o_;
+  const families::ModelFamily& family_;
   bool training_;
   std::string prefix_;
   std::map<std::string, int> shared_;  // inference: role -> its tensor
@@ -710,12 +632,10 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
     throw ConfigError(fmt::format("sequence length {} exceeds max_position_embeddings {}",
                                   options.shape.seq, c.max_position_embeddings));
   }
-  if (c.groupbert() && c.conv_kernel_size > options.shape.seq) {
-    throw ConfigError(fmt::format(
-        "key 'groupbert_conv_kernel_size': a kernel of {} positions is longer than the sequence "
-        "length {}",
-        c.conv_kernel_size, options.shape.seq));
-  }
+  if (const auto problem =
+          families::model_family(c.model_type).sequence_problem(c, options.shape.seq, {});
+      !problem.empty())
+    throw ConfigError(problem);
   for (const std::int64_t layer : options.recompute) {
     if (layer < 0 || layer >= c.num_hidden_layers)
       throw ConfigError(
@@ -762,9 +682,9 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
     x = builder.stage_input();
   }
   for (std::int64_t l = stage.first_layer; l < last; ++l)
-    x = c.groupbert() ? builder.groupbert_layer(l, x) : builder.encoder_layer(l, x);
+    x = builder.family().encoder_layer(builder, l, x);
   if (stage.heads) {
-    x = builder.final_norm(x);
+    x = builder.family().after_encoder(builder, x);
     if (!stage.embeddings && options.head.kind == TaskHead::Kind::pretraining)
       builder.tied_word_embeddings();
     builder.heads(x);

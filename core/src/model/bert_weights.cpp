@@ -8,6 +8,7 @@
 #include <random>
 #include <set>
 
+#include "model/families/model_family.hpp"
 #include "polyhal/app/tf_bert_weights.hpp"
 #include "polyhal/app/tf_checkpoint.hpp"
 #include "polyhal/error.hpp"
@@ -41,43 +42,9 @@ bool is_norm_parameter(const std::string& name) {
   return name.find("LayerNorm") != std::string::npos || name.find("norm.") != std::string::npos;
 }
 
-namespace {
-
-/// One GroupBERT layer's tensors (docs/groupbert.md, Checkpoint names).
-void groupbert_layer_shapes(const BertConfig& c, const std::string& p,
-                            std::vector<std::pair<std::string, Shape>>& shapes) {
-  const std::int64_t h = c.hidden_size, i = c.intermediate_size, g = c.ffn_output_groups;
-  const auto dense = [&](const std::string& name, std::int64_t out, std::int64_t in) {
-    shapes.push_back({p + name + ".weight", {out, in}});
-    shapes.push_back({p + name + ".bias", {out}});
-  };
-  const auto norm = [&](const std::string& name) {
-    shapes.push_back({p + name + ".weight", {h}});
-    shapes.push_back({p + name + ".bias", {h}});
-  };
-  norm("convolution.prenorm");
-  dense("convolution.glu_values", h, h);
-  dense("convolution.glu_gates", h, h);
-  shapes.push_back({p + "convolution.conv.weight", {h, c.conv_group_size, c.conv_kernel_size}});
-  norm("convolution.conv_norm");
-  dense("convolution.post", h, h);
-  for (const char* ffn : {"feed_forward_1.", "feed_forward_2."}) {
-    norm(std::string(ffn) + "prenorm");
-    dense(std::string(ffn) + "intermediate", i, h);
-    dense(std::string(ffn) + "output", h, i / g);
-    if (g > 1) dense(std::string(ffn) + "mixer", h, h);
-  }
-  norm("attention.prenorm");
-  for (const char* proj :
-       {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output"})
-    dense(proj, h, h);
-}
-
-}  // namespace
-
 std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& c,
                                                               const TaskHead& head) {
-  const std::int64_t h = c.hidden_size, i = c.intermediate_size;
+  const std::int64_t h = c.hidden_size;
   std::vector<std::pair<std::string, Shape>> shapes{
       {"bert.embeddings.word_embeddings.weight", {c.vocab_size, h}},
       {"bert.embeddings.position_embeddings.weight", {c.max_position_embeddings, h}},
@@ -85,28 +52,10 @@ std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& 
       {"bert.embeddings.LayerNorm.weight", {h}},
       {"bert.embeddings.LayerNorm.bias", {h}},
   };
-  for (std::int64_t l = 0; l < c.num_hidden_layers && c.groupbert(); ++l)
-    groupbert_layer_shapes(c, fmt::format("bert.encoder.layer.{}.", l), shapes);
-  if (c.groupbert()) {
-    shapes.push_back({"bert.encoder.final_norm.weight", {h}});
-    shapes.push_back({"bert.encoder.final_norm.bias", {h}});
-  }
-  for (std::int64_t l = 0; l < c.num_hidden_layers && !c.groupbert(); ++l) {
-    const std::string p = fmt::format("bert.encoder.layer.{}.", l);
-    for (const char* proj : {"attention.self.query", "attention.self.key", "attention.self.value",
-                             "attention.output.dense"}) {
-      shapes.push_back({p + proj + ".weight", {h, h}});
-      shapes.push_back({p + proj + ".bias", {h}});
-    }
-    shapes.push_back({p + "attention.output.LayerNorm.weight", {h}});
-    shapes.push_back({p + "attention.output.LayerNorm.bias", {h}});
-    shapes.push_back({p + "intermediate.dense.weight", {i, h}});
-    shapes.push_back({p + "intermediate.dense.bias", {i}});
-    shapes.push_back({p + "output.dense.weight", {h, i}});
-    shapes.push_back({p + "output.dense.bias", {h}});
-    shapes.push_back({p + "output.LayerNorm.weight", {h}});
-    shapes.push_back({p + "output.LayerNorm.bias", {h}});
-  }
+  const auto& family = families::model_family(c.model_type);
+  for (std::int64_t l = 0; l < c.num_hidden_layers; ++l)
+    family.layer_tensor_shapes(c, families::encoder_layer_prefix(l), shapes);
+  family.final_tensor_shapes(c, shapes);
   const auto pooler = [&] {
     shapes.push_back({"bert.pooler.dense.weight", {h, h}});
     shapes.push_back({"bert.pooler.dense.bias", {h}});

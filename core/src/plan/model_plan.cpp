@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "model/families/model_family.hpp"
 #include "polyhal/app/hf_directory.hpp"
 #include "polyhal/app/run_plan.hpp"
 #include "polyhal/app/tf_checkpoint.hpp"
@@ -55,11 +56,10 @@ void check_sequence_fits(const RunConfig& config, const BertConfig& model) {
                 fmt::format("{} tokens, but the model has {} position embeddings "
                             "(max_position_embeddings of {})",
                             seq, model.max_position_embeddings, model_source(config)));
-  if (model.groupbert() && model.conv_kernel_size > seq)
-    config.fail("model.seq_len",
-                fmt::format("{} tokens, fewer than GroupBERT's convolution kernel of {} "
-                            "positions (groupbert_conv_kernel_size of {})",
-                            seq, model.conv_kernel_size, model_source(config)));
+  if (const auto problem = families::model_family(model.model_type)
+                               .sequence_problem(model, seq, model_source(config));
+      !problem.empty())
+    config.fail("model.seq_len", problem);
 }
 
 BertConfig resolve_bert_config(const ModelSection& model, const std::string& where) {

@@ -5,6 +5,7 @@
 
 #include <charconv>
 
+#include "model/families/model_family.hpp"
 #include "model/safetensors_index.hpp"
 #include "polyhal/app/safetensors.hpp"
 #include "polyhal/error.hpp"
@@ -76,8 +77,9 @@ void check_weights_fit(const RunConfig& config, const ModelPlan& model) {
     compare("type_vocab_size", (*types)[0], want.type_vocab_size);
   if (const std::int64_t layers = layers_named(shapes); layers > 0)
     compare("num_hidden_layers", layers, want.num_hidden_layers);
-  if (const auto* inner = shape_ending(shapes, "encoder.layer.0.intermediate.dense.weight");
-      inner && inner->size() == 2 && !want.groupbert())
+  if (const auto* inner =
+          shape_ending(shapes, families::model_family(want.model_type).intermediate_weight());
+      inner && inner->size() == 2)
     compare("intermediate_size", (*inner)[0], want.intermediate_size);
   if (differences.empty()) return;
   const auto beside = model.weights.parent_path() / "config.json";

@@ -17,6 +17,11 @@ struct BertShape {
   std::int64_t seq = 128;
 };
 
+/// The encoder families polyhal builds, one file each under
+/// core/src/model/families/ (config.json's "model_type", looked up once when
+/// the config is read).
+enum class ModelType : std::uint8_t { bert, groupbert };
+
 /// The dimensions of a BERT model, named as Hugging Face's BertConfig names them.
 struct BertConfig {
   std::int64_t vocab_size = 30522;
@@ -33,14 +38,13 @@ struct BertConfig {
   double hidden_dropout_prob = 0.1;
   double attention_probs_dropout_prob = 0.1;
   double initializer_range = 0.02;
-  /// "bert" or "groupbert" (docs/groupbert.md: four pre-norm modules per
+  /// The family (docs/groupbert.md for GroupBERT: four pre-norm modules per
   /// layer, a final LayerNorm, and the three keys below).
-  std::string model_type = "bert";
+  ModelType model_type = ModelType::bert;
   std::int64_t ffn_output_groups = 4;  ///< groupbert_ffn_output_groups: G of the FFN output
   std::int64_t conv_group_size = 16;   ///< groupbert_conv_group_size: channels per conv group
   std::int64_t conv_kernel_size = 7;   ///< groupbert_conv_kernel_size: taps along the sequence
 
-  bool groupbert() const { return model_type == "groupbert"; }
   std::int64_t head_size() const { return hidden_size / num_attention_heads; }
   /// Number of parameters of BertForPreTraining (decoder weight tied).
   std::int64_t parameter_count() const;
@@ -85,8 +89,8 @@ const std::vector<std::string>& bert_preset_names();
 BertConfig bert_preset(const std::string& name);
 
 /// Reads a Hugging Face config.json, or Google's or Graphcore's
-/// bert_config.json (Graphcore's `"groupbert": true` means model_type
-/// "groupbert"; the keys polyhal has no use for are ignored). Errors name the
+/// bert_config.json (Graphcore's groupbert flag set to true selects
+/// GroupBERT; the keys polyhal has no use for are ignored). Errors name the
 /// file and the key.
 BertConfig read_hf_config(const std::filesystem::path& file);
 /// The head a Hugging Face config.json's "architectures" names
