@@ -71,6 +71,93 @@ void mixed_precision(const RunConfig& config, const Device& device, PrecisionPla
                               dtype_name(plan.activations), p.name, p.product, why);
 }
 
+constexpr const char* kScalesKey = "model.int8_scales";
+
+/// int8's keys: the scales file read once (static: required, dynamic: its
+/// per-channel maxima), and the keys int8 refuses or only int8 reads.
+void int8_inference(const RunConfig& config, const ModelPlan& model, PrecisionPlan& plan) {
+  const ModelSection& m = config.model;
+  const bool int8 = m.linear_math == LinearMath::int8;
+  if (!int8 && !m.int8_scales.empty())
+    throw config.error(kScalesKey,
+                       fmt::format("read by model.precision int8 only, not {}", plan.name()));
+  if (int8 && !m.calibrate.empty())
+    throw config.error("model.calibrate",
+                       "calibrate at f32 (or bf16), not int8: the scales measure the "
+                       "unquantised model");
+  if (!int8) return;
+  const bool dynamic = m.int8_activations == "dynamic";
+  if (m.int8_scales.empty()) {
+    if (dynamic) return;  // quantises each row at run time, unsmoothed
+    throw config.error(
+        "model.int8_activations",
+        "static needs model.int8_scales, the scales a "
+        "calibration run wrote (run once with model.calibrate: scales.json at f32, docs/bert.md "
+        "\"INT8\")");
+  }
+  plan.int8_scales = read_int8_scales(m.int8_scales, model.dims, kScalesKey);
+  if (!dynamic) {
+    plan.inference.int8_max_abs = plan.int8_scales->max_abs;
+    return;
+  }
+  plan.inference.int8_channel_max_abs = plan.int8_scales->channel_max_abs;
+  if (plan.inference.int8_channel_max_abs.empty())
+    throw config.error(
+        kScalesKey,
+        fmt::format("{} has no per-channel maxima, which dynamic int8 smooths with; "
+                    "calibrate again with model.calibrate (or set model.int8_activations: static)",
+                    m.int8_scales.string()));
+}
+
+/// What BertInference computes in on `device`, and why it cannot.
+void inference_precision_on(const Device& device, PrecisionPlan& plan) {
+  plan.inference = InferencePrecision(plan.activations);
+  plan.inference.encoder_math = plan.linear_math;
+  if (plan.activations == DType::f16 && !device.supports(DType::f16) &&
+      device.supports(DType::f32)) {
+    // A CPU keeps f16 as Intel's scripts run it (autocast to float16): the
+    // encoder's linears multiply f16 operands, everything else stays f32.
+    // A device that refuses f16 products says why at prepare.
+    plan.inference.dtype = DType::f32;
+    plan.inference.encoder_math = LinearMath::f16_products;
+    const std::string line = fmt::format(
+        "model.precision f16 on {}: f16 products in the encoder's linears, f32 tensors "
+        "(the device keeps no f16 tensors)",
+        device.name());
+    plan.log_line = plan.log_line.empty() ? line : plan.log_line + "; " + line;
+  }
+  if (!device.supports(plan.inference.dtype))
+    plan.inference_refusal = fmt::format(
+        "{} does not compute in {}; set model.precision: mixed to run "
+        "one config on every backend (it picks each device's own low precision)",
+        device.name(), dtype_name(plan.inference.dtype));
+}
+
+/// Why `device` cannot train in the plan's precision ("" when it can).
+std::string training_refusal_on(const Device& device, const PrecisionPlan& plan) {
+  // bf32 trains: f32 tensors, the dense layers' products in bf16.
+  if (plan.linear_math != LinearMath::native && plan.linear_math != LinearMath::bf16_products)
+    return fmt::format(
+        "{} is for inference and evaluation (fine-tuning with do: eval); train in bf16, bf32 or "
+        "f32",
+        plan.name());
+  if (plan.linear_math == LinearMath::bf16_products && !device.supports(DType::bf16))
+    return fmt::format(
+        "bf32 trains with bf16 products, and {} does not compute in bf16{}; train in f32 (or "
+        "mixed, which picks what computes natively here)",
+        device.name(),
+        device.properties().mode == DeviceMode::model
+            ? ""
+            : " at this device.isa (bf16 needs avx512_core or above)");
+  if (device.supports(plan.activations)) return {};
+  return fmt::format(
+      "{} does not compute in {}{}{}", device.name(), dtype_name(plan.activations),
+      plan.activations == DType::bf16 ? " (the IPU has f16 and f32: use f16 with loss scaling)"
+                                      : " (use bf16 or f32)",
+      "; model.precision: mixed runs one config on every backend (bf16 on cpu and gaudi, f16 "
+      "with dynamic loss scaling on ipu)");
+}
+
 }  // namespace
 
 std::string PrecisionPlan::name() const {
@@ -89,7 +176,8 @@ LossScaler resolve_loss_scaling(const OptimizerSection& optimizer, DType activat
   return {mode, optimizer.loss_scale, optimizer.loss_scale_growth_interval};
 }
 
-PrecisionPlan resolve_precision(const RunConfig& config, const Device& device) {
+PrecisionPlan resolve_precision(const RunConfig& config, const Device& device,
+                                const ModelPlan& model) {
   const ModelSection& m = config.model;
   PrecisionPlan plan;
   plan.written = m.precision_text();
@@ -106,7 +194,24 @@ PrecisionPlan resolve_precision(const RunConfig& config, const Device& device) {
       plan.activations = DType::f32;
   }
   plan.loss_scaler = resolve_loss_scaling(config.optimizer, plan.activations);
+  const auto& schema = config.schema;
+  if (schema != nullptr && schema->has(TaskTrait::trains))
+    plan.training_refusal = training_refusal_on(device, plan);
+  if (schema != nullptr && schema->has(TaskTrait::takes_int8)) {
+    inference_precision_on(device, plan);
+    int8_inference(config, model, plan);
+  }
   return plan;
+}
+
+const InferencePrecision& inference_precision(const RunConfig& config, const PrecisionPlan& plan) {
+  if (!plan.inference_refusal.empty())
+    throw config.error("model.precision", plan.inference_refusal);
+  return plan.inference;
+}
+
+void refuse_untrainable_precision(const RunConfig& config, const PrecisionPlan& plan) {
+  if (!plan.training_refusal.empty()) throw config.error("model.precision", plan.training_refusal);
 }
 
 }  // namespace polyhal

@@ -38,7 +38,7 @@ RunPlan resolve_run(const RunConfig& config, const std::vector<Device*>& devices
   RunPlan plan;
   if (config.schema && config.schema->reads("model")) plan.model = resolve_model(config, plan_only);
   plan.placement = resolve_placement(config, devices, device_options, world);
-  plan.precision = resolve_precision(config, *devices.front());
+  plan.precision = resolve_precision(config, *devices.front(), plan.model);
   plan.outputs = resolve_outputs(config);
   return plan;
 }
@@ -56,6 +56,13 @@ std::string plan_lines(const RunPlan& plan, const Device& device) {
   if (!plan.precision.reason.empty())
     text += fmt::format("  precision {} on {}: {}\n", plan.precision.name(), device.name(),
                         plan.precision.reason);
+  if (const auto& scales = plan.precision.int8_scales)
+    text += fmt::format("  int8 scales of {} linears from {} batch(es) at {}\n",
+                        scales->max_abs.size(), scales->batches, scales->precision);
+  if (plan.precision.inference.encoder_math == LinearMath::f16_products)
+    text +=
+        "  f16 products in the encoder's linears, f32 tensors (the device keeps no f16 "
+        "tensors)\n";
   const PlacementPlan& p = plan.placement;
   text += fmt::format("  batch {} = {} replica{} x {} accumulated x {} micro", p.global_batch(),
                       p.replicas, p.replicas == 1 ? "" : "s", p.grad_accum, p.micro);

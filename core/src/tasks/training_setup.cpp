@@ -96,39 +96,11 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const Placem
   return stages;
 }
 
-void check_training_setup(Device& device, const RunConfig& config, const PrecisionPlan& plan,
-                          bool trains) {
+void check_training_setup(const RunConfig& config, const PrecisionPlan& plan, bool trains) {
   check_output_paths(config);
-  // bf32 trains: f32 tensors, the dense layers' products in bf16.
-  if (trains && config.model.linear_math != LinearMath::native &&
-      config.model.linear_math != LinearMath::bf16_products)
-    throw config.error("model.precision",
-                       fmt::format("{} is for inference and evaluation (fine-tuning with do: "
-                                   "eval); train in bf16, bf32 or f32",
-                                   plan.name()));
-  if (trains && config.model.linear_math == LinearMath::bf16_products &&
-      !device.supports(DType::bf16))
-    throw config.error("model.precision",
-                       fmt::format("bf32 trains with bf16 products, and {} does not compute in "
-                                   "bf16{}; train in f32 (or mixed, which picks what computes "
-                                   "natively here)",
-                                   device.name(),
-                                   device.properties().mode == DeviceMode::model
-                                       ? ""
-                                       : " at this device.isa (bf16 needs avx512_core or above)"));
-  const DType precision = plan.activations;
-  // Evaluation alone (finetune.do: eval) computes as inference does, where
-  // a CPU runs f16 as f16 products of f32 tensors (inference_precision.cpp).
-  if (trains && !device.supports(precision)) {
-    throw config.error(
-        "model.precision",
-        fmt::format(
-            "{} does not compute in {}{}{}", device.name(), dtype_name(precision),
-            precision == DType::bf16 ? " (the IPU has f16 and f32: use f16 with loss scaling)"
-                                     : " (use bf16 or f32)",
-            "; model.precision: mixed runs one config on every backend (bf16 on cpu and gaudi, f16 "
-            "with dynamic loss scaling on ipu)"));
-  }
+  // The plan decided it; evaluation alone (finetune.do: eval) computes as
+  // inference does, where a CPU runs f16 as f16 products of f32 tensors.
+  if (trains) refuse_untrainable_precision(config, plan);
 }
 
 BatchShape batch_shape(const PlacementPlan& placement) {

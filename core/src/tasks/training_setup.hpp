@@ -32,10 +32,9 @@ std::vector<PipelineStage> pipeline_stages(const RunConfig& config, const Placem
 /// The optimizer section as BertTraining takes it.
 OptimizerSettings optimizer_settings(const OptimizerSection& optimizer);
 
-/// Refuses, naming the key, a precision the device cannot train in (int8
-/// and bf32 when `trains`: they are inference precisions).
-void check_training_setup(Device& device, const RunConfig& config, const PrecisionPlan& precision,
-                          bool trains);
+/// The output paths, and when `trains` the plan's refusal of a precision
+/// the device cannot train in (int8: an inference precision), naming the key.
+void check_training_setup(const RunConfig& config, const PrecisionPlan& precision, bool trains);
 
 /// The plan's batch with the replicas of the whole job (one per MPI rank under mpirun).
 BatchShape batch_shape(const PlacementPlan& placement);

@@ -9,13 +9,16 @@
 /// oneDNN's impl_info_str() names what it chose.
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
 
 #include "polyhal/app/bert_config.hpp"
+#include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/config_schema.hpp"
+#include "polyhal/app/int8_scales.hpp"
 #include "polyhal/app/loss_scaler.hpp"
 #include "polyhal/device.hpp"
 
@@ -40,6 +43,20 @@ struct PrecisionPlan {
   /// explicit precision runs emulated.
   std::string log_line;
   bool warning = false;
+  /// The tasks that run BertInference (TaskTrait::takes_int8): what it
+  /// computes in. f16 on a device without f16 tensors (the CPU) is f32
+  /// tensors with f16 products in the encoder's linears, as Intel's scripts
+  /// autocast; int8 carries its calibrated scales (model.int8_scales, read
+  /// once here): static its steps, dynamic its per-channel maxima.
+  InferencePrecision inference;
+  /// model.int8_scales as read, for the check that they were calibrated on
+  /// the weights the run loads (check_int8_weights); empty when unused.
+  std::optional<Int8Scales> int8_scales;
+  /// Why the device cannot run `inference`, or cannot train in
+  /// `activations` (tasks that train, by their trait): decided here, the
+  /// device asked once before prepare; the task refuses with it when it
+  /// does that work ("" when it can). Each names the better choice.
+  std::string inference_refusal, training_refusal;
   /// The precision the run computes in: f32, bf16, f16, int8 or bf32.
   std::string name() const;
 };
@@ -160,7 +177,14 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only);
 BertConfig resolve_bert_config(const ModelSection& model, const std::string& where = "model");
 
 /// model.precision on `device`: what it runs as, and why. Part of resolve_run.
-PrecisionPlan resolve_precision(const RunConfig& config, const Device& device);
+PrecisionPlan resolve_precision(const RunConfig& config, const Device& device,
+                                const ModelPlan& model);
+/// What BertInference computes in for this run: `plan.inference`, or the
+/// ConfigError naming model.precision when the device cannot run it.
+const InferencePrecision& inference_precision(const RunConfig& config, const PrecisionPlan& plan);
+/// Training: the ConfigError naming model.precision when the device cannot
+/// train in the plan's precision, or the precision is for inference only.
+void refuse_untrainable_precision(const RunConfig& config, const PrecisionPlan& plan);
 
 /// optimizer.loss_scaling for training in `activations`. Part of resolve_precision.
 LossScaler resolve_loss_scaling(const OptimizerSection& optimizer, DType activations);

@@ -201,7 +201,7 @@ class Evaluator {
       model = make_inference(context_, result_);
       if (!config_.model.calibrate.empty()) model->start_calibration();
     }
-    check_int8_weights(config_, result_.config, weights);
+    check_int8_weights(config_, context_.plan.precision, weights);
     model->load_weights(weights);
     const auto outputs = head_outputs(*model, data_.rows(split), data_.output_width(), replicas);
     if (replicas.rank() != 0) return;
@@ -227,8 +227,7 @@ class Evaluator {
     const auto& f = config.section<FinetuneSection>();
     const BertShape shape{f.eval_batch > 0 ? f.eval_batch : config.batch.micro,
                           config.model.seq_len};
-    const InferencePrecision precision =
-        inference_precision(config, context.plan.precision, result.config, device);
+    const InferencePrecision& precision = inference_precision(config, context.plan.precision);
     return refusing_precision(config, [&] {
       return std::make_unique<BertInference>(device, result.config, shape, precision, result.head,
                                              f.packed);
@@ -289,7 +288,7 @@ BatchSource training_batches(const RunConfig& config, const ModelRows& rows,
 /// rows' 16-bit positions (the plan checked the sequence length).
 void check_finetune_setup(const TaskContext& context, bool trains) {
   const RunConfig& config = context.config;
-  check_training_setup(context.device, config, context.plan.precision, trains);
+  check_training_setup(config, context.plan.precision, trains);
   if (config.section<FinetuneSection>().packed &&
       config.model.seq_len > std::numeric_limits<std::uint16_t>::max())
     throw config.error("model.seq_len", fmt::format("packed rows hold at most {} tokens",

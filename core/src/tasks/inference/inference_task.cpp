@@ -385,7 +385,7 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
   }
   // Text without a head runs on packed rows: no compute on padding.
   const bool packed = text && !task_head && !heads && config.section<InferenceSection>().packed;
-  const InferencePrecision precision = inference_precision(config, plan, result.config, device);
+  const InferencePrecision& precision = inference_precision(config, plan);
   BertInference bert = refusing_precision(config, [&] {
     return task_head ? BertInference(device, result.config, shape, precision, head)
                      : BertInference(device, result.config, shape, precision, heads, packed);
@@ -409,7 +409,7 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
     export_hf_directory(config.model.save, result.config, head, saved);
     spdlog::info("saved config.json and model.safetensors to {}", config.model.save.string());
   }
-  check_int8_weights(config, result.config, weights);
+  check_int8_weights(config, context.plan.precision, weights);
   bert.load_weights(weights);
   if (trace && !trace->estimated()) bert.set_trace(&trace->lane(0));
   const bool calibrate = !config.model.calibrate.empty();

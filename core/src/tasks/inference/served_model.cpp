@@ -172,7 +172,7 @@ struct ServedModel::Impl {
         pooling(task == Task::embeddings ? text_pooling(config) : SentencePooling{}),
         filler(tokenizer->encode("", std::nullopt, shape.seq)),
         packed(config.section<InferenceSection>().packed) {
-    const InferencePrecision precision = inference_precision(config, plan.precision, dims, device);
+    const InferencePrecision& precision = inference_precision(config, plan.precision);
     for (const BertShape& each : served_shapes(shape, packed)) {
       berts.push_back(refusing_precision(config, [&] {
         return std::make_unique<BertInference>(device, dims, each, precision, false, true);

@@ -112,7 +112,7 @@ PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
   PretrainResult result;
   result.config = context.plan.model.dims;
   result.model_name = context.plan.model.name;
-  check_training_setup(context.device, config, context.plan.precision, true);
+  check_training_setup(config, context.plan.precision, true);
   const auto data = pretraining_data(config, result.config, compile_only);
   const auto evaluator = pretraining_evaluator(context, result, compile_only);
   TrainingJobOptions options =
