@@ -42,9 +42,10 @@ std::string fit_advice(const RunConfig& config, const std::vector<OptionSpec>& d
 
 /// The header of each safetensors file the config starts from: validate
 /// says ok only for weights run can read (not a truncated file).
-void check_weight_headers(const RunConfig& config) {
-  for (const auto& [key, file] : {std::pair{"model.weights", config.model.weights},
-                                  std::pair{"checkpoint.init", config.checkpoint.init}}) {
+void check_weight_headers(const RunConfig& config, const ModelPlan& card) {
+  for (const auto& [key, file] :
+       {std::pair{card.weights_key, card.weights},
+        std::pair{std::string("checkpoint.init"), config.checkpoint.init}}) {
     std::error_code ec;
     if (file.extension() != ".safetensors" || !std::filesystem::is_regular_file(file, ec)) continue;
     try {
@@ -67,7 +68,6 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
   check_output_paths(config);
   if (!run.skip_inputs) {
     check_input_paths(config, run.inputs_made_earlier);
-    check_weight_headers(config);
   }
   check_run_outputs(run);
   const Task& task = task_named(config);
@@ -78,6 +78,7 @@ int validate_config(const CommonOptions& common, const RunOptions& run) {
   auto backend = loader.backend(config.backend);
   const OpenedRun opened = open_and_resolve(
       *backend, config.resolve_device(backend->device_options()), config, WorldShape{}, true);
+  if (!run.skip_inputs) check_weight_headers(config, opened.plan.model);
   MetricsWriter nowhere({});
   const TaskContext context{opened.device(), raw(opened.devices), config, opened.plan, run,
                             nowhere};

@@ -88,6 +88,8 @@ def main():
         first = target.split("/")[0]
         if "/" in target and os.path.isdir(os.path.join(ROOT, "core", "src", first)):
             return layer_of_file("core/src/" + target)
+        if rel.startswith("launcher/") and os.path.exists(os.path.join(ROOT, "launcher", target)):
+            return layer_of_file("launcher/" + target)  # the launcher's include directory
         return layer_of_file(os.path.join(os.path.dirname(rel), target))  # beside the includer
 
     for top in ("core", "launcher", "plugins"):

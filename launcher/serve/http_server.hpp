@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "polyhal/app/request_batcher.hpp"
+#include "polyhal/app/serve_metrics.hpp"
 #include "polyhal/app/serve_settings.hpp"
 #include "polyhal/app/served_model.hpp"
-#include "serve/request_batcher.hpp"
-#include "serve/serve_metrics.hpp"
 
 namespace polyhal::serve {
 

@@ -11,6 +11,7 @@
 
 #include "command_table.hpp"
 #include "log_file_sink.hpp"
+#include "polyhal/app/inference_task.hpp"
 #include "polyhal/app/serve_settings.hpp"
 #include "polyhal/app/served_model.hpp"
 #include "polyhal/error.hpp"
@@ -81,9 +82,11 @@ int serve_command(CommandLine& cl, int, char**) {
   const auto log = configure_logging(cl.common, config);
   const OpenedRun opened = open_configured_run(cl.common, config, WorldShape{}, false);
   const auto& settings = serve_settings(config);
+  const ServedTextOptions options = served_text_options(config);
   std::vector<std::unique_ptr<ServedModel>> replicas;
   for (std::int64_t i = 0; i < (cl.serve_check ? 1 : settings.replicas); ++i)
-    replicas.push_back(std::make_unique<ServedModel>(opened.device(), config, opened.plan));
+    replicas.push_back(
+        std::make_unique<ServedModel>(opened.device(), config, opened.plan, options));
   ServedModel& model = *replicas.front();
   const std::string name = served_name(config, opened.plan);
   const std::string key = read_api_key(config);

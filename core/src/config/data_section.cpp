@@ -100,9 +100,11 @@ ConfigSection data() {
                   "required when data.source is tfrecord (a TFRecord file or a directory of them)");
     if (d.source == "text") {
       if (d.text_file.empty()) config.fail("data.text_file", "required when data.source is text");
-      if (d.vocab.empty())
+      // model.dir's tokenizer counts: the plan reads it (plan/model_keys.cpp).
+      if (d.vocab.empty() && config.model.dir.empty())
         config.fail("data.vocab",
-                    "required when data.source is text (a BERT vocab.txt or a tokenizer.json)");
+                    "required when data.source is text (a BERT vocab.txt or a tokenizer.json, or "
+                    "model.dir with one)");
     }
   };
   return section;

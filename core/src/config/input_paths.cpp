@@ -27,9 +27,12 @@ std::string input_problem(const fs::path& place, InputPath kind) {
     if (fs::exists(index, ec)) target = index;
   }
   // Relative paths were made absolute against the current directory when read.
-  if (!fs::exists(target, ec))
+  if (!fs::exists(target, ec)) {
+    if (ec == std::errc::too_many_symbolic_link_levels)
+      return fmt::format("{}: a loop of symbolic links (each names the next)", place.string());
     return fmt::format("{}: no such {}", place.string(),
                        kind == InputPath::file ? "file" : "file or directory");
+  }
   if (kind == InputPath::file && fs::is_directory(target, ec))
     return fmt::format("{}: a directory, where a file is read", place.string());
   if (::access(target.c_str(), R_OK) != 0)

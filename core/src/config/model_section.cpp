@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "model_directory.hpp"
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/config_keys.hpp"
 #include "sections.hpp"
@@ -201,7 +200,6 @@ ConfigSection model() {
   section.check = [](const ConfigValue& given, RunConfig& config) {
     if (given.has("head") && given.has("heads"))
       config.fail("model.head", "give model.head or model.heads, not both");
-    if (given.has("dir")) read_model_directory(config);
   };
   return section;
 }

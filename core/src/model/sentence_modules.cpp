@@ -113,4 +113,27 @@ SentencePooling resolve_sentence_pooling(const std::string& pooling, const std::
   return out;
 }
 
+std::optional<SentenceBertSettings> read_sentence_bert_settings(const std::filesystem::path& file) {
+  if (!std::filesystem::exists(file)) return std::nullopt;
+  const nlohmann::json json =
+      detail::read_json_object(file, std::uintmax_t{1} << 20, "sentence-transformers settings");
+  SentenceBertSettings out;
+  if (json.contains("max_seq_length") && !json.at("max_seq_length").is_null()) {
+    const auto& value = json.at("max_seq_length");
+    if (!value.is_number_integer() || value.get<std::int64_t>() < 1 ||
+        value.get<std::int64_t>() > (std::int64_t{1} << 20))
+      throw ConfigError(fmt::format("{}: key 'max_seq_length': expected a positive integer, got {}",
+                                    file.string(), json_excerpt(value)));
+    out.max_seq_length = value.get<std::int64_t>();
+  }
+  if (json.contains("do_lower_case")) {
+    const auto& value = json.at("do_lower_case");
+    if (!value.is_boolean())
+      throw ConfigError(fmt::format("{}: key 'do_lower_case': expected true or false, got {}",
+                                    file.string(), json_excerpt(value)));
+    out.do_lower_case = value.get<bool>();
+  }
+  return out;
+}
+
 }  // namespace polyhal

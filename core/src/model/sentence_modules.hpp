@@ -4,7 +4,9 @@
 // modules.json lists it, Normalize. A module polyhal does not apply (Dense,
 // LayerNorm, WordEmbeddings, ...) is refused naming it: silently skipping
 // one gives other embeddings than the model's own, with exit 0.
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace polyhal {
@@ -21,5 +23,15 @@ struct SentencePooling {
 /// implement, or a value of the wrong type.
 SentencePooling resolve_sentence_pooling(const std::string& pooling, const std::string& normalize,
                                          const std::filesystem::path& model_dir);
+
+/// sentence_bert_config.json's settings.
+struct SentenceBertSettings {
+  std::optional<std::int64_t> max_seq_length;
+  bool do_lower_case = false;
+};
+
+/// The settings in `file`, or nothing when it is absent. ConfigError naming
+/// the file and key for a value of the wrong type.
+std::optional<SentenceBertSettings> read_sentence_bert_settings(const std::filesystem::path& file);
 
 }  // namespace polyhal

@@ -15,8 +15,8 @@ namespace polyhal {
 namespace {
 
 /// Where the model's dimensions were read: what a user opens to change them.
-std::string model_source(const RunConfig& config) {
-  if (!config.model.hf_config.empty()) return config.model.hf_config.string();
+std::string model_source(const RunConfig& config, const ModelKeys& keys) {
+  if (!keys.hf_config.empty()) return keys.hf_config.string();
   if (!config.checkpoint.init.empty())
     return fmt::format("the config of checkpoint.init {}", config.checkpoint.init.string());
   return fmt::format("preset {}", config.model.preset);
@@ -26,9 +26,10 @@ std::string model_source(const RunConfig& config) {
 /// neither model.preset nor model.hf_config is set: Hugging Face's
 /// config.json, else Google's bert_config.json; in the model directory, or
 /// beside a TensorFlow checkpoint prefix (a polyhal checkpoint has none).
-std::filesystem::path init_model_config(const RunConfig& config, bool directory) {
+std::filesystem::path init_model_config(const RunConfig& config, const ModelKeys& keys,
+                                        bool directory) {
   const auto& init = config.checkpoint.init;
-  if (init.empty() || config.sets("model.preset") || !config.model.hf_config.empty()) return {};
+  if (init.empty() || config.sets("model.preset") || !keys.hf_config.empty()) return {};
   if (!directory && !is_tf_checkpoint(init)) return {};
   const auto dir = directory ? init : init.parent_path();
   for (const char* name : {"config.json", "bert_config.json"})
@@ -43,21 +44,21 @@ std::filesystem::path init_model_config(const RunConfig& config, bool directory)
 
 }  // namespace
 
-std::string model_origin(const RunConfig& config) {
+std::string model_origin(const RunConfig& config, const ModelKeys& keys) {
   std::string out;
   for (const auto& [key, value] : config.model.dims) out += config.locate("model." + key) + ", ";
-  return out + model_source(config);
+  return out + model_source(config, keys);
 }
 
-void check_sequence_fits(const RunConfig& config, const BertConfig& model) {
-  const std::int64_t seq = config.model.seq_len;
+void check_sequence_fits(const RunConfig& config, const ModelKeys& keys, const BertConfig& model) {
+  const std::int64_t seq = keys.seq_len;
   if (seq > model.max_position_embeddings)
     config.fail("model.seq_len",
                 fmt::format("{} tokens, but the model has {} position embeddings "
                             "(max_position_embeddings of {})",
-                            seq, model.max_position_embeddings, model_source(config)));
+                            seq, model.max_position_embeddings, model_source(config, keys)));
   if (const auto problem = families::model_family(model.model_type)
-                               .sequence_problem(model, seq, model_source(config));
+                               .sequence_problem(model, seq, model_source(config, keys));
       !problem.empty())
     config.fail("model.seq_len", problem);
 }
@@ -78,23 +79,15 @@ BertConfig resolve_bert_config(const ModelSection& model, const std::string& whe
   return c;
 }
 
-ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
-  ModelPlan m;
+namespace {
+
+/// The start weights: a checkpoint.init directory's model file, the
+/// checkpoint.init file or prefix, else model.weights (or model.dir's).
+void start_weights(const RunConfig& config, const ModelKeys& keys, bool directory, ModelPlan& m) {
   const auto& init = config.checkpoint.init;
-  const bool preset_only = config.model.hf_config.empty() && config.model.dims.empty();
-  m.name = preset_only ? config.model.preset : "custom";
-  m.origin = model_origin(config);
-  m.vocab = config.data.vocab;
-  if (plan_only && !init.empty() && !std::filesystem::exists(init) && !is_tf_checkpoint(init) &&
-      (config.sets("model.preset") || !config.model.hf_config.empty())) {
-    // A plan before the run that writes checkpoint.init: the dimensions alone.
-    m.dims = resolve_bert_config(config.model, m.origin);
-    check_sequence_fits(config, m.dims);
-    return m;
-  }
-  const bool directory = !init.empty() && std::filesystem::is_directory(init);
   if (directory) {
     m.model_dir = init;
+    m.weights_key = "checkpoint.init";
     try {
       m.weights = model_weights_in(init);
     } catch (const ConfigError& e) {
@@ -106,17 +99,77 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
                   fmt::format("no such file or TensorFlow checkpoint ({}.index): {}", init.string(),
                               init.string()));
     m.weights = init;
+    m.weights_key = "checkpoint.init";
   } else {
-    m.weights = config.model.weights;
+    m.weights = keys.weights;
+    m.weights_key = keys.weights_key;
   }
+}
+
+/// The model's own config.json head, and a sequence classifier's labels:
+/// from the start model's config.json even when the config gives the
+/// dimensions (model.preset).
+void model_head(const RunConfig& config, ModelPlan& m) {
+  const auto file = !m.model_dir.empty() && std::filesystem::exists(m.model_dir / "config.json")
+                        ? m.model_dir / "config.json"
+                        : m.config_file;
+  if (file.empty()) return;
+  try {
+    m.file_head = read_hf_head(file);
+  } catch (const ConfigError& e) {
+    config.fail(config.checkpoint.init.empty()
+                    ? config.model.dir.empty() ? "model.hf_config" : "model.dir"
+                    : "checkpoint.init",
+                e.what());
+  }
+  if (m.file_head && m.file_head->kind == TaskHead::Kind::classification)
+    m.start_labels = m.file_head->labels;
+}
+
+/// The keys the card carries as the run uses them.
+void take_keys(const ModelKeys& keys, ModelPlan& m) {
+  m.model_weights = keys.weights;
+  m.vocab = keys.vocab;
+  m.vocab_source = keys.vocab_source;
+  m.seq_len = keys.seq_len;
+  m.seq_len_source = keys.seq_len_source;
+  m.head = keys.head;
+  m.heads = keys.heads;
+  m.num_labels = keys.num_labels;
+  m.head_source = keys.head_source;
+  if (m.model_dir.empty()) m.model_dir = keys.dir;
+}
+
+}  // namespace
+
+ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
+  const ModelKeys keys = resolve_model_keys(config);
+  ModelPlan m;
+  const auto& init = config.checkpoint.init;
+  const bool preset_only = keys.hf_config.empty() && config.model.dims.empty();
+  m.name = preset_only ? config.model.preset : "custom";
+  m.origin = model_origin(config, keys);
   ModelSection model = config.model;
-  m.config_file = init_model_config(config, directory);
-  if (!m.config_file.empty()) {
-    model.hf_config = m.config_file;
+  model.hf_config = keys.hf_config;
+  m.config_file = keys.hf_config;
+  if (plan_only && !init.empty() && !std::filesystem::exists(init) && !is_tf_checkpoint(init) &&
+      (config.sets("model.preset") || !keys.hf_config.empty())) {
+    // A plan before the run that writes checkpoint.init: the dimensions alone.
+    take_keys(keys, m);
+    m.dims = resolve_bert_config(model, m.origin);
+    check_sequence_fits(config, keys, m.dims);
+    m.tokenizer = {m.vocab, resolve_tokenizer_options(config, m.vocab)};
+    return m;
+  }
+  const bool directory = !init.empty() && std::filesystem::is_directory(init);
+  start_weights(config, keys, directory, m);
+  if (const auto file = init_model_config(config, keys, directory); !file.empty()) {
+    model.hf_config = m.config_file = file;
     m.name = "custom";
   }
+  take_keys(keys, m);
   m.dims = resolve_bert_config(model, m.origin);
-  check_sequence_fits(config, m.dims);
+  check_sequence_fits(config, keys, m.dims);
   check_weights_fit(config, m);
   // The directory's tokenizer: its vocab.txt, else its tokenizer.json alone
   // (as current transformers saves a BERT).
@@ -124,25 +177,13 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
     for (const char* file : {"vocab.txt", "tokenizer.json"}) {
       if (std::filesystem::exists(m.model_dir / file)) {
         m.vocab = m.model_dir / file;
+        m.vocab_source = m.weights_key + " " + m.model_dir.string();
         break;
       }
     }
   }
-  // The start model's labels, from its own config.json even when the
-  // config gives the dimensions (model.preset).
-  const auto labels_file =
-      !m.model_dir.empty() && std::filesystem::exists(m.model_dir / "config.json")
-          ? m.model_dir / "config.json"
-          : m.config_file;
-  if (!labels_file.empty()) {
-    try {
-      if (const auto head = read_hf_head(labels_file);
-          head && head->kind == TaskHead::Kind::classification)
-        m.start_labels = head->labels;
-    } catch (const ConfigError& e) {
-      config.fail(config.checkpoint.init.empty() ? "model.hf_config" : "checkpoint.init", e.what());
-    }
-  }
+  m.tokenizer = {m.vocab, resolve_tokenizer_options(config, m.vocab)};
+  model_head(config, m);
   return m;
 }
 

@@ -210,6 +210,11 @@ const InferencePrecision& inference_precision(const RunConfig& config, const Pre
   return plan.inference;
 }
 
+void throw_precision_refused(const RunConfig& config, const KernelNotFoundError& e) {
+  throw config.error("model.precision", fmt::format("{} cannot run here: {}",
+                                                    config.model.precision_text(), e.what()));
+}
+
 void refuse_untrainable_precision(const RunConfig& config, const PrecisionPlan& plan) {
   if (!plan.training_refusal.empty()) throw config.error("model.precision", plan.training_refusal);
 }

@@ -30,6 +30,19 @@ std::string output_lines(const OutputPlan& outputs) {
   return text;
 }
 
+/// The model card beyond its dimensions, each value with where it came from.
+std::string card_lines(const ModelPlan& m) {
+  std::string text = fmt::format("  sequences of {} tokens ({})\n", m.seq_len, m.seq_len_source);
+  if (!m.tokenizer.file.empty())
+    text += fmt::format("  tokenizer {} ({}), {}\n", m.tokenizer.file.string(), m.vocab_source,
+                        m.tokenizer.options.lower_case ? "lower-cased" : "cased");
+  if (m.heads || m.head != "none")
+    text += fmt::format("  head {}{} ({})\n", m.heads ? "pretraining" : m.head,
+                        m.head == "classification" ? fmt::format(", {} labels", m.num_labels) : "",
+                        m.head_source);
+  return text;
+}
+
 }  // namespace
 
 RunPlan resolve_run(const RunConfig& config, const std::vector<Device*>& devices,
@@ -52,6 +65,7 @@ std::string plan_lines(const RunPlan& plan, const Device& device) {
                         m.config_file.empty() ? "" : " from " + m.config_file.string(),
                         m.weights.empty() ? "weights from a seeded initialisation"
                                           : "weights from " + m.weights.string());
+    text += card_lines(m);
   }
   if (!plan.precision.reason.empty())
     text += fmt::format("  precision {} on {}: {}\n", plan.precision.name(), device.name(),

@@ -38,13 +38,6 @@ std::int64_t layers_named(const std::map<std::string, std::vector<std::int64_t>>
   return layers;
 }
 
-/// The key that names the weights, for the error.
-std::string weights_key(const RunConfig& config) {
-  if (!config.checkpoint.init.empty()) return "checkpoint.init";
-  if (!config.model.dir.empty() && !config.sets("model.weights")) return "model.dir";
-  return "model.weights";
-}
-
 }  // namespace
 
 void check_weights_fit(const RunConfig& config, const ModelPlan& model) {
@@ -52,7 +45,7 @@ void check_weights_fit(const RunConfig& config, const ModelPlan& model) {
   if ((model.weights.extension() != ".safetensors" && !is_safetensors_index(model.weights)) ||
       !std::filesystem::is_regular_file(model.weights, ec))
     return;
-  const std::string key = weights_key(config);
+  const std::string& key = model.weights_key;
   std::map<std::string, std::vector<std::int64_t>> shapes;
   try {
     shapes = read_safetensors_shapes(model.weights);
@@ -83,8 +76,7 @@ void check_weights_fit(const RunConfig& config, const ModelPlan& model) {
     compare("intermediate_size", (*inner)[0], want.intermediate_size);
   if (differences.empty()) return;
   const auto beside = model.weights.parent_path() / "config.json";
-  const bool config_beside = std::filesystem::exists(beside, ec) && model.config_file != beside &&
-                             config.model.hf_config != beside;
+  const bool config_beside = std::filesystem::exists(beside, ec) && model.config_file != beside;
   const std::string advice =
       config_beside ? fmt::format(
                           "set model.dir: {} (or model.hf_config: {}, the config.json beside the "

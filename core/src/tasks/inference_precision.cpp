@@ -7,11 +7,6 @@
 #include "polyhal/error.hpp"
 
 namespace polyhal {
-void throw_precision_refused(const RunConfig& config, const KernelNotFoundError& e) {
-  throw config.error("model.precision", fmt::format("{} cannot run here: {}",
-                                                    config.model.precision_text(), e.what()));
-}
-
 void check_int8_weights(const RunConfig& config, const PrecisionPlan& plan,
                         const TensorMap& weights) {
   if (!plan.int8_scales) return;

@@ -11,21 +11,6 @@
 
 namespace polyhal {
 
-[[noreturn]] void throw_precision_refused(const RunConfig& config, const KernelNotFoundError& e);
-
-/// Runs `make` (which prepares a BertInference); a kernel the device refuses
-/// for int8 or bf32 becomes a ConfigError naming model.precision and the
-/// config file, with the device's reason.
-template <class Make>
-auto refusing_precision(const RunConfig& config, Make make) {
-  try {
-    return make();
-  } catch (const KernelNotFoundError& e) {
-    if (config.model.linear_math == LinearMath::native) throw;
-    throw_precision_refused(config, e);
-  }
-}
-
 /// int8 with model.int8_scales: ConfigError naming the key unless the
 /// scales the plan read were calibrated on exactly these weights. Nothing
 /// otherwise.

@@ -117,7 +117,7 @@ TrainingJobOptions training_job_options(const RunConfig& config, const RunPlan& 
   if (plan.placement.estimate_overlaps)
     o.overlap_bucket_bytes = static_cast<std::size_t>(config.collective.bucket_mb) << 20;
   o.model = model;
-  o.seq_len = config.model.seq_len;
+  o.seq_len = plan.model.seq_len;
   o.batch = batch_shape(plan.placement);
   o.training.optimizer = optimizer_settings(config.optimizer);
   o.training.precision = plan.precision.activations;

@@ -89,8 +89,9 @@ std::unique_ptr<Tokenizer> open_tokenizer(const TokenizerSpec& spec) {
   if (spec.file.extension() == ".json") {
     TokenizerOptions options = spec.options;
     options.pair_truncation = PairTruncation::halves;
-    return std::make_unique<WordPieceTokenizer>(read_tokenizer_json_vocabulary(spec.file), options,
-                                                spec.file.string());
+    return std::make_unique<WordPieceTokenizer>(
+        tokenizer_json_vocabulary(read_tokenizer_json_file(spec.file), spec.file), options,
+        spec.file.string());
   }
   return std::make_unique<WordPieceTokenizer>(spec.file, spec.options);
 }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "polyhal/error.hpp"
+#include "text/tokenizer_json.hpp"
 #include "util/json_file.hpp"
 
 namespace polyhal {
@@ -73,7 +74,7 @@ void read_tokenizer_config(const std::filesystem::path& file, TokenizerFiles& ou
 
 /// tokenizer.json: the fast tokenizer's model, normalizer and pre-tokenizer.
 void read_tokenizer_json(const std::filesystem::path& file, TokenizerFiles& out) {
-  const auto pipeline = detail::read_json_object(file, kMaxTokenizerJsonBytes, "tokenizer file");
+  const auto pipeline = read_tokenizer_json_file(file);
   if (const auto it = pipeline.find("model"); it != pipeline.end() && it->is_object()) {
     const auto& model = *it;
     if (const auto type = string_at(model, "type"); type && *type != "WordPiece")
@@ -117,6 +118,10 @@ void read_tokenizer_json(const std::filesystem::path& file, TokenizerFiles& out)
 }
 
 }  // namespace
+
+nlohmann::json read_tokenizer_json_file(const std::filesystem::path& file) {
+  return detail::read_json_object(file, kMaxTokenizerJsonBytes, "tokenizer file");
+}
 
 TokenizerFiles read_tokenizer_files(const std::filesystem::path& vocab_file) {
   TokenizerFiles out;

@@ -7,13 +7,10 @@
 #include <nlohmann/json.hpp>
 
 #include "polyhal/error.hpp"
-#include "util/json_file.hpp"
 
 namespace polyhal {
 namespace {
 
-// A multilingual tokenizer.json (250k tokens) is about 17 MB.
-constexpr std::uintmax_t kMaxTokenizerJsonBytes = std::uintmax_t{64} << 20;
 // The model's vocabulary limit (docs/hardening.md).
 constexpr std::int64_t kMaxTokens = std::int64_t{1} << 24;
 
@@ -33,8 +30,8 @@ void place(std::vector<std::string>& tokens, std::vector<bool>& placed, std::int
 
 }  // namespace
 
-std::vector<std::string> read_tokenizer_json_vocabulary(const std::filesystem::path& file) {
-  const auto pipeline = detail::read_json_object(file, kMaxTokenizerJsonBytes, "tokenizer file");
+std::vector<std::string> tokenizer_json_vocabulary(const nlohmann::json& pipeline,
+                                                   const std::filesystem::path& file) {
   const auto model = pipeline.find("model");
   if (model == pipeline.end() || !model->is_object())
     throw ConfigError(

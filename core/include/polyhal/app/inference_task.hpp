@@ -12,6 +12,7 @@
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/config.hpp"
 #include "polyhal/app/op_time.hpp"
+#include "polyhal/app/served_model.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/device.hpp"
 
@@ -50,5 +51,8 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only,
 
 /// p-th percentile (0-100) of `values`, nearest rank.
 double percentile(std::vector<double> values, double p);
+
+/// The inference section's settings a served model reads (`polyhal serve`).
+ServedTextOptions served_text_options(const RunConfig& config);
 
 }  // namespace polyhal

@@ -20,7 +20,9 @@
 #include "polyhal/app/config_schema.hpp"
 #include "polyhal/app/int8_scales.hpp"
 #include "polyhal/app/loss_scaler.hpp"
+#include "polyhal/app/tokenizer.hpp"
 #include "polyhal/device.hpp"
+#include "polyhal/error.hpp"
 
 namespace polyhal {
 
@@ -100,13 +102,42 @@ struct ModelPlan {
   /// Where the dimensions came from, for errors (the --set options and lines
   /// of explicit dimensions, then the file or the preset).
   std::string origin;
-  /// checkpoint.init's weights (a directory's model file), else model.weights;
-  /// empty: a seeded initialisation.
+  /// checkpoint.init's weights (a directory's model file), else model.weights
+  /// (else model.dir's model file); empty: a seeded initialisation.
   std::filesystem::path weights;
-  std::filesystem::path model_dir;    ///< checkpoint.init when it is a directory
-  std::filesystem::path config_file;  ///< the config.json the dimensions came from, if any
-  std::filesystem::path
-      vocab;  ///< data.vocab, else the model directory's vocab.txt or tokenizer.json
+  /// The key that names `weights`: checkpoint.init, model.weights or model.dir.
+  std::string weights_key;
+  /// model.weights as the run uses it (else model.dir's model file): the
+  /// weights a task loads that does not start from checkpoint.init.
+  std::filesystem::path model_weights;
+  /// checkpoint.init when it is a directory, else model.dir.
+  std::filesystem::path model_dir;
+  /// The config.json the dimensions came from (model.hf_config, model.dir's,
+  /// checkpoint.init's), if any.
+  std::filesystem::path config_file;
+  /// The tokenizer's file: data.vocab, else the model directory's vocab.txt,
+  /// else its tokenizer.json; and where that came from.
+  std::filesystem::path vocab;
+  std::string vocab_source;
+  /// The tokenizer: `vocab` with data.lower_case (else the directory's
+  /// do_lower_case, else uncased), data.special_tokens (else kept as text by
+  /// the tasks that run inference, split by the others) and the directory's
+  /// longest-word rule.
+  TokenizerSpec tokenizer;
+  /// Tokens per sequence: model.seq_len, else model.dir's
+  /// sentence_bert_config.json max_seq_length; and where that came from.
+  std::int64_t seq_len = 128;
+  std::string seq_len_source;
+  /// The tasks that run inference: model.head (none, pretraining,
+  /// question_answering, classification), else a fine-tuned model.dir's
+  /// (config.json's architectures) with its label count; and where it came from.
+  std::string head = "none";
+  bool heads = false;  ///< model.heads: also the MLM and NSP heads
+  std::int64_t num_labels = 2;
+  std::string head_source;
+  /// The model's own config.json head (architectures, id2label's labels,
+  /// problem_type) when it names one.
+  std::optional<TaskHead> file_head;
   /// The start model's label names in its class order (its config.json's
   /// id2label, a sequence classifier's), empty when it has none: a
   /// fine-tuning keeps the model's order and names (issue 72, item 6).
@@ -185,6 +216,21 @@ const InferencePrecision& inference_precision(const RunConfig& config, const Pre
 /// Training: the ConfigError naming model.precision when the device cannot
 /// train in the plan's precision, or the precision is for inference only.
 void refuse_untrainable_precision(const RunConfig& config, const PrecisionPlan& plan);
+
+[[noreturn]] void throw_precision_refused(const RunConfig& config, const KernelNotFoundError& e);
+
+/// Runs `make` (which prepares a BertInference); a kernel the device refuses
+/// for int8 or bf32 becomes a ConfigError naming model.precision and the
+/// config file, with the device's reason.
+template <class Make>
+auto refusing_precision(const RunConfig& config, Make make) {
+  try {
+    return make();
+  } catch (const KernelNotFoundError& e) {
+    if (config.model.linear_math == LinearMath::native) throw;
+    throw_precision_refused(config, e);
+  }
+}
 
 /// optimizer.loss_scaling for training in `activations`. Part of resolve_precision.
 LossScaler resolve_loss_scaling(const OptimizerSection& optimizer, DType activations);

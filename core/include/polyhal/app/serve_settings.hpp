@@ -54,7 +54,9 @@ struct ServeSettings {
 };
 
 /// The `serve` section of an inference config (its defaults when the file
-/// has none).
-const ServeSettings& serve_settings(const RunConfig& config);
+/// has none; the inference task's schema declares it).
+inline const ServeSettings& serve_settings(const RunConfig& config) {
+  return config.section<ServeSettings>();
+}
 
 }  // namespace polyhal

@@ -26,16 +26,25 @@
 
 namespace polyhal {
 
+/// The inference.* settings a served model reads (the inference task's
+/// section gives them: inference_task.hpp served_text_options).
+struct ServedTextOptions {
+  std::string pooling = "auto";    ///< inference.pooling
+  std::string normalize = "auto";  ///< inference.normalize
+  bool packed = true;              ///< inference.packed
+};
+
 class ServedModel {
  public:
   enum class Task : std::uint8_t { embeddings, classification, question_answering };
 
-  /// Opens the model `config` names (model.dir, or hf_config + weights +
-  /// data.vocab; seeded weights without) on `device` for batches of
+  /// Opens the model `plan`'s card names (model.dir, or hf_config + weights
+  /// + data.vocab; seeded weights without) on `device` for batches of
   /// batch.micro rows of model.seq_len tokens; model.head chooses the task.
   /// Throws ConfigError naming the key when the config cannot serve (the
   /// MLM/NSP heads, embeddings without pooling).
-  ServedModel(Device& device, const RunConfig& config, const RunPlan& plan);
+  ServedModel(Device& device, const RunConfig& config, const RunPlan& plan,
+              const ServedTextOptions& options);
   ~ServedModel();
   ServedModel(const ServedModel&) = delete;
   ServedModel& operator=(const ServedModel&) = delete;

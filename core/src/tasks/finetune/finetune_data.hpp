@@ -14,6 +14,7 @@
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/bert_training.hpp"
 #include "polyhal/app/config.hpp"
+#include "polyhal/app/tokenizer.hpp"
 
 namespace polyhal {
 
@@ -81,18 +82,18 @@ class FinetuneData {
 TaskHead finetune_head(const RunConfig& config, const std::vector<std::string>& start_labels);
 
 /// Reads the files `config.finetune` names for task squad or glue, with the
-/// vocabulary `vocab`, into rows of `seq` tokens. Throws ConfigError naming
+/// tokenizer `tokenizer` (the model card's), into rows of `seq` tokens. Throws ConfigError naming
 /// file, line or JSON path for bad data.
 std::unique_ptr<FinetuneData> open_finetune_data(const RunConfig& config,
-                                                 const std::filesystem::path& vocab,
-                                                 std::int64_t seq, const TaskHead& head);
+                                                 const TokenizerSpec& tokenizer, std::int64_t seq,
+                                                 const TaskHead& head);
 
 /// The two halves of open_finetune_data.
 std::unique_ptr<FinetuneData> open_squad_data(const RunConfig& config,
-                                              const std::filesystem::path& vocab, std::int64_t seq);
+                                              const TokenizerSpec& tokenizer, std::int64_t seq);
 /// `head`: finetune_head's, whose label order the rows and predictions follow.
 std::unique_ptr<FinetuneData> open_glue_data(const RunConfig& config,
-                                             const std::filesystem::path& vocab, std::int64_t seq,
+                                             const TokenizerSpec& tokenizer, std::int64_t seq,
                                              const TaskHead& head);
 
 }  // namespace polyhal

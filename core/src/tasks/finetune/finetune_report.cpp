@@ -67,7 +67,7 @@ int run_finetune(const TaskContext& context) {
       "{}{}: {}, seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, {}, {} "
       "on {} ({})\n",
       config.task, config.task == "glue" ? " " + f.glue_task : "", fmt::join(what, ", "),
-      config.model.seq_len, context.plan.placement.micro, context.plan.placement.grad_accum,
+      context.plan.model.seq_len, context.plan.placement.micro, context.plan.placement.grad_accum,
       replicas, global_batch, config.optimizer.name, context.plan.precision.name(), p.name,
       p.product);
   StepProgress on_step(config.log_every, global_batch, false, model, metrics, run.progress);
@@ -96,7 +96,7 @@ int run_finetune(const TaskContext& context) {
                          {"architecture", hf_architecture(r.head)},
                          {"precision", context.plan.precision.name()},
                          {"precision_reason", context.plan.precision.reason},
-                         {"seq_len", config.model.seq_len},
+                         {"seq_len", context.plan.model.seq_len},
                          {"micro_batch", context.plan.placement.micro},
                          {"grad_accum", context.plan.placement.grad_accum},
                          {"replicas", replicas},

@@ -91,10 +91,10 @@ TaskHead finetune_head(const RunConfig& config, const std::vector<std::string>& 
 }
 
 std::unique_ptr<FinetuneData> open_finetune_data(const RunConfig& config,
-                                                 const std::filesystem::path& vocab,
-                                                 std::int64_t seq, const TaskHead& head) {
-  if (config.task == "squad") return open_squad_data(config, vocab, seq);
-  return open_glue_data(config, vocab, seq, head);
+                                                 const TokenizerSpec& tokenizer, std::int64_t seq,
+                                                 const TaskHead& head) {
+  if (config.task == "squad") return open_squad_data(config, tokenizer, seq);
+  return open_glue_data(config, tokenizer, seq, head);
 }
 
 }  // namespace polyhal

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "finetune_section.hpp"
+#include "plan/plan_fit.hpp"
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/bert_training.hpp"
 #include "polyhal/app/bert_weights.hpp"
@@ -26,8 +27,6 @@
 #include "polyhal/error.hpp"
 #include "tasks/finetune/finetune_data.hpp"
 #include "tasks/inference_precision.hpp"
-#include "tasks/plan_fit.hpp"
-#include "tasks/tokenizer_settings.hpp"
 #include "tasks/training_run.hpp"
 #include "tasks/training_setup.hpp"
 #include "train/trainer.hpp"
@@ -109,14 +108,14 @@ std::vector<float> head_outputs(BertInference& model, const ModelRows& rows, std
 }
 
 /// The vocabulary the data is tokenized with: required from here on.
-const std::filesystem::path& required_vocab(const StartingPoint& start, const RunConfig& config) {
+const TokenizerSpec& required_tokenizer(const StartingPoint& start, const RunConfig& config) {
   if (start.vocab.empty()) {
     throw config.error(
         "data.vocab",
         fmt::format("required by task {}: the vocab.txt the model was pre-trained with",
                     config.task));
   }
-  return start.vocab;
+  return start.tokenizer;
 }
 
 /// The training schedule from the data: epochs of whole global batches, the
@@ -226,7 +225,7 @@ class Evaluator {
     const RunConfig& config = context.config;
     const auto& f = config.section<FinetuneSection>();
     const BertShape shape{f.eval_batch > 0 ? f.eval_batch : config.batch.micro,
-                          config.model.seq_len};
+                          context.plan.model.seq_len};
     const InferencePrecision& precision = inference_precision(config, context.plan.precision);
     return refusing_precision(config, [&] {
       return std::make_unique<BertInference>(device, result.config, shape, precision, result.head,
@@ -249,7 +248,7 @@ void evaluate_only(const TaskContext& context, const StartingPoint& start,
   const RunConfig& config = context.config;
   Communicator* across_processes = context.world;
   const auto data =
-      open_finetune_data(config, required_vocab(start, config), config.model.seq_len, result.head);
+      open_finetune_data(config, required_tokenizer(start, config), start.seq_len, result.head);
   const TensorMap weights = starting_weights(start, config, result.head);
   const Evaluator evaluate(context, *data, result, on_eval, result.evaluations);
   ReplicaGroup group(across_processes ? 1 : static_cast<int>(config.batch.replicas),
@@ -290,7 +289,7 @@ void check_finetune_setup(const TaskContext& context, bool trains) {
   const RunConfig& config = context.config;
   check_training_setup(config, context.plan.precision, trains);
   if (config.section<FinetuneSection>().packed &&
-      config.model.seq_len > std::numeric_limits<std::uint16_t>::max())
+      context.plan.model.seq_len > std::numeric_limits<std::uint16_t>::max())
     throw config.error("model.seq_len", fmt::format("packed rows hold at most {} tokens",
                                                     std::numeric_limits<std::uint16_t>::max()));
 }
@@ -381,7 +380,7 @@ FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
   require_plan_fits(result.memory);
 
   const auto data =
-      open_finetune_data(config, required_vocab(start, config), config.model.seq_len, result.head);
+      open_finetune_data(config, required_tokenizer(start, config), start.seq_len, result.head);
   const std::int64_t global_batch = options.batch.global();
   const OptimizerSection schedule = plan_epochs(config, *data, global_batch, result);
   const ModelRows& train_rows = data->rows(Split::train);
@@ -404,7 +403,7 @@ FinetuneResult run_finetuning(const TaskContext& context, bool compile_only,
   recipe.loop = epochs_loop(result, f, on_step, evaluate);
   recipe.write_export = [&](const std::filesystem::path& dir, const TensorMap& weights) {
     export_hf_directory(dir, result.config, result.head, weights, start.vocab,
-                        tokenizer_options(config, SpecialTokensInText::split).lower_case);
+                        start.tokenizer.options.lower_case);
   };
   record_outcome(run_training(recipe, job, context), job, result);
   return result;

@@ -13,7 +13,6 @@
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
 #include "tasks/finetune/finetune_data.hpp"
-#include "tasks/tokenizer_settings.hpp"
 #include "util/atomic_file.hpp"
 
 namespace polyhal {
@@ -21,12 +20,12 @@ namespace {
 
 class GlueData final : public FinetuneData {
  public:
-  GlueData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq,
+  GlueData(const RunConfig& config, const TokenizerSpec& tokenizer, std::int64_t seq,
            const TaskHead& head)
       : task_(glue_task(config.section<FinetuneSection>().glue_task)),
         head_(head),
         task_of_class_(task_index_of(task_, head_)),
-        tokenizer_(open_tokenizer({vocab, tokenizer_options(config, SpecialTokensInText::split)})) {
+        tokenizer_(open_tokenizer(tokenizer)) {
     const auto& f = config.section<FinetuneSection>();
     if (f.train) load(Split::train, f.train_file, true, seq);
     if (f.eval) load(Split::eval, f.eval_file, true, seq);
@@ -152,9 +151,9 @@ class GlueData final : public FinetuneData {
 }  // namespace
 
 std::unique_ptr<FinetuneData> open_glue_data(const RunConfig& config,
-                                             const std::filesystem::path& vocab, std::int64_t seq,
+                                             const TokenizerSpec& tokenizer, std::int64_t seq,
                                              const TaskHead& head) {
-  return std::make_unique<GlueData>(config, vocab, seq, head);
+  return std::make_unique<GlueData>(config, tokenizer, seq, head);
 }
 
 }  // namespace polyhal

@@ -12,7 +12,6 @@
 #include "polyhal/app/squad_data.hpp"
 #include "polyhal/app/squad_predictions.hpp"
 #include "tasks/finetune/finetune_data.hpp"
-#include "tasks/tokenizer_settings.hpp"
 #include "util/atomic_file.hpp"
 
 namespace polyhal {
@@ -120,9 +119,8 @@ void report_skipped(const std::filesystem::path& path, const SquadSplit& split) 
 
 class SquadData final : public FinetuneData {
  public:
-  SquadData(const RunConfig& config, const std::filesystem::path& vocab, std::int64_t seq)
-      : config_(config.section<FinetuneSection>()),
-        tokenizer_(open_tokenizer({vocab, tokenizer_options(config, SpecialTokensInText::split)})) {
+  SquadData(const RunConfig& config, const TokenizerSpec& tokenizer, std::int64_t seq)
+      : config_(config.section<FinetuneSection>()), tokenizer_(open_tokenizer(tokenizer)) {
     settings_.max_seq_length = seq;
     settings_.doc_stride = config_.doc_stride;
     settings_.max_query_length = config_.max_query_length;
@@ -280,9 +278,8 @@ class SquadData final : public FinetuneData {
 }  // namespace
 
 std::unique_ptr<FinetuneData> open_squad_data(const RunConfig& config,
-                                              const std::filesystem::path& vocab,
-                                              std::int64_t seq) {
-  return std::make_unique<SquadData>(config, vocab, seq);
+                                              const TokenizerSpec& tokenizer, std::int64_t seq) {
+  return std::make_unique<SquadData>(config, tokenizer, seq);
 }
 
 }  // namespace polyhal

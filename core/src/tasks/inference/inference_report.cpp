@@ -105,11 +105,12 @@ int run_bert_inference(const TaskContext& context) {
   const auto trace = make_step_trace(device, run, nullptr);
   const auto r = run_inference(context, run.compile_only, trace.get());
   const std::string precision = context.plan.precision.name();
+  const ModelPlan& card = context.plan.model;
   std::cout << fmt::format(
       "inference: BERT {} (L{} H{} A{}){}, seq {}, batch {}, {} on {} ({}{})\n", r.model_name,
       r.config.num_hidden_layers, r.config.hidden_size, r.config.num_attention_heads,
-      config.model.head == "none" ? "" : ", head " + config.model.head, r.seq, r.batch, precision,
-      p.name, p.product, model ? ", device model" : "");
+      card.head == "none" ? "" : ", head " + card.head, r.seq, r.batch, precision, p.name,
+      p.product, model ? ", device model" : "");
   if (!context.plan.precision.reason.empty())
     std::cout << fmt::format("  precision {}: {}\n", precision, context.plan.precision.reason);
   print_memory(r.memory);
@@ -119,7 +120,7 @@ int run_bert_inference(const TaskContext& context) {
                          {"mode", std::string(device_mode_name(p.mode))},
                          {"task", config.task},
                          {"model", "bert-" + r.model_name},
-                         {"head", config.model.heads ? "pretraining" : config.model.head},
+                         {"head", card.heads ? "pretraining" : card.head},
                          {"precision", precision},
                          {"precision_reason", context.plan.precision.reason},
                          {"seq_len", r.seq},

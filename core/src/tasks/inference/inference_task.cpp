@@ -12,17 +12,16 @@
 #include <span>
 
 #include "inference_section.hpp"
-#include "inference_setup.hpp"
 #include "packed_text_inference.hpp"
+#include "plan/plan_fit.hpp"
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/hf_directory.hpp"
 #include "polyhal/app/packed_data.hpp"
 #include "polyhal/app/tokenizer.hpp"
 #include "polyhal/error.hpp"
+#include "serving/model_inputs.hpp"
 #include "tasks/inference_precision.hpp"
-#include "tasks/plan_fit.hpp"
-#include "tasks/tokenizer_settings.hpp"
 #include "text/sentence_pooling.hpp"
 #include "util/atomic_file.hpp"
 #include "util/regular_file.hpp"
@@ -85,45 +84,6 @@ nlohmann::json top_tokens(const float* logits, std::int64_t vocab, const Tokeniz
 
 }  // namespace
 
-namespace {
-
-/// A NaN or infinity in model.weights turns every output into null: refused
-/// by name, as checkpoint.init refuses one (issue 53, item 9).
-void check_finite_weights(const RunConfig& config, const TensorMap& weights) {
-  for (const auto& [name, tensor] : weights) {
-    const auto bad = std::find_if(tensor.values.begin(), tensor.values.end(),
-                                  [](float x) { return !std::isfinite(x); });
-    if (bad != tensor.values.end())
-      throw config.error(
-          "model.weights",
-          fmt::format("{}: tensor '{}' holds {} at element {}: no output computed "
-                      "from it would be a number (weights of a run that diverged?)",
-                      config.model.weights.string(), name, *bad, bad - tensor.values.begin()));
-  }
-}
-
-}  // namespace
-
-TensorMap read_inference_weights(const RunConfig& config, const BertConfig& model,
-                                 const TaskHead& head, bool with_heads, bool* pooler_absent) {
-  if (config.model.weights.empty()) return init_bert_weights(model, config.model.seed, head);
-  std::vector<std::string> unused;
-  TensorMap weights =
-      with_heads ? load_bert_weights(config.model.weights, model, head)
-                 : load_bert_encoder_weights(config.model.weights, model, &unused, pooler_absent);
-  if (!unused.empty())
-    spdlog::info("weights: {} head tensors not used by the encoder (model.head is none)",
-                 unused.size());
-  if (*pooler_absent)
-    spdlog::info(
-        "weights: {} has no pooler (bert.pooler.dense.*), as transformers saves a model without "
-        "one: the output lines have no \"pooled\"; inference.pooling mean, cls and max do not "
-        "need it",
-        config.model.weights.string());
-  check_finite_weights(config, weights);
-  return weights;
-}
-
 double percentile(std::vector<double> values, double p) {
   if (values.empty()) return 0.0;
   std::sort(values.begin(), values.end());
@@ -139,38 +99,13 @@ namespace {
 /// one JSON line per example in inference.output.
 }  // namespace
 
-std::unique_ptr<Tokenizer> open_text_tokenizer(const RunConfig& config, const BertConfig& model) {
-  auto tokenizer =
-      open_tokenizer({config.data.vocab, tokenizer_options(config, SpecialTokensInText::keep)});
-  if (static_cast<std::int64_t>(tokenizer->vocab_size()) > model.vocab_size)
-    throw ConfigError(fmt::format("{}: vocabulary has {} tokens but the model's vocab_size is {}",
-                                  config.data.vocab.string(), tokenizer->vocab_size(),
-                                  model.vocab_size));
-  return tokenizer;
-}
-
-SentencePooling text_pooling(const RunConfig& config) {
-  const auto& section = config.section<InferenceSection>();
-  const auto& model = config.model;
-  const SentencePooling pooling =
-      resolve_sentence_pooling(section.pooling, section.normalize,
-                               !model.dir.empty()         ? model.dir
-                               : !model.hf_config.empty() ? model.hf_config.parent_path()
-                               : !model.weights.empty()   ? model.weights.parent_path()
-                                                          : std::filesystem::path());
-  if (pooling.mode != "none")
-    spdlog::info("sentence embeddings: {} pooling{}{}", pooling.mode,
-                 pooling.normalize ? ", L2-normalised" : "",
-                 pooling.source.empty() ? "" : " (from " + pooling.source + ")");
-  return pooling;
-}
-
 namespace {
 
-void infer_text(BertInference& bert, const RunConfig& config, const Tokenizer& tokenizer,
-                const TaskHead& head, bool pooler_absent, InferenceResult& result) {
+void infer_text(BertInference& bert, const RunConfig& config, const ModelPlan& card,
+                const Tokenizer& tokenizer, const TaskHead& head, bool pooler_absent,
+                InferenceResult& result) {
   const BertShape shape = bert.shape();
-  const bool heads = config.model.heads;
+  const bool heads = card.heads;
   const auto examples = read_text(config.data.text_file);
   if (config.section<InferenceSection>().output.empty())
     throw ConfigError("inference.output: required with data.source text");
@@ -178,7 +113,8 @@ void infer_text(BertInference& bert, const RunConfig& config, const Tokenizer& t
   // full disk never leaves a truncated output under the real name.
   detail::AtomicOutput out(config.section<InferenceSection>().output);
   const auto& section = config.section<InferenceSection>();
-  const SentencePooling pooling = text_pooling(config);
+  const SentencePooling pooling = text_pooling(config.section<InferenceSection>().pooling,
+                                               config.section<InferenceSection>().normalize, card);
   const auto began = std::chrono::steady_clock::now();
   BertOutputs outputs;
   for (std::size_t first = 0; first < examples.size();
@@ -262,8 +198,9 @@ void infer_text(BertInference& bert, const RunConfig& config, const Tokenizer& t
 }
 
 /// Text inference without a head, on packed rows (packed_text_inference.hpp).
-void infer_text_packed(BertInference& bert, const RunConfig& config, const Tokenizer& tokenizer,
-                       const TensorMap& weights, bool pooler_absent, InferenceResult& result) {
+void infer_text_packed(BertInference& bert, const RunConfig& config, const ModelPlan& card,
+                       const Tokenizer& tokenizer, const TensorMap& weights, bool pooler_absent,
+                       InferenceResult& result) {
   const auto& section = config.section<InferenceSection>();
   if (section.output.empty()) throw ConfigError("inference.output: required with data.source text");
   const auto lines = read_text(config.data.text_file);
@@ -271,7 +208,8 @@ void infer_text_packed(BertInference& bert, const RunConfig& config, const Token
   PackedTextJob job;
   job.lines = &lines;
   job.tokenizer = &tokenizer;
-  job.pooling = text_pooling(config);
+  job.pooling = text_pooling(config.section<InferenceSection>().pooling,
+                             config.section<InferenceSection>().normalize, card);
   job.hidden_states = section.hidden_states;
   if (!pooler_absent) {
     job.pooler_weight = &weights.at("bert.pooler.dense.weight");
@@ -355,7 +293,8 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
   result.config = context.plan.model.dims;
   result.model_name = context.plan.model.name;
   result.batch = config.batch.micro;
-  result.seq = config.model.seq_len;
+  const ModelPlan& card = context.plan.model;
+  result.seq = card.seq_len;
   const BertShape shape{result.batch, result.seq};
   if (config.data.source == "mlperf_hdf5" || config.data.source == "tfrecord") {
     // Pre-training files carry no inputs this task can time or answer:
@@ -371,17 +310,16 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
   }
   const bool text = config.data.source == "text";
   std::unique_ptr<Tokenizer> tokenizer;
-  if (text) tokenizer = open_text_tokenizer(config, result.config);
-  const bool heads = config.model.heads;
+  if (text) tokenizer = open_text_tokenizer(card);
+  const bool heads = card.heads;
   // model.head question_answering / classification: the fine-tuned model
   // classes (the seeds' SQuAD inference benchmark).
-  const bool task_head =
-      config.model.head == "question_answering" || config.model.head == "classification";
+  const bool task_head = card.head == "question_answering" || card.head == "classification";
   TaskHead head;
   if (task_head) {
-    head.kind = config.model.head == "question_answering" ? TaskHead::Kind::question_answering
-                                                          : TaskHead::Kind::classification;
-    head.num_labels = head.kind == TaskHead::Kind::classification ? config.model.num_labels : 2;
+    head.kind = card.head == "question_answering" ? TaskHead::Kind::question_answering
+                                                  : TaskHead::Kind::classification;
+    head.num_labels = head.kind == TaskHead::Kind::classification ? card.num_labels : 2;
   }
   // Text without a head runs on packed rows: no compute on padding.
   const bool packed = text && !task_head && !heads && config.section<InferenceSection>().packed;
@@ -399,7 +337,7 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
 
   bool pooler_absent = false;
   const TensorMap weights =
-      read_inference_weights(config, result.config, head, task_head || heads, &pooler_absent);
+      read_inference_weights(config, card, head, task_head || heads, &pooler_absent);
   if (!config.model.save.empty()) {
     // Hugging Face layout: the directory loads with BertForPreTraining.from_pretrained.
     TensorMap saved = weights;
@@ -421,9 +359,9 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
   }
   if (text) {
     if (packed) {
-      infer_text_packed(bert, config, *tokenizer, weights, pooler_absent, result);
+      infer_text_packed(bert, config, card, *tokenizer, weights, pooler_absent, result);
     } else {
-      infer_text(bert, config, *tokenizer, head, pooler_absent, result);
+      infer_text(bert, config, card, *tokenizer, head, pooler_absent, result);
     }
   } else {
     time_generated_batches(bert, config, result);
@@ -432,6 +370,11 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
   result.profile = bert.profile();
   result.forward_runs = bert.runs();
   return result;
+}
+
+ServedTextOptions served_text_options(const RunConfig& config) {
+  const auto& section = config.section<InferenceSection>();
+  return {section.pooling, section.normalize, section.packed};
 }
 
 }  // namespace polyhal

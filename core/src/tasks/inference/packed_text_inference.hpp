@@ -11,6 +11,7 @@
 #include "polyhal/app/inference_task.hpp"
 #include "polyhal/app/safetensors.hpp"
 #include "polyhal/app/tokenizer.hpp"
+#include "text/packed_lines.hpp"
 #include "text/sentence_pooling.hpp"
 #include "text/text_packing.hpp"
 
@@ -36,36 +37,6 @@ struct PackedTextJob {
   /// Receives each line's JSON text, in file order.
   std::function<void(const std::string&)> write;
 };
-
-/// A line's real tokens (no padding).
-struct LineTokens {
-  std::vector<std::int32_t> ids, types;
-};
-/// The real tokens of a tokenizer's (padded) encoding.
-LineTokens line_tokens(const Encoding& encoding);
-
-/// W x + b on the host in double sums, W [out, in] as Hugging Face's
-/// nn.Linear stores it: the small heads of packed rows (a pooler, a
-/// classifier, qa_outputs), computed from each sequence's own tokens.
-std::vector<float> host_linear(std::span<const float> x, const HostTensor& weight,
-                               const HostTensor& bias);
-
-/// Called with each line's index and its last hidden state [tokens, H].
-using PackedLineDone = std::function<void(std::size_t, std::span<const float>)>;
-
-/// Runs `lines` through `bert` (prepared for packed rows, without heads),
-/// several to a row, each attending only to itself; rows the lines leave
-/// empty hold `filler` ([CLS] [SEP]). `done` gets every line once, batch by
-/// batch. Adds computed tokens and batch times to `stats` when given.
-/// `max_per_row` 1 is one line per row (the padded path, for comparison);
-/// `packing` places the lines (text_packing.hpp).
-void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
-                      const Encoding& filler, const PackedLineDone& done, InferenceResult* stats,
-                      std::int64_t max_per_row, RowPacking packing);
-/// The same with the lines in order (RowPacking::in_order).
-void run_packed_lines(BertInference& bert, const std::vector<LineTokens>& lines,
-                      const Encoding& filler, const PackedLineDone& done,
-                      InferenceResult* stats = nullptr, std::int64_t max_per_row = 0);
 
 /// Runs every line through `bert` (prepared for packed rows, without heads)
 /// and fills result's timings and counts.

@@ -66,8 +66,4 @@ ConfigSection serve_section() {
   return section;
 }
 
-const ServeSettings& serve_settings(const RunConfig& config) {
-  return config.section<ServeSettings>();
-}
-
 }  // namespace polyhal

@@ -165,10 +165,10 @@ PendingRows take_rows(PendingRows& rows, std::int64_t count, std::int64_t batch,
 }  // namespace
 
 PretrainEvaluator::PretrainEvaluator(Device& device, const RunConfig& config,
-                                     const BertConfig& model, DType precision)
+                                     const BertConfig& model, DType precision, std::int64_t seq_len)
     : config_(config), model_(model), precision_(precision) {
   const auto& e = config.section<EvalSection>();
-  shape_ = {e.micro > 0 ? e.micro : config.batch.micro, config.model.seq_len};
+  shape_ = {e.micro > 0 ? e.micro : config.batch.micro, seq_len};
   plan_model(device, config.data.max_predictions);
   DataSource held_out = data_source(config);
   held_out.data.section = "eval";

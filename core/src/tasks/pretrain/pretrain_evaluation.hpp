@@ -23,9 +23,10 @@ class PretrainEvaluator {
   /// `model` and reads every row of files it will evaluate, so that data
   /// of another sequence length or vocabulary fails here (in `validate`
   /// too), with a ConfigError naming the eval key and the file. Evaluates
-  /// in `precision` (the plan's, as training computes).
+  /// in `precision` (the plan's, as training computes), on sequences of
+  /// `seq_len` tokens (the model card's).
   PretrainEvaluator(Device& device, const RunConfig& config, const BertConfig& model,
-                    DType precision);
+                    DType precision, std::int64_t seq_len);
   ~PretrainEvaluator();
 
   std::string description() const;

@@ -133,9 +133,10 @@ int run_bert_pretraining(const TaskContext& context) {
   std::cout << fmt::format(
       "pretrain: BERT {} seq {}, micro-batch {} x grad_accum {} x replicas {} = global batch {}, "
       "{}, {} on {} ({})\n",
-      config.model.hf_config.empty() ? config.model.preset : "custom", config.model.seq_len,
-      context.plan.placement.micro, context.plan.placement.grad_accum, replicas, global_batch,
-      config.optimizer.name, dtype_name(context.plan.precision.activations), p.name, p.product);
+      config.model.hf_config.empty() && config.model.dir.empty() ? config.model.preset : "custom",
+      context.plan.model.seq_len, context.plan.placement.micro, context.plan.placement.grad_accum,
+      replicas, global_batch, config.optimizer.name, dtype_name(context.plan.precision.activations),
+      p.name, p.product);
   const auto on_eval = [&](const PretrainEvaluation& e) { report_evaluation(e, config, metrics); };
   const auto trace = make_step_trace(device, run, world);
   const auto r =
@@ -160,7 +161,7 @@ int run_bert_pretraining(const TaskContext& context) {
                          {"model", "bert-" + r.model_name},
                          {"precision", std::string(dtype_name(context.plan.precision.activations))},
                          {"precision_reason", context.plan.precision.reason},
-                         {"seq_len", config.model.seq_len},
+                         {"seq_len", context.plan.model.seq_len},
                          {"micro_batch", context.plan.placement.micro},
                          {"grad_accum", context.plan.placement.grad_accum},
                          {"replicas", replicas},

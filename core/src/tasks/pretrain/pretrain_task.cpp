@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "plan/plan_fit.hpp"
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/checkpoint_store.hpp"
 #include "polyhal/app/hf_directory.hpp"
@@ -14,7 +15,6 @@
 #include "polyhal/app/pretraining_data.hpp"
 #include "polyhal/error.hpp"
 #include "pretrain_section.hpp"
-#include "tasks/plan_fit.hpp"
 #include "tasks/pretrain/pretrain_evaluation.hpp"
 #include "tasks/training_run.hpp"
 #include "tasks/training_setup.hpp"
@@ -28,9 +28,9 @@ namespace {
 /// The training data (or, planning a config for another machine, its
 /// description): the data never labels more than max_predictions positions
 /// per sequence, so the MLM head runs on those rows only.
-std::unique_ptr<PretrainingData> pretraining_data(const RunConfig& config, const BertConfig& model,
-                                                  bool compile_only) {
-  const BertShape shape{config.batch.micro, config.model.seq_len};
+std::unique_ptr<PretrainingData> pretraining_data(const RunConfig& config, const ModelPlan& card,
+                                                  const BertConfig& model, bool compile_only) {
+  const BertShape shape{config.batch.micro, card.seq_len};
   auto data = compile_only ? planned_pretraining_data(data_source(config), model, shape) : nullptr;
   if (data) {
     spdlog::warn("data: {}", data->description());
@@ -55,17 +55,19 @@ std::unique_ptr<PretrainEvaluator> pretraining_evaluator(const TaskContext& cont
     return nullptr;
   }
   auto evaluator = std::make_unique<PretrainEvaluator>(
-      context.device, context.config, result.config, context.plan.precision.activations);
+      context.device, context.config, result.config, context.plan.precision.activations,
+      context.plan.model.seq_len);
   result.eval_data = evaluator->description();
   spdlog::info("evaluation: {}", result.eval_data);
   return evaluator;
 }
 
 /// checkpoint.init, model.weights, or a seeded initialisation.
-TensorMap pretraining_start(const RunConfig& config, const BertConfig& model) {
+TensorMap pretraining_start(const RunConfig& config, const ModelPlan& card,
+                            const BertConfig& model) {
   if (!config.checkpoint.init.empty())
     return read_located_start(config, "checkpoint.init", config.checkpoint.init, model, TaskHead{});
-  if (!config.model.weights.empty()) return load_bert_weights(config.model.weights, model);
+  if (!card.model_weights.empty()) return load_bert_weights(card.model_weights, model);
   return init_bert_weights(model, config.model.seed);
 }
 
@@ -113,7 +115,7 @@ PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
   result.config = context.plan.model.dims;
   result.model_name = context.plan.model.name;
   check_training_setup(config, context.plan.precision, true);
-  const auto data = pretraining_data(config, result.config, compile_only);
+  const auto data = pretraining_data(config, context.plan.model, result.config, compile_only);
   const auto evaluator = pretraining_evaluator(context, result, compile_only);
   TrainingJobOptions options =
       training_job_options(config, context.plan, result.config, TaskHead{}, data->max_predictions(),
@@ -134,12 +136,13 @@ PretrainResult run_pretraining(const TaskContext& context, bool compile_only,
   if (config.section<SamplesSection>().samples > 0)
     spdlog::info("samples {}: {} steps of {} samples", config.section<SamplesSection>().samples,
                  steps, samples_per_step);
-  TrainingRecipe recipe{.writer = "polyhal pretrain",
-                        .start_weights = [&] { return pretraining_start(config, result.config); },
-                        .total_steps = steps,
-                        .schedule = config.optimizer,
-                        .metadata = {{"model", result.model_name}},
-                        .batches = [&data](std::uint64_t index) { return data->batch(index); }};
+  TrainingRecipe recipe{
+      .writer = "polyhal pretrain",
+      .start_weights = [&] { return pretraining_start(config, context.plan.model, result.config); },
+      .total_steps = steps,
+      .schedule = config.optimizer,
+      .metadata = {{"model", result.model_name}},
+      .batches = [&data](std::uint64_t index) { return data->batch(index); }};
   recipe.loop = [&](Trainer& trainer, TrainingModel& model, Communicator& replicas,
                     std::int64_t done, TrainingLog& log) {
     std::unique_ptr<BertInference> eval_model;

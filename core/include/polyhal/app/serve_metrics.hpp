@@ -1,4 +1,5 @@
 #pragma once
+/// @file serve_metrics.hpp
 // What `polyhal serve` counts, shown at GET /metrics in the Prometheus text
 // format: requests and errors by endpoint and status, the queue's depth,
 // batch sizes in texts and tokens, request latency, tokens served.
@@ -9,6 +10,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "polyhal/app/not_for_plugins.hpp"
 
 namespace polyhal::serve {
 

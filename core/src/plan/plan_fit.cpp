@@ -1,4 +1,4 @@
-#include "tasks/plan_fit.hpp"
+#include "plan/plan_fit.hpp"
 
 #include <fmt/format.h>
 

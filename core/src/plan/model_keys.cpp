@@ -1,59 +1,32 @@
 // model.dir: a Hugging Face or sentence-transformers model directory read
-// whole, as those libraries read it. It stands for the keys a user would
-// otherwise give one by one, each only where the config does not give it:
+// whole, as those libraries read it, at plan time (the config keeps model.dir
+// as written). It stands for the keys a user would otherwise give one by
+// one, each only where the config does not give it:
 //   model.hf_config  DIR/config.json
 //   model.weights    DIR/model.safetensors (or its shards, or the one TF checkpoint)
 //   data.vocab       DIR/vocab.txt (its tokenizer_config.json beside it), else DIR/tokenizer.json
 //   model.seq_len    sentence_bert_config.json's max_seq_length
 // Pooling and normalisation (inference.pooling/normalize auto) are read
 // from DIR's 1_Pooling/config.json and modules.json when the run needs them.
+//   model.head       a fine-tuned export's (config.json's architectures), for
+//                    the tasks that run inference
 // A key the config gives as well wins, and the run says once what it
 // changes against the directory.
-#include "model_directory.hpp"
+#include "plan/model_keys.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <nlohmann/json.hpp>
 
+#include "model/sentence_modules.hpp"
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/hf_directory.hpp"
-#include "polyhal/app/json_input.hpp"
 #include "polyhal/app/tokenizer_files.hpp"
 #include "polyhal/error.hpp"
-#include "util/json_file.hpp"
 
-namespace polyhal::config_sections {
+namespace polyhal {
 namespace {
-
-/// sentence_bert_config.json's settings, or nothing when the file is absent.
-struct SentenceBertSettings {
-  std::optional<std::int64_t> max_seq_length;
-  bool do_lower_case = false;
-};
-
-std::optional<SentenceBertSettings> sentence_bert_settings(const std::filesystem::path& file) {
-  if (!std::filesystem::exists(file)) return std::nullopt;
-  const nlohmann::json json =
-      detail::read_json_object(file, std::uintmax_t{1} << 20, "sentence-transformers settings");
-  SentenceBertSettings out;
-  if (json.contains("max_seq_length") && !json.at("max_seq_length").is_null()) {
-    const auto& value = json.at("max_seq_length");
-    if (!value.is_number_integer() || value.get<std::int64_t>() < 1 ||
-        value.get<std::int64_t>() > (std::int64_t{1} << 20))
-      throw ConfigError(fmt::format("{}: key 'max_seq_length': expected a positive integer, got {}",
-                                    file.string(), json_excerpt(value)));
-    out.max_seq_length = value.get<std::int64_t>();
-  }
-  if (json.contains("do_lower_case")) {
-    const auto& value = json.at("do_lower_case");
-    if (!value.is_boolean())
-      throw ConfigError(fmt::format("{}: key 'do_lower_case': expected true or false, got {}",
-                                    file.string(), json_excerpt(value)));
-    out.do_lower_case = value.get<bool>();
-  }
-  return out;
-}
 
 /// The config's own `key` replaces what the directory gives: said once.
 void say_override(const RunConfig& config, const std::string& key, const std::string& given,
@@ -65,32 +38,52 @@ void say_override(const RunConfig& config, const std::string& key, const std::st
 /// A fine-tuned export (config.json's architectures: *ForSequenceClassification,
 /// *ForQuestionAnswering) runs with its head unless the config says otherwise:
 /// model.head and, for a classifier, model.num_labels from id2label.
-void take_directory_head(RunConfig& config) {
+void take_directory_head(const RunConfig& config, ModelKeys& keys) {
   std::optional<TaskHead> head;
   try {
-    head = read_hf_head(config.model.hf_config);
+    head = read_hf_head(keys.hf_config);
   } catch (const ConfigError& e) {
     config.fail("model.dir", e.what());
   }
   if (!head || config.sets("model.head") || config.sets("model.heads")) return;
   const bool classifier = head->kind == TaskHead::Kind::classification;
-  config.model.head = classifier ? "classification" : "question_answering";
+  keys.head = classifier ? "classification" : "question_answering";
+  keys.head_source = keys.hf_config.string() + "'s architectures";
   if (classifier) {
     if (config.sets("model.num_labels") && config.model.num_labels != head->num_labels)
-      config.fail(
-          "model.num_labels",
-          fmt::format("{}, but {} has {} labels (id2label): leave the key out",
-                      config.model.num_labels, config.model.hf_config.string(), head->num_labels));
-    config.model.num_labels = head->num_labels;
+      config.fail("model.num_labels",
+                  fmt::format("{}, but {} has {} labels (id2label): leave the key out",
+                              config.model.num_labels, keys.hf_config.string(), head->num_labels));
+    keys.num_labels = head->num_labels;
   }
-  spdlog::info("model.dir: {} is a fine-tuned {}: model.head {}{}", config.model.dir.string(),
-               hf_architecture(*head), config.model.head,
+  spdlog::info("model.dir: {} is a fine-tuned {}: model.head {}{}", keys.dir.string(),
+               hf_architecture(*head), keys.head,
                classifier ? fmt::format(", {} labels", head->num_labels) : "");
+}
+
+/// The keys as the config gives them, each with where it came from.
+ModelKeys written_keys(const RunConfig& config) {
+  ModelKeys keys;
+  const ModelSection& m = config.model;
+  keys.dir = m.dir;
+  keys.hf_config = m.hf_config;
+  keys.weights = m.weights;
+  keys.weights_key = "model.weights";
+  keys.vocab = config.data.vocab;
+  keys.vocab_source = config.locate("data.vocab");
+  keys.seq_len = m.seq_len;
+  keys.seq_len_source = config.locate("model.seq_len");
+  keys.head = m.head;
+  keys.heads = m.heads;
+  keys.num_labels = m.num_labels;
+  keys.head_source = config.locate(config.sets("model.heads") ? "model.heads" : "model.head");
+  return keys;
 }
 
 }  // namespace
 
-void read_model_directory(RunConfig& config) {
+/// What model.dir stands for, into `keys` where the config gives none.
+void read_model_directory(const RunConfig& config, ModelKeys& keys) {
   const std::filesystem::path dir = config.model.dir;
   if (!std::filesystem::is_directory(dir))
     config.fail("model.dir",
@@ -110,20 +103,21 @@ void read_model_directory(RunConfig& config) {
     if (config.sets("model.preset"))
       spdlog::warn("{}: model.preset {} is not used: the dimensions are {}'s",
                    config.locate("model.preset"), config.model.preset, config_json.string());
-    config.model.hf_config = config_json;
+    keys.hf_config = config_json;
   }
   if (config.sets("model.weights")) {
     say_override(config, "model.weights", config.model.weights.string(),
                  "weights (" + dir.string() + ")");
   } else {
     try {
-      config.model.weights = model_weights_in(dir);
+      keys.weights = model_weights_in(dir);
+      keys.weights_key = "model.dir";
     } catch (const ConfigError& e) {
       config.fail("model.dir", e.what());
     }
   }
-  if (config.task == "inference") take_directory_head(config);
-  // data.vocab: read after this section, so a vocab the config gives replaces this one.
+  if (config.schema && config.schema->has(TaskTrait::runs_inference))
+    take_directory_head(config, keys);
   // A vocab.txt first (with the tokenizer files beside it); else the
   // tokenizer.json alone, as current transformers saves a BERT.
   const auto vocabulary = std::filesystem::exists(dir / "vocab.txt") ? dir / "vocab.txt"
@@ -133,13 +127,15 @@ void read_model_directory(RunConfig& config) {
   if (!vocabulary.empty()) {
     if (config.sets("data.vocab"))
       say_override(config, "data.vocab", "(given)", vocabulary.string());
-    else
-      config.data.vocab = vocabulary;
+    else {
+      keys.vocab = vocabulary;
+      keys.vocab_source = "model.dir " + dir.string();
+    }
   }
   const auto st_file = dir / "sentence_bert_config.json";
   std::optional<SentenceBertSettings> st;
   try {
-    st = sentence_bert_settings(st_file);
+    st = read_sentence_bert_settings(st_file);
   } catch (const ConfigError& e) {
     config.fail("model.dir", e.what());
   }
@@ -159,7 +155,8 @@ void read_model_directory(RunConfig& config) {
   if (!st->max_seq_length) return;
   const std::int64_t longest = *st->max_seq_length;
   if (!config.sets("model.seq_len")) {
-    config.model.seq_len = longest;
+    keys.seq_len = longest;
+    keys.seq_len_source = st_file.string() + "'s max_seq_length";
   } else if (config.model.seq_len != longest) {
     spdlog::warn(
         "{}: model.seq_len {} truncates at {} tokens where sentence-transformers truncates at {} "
@@ -169,4 +166,15 @@ void read_model_directory(RunConfig& config) {
   }
 }
 
-}  // namespace polyhal::config_sections
+ModelKeys resolve_model_keys(const RunConfig& config) {
+  ModelKeys keys = written_keys(config);
+  if (!config.model.dir.empty()) read_model_directory(config, keys);
+  if (config.data.source == "text" && keys.vocab.empty())
+    config.fail("data.vocab",
+                fmt::format("required when data.source is text: model.dir {} has neither "
+                            "vocab.txt nor tokenizer.json",
+                            keys.dir.string()));
+  return keys;
+}
+
+}  // namespace polyhal

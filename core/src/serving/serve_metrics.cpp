@@ -1,4 +1,4 @@
-#include "serve/serve_metrics.hpp"
+#include "polyhal/app/serve_metrics.hpp"
 
 #include <fmt/format.h>
 

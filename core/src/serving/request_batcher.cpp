@@ -1,4 +1,4 @@
-#include "serve/request_batcher.hpp"
+#include "polyhal/app/request_batcher.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

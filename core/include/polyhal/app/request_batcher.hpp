@@ -1,4 +1,5 @@
 #pragma once
+/// @file request_batcher.hpp
 // One queue of requests in front of the served model's replicas: a worker
 // thread per replica takes the oldest request, waits up to
 // serve.max_wait_ms for others while their tokens fit serve.max_batch_tokens,
@@ -14,9 +15,10 @@
 #include <thread>
 #include <vector>
 
+#include "polyhal/app/not_for_plugins.hpp"
+#include "polyhal/app/serve_metrics.hpp"
 #include "polyhal/app/serve_settings.hpp"
 #include "polyhal/app/served_model.hpp"
-#include "serve/serve_metrics.hpp"
 
 namespace polyhal::serve {
 

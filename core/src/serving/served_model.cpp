@@ -10,48 +10,44 @@
 #include <algorithm>
 #include <span>
 
-#include "inference_section.hpp"
-#include "inference_setup.hpp"
-#include "packed_text_inference.hpp"
+#include "plan/plan_fit.hpp"
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/serve_settings.hpp"
 #include "polyhal/error.hpp"
-#include "tasks/inference_precision.hpp"
-#include "tasks/plan_fit.hpp"
+#include "serving/model_inputs.hpp"
+#include "text/packed_lines.hpp"
 #include "text/text_packing.hpp"
 
 namespace polyhal {
 namespace {
 
-ServedModel::Task served_task(const RunConfig& config) {
-  if (config.model.heads || config.model.head == "pretraining")
-    throw config.error(config.model.heads ? "model.heads" : "model.head",
+ServedModel::Task served_task(const RunConfig& config, const ModelPlan& card) {
+  if (card.heads || card.head == "pretraining")
+    throw config.error(card.heads ? "model.heads" : "model.head",
                        "the MLM and NSP heads are not served: model.head none (embeddings), "
                        "classification or question_answering");
-  if (config.model.head == "classification") return ServedModel::Task::classification;
-  if (config.model.head == "question_answering") return ServedModel::Task::question_answering;
+  if (card.head == "classification") return ServedModel::Task::classification;
+  if (card.head == "question_answering") return ServedModel::Task::question_answering;
   return ServedModel::Task::embeddings;
 }
 
-TaskHead served_head(const RunConfig& config, ServedModel::Task task) {
+TaskHead served_head(const RunConfig& config, const ModelPlan& card, ServedModel::Task task) {
   TaskHead head;
   if (task == ServedModel::Task::question_answering) {
     head.kind = TaskHead::Kind::question_answering;
   } else if (task == ServedModel::Task::classification) {
     head.kind = TaskHead::Kind::classification;
-    head.num_labels = config.model.num_labels;
+    head.num_labels = card.num_labels;
     // The label names, where the model's config.json has them.
-    if (!config.model.hf_config.empty())
-      if (const auto file_head = read_hf_head(config.model.hf_config);
-          file_head && file_head->kind == head.kind) {
-        if (file_head->num_labels != head.num_labels)
-          throw config.error(
-              "model.num_labels",
-              fmt::format("{}, but {} has {} labels (id2label): leave the key out", head.num_labels,
-                          config.model.hf_config.string(), file_head->num_labels));
-        head.labels = file_head->labels;
-        head.multi_label = file_head->multi_label;
-      }
+    if (const auto& file_head = card.file_head; file_head && file_head->kind == head.kind) {
+      if (file_head->num_labels != head.num_labels)
+        throw config.error(
+            "model.num_labels",
+            fmt::format("{}, but {} has {} labels (id2label): leave the key out", head.num_labels,
+                        card.config_file.string(), file_head->num_labels));
+      head.labels = file_head->labels;
+      head.multi_label = file_head->multi_label;
+    }
     for (auto i = static_cast<std::int64_t>(head.labels.size()); i < head.num_labels; ++i)
       head.labels.push_back(fmt::format("LABEL_{}", i));
   }
@@ -131,13 +127,14 @@ namespace {
 /// `task` when model.seq_len leaves room for a text's token after the
 /// special tokens a request is framed with: [CLS] [SEP], and one more [SEP]
 /// for the pairs a classifier or question answering reads.
-ServedModel::Task checked_room(const RunConfig& config, ServedModel::Task task) {
+ServedModel::Task checked_room(const RunConfig& config, const ModelPlan& card,
+                               ServedModel::Task task) {
   const std::int64_t framing = task == ServedModel::Task::embeddings ? 2 : 3;
-  if (config.model.seq_len <= framing)
+  if (card.seq_len <= framing)
     throw config.error("model.seq_len",
                        fmt::format("{} leaves no room for text after the {} special tokens a "
                                    "request is framed with: serving needs at least {}",
-                                   config.model.seq_len, framing, framing + 1));
+                                   card.seq_len, framing, framing + 1));
   return task;
 }
 
@@ -162,16 +159,19 @@ struct ServedModel::Impl {
   // The head's tensors, Hugging Face's [out, in]: pooler and classifier, or qa_outputs.
   HostTensor pooler_weight, pooler_bias, head_weight, head_bias;
 
-  Impl(Device& device, const RunConfig& config, const RunPlan& plan)
-      : task(checked_room(config, served_task(config))),
-        head(served_head(config, task)),
+  Impl(Device& device, const RunConfig& config, const RunPlan& plan,
+       const ServedTextOptions& options)
+      : task(checked_room(config, plan.model, served_task(config, plan.model))),
+        head(served_head(config, plan.model, task)),
         dims(plan.model.dims),
         name(plan.model.name),
-        shape{config.batch.micro, config.model.seq_len},
-        tokenizer(open_text_tokenizer(config, dims)),
-        pooling(task == Task::embeddings ? text_pooling(config) : SentencePooling{}),
+        shape{config.batch.micro, plan.model.seq_len},
+        tokenizer(open_text_tokenizer(plan.model)),
+        pooling(task == Task::embeddings
+                    ? text_pooling(options.pooling, options.normalize, plan.model)
+                    : SentencePooling{}),
         filler(tokenizer->encode("", std::nullopt, shape.seq)),
-        packed(config.section<InferenceSection>().packed) {
+        packed(options.packed) {
     const InferencePrecision& precision = inference_precision(config, plan.precision);
     for (const BertShape& each : served_shapes(shape, packed)) {
       berts.push_back(refusing_precision(config, [&] {
@@ -191,7 +191,7 @@ struct ServedModel::Impl {
     require_plan_fits(memory);
     bool pooler_absent = false;
     TensorMap weights =
-        read_inference_weights(config, dims, head, task != Task::embeddings, &pooler_absent);
+        read_inference_weights(config, plan.model, head, task != Task::embeddings, &pooler_absent);
     if (task != Task::embeddings) take_head(weights);
     berts.back()->load_weights(weights);
     for (std::size_t i = 0; i + 1 < berts.size(); ++i) berts[i]->share_weights(*berts.back());
@@ -312,8 +312,9 @@ struct ServedModel::Impl {
   }
 };
 
-ServedModel::ServedModel(Device& device, const RunConfig& config, const RunPlan& plan)
-    : impl_(std::make_unique<Impl>(device, config, plan)) {
+ServedModel::ServedModel(Device& device, const RunConfig& config, const RunPlan& plan,
+                         const ServedTextOptions& options)
+    : impl_(std::make_unique<Impl>(device, config, plan, options)) {
   if (impl_->task == Task::embeddings && impl_->pooling.mode == "none")
     throw config.error("inference.pooling",
                        "none: an embedding server needs a sentence embedding; set mean, cls or "
