@@ -106,7 +106,7 @@ TfModel read_tf_model(const ConvertOptions& options) {
   result.head = head_of(weights);
   if (result.head.kind == TaskHead::Kind::question_answering &&
       std::erase_if(weights, [](const auto& entry) {
-        return entry.first.starts_with("bert.pooler.");
+        return entry.first.starts_with(kPoolerPrefix);
       }) > 0)  // Google's run_squad.py keeps the pre-trained pooler; SQuAD never reads it
     spdlog::info(
         "{}: the pooler (bert/pooler/dense) is left out: BertForQuestionAnswering has none",

@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "model/families/model_family.hpp"
 #include "polyhal/error.hpp"
 #include "util/atomic_file.hpp"
 #include "util/json_file.hpp"
@@ -54,7 +55,7 @@ std::int64_t dimension(const BertConfig& c, const std::string& name) {
 std::vector<std::string> int8_linear_names(const BertConfig& config) {
   std::vector<std::string> names;
   for (std::int64_t l = 0; l < config.num_hidden_layers; ++l) {
-    const std::string p = fmt::format("bert.encoder.layer.{}.", l);
+    const std::string p = families::encoder_layer_prefix(l);
     for (const char* linear :
          {"attention.self.qkv", "attention.output.dense", "intermediate.dense", "output.dense"})
       names.push_back(p + linear);

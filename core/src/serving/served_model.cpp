@@ -12,6 +12,7 @@
 
 #include "plan/plan_fit.hpp"
 #include "polyhal/app/bert_inference.hpp"
+#include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/serve_settings.hpp"
 #include "polyhal/error.hpp"
 #include "serving/model_inputs.hpp"
@@ -216,17 +217,16 @@ struct ServedModel::Impl {
   void take_head(TensorMap& weights) {
     const auto h = dims.hidden_size;
     if (task == Task::classification) {
-      pooler_weight = take_tensor(weights, "bert.pooler.dense.weight");
-      pooler_bias = take_tensor(weights, "bert.pooler.dense.bias");
+      pooler_weight = take_tensor(weights, kPoolerWeight);
+      pooler_bias = take_tensor(weights, kPoolerBias);
       head_weight = take_tensor(weights, "classifier.weight");
       head_bias = take_tensor(weights, "classifier.bias");
     } else {
       head_weight = take_tensor(weights, "qa_outputs.weight");
       head_bias = take_tensor(weights, "qa_outputs.bias");
     }
-    weights["bert.pooler.dense.weight"] = {{h, h},
-                                           std::vector<float>(static_cast<std::size_t>(h * h))};
-    weights["bert.pooler.dense.bias"] = {{h}, std::vector<float>(static_cast<std::size_t>(h))};
+    weights[kPoolerWeight] = {{h, h}, std::vector<float>(static_cast<std::size_t>(h * h))};
+    weights[kPoolerBias] = {{h}, std::vector<float>(static_cast<std::size_t>(h))};
   }
 
   void describe() {

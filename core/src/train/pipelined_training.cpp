@@ -5,12 +5,13 @@
 #include <algorithm>
 #include <map>
 
+#include "polyhal/app/bert_weights.hpp"
 #include "polyhal/error.hpp"
 
 namespace polyhal {
 namespace {
 
-const std::string kTiedWeight = "bert.embeddings.word_embeddings.weight";
+const std::string kTiedWeight = kWordEmbeddings;
 
 /// The per-stage action lists of 1F1B.
 std::vector<std::vector<PipelineAction>> per_stage_1f1b(int stages, int micro_batches) {

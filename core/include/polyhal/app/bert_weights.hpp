@@ -12,6 +12,14 @@
 
 namespace polyhal {
 
+/// The Hugging Face names beside the encoder layers that tasks and the
+/// served model read (an encoder layer's names are its family's:
+/// core/src/model/families/).
+inline constexpr const char* kPoolerWeight = "bert.pooler.dense.weight";
+inline constexpr const char* kPoolerBias = "bert.pooler.dense.bias";
+inline constexpr const char* kPoolerPrefix = "bert.pooler.";
+inline constexpr const char* kWordEmbeddings = "bert.embeddings.word_embeddings.weight";
+
 /// Every tensor the model class of `head` has, with its shape (the MLM
 /// decoder weight is tied to the word embeddings and not listed).
 /// Whether a tensor is a normalisation's gain or bias (BERT's `LayerNorm.`,

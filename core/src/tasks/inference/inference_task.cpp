@@ -212,8 +212,8 @@ void infer_text_packed(BertInference& bert, const RunConfig& config, const Model
                              config.section<InferenceSection>().normalize, card);
   job.hidden_states = section.hidden_states;
   if (!pooler_absent) {
-    job.pooler_weight = &weights.at("bert.pooler.dense.weight");
-    job.pooler_bias = &weights.at("bert.pooler.dense.bias");
+    job.pooler_weight = &weights.at(kPoolerWeight);
+    job.pooler_bias = &weights.at(kPoolerBias);
   }
   job.write = [&out](const std::string& text) { out.write(text); };
   infer_packed_text(bert, job, result);
@@ -343,7 +343,7 @@ InferenceResult run_inference(const TaskContext& context, bool compile_only, Ste
     TensorMap saved = weights;
     if (pooler_absent)  // saved as it came: without the zeros standing in for it
       std::erase_if(saved,
-                    [](const auto& entry) { return entry.first.starts_with("bert.pooler."); });
+                    [](const auto& entry) { return entry.first.starts_with(kPoolerPrefix); });
     export_hf_directory(config.model.save, result.config, head, saved);
     spdlog::info("saved config.json and model.safetensors to {}", config.model.save.string());
   }
