@@ -18,7 +18,7 @@ CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Re
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="$opt -DNDEBUG" -DCMAKE_C_FLAGS_RELWITHDEBINFO="$opt -DNDEBUG" \
   -DPOLYHAL_FUZZ=ON -DBUILD_TESTING=OFF -DPOLYHAL_PLUGIN_CPU=OFF -DPOLYHAL_PLUGIN_IPU=OFF \
   -DPOLYHAL_PLUGIN_GAUDI=OFF > "$build/configure.log" 2>&1 || { cat "$build/configure.log"; exit 1; }
-targets=(config safetensors safetensors_index hf_config tokenizer tokenizer_files tf_checkpoint tfrecord squad_json glue_tsv mlperf_hdf5 plugin_file int8_scales recipe metrics serve_request)
+targets=(config safetensors safetensors_index hf_config tokenizer tokenizer_files tokenizer_json tokenizer_encode tf_checkpoint tfrecord squad_json glue_tsv mlperf_hdf5 plugin_file int8_scales recipe metrics serve_request)
 cmake --build "$build" --parallel "$(nproc)" --target "${targets[@]/#/fuzz_}"
 mkdir -p "$build/findings"
 # Leaks in the libraries' one-time initialisation (ICU, yaml-cpp) are not

@@ -382,8 +382,8 @@ void replace_vocab_txt_with_tokenizer_json(const std::filesystem::path& dir) {
   pipeline["model"]["vocab"] = vocab;
   for (auto& added : pipeline["added_tokens"])
     added["id"] = vocab.at(added["content"].get<std::string>());
-  for (auto& [name, special] : pipeline["post_processor"]["special_tokens"].items())
-    special["ids"] = nlohmann::json::array({vocab.at(name)});
+  auto& post = pipeline["post_processor"];  // BertProcessing: ["[CLS]", id], ["[SEP]", id]
+  for (const char* key : {"cls", "sep"}) post[key][1] = vocab.at(post[key][0].get<std::string>());
   std::ofstream(dir / "tokenizer.json") << pipeline.dump(2);
   std::filesystem::remove(dir / "vocab.txt");
   std::filesystem::remove(dir / "tokenizer_config.json");

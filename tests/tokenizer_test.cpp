@@ -225,18 +225,24 @@ TEST(TokenizerJson, MalformedVocabulariesAreRefusedNamingFileAndKey) {
       EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
     }
   };
-  refused(R"({"model": {"type": "BPE", "vocab": {"a": 0}}})", "\"model.type\": BPE");
+  refused(R"({"model": {"type": "WordLevel", "vocab": {"a": 0}}})",
+          "WordLevel: not a model polyhal implements");
+  refused(R"({"model": {"type": "BPE", "vocab": {"a": 0}}})", "merges");
   refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": 0, "[SEP]": 2}},
              "added_tokens": [{"id": 3, "content": "[PAD]"}]})",
-          "no token has id 1");
-  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": 0, "[SEP]": 7}}})", "outside");
-  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": "x"}}})", "no integer id");
+          "model.vocab: token '[SEP]' has id 2: expected ids 0 to 1 each once");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": 0, "[SEP]": 7}}})",
+          "expected ids 0 to 1");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": "x"}}})", "has id \"x\"");
   refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": 0, "[SEP]": 1}}})",
-          "no [PAD] token");
-  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": 0}}, "added_tokens": [{"id": 0,
-          "content": "[SEP]"}]})",
-          "id 0 is both");
-  refused(R"({"model": {"type": "WordPiece", "vocab": {"a": 16777216}}})", "outside");
+          "model.unk_token: [UNK] is not in the vocabulary");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"[CLS]": 0, "[UNK]": 1}},
+          "added_tokens": [{"id": 0, "content": "[SEP]"}]})",
+          "added_tokens[0]: id 0 is both '[CLS]' and '[SEP]'");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"[UNK]": 0}},
+          "added_tokens": [{"id": 2, "content": "[SEP]"}]})",
+          "no token has id 1");
+  refused(R"({"model": {"type": "WordPiece", "vocab": {"a": 16777216}}})", "has id 16777216");
 }
 
 TEST(Tokenizer, DecodeJoinsPiecesAsBertTokenizerDoes) {

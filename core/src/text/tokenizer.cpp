@@ -9,6 +9,7 @@
 
 #include "polyhal/app/wordpiece_tokenizer.hpp"
 #include "polyhal/error.hpp"
+#include "text/pipeline_tokenizer.hpp"
 #include "text/tokenizer_json.hpp"
 
 namespace polyhal {
@@ -89,9 +90,8 @@ std::unique_ptr<Tokenizer> open_tokenizer(const TokenizerSpec& spec) {
   if (spec.file.extension() == ".json") {
     TokenizerOptions options = spec.options;
     options.pair_truncation = PairTruncation::halves;
-    return std::make_unique<WordPieceTokenizer>(
-        tokenizer_json_vocabulary(read_tokenizer_json_file(spec.file), spec.file), options,
-        spec.file.string());
+    const nlohmann::json pipeline = read_tokenizer_json_file(spec.file);
+    return std::make_unique<text::PipelineTokenizer>(pipeline, spec.file, options);
   }
   return std::make_unique<WordPieceTokenizer>(spec.file, spec.options);
 }

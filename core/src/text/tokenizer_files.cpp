@@ -126,6 +126,14 @@ nlohmann::json read_tokenizer_json_file(const std::filesystem::path& file) {
 TokenizerFiles read_tokenizer_files(const std::filesystem::path& vocab_file) {
   TokenizerFiles out;
   const auto dir = vocab_file.parent_path();
+  // A tokenizer.json of another model than WordPiece is read whole by its
+  // pipeline (pipeline_tokenizer.cpp): its file says every setting.
+  if (vocab_file.extension() == ".json") {
+    const auto pipeline = read_tokenizer_json_file(vocab_file);
+    if (const auto model = pipeline.find("model");
+        model != pipeline.end() && model->is_object() && model->value("type", "") != "WordPiece")
+      return out;
+  }
   // tokenizer_config.json first: its do_lower_case wins, as BertTokenizerFast
   // rebuilds tokenizer.json's normalizer from it.
   if (const auto file = dir / "tokenizer_config.json"; std::filesystem::exists(file))

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 #include "polyhal/app/not_for_plugins.hpp"
 
@@ -21,6 +22,13 @@ struct Encoding {
   std::vector<std::int32_t> input_ids;
   std::vector<std::int32_t> token_type_ids;
   std::vector<std::int32_t> attention_mask;
+  /// Each token's [start, end) in bytes of the text it came from ({0, 0}
+  /// for special tokens and padding), where the tokenizer tracks them (a
+  /// tokenizer.json's pipeline); empty otherwise.
+  std::vector<std::pair<std::uint32_t, std::uint32_t>> offsets;
+  /// Which text each token came from: 0, 1 (a pair's second) or -1 (a
+  /// special token, padding); filled with `offsets`.
+  std::vector<std::int32_t> sequence_ids;
 };
 
 /// What a literal "[MASK]", "[CLS]", "[SEP]", "[PAD]" or "[UNK]" in the
@@ -88,11 +96,13 @@ class Tokenizer {
   /// [CLS] a [SEP] (b [SEP]) from ids without special tokens, truncating
   /// longest first by pair_truncation() to fit `max_length`, then padding
   /// with [PAD] (attention_mask 0). Sets `*truncated` when a token was cut.
-  Encoding encode_ids(std::vector<std::int32_t> a, std::optional<std::vector<std::int32_t>> b,
-                      std::int64_t max_length, bool* truncated = nullptr) const;
-  /// The same from text.
-  Encoding encode(const std::string& text_a, const std::optional<std::string>& text_b,
-                  std::int64_t max_length, bool* truncated = nullptr) const;
+  /// A tokenizer.json frames with its own post-processor's template.
+  virtual Encoding encode_ids(std::vector<std::int32_t> a,
+                              std::optional<std::vector<std::int32_t>> b, std::int64_t max_length,
+                              bool* truncated = nullptr) const;
+  /// The same from text (with offsets where the tokenizer tracks them).
+  virtual Encoding encode(const std::string& text_a, const std::optional<std::string>& text_b,
+                          std::int64_t max_length, bool* truncated = nullptr) const;
 };
 
 /// Which tokenizer to open: a vocab.txt (WordPiece, with the

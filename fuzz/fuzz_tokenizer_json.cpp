@@ -1,0 +1,20 @@
+// A tokenizer.json read whole as its pipeline (normaliser, pre-tokenizer,
+// model, post-processor, decoder, added tokens): a file that reads is then
+// asked to encode a fixed mix of scripts, alone and as a pair, and decode.
+#include <string>
+
+#include "fuzz_input.hpp"
+#include "polyhal/app/tokenizer.hpp"
+#include "polyhal/error.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const auto file = polyhal::fuzz::as_file("tokenizer.json", data, size);
+  try {
+    const auto tokenizer = polyhal::open_tokenizer({file, {}});
+    const auto e = tokenizer->encode("Héllo, wörld! 你好 😀  x\ty <s>[CLS]", std::string("ok"), 16);
+    (void)tokenizer->decode(e.input_ids);
+    (void)tokenizer->words("a  b");
+  } catch (const polyhal::Error&) {
+  }
+  return 0;
+}

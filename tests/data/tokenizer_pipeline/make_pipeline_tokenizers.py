@@ -1,0 +1,150 @@
+"""Writes the tokenizer.json files of each kind and their reference
+encodings with Hugging Face's tokenizers library, for the pipeline
+conformance test (tests/tokenizer_pipeline_test.cpp). No model of these
+kinds can be fetched here, so each is trained offline on the test corpora
+and saved as the hub's files are made:
+
+- bpe_byte_level/tokenizer.json: RoBERTa's layout: byte-level BPE (merges),
+  ByteLevel pre-tokenizer and decoder, RobertaProcessing (<s> a </s></s> b
+  </s>), trained with tokenizers' BpeTrainer;
+- unigram_precompiled/tokenizer.json: XLM-R's layout: a SentencePiece
+  Unigram model trained with sentencepiece (nmt_nfkc normalisation), then
+  converted by transformers' own XLMRobertaConverter, which writes the
+  Precompiled normaliser (SentencePiece's compiled character map), the
+  Metaspace pre-tokenizer and the template post-processor as the hub's
+  XLM-R files have them;
+- wordpiece/tokenizer.json: ../tokenizer_json/bert_uncased's, re-read.
+
+reference.jsonl: for each kind and each line of corpus.txt (varied real
+text: many scripts, emoji, control and private-use characters, long words,
+accents, CJK), the ids and byte offsets without special tokens, the framed
+ids with special tokens, and every neighbour pair framed and truncated
+longest first at 8, 16 and 32 tokens (ids, type ids, offsets).
+
+  python3 -m venv /tmp/ref && /tmp/ref/bin/pip install tokenizers==0.22.1 \\
+      sentencepiece==0.2.0 transformers==4.57.1 protobuf==5.29.3
+  /tmp/ref/bin/python tests/data/tokenizer_pipeline/make_pipeline_tokenizers.py
+"""
+import json
+import os
+import tempfile
+
+import sentencepiece as spm
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from transformers import XLMRobertaTokenizer
+from transformers.convert_slow_tokenizer import XLMRobertaConverter
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
+PAIR_LENGTHS = (8, 16, 32)
+
+
+def corpus_lines():
+    with open(os.path.join(HERE, "corpus.txt"), encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def training_text():
+    """The corpus and the other test texts, for the trainers."""
+    texts = corpus_lines() * 3
+    for name in ("tests/data/real_model/sentences.txt", "tests/data/corpus/text/part-0.txt",
+                 "tests/data/corpus/text/part-1.txt"):
+        with open(os.path.join(ROOT, name), encoding="utf-8") as f:
+            texts += [line.rstrip("\n") for line in f if line.strip()]
+    return texts
+
+
+def make_bpe(out_dir):
+    tokenizer = Tokenizer(models.BPE(unk_token=None))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=1200, min_frequency=2,
+                                  special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(training_text(), trainer)
+    tokenizer.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0),
+                                                            trim_offsets=True,
+                                                            add_prefix_space=False)
+    os.makedirs(out_dir, exist_ok=True)
+    tokenizer.save(os.path.join(out_dir, "tokenizer.json"))
+
+
+def make_unigram(out_dir):
+    with tempfile.TemporaryDirectory() as tmp:
+        text = os.path.join(tmp, "train.txt")
+        with open(text, "w", encoding="utf-8") as f:
+            f.write("\n".join(training_text()) + "\n")
+        prefix = os.path.join(tmp, "spm")
+        spm.SentencePieceTrainer.train(input=text, model_prefix=prefix, vocab_size=1500,
+                                       model_type="unigram", normalization_rule_name="nmt_nfkc",
+                                       character_coverage=0.9995, byte_fallback=False,
+                                       unk_id=0, bos_id=1, eos_id=2, pad_id=-1,
+                                       seed_sentencepiece_size=20000, num_threads=1,
+                                       minloglevel=2)
+        slow = XLMRobertaTokenizer(vocab_file=prefix + ".model")
+        fast = XLMRobertaConverter(slow).converted()
+    os.makedirs(out_dir, exist_ok=True)
+    fast.save(os.path.join(out_dir, "tokenizer.json"))
+
+
+def make_wordpiece(out_dir):
+    tokenizer = Tokenizer.from_file(os.path.join(ROOT, "tests/data/tokenizer_json/bert_uncased/"
+                                                 "tokenizer.json"))
+    os.makedirs(out_dir, exist_ok=True)
+    tokenizer.save(os.path.join(out_dir, "tokenizer.json"))
+
+
+def byte_offsets(text, offsets):
+    """Python's char offsets as UTF-8 byte offsets into `text`."""
+    starts = [0]
+    for c in text:
+        starts.append(starts[-1] + len(c.encode("utf-8")))
+    return [[starts[a], starts[b]] for a, b in offsets]
+
+
+def encoding_record(enc, text_a, text_b=None):
+    """ids, type ids and byte offsets (of the text each token came from)."""
+    offsets = []
+    for (start, end), seq in zip(enc.offsets, enc.sequence_ids):
+        if seq is None:
+            offsets.append([0, 0])
+        else:
+            offsets.append(byte_offsets(text_a if seq == 0 else text_b, [(start, end)])[0])
+    return {"ids": enc.ids, "types": enc.type_ids, "offsets": offsets,
+            "sequence": [-1 if s is None else s for s in enc.sequence_ids]}
+
+
+def references(kind, path, lines):
+    tokenizer = Tokenizer.from_file(path)
+    records = []
+    for i, line in enumerate(lines):
+        tokenizer.no_truncation()
+        bare = tokenizer.encode(line, add_special_tokens=False)
+        framed = tokenizer.encode(line)
+        record = {"kind": kind, "line": i, "bare": encoding_record(bare, line),
+                  "framed": encoding_record(framed, line), "pairs": []}
+        partner = lines[(i + 1) % len(lines)]
+        for length in PAIR_LENGTHS:
+            tokenizer.enable_truncation(max_length=length, strategy="longest_first")
+            pair = tokenizer.encode(line, partner)
+            record["pairs"].append({"max_length": length,
+                                    **encoding_record(pair, line, partner)})
+        tokenizer.no_truncation()
+        record["decoded"] = tokenizer.decode(framed.ids, skip_special_tokens=True)
+        records.append(record)
+    return records
+
+
+def main():
+    kinds = {"bpe_byte_level": make_bpe, "unigram_precompiled": make_unigram,
+             "wordpiece": make_wordpiece}
+    lines = corpus_lines()
+    with open(os.path.join(HERE, "reference.jsonl"), "w", encoding="utf-8") as out:
+        for kind, make in kinds.items():
+            make(os.path.join(HERE, kind))
+            for record in references(kind, os.path.join(HERE, kind, "tokenizer.json"), lines):
+                out.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+if __name__ == "__main__":
+    main()

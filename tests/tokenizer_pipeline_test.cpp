@@ -1,0 +1,106 @@
+// Every tokenizer.json kind against Hugging Face's tokenizers library on a
+// corpus of varied real text (tests/data/tokenizer_pipeline/corpus.txt:
+// many scripts, emoji, control and private-use characters, long words,
+// accents, CJK): identical ids, type ids and byte offsets for single texts
+// and pairs truncated longest first at 8, 16 and 32 tokens, and the same
+// decoded text. The files and the reference come from
+// tests/data/tokenizer_pipeline/make_pipeline_tokenizers.py.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "polyhal/app/tokenizer.hpp"
+#include "polyhal/error.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+const std::filesystem::path kData =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/tokenizer_pipeline";
+
+std::vector<std::string> corpus() {
+  std::ifstream in(kData / "corpus.txt");
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::vector<nlohmann::json> references(const std::string& kind) {
+  std::ifstream in(kData / "reference.jsonl");
+  std::vector<nlohmann::json> out;
+  for (std::string line; std::getline(in, line);) {
+    auto record = nlohmann::json::parse(line);
+    if (record.at("kind") == kind) out.push_back(std::move(record));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::uint32_t>> offsets_of(const Encoding& e, std::size_t n) {
+  std::vector<std::vector<std::uint32_t>> out;
+  for (std::size_t i = 0; i < n && i < e.offsets.size(); ++i)
+    out.push_back({e.offsets[i].first, e.offsets[i].second});
+  return out;
+}
+
+template <class T>
+std::vector<T> first(const std::vector<T>& v, std::size_t n) {
+  return std::vector<T>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
+}
+
+/// Every line of the corpus as the reference encodes it.
+void expect_reference(const std::string& kind) {
+  const auto lines = corpus();
+  const auto records = references(kind);
+  ASSERT_EQ(records.size(), lines.size()) << kind;
+  const auto tokenizer = open_tokenizer({kData / kind / "tokenizer.json", TokenizerOptions{}});
+  int failures = 0;
+  for (const auto& r : records) {
+    const std::size_t i = r.at("line");
+    const std::string& line = lines[i];
+    const std::string where = kind + " line " + std::to_string(i + 1) + ": " + line;
+    const auto& bare = r.at("bare");
+    EXPECT_EQ(tokenizer->ids(line), bare.at("ids").get<std::vector<std::int32_t>>()) << where;
+    const Encoding framed = tokenizer->encode(line, std::nullopt, 0);
+    const auto& want = r.at("framed");
+    const std::size_t n = want.at("ids").size();
+    EXPECT_EQ(framed.input_ids, want.at("ids").get<std::vector<std::int32_t>>()) << where;
+    EXPECT_EQ(framed.token_type_ids, want.at("types").get<std::vector<std::int32_t>>()) << where;
+    EXPECT_EQ(offsets_of(framed, n),
+              want.at("offsets").get<std::vector<std::vector<std::uint32_t>>>())
+        << where;
+    const std::string& partner = lines[(i + 1) % lines.size()];
+    for (const auto& pair : r.at("pairs")) {
+      const std::int64_t length = pair.at("max_length");
+      const Encoding e = tokenizer->encode(line, partner, length);
+      const std::size_t m = pair.at("ids").size();
+      const std::string at = where + " (pair at " + std::to_string(length) + ")";
+      EXPECT_EQ(first(e.input_ids, m), pair.at("ids").get<std::vector<std::int32_t>>()) << at;
+      EXPECT_EQ(first(e.token_type_ids, m), pair.at("types").get<std::vector<std::int32_t>>())
+          << at;
+      EXPECT_EQ(offsets_of(e, m), pair.at("offsets").get<std::vector<std::vector<std::uint32_t>>>())
+          << at;
+      EXPECT_EQ(e.input_ids.size(), static_cast<std::size_t>(std::max<std::int64_t>(length, m)))
+          << at;
+    }
+    EXPECT_EQ(tokenizer->decode(framed.input_ids), r.at("decoded").get<std::string>()) << where;
+    if (::testing::Test::HasFailure() && ++failures > 6) return;  // the first few say enough
+  }
+}
+
+TEST(TokenizerPipeline, WordPieceEqualsTheReference) {
+  expect_reference("wordpiece");
+}
+
+TEST(TokenizerPipeline, ByteLevelBpeEqualsTheReference) {
+  expect_reference("bpe_byte_level");
+}
+
+TEST(TokenizerPipeline, UnigramWithPrecompiledEqualsTheReference) {
+  expect_reference("unigram_precompiled");
+}
+
+}  // namespace
+}  // namespace polyhal
