@@ -25,9 +25,15 @@ std::string read_text(const std::filesystem::path& file) {
 }
 
 /// vocab.txt (copied in) and tokenizer_config.json: the settings the text
-/// was tokenized with, for AutoTokenizer.from_pretrained(dir).
+/// was tokenized with, for AutoTokenizer.from_pretrained(dir). A
+/// tokenizer.json is copied as it is: it holds every setting itself.
 void write_tokenizer_files(const std::filesystem::path& dir, const BertConfig& model,
                            const std::filesystem::path& vocab, bool lower_case) {
+  if (vocab.extension() == ".json") {
+    if (std::filesystem::absolute(vocab) != std::filesystem::absolute(dir / "tokenizer.json"))
+      detail::write_file_atomically(dir / "tokenizer.json", read_text(vocab));
+    return;
+  }
   if (std::filesystem::absolute(vocab) != std::filesystem::absolute(dir / "vocab.txt"))
     detail::write_file_atomically(dir / "vocab.txt", read_text(vocab));
   const nlohmann::json settings{{"tokenizer_class", "BertTokenizer"},

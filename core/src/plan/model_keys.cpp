@@ -4,7 +4,8 @@
 // one, each only where the config does not give it:
 //   model.hf_config  DIR/config.json
 //   model.weights    DIR/model.safetensors (or its shards, or the one TF checkpoint)
-//   data.vocab       DIR/vocab.txt (its tokenizer_config.json beside it), else DIR/tokenizer.json
+//   data.vocab       DIR/tokenizer.json, else DIR/vocab.txt (its tokenizer_config.json beside
+//                    it), as transformers' fast tokenizer prefers them
 //   model.seq_len    sentence_bert_config.json's max_seq_length
 // Pooling and normalisation (inference.pooling/normalize auto) are read
 // from DIR's 1_Pooling/config.json and modules.json when the run needs them.
@@ -118,12 +119,12 @@ void read_model_directory(const RunConfig& config, ModelKeys& keys) {
   }
   if (config.schema && config.schema->has(TaskTrait::runs_inference))
     take_directory_head(config, keys);
-  // A vocab.txt first (with the tokenizer files beside it); else the
-  // tokenizer.json alone, as current transformers saves a BERT.
-  const auto vocabulary = std::filesystem::exists(dir / "vocab.txt") ? dir / "vocab.txt"
-                          : std::filesystem::exists(dir / "tokenizer.json")
-                              ? dir / "tokenizer.json"
-                              : std::filesystem::path();
+  // The tokenizer.json first, as transformers' fast tokenizer reads it
+  // (current transformers saves it alone); else a vocab.txt with the
+  // tokenizer files beside it.
+  const auto vocabulary = std::filesystem::exists(dir / "tokenizer.json") ? dir / "tokenizer.json"
+                          : std::filesystem::exists(dir / "vocab.txt")    ? dir / "vocab.txt"
+                                                                          : std::filesystem::path();
   if (!vocabulary.empty()) {
     if (config.sets("data.vocab"))
       say_override(config, "data.vocab", "(given)", vocabulary.string());

@@ -171,10 +171,10 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
   m.dims = resolve_bert_config(model, m.origin);
   check_sequence_fits(config, keys, m.dims);
   check_weights_fit(config, m);
-  // The directory's tokenizer: its vocab.txt, else its tokenizer.json alone
-  // (as current transformers saves a BERT).
+  // The directory's tokenizer: its tokenizer.json, else its vocab.txt
+  // (plan/model_keys.cpp's rule).
   if (m.vocab.empty() && !m.model_dir.empty()) {
-    for (const char* file : {"vocab.txt", "tokenizer.json"}) {
+    for (const char* file : {"tokenizer.json", "vocab.txt"}) {
       if (std::filesystem::exists(m.model_dir / file)) {
         m.vocab = m.model_dir / file;
         m.vocab_source = m.weights_key + " " + m.model_dir.string();

@@ -33,6 +33,7 @@ TokenizerOptions resolve_tokenizer_options(const RunConfig& config,
     spdlog::warn("data.lower_case {} overrides do_lower_case {} of the tokenizer files beside {}",
                  config.data.lower_case, *files.lower_case, vocab.string());
   }
+  if (vocab.extension() == ".json") options.bert_lowercase = options.lower_case;
   return options;
 }
 

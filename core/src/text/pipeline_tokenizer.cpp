@@ -107,7 +107,13 @@ PipelineTokenizer::PipelineTokenizer(const nlohmann::json& pipeline,
     return it == pipeline.end() ? nlohmann::json() : *it;
   };
   const auto where = [&](const char* key) { return fmt::format("{}: {}", source_, key); };
-  normalizer_ = make_normalizer(part("normalizer"), where("normalizer"));
+  // BertTokenizerFast rebuilds a BertNormalizer with tokenizer_config.json's
+  // do_lower_case (or data.lower_case): the options carry it.
+  nlohmann::json normalizer = part("normalizer");
+  if (normalizer.is_object() && normalizer.value("type", "") == "BertNormalizer" &&
+      options.bert_lowercase)
+    normalizer["lowercase"] = *options.bert_lowercase;
+  normalizer_ = make_normalizer(normalizer, where("normalizer"));
   pre_tokenizer_ = make_pre_tokenizer(part("pre_tokenizer"), where("pre_tokenizer"));
   model_ = make_token_model(part("model"), where("model"));
   added_ = read_added(pipeline, source_);
@@ -134,7 +140,6 @@ PipelineTokenizer::PipelineTokenizer(const nlohmann::json& pipeline,
   decoder_ = part("decoder");
   check_decoder(decoder_, where("decoder"));
   lower_case_ = normalizer_ ? normalizer_->lower_cases() : false;
-  (void)options;  // a tokenizer.json says its own casing and special tokens
   const auto find = [&](std::initializer_list<const char*> names, std::int32_t fallback) {
     for (const char* name : names)
       if (const auto it = ids_.find(name); it != ids_.end()) return it->second;

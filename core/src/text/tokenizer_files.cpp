@@ -126,13 +126,26 @@ nlohmann::json read_tokenizer_json_file(const std::filesystem::path& file) {
 TokenizerFiles read_tokenizer_files(const std::filesystem::path& vocab_file) {
   TokenizerFiles out;
   const auto dir = vocab_file.parent_path();
-  // A tokenizer.json of another model than WordPiece is read whole by its
-  // pipeline (pipeline_tokenizer.cpp): its file says every setting.
+  // A tokenizer.json is read whole by its pipeline (pipeline_tokenizer.cpp):
+  // it says every setting itself. Only BertTokenizerFast's rule is taken
+  // from beside it: tokenizer_config.json's do_lower_case rebuilds a
+  // BertNormalizer's lowercase.
   if (vocab_file.extension() == ".json") {
     const auto pipeline = read_tokenizer_json_file(vocab_file);
-    if (const auto model = pipeline.find("model");
-        model != pipeline.end() && model->is_object() && model->value("type", "") != "WordPiece")
+    const auto normalizer = pipeline.find("normalizer");
+    if (normalizer == pipeline.end() || !normalizer->is_object() ||
+        normalizer->value("type", "") != "BertNormalizer")
       return out;
+    const auto lower = normalizer->find("lowercase");
+    out.lower_case = lower == normalizer->end() || !lower->is_boolean() || lower->get<bool>();
+    if (const auto file = dir / "tokenizer_config.json"; std::filesystem::exists(file)) {
+      const auto settings =
+          detail::read_json_object(file, kMaxTokenizerConfigBytes, "tokenizer config");
+      if (const auto it = settings.find("do_lower_case"); it != settings.end() && it->is_boolean())
+        out.lower_case = it->get<bool>();
+    }
+    out.max_chars_per_word = kHuggingFaceMaxCharsPerWord;
+    return out;
   }
   // tokenizer_config.json first: its do_lower_case wins, as BertTokenizerFast
   // rebuilds tokenizer.json's normalizer from it.

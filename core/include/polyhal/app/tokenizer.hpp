@@ -61,6 +61,10 @@ struct TokenizerOptions {
   SpecialTokensInText special = SpecialTokensInText::split;
   std::size_t max_chars_per_word = kGoogleMaxCharsPerWord;
   PairTruncation pair_truncation = PairTruncation::one_at_a_time;
+  /// A tokenizer.json's BertNormalizer lowercase as BertTokenizerFast
+  /// rebuilds it from tokenizer_config.json's do_lower_case (or
+  /// data.lower_case); unset: the file's own.
+  std::optional<bool> bert_lowercase = std::nullopt;
 };
 
 /// The ids a model's inputs are framed with.
