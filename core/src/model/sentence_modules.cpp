@@ -31,6 +31,16 @@ std::string pooling_of(const std::filesystem::path& dir) {
   const auto file = dir / "1_Pooling" / "config.json";
   if (!std::filesystem::exists(file)) return "";
   const auto config = detail::read_json_object(file, kMaxModuleFileBytes, "pooling config");
+  // sentence-transformers 6 writes one "pooling_mode" ("mean", "cls", "max",
+  // "lasttoken", ...); earlier versions a flag per mode.
+  if (const auto mode = config.find("pooling_mode"); mode != config.end() && !mode->is_null()) {
+    const std::string name = mode->is_string() ? mode->get<std::string>() : std::string();
+    if (name == "mean" || name == "cls" || name == "max") return name;
+    throw ConfigError(fmt::format(
+        "{}: key 'pooling_mode': {} is a pooling polyhal does not implement (it does mean, cls "
+        "and max); set inference.pooling to one of those to override",
+        file.string(), json_excerpt(*mode)));
+  }
   std::vector<std::string> modes;
   if (flag(config, "pooling_mode_mean_tokens", file)) modes.push_back("mean");
   if (flag(config, "pooling_mode_cls_token", file)) modes.push_back("cls");
@@ -50,7 +60,14 @@ std::string pooling_of(const std::filesystem::path& dir) {
   return modes.front();
 }
 
-constexpr std::string_view kModulePrefix = "sentence_transformers.models.";
+/// A module's class name without its package: sentence-transformers 5
+/// writes "sentence_transformers.models.Pooling", 6
+/// "sentence_transformers.sentence_transformer.modules.pooling.Pooling".
+std::string_view module_class(std::string_view name) {
+  if (!name.starts_with("sentence_transformers.")) return name;
+  const auto dot = name.rfind('.');
+  return name.substr(dot + 1);
+}
 
 /// Whether modules.json lists Normalize. Every module must be one polyhal
 /// applies: the Transformer (the encoder), Pooling, Normalize.
@@ -70,9 +87,7 @@ bool normalizes(const std::filesystem::path& dir) {
           fmt::format("{}: module {}: expected an object with a string 'type', got {}",
                       file.string(), i, json_excerpt(module)));
     const auto& name = type->get_ref<const std::string&>();
-    const std::string_view kind = std::string_view(name).starts_with(kModulePrefix)
-                                      ? std::string_view(name).substr(kModulePrefix.size())
-                                      : std::string_view(name);
+    const std::string_view kind = module_class(name);
     if (kind == "Normalize") {
       normalize = true;
     } else if (kind != "Transformer" && kind != "Pooling") {

@@ -27,6 +27,15 @@ TokenizerOptions resolve_tokenizer_options(const RunConfig& config,
                      config.overrides.contains("data.lower_case") ||
                      config.overrides.contains("data");
   if (!files.lower_case) return options;
+  if (files.casing_fixed) {
+    if (given && config.data.lower_case != *files.lower_case)
+      spdlog::warn(
+          "{}: data.lower_case {} is not used: {}'s normaliser (not a BertNormalizer) "
+          "decides its own casing",
+          config.locate("data.lower_case"), config.data.lower_case, vocab.string());
+    options.lower_case = *files.lower_case;
+    return options;
+  }
   if (!given) {
     options.lower_case = *files.lower_case;
   } else if (config.data.lower_case != *files.lower_case) {

@@ -133,9 +133,17 @@ TokenizerFiles read_tokenizer_files(const std::filesystem::path& vocab_file) {
   if (vocab_file.extension() == ".json") {
     const auto pipeline = read_tokenizer_json_file(vocab_file);
     const auto normalizer = pipeline.find("normalizer");
-    if (normalizer == pipeline.end() || !normalizer->is_object() ||
-        normalizer->value("type", "") != "BertNormalizer")
+    out.casing_fixed = true;
+    if (normalizer == pipeline.end() || !normalizer->is_object()) {
+      out.lower_case = false;
       return out;
+    }
+    if (normalizer->value("type", "") != "BertNormalizer") {
+      // Whether it lower-cases, for the model card: a Lowercase anywhere in it.
+      out.lower_case = normalizer->dump().find(R"("type":"Lowercase")") != std::string::npos;
+      return out;
+    }
+    out.casing_fixed = false;
     const auto lower = normalizer->find("lowercase");
     out.lower_case = lower == normalizer->end() || !lower->is_boolean() || lower->get<bool>();
     if (const auto file = dir / "tokenizer_config.json"; std::filesystem::exists(file)) {

@@ -25,6 +25,9 @@ struct TokenizerFiles {
   /// 100 when the directory has a tokenizer_config.json (BertTokenizer's
   /// default); else Google's 200 (a vocab.txt alone is Google's layout).
   std::size_t max_chars_per_word = kGoogleMaxCharsPerWord;
+  /// A tokenizer.json whose normaliser is not a BertNormalizer: its
+  /// casing is its pipeline's own, which data.lower_case cannot change.
+  bool casing_fixed = false;
 };
 
 /// Reads tokenizer_config.json and tokenizer.json beside `vocab_file` when
