@@ -36,7 +36,8 @@ import os
 import re
 import sys
 
-CONCRETE_TOKENIZER = re.compile(r"\bWordPieceTokenizer\b|wordpiece_tokenizer\.hpp")
+CONCRETE_TOKENIZER = re.compile(
+    r"\bWordPieceTokenizer\b|\bPipelineTokenizer\b|wordpiece_tokenizer\.hpp|pipeline_tokenizer\.hpp")
 MODEL_FILES = re.compile(
     r'"(config\.json|modules\.json|sentence_bert_config\.json|vocab\.txt|tokenizer\.json|'
     r'tokenizer_config\.json)"|1_Pooling')
