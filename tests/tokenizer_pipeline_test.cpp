@@ -55,6 +55,47 @@ std::vector<T> first(const std::vector<T>& v, std::size_t n) {
   return std::vector<T>(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(std::min(n, v.size())));
 }
 
+/// The windows of each truncation the reference ran (or its refusal).
+void expect_windows(const Tokenizer& tokenizer, const nlohmann::json& windows,
+                    const std::string& line, const std::string& partner, const std::string& where) {
+  static const std::map<std::string, Truncation::Strategy> strategies{
+      {"longest_first", Truncation::Strategy::longest_first},
+      {"only_first", Truncation::Strategy::only_first},
+      {"only_second", Truncation::Strategy::only_second}};
+  for (std::size_t k = 0; k < windows.size(); ++k) {
+    const auto& w = windows[k];
+    const auto& cases =
+        std::vector<std::tuple<std::int64_t, std::size_t, const char*, const char*, bool>>{
+            {24, 4, "only_second", "right", true},
+            {16, 2, "longest_first", "left", true},
+            {12, 3, "only_first", "right", false},
+            {10, 0, "longest_first", "right", false}};
+    const auto [length, stride, strategy, direction, pair] = cases.at(k);
+    const Truncation t{strategies.at(strategy),
+                       std::string(direction) == "left" ? Truncation::Direction::left
+                                                        : Truncation::Direction::right,
+                       stride};
+    const std::string at = fmt::format("{} (windows {} {} stride {} at {})", where, strategy,
+                                       direction, stride, length);
+    const auto second = pair ? std::optional<std::string>(partner) : std::nullopt;
+    if (w.contains("refused")) {
+      EXPECT_THROW(tokenizer.encode_windows(line, second, length, t), ConfigError) << at;
+      continue;
+    }
+    const auto got = tokenizer.encode_windows(line, second, length, t);
+    const auto& want = w.at("encodings");
+    ASSERT_EQ(got.size(), want.size()) << at;
+    for (std::size_t e = 0; e < got.size(); ++e) {
+      const std::size_t m = want[e].at("ids").size();
+      EXPECT_EQ(first(got[e].input_ids, m), want[e].at("ids").get<std::vector<std::int32_t>>())
+          << at << " window " << e;
+      EXPECT_EQ(offsets_of(got[e], m),
+                want[e].at("offsets").get<std::vector<std::vector<std::uint32_t>>>())
+          << at << " window " << e;
+    }
+  }
+}
+
 /// Every line of the corpus as the reference encodes it.
 void expect_reference(const std::string& kind) {
   const auto lines = corpus();
@@ -91,6 +132,7 @@ void expect_reference(const std::string& kind) {
           << at;
     }
     EXPECT_EQ(tokenizer->decode(framed.input_ids), r.at("decoded").get<std::string>()) << where;
+    expect_windows(*tokenizer, r.at("windows"), line, partner, where);
     if (::testing::Test::HasFailure() && ++failures > 6) return;  // the first few say enough
   }
 }

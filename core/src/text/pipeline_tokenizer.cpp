@@ -96,6 +96,55 @@ void truncate_pair(SequenceTokens& a, SequenceTokens* b, std::size_t room) {
   if (b) cut(*b, keep_b);
 }
 
+/// A sequence cut to `room` tokens, and the windows past the cut.
+struct Windows {
+  SequenceTokens main;
+  std::vector<SequenceTokens> overflow;
+};
+
+SequenceTokens part(const SequenceTokens& s, std::size_t begin, std::size_t end) {
+  SequenceTokens out;
+  out.ids.assign(s.ids.begin() + static_cast<std::ptrdiff_t>(begin),
+                 s.ids.begin() + static_cast<std::ptrdiff_t>(end));
+  out.offsets.assign(s.offsets.begin() + static_cast<std::ptrdiff_t>(begin),
+                     s.offsets.begin() + static_cast<std::ptrdiff_t>(end));
+  return out;
+}
+
+/// tokenizers' Encoding::truncate: windows of `room` tokens, each
+/// repeating `stride` of the one before, from the right or the left end.
+Windows cut(const SequenceTokens& s, std::size_t room, const Truncation& t) {
+  const std::size_t n = s.ids.size();
+  if (room >= n) return {s, {}};
+  if (room == 0) return {SequenceTokens{}, {s}};
+  if (t.stride >= room)
+    throw ConfigError(fmt::format(
+        "truncation: a stride of {} tokens must be below the {} tokens a window holds (the "
+        "length less the special tokens)",
+        t.stride, room));
+  const std::size_t step = room - t.stride;
+  std::vector<std::pair<std::size_t, std::size_t>> ranges;
+  if (t.direction == Truncation::Direction::right) {
+    for (std::size_t start = 0;; start += step) {
+      const std::size_t stop = std::min(start + room, n);
+      ranges.emplace_back(start, stop);
+      if (stop == n) break;
+    }
+  } else {
+    for (std::size_t last = n; last > 0;) {
+      const std::size_t stop = last;
+      const std::size_t start = stop > room ? stop - room : 0;
+      ranges.emplace_back(start, stop);
+      if (start == 0) break;
+      last = stop > step ? stop - step : 0;
+    }
+  }
+  Windows out{part(s, ranges[0].first, ranges[0].second), {}};
+  for (std::size_t i = 1; i < ranges.size(); ++i)
+    out.overflow.push_back(part(s, ranges[i].first, ranges[i].second));
+  return out;
+}
+
 }  // namespace
 
 PipelineTokenizer::PipelineTokenizer(const nlohmann::json& pipeline,
@@ -342,6 +391,67 @@ std::string PipelineTokenizer::decode(const std::vector<std::int32_t>& ids) cons
     if (!special) pieces.push_back(token(i));
   }
   return decode_tokens(decoder_, std::move(pieces));
+}
+
+// tokenizers' truncate_encodings, then Encoding::merge_with's order: the
+// main pair, each overflow of the first with the second and with each of
+// the second's overflows, then the first with each of the second's.
+std::vector<Encoding> PipelineTokenizer::encode_windows(const std::string& text_a,
+                                                        const std::optional<std::string>& text_b,
+                                                        std::int64_t max_length,
+                                                        const Truncation& truncation) const {
+  SequenceTokens a = encode_sequence(text_a);
+  std::optional<SequenceTokens> b;
+  if (text_b) b = encode_sequence(*text_b);
+  const std::size_t framing = post_.added(b.has_value());
+  const std::size_t room = max_length > static_cast<std::int64_t>(framing)
+                               ? static_cast<std::size_t>(max_length) - framing
+                               : 0;
+  const std::size_t na = a.ids.size(), nb = b ? b->ids.size() : 0;
+  Windows first{a, {}}, second{b ? *b : SequenceTokens{}, {}};
+  if (na + nb > room) {
+    const std::size_t to_remove = na + nb - room;
+    using Strategy = Truncation::Strategy;
+    if (truncation.strategy == Strategy::longest_first) {
+      std::size_t keep_a = room, keep_b = 0;
+      if (b) {
+        const bool a_shorter = na <= nb;
+        std::size_t shorter = a_shorter ? na : nb;
+        std::size_t longer = shorter > room ? shorter : std::max(shorter, room - shorter);
+        if (shorter + longer > room) {
+          shorter = room / 2;
+          longer = shorter + room % 2;
+        }
+        keep_a = a_shorter ? shorter : longer;
+        keep_b = a_shorter ? longer : shorter;
+      }
+      first = cut(a, keep_a, truncation);
+      if (b) second = cut(*b, keep_b, truncation);
+    } else {
+      const bool on_second = truncation.strategy == Strategy::only_second;
+      if (on_second && !b)
+        throw ConfigError("truncation only_second: there is no second text to cut");
+      const std::size_t length = on_second ? nb : na;
+      if (length <= to_remove)
+        throw ConfigError(fmt::format(
+            "truncation only_{}: the {} text has {} tokens, too few to lose {}",
+            on_second ? "second" : "first", on_second ? "second" : "first", length, to_remove));
+      (on_second ? second : first) = cut(on_second ? *b : a, length - to_remove, truncation);
+    }
+  }
+  const auto framed = [&](const SequenceTokens& x, const SequenceTokens* y) {
+    SequenceTokens left = x;
+    std::optional<SequenceTokens> right;
+    if (y) right = *y;
+    return frame(std::move(left), std::move(right), max_length, nullptr);
+  };
+  std::vector<Encoding> out{framed(first.main, b ? &second.main : nullptr)};
+  for (const SequenceTokens& o : first.overflow) {
+    out.push_back(framed(o, b ? &second.main : nullptr));
+    for (const SequenceTokens& p : second.overflow) out.push_back(framed(o, &p));
+  }
+  for (const SequenceTokens& p : second.overflow) out.push_back(framed(first.main, &p));
+  return out;
 }
 
 }  // namespace polyhal::text

@@ -59,6 +59,10 @@ class PipelineTokenizer final : public Tokenizer {
                       std::int64_t max_length, bool* truncated = nullptr) const override;
   Encoding encode(const std::string& text_a, const std::optional<std::string>& text_b,
                   std::int64_t max_length, bool* truncated = nullptr) const override;
+  std::vector<Encoding> encode_windows(const std::string& text_a,
+                                       const std::optional<std::string>& text_b,
+                                       std::int64_t max_length,
+                                       const Truncation& truncation) const override;
 
  private:
   /// The pieces of `text` between added tokens, and the added tokens.

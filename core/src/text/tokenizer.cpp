@@ -86,6 +86,18 @@ Encoding Tokenizer::encode(const std::string& text_a, const std::optional<std::s
   return encode_ids(ids(text_a), std::move(b), max_length, truncated);
 }
 
+std::vector<Encoding> Tokenizer::encode_windows(const std::string& text_a,
+                                                const std::optional<std::string>& text_b,
+                                                std::int64_t max_length,
+                                                const Truncation& truncation) const {
+  if (truncation.strategy != Truncation::Strategy::longest_first ||
+      truncation.direction != Truncation::Direction::right || truncation.stride != 0)
+    throw ConfigError(
+        "truncation of one side only, from the left or with a stride needs a tokenizer.json (a "
+        "vocab.txt truncates longest first, from the right)");
+  return {encode(text_a, text_b, max_length)};
+}
+
 std::unique_ptr<Tokenizer> open_tokenizer(const TokenizerSpec& spec) {
   if (spec.file.extension() == ".json") {
     TokenizerOptions options = spec.options;

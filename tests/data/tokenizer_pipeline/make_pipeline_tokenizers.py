@@ -19,7 +19,9 @@ reference.jsonl: for each kind and each line of corpus.txt (varied real
 text: many scripts, emoji, control and private-use characters, long words,
 accents, CJK), the ids and byte offsets without special tokens, the framed
 ids with special tokens, and every neighbour pair framed and truncated
-longest first at 8, 16 and 32 tokens (ids, type ids, offsets).
+longest first at 8, 16 and 32 tokens (ids, type ids, offsets), and the
+windows of WINDOWS' truncations with their overflowing encodings (every
+fourth line, which keeps the file small).
 
   python3 -m venv /tmp/ref && /tmp/ref/bin/pip install tokenizers==0.22.1 \\
       sentencepiece==0.2.0 transformers==4.57.1 protobuf==5.29.3
@@ -37,6 +39,10 @@ from transformers.convert_slow_tokenizer import XLMRobertaConverter
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(HERE)))
 PAIR_LENGTHS = (8, 16, 32)
+# (max_length, stride, strategy, direction, pair): question answering's
+# windows (only_second with a stride), the other strategies and the left end.
+WINDOWS = ((24, 4, "only_second", "right", True), (16, 2, "longest_first", "left", True),
+           (12, 3, "only_first", "right", False), (10, 0, "longest_first", "right", False))
 
 
 def corpus_lines():
@@ -129,6 +135,20 @@ def references(kind, path, lines):
             pair = tokenizer.encode(line, partner)
             record["pairs"].append({"max_length": length,
                                     **encoding_record(pair, line, partner)})
+        record["windows"] = []
+        for max_length, stride, strategy, direction, pair in WINDOWS if i % 4 == 0 else ():
+            try:
+                tokenizer.enable_truncation(max_length=max_length, stride=stride,
+                                            strategy=strategy, direction=direction)
+                enc = tokenizer.encode(line, partner) if pair else tokenizer.encode(line)
+            except BaseException as e:  # the library refuses (a Rust panic): polyhal must too
+                record["windows"].append({"refused": str(e)[:80]})
+                continue
+            texts = (line, partner) if pair else (line, None)
+            record["windows"].append(
+                {"max_length": max_length, "stride": stride, "strategy": strategy,
+                 "direction": direction, "pair": pair,
+                 "encodings": [encoding_record(e, *texts) for e in [enc] + enc.overflowing]})
         tokenizer.no_truncation()
         record["decoded"] = tokenizer.decode(framed.ids, skip_special_tokens=True)
         records.append(record)

@@ -73,6 +73,18 @@ struct SpecialTokenIds {
   std::optional<std::int32_t> mask;  ///< absent when the vocabulary has none
 };
 
+/// How a text or pair longer than its room is cut, as the tokenizers
+/// library's TruncationParams say: which side, from which end, and with a
+/// stride the windows the cut leaves over (question answering over a long
+/// context: only_second with a stride).
+struct Truncation {
+  enum class Strategy : std::uint8_t { longest_first, only_first, only_second };
+  enum class Direction : std::uint8_t { right, left };
+  Strategy strategy = Strategy::longest_first;
+  Direction direction = Direction::right;
+  std::size_t stride = 0;  ///< tokens each window repeats of the one before
+};
+
 class Tokenizer {
  public:
   virtual ~Tokenizer() = default;
@@ -107,6 +119,15 @@ class Tokenizer {
   /// The same from text (with offsets where the tokenizer tracks them).
   virtual Encoding encode(const std::string& text_a, const std::optional<std::string>& text_b,
                           std::int64_t max_length, bool* truncated = nullptr) const;
+  /// The text or pair framed and cut to `max_length` as `truncation` says,
+  /// then every window the cut leaves over (tokenizers' overflowing
+  /// encodings, in its order), each padded to `max_length`. A tokenizer.json
+  /// implements every strategy; a vocab.txt longest_first with no stride
+  /// (Google's rule) and refuses the others with a ConfigError.
+  virtual std::vector<Encoding> encode_windows(const std::string& text_a,
+                                               const std::optional<std::string>& text_b,
+                                               std::int64_t max_length,
+                                               const Truncation& truncation) const;
 };
 
 /// Which tokenizer to open: a vocab.txt (WordPiece, with the
