@@ -5,7 +5,8 @@
 //   model.hf_config  DIR/config.json
 //   model.weights    DIR/model.safetensors (or its shards, or the one TF checkpoint)
 //   data.vocab       DIR/tokenizer.json, else DIR/vocab.txt (its tokenizer_config.json beside
-//                    it), as transformers' fast tokenizer prefers them
+//                    it), else DIR/vocab.json + merges.txt (RoBERTa's slow files), as
+//                    transformers' fast tokenizer prefers them
 //   model.seq_len    sentence_bert_config.json's max_seq_length
 // Pooling and normalisation (inference.pooling/normalize auto) are read
 // from DIR's 1_Pooling/config.json and modules.json when the run needs them.
@@ -121,9 +122,12 @@ void read_model_directory(const RunConfig& config, ModelKeys& keys) {
     take_directory_head(config, keys);
   // The tokenizer.json first, as transformers' fast tokenizer reads it
   // (current transformers saves it alone); else a vocab.txt with the
-  // tokenizer files beside it.
+  // tokenizer files beside it; else RoBERTa's slow vocab.json and merges.txt.
+  const bool slow_bpe =
+      std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt");
   const auto vocabulary = std::filesystem::exists(dir / "tokenizer.json") ? dir / "tokenizer.json"
                           : std::filesystem::exists(dir / "vocab.txt")    ? dir / "vocab.txt"
+                          : slow_bpe                                      ? dir / "vocab.json"
                                                                           : std::filesystem::path();
   if (!vocabulary.empty()) {
     if (config.sets("data.vocab"))
@@ -173,7 +177,7 @@ ModelKeys resolve_model_keys(const RunConfig& config) {
   if (config.data.source == "text" && keys.vocab.empty())
     config.fail("data.vocab",
                 fmt::format("required when data.source is text: model.dir {} has neither "
-                            "vocab.txt nor tokenizer.json",
+                            "tokenizer.json, vocab.txt nor vocab.json with merges.txt",
                             keys.dir.string()));
   return keys;
 }

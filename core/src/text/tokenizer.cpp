@@ -102,7 +102,9 @@ std::unique_ptr<Tokenizer> open_tokenizer(const TokenizerSpec& spec) {
   if (spec.file.extension() == ".json") {
     TokenizerOptions options = spec.options;
     options.pair_truncation = PairTruncation::halves;
-    const nlohmann::json pipeline = read_tokenizer_json_file(spec.file);
+    const nlohmann::json pipeline = spec.file.filename() == "vocab.json"
+                                        ? pipeline_of_bpe_files(spec.file)
+                                        : read_tokenizer_json_file(spec.file);
     return std::make_unique<text::PipelineTokenizer>(pipeline, spec.file, options);
   }
   return std::make_unique<WordPieceTokenizer>(spec.file, spec.options);

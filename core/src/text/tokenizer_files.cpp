@@ -9,6 +9,7 @@
 #include "polyhal/error.hpp"
 #include "text/tokenizer_json.hpp"
 #include "util/json_file.hpp"
+#include "util/regular_file.hpp"
 
 namespace polyhal {
 namespace {
@@ -121,6 +122,53 @@ void read_tokenizer_json(const std::filesystem::path& file, TokenizerFiles& out)
 
 nlohmann::json read_tokenizer_json_file(const std::filesystem::path& file) {
   return detail::read_json_object(file, kMaxTokenizerJsonBytes, "tokenizer file");
+}
+
+nlohmann::json pipeline_of_bpe_files(const std::filesystem::path& vocab_json) {
+  const auto dir = vocab_json.parent_path();
+  nlohmann::json vocab = detail::read_json_object(vocab_json, kMaxTokenizerJsonBytes, "vocabulary");
+  const auto merges_file = dir / "merges.txt";
+  detail::refuse_special_or_oversized_file(merges_file, kMaxTokenizerJsonBytes, "merges file");
+  std::ifstream in(merges_file);
+  if (!in)
+    throw ConfigError(fmt::format("{}: cannot read the merges beside {}", merges_file.string(),
+                                  vocab_json.filename().string()));
+  nlohmann::json merges = nlohmann::json::array();
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty() || line.starts_with("#version")) continue;
+    merges.push_back(line);
+  }
+  nlohmann::json settings = nlohmann::json::object();
+  if (const auto file = dir / "tokenizer_config.json"; std::filesystem::exists(file))
+    settings = detail::read_json_object(file, kMaxTokenizerConfigBytes, "tokenizer config");
+  const bool prefix_space = settings.value("add_prefix_space", false);
+  const bool gpt2 = settings.value("tokenizer_class", "") == "GPT2Tokenizer";
+  nlohmann::json pipeline{
+      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}, {"unk_token", nullptr}}},
+      {"pre_tokenizer",
+       {{"type", "ByteLevel"}, {"add_prefix_space", prefix_space}, {"trim_offsets", true}}},
+      {"decoder", {{"type", "ByteLevel"}}},
+      {"added_tokens", nlohmann::json::array()}};
+  for (const char* name : {"<s>", "<pad>", "</s>", "<unk>", "<mask>"}) {
+    const auto id = vocab.find(name);
+    if (id == vocab.end() || !id->is_number_integer()) continue;
+    const bool mask = std::string(name) == "<mask>";
+    pipeline["added_tokens"].push_back({{"id", *id},
+                                        {"content", name},
+                                        {"lstrip", mask},
+                                        {"normalized", !mask},
+                                        {"special", true}});
+  }
+  if (!gpt2 && vocab.contains("<s>") && vocab.contains("</s>"))
+    pipeline["post_processor"] = {{"type", "RobertaProcessing"},
+                                  {"cls", nlohmann::json::array({"<s>", vocab.at("<s>")})},
+                                  {"sep", nlohmann::json::array({"</s>", vocab.at("</s>")})},
+                                  {"trim_offsets", true},
+                                  {"add_prefix_space", prefix_space}};
+  else
+    pipeline["post_processor"] = {{"type", "ByteLevel"}, {"trim_offsets", false}};
+  return pipeline;
 }
 
 TokenizerFiles read_tokenizer_files(const std::filesystem::path& vocab_file) {

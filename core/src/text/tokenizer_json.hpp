@@ -14,4 +14,11 @@ namespace polyhal {
 /// read_tokenizer_files (tokenizer_files.cpp).
 nlohmann::json read_tokenizer_json_file(const std::filesystem::path& file);
 
+/// RoBERTa's (or GPT-2's) slow files, `vocab_json` with the merges.txt and
+/// tokenizer_config.json beside it, as the tokenizer.json pipeline
+/// transformers' RobertaConverter (GPT2Converter for a GPT2Tokenizer) makes
+/// of them: byte-level BPE, ByteLevel pre-tokenizer and decoder,
+/// RobertaProcessing, the special tokens the vocabulary holds.
+nlohmann::json pipeline_of_bpe_files(const std::filesystem::path& vocab_json);
+
 }  // namespace polyhal

@@ -13,7 +13,10 @@ and saved as the hub's files are made:
   Precompiled normaliser (SentencePiece's compiled character map), the
   Metaspace pre-tokenizer and the template post-processor as the hub's
   XLM-R files have them;
-- wordpiece/tokenizer.json: ../tokenizer_json/bert_uncased's, re-read.
+- wordpiece/tokenizer.json: ../tokenizer_json/bert_uncased's, re-read;
+- roberta_slow_files/: the byte-level BPE as RoBERTa's slow files
+  (vocab.json, merges.txt, tokenizer_config.json), the reference what
+  transformers' RobertaTokenizerFast converts them to.
 
 reference.jsonl: for each kind and each line of corpus.txt (varied real
 text: many scripts, emoji, control and private-use characters, long words,
@@ -33,7 +36,7 @@ import tempfile
 
 import sentencepiece as spm
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import XLMRobertaTokenizer
+from transformers import RobertaTokenizerFast, XLMRobertaTokenizer
 from transformers.convert_slow_tokenizer import XLMRobertaConverter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -93,6 +96,27 @@ def make_unigram(out_dir):
     fast.save(os.path.join(out_dir, "tokenizer.json"))
 
 
+def make_roberta_slow_files(out_dir):
+    """The byte-level BPE as RoBERTa's slow files: vocab.json, merges.txt and a
+    tokenizer_config.json, no tokenizer.json (what transformers' fast
+    tokenizer converts with its RobertaConverter)."""
+    pipeline = json.load(open(os.path.join(HERE, "bpe_byte_level", "tokenizer.json"),
+                              encoding="utf-8"))
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(pipeline["model"]["vocab"], f, ensure_ascii=False)
+    with open(os.path.join(out_dir, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "".join(f"{a} {b}\n" for a, b in pipeline["model"]["merges"]))
+    with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+        json.dump({"tokenizer_class": "RobertaTokenizer", "add_prefix_space": False}, f)
+
+
+def slow_files_tokenizer(out_dir):
+    fast = RobertaTokenizerFast(vocab_file=os.path.join(out_dir, "vocab.json"),
+                                merges_file=os.path.join(out_dir, "merges.txt"))
+    return fast.backend_tokenizer
+
+
 def make_wordpiece(out_dir):
     tokenizer = Tokenizer.from_file(os.path.join(ROOT, "tests/data/tokenizer_json/bert_uncased/"
                                                  "tokenizer.json"))
@@ -121,7 +145,8 @@ def encoding_record(enc, text_a, text_b=None):
 
 
 def references(kind, path, lines):
-    tokenizer = Tokenizer.from_file(path)
+    tokenizer = (slow_files_tokenizer(os.path.dirname(path)) if path.endswith("vocab.json")
+                 else Tokenizer.from_file(path))
     records = []
     for i, line in enumerate(lines):
         tokenizer.no_truncation()
@@ -157,12 +182,13 @@ def references(kind, path, lines):
 
 def main():
     kinds = {"bpe_byte_level": make_bpe, "unigram_precompiled": make_unigram,
-             "wordpiece": make_wordpiece}
+             "wordpiece": make_wordpiece, "roberta_slow_files": make_roberta_slow_files}
     lines = corpus_lines()
     with open(os.path.join(HERE, "reference.jsonl"), "w", encoding="utf-8") as out:
         for kind, make in kinds.items():
             make(os.path.join(HERE, kind))
-            for record in references(kind, os.path.join(HERE, kind, "tokenizer.json"), lines):
+            file = "vocab.json" if kind == "roberta_slow_files" else "tokenizer.json"
+            for record in references(kind, os.path.join(HERE, kind, file), lines):
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
