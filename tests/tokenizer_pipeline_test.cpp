@@ -101,7 +101,9 @@ void expect_reference(const std::string& kind) {
   const auto lines = corpus();
   const auto records = references(kind);
   ASSERT_EQ(records.size(), lines.size()) << kind;
-  const auto file = kind == "roberta_slow_files" ? "vocab.json" : "tokenizer.json";
+  const auto file = kind == "roberta_slow_files" ? "vocab.json"
+                    : kind == "xlmr_slow_files"  ? "sentencepiece.bpe.model"
+                                                 : "tokenizer.json";
   const auto tokenizer = open_tokenizer({kData / kind / file, TokenizerOptions{}});
   int failures = 0;
   for (const auto& r : records) {
@@ -150,8 +152,39 @@ TEST(TokenizerPipeline, RobertasSlowFilesReadAsTheFastTokenizerConvertsThem) {
   expect_reference("roberta_slow_files");
 }
 
+TEST(TokenizerPipeline, XlmrsSentencePieceModelReadsAsTheFastTokenizerConvertsIt) {
+  expect_reference("xlmr_slow_files");
+}
+
 TEST(TokenizerPipeline, UnigramWithPrecompiledEqualsTheReference) {
   expect_reference("unigram_precompiled");
+}
+
+// A malformed SentencePiece model, or one of another tokenizer class than
+// XLM-R's, is refused naming the file and what is wrong.
+TEST(TokenizerPipeline, ASentencePieceModelPolyhalCannotReadIsRefusedByName) {
+  test::TempDir dir;
+  const auto refused = [&](const std::string& bytes, const std::string& needle) {
+    const auto file = dir.path() / "sentencepiece.bpe.model";
+    std::ofstream(file, std::ios::binary) << bytes;
+    try {
+      open_tokenizer({file, {}});
+      ADD_FAILURE() << "accepted " << needle;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  refused(std::string("\x0a\xff\xff\xff", 4),
+          "not a SentencePiece model: a number runs past the end");
+  refused(std::string("\x0a\x05"
+                      "ab",
+                      4),
+          "not a SentencePiece model: a field runs past the end");
+  refused(std::string("\x0a\x02\x0a\x00", 4), "fewer than 4 pieces");
+  std::ifstream in(kData / "xlmr_slow_files/sentencepiece.bpe.model", std::ios::binary);
+  const std::string model((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  dir.write("tokenizer_config.json", R"({"tokenizer_class": "T5Tokenizer"})");
+  refused(model, "T5Tokenizer over a SentencePiece model");
 }
 
 // A BERT encoder with XLM-R's Unigram tokenizer.json and Precompiled map,

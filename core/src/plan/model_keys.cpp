@@ -122,13 +122,16 @@ void read_model_directory(const RunConfig& config, ModelKeys& keys) {
     take_directory_head(config, keys);
   // The tokenizer.json first, as transformers' fast tokenizer reads it
   // (current transformers saves it alone); else a vocab.txt with the
-  // tokenizer files beside it; else RoBERTa's slow vocab.json and merges.txt.
+  // tokenizer files beside it; else RoBERTa's slow vocab.json and merges.txt,
+  // else XLM-R's sentencepiece.bpe.model.
   const bool slow_bpe =
       std::filesystem::exists(dir / "vocab.json") && std::filesystem::exists(dir / "merges.txt");
   const auto vocabulary = std::filesystem::exists(dir / "tokenizer.json") ? dir / "tokenizer.json"
                           : std::filesystem::exists(dir / "vocab.txt")    ? dir / "vocab.txt"
                           : slow_bpe                                      ? dir / "vocab.json"
-                                                                          : std::filesystem::path();
+                          : std::filesystem::exists(dir / "sentencepiece.bpe.model")
+                              ? dir / "sentencepiece.bpe.model"
+                              : std::filesystem::path();
   if (!vocabulary.empty()) {
     if (config.sets("data.vocab"))
       say_override(config, "data.vocab", "(given)", vocabulary.string());

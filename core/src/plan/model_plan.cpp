@@ -174,7 +174,8 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
   // The directory's tokenizer: its tokenizer.json, else its vocab.txt
   // (plan/model_keys.cpp's rule).
   if (m.vocab.empty() && !m.model_dir.empty()) {
-    for (const char* file : {"tokenizer.json", "vocab.txt", "vocab.json"}) {
+    for (const char* file :
+         {"tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model"}) {
       if (std::filesystem::exists(m.model_dir / file)) {
         m.vocab = m.model_dir / file;
         m.vocab_source = m.weights_key + " " + m.model_dir.string();

@@ -99,6 +99,9 @@ std::vector<Encoding> Tokenizer::encode_windows(const std::string& text_a,
 }
 
 std::unique_ptr<Tokenizer> open_tokenizer(const TokenizerSpec& spec) {
+  if (spec.file.extension() == ".model")
+    return std::make_unique<text::PipelineTokenizer>(pipeline_of_sentencepiece(spec.file),
+                                                     spec.file, spec.options);
   if (spec.file.extension() == ".json") {
     TokenizerOptions options = spec.options;
     options.pair_truncation = PairTruncation::halves;

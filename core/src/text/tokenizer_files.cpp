@@ -7,6 +7,7 @@
 #include <string>
 
 #include "polyhal/error.hpp"
+#include "text/sentencepiece_model.hpp"
 #include "text/tokenizer_json.hpp"
 #include "util/json_file.hpp"
 #include "util/regular_file.hpp"
@@ -124,6 +125,29 @@ nlohmann::json read_tokenizer_json_file(const std::filesystem::path& file) {
   return detail::read_json_object(file, kMaxTokenizerJsonBytes, "tokenizer file");
 }
 
+nlohmann::json pipeline_of_sentencepiece(const std::filesystem::path& model_file) {
+  const auto dir = model_file.parent_path();
+  if (const auto file = dir / "tokenizer_config.json"; std::filesystem::exists(file)) {
+    const auto settings =
+        detail::read_json_object(file, kMaxTokenizerConfigBytes, "tokenizer config");
+    const std::string name = settings.value("tokenizer_class", "XLMRobertaTokenizer");
+    if (name != "XLMRobertaTokenizer" && name != "XLMRobertaTokenizerFast")
+      unsupported(file, "tokenizer_class",
+                  name +
+                      " over a SentencePiece model: only XLM-R's layout is converted here; "
+                      "save the tokenizer with transformers (save_pretrained writes a "
+                      "tokenizer.json) and point data.vocab at it");
+  }
+  detail::refuse_special_or_oversized_file(model_file, kMaxTokenizerJsonBytes,
+                                           "SentencePiece model");
+  std::ifstream in(model_file, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in && !in.eof())
+    throw ConfigError(fmt::format("{}: cannot read the SentencePiece model", model_file.string()));
+  return text::xlm_roberta_pipeline(text::parse_sentencepiece_model(bytes, model_file.string()),
+                                    model_file.string());
+}
+
 nlohmann::json pipeline_of_bpe_files(const std::filesystem::path& vocab_json) {
   const auto dir = vocab_json.parent_path();
   nlohmann::json vocab = detail::read_json_object(vocab_json, kMaxTokenizerJsonBytes, "vocabulary");
@@ -174,6 +198,12 @@ nlohmann::json pipeline_of_bpe_files(const std::filesystem::path& vocab_json) {
 TokenizerFiles read_tokenizer_files(const std::filesystem::path& vocab_file) {
   TokenizerFiles out;
   const auto dir = vocab_file.parent_path();
+  // A SentencePiece model decides its own casing (XLM-R's does not lower-case).
+  if (vocab_file.extension() == ".model") {
+    out.casing_fixed = true;
+    out.lower_case = false;
+    return out;
+  }
   // A tokenizer.json is read whole by its pipeline (pipeline_tokenizer.cpp):
   // it says every setting itself. Only BertTokenizerFast's rule is taken
   // from beside it: tokenizer_config.json's do_lower_case rebuilds a

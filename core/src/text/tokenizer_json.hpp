@@ -21,4 +21,9 @@ nlohmann::json read_tokenizer_json_file(const std::filesystem::path& file);
 /// RobertaProcessing, the special tokens the vocabulary holds.
 nlohmann::json pipeline_of_bpe_files(const std::filesystem::path& vocab_json);
 
+/// XLM-R's slow sentencepiece.bpe.model (the tokenizer_config.json beside
+/// it naming XLMRobertaTokenizer, or none) as the pipeline
+/// XLMRobertaTokenizerFast converts it to (sentencepiece_model.hpp).
+nlohmann::json pipeline_of_sentencepiece(const std::filesystem::path& model_file);
+
 }  // namespace polyhal

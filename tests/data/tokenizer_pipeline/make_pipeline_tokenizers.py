@@ -16,7 +16,10 @@ and saved as the hub's files are made:
 - wordpiece/tokenizer.json: ../tokenizer_json/bert_uncased's, re-read;
 - roberta_slow_files/: the byte-level BPE as RoBERTa's slow files
   (vocab.json, merges.txt, tokenizer_config.json), the reference what
-  transformers' RobertaTokenizerFast converts them to.
+  transformers' RobertaTokenizerFast converts them to;
+- xlmr_slow_files/: the Unigram's sentencepiece.bpe.model (XLM-R's slow
+  file) with its tokenizer_config.json, the reference what
+  XLMRobertaTokenizerFast converts it to.
 
 reference.jsonl: for each kind and each line of corpus.txt (varied real
 text: many scripts, emoji, control and private-use characters, long words,
@@ -32,11 +35,12 @@ fourth line, which keeps the file small).
 """
 import json
 import os
+import shutil
 import tempfile
 
 import sentencepiece as spm
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
-from transformers import RobertaTokenizerFast, XLMRobertaTokenizer
+from transformers import RobertaTokenizerFast, XLMRobertaTokenizer, XLMRobertaTokenizerFast
 from transformers.convert_slow_tokenizer import XLMRobertaConverter
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -92,6 +96,11 @@ def make_unigram(out_dir):
                                        minloglevel=2)
         slow = XLMRobertaTokenizer(vocab_file=prefix + ".model")
         fast = XLMRobertaConverter(slow).converted()
+        slow_dir = os.path.join(HERE, "xlmr_slow_files")
+        os.makedirs(slow_dir, exist_ok=True)
+        shutil.copy(prefix + ".model", os.path.join(slow_dir, "sentencepiece.bpe.model"))
+        with open(os.path.join(slow_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
+            json.dump({"tokenizer_class": "XLMRobertaTokenizer"}, f)
     os.makedirs(out_dir, exist_ok=True)
     fast.save(os.path.join(out_dir, "tokenizer.json"))
 
@@ -145,8 +154,12 @@ def encoding_record(enc, text_a, text_b=None):
 
 
 def references(kind, path, lines):
-    tokenizer = (slow_files_tokenizer(os.path.dirname(path)) if path.endswith("vocab.json")
-                 else Tokenizer.from_file(path))
+    if path.endswith("vocab.json"):
+        tokenizer = slow_files_tokenizer(os.path.dirname(path))
+    elif path.endswith(".model"):  # what XLMRobertaTokenizerFast converts the slow file to
+        tokenizer = XLMRobertaTokenizerFast(vocab_file=path).backend_tokenizer
+    else:
+        tokenizer = Tokenizer.from_file(path)
     records = []
     for i, line in enumerate(lines):
         tokenizer.no_truncation()
@@ -182,12 +195,14 @@ def references(kind, path, lines):
 
 def main():
     kinds = {"bpe_byte_level": make_bpe, "unigram_precompiled": make_unigram,
-             "wordpiece": make_wordpiece, "roberta_slow_files": make_roberta_slow_files}
+             "wordpiece": make_wordpiece, "roberta_slow_files": make_roberta_slow_files,
+             "xlmr_slow_files": lambda out_dir: None}  # written by make_unigram
     lines = corpus_lines()
     with open(os.path.join(HERE, "reference.jsonl"), "w", encoding="utf-8") as out:
         for kind, make in kinds.items():
             make(os.path.join(HERE, kind))
-            file = "vocab.json" if kind == "roberta_slow_files" else "tokenizer.json"
+            file = {"roberta_slow_files": "vocab.json",
+                    "xlmr_slow_files": "sentencepiece.bpe.model"}.get(kind, "tokenizer.json")
             for record in references(kind, os.path.join(HERE, kind, file), lines):
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
