@@ -20,8 +20,9 @@ ConfigSection data() {
            "text: one example a line, a TAB between the two of a pair", {},
            {.input = InputPath::file})
       .add("vocab", &DataSection::vocab,
-           "the tokenizer: a BERT vocab.txt or a WordPiece tokenizer.json", {},
-           {.input = InputPath::file_or_directory})
+           "the tokenizer: a tokenizer.json (WordPiece, BPE or Unigram), a BERT vocab.txt, "
+           "RoBERTa's vocab.json (merges.txt beside it) or XLM-R's sentencepiece.bpe.model",
+           {}, {.input = InputPath::file_or_directory})
       .add("lower_case", &DataSection::lower_case, "lower-case text before WordPiece")
       .custom(
           "special_tokens", "split (BERT's reference) or keep a literal [MASK] in text",

@@ -135,7 +135,8 @@ ConfigSection model() {
       .add("dir", &ModelSection::dir,
            "a Hugging Face or sentence-transformers model directory, read whole as those "
            "libraries read it: its config.json, weights (one file or shards), its tokenizer "
-           "(vocab.txt and the settings beside it, or tokenizer.json alone), "
+           "(tokenizer.json, else vocab.txt and the settings beside it, else the slow "
+           "vocab.json + merges.txt or sentencepiece.bpe.model), "
            "sentence_bert_config.json's max_seq_length as seq_len, and (inference.pooling and "
            "normalize auto) its pooling and Normalize modules; a key given as well wins, with "
            "a warning",
