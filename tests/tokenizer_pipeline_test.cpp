@@ -10,6 +10,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -185,6 +186,45 @@ TEST(TokenizerPipeline, ASentencePieceModelPolyhalCannotReadIsRefusedByName) {
   const std::string model((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   dir.write("tokenizer_config.json", R"({"tokenizer_class": "T5Tokenizer"})");
   refused(model, "T5Tokenizer over a SentencePiece model");
+}
+
+// One tokenizer shared by four threads encodes every line as one thread
+// does (the served model tokenizes on its preparation pool).
+TEST(TokenizerPipeline, OneTokenizerIsSafeFromSeveralThreads) {
+  const auto lines = corpus();
+  for (const char* kind : {"wordpiece", "bpe_byte_level", "unigram_precompiled"}) {
+    const auto tokenizer = open_tokenizer({kData / kind / "tokenizer.json", {}});
+    std::vector<std::vector<std::int32_t>> alone;
+    for (const auto& line : lines)
+      alone.push_back(tokenizer->encode(line, std::nullopt, 0).input_ids);
+    std::vector<std::vector<std::vector<std::int32_t>>> shared(4, alone);
+    std::vector<std::thread> threads;
+    for (std::size_t t = 0; t < shared.size(); ++t)
+      threads.emplace_back([&, t] {
+        for (int round = 0; round < 20; ++round)
+          for (std::size_t i = 0; i < lines.size(); ++i)
+            shared[t][i] = tokenizer->encode(lines[i], std::nullopt, 0).input_ids;
+      });
+    for (auto& thread : threads) thread.join();
+    for (const auto& each : shared) EXPECT_EQ(each, alone) << kind;
+  }
+}
+
+// A tokenizer holding more tokens than the model's embedding is refused
+// when it opens, naming the file (every task opens the card's spec).
+TEST(TokenizerPipeline, AVocabularyLargerThanTheModelsIsRefusedAtOpen) {
+  const auto file = kData / "bpe_byte_level/tokenizer.json";
+  EXPECT_NO_THROW(open_tokenizer({file, {}, 1200}));
+  try {
+    open_tokenizer({file, {}, 1000});
+    ADD_FAILURE() << "accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(file.string() + ": vocabulary has 1200 tokens but the model's "
+                                                   "vocab_size is 1000"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 // A BERT encoder with XLM-R's Unigram tokenizer.json and Precompiled map,

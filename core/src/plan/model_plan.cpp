@@ -158,7 +158,7 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
     take_keys(keys, m);
     m.dims = resolve_bert_config(model, m.origin);
     check_sequence_fits(config, keys, m.dims);
-    m.tokenizer = {m.vocab, resolve_tokenizer_options(config, m.vocab)};
+    m.tokenizer = {m.vocab, resolve_tokenizer_options(config, m.vocab), m.dims.vocab_size};
     return m;
   }
   const bool directory = !init.empty() && std::filesystem::is_directory(init);
@@ -183,7 +183,7 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
       }
     }
   }
-  m.tokenizer = {m.vocab, resolve_tokenizer_options(config, m.vocab)};
+  m.tokenizer = {m.vocab, resolve_tokenizer_options(config, m.vocab), m.dims.vocab_size};
   model_head(config, m);
   return m;
 }

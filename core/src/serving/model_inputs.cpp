@@ -54,12 +54,7 @@ TensorMap read_inference_weights(const RunConfig& config, const ModelPlan& card,
 }
 
 std::unique_ptr<Tokenizer> open_text_tokenizer(const ModelPlan& card) {
-  auto tokenizer = open_tokenizer(card.tokenizer);
-  if (static_cast<std::int64_t>(tokenizer->vocab_size()) > card.dims.vocab_size)
-    throw ConfigError(fmt::format("{}: vocabulary has {} tokens but the model's vocab_size is {}",
-                                  card.tokenizer.file.string(), tokenizer->vocab_size(),
-                                  card.dims.vocab_size));
-  return tokenizer;
+  return open_tokenizer(card.tokenizer);  // the card's spec checks the model's vocab_size
 }
 
 SentencePooling text_pooling(const std::string& pooling_key, const std::string& normalize_key,

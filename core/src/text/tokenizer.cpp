@@ -98,7 +98,9 @@ std::vector<Encoding> Tokenizer::encode_windows(const std::string& text_a,
   return {encode(text_a, text_b, max_length)};
 }
 
-std::unique_ptr<Tokenizer> open_tokenizer(const TokenizerSpec& spec) {
+namespace {
+
+std::unique_ptr<Tokenizer> open_unchecked(const TokenizerSpec& spec) {
   if (spec.file.extension() == ".model")
     return std::make_unique<text::PipelineTokenizer>(pipeline_of_sentencepiece(spec.file),
                                                      spec.file, spec.options);
@@ -111,6 +113,16 @@ std::unique_ptr<Tokenizer> open_tokenizer(const TokenizerSpec& spec) {
     return std::make_unique<text::PipelineTokenizer>(pipeline, spec.file, options);
   }
   return std::make_unique<WordPieceTokenizer>(spec.file, spec.options);
+}
+
+}  // namespace
+
+std::unique_ptr<Tokenizer> open_tokenizer(const TokenizerSpec& spec) {
+  auto tokenizer = open_unchecked(spec);
+  if (spec.model_vocab > 0 && static_cast<std::int64_t>(tokenizer->vocab_size()) > spec.model_vocab)
+    throw ConfigError(fmt::format("{}: vocabulary has {} tokens but the model's vocab_size is {}",
+                                  spec.file.string(), tokenizer->vocab_size(), spec.model_vocab));
+  return tokenizer;
 }
 
 }  // namespace polyhal

@@ -122,7 +122,8 @@ struct ModelPlan {
   /// The tokenizer: `vocab` with data.lower_case (else the directory's
   /// do_lower_case, else uncased), data.special_tokens (else kept as text by
   /// the tasks that run inference, split by the others) and the directory's
-  /// longest-word rule.
+  /// longest-word rule; refused at open when it holds more tokens than the
+  /// model's vocab_size.
   TokenizerSpec tokenizer;
   /// Tokens per sequence: model.seq_len, else model.dir's
   /// sentence_bert_config.json max_seq_length; and where that came from.

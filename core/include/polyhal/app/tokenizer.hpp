@@ -137,6 +137,9 @@ class Tokenizer {
 struct TokenizerSpec {
   std::filesystem::path file;
   TokenizerOptions options;
+  /// The model's vocab_size (its embedding's rows): a tokenizer with more
+  /// tokens is refused when it opens, naming the file (0: not checked).
+  std::int64_t model_vocab = 0;
 };
 
 /// The tokenizer `spec` names. Throws ConfigError naming the file (and the
