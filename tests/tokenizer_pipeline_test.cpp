@@ -175,13 +175,12 @@ TEST(TokenizerPipeline, ASentencePieceModelPolyhalCannotReadIsRefusedByName) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  refused(std::string("\x0a\xff\xff\xff", 4),
-          "not a SentencePiece model: a number runs past the end");
+  refused(std::string("\x0a\xff\xff\xff", 4), "not a SentencePiece model (its protobuf");
   refused(std::string("\x0a\x05"
                       "ab",
                       4),
-          "not a SentencePiece model: a field runs past the end");
-  refused(std::string("\x0a\x02\x0a\x00", 4), "fewer than 4 pieces");
+          "not a SentencePiece model (its protobuf");
+  refused(std::string("\x0a\x02\x0a\x00", 4), "a SentencePiece model of 1 pieces");
   std::ifstream in(kData / "xlmr_slow_files/sentencepiece.bpe.model", std::ios::binary);
   const std::string model((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   dir.write("tokenizer_config.json", R"({"tokenizer_class": "T5Tokenizer"})");

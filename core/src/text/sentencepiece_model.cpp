@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
+#include <limits>
+
+#include <proto/sentencepiece_model.pb.h>
 
 #include "polyhal/error.hpp"
 
@@ -10,121 +12,25 @@ namespace polyhal::text {
 namespace {
 
 // The model's vocabulary limit (docs/hardening.md).
-constexpr std::size_t kMostPieces = std::size_t{1} << 24;
-
-/// Protobuf's wire format over a byte range, every read checked.
-class Wire {
- public:
-  Wire(std::string_view bytes, const std::string& where) : bytes_(bytes), where_(where) {}
-  bool done() const { return at_ >= bytes_.size(); }
-  std::uint64_t varint() {
-    std::uint64_t value = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (at_ >= bytes_.size()) fail("a number runs past the end");
-      const auto byte = static_cast<unsigned char>(bytes_[at_++]);
-      value |= static_cast<std::uint64_t>(byte & 0x7F) << shift;
-      if ((byte & 0x80) == 0) return value;
-    }
-    fail("a number of more than 10 bytes");
-  }
-  std::string_view bytes() {
-    const std::uint64_t length = varint();
-    if (length > bytes_.size() - at_) fail("a field runs past the end");
-    const std::string_view out = bytes_.substr(at_, static_cast<std::size_t>(length));
-    at_ += static_cast<std::size_t>(length);
-    return out;
-  }
-  float fixed32() {
-    if (bytes_.size() - at_ < 4) fail("a number runs past the end");
-    std::uint32_t bits = 0;
-    for (int i = 0; i < 4; ++i)
-      bits |= static_cast<std::uint32_t>(static_cast<unsigned char>(bytes_[at_ + i])) << (8 * i);
-    at_ += 4;
-    float out;
-    std::memcpy(&out, &bits, sizeof out);
-    return out;
-  }
-  /// Skips a field of wire type `type`.
-  void skip(std::uint64_t type) {
-    if (type == 0) {
-      (void)varint();
-    } else if (type == 1) {
-      if (bytes_.size() - at_ < 8) fail("a number runs past the end");
-      at_ += 8;
-    } else if (type == 2) {
-      (void)bytes();
-    } else if (type == 5) {
-      (void)fixed32();
-    } else {
-      fail(fmt::format("wire type {} is not protobuf's", type));
-    }
-  }
-  [[noreturn]] void fail(const std::string& what) const {
-    throw ConfigError(
-        fmt::format("{}: not a SentencePiece model: {} (byte {})", where_, what, at_));
-  }
-
- private:
-  std::string_view bytes_;
-  std::string where_;
-  std::size_t at_ = 0;
-};
-
-SentencePieceModel::Piece parse_piece(std::string_view bytes, const std::string& where) {
-  SentencePieceModel::Piece piece;
-  Wire wire(bytes, where);
-  while (!wire.done()) {
-    const std::uint64_t key = wire.varint();
-    const std::uint64_t field = key >> 3, type = key & 7;
-    if (field == 1 && type == 2) {
-      piece.text = std::string(wire.bytes());
-    } else if (field == 2 && type == 5) {
-      piece.score = wire.fixed32();
-    } else if (field == 3 && type == 0) {
-      piece.type = static_cast<int>(wire.varint() & 0xFF);
-    } else {
-      wire.skip(type);
-    }
-  }
-  return piece;
-}
+constexpr int kMostPieces = 1 << 24;
 
 }  // namespace
 
 SentencePieceModel parse_sentencepiece_model(const std::string& bytes, const std::string& where) {
+  spmproto::ModelProto proto;
+  if (bytes.size() > static_cast<std::size_t>(std::numeric_limits<int>::max()) ||
+      !proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    throw ConfigError(
+        fmt::format("{}: not a SentencePiece model (its protobuf does not parse)", where));
+  if (proto.pieces_size() < 4 || proto.pieces_size() > kMostPieces)
+    throw ConfigError(fmt::format("{}: a SentencePiece model of {} pieces: expected 4 to {}", where,
+                                  proto.pieces_size(), kMostPieces));
   SentencePieceModel model;
-  Wire wire(bytes, where);
-  while (!wire.done()) {
-    const std::uint64_t key = wire.varint();
-    const std::uint64_t field = key >> 3, type = key & 7;
-    if (field == 1 && type == 2) {
-      if (model.pieces.size() >= kMostPieces) wire.fail("more pieces than a model holds");
-      model.pieces.push_back(parse_piece(wire.bytes(), where));
-    } else if (field == 2 && type == 2) {  // TrainerSpec: model_type is field 3
-      Wire trainer(wire.bytes(), where);
-      while (!trainer.done()) {
-        const std::uint64_t k = trainer.varint();
-        if ((k >> 3) == 3 && (k & 7) == 0) {
-          model.model_type = static_cast<int>(trainer.varint() & 0xFF);
-        } else {
-          trainer.skip(k & 7);
-        }
-      }
-    } else if (field == 3 && type == 2) {  // NormalizerSpec: precompiled_charsmap is field 2
-      Wire normalizer(wire.bytes(), where);
-      while (!normalizer.done()) {
-        const std::uint64_t k = normalizer.varint();
-        if ((k >> 3) == 2 && (k & 7) == 2) {
-          model.precompiled_charsmap = std::string(normalizer.bytes());
-        } else {
-          normalizer.skip(k & 7);
-        }
-      }
-    } else {
-      wire.skip(type);
-    }
-  }
-  if (model.pieces.size() < 4) wire.fail("fewer than 4 pieces");
+  model.pieces.reserve(static_cast<std::size_t>(proto.pieces_size()));
+  for (const auto& piece : proto.pieces())
+    model.pieces.push_back({piece.piece(), piece.score(), piece.type()});
+  model.model_type = proto.trainer_spec().model_type();
+  model.precompiled_charsmap = proto.normalizer_spec().precompiled_charsmap();
   return model;
 }
 

@@ -1,9 +1,9 @@
 #pragma once
 // SentencePiece's model file (sentencepiece.bpe.model, XLM-R's slow
-// tokenizer file): the protobuf ModelProto's pieces, model type, unknown id
-// and compiled character map, read by hand (the three fields polyhal needs;
-// protobuf's wire format, every length and index checked), and the
-// tokenizer.json pipeline transformers' XLMRobertaConverter makes of it.
+// tokenizer file): its ModelProto's pieces, model type and compiled
+// character map, parsed by protobuf (core/proto/sentencepiece_model.proto,
+// the fields polyhal needs), and the tokenizer.json pipeline transformers'
+// XLMRobertaConverter makes of it.
 #include <cstdint>
 #include <filesystem>
 #include <string>
