@@ -7,6 +7,7 @@
 
 #include "polyhal/error.hpp"
 #include "text/token_decoders.hpp"
+#include "text/truncation.hpp"
 
 namespace polyhal::text {
 namespace {
@@ -75,18 +76,8 @@ bool is_space_byte(char c) {
 void truncate_pair(SequenceTokens& a, SequenceTokens* b, std::size_t room) {
   const std::size_t nb = b ? b->ids.size() : 0;
   if (a.ids.size() + nb <= room) return;
-  std::size_t keep_a = room, keep_b = 0;
-  if (b) {
-    const bool a_shorter = a.ids.size() <= nb;
-    std::size_t shorter = a_shorter ? a.ids.size() : nb;
-    std::size_t longer = shorter > room ? shorter : std::max(shorter, room - shorter);
-    if (shorter + longer > room) {
-      shorter = room / 2;
-      longer = shorter + room % 2;
-    }
-    keep_a = a_shorter ? shorter : longer;
-    keep_b = a_shorter ? longer : shorter;
-  }
+  const auto [keep_a, keep_b] =
+      b ? longest_first_lengths(a.ids.size(), nb, room) : std::pair{room, std::size_t{0}};
   const auto cut = [](SequenceTokens& s, std::size_t n) {
     if (s.ids.size() <= n) return;
     s.ids.resize(n);
@@ -166,6 +157,7 @@ PipelineTokenizer::PipelineTokenizer(const nlohmann::json& pipeline,
   pre_tokenizer_ = make_pre_tokenizer(part("pre_tokenizer"), where("pre_tokenizer"));
   model_ = make_token_model(part("model"), where("model"));
   added_ = read_added(pipeline, source_);
+  for (const AddedToken& t : added_) starts_added_[static_cast<unsigned char>(t.content[0])] = true;
   tokens_ = model_->tokens();
   const std::size_t model_size = tokens_.size();
   for (std::size_t i = 0; i < added_.size(); ++i) {
@@ -234,7 +226,7 @@ void PipelineTokenizer::split_added(const std::string& text, SequenceTokens& out
   std::size_t done = 0, at = 0;
   while (at < text.size()) {
     const AddedToken* match = nullptr;
-    if (!added_.empty())
+    if (starts_added_[static_cast<unsigned char>(text[at])])
       for (const AddedToken& t : added_) {
         if (text.compare(at, t.content.size(), t.content) != 0) continue;
         const std::size_t end = at + t.content.size();
@@ -413,18 +405,8 @@ std::vector<Encoding> PipelineTokenizer::encode_windows(const std::string& text_
     const std::size_t to_remove = na + nb - room;
     using Strategy = Truncation::Strategy;
     if (truncation.strategy == Strategy::longest_first) {
-      std::size_t keep_a = room, keep_b = 0;
-      if (b) {
-        const bool a_shorter = na <= nb;
-        std::size_t shorter = a_shorter ? na : nb;
-        std::size_t longer = shorter > room ? shorter : std::max(shorter, room - shorter);
-        if (shorter + longer > room) {
-          shorter = room / 2;
-          longer = shorter + room % 2;
-        }
-        keep_a = a_shorter ? shorter : longer;
-        keep_b = a_shorter ? longer : shorter;
-      }
+      const auto [keep_a, keep_b] =
+          b ? longest_first_lengths(na, nb, room) : std::pair{room, std::size_t{0}};
       first = cut(a, keep_a, truncation);
       if (b) second = cut(*b, keep_b, truncation);
     } else {

@@ -5,6 +5,7 @@
 // the post-processor's template, longest-first truncation, and offsets into
 // the original text for every token. Immutable once read: safe from several
 // threads at once.
+#include <array>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -79,6 +80,8 @@ class PipelineTokenizer final : public Tokenizer {
   std::unique_ptr<TokenModel> model_;
   PostProcessor post_;
   std::vector<AddedToken> added_;  ///< longest first, for leftmost-longest matching
+  /// The bytes an added token starts with: the scan for them skips the rest.
+  std::array<bool, 256> starts_added_{};
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, std::int32_t> ids_;
   SpecialTokenIds special_;

@@ -25,8 +25,9 @@ void replace_all(std::string& text, std::string_view from, std::string_view to) 
     text.replace(at, from.size(), to);
 }
 
-/// transformers' clean_up_tokenization (the WordPiece decoder's cleanup).
-void clean_up(std::string& text) {
+}  // namespace
+
+void clean_up_tokenization(std::string& text) {
   for (const auto& [from, to] : {std::pair<std::string_view, std::string_view>{" .", "."},
                                  {" ?", "?"},
                                  {" !", "!"},
@@ -39,6 +40,8 @@ void clean_up(std::string& text) {
                                  {" 're", "'re"}})
     replace_all(text, from, to);
 }
+
+namespace {
 
 /// "<0x41>" -> 0x41, or -1.
 int fallback_byte(const std::string& token) {
@@ -73,7 +76,7 @@ void decode_chain(const nlohmann::json& d, std::vector<std::string>& tokens) {
           tokens[i] = " " + tokens[i];
         }
       }
-      if (cleanup) clean_up(tokens[i]);
+      if (cleanup) clean_up_tokenization(tokens[i]);
     }
   } else if (type == "ByteLevel") {
     std::string bytes;

@@ -13,6 +13,9 @@ namespace polyhal::text {
 /// badly formed (checked once, when the file is read).
 void check_decoder(const nlohmann::json& decoder, const std::string& where);
 
+/// transformers' clean_up_tokenization: " ." -> ".", " n't" -> "n't", ...
+void clean_up_tokenization(std::string& text);
+
 /// `tokens` decoded by `decoder` (null: joined with spaces).
 std::string decode_tokens(const nlohmann::json& decoder, std::vector<std::string> tokens);
 

@@ -199,14 +199,8 @@ class BpeModel final : public TokenModel {
         continue;
       }
       if (byte_fallback_) {
-        std::vector<std::int32_t> ids;
-        for (const char b : bytes) {
-          const std::int32_t id = id_of(fmt::format("<0x{:02X}>", static_cast<unsigned char>(b)));
-          if (id < 0) break;
-          ids.push_back(id);
-        }
-        if (ids.size() == bytes.size()) {
-          for (const std::int32_t id : ids) symbols.push_back({id, i, i + 1});
+        if (const auto ids = byte_pieces(bytes)) {
+          for (const std::int32_t id : *ids) symbols.push_back({id, i, i + 1});
           continue;
         }
       }
@@ -351,15 +345,9 @@ class UnigramModel final : public TokenModel {
     for (const WordPiece& p : path) {
       const bool unknown = p.id == unk_ || p.id < 0;
       if (unknown && byte_fallback_) {
-        std::string bytes = to_utf8(std::u32string_view(word).substr(p.begin, p.end - p.begin));
-        std::vector<std::int32_t> ids;
-        for (const char b : bytes) {
-          const std::int32_t id = id_of(fmt::format("<0x{:02X}>", static_cast<unsigned char>(b)));
-          if (id < 0) break;
-          ids.push_back(id);
-        }
-        if (ids.size() == bytes.size()) {
-          for (const std::int32_t id : ids) out.push_back({id, p.begin, p.end});
+        if (const auto ids =
+                byte_pieces(to_utf8(std::u32string_view(word).substr(p.begin, p.end - p.begin)))) {
+          for (const std::int32_t id : *ids) out.push_back({id, p.begin, p.end});
           continue;
         }
       }
@@ -381,6 +369,16 @@ class UnigramModel final : public TokenModel {
 std::int32_t TokenModel::id_of(const std::string& token) const {
   const auto it = ids_.find(token);
   return it == ids_.end() ? -1 : it->second;
+}
+
+std::optional<std::vector<std::int32_t>> TokenModel::byte_pieces(const std::string& bytes) const {
+  std::vector<std::int32_t> ids;
+  for (const char b : bytes) {
+    const std::int32_t id = id_of(fmt::format("<0x{:02X}>", static_cast<unsigned char>(b)));
+    if (id < 0) return std::nullopt;
+    ids.push_back(id);
+  }
+  return ids;
 }
 
 const std::string& TokenModel::continuing_prefix() const {

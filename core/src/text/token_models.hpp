@@ -5,6 +5,7 @@
 // Unigram (Viterbi over the pieces' scores, unknowns fused, byte fallback).
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -37,6 +38,9 @@ class TokenModel {
  protected:
   /// Indexes `tokens_`; ConfigError naming `where` for more than `most`.
   void index(const std::string& where);
+  /// byte_fallback: the <0xXX> piece of each byte of `bytes`, or nothing
+  /// when the vocabulary lacks one of them.
+  std::optional<std::vector<std::int32_t>> byte_pieces(const std::string& bytes) const;
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, std::int32_t> ids_;
   std::int32_t unk_ = -1;

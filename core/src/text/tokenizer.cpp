@@ -11,6 +11,7 @@
 #include "polyhal/error.hpp"
 #include "text/pipeline_tokenizer.hpp"
 #include "text/tokenizer_json.hpp"
+#include "text/truncation.hpp"
 
 namespace polyhal {
 namespace {
@@ -24,18 +25,9 @@ void truncate_pair(std::vector<std::int32_t>& a, std::vector<std::int32_t>& b, s
     while (a.size() + b.size() > room) (a.size() > b.size() ? a : b).pop_back();
     return;
   }
-  // The tokenizers library: the shorter side is kept whole when the longer
-  // can take the cut alone; else the shorter keeps room/2 and the longer
-  // the rest (the first counts as the shorter on a tie).
-  const bool first_shorter = a.size() <= b.size();
-  std::size_t shorter = first_shorter ? a.size() : b.size();
-  std::size_t longer = shorter > room ? shorter : std::max(shorter, room - shorter);
-  if (shorter + longer > room) {
-    shorter = room / 2;
-    longer = shorter + room % 2;
-  }
-  a.resize(std::min(a.size(), first_shorter ? shorter : longer));
-  b.resize(std::min(b.size(), first_shorter ? longer : shorter));
+  const auto [keep_a, keep_b] = text::longest_first_lengths(a.size(), b.size(), room);
+  a.resize(keep_a);
+  b.resize(keep_b);
 }
 
 }  // namespace

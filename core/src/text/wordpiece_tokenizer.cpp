@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "polyhal/error.hpp"
+#include "text/token_decoders.hpp"
 #include "util/regular_file.hpp"
 
 namespace polyhal {
@@ -260,19 +261,7 @@ std::string WordPieceTokenizer::decode(const std::vector<std::int32_t>& ids) con
       text += piece;
     }
   }
-  for (const auto& [from, to] : {std::pair<std::string_view, std::string_view>{" .", "."},
-                                 {" ?", "?"},
-                                 {" !", "!"},
-                                 {" ,", ","},
-                                 {" ' ", "'"},
-                                 {" n't", "n't"},
-                                 {" 'm", "'m"},
-                                 {" 's", "'s"},
-                                 {" 've", "'ve"},
-                                 {" 're", "'re"}}) {
-    for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at))
-      text.replace(at, from.size(), to);
-  }
+  text::clean_up_tokenization(text);
   return text;
 }
 
