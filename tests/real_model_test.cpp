@@ -248,6 +248,25 @@ TEST(RealModel, TokenizerRegressionSampleEqualsBertTokenizerFast) {
     std::cout << count << " lines: " << reason << "\n";
 }
 
+// The real model's own tokenizer.json (a packaged model's file, not one made
+// here), run by the pipeline reader: the uncased regression sample as
+// BertTokenizerFast encodes it.
+TEST(RealModel, ItsTokenizerJsonEncodesTheRegressionSampleAsBertTokenizerFast) {
+  if (!model_present()) return;
+  const auto tokenizer = open_tokenizer({kModel / "tokenizer.json", TokenizerOptions{}});
+  int lines = 0;
+  for (const auto& line : read_lines(std::filesystem::path(POLYHAL_SOURCE_DIR) /
+                                     "tests/data/tokenizer/regression.jsonl")) {
+    const auto sample = nlohmann::json::parse(line);
+    if (sample["case"] != "uncased") continue;
+    EXPECT_EQ(tokenizer->ids(sample["text"].get<std::string>()),
+              sample["fast"].get<std::vector<std::int32_t>>())
+        << sample["why"] << ": " << sample["text"].dump();
+    ++lines;
+  }
+  EXPECT_GE(lines, 20);
+}
+
 TEST(RealModel, LastHiddenStatesEqualTheReference) {
   if (!model_present()) return;
   const auto reference = read_safetensors(kData / "reference.safetensors");

@@ -27,8 +27,9 @@ namespace {
 const std::filesystem::path kData =
     std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/tokenizer_pipeline";
 
-std::vector<std::string> corpus() {
-  std::ifstream in(kData / "corpus.txt");
+/// The lines `kind`'s references were written for.
+std::vector<std::string> corpus(const std::string& kind = "") {
+  std::ifstream in(kData / (kind.ends_with("_added") ? "added_lines.txt" : "corpus.txt"));
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   return lines;
@@ -99,7 +100,7 @@ void expect_windows(const Tokenizer& tokenizer, const nlohmann::json& windows,
 
 /// Every line of the corpus as the reference encodes it.
 void expect_reference(const std::string& kind) {
-  const auto lines = corpus();
+  const auto lines = corpus(kind);
   const auto records = references(kind);
   ASSERT_EQ(records.size(), lines.size()) << kind;
   const auto file = kind == "roberta_slow_files" ? "vocab.json"
@@ -159,6 +160,14 @@ TEST(TokenizerPipeline, XlmrsSentencePieceModelReadsAsTheFastTokenizerConvertsIt
 
 TEST(TokenizerPipeline, UnigramWithPrecompiledEqualsTheReference) {
   expect_reference("unigram_precompiled");
+}
+
+// Added tokens of every kind: normalized ones matched in the normalised
+// text ("HELLO WORLD" as "hello world", "ﬁne" as "fine"), raw ones in the
+// raw text, single_word, lstrip and rstrip beside Unicode spaces, special.
+TEST(TokenizerPipeline, AddedTokensOfEveryKindSplitAsTheReference) {
+  expect_reference("wordpiece_added");
+  expect_reference("unigram_added");
 }
 
 // A malformed SentencePiece model, or one of another tokenizer class than

@@ -39,37 +39,102 @@ std::vector<AddedToken> read_added(const nlohmann::json& pipeline, const std::st
       throw ConfigError(fmt::format(
           "{}: added_tokens[{}]: expected an id below {} and a content of 1 to 1024 bytes", where,
           i, kMostTokens));
-    out.push_back({content->get<std::string>(), id->get<std::int32_t>(), flag(t, "single_word"),
-                   flag(t, "lstrip"), flag(t, "rstrip"), flag(t, "normalized"), flag(t, "special"),
-                   i});
+    out.push_back({content->get<std::string>(),
+                   id->get<std::int32_t>(),
+                   flag(t, "single_word"),
+                   flag(t, "lstrip"),
+                   flag(t, "rstrip"),
+                   flag(t, "normalized"),
+                   flag(t, "special"),
+                   i,
+                   {}});
   }
-  std::stable_sort(out.begin(), out.end(), [](const AddedToken& a, const AddedToken& b) {
-    return a.content.size() > b.content.size();
-  });
   return out;
 }
 
+/// Rust regex's \w, as tokenizers' single_word test uses it.
 bool is_word_char(char32_t c) {
-  return c == '_' || u_isalnum(static_cast<UChar32>(c)) != 0;
+  const auto u = static_cast<UChar32>(c);
+  return u_hasBinaryProperty(u, UCHAR_ALPHABETIC) || u_hasBinaryProperty(u, UCHAR_JOIN_CONTROL) ||
+         (U_GET_GC_MASK(u) & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) != 0;
 }
 
-/// The character that ends before byte `at` of `text` (0 at the start).
-char32_t char_before(const std::string& text, std::size_t at) {
-  if (at == 0) return 0;
-  std::size_t begin = at - 1;
-  while (begin > 0 && (static_cast<unsigned char>(text[begin]) & 0xC0) == 0x80) --begin;
-  const std::u32string c = from_utf8(std::string_view(text).substr(begin, at - begin));
-  return c.empty() ? 0 : c.back();
+bool is_white_space(char32_t c) {
+  return u_isUWhiteSpace(static_cast<UChar32>(c)) != 0;
 }
 
-char32_t char_at(const std::string& text, std::size_t at) {
-  if (at >= text.size()) return 0;
-  const std::u32string c = from_utf8(std::string_view(text).substr(at, 4));
-  return c.empty() ? 0 : c.front();
+/// The tokens sorted longest pattern first, and their first characters.
+AddedTokenSet added_token_set(std::vector<AddedToken> tokens) {
+  AddedTokenSet set;
+  std::erase_if(tokens, [](const AddedToken& t) { return t.pattern.empty(); });
+  std::stable_sort(tokens.begin(), tokens.end(), [](const AddedToken& a, const AddedToken& b) {
+    return a.pattern.size() > b.pattern.size();
+  });
+  for (const AddedToken& t : tokens) set.starts[t.pattern.front() & 0xFF] = true;
+  set.tokens = std::move(tokens);
+  return set;
 }
 
-bool is_space_byte(char c) {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+struct AddedMatch {
+  std::size_t start = 0, end = 0;  ///< characters, with the whitespace lstrip/rstrip take
+  const AddedToken* token = nullptr;
+};
+
+/// tokenizers' AddedVocabulary::find_matches: the leftmost-longest matches
+/// of `set` in `chars`; a single_word match next to a word character is
+/// skipped and the scan goes on after it (as the library's match iterator
+/// does); lstrip and rstrip take the whitespace beside the match.
+std::vector<AddedMatch> find_added(const std::u32string& chars, const AddedTokenSet& set) {
+  std::vector<AddedMatch> out;
+  std::size_t done = 0, at = 0;
+  while (at < chars.size()) {
+    const AddedToken* match = nullptr;
+    if (set.starts[chars[at] & 0xFF])
+      for (const AddedToken& t : set.tokens)
+        if (chars.compare(at, t.pattern.size(), t.pattern) == 0) {
+          match = &t;
+          break;
+        }
+    if (match == nullptr) {
+      ++at;
+      continue;
+    }
+    std::size_t start = at, end = at + match->pattern.size();
+    if (match->single_word && ((start > 0 && is_word_char(chars[start - 1])) ||
+                               (end < chars.size() && is_word_char(chars[end])))) {
+      at = end;
+      continue;
+    }
+    if (match->lstrip)
+      while (start > done && is_white_space(chars[start - 1])) --start;
+    if (match->rstrip)
+      while (end < chars.size() && is_white_space(chars[end])) ++end;
+    out.push_back({start, end, match});
+    done = at = end;
+  }
+  return out;
+}
+
+/// `text` split at the matches of `set`: each match's id and offsets go to
+/// `out`, and `on_text` takes each piece between them, in order.
+template <typename OnText>
+void split_on_added(NormalizedText text, const AddedTokenSet& set, SequenceTokens& out,
+                    OnText&& on_text) {
+  if (text.empty()) return;
+  const std::vector<AddedMatch> matches =
+      set.tokens.empty() ? std::vector<AddedMatch>{} : find_added(text.chars, set);
+  if (matches.empty()) {
+    on_text(std::move(text));
+    return;
+  }
+  std::size_t done = 0;
+  for (const AddedMatch& m : matches) {
+    if (m.start > done) on_text(text.slice(done, m.start));
+    out.ids.push_back(m.token->id);
+    out.offsets.push_back(text.span_of(m.start, m.end));
+    done = m.end;
+  }
+  if (done < text.size()) on_text(text.slice(done, text.size()));
 }
 
 /// tokenizers' longest-first rule (tokenizer.cpp truncate_pair, halves).
@@ -156,12 +221,10 @@ PipelineTokenizer::PipelineTokenizer(const nlohmann::json& pipeline,
   normalizer_ = make_normalizer(normalizer, where("normalizer"));
   pre_tokenizer_ = make_pre_tokenizer(part("pre_tokenizer"), where("pre_tokenizer"));
   model_ = make_token_model(part("model"), where("model"));
-  added_ = read_added(pipeline, source_);
-  for (const AddedToken& t : added_) starts_added_[static_cast<unsigned char>(t.content[0])] = true;
+  std::vector<AddedToken> added = read_added(pipeline, source_);
   tokens_ = model_->tokens();
   const std::size_t model_size = tokens_.size();
-  for (std::size_t i = 0; i < added_.size(); ++i) {
-    const AddedToken& t = added_[i];
+  for (const AddedToken& t : added) {
     const auto at = static_cast<std::size_t>(t.id);
     if (at >= tokens_.size()) tokens_.resize(at + 1);
     if (at < model_size && tokens_[at] != t.content)
@@ -176,7 +239,8 @@ PipelineTokenizer::PipelineTokenizer(const nlohmann::json& pipeline,
                       source_, i, tokens_.size() - 1));
   for (std::size_t i = 0; i < tokens_.size(); ++i)
     ids_.emplace(tokens_[i], static_cast<std::int32_t>(i));
-  for (const AddedToken& t : added_) ids_[t.content] = t.id;  // added tokens first, as tokenizers
+  for (const AddedToken& t : added) ids_[t.content] = t.id;  // added tokens first, as tokenizers
+  split_added_tokens(std::move(added));
   post_ = make_post_processor(part("post_processor"), where("post_processor"), tokens_.size());
   decoder_ = part("decoder");
   check_decoder(decoder_, where("decoder"));
@@ -203,12 +267,25 @@ PipelineTokenizer::PipelineTokenizer(const nlohmann::json& pipeline,
   if (mask >= 0) special_.mask = mask;
 }
 
-void PipelineTokenizer::encode_segment(const std::string& text, std::uint32_t base,
-                                       SequenceTokens& out, std::vector<std::string>* words) const {
-  NormalizedText normalized = NormalizedText::from_utf8(text, base);
-  if (normalizer_) normalizer_->normalize(normalized);
+void PipelineTokenizer::split_added_tokens(std::vector<AddedToken> added) {
+  is_special_.assign(tokens_.size(), false);
+  std::vector<AddedToken> raw, normalized;
+  for (AddedToken& t : added) {
+    if (t.special) is_special_[static_cast<std::size_t>(t.id)] = true;
+    // tokenizers matches a normalized token as the normaliser writes it.
+    NormalizedText pattern = NormalizedText::from_utf8(t.content);
+    if (t.normalized && normalizer_) normalizer_->normalize(pattern);
+    t.pattern = std::move(pattern.chars);
+    (t.normalized ? normalized : raw).push_back(std::move(t));
+  }
+  raw_added_ = added_token_set(std::move(raw));
+  normalized_added_ = added_token_set(std::move(normalized));
+}
+
+void PipelineTokenizer::encode_normalized(NormalizedText text, SequenceTokens& out,
+                                          std::vector<std::string>* words) const {
   std::vector<NormalizedText> pieces;
-  if (!normalized.empty()) pieces.push_back(std::move(normalized));
+  if (!text.empty()) pieces.push_back(std::move(text));
   if (pre_tokenizer_) pre_tokenizer_->split(pieces);
   std::vector<WordPiece> found;
   for (const NormalizedText& word : pieces) {
@@ -222,43 +299,17 @@ void PipelineTokenizer::encode_segment(const std::string& text, std::uint32_t ba
   }
 }
 
-void PipelineTokenizer::split_added(const std::string& text, SequenceTokens& out) const {
-  std::size_t done = 0, at = 0;
-  while (at < text.size()) {
-    const AddedToken* match = nullptr;
-    if (starts_added_[static_cast<unsigned char>(text[at])])
-      for (const AddedToken& t : added_) {
-        if (text.compare(at, t.content.size(), t.content) != 0) continue;
-        const std::size_t end = at + t.content.size();
-        if (t.single_word &&
-            (is_word_char(char_before(text, at)) || is_word_char(char_at(text, end))))
-          continue;
-        match = &t;
-        break;
-      }
-    if (match == nullptr) {
-      ++at;
-      continue;
-    }
-    std::size_t start = at, end = at + match->content.size();
-    if (match->lstrip)
-      while (start > done && is_space_byte(text[start - 1])) --start;
-    if (match->rstrip)
-      while (end < text.size() && is_space_byte(text[end])) ++end;
-    if (start > done)
-      encode_segment(text.substr(done, start - done), static_cast<std::uint32_t>(done), out,
-                     nullptr);
-    out.ids.push_back(match->id);
-    out.offsets.push_back({static_cast<std::uint32_t>(start), static_cast<std::uint32_t>(end)});
-    done = at = end;
-  }
-  if (done < text.size())
-    encode_segment(text.substr(done), static_cast<std::uint32_t>(done), out, nullptr);
-}
-
+// tokenizers' AddedVocabulary::extract_and_normalize: the non-normalized
+// added tokens split out of the raw text; each piece between them
+// normalised, the normalized added tokens split out of it; the pre-tokenizer
+// and the model on what is left.
 SequenceTokens PipelineTokenizer::encode_sequence(const std::string& text) const {
   SequenceTokens out;
-  split_added(text, out);
+  split_on_added(NormalizedText::from_utf8(text), raw_added_, out, [&](NormalizedText piece) {
+    if (normalizer_) normalizer_->normalize(piece);
+    split_on_added(std::move(piece), normalized_added_, out,
+                   [&](NormalizedText rest) { encode_normalized(std::move(rest), out, nullptr); });
+  });
   return out;
 }
 
@@ -342,8 +393,10 @@ Encoding PipelineTokenizer::encode_ids(std::vector<std::int32_t> a,
 
 std::vector<std::string> PipelineTokenizer::words(const std::string& text) const {
   std::vector<std::string> out;
+  NormalizedText normalized = NormalizedText::from_utf8(text);
+  if (normalizer_) normalizer_->normalize(normalized);
   SequenceTokens ignored;
-  encode_segment(text, 0, ignored, &out);
+  encode_normalized(std::move(normalized), ignored, &out);
   return out;
 }
 
@@ -378,9 +431,8 @@ bool PipelineTokenizer::continues_word(std::int32_t i) const {
 std::string PipelineTokenizer::decode(const std::vector<std::int32_t>& ids) const {
   std::vector<std::string> pieces;
   for (const std::int32_t i : ids) {
-    const bool special = std::any_of(added_.begin(), added_.end(),
-                                     [&](const AddedToken& t) { return t.special && t.id == i; });
-    if (!special) pieces.push_back(token(i));
+    const std::string& piece = token(i);  // checks the id
+    if (!is_special_[static_cast<std::size_t>(i)]) pieces.push_back(piece);
   }
   return decode_tokens(decoder_, std::move(pieces));
 }

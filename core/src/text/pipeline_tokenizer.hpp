@@ -28,6 +28,17 @@ struct AddedToken {
   std::int32_t id = 0;
   bool single_word = false, lstrip = false, rstrip = false, normalized = false, special = false;
   std::size_t index = 0;  ///< its place in the file's list, for errors
+  /// What is matched: the content, or (`normalized`) the content as the
+  /// normaliser writes it, matched in the normalised text.
+  std::u32string pattern;
+};
+
+/// The added tokens matched in one form of the text (the raw text, or the
+/// normalised text between the raw matches).
+struct AddedTokenSet {
+  std::vector<AddedToken> tokens;  ///< longest pattern first: leftmost-longest matching
+  /// The low bytes of the characters a pattern starts with: the scan skips the rest.
+  std::array<bool, 256> starts{};
 };
 
 /// One sequence's tokens, without special tokens.
@@ -66,10 +77,11 @@ class PipelineTokenizer final : public Tokenizer {
                                        const Truncation& truncation) const override;
 
  private:
-  /// The pieces of `text` between added tokens, and the added tokens.
-  void split_added(const std::string& text, SequenceTokens& out) const;
-  void encode_segment(const std::string& text, std::uint32_t base, SequenceTokens& out,
-                      std::vector<std::string>* words) const;
+  /// The added tokens into the raw and the normalized set.
+  void split_added_tokens(std::vector<AddedToken> added);
+  /// Normalised text's words (pre-tokenizer) and their tokens (model).
+  void encode_normalized(NormalizedText text, SequenceTokens& out,
+                         std::vector<std::string>* words) const;
   Encoding frame(SequenceTokens a, std::optional<SequenceTokens> b, std::int64_t max_length,
                  bool* truncated) const;
   void trim_offsets(SequenceTokens& sequence) const;
@@ -79,9 +91,9 @@ class PipelineTokenizer final : public Tokenizer {
   std::unique_ptr<PreTokenizer> pre_tokenizer_;
   std::unique_ptr<TokenModel> model_;
   PostProcessor post_;
-  std::vector<AddedToken> added_;  ///< longest first, for leftmost-longest matching
-  /// The bytes an added token starts with: the scan for them skips the rest.
-  std::array<bool, 256> starts_added_{};
+  AddedTokenSet raw_added_;         ///< matched in the raw text
+  AddedTokenSet normalized_added_;  ///< matched in the normalised pieces between those
+  std::vector<bool> is_special_;    ///< by id: a special added token (decode skips it)
   std::vector<std::string> tokens_;
   std::unordered_map<std::string, std::int32_t> ids_;
   SpecialTokenIds special_;

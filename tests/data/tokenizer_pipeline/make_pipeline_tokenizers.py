@@ -19,7 +19,12 @@ and saved as the hub's files are made:
   transformers' RobertaTokenizerFast converts them to;
 - xlmr_slow_files/: the Unigram's sentencepiece.bpe.model (XLM-R's slow
   file) with its tokenizer_config.json, the reference what
-  XLMRobertaTokenizerFast converts it to.
+  XLMRobertaTokenizerFast converts it to;
+- wordpiece_added/, unigram_added/: the WordPiece and the Unigram with
+  added tokens of every kind (normalized ones, matched in the normalised
+  text, and raw ones; single_word, lstrip, rstrip, special), on the lines
+  of added_lines.txt, which put them beside words, Unicode spaces, each
+  other and the normaliser's rewrites.
 
 reference.jsonl: for each kind and each line of corpus.txt (varied real
 text: many scripts, emoji, control and private-use characters, long words,
@@ -39,7 +44,7 @@ import shutil
 import tempfile
 
 import sentencepiece as spm
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 from transformers import RobertaTokenizerFast, XLMRobertaTokenizer, XLMRobertaTokenizerFast
 from transformers.convert_slow_tokenizer import XLMRobertaConverter
 
@@ -133,6 +138,39 @@ def make_wordpiece(out_dir):
     tokenizer.save(os.path.join(out_dir, "tokenizer.json"))
 
 
+def with_added(source, tokens, special, out_dir):
+    """`source`'s tokenizer.json with `tokens` and `special` tokens added."""
+    tokenizer = Tokenizer.from_file(os.path.join(HERE, source, "tokenizer.json"))
+    tokenizer.add_tokens(tokens)
+    tokenizer.add_special_tokens(special)
+    os.makedirs(out_dir, exist_ok=True)
+    tokenizer.save(os.path.join(out_dir, "tokenizer.json"))
+
+
+def make_wordpiece_added(out_dir):
+    # BertNormalizer lowercases and strips accents: "Hello World" and "Café"
+    # are matched as "hello world" and "cafe" in the normalised text.
+    with_added("wordpiece", [
+        AddedToken("Hello World", normalized=True),
+        AddedToken("Café", normalized=True),
+        AddedToken("zz", normalized=True, single_word=True),
+        AddedToken("[NEW]", normalized=False, single_word=True),
+        AddedToken("<x>", normalized=False, lstrip=True, rstrip=True),
+        AddedToken("ab", normalized=False),
+        AddedToken("abc", normalized=True),
+    ], [AddedToken("[SPECIAL]", normalized=False, special=True)], out_dir)
+
+
+def make_unigram_added(out_dir):
+    # The Precompiled map is NFKC: "①②" and "ﬁne" are matched as "12" and "fine".
+    with_added("unigram_precompiled", [
+        AddedToken("①②", normalized=True),
+        AddedToken("ﬁne", normalized=True, single_word=True),
+        AddedToken("NEW", normalized=False, rstrip=True),
+        AddedToken("とう", normalized=False, lstrip=True),
+    ], [AddedToken("<special>", normalized=False, special=True, lstrip=True)], out_dir)
+
+
 def byte_offsets(text, offsets):
     """Python's char offsets as UTF-8 byte offsets into `text`."""
     starts = [0]
@@ -193,16 +231,22 @@ def references(kind, path, lines):
     return records
 
 
+def added_lines():
+    with open(os.path.join(HERE, "added_lines.txt"), encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
 def main():
     kinds = {"bpe_byte_level": make_bpe, "unigram_precompiled": make_unigram,
              "wordpiece": make_wordpiece, "roberta_slow_files": make_roberta_slow_files,
-             "xlmr_slow_files": lambda out_dir: None}  # written by make_unigram
-    lines = corpus_lines()
+             "xlmr_slow_files": lambda out_dir: None,  # written by make_unigram
+             "wordpiece_added": make_wordpiece_added, "unigram_added": make_unigram_added}
     with open(os.path.join(HERE, "reference.jsonl"), "w", encoding="utf-8") as out:
         for kind, make in kinds.items():
             make(os.path.join(HERE, kind))
             file = {"roberta_slow_files": "vocab.json",
                     "xlmr_slow_files": "sentencepiece.bpe.model"}.get(kind, "tokenizer.json")
+            lines = added_lines() if kind.endswith("_added") else corpus_lines()
             for record in references(kind, os.path.join(HERE, kind, file), lines):
                 out.write(json.dumps(record, ensure_ascii=False) + "\n")
 
