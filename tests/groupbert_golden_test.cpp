@@ -62,8 +62,10 @@ TEST(GroupBertConfig, BadSettingsNameTheKey) {
   test::expect_config_error(
       [&] { read_hf_config(config("groupbert\", \"groupbert_conv_group_size\": 5")); },
       "key 'groupbert_conv_group_size': 5 does not divide hidden_size 32");
-  test::expect_config_error([&] { read_hf_config(config("roberta\"")); },
-                            "key 'model_type': expected \"bert\" or \"groupbert\"");
+  test::expect_config_error(
+      [&] { read_hf_config(config("distilbert\"")); },
+      "key 'model_type': expected one of \"bert\", \"groupbert\", \"roberta\", \"xlm-roberta\", "
+      "\"camembert\", got \"distilbert\"");
   const auto gb = read_hf_config(config("groupbert\""));
   EXPECT_EQ(gb.layer_norm_eps, 1e-3) << "Graphcore's epsilon when the file gives none";
   EXPECT_EQ(gb.ffn_output_groups, 4);

@@ -132,6 +132,8 @@ BertConfig read_hf_config(const std::filesystem::path& file) {
   keys.read("max_position_embeddings", c.max_position_embeddings);
   keys.read("type_vocab_size", c.type_vocab_size);
   keys.read("layer_norm_eps", c.layer_norm_eps);
+  if (keys.has("pad_token_id") && !keys.at("pad_token_id").is_null())  // null: none
+    keys.read("pad_token_id", c.pad_token_id);
   keys.read("hidden_act", c.hidden_act);
   keys.read("hidden_dropout_prob", c.hidden_dropout_prob);
   keys.read("attention_probs_dropout_prob", c.attention_probs_dropout_prob);
@@ -222,7 +224,7 @@ void write_hf_config(const BertConfig& c, const std::filesystem::path& file, con
                       {"hidden_dropout_prob", c.hidden_dropout_prob},
                       {"attention_probs_dropout_prob", c.attention_probs_dropout_prob},
                       {"initializer_range", c.initializer_range},
-                      {"pad_token_id", 0}};
+                      {"pad_token_id", c.pad_token_id}};
   family.write_config(c, json);
   if (head.kind == TaskHead::Kind::classification) {
     nlohmann::json id2label = nlohmann::json::object(), label2id = nlohmann::json::object();

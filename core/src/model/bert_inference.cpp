@@ -161,7 +161,7 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
   std::optional<TraceTrack::Scope> upload;
   upload.emplace(s.track, "upload", "host");
   program.upload(s.bert->ids, in.input_ids);
-  program.upload(s.bert->types, in.token_type_ids);
+  program.upload(s.bert->types, s.bert->types_of(in.token_type_ids));
   program.upload(s.bert->mask, in.attention_mask);
   if (s.bert->positions >= 0) {
     if (in.position_ids.size() != expected)

@@ -648,6 +648,7 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   const std::int64_t t = options.shape.batch * options.shape.seq;
   out->ids = p.tensor("input_ids", "inputs", {t}, DType::i32);
   out->types = p.tensor("token_type_ids", "inputs", {t}, DType::i32);
+  out->type_vocab_size = c.type_vocab_size;
   out->mask =
       p.tensor("attention_mask", "inputs", {options.shape.batch, options.shape.seq}, DType::i32);
   if (options.training) out->rng = p.tensor("dropout rng", "inputs", {2}, DType::i32);

@@ -90,6 +90,13 @@ struct BertProgram {
   Program program;
   std::vector<BertParameter> parameters;
   int ids = -1, types = -1, mask = -1;
+  /// The model's token types: with one (RoBERTa's families) every token is
+  /// type 0, as their tokenizers give it, whatever BERT's pair rule (SQuAD
+  /// and GLUE features, generated inputs) said.
+  std::int64_t type_vocab_size = 2;
+  std::vector<std::int32_t> types_of(const std::vector<std::int32_t>& given) const {
+    return type_vocab_size == 1 ? std::vector<std::int32_t>(given.size(), 0) : given;
+  }
   int positions = -1;      ///< packed: i32 [B*S] position ids
   int nsp_positions = -1;  ///< packed: i32 [B*K] rows of each sequence's [CLS]
   int hidden = -1, pooled = -1, mlm_logits = -1, nsp_logits = -1;  // forward outputs

@@ -16,15 +16,26 @@
 namespace polyhal {
 namespace {
 
+/// BERT's name for a tensor another family's checkpoint names otherwise.
+std::string bert_name(std::string name) {
+  for (const auto* family : families::model_families())
+    for (const auto& [checkpoint, polyhal] : family->checkpoint_prefixes())
+      if (name.starts_with(checkpoint))
+        return polyhal + name.substr(std::string_view(checkpoint).size());
+  return name;
+}
+
 // Checkpoint tensors that are buffers or tied copies, not parameters.
 bool ignorable(const std::string& name) {
   return name.ends_with("embeddings.position_ids") || name == "cls.predictions.decoder.weight" ||
          name == "cls.predictions.decoder.bias";
 }
 
-/// Canonical Hugging Face name: "bert." prefix for the encoder, and
+/// Canonical Hugging Face name: BERT's names for another family's
+/// ("roberta." for "bert."), "bert." prefix for the encoder, and
 /// LayerNorm.weight/bias for the old gamma/beta.
 std::string canonical_name(std::string name) {
+  name = bert_name(std::move(name));
   if (!name.starts_with("bert.") && !name.starts_with("cls.") && !name.starts_with("qa_outputs.") &&
       !name.starts_with("classifier."))
     name = "bert." + name;
@@ -113,7 +124,7 @@ namespace {
 
 /// The file's tensors under canonical names, without buffers, tied copies
 /// and a pre-training checkpoint's optimizer state.
-TensorMap read_weights(const std::filesystem::path& file) {
+TensorMap read_any_weights(const std::filesystem::path& file) {
   if (!is_tf_checkpoint(file)) return canonical_bert_weights(read_safetensors(file));
   TfReadReport report;
   auto weights = read_tf_bert_weights(file, &report);
@@ -125,6 +136,29 @@ TensorMap read_weights(const std::filesystem::path& file) {
     spdlog::info("{}: {} tensors that are not numbers left out ({})", file.string(),
                  report.other.size(), report.other.front());
   return canonical_bert_weights(std::move(weights));
+}
+
+/// A RoBERTa-family position table as its checkpoint holds it (the
+/// pad_token_id + 1 rows no position reads first) cut to the rows polyhal
+/// keeps (BertConfig::position_offset). Another shape is left for the
+/// shape check to name.
+void trim_position_rows(TensorMap& weights, const BertConfig& config) {
+  const auto it = weights.find("bert.embeddings.position_embeddings.weight");
+  if (config.position_offset == 0 || it == weights.end()) return;
+  HostTensor& table = it->second;
+  const std::int64_t rows = config.max_position_embeddings + config.position_offset;
+  if (table.shape.size() != 2 || table.shape[0] != rows ||
+      table.values.size() != static_cast<std::size_t>(rows * table.shape[1]))
+    return;
+  table.values.erase(table.values.begin(),
+                     table.values.begin() + config.position_offset * table.shape[1]);
+  table.shape[0] = config.max_position_embeddings;
+}
+
+TensorMap read_weights(const std::filesystem::path& file, const BertConfig& config) {
+  TensorMap weights = read_any_weights(file);
+  trim_position_rows(weights, config);
+  return weights;
 }
 
 [[noreturn]] void throw_problems(const std::filesystem::path& file,
@@ -190,14 +224,14 @@ TensorMap canonical_bert_weights(TensorMap raw) {
 
 TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig& config,
                             const TaskHead& head) {
-  TensorMap weights = read_weights(file);
+  TensorMap weights = read_weights(file, config);
   check_bert_weights(weights, file, config, head);
   return weights;
 }
 
 TensorMap load_bert_encoder_weights(const std::filesystem::path& file, const BertConfig& config,
                                     std::vector<std::string>* unused, bool* pooler_absent) {
-  TensorMap weights = read_weights(file);
+  TensorMap weights = read_weights(file, config);
   std::vector<std::string> problems;
   TensorMap encoder;
   // Both pooler tensors absent is a model saved without its pooler; one of
@@ -256,7 +290,7 @@ void check_bert_weights(const TensorMap& weights, const std::filesystem::path& f
 
 HeadStart load_bert_weights_for_head(const std::filesystem::path& file, const BertConfig& config,
                                      const TaskHead& head, std::uint64_t seed) {
-  TensorMap found = read_weights(file);
+  TensorMap found = read_weights(file, config);
   const TensorMap fresh = init_bert_weights(config, seed, head);
   const std::set<std::string> known = known_names(config);
   HeadStart start;
@@ -298,6 +332,23 @@ HeadStart load_bert_weights_for_head(const std::filesystem::path& file, const Be
   }
   if (!problems.empty()) throw_problems(file, problems);
   return start;
+}
+
+TensorMap checkpoint_tensors(const TensorMap& weights, const BertConfig& config,
+                             const TaskHead& head) {
+  const auto& family = families::model_family(config.model_type);
+  TensorMap out;
+  for (const auto& [name, tensor] : weights) {
+    HostTensor t = tensor;
+    if (name == "bert.embeddings.position_embeddings.weight" && config.position_offset > 0 &&
+        t.shape.size() == 2) {  // the rows no position reads, back as zeros
+      t.values.insert(t.values.begin(),
+                      static_cast<std::size_t>(config.position_offset * t.shape[1]), 0.0f);
+      t.shape[0] += config.position_offset;
+    }
+    out.emplace(family.checkpoint_name(name, head), std::move(t));
+  }
+  return out;
 }
 
 void save_bert_weights(const TensorMap& weights, DType dtype, const std::filesystem::path& file) {

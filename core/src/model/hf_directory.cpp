@@ -57,7 +57,8 @@ void export_hf_directory(const std::filesystem::path& dir, const BertConfig& mod
   std::filesystem::create_directories(dir);
   // config.json last: a directory a full disk or a kill cut short has none,
   // so nothing takes it for a model (each file is whole or absent).
-  save_bert_weights(weights, DType::f32, dir / "model.safetensors");
+  save_bert_weights(checkpoint_tensors(weights, model, head), DType::f32,
+                    dir / "model.safetensors");
   if (!vocab.empty()) write_tokenizer_files(dir, model, vocab, lower_case);
   write_hf_config(model, dir / "config.json", head);
 }

@@ -55,8 +55,12 @@ void check_sequence_fits(const RunConfig& config, const ModelKeys& keys, const B
   if (seq > model.max_position_embeddings)
     config.fail("model.seq_len",
                 fmt::format("{} tokens, but the model has {} position embeddings "
-                            "(max_position_embeddings of {})",
-                            seq, model.max_position_embeddings, model_source(config, keys)));
+                            "(max_position_embeddings of {}{})",
+                            seq, model.max_position_embeddings, model_source(config, keys),
+                            model.position_offset > 0
+                                ? fmt::format(", less the {} rows before the first position",
+                                              model.position_offset)
+                                : ""));
   if (const auto problem = families::model_family(model.model_type)
                                .sequence_problem(model, seq, model_source(config, keys));
       !problem.empty())
@@ -185,6 +189,12 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
   }
   m.tokenizer = {m.vocab, resolve_tokenizer_options(config, m.vocab), m.dims.vocab_size};
   model_head(config, m);
+  // Pre-training, and inference with the pre-training heads, need BERT's MLM and NSP heads.
+  if (config.task == "pretrain" || m.heads)
+    if (const auto problem =
+            families::model_family(m.dims.model_type).task_problem(TaskHead::Kind::pretraining);
+        !problem.empty())
+      config.fail(config.task == "pretrain" ? "task" : "model.head", problem);
   return m;
 }
 

@@ -317,7 +317,7 @@ std::vector<float> BertTraining::stage_forward(const TrainingBatch& batch,
     p.upload_floats(b.stage_input, input);
   } else {
     p.upload(b.ids, batch.inputs.input_ids);
-    p.upload(b.types, batch.inputs.token_type_ids);
+    p.upload(b.types, b.types_of(batch.inputs.token_type_ids));
     if (b.positions >= 0) p.upload(b.positions, batch.inputs.position_ids);
   }
   if (b.stage_output < 0) {  // the last stage: the head's labels and the loss scale

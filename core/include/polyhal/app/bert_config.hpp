@@ -20,7 +20,7 @@ struct BertShape {
 /// The encoder families polyhal builds, one file each under
 /// core/src/model/families/ (config.json's "model_type", looked up once when
 /// the config is read).
-enum class ModelType : std::uint8_t { bert, groupbert };
+enum class ModelType : std::uint8_t { bert, groupbert, roberta, xlm_roberta, camembert };
 
 /// The dimensions of a BERT model, named as Hugging Face's BertConfig names them.
 struct BertConfig {
@@ -38,6 +38,14 @@ struct BertConfig {
   double hidden_dropout_prob = 0.1;
   double attention_probs_dropout_prob = 0.1;
   double initializer_range = 0.02;
+  /// config.json's pad_token_id, carried to the config.json written.
+  std::int64_t pad_token_id = 0;
+  /// RoBERTa's families number a sequence's positions from pad_token_id + 1
+  /// (fairseq's rule): the table's rows below are never read, so polyhal
+  /// keeps it from that row on (max_position_embeddings counts the rows
+  /// kept, the positions a sequence can use) and writes the rows it skipped
+  /// back as zeros.
+  std::int64_t position_offset = 0;
   /// The family (docs/groupbert.md for GroupBERT: four pre-norm modules per
   /// layer, a final LayerNorm, and the three keys below).
   ModelType model_type = ModelType::bert;

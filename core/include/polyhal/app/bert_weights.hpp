@@ -78,6 +78,13 @@ struct HeadStart {
 HeadStart load_bert_weights_for_head(const std::filesystem::path& file, const BertConfig& config,
                                      const TaskHead& head, std::uint64_t seed);
 
+/// `weights` under the names transformers gives them for the family of
+/// `config` and `head` ("roberta." for "bert.", RoBERTa's classifier.dense
+/// and classifier.out_proj for BERT's pooler and classifier) and in its
+/// shapes (a RoBERTa position table with its skipped rows, as zeros).
+TensorMap checkpoint_tensors(const TensorMap& weights, const BertConfig& config,
+                             const TaskHead& head);
+
 /// Saves as Hugging Face does: "bert."-prefixed names, tied decoder omitted;
 /// written atomically.
 void save_bert_weights(const TensorMap& weights, DType dtype, const std::filesystem::path& file);

@@ -2,7 +2,7 @@
 // layers of attention then a GELU feed-forward, each `LayerNorm(x + .)`.
 #include <fmt/format.h>
 
-#include "model/families/model_family.hpp"
+#include "model/families/bert_family.hpp"
 
 namespace polyhal::families {
 namespace {
@@ -12,80 +12,57 @@ constexpr FamilyPreset kBertPresets[] = {{"tiny", 2, 128, 2},   {"mini", 4, 256,
                                          {"small", 4, 512, 8},  {"medium", 8, 512, 8},
                                          {"base", 12, 768, 12}, {"large", 24, 1024, 16}};
 
-class BertFamily final : public ModelFamily {
- public:
-  ModelType type() const override { return ModelType::bert; }
-  const char* name() const override { return "bert"; }
-  std::span<const FamilyPreset> presets() const override { return kBertPresets; }
-
-  const char* title() const override { return "BERT"; }
-  std::span<const char* const> own_keys() const override { return {}; }
-  void read_config(const ConfigJson&, BertConfig&) const override {}
-  void write_config(const BertConfig&, nlohmann::json&) const override {}
-  void validate(const BertConfig&, const std::string&) const override {}
-  std::string sequence_problem(const BertConfig&, std::int64_t, const std::string&) const override {
-    return {};
-  }
-
-  std::int64_t layer_parameters(const BertConfig& c) const override {
-    const std::int64_t h = c.hidden_size, i = c.intermediate_size;
-    return 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h;
-  }
-  std::int64_t final_parameters(const BertConfig&) const override { return 0; }
-
-  void layer_tensor_shapes(const BertConfig& c, const std::string& p,
-                           std::vector<std::pair<std::string, Shape>>& shapes) const override {
-    const std::int64_t h = c.hidden_size, i = c.intermediate_size;
-    for (const char* proj : {"attention.self.query", "attention.self.key", "attention.self.value",
-                             "attention.output.dense"}) {
-      shapes.push_back({p + proj + ".weight", {h, h}});
-      shapes.push_back({p + proj + ".bias", {h}});
-    }
-    shapes.push_back({p + "attention.output.LayerNorm.weight", {h}});
-    shapes.push_back({p + "attention.output.LayerNorm.bias", {h}});
-    shapes.push_back({p + "intermediate.dense.weight", {i, h}});
-    shapes.push_back({p + "intermediate.dense.bias", {i}});
-    shapes.push_back({p + "output.dense.weight", {h, i}});
-    shapes.push_back({p + "output.dense.bias", {h}});
-    shapes.push_back({p + "output.LayerNorm.weight", {h}});
-    shapes.push_back({p + "output.LayerNorm.bias", {h}});
-  }
-  void final_tensor_shapes(const BertConfig&,
-                           std::vector<std::pair<std::string, Shape>>&) const override {}
-  const char* intermediate_weight() const override {
-    return "encoder.layer.0.intermediate.dense.weight";
-  }
-
-  // Dropout after attention and after the feed-forward.
-  std::uint64_t hidden_dropouts_per_layer() const override { return 2; }
-
-  int encoder_layer(EncoderOps& ops, std::int64_t layer, int x) const override {
-    const std::int64_t h = ops.config().hidden_size, i = ops.config().intermediate_size;
-    const std::string p = encoder_layer_prefix(layer);
-    return ops.layer(layer, p, [&] {
-      const auto [qkv_w, qkv_b] = ops.fused_qkv(p);
-      const auto [o_w, o_b] = ops.dense_params(p + "attention.output.dense", h, h);
-      const auto [g1, b1] = ops.norm_params(p + "attention.output.LayerNorm");
-      const auto [i_w, i_b] = ops.dense_params(p + "intermediate.dense", i, h);
-      const auto [f_w, f_b] = ops.dense_params(p + "output.dense", h, i);
-      const auto [g2, b2] = ops.norm_params(p + "output.LayerNorm");
-      const int qkv = ops.linear(x, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv",
-                                 p + "attention.self.qkv");
-      const int context = ops.attention(qkv);
-      const int s1 = ops.linear(context, o_w, o_b, h, Activation::none, x, "attention out",
-                                p + "attention.output.dense");
-      const int x1 = ops.layernorm(s1, g1, b1, "block");
-      const int f = ops.linear(x1, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate",
-                               p + "intermediate.dense");
-      const int s2 =
-          ops.linear(f, f_w, f_b, h, Activation::none, x1, "ffn out", p + "output.dense");
-      return ops.layernorm(s2, g2, b2, "hidden");
-    });
-  }
-  int after_encoder(EncoderOps&, int x) const override { return x; }
-};
-
 }  // namespace
+
+std::span<const FamilyPreset> BertFamily::presets() const {
+  return kBertPresets;
+}
+
+std::int64_t BertFamily::layer_parameters(const BertConfig& c) const {
+  const std::int64_t h = c.hidden_size, i = c.intermediate_size;
+  return 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h;
+}
+
+void BertFamily::layer_tensor_shapes(const BertConfig& c, const std::string& p,
+                                     std::vector<std::pair<std::string, Shape>>& shapes) const {
+  const std::int64_t h = c.hidden_size, i = c.intermediate_size;
+  for (const char* proj : {"attention.self.query", "attention.self.key", "attention.self.value",
+                           "attention.output.dense"}) {
+    shapes.push_back({p + proj + ".weight", {h, h}});
+    shapes.push_back({p + proj + ".bias", {h}});
+  }
+  shapes.push_back({p + "attention.output.LayerNorm.weight", {h}});
+  shapes.push_back({p + "attention.output.LayerNorm.bias", {h}});
+  shapes.push_back({p + "intermediate.dense.weight", {i, h}});
+  shapes.push_back({p + "intermediate.dense.bias", {i}});
+  shapes.push_back({p + "output.dense.weight", {h, i}});
+  shapes.push_back({p + "output.dense.bias", {h}});
+  shapes.push_back({p + "output.LayerNorm.weight", {h}});
+  shapes.push_back({p + "output.LayerNorm.bias", {h}});
+}
+
+int BertFamily::encoder_layer(EncoderOps& ops, std::int64_t layer, int x) const {
+  const std::int64_t h = ops.config().hidden_size, i = ops.config().intermediate_size;
+  const std::string p = encoder_layer_prefix(layer);
+  return ops.layer(layer, p, [&] {
+    const auto [qkv_w, qkv_b] = ops.fused_qkv(p);
+    const auto [o_w, o_b] = ops.dense_params(p + "attention.output.dense", h, h);
+    const auto [g1, b1] = ops.norm_params(p + "attention.output.LayerNorm");
+    const auto [i_w, i_b] = ops.dense_params(p + "intermediate.dense", i, h);
+    const auto [f_w, f_b] = ops.dense_params(p + "output.dense", h, i);
+    const auto [g2, b2] = ops.norm_params(p + "output.LayerNorm");
+    const int qkv = ops.linear(x, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv",
+                               p + "attention.self.qkv");
+    const int context = ops.attention(qkv);
+    const int s1 = ops.linear(context, o_w, o_b, h, Activation::none, x, "attention out",
+                              p + "attention.output.dense");
+    const int x1 = ops.layernorm(s1, g1, b1, "block");
+    const int f = ops.linear(x1, i_w, i_b, i, Activation::gelu, std::nullopt, "intermediate",
+                             p + "intermediate.dense");
+    const int s2 = ops.linear(f, f_w, f_b, h, Activation::none, x1, "ffn out", p + "output.dense");
+    return ops.layernorm(s2, g2, b2, "hidden");
+  });
+}
 
 const ModelFamily& bert_family() {
   static const BertFamily family;

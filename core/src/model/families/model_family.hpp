@@ -91,6 +91,13 @@ class ConfigJson {
   std::string file_;
 };
 
+/// A name prefix of a family's Hugging Face checkpoints and polyhal's
+/// (BERT's) name for it: {"roberta.", "bert."}.
+struct CheckpointPrefix {
+  const char* checkpoint;
+  const char* polyhal;
+};
+
 class ModelFamily {
  public:
   virtual ~ModelFamily() = default;
@@ -132,6 +139,18 @@ class ModelFamily {
   /// The tensors after the last layer (GroupBERT's final norm).
   virtual void final_tensor_shapes(const BertConfig& config,
                                    std::vector<std::pair<std::string, Shape>>& shapes) const = 0;
+  /// The prefixes of this family's checkpoint names that are not BERT's
+  /// (read: every family's are tried, none is another's).
+  virtual std::span<const CheckpointPrefix> checkpoint_prefixes() const { return {}; }
+  /// The checkpoint name of polyhal's tensor `name` in a model with `head`
+  /// (written by exports, as transformers names it for this family).
+  virtual std::string checkpoint_name(const std::string& name, const TaskHead&) const {
+    return name;
+  }
+  /// transformers' class name for `head` ("BertForSequenceClassification").
+  virtual std::string architecture(const TaskHead& head) const { return hf_architecture(head); }
+  /// Why this family cannot run `task` ("" when it can).
+  virtual std::string task_problem(TaskHead::Kind) const { return {}; }
   /// The name (after the encoder prefix) of layer 0's FFN up-projection
   /// [intermediate_size, hidden_size], which checkpoint fitting compares.
   virtual const char* intermediate_weight() const = 0;

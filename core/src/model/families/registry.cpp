@@ -13,12 +13,17 @@ namespace polyhal::families {
 
 const ModelFamily& bert_family();
 const ModelFamily& groupbert_family();
+const ModelFamily& roberta_family();
+const ModelFamily& xlm_roberta_family();
+const ModelFamily& camembert_family();
 
 namespace {
 
 /// The registered families, indexed by ModelType.
-const std::array<const ModelFamily*, 2>& registry() {
-  static const std::array<const ModelFamily*, 2> families{&bert_family(), &groupbert_family()};
+const std::array<const ModelFamily*, 5>& registry() {
+  static const std::array<const ModelFamily*, 5> families{&bert_family(), &groupbert_family(),
+                                                          &roberta_family(), &xlm_roberta_family(),
+                                                          &camembert_family()};
   return families;
 }
 

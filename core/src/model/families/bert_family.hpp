@@ -1,0 +1,38 @@
+#pragma once
+// BERT's family (bert.cpp), which RoBERTa's families (roberta.cpp) extend:
+// the same post-norm layers, with their own names, positions and heads.
+#include "model/families/model_family.hpp"
+
+namespace polyhal::families {
+
+class BertFamily : public ModelFamily {
+ public:
+  ModelType type() const override { return ModelType::bert; }
+  const char* name() const override { return "bert"; }
+  const char* title() const override { return "BERT"; }
+  std::span<const FamilyPreset> presets() const override;
+  std::span<const char* const> own_keys() const override { return {}; }
+  void read_config(const ConfigJson&, BertConfig&) const override {}
+  void write_config(const BertConfig&, nlohmann::json&) const override {}
+  void validate(const BertConfig&, const std::string&) const override {}
+  std::string sequence_problem(const BertConfig&, std::int64_t, const std::string&) const override {
+    return {};
+  }
+
+  std::int64_t layer_parameters(const BertConfig& c) const override;
+  std::int64_t final_parameters(const BertConfig&) const override { return 0; }
+  void layer_tensor_shapes(const BertConfig& c, const std::string& p,
+                           std::vector<std::pair<std::string, Shape>>& shapes) const override;
+  void final_tensor_shapes(const BertConfig&,
+                           std::vector<std::pair<std::string, Shape>>&) const override {}
+  const char* intermediate_weight() const override {
+    return "encoder.layer.0.intermediate.dense.weight";
+  }
+
+  // Dropout after attention and after the feed-forward.
+  std::uint64_t hidden_dropouts_per_layer() const override { return 2; }
+  int encoder_layer(EncoderOps& ops, std::int64_t layer, int x) const override;
+  int after_encoder(EncoderOps&, int x) const override { return x; }
+};
+
+}  // namespace polyhal::families

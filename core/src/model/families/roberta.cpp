@@ -1,0 +1,116 @@
+// RoBERTa (Liu et al. 2019) and the families transformers builds on its
+// classes, XLM-RoBERTa (Conneau et al. 2020) and CamemBERT (Martin et al.
+// 2020): BERT's post-norm layers, with fairseq's positions (a sequence's
+// first token at pad_token_id + 1), one token type, their own names
+// ("roberta." for "bert.") and RobertaClassificationHead (dense, tanh,
+// out_proj on <s>: BERT's pooler and classifier under other names).
+#include <fmt/format.h>
+
+#include <string_view>
+
+#include "model/families/bert_family.hpp"
+#include "polyhal/error.hpp"
+
+namespace polyhal::families {
+namespace {
+
+// Longest first: the first prefix a name starts with is its own.
+constexpr CheckpointPrefix kRobertaPrefixes[] = {
+    {"classifier.out_proj.", "classifier."},
+    {"classifier.dense.", "bert.pooler.dense."},
+    {"lm_head.layer_norm.", "cls.predictions.transform.LayerNorm."},
+    {"lm_head.dense.", "cls.predictions.transform.dense."},
+    {"lm_head.decoder.", "cls.predictions.decoder."},  // tied: left out as BERT's is
+    {"lm_head.bias", "cls.predictions.bias"},
+    {"roberta.", "bert."},
+};
+
+class RobertaFamily final : public BertFamily {
+ public:
+  RobertaFamily(ModelType type, const char* name, const char* title, const char* class_prefix)
+      : type_(type), name_(name), title_(title), class_prefix_(class_prefix) {}
+  ModelType type() const override { return type_; }
+  const char* name() const override { return name_; }
+  const char* title() const override { return title_; }
+  std::span<const FamilyPreset> presets() const override { return {}; }
+
+  // fairseq's padding id (1) when the file names none; the position table
+  // kept from the row after it.
+  void read_config(const ConfigJson& json, BertConfig& c) const override {
+    if (!json.has("pad_token_id") || json.at("pad_token_id").is_null()) c.pad_token_id = 1;
+    if (c.pad_token_id < 0 || c.pad_token_id >= c.vocab_size)
+      json.fail("pad_token_id", fmt::format("expected a token id below vocab_size {}, got {}",
+                                            c.vocab_size, c.pad_token_id));
+    c.position_offset = c.pad_token_id + 1;
+    if (c.max_position_embeddings <= c.position_offset)
+      json.fail("max_position_embeddings",
+                fmt::format("{} rows leave no position after pad_token_id {} ({} positions start "
+                            "at pad_token_id + 1)",
+                            c.max_position_embeddings, c.pad_token_id, title_));
+    c.max_position_embeddings -= c.position_offset;
+  }
+  void write_config(const BertConfig& c, nlohmann::json& json) const override {
+    json["max_position_embeddings"] = c.max_position_embeddings + c.position_offset;
+    json["architectures"] = {renamed(json.at("architectures").at(0).get<std::string>())};
+  }
+  void validate(const BertConfig& c, const std::string& where) const override {
+    if (c.position_offset != c.pad_token_id + 1)
+      throw ConfigError(fmt::format("{}: a {} model's positions start at pad_token_id + 1 ({})",
+                                    where, title_, c.pad_token_id + 1));
+  }
+
+  std::span<const CheckpointPrefix> checkpoint_prefixes() const override {
+    return kRobertaPrefixes;
+  }
+  std::string checkpoint_name(const std::string& name, const TaskHead& head) const override {
+    const auto replaced = [&](std::string_view from, std::string_view to) {
+      return std::string(to) + name.substr(from.size());
+    };
+    const bool classifier = head.kind == TaskHead::Kind::classification;
+    if (classifier && name.starts_with("bert.pooler.dense."))
+      return replaced("bert.pooler.dense.", "classifier.dense.");
+    if (classifier && name.starts_with("classifier."))
+      return replaced("classifier.", "classifier.out_proj.");
+    if (name.starts_with("bert.")) return replaced("bert.", "roberta.");
+    return name;
+  }
+  std::string architecture(const TaskHead& head) const override {
+    return renamed(hf_architecture(head));
+  }
+  std::string task_problem(TaskHead::Kind kind) const override {
+    if (kind != TaskHead::Kind::pretraining) return {};
+    return fmt::format(
+        "pre-training a {} model is not built (its masked-LM head alone, without BERT's "
+        "next-sentence head); fine-tune it (task: finetune) or run it (task: inference)",
+        title_);
+  }
+
+ private:
+  /// transformers' BERT class name as this family's ("BertForX" -> "RobertaForX").
+  std::string renamed(const std::string& bert_class) const {
+    return class_prefix_ + bert_class.substr(std::string_view("Bert").size());
+  }
+
+  ModelType type_;
+  const char* name_;
+  const char* title_;
+  std::string class_prefix_;
+};
+
+}  // namespace
+
+const ModelFamily& roberta_family() {
+  static const RobertaFamily family(ModelType::roberta, "roberta", "RoBERTa", "Roberta");
+  return family;
+}
+const ModelFamily& xlm_roberta_family() {
+  static const RobertaFamily family(ModelType::xlm_roberta, "xlm-roberta", "XLM-RoBERTa",
+                                    "XLMRoberta");
+  return family;
+}
+const ModelFamily& camembert_family() {
+  static const RobertaFamily family(ModelType::camembert, "camembert", "CamemBERT", "Camembert");
+  return family;
+}
+
+}  // namespace polyhal::families

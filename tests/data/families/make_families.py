@@ -1,0 +1,190 @@
+"""Small models of each encoder family polyhal reads, with seeded random
+weights made by transformers itself (no model of these families can be
+fetched here), saved as the hub's directories are, and what transformers and
+sentence-transformers compute for them: the reference of
+tests/families_test.cpp.
+
+Each directory is what save_pretrained writes: config.json,
+model.safetensors, tokenizer.json (transformers' own rebuild of the
+tokenizer_pipeline fixture named in FAMILIES, or for "wordpiece" one of
+1,500 pieces trained here on the test corpora) and tokenizer_config.json;
+the sentence-transformers directory adds modules.json and 1_Pooling.
+
+  roberta_reranker/        RobertaForSequenceClassification, 1 label (a
+                           reranker: the two-layer classifier head), byte-level BPE
+  xlm_roberta_embedder/    XLMRobertaModel under sentence-transformers mean
+                           pooling (the layout of multilingual-e5), Unigram
+  xlm_roberta_qa/          XLMRobertaForQuestionAnswering, Unigram
+  camembert_classifier/    CamembertForSequenceClassification, 3 labels, Unigram
+  distilbert_embedder/     DistilBertModel under mean pooling (the layout of
+                           msmarco-distilbert-base-v4), WordPiece
+  distilbert_qa/           DistilBertForQuestionAnswering, WordPiece
+  electra_classifier/      ElectraForSequenceClassification (the discriminator,
+                           embedding_size = hidden_size), 2 labels, WordPiece
+
+reference.safetensors: per directory, "<dir>.embeddings" (sentence-
+transformers' encode of lines.txt), "<dir>.logits" (the head's logits of
+each line of lines.txt, a TAB making a pair, as transformers computes them)
+or "<dir>.start_logits"/"<dir>.end_logits" (a row per line, zero past its
+tokens).
+
+  python3 -m venv /tmp/st && /tmp/st/bin/pip install "numpy<2.4" safetensors tokenizers \\
+      transformers==5.23.0 torch==2.15.0 sentence-transformers==6.2.0
+  /tmp/st/bin/python tests/data/families/make_families.py
+"""
+import json
+import os
+import shutil
+import tempfile
+
+import torch
+from safetensors.torch import save_file
+from sentence_transformers import SentenceTransformer, models
+import transformers
+from transformers import (BertTokenizerFast, CamembertConfig, CamembertForSequenceClassification,
+                          DistilBertConfig, DistilBertForQuestionAnswering, DistilBertModel,
+                          ElectraConfig, ElectraForSequenceClassification, RobertaConfig,
+                          RobertaForSequenceClassification, RobertaTokenizerFast,
+                          XLMRobertaConfig, XLMRobertaForQuestionAnswering, XLMRobertaModel,
+                          XLMRobertaTokenizerFast)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PIPELINE = os.path.join(os.path.dirname(HERE), "tokenizer_pipeline")
+SIZE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128,
+            max_position_embeddings=130)
+# DistilBertConfig's own names for the same sizes.
+DISTIL_SIZE = dict(dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=130)
+ENCODERS = (XLMRobertaModel, DistilBertModel)  # saved as sentence-transformers directories
+
+# name: (config class, model class, tokenizer class, tokenizer fixture, extra config)
+FAMILIES = {
+    "roberta_reranker": (RobertaConfig, RobertaForSequenceClassification, RobertaTokenizerFast,
+                         "bpe_byte_level", dict(num_labels=1)),
+    "xlm_roberta_embedder": (XLMRobertaConfig, XLMRobertaModel, XLMRobertaTokenizerFast,
+                             "unigram_precompiled", {}),
+    "xlm_roberta_qa": (XLMRobertaConfig, XLMRobertaForQuestionAnswering, XLMRobertaTokenizerFast,
+                       "unigram_precompiled", {}),
+    "camembert_classifier": (CamembertConfig, CamembertForSequenceClassification,
+                             XLMRobertaTokenizerFast, "unigram_precompiled",
+                             dict(num_labels=3, id2label={0: "negative", 1: "neutral",
+                                                          2: "positive"},
+                                  label2id={"negative": 0, "neutral": 1, "positive": 2})),
+    "distilbert_embedder": (DistilBertConfig, DistilBertModel, BertTokenizerFast, "wordpiece", {}),
+    "distilbert_qa": (DistilBertConfig, DistilBertForQuestionAnswering, BertTokenizerFast,
+                      "wordpiece", {}),
+    "electra_classifier": (ElectraConfig, ElectraForSequenceClassification, BertTokenizerFast,
+                           "wordpiece", dict(num_labels=2, embedding_size=64)),
+}
+
+
+def read_lines():
+    with open(os.path.join(HERE, "lines.txt"), encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f]
+
+
+def trained_wordpiece(path):
+    """An uncased BERT WordPiece of 1,500 pieces trained on the test corpora
+    (the tokenizer_pipeline fixture's is 85 pieces: too few for a golden)."""
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from tokenizers import trainers
+    texts = []
+    for name in ("tokenizer_pipeline/corpus.txt", "real_model/sentences.txt",
+                 "corpus/text/part-0.txt", "corpus/text/part-1.txt"):
+        with open(os.path.join(os.path.dirname(HERE), name), encoding="utf-8") as f:
+            texts += [line.rstrip("\n") for line in f if line.strip()]
+    tokenizer = Tokenizer(models.WordPiece(unk_token="[UNK]"))
+    tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece()
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=1500,
+                                                                   special_tokens=special))
+    tokenizer.post_processor = processors.BertProcessing(
+        ("[SEP]", tokenizer.token_to_id("[SEP]")), ("[CLS]", tokenizer.token_to_id("[CLS]")))
+    tokenizer.save(path)
+
+
+def tokenizer_of(cls, fixture):
+    if fixture == "wordpiece":
+        path = os.path.join(tempfile.gettempdir(), "polyhal_families_wordpiece.json")
+        if not os.path.exists(path):
+            trained_wordpiece(path)
+        return cls(tokenizer_file=path)
+    return cls(tokenizer_file=os.path.join(PIPELINE, fixture, "tokenizer.json"))
+
+
+def encoded(tokenizer, line):
+    """One line of lines.txt as transformers encodes it: a TAB makes a pair."""
+    first, tab, second = line.partition("\t")
+    if tab:
+        return tokenizer(first, second, truncation=True, max_length=128, return_tensors="pt")
+    return tokenizer(first, truncation=True, max_length=128, return_tensors="pt")
+
+
+def head_outputs(model, tokenizer, lines):
+    """The head's logits for each line, one line a batch (a padded batch of
+    singles and pairs would pair the singles with an empty text)."""
+    out = {}
+    with torch.no_grad():
+        results = [model(**encoded(tokenizer, line)) for line in lines]
+    if hasattr(results[0], "start_logits"):
+        width = max(r.start_logits.shape[1] for r in results)
+        for key in ("start_logits", "end_logits"):
+            rows = torch.zeros(len(results), width)
+            for i, r in enumerate(results):
+                logits = getattr(r, key)[0]
+                rows[i, :logits.shape[0]] = logits
+            out[key] = rows.contiguous()
+    else:
+        out["logits"] = torch.cat([r.logits for r in results]).float().contiguous()
+    return out
+
+
+def make(name, lines, reference):
+    config_cls, model_cls, tokenizer_cls, fixture, extra = FAMILIES[name]
+    tokenizer = tokenizer_of(tokenizer_cls, fixture)
+    size = DISTIL_SIZE if config_cls is DistilBertConfig else SIZE
+    ids = dict(pad_token_id=tokenizer.pad_token_id)
+    if tokenizer.bos_token_id is not None:
+        ids.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    config = config_cls(vocab_size=len(tokenizer), **ids, **size, **extra)
+    torch.manual_seed(sum(map(ord, name)))
+    model = model_cls(config).eval()
+    out = os.path.join(HERE, name)
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    if model_cls in ENCODERS:  # a sentence-transformers directory
+        with tempfile.TemporaryDirectory() as tmp:
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            word = models.Transformer(tmp, max_seq_length=128)
+            pooling = models.Pooling(word.get_word_embedding_dimension(), pooling_mode="mean")
+            SentenceTransformer(modules=[word, pooling], device="cpu").save(out)
+        st = SentenceTransformer(out, device="cpu")
+        singles = [line for line in lines if "\t" not in line]
+        with torch.no_grad():
+            reference[name + ".embeddings"] = st.encode(singles, convert_to_tensor=True,
+                                                        batch_size=8).float().contiguous()
+    else:
+        model.save_pretrained(out)
+        tokenizer.save_pretrained(out)
+        for key, value in head_outputs(model, tokenizer, lines).items():
+            reference[f"{name}.{key}"] = value
+    readme = os.path.join(out, "README.md")
+    if os.path.exists(readme):
+        os.remove(readme)
+
+
+def main():
+    lines = read_lines()
+    reference = {}
+    for name in FAMILIES:
+        make(name, lines, reference)
+    save_file(reference, os.path.join(HERE, "reference.safetensors"),
+              metadata={"torch": torch.__version__, "transformers": transformers.__version__,
+                        "sentence_transformers":
+                            __import__("sentence_transformers").__version__})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,188 @@
+// The encoder families beyond BERT against transformers and
+// sentence-transformers: small models of each with seeded random weights,
+// saved by the library itself (tests/data/families/make_families.py, which
+// writes the reference), run through `polyhal run` as a user's directory.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "polyhal/app/safetensors.hpp"
+#include "test_support.hpp"
+
+namespace polyhal {
+namespace {
+
+const std::filesystem::path kData =
+    std::filesystem::path(POLYHAL_SOURCE_DIR) / "tests/data/families";
+
+const HostTensor& reference(const std::string& name) {
+  static const TensorMap all = read_safetensors(kData / "reference.safetensors");
+  return all.at(name);
+}
+
+std::vector<std::string> lines(bool singles_only) {
+  std::ifstream in(kData / "lines.txt");
+  std::vector<std::string> out;
+  for (std::string line; std::getline(in, line);)
+    if (!singles_only || line.find('\t') == std::string::npos) out.push_back(line);
+  return out;
+}
+
+/// `polyhal run` of inference over `text` with the model in `dir`; the
+/// output records. `inference` and `model` are more YAML for those sections.
+std::vector<nlohmann::json> run_inference(const std::filesystem::path& dir,
+                                          const std::vector<std::string>& text,
+                                          const std::string& inference = "",
+                                          const std::string& model = "") {
+  test::TempDir tmp;
+  std::string joined;
+  for (const auto& line : text) joined += line + "\n";
+  const auto input = tmp.write("lines.txt", joined);
+  const auto output = tmp.path() / "out.jsonl";
+  const auto config = tmp.write(
+      "run.yaml",
+      fmt::format("backend: cpu\ntask: inference\nmodel: {{dir: {}{}}}\nbatch: {{micro: 4}}\n"
+                  "data: {{source: text, text_file: {}}}\ninference: {{output: {}{}}}\n",
+                  dir.string(), model, input.string(), output.string(), inference));
+  const auto r = test::run_polyhal("run --config " + config.string());
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  std::ifstream in(output);
+  std::vector<nlohmann::json> records;
+  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
+  return records;
+}
+
+double cosine(const std::vector<float>& a, const float* b) {
+  double dot = 0, na = 0, nb = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    dot += a[i] * static_cast<double>(b[i]);
+    na += a[i] * static_cast<double>(a[i]);
+    nb += b[i] * static_cast<double>(b[i]);
+  }
+  return dot / std::sqrt(na * nb);
+}
+
+/// Each record's `key` (a vector) equals the reference's row within `tolerance`.
+void expect_rows(const std::vector<nlohmann::json>& records, const std::string& key,
+                 const HostTensor& want, double tolerance) {
+  ASSERT_EQ(static_cast<std::int64_t>(records.size()), want.shape[0]);
+  const auto width = static_cast<std::size_t>(want.shape[1]);
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    const auto got = records[r].at(key).get<std::vector<float>>();
+    ASSERT_EQ(got.size(), width) << key << " line " << r + 1;
+    for (std::size_t i = 0; i < width; ++i)
+      EXPECT_NEAR(got[i], want.values[r * width + i], tolerance) << key << " line " << r + 1;
+  }
+}
+
+// XLMRobertaModel under sentence-transformers' mean pooling (the layout of
+// multilingual-e5): fairseq's positions, one token type, the Unigram
+// tokenizer.json; packed rows and one line a row.
+TEST(Families, XlmRobertaEmbedsAsSentenceTransformers) {
+  const auto& want = reference("xlm_roberta_embedder.embeddings");
+  for (const char* packed : {"true", "false"}) {
+    const auto records = run_inference(kData / "xlm_roberta_embedder", lines(true),
+                                       fmt::format(", packed: {}", packed));
+    ASSERT_EQ(static_cast<std::int64_t>(records.size()), want.shape[0]) << packed;
+    const auto width = static_cast<std::size_t>(want.shape[1]);
+    for (std::size_t r = 0; r < records.size(); ++r)
+      EXPECT_GE(cosine(records[r].at("embedding").get<std::vector<float>>(),
+                       want.values.data() + r * width),
+                1.0 - 1e-5)
+          << "packed " << packed << ", line " << r + 1;
+  }
+}
+
+// RobertaForSequenceClassification with one label (a reranker's score):
+// RoBERTa's two-layer classifier head on <s>, byte-level BPE, texts and pairs.
+TEST(Families, RobertaRerankerScoresAsTransformers) {
+  expect_rows(run_inference(kData / "roberta_reranker", lines(false)), "logits",
+              reference("roberta_reranker.logits"), 1e-4);
+}
+
+TEST(Families, CamembertClassifierLogitsAsTransformers) {
+  expect_rows(run_inference(kData / "camembert_classifier", lines(false)), "logits",
+              reference("camembert_classifier.logits"), 1e-4);
+}
+
+// XLMRobertaForQuestionAnswering: start and end logits of every real token.
+TEST(Families, XlmRobertaQuestionAnsweringLogitsAsTransformers) {
+  const auto records = run_inference(kData / "xlm_roberta_qa", lines(false));
+  for (const char* key : {"start_logits", "end_logits"}) {
+    const auto& want = reference(std::string("xlm_roberta_qa.") + key);
+    ASSERT_EQ(static_cast<std::int64_t>(records.size()), want.shape[0]);
+    const auto width = static_cast<std::size_t>(want.shape[1]);
+    for (std::size_t r = 0; r < records.size(); ++r) {
+      const auto tokens = records[r].at("tokens").get<std::vector<std::string>>();
+      const auto got = records[r].at(key).get<std::vector<float>>();
+      std::size_t real = 0;
+      while (real < tokens.size() && tokens[real] != "<pad>") ++real;
+      ASSERT_LE(real, width) << key << " line " << r + 1;
+      for (std::size_t i = 0; i < real; ++i)
+        EXPECT_NEAR(got[i], want.values[r * width + i], 1e-4) << key << " line " << r + 1;
+      if (real < width) {
+        EXPECT_EQ(want.values[r * width + real], 0.0f) << "line " << r + 1;
+      }
+    }
+  }
+}
+
+// model.save writes the directory as transformers names a RoBERTa: its
+// class, "roberta." names, classifier.dense/out_proj, the whole position
+// table; it runs again to the same logits.
+TEST(Families, ASavedRobertaIsTransformersOwnLayoutAndRunsAgain) {
+  test::TempDir tmp;
+  const auto saved = tmp.path() / "saved";
+  const auto first =
+      run_inference(kData / "roberta_reranker", lines(false), "", ", save: " + saved.string());
+  ASSERT_FALSE(first.empty());
+  std::ifstream config_in(saved / "config.json");
+  const auto config = nlohmann::json::parse(config_in);
+  EXPECT_EQ(config.at("architectures").at(0), "RobertaForSequenceClassification");
+  EXPECT_EQ(config.at("model_type"), "roberta");
+  EXPECT_EQ(config.at("max_position_embeddings"), 130);
+  EXPECT_EQ(config.at("pad_token_id"), 1);
+  const auto weights = read_safetensors(saved / "model.safetensors");
+  ASSERT_TRUE(weights.contains("roberta.embeddings.position_embeddings.weight"));
+  EXPECT_EQ(weights.at("roberta.embeddings.position_embeddings.weight").shape, (Shape{130, 64}));
+  EXPECT_TRUE(weights.contains("classifier.dense.weight"));
+  EXPECT_TRUE(weights.contains("classifier.out_proj.weight"));
+  for (const auto& [name, tensor] : weights) EXPECT_FALSE(name.starts_with("bert.")) << name;
+  std::filesystem::copy_file(kData / "roberta_reranker/tokenizer.json", saved / "tokenizer.json",
+                             std::filesystem::copy_options::skip_existing);
+  expect_rows(run_inference(saved, lines(false)), "logits", reference("roberta_reranker.logits"),
+              1e-4);
+}
+
+// What a RoBERTa cannot do is refused by name, with the key.
+TEST(Families, WhatARobertaCannotDoIsRefusedNamingTheKey) {
+  test::TempDir tmp;
+  const auto dir = tmp.path() / "model";
+  std::filesystem::copy(kData / "roberta_reranker", dir);
+  auto config = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  config["max_position_embeddings"] = 2;
+  std::ofstream(dir / "config.json") << config.dump();
+  const auto yaml = tmp.write(
+      "run.yaml", fmt::format("backend: cpu\ntask: inference\nmodel: {{dir: {}}}\n", dir.string()));
+  auto r = test::run_polyhal("validate --config " + yaml.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'max_position_embeddings'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pad_token_id"), std::string::npos) << r.output;
+
+  const auto pretrain = tmp.write(
+      "pretrain.yaml", fmt::format("backend: cpu\ntask: pretrain\nmodel: {{hf_config: {}}}\n",
+                                   (kData / "roberta_reranker/config.json").string()));
+  r = test::run_polyhal("validate --config " + pretrain.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("pre-training a RoBERTa model is not built"), std::string::npos)
+      << r.output;
+}
+
+}  // namespace
+}  // namespace polyhal
