@@ -111,18 +111,32 @@ TEST(Families, CamembertClassifierLogitsAsTransformers) {
               reference("camembert_classifier.logits"), 1e-4);
 }
 
-// XLMRobertaForQuestionAnswering: start and end logits of every real token.
-TEST(Families, XlmRobertaQuestionAnsweringLogitsAsTransformers) {
-  const auto records = run_inference(kData / "xlm_roberta_qa", lines(false));
+// DistilBertModel under mean pooling: its own names and config keys, no
+// token types, no pooler.
+TEST(Families, DistilbertEmbedsAsSentenceTransformers) {
+  const auto& want = reference("distilbert_embedder.embeddings");
+  const auto records = run_inference(kData / "distilbert_embedder", lines(true));
+  ASSERT_EQ(static_cast<std::int64_t>(records.size()), want.shape[0]);
+  const auto width = static_cast<std::size_t>(want.shape[1]);
+  for (std::size_t r = 0; r < records.size(); ++r)
+    EXPECT_GE(cosine(records[r].at("embedding").get<std::vector<float>>(),
+                     want.values.data() + r * width),
+              1.0 - 1e-5)
+        << "line " << r + 1;
+}
+
+/// Start and end logits of every real token (`pad` the padding token).
+void expect_span_logits(const std::string& name, const std::string& pad) {
+  const auto records = run_inference(kData / name, lines(false));
   for (const char* key : {"start_logits", "end_logits"}) {
-    const auto& want = reference(std::string("xlm_roberta_qa.") + key);
+    const auto& want = reference(name + "." + key);
     ASSERT_EQ(static_cast<std::int64_t>(records.size()), want.shape[0]);
     const auto width = static_cast<std::size_t>(want.shape[1]);
     for (std::size_t r = 0; r < records.size(); ++r) {
       const auto tokens = records[r].at("tokens").get<std::vector<std::string>>();
       const auto got = records[r].at(key).get<std::vector<float>>();
       std::size_t real = 0;
-      while (real < tokens.size() && tokens[real] != "<pad>") ++real;
+      while (real < tokens.size() && tokens[real] != pad) ++real;
       ASSERT_LE(real, width) << key << " line " << r + 1;
       for (std::size_t i = 0; i < real; ++i)
         EXPECT_NEAR(got[i], want.values[r * width + i], 1e-4) << key << " line " << r + 1;
@@ -130,6 +144,54 @@ TEST(Families, XlmRobertaQuestionAnsweringLogitsAsTransformers) {
         EXPECT_EQ(want.values[r * width + real], 0.0f) << "line " << r + 1;
       }
     }
+  }
+}
+
+// XLMRobertaForQuestionAnswering and DistilBertForQuestionAnswering.
+TEST(Families, XlmRobertaQuestionAnsweringLogitsAsTransformers) {
+  expect_span_logits("xlm_roberta_qa", "<pad>");
+}
+
+TEST(Families, DistilbertQuestionAnsweringLogitsAsTransformers) {
+  expect_span_logits("distilbert_qa", "[PAD]");
+}
+
+// ElectraForSequenceClassification: BERT's layers, and a head of dense,
+// GELU and out_proj on [CLS].
+TEST(Families, ElectraClassifierLogitsAsTransformers) {
+  expect_rows(run_inference(kData / "electra_classifier", lines(false)), "logits",
+              reference("electra_classifier.logits"), 1e-4);
+}
+
+// A saved DistilBERT is transformers' layout: its names and keys, no token
+// types (their zero row folded into the positions); it runs again alike.
+TEST(Families, ASavedDistilbertIsTransformersOwnLayoutAndRunsAgain) {
+  test::TempDir tmp;
+  const auto saved = tmp.path() / "saved";
+  ASSERT_FALSE(run_inference(kData / "distilbert_qa", lines(false), "", ", save: " + saved.string())
+                   .empty());
+  const auto config = nlohmann::json::parse(std::ifstream(saved / "config.json"));
+  EXPECT_EQ(config.at("architectures").at(0), "DistilBertForQuestionAnswering");
+  EXPECT_EQ(config.at("dim"), 64);
+  EXPECT_EQ(config.at("n_layers"), 2);
+  EXPECT_FALSE(config.contains("hidden_size"));
+  const auto weights = read_safetensors(saved / "model.safetensors");
+  EXPECT_TRUE(weights.contains("distilbert.transformer.layer.1.ffn.lin2.weight"));
+  EXPECT_TRUE(weights.contains("distilbert.transformer.layer.0.sa_layer_norm.bias"));
+  EXPECT_TRUE(weights.contains("qa_outputs.weight"));
+  for (const auto& [name, tensor] : weights) {
+    EXPECT_FALSE(name.starts_with("bert.")) << name;
+    EXPECT_EQ(name.find("token_type"), std::string::npos) << name;
+  }
+  std::filesystem::copy_file(kData / "distilbert_qa/tokenizer.json", saved / "tokenizer.json");
+  const auto again = run_inference(saved, lines(false));
+  const auto first = run_inference(kData / "distilbert_qa", lines(false));
+  ASSERT_EQ(again.size(), first.size());
+  for (std::size_t r = 0; r < first.size(); ++r) {
+    const auto a = first[r].at("start_logits").get<std::vector<float>>();
+    const auto b = again[r].at("start_logits").get<std::vector<float>>();
+    ASSERT_EQ(a.size(), b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << r;
   }
 }
 
@@ -158,6 +220,35 @@ TEST(Families, ASavedRobertaIsTransformersOwnLayoutAndRunsAgain) {
                              std::filesystem::copy_options::skip_existing);
   expect_rows(run_inference(saved, lines(false)), "logits", reference("roberta_reranker.logits"),
               1e-4);
+}
+
+// DistilBERT's classification head (ReLU) and ELECTRA-small's embedding
+// projection are not built: refused with the reason.
+TEST(Families, WhatIsNotBuiltIsRefusedWithTheReason) {
+  test::TempDir tmp;
+  const auto dir = tmp.path() / "model";
+  std::filesystem::copy(kData / "distilbert_embedder", dir,
+                        std::filesystem::copy_options::recursive);
+  auto config = nlohmann::json::parse(std::ifstream(dir / "config.json"));
+  config["architectures"] = {"DistilBertForSequenceClassification"};
+  std::ofstream(dir / "config.json") << config.dump();
+  const auto yaml = tmp.write(
+      "run.yaml", fmt::format("backend: cpu\ntask: inference\nmodel: {{dir: {}}}\n", dir.string()));
+  auto r = test::run_polyhal("validate --config " + yaml.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("pre_classifier with ReLU"), std::string::npos) << r.output;
+
+  const auto electra = tmp.path() / "electra";
+  std::filesystem::copy(kData / "electra_classifier", electra);
+  config = nlohmann::json::parse(std::ifstream(electra / "config.json"));
+  config["embedding_size"] = 32;
+  std::ofstream(electra / "config.json") << config.dump();
+  const auto electra_yaml = tmp.write(
+      "electra.yaml",
+      fmt::format("backend: cpu\ntask: inference\nmodel: {{dir: {}}}\n", electra.string()));
+  r = test::run_polyhal("validate --config " + electra_yaml.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("key 'embedding_size'"), std::string::npos) << r.output;
 }
 
 // What a RoBERTa cannot do is refused by name, with the key.

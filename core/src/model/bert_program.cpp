@@ -250,7 +250,8 @@ class Builder final : public families::EncoderOps {
       cls = act("cls", {b, h});
       p_.op(Phase::forward, OpKind::take_rows, {x}, {cls}, RowStrideAttrs{o_.shape.seq});
     }
-    out_.pooled = linear(cls, pool_w, pool_b, h, Activation::tanh, std::nullopt, "pooled");
+    out_.pooled =
+        linear(cls, pool_w, pool_b, h, family_.pooler_activation(), std::nullopt, "pooled");
     const int dropped = dropout(out_.pooled, "pooled dropped");
     out_.head_logits =
         linear(dropped, w, bias, o_.head.num_labels, Activation::none, std::nullopt, "logits");

@@ -19,14 +19,14 @@ namespace {
 /// BERT's name for a tensor another family's checkpoint names otherwise.
 std::string bert_name(std::string name) {
   for (const auto* family : families::model_families())
-    for (const auto& [checkpoint, polyhal] : family->checkpoint_prefixes())
-      if (name.starts_with(checkpoint))
-        return polyhal + name.substr(std::string_view(checkpoint).size());
+    if (auto renamed = family->polyhal_name(name)) return std::move(*renamed);
   return name;
 }
 
 // Checkpoint tensors that are buffers or tied copies, not parameters.
 bool ignorable(const std::string& name) {
+  for (const auto* family : families::model_families())
+    if (family->ignored_tensor(name)) return true;
   return name.ends_with("embeddings.position_ids") || name == "cls.predictions.decoder.weight" ||
          name == "cls.predictions.decoder.bias";
 }
@@ -158,6 +158,15 @@ void trim_position_rows(TensorMap& weights, const BertConfig& config) {
 TensorMap read_weights(const std::filesystem::path& file, const BertConfig& config) {
   TensorMap weights = read_any_weights(file);
   trim_position_rows(weights, config);
+  // A family without token types (DistilBERT): every token is type 0 of a
+  // zero row, which exports fold into the positions (checkpoint_tensors).
+  if (!families::model_family(config.model_type).token_types()) {
+    const Shape shape{config.type_vocab_size, config.hidden_size};
+    weights.try_emplace(
+        "bert.embeddings.token_type_embeddings.weight",
+        HostTensor{shape,
+                   std::vector<float>(static_cast<std::size_t>(element_count(shape)), 0.0f)});
+  }
   return weights;
 }
 
@@ -337,16 +346,25 @@ HeadStart load_bert_weights_for_head(const std::filesystem::path& file, const Be
 TensorMap checkpoint_tensors(const TensorMap& weights, const BertConfig& config,
                              const TaskHead& head) {
   const auto& family = families::model_family(config.model_type);
+  const auto types = weights.find("bert.embeddings.token_type_embeddings.weight");
   TensorMap out;
   for (const auto& [name, tensor] : weights) {
+    std::string written = family.checkpoint_name(name, head);
+    if (written.empty()) continue;  // not in the family's checkpoints
     HostTensor t = tensor;
-    if (name == "bert.embeddings.position_embeddings.weight" && config.position_offset > 0 &&
-        t.shape.size() == 2) {  // the rows no position reads, back as zeros
-      t.values.insert(t.values.begin(),
-                      static_cast<std::size_t>(config.position_offset * t.shape[1]), 0.0f);
-      t.shape[0] += config.position_offset;
+    if (name == "bert.embeddings.position_embeddings.weight" && t.shape.size() == 2) {
+      const auto width = static_cast<std::size_t>(t.shape[1]);
+      // Without token types every token read type 0's row: its positions carry it.
+      if (!family.token_types() && types != weights.end() && types->second.values.size() >= width)
+        for (std::size_t i = 0; i < t.values.size(); ++i)
+          t.values[i] += types->second.values[i % width];
+      if (config.position_offset > 0) {  // the rows no position reads, back as zeros
+        t.values.insert(t.values.begin(), static_cast<std::size_t>(config.position_offset) * width,
+                        0.0f);
+        t.shape[0] += config.position_offset;
+      }
     }
-    out.emplace(family.checkpoint_name(name, head), std::move(t));
+    out.emplace(std::move(written), std::move(t));
   }
   return out;
 }

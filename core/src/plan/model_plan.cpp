@@ -144,6 +144,22 @@ void take_keys(const ModelKeys& keys, ModelPlan& m) {
   if (m.model_dir.empty()) m.model_dir = keys.dir;
 }
 
+/// The head the task computes (pre-training's, and inference's with
+/// model.head pretraining; the fine-tuning task's; else the model file's)
+/// is one the family has.
+void check_family_runs_task(const RunConfig& config, const ModelPlan& m) {
+  using Kind = TaskHead::Kind;
+  std::optional<Kind> kind;
+  if (config.task == "pretrain" || m.heads) kind = Kind::pretraining;
+  if (config.task == "glue") kind = Kind::classification;
+  if (config.task == "squad") kind = Kind::question_answering;
+  if (!kind && m.file_head) kind = m.file_head->kind;
+  if (!kind) return;
+  if (const auto problem = families::model_family(m.dims.model_type).task_problem(*kind);
+      !problem.empty())
+    config.fail(config.task == "inference" ? "model.head" : "task", problem);
+}
+
 }  // namespace
 
 ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
@@ -189,12 +205,7 @@ ModelPlan resolve_model(const RunConfig& config, bool plan_only) {
   }
   m.tokenizer = {m.vocab, resolve_tokenizer_options(config, m.vocab), m.dims.vocab_size};
   model_head(config, m);
-  // Pre-training, and inference with the pre-training heads, need BERT's MLM and NSP heads.
-  if (config.task == "pretrain" || m.heads)
-    if (const auto problem =
-            families::model_family(m.dims.model_type).task_problem(TaskHead::Kind::pretraining);
-        !problem.empty())
-      config.fail(config.task == "pretrain" ? "task" : "model.head", problem);
+  check_family_runs_task(config, m);
   return m;
 }
 

@@ -20,7 +20,15 @@ struct BertShape {
 /// The encoder families polyhal builds, one file each under
 /// core/src/model/families/ (config.json's "model_type", looked up once when
 /// the config is read).
-enum class ModelType : std::uint8_t { bert, groupbert, roberta, xlm_roberta, camembert };
+enum class ModelType : std::uint8_t {
+  bert,
+  groupbert,
+  roberta,
+  xlm_roberta,
+  camembert,
+  distilbert,
+  electra
+};
 
 /// The dimensions of a BERT model, named as Hugging Face's BertConfig names them.
 struct BertConfig {

@@ -2,6 +2,8 @@
 // layers of attention then a GELU feed-forward, each `LayerNorm(x + .)`.
 #include <fmt/format.h>
 
+#include <string_view>
+
 #include "model/families/bert_family.hpp"
 
 namespace polyhal::families {
@@ -13,6 +15,20 @@ constexpr FamilyPreset kBertPresets[] = {{"tiny", 2, 128, 2},   {"mini", 4, 256,
                                          {"base", 12, 768, 12}, {"large", 24, 1024, 16}};
 
 }  // namespace
+
+std::string dense_head_checkpoint_name(const std::string& name, const TaskHead& head,
+                                       const char* encoder) {
+  const auto replaced = [&](std::string_view from, std::string_view to) {
+    return std::string(to) + name.substr(from.size());
+  };
+  const bool classifier = head.kind == TaskHead::Kind::classification;
+  if (classifier && name.starts_with("bert.pooler.dense."))
+    return replaced("bert.pooler.dense.", "classifier.dense.");
+  if (classifier && name.starts_with("classifier."))
+    return replaced("classifier.", "classifier.out_proj.");
+  if (name.starts_with("bert.")) return replaced("bert.", encoder);
+  return name;
+}
 
 std::span<const FamilyPreset> BertFamily::presets() const {
   return kBertPresets;

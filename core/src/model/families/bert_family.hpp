@@ -5,6 +5,13 @@
 
 namespace polyhal::families {
 
+/// The export name of polyhal's tensor `name` for a family whose
+/// checkpoints name the encoder `encoder` ("roberta.") and whose
+/// classification head is RobertaClassificationHead's (classifier.dense
+/// for BERT's pooler, classifier.out_proj for its classifier).
+std::string dense_head_checkpoint_name(const std::string& name, const TaskHead& head,
+                                       const char* encoder);
+
 class BertFamily : public ModelFamily {
  public:
   ModelType type() const override { return ModelType::bert; }

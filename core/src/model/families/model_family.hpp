@@ -139,9 +139,18 @@ class ModelFamily {
   /// The tensors after the last layer (GroupBERT's final norm).
   virtual void final_tensor_shapes(const BertConfig& config,
                                    std::vector<std::pair<std::string, Shape>>& shapes) const = 0;
-  /// The prefixes of this family's checkpoint names that are not BERT's
-  /// (read: every family's are tried, none is another's).
-  virtual std::span<const CheckpointPrefix> checkpoint_prefixes() const { return {}; }
+  /// BERT's name for `name` when it is one of this family's own checkpoint
+  /// names, else nullopt (read: every family's are tried, none is another's).
+  virtual std::optional<std::string> polyhal_name(const std::string&) const { return std::nullopt; }
+  /// A checkpoint tensor of this family's that polyhal builds nothing for
+  /// and leaves out (ELECTRA's discriminator head).
+  virtual bool ignored_tensor(const std::string&) const { return false; }
+  /// The checkpoint holds token type embeddings (DistilBERT's does not:
+  /// polyhal reads every token as type 0 of a zero table, never written).
+  virtual bool token_types() const { return true; }
+  /// The activation of the dense layer on the first token before the
+  /// classifier (BERT's pooler: tanh; ELECTRA's head: GELU).
+  virtual Activation pooler_activation() const { return Activation::tanh; }
   /// The checkpoint name of polyhal's tensor `name` in a model with `head`
   /// (written by exports, as transformers names it for this family).
   virtual std::string checkpoint_name(const std::string& name, const TaskHead&) const {
@@ -170,6 +179,11 @@ const ModelFamily& model_family(ModelType type);
 /// The family a config.json names (its "model_type", or a family's marker
 /// key, else BERT, as Google's bert_config.json has neither).
 const ModelFamily& family_of_config(const ConfigJson& json);
+
+/// `name` with the first of `prefixes` it starts with replaced by polyhal's,
+/// or nullopt when it starts with none.
+std::optional<std::string> renamed_prefix(std::span<const CheckpointPrefix> prefixes,
+                                          const std::string& name);
 
 /// The prefix of encoder layer `layer`'s tensors.
 std::string encoder_layer_prefix(std::int64_t layer);

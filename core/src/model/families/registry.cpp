@@ -16,14 +16,16 @@ const ModelFamily& groupbert_family();
 const ModelFamily& roberta_family();
 const ModelFamily& xlm_roberta_family();
 const ModelFamily& camembert_family();
+const ModelFamily& distilbert_family();
+const ModelFamily& electra_family();
 
 namespace {
 
 /// The registered families, indexed by ModelType.
-const std::array<const ModelFamily*, 5>& registry() {
-  static const std::array<const ModelFamily*, 5> families{&bert_family(), &groupbert_family(),
-                                                          &roberta_family(), &xlm_roberta_family(),
-                                                          &camembert_family()};
+const std::array<const ModelFamily*, 7>& registry() {
+  static const std::array<const ModelFamily*, 7> families{
+      &bert_family(),      &groupbert_family(),  &roberta_family(), &xlm_roberta_family(),
+      &camembert_family(), &distilbert_family(), &electra_family()};
   return families;
 }
 
@@ -43,6 +45,14 @@ std::span<const ModelFamily* const> model_families() {
 
 const ModelFamily& model_family(ModelType type) {
   return *registry().at(static_cast<std::size_t>(type));
+}
+
+std::optional<std::string> renamed_prefix(std::span<const CheckpointPrefix> prefixes,
+                                          const std::string& name) {
+  for (const auto& [checkpoint, polyhal] : prefixes)
+    if (name.starts_with(checkpoint))
+      return polyhal + name.substr(std::string_view(checkpoint).size());
+  return std::nullopt;
 }
 
 std::string encoder_layer_prefix(std::int64_t layer) {

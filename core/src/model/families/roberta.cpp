@@ -59,20 +59,11 @@ class RobertaFamily final : public BertFamily {
                                     where, title_, c.pad_token_id + 1));
   }
 
-  std::span<const CheckpointPrefix> checkpoint_prefixes() const override {
-    return kRobertaPrefixes;
+  std::optional<std::string> polyhal_name(const std::string& name) const override {
+    return renamed_prefix(kRobertaPrefixes, name);
   }
   std::string checkpoint_name(const std::string& name, const TaskHead& head) const override {
-    const auto replaced = [&](std::string_view from, std::string_view to) {
-      return std::string(to) + name.substr(from.size());
-    };
-    const bool classifier = head.kind == TaskHead::Kind::classification;
-    if (classifier && name.starts_with("bert.pooler.dense."))
-      return replaced("bert.pooler.dense.", "classifier.dense.");
-    if (classifier && name.starts_with("classifier."))
-      return replaced("classifier.", "classifier.out_proj.");
-    if (name.starts_with("bert.")) return replaced("bert.", "roberta.");
-    return name;
+    return dense_head_checkpoint_name(name, head, "roberta.");
   }
   std::string architecture(const TaskHead& head) const override {
     return renamed(hf_architecture(head));
