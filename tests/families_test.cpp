@@ -5,13 +5,17 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <string>
 #include <vector>
 
+#include "polyhal/app/bert_training.hpp"
+#include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/safetensors.hpp"
 #include "test_support.hpp"
 
@@ -220,6 +224,98 @@ TEST(Families, ASavedRobertaIsTransformersOwnLayoutAndRunsAgain) {
                              std::filesystem::copy_options::skip_existing);
   expect_rows(run_inference(saved, lines(false)), "logits", reference("roberta_reranker.logits"),
               1e-4);
+}
+
+/// polyhal's name for transformers' tensor `name` (the loader's rule).
+std::string polyhal_name(const std::string& name) {
+  TensorMap one;
+  one.emplace(name, HostTensor{});
+  const TensorMap renamed = canonical_bert_weights(std::move(one));
+  return renamed.empty() ? std::string{} : renamed.begin()->first;
+}
+
+std::vector<std::int32_t> flat_ints(const nlohmann::json& rows) {
+  std::vector<std::int32_t> out;
+  for (const auto& row : rows)
+    for (const auto& v : row) out.push_back(v.get<std::int32_t>());
+  return out;
+}
+
+// One fine-tuning step of each family's head (classification, regression,
+// question answering) against transformers in f64 with dropout off: the loss,
+// and every gradient's sum, norm and 16 entries
+// (tests/data/families/make_family_train_golden.py), on the CPU plugin.
+TEST(Families, AFineTuningStepsLossAndGradientsMatchPyTorch) {
+  const auto golden = nlohmann::json::parse(std::ifstream(kData / "train_golden.json"));
+  const std::int64_t seq = golden.at("seq");
+  auto device = test::first_device("cpu");
+  for (const char* name : {"roberta_reranker", "camembert_classifier", "electra_classifier",
+                           "xlm_roberta_qa", "distilbert_qa"}) {
+    SCOPED_TRACE(name);
+    const auto& g = golden.at(name);
+    const BertConfig config = read_hf_config(kData / name / "config.json");
+    const TaskHead head = read_hf_head(kData / name / "config.json").value();
+    TrainingBatch batch;
+    batch.inputs = {flat_ints(g.at("input_ids")), flat_ints(g.at("token_type_ids")),
+                    flat_ints(g.at("attention_mask"))};
+    if (g.contains("labels")) batch.labels = g.at("labels").get<std::vector<std::int32_t>>();
+    if (g.contains("targets")) batch.targets = g.at("targets").get<std::vector<float>>();
+    if (g.contains("start_positions")) {
+      batch.start_positions = g.at("start_positions").get<std::vector<std::int32_t>>();
+      batch.end_positions = g.at("end_positions").get<std::vector<std::int32_t>>();
+    }
+    const BertShape shape{static_cast<std::int64_t>(g.at("input_ids").size()), seq};
+    OptimizerSettings adamw;
+    adamw.kind = "adamw";
+    BertTraining training(*device, config, shape, {.optimizer = adamw, .head = head});
+    training.load_weights(load_bert_weights(kData / name / "model.safetensors", config, head));
+    const double loss = training.forward_backward(batch).total();
+    EXPECT_NEAR(loss, g.at("loss").get<double>(), 1e-4 * std::max(1.0, std::fabs(loss)));
+    const TensorMap grads = training.gradients();
+    double scale = 0;
+    for (const auto& [hf, want] : g.at("gradients").items())
+      scale = std::max(scale, want.at("norm").get<double>());
+    std::size_t compared = 0;
+    for (const auto& [hf, want] : g.at("gradients").items()) {
+      const std::string mine = polyhal_name(hf);
+      ASSERT_TRUE(grads.contains(mine)) << hf << " is " << mine << ", which polyhal has not";
+      const auto& values = grads.at(mine).values;
+      const double norm = want.at("norm");
+      const double tolerance = 1e-4 * std::max(norm, 1e-2 * scale);
+      // A RoBERTa position table's rows before pad_token_id + 1: read by
+      // nothing, zero in PyTorch and not kept by polyhal.
+      const bool positions = mine == "bert.embeddings.position_embeddings.weight";
+      const auto skipped =
+          positions ? static_cast<std::size_t>(config.position_offset * config.hidden_size) : 0;
+      ASSERT_EQ(values.size() + skipped,
+                static_cast<std::size_t>(std::llround(std::accumulate(
+                    want.at("shape").begin(), want.at("shape").end(), 1.0,
+                    [](double a, const auto& d) { return a * d.template get<double>(); }))))
+          << hf;
+      double sum = 0, squares = 0;
+      for (const float v : values) {
+        sum += v;
+        squares += static_cast<double>(v) * v;
+      }
+      EXPECT_NEAR(std::sqrt(squares), norm, tolerance) << hf << " norm";
+      EXPECT_NEAR(sum, want.at("sum").get<double>(),
+                  tolerance * std::sqrt(static_cast<double>(values.size())))
+          << hf << " sum";
+      for (const auto& sample : want.at("samples")) {
+        const auto at = sample.at(0).get<std::size_t>();
+        const double value = sample.at(1);
+        if (at < skipped) {
+          EXPECT_EQ(value, 0.0) << hf << "[" << at << "]: a row no position reads";
+          continue;
+        }
+        EXPECT_NEAR(values.at(at - skipped), value, tolerance) << hf << "[" << at << "]";
+      }
+      ++compared;
+    }
+    // Every parameter has PyTorch's gradient, but DistilBERT's zero type
+    // row (its checkpoints have no token types).
+    EXPECT_EQ(compared + (config.model_type == ModelType::distilbert ? 1 : 0), grads.size());
+  }
 }
 
 // DistilBERT's classification head (ReLU) and ELECTRA-small's embedding
