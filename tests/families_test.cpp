@@ -162,6 +162,12 @@ TEST(Families, DistilbertQuestionAnsweringLogitsAsTransformers) {
 
 // ElectraForSequenceClassification: BERT's layers, and a head of dense,
 // GELU and out_proj on [CLS].
+// DistilBertForSequenceClassification: pre_classifier with ReLU, classifier.
+TEST(Families, DistilbertClassifierLogitsAsTransformers) {
+  expect_rows(run_inference(kData / "distilbert_classifier", lines(false)), "logits",
+              reference("distilbert_classifier.logits"), 1e-4);
+}
+
 TEST(Families, ElectraClassifierLogitsAsTransformers) {
   expect_rows(run_inference(kData / "electra_classifier", lines(false)), "logits",
               reference("electra_classifier.logits"), 1e-4);
@@ -249,8 +255,9 @@ TEST(Families, AFineTuningStepsLossAndGradientsMatchPyTorch) {
   const auto golden = nlohmann::json::parse(std::ifstream(kData / "train_golden.json"));
   const std::int64_t seq = golden.at("seq");
   auto device = test::first_device("cpu");
-  for (const char* name : {"roberta_reranker", "camembert_classifier", "electra_classifier",
-                           "xlm_roberta_qa", "distilbert_qa"}) {
+  for (const char* name :
+       {"roberta_reranker", "camembert_classifier", "electra_classifier",
+        "electra_small_classifier", "xlm_roberta_qa", "distilbert_qa", "distilbert_classifier"}) {
     SCOPED_TRACE(name);
     const auto& g = golden.at(name);
     const BertConfig config = read_hf_config(kData / name / "config.json");
@@ -318,33 +325,24 @@ TEST(Families, AFineTuningStepsLossAndGradientsMatchPyTorch) {
   }
 }
 
-// DistilBERT's classification head (ReLU) and ELECTRA-small's embedding
-// projection are not built: refused with the reason.
-TEST(Families, WhatIsNotBuiltIsRefusedWithTheReason) {
+// ELECTRA-small's layout: embeddings of embedding_size, embeddings_project
+// to hidden_size; and an embedding_size out of range named.
+TEST(Families, ElectraSmallsProjectedEmbeddingsClassifyAsTransformers) {
+  expect_rows(run_inference(kData / "electra_small_classifier", lines(false)), "logits",
+              reference("electra_small_classifier.logits"), 1e-4);
   test::TempDir tmp;
-  const auto dir = tmp.path() / "model";
-  std::filesystem::copy(kData / "distilbert_embedder", dir,
-                        std::filesystem::copy_options::recursive);
-  auto config = nlohmann::json::parse(std::ifstream(dir / "config.json"));
-  config["architectures"] = {"DistilBertForSequenceClassification"};
-  std::ofstream(dir / "config.json") << config.dump();
-  const auto yaml = tmp.write(
-      "run.yaml", fmt::format("backend: cpu\ntask: inference\nmodel: {{dir: {}}}\n", dir.string()));
-  auto r = test::run_polyhal("validate --config " + yaml.string());
-  EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("pre_classifier with ReLU"), std::string::npos) << r.output;
-
   const auto electra = tmp.path() / "electra";
-  std::filesystem::copy(kData / "electra_classifier", electra);
-  config = nlohmann::json::parse(std::ifstream(electra / "config.json"));
-  config["embedding_size"] = 32;
+  std::filesystem::copy(kData / "electra_small_classifier", electra);
+  auto config = nlohmann::json::parse(std::ifstream(electra / "config.json"));
+  config["embedding_size"] = 0;
   std::ofstream(electra / "config.json") << config.dump();
-  const auto electra_yaml = tmp.write(
+  const auto yaml = tmp.write(
       "electra.yaml",
       fmt::format("backend: cpu\ntask: inference\nmodel: {{dir: {}}}\n", electra.string()));
-  r = test::run_polyhal("validate --config " + electra_yaml.string());
+  const auto r = test::run_polyhal("validate --config " + yaml.string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("key 'embedding_size'"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("key 'embedding_size': expected 1 to 65536, got 0"), std::string::npos)
+      << r.output;
 }
 
 // What a RoBERTa cannot do is refused by name, with the key.

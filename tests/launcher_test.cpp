@@ -32,7 +32,7 @@ std::string config_file(const test::TempDir& dir, const std::string& backend,
 TEST(Launcher, VersionAndPlugins) {
   auto version = run_polyhal("--version");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_NE(version.output.find("plugin ABI 7.0, op schema 9"), std::string::npos);
+  EXPECT_NE(version.output.find("plugin ABI 7.0, op schema 10"), std::string::npos);
   auto plugins = run_polyhal("plugins");
   EXPECT_EQ(plugins.exit_code, 0) << plugins.output;
   EXPECT_NE(plugins.output.find("backends: cpu, gaudi, ipu"), std::string::npos) << plugins.output;

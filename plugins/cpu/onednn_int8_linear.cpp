@@ -77,7 +77,7 @@ class OneDnnInt8Linear final : public Kernel {
     // are known.
     pd_ = create_or_refuse(desc, [&] { return make_pd(std::vector<float>(size_of(n_), 1.0f)); });
     if (!avx512_ && weight_max_ == kInt7Max && desc.dtype == DType::f32 &&
-        activation_ != Activation::tanh && n_ % 8 == 0) {
+        activation_ != Activation::tanh && activation_ != Activation::relu && n_ % 8 == 0) {
       convolution_pd_ = make_convolution_pd();
       if (convolution_pd_) product_ = Product::onednn_convolution;
     }
@@ -308,6 +308,8 @@ class OneDnnInt8Linear final : public Kernel {
       onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_gelu_erf);
     } else if (activation_ == Activation::tanh) {
       onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_tanh);
+    } else if (activation_ == Activation::relu) {
+      onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_relu);
     }
     if (residual_) {
       residual_index_ = post_ops.len();

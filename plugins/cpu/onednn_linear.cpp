@@ -77,6 +77,8 @@ class OneDnnLinear final : public Kernel {
       onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_gelu_erf);
     } else if (activation_ == Activation::tanh) {
       onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_tanh);
+    } else if (activation_ == Activation::relu) {
+      onednn::append_eltwise(post_ops, dnnl::algorithm::eltwise_relu);
     }
     if (attrs.residual) {
       // Y += R as a binary post-op: the residual costs no extra pass.

@@ -196,6 +196,7 @@ std::optional<OpCase> make_case(OpKind op, DType type, const Dims& d, Values& v,
       break;
     case OpKind::gelu:
     case OpKind::tanh:
+    case OpKind::relu:
       c.inputs = {f32({t, i}, -3.0f, 3.0f)};
       c.outputs = {f32({t, i})};
       break;
@@ -344,6 +345,7 @@ const std::vector<GradPair>& grad_pairs() {
        {0, 1, 2}},
       {OpKind::gelu_backward, OpKind::gelu, {{S::dy, 0}, {S::forward_input, 0}}, {0}},
       {OpKind::tanh_backward, OpKind::tanh, {{S::dy, 0}, {S::forward_output, 0}}, {0}},
+      {OpKind::relu_backward, OpKind::relu, {{S::dy, 0}, {S::forward_output, 0}}, {0}},
       {OpKind::layernorm_backward,
        OpKind::layernorm_train,
        {{S::dy, 0},

@@ -36,7 +36,9 @@ namespace polyhal {
 /// the mask in span_loss (packed rows). 7: LinearAttrs::math and
 /// input_scale (int8 linears, static or dynamic; bf32 linears). 9: GroupBERT's
 /// grouped_dense, sequence_conv, glu and swish with their backward ops.
-inline constexpr std::uint32_t kOpSchemaVersion = 9;
+/// 10: relu and relu_backward, and Activation::relu in linear's epilogue
+/// (DistilBERT's classification head).
+inline constexpr std::uint32_t kOpSchemaVersion = 10;
 
 /// Every op of the schema. Values are part of the op schema: append only
 /// together with a kOpSchemaVersion bump.
@@ -88,10 +90,13 @@ enum class OpKind : std::uint16_t {
   glu_backward,
   swish,
   swish_backward,
+  // Training, since op schema 10 (DistilBERT's pre_classifier).
+  relu,
+  relu_backward,
 };
 
 /// Number of OpKind values.
-inline constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::swish_backward) + 1;
+inline constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::relu_backward) + 1;
 
 /// Ops that only device models estimate: no kernel runs them.
 constexpr bool is_cost_only(OpKind op) noexcept {
@@ -106,7 +111,7 @@ std::string_view op_name(OpKind op) noexcept;
 std::optional<OpKind> parse_op_kind(std::string_view name) noexcept;
 
 /// Activation fused into a linear op's epilogue.
-enum class Activation : std::uint8_t { none, gelu, tanh };
+enum class Activation : std::uint8_t { none, gelu, tanh, relu };
 std::string_view activation_name(Activation a) noexcept;
 
 /// Ops without attributes (element-wise ops, losses, gathers, sums).

@@ -7,7 +7,8 @@
 ///   "dense":              X[M,K], W[N,K], b[N] -> Y[M,N] = X W^T + b
 ///   "dense_backward":     dY[M,N], X[M,K], W[N,K] -> dX[M,K], dW[N,K] +=, db[N] +=
 ///   "gelu", "tanh":       X -> Y;  "add": A, B -> A + B (same shape)
-///   "gelu_backward":      dY, X -> dX;  "tanh_backward": dY, Y -> dX
+///   "gelu_backward":      dY, X -> dX;  "tanh_backward": dY, Y -> dX;
+///   "relu": X -> Y;              "relu_backward": dY, Y -> dX (dY where Y > 0)
 ///   "layernorm_train":    X[M,H], gamma, beta -> Y, mean[M], rstd[M]; LayerNormAttrs
 ///   "layernorm_backward": dY, X, gamma, mean, rstd -> dX, dgamma +=, dbeta +=
 ///   "attention_train":    QKV[B*S,3H], mask[B,S] (i32, as attention's: sequence

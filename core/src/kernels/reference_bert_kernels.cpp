@@ -123,6 +123,7 @@ class ReferenceLinear final : public Kernel {
           const float v = row[j] + bias_[j];
           row[j] = activation_ == Activation::gelu   ? gelu_erf(v)
                    : activation_ == Activation::tanh ? std::tanh(v)
+                   : activation_ == Activation::relu ? std::max(v, 0.0f)
                                                      : v;
           if (residual_) row[j] += residual_values_[i * size_of(n_) + j];
         }

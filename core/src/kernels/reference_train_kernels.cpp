@@ -149,6 +149,10 @@ std::unique_ptr<Kernel> elementwise(const KernelDesc& d, const ParallelFor& par)
       map2(par, count, a, b, y, [](float x, float) { return std::tanh(x); });
     } else if (op == OpKind::tanh_backward) {  // in: dY, Y
       map2(par, count, a, b, y, [](float dy, float yv) { return dy * (1.0f - yv * yv); });
+    } else if (op == OpKind::relu) {
+      map2(par, count, a, b, y, [](float x, float) { return x > 0.0f ? x : 0.0f; });
+    } else if (op == OpKind::relu_backward) {  // in: dY, Y
+      map2(par, count, a, b, y, [](float dy, float yv) { return yv > 0.0f ? dy : 0.0f; });
     } else if (op == OpKind::add) {
       map2(par, count, a, b, y, [](float x, float z) { return x + z; });
     }
@@ -774,8 +778,8 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
   };
   add_gemm(OpKind::dense, dense);
   add_gemm(OpKind::dense_backward, dense_backward);
-  for (OpKind op :
-       {OpKind::gelu, OpKind::gelu_backward, OpKind::tanh, OpKind::tanh_backward, OpKind::add})
+  for (OpKind op : {OpKind::gelu, OpKind::gelu_backward, OpKind::tanh, OpKind::tanh_backward,
+                    OpKind::relu, OpKind::relu_backward, OpKind::add})
     add(op, elementwise);
   add(OpKind::layernorm_train, layernorm_train);
   add(OpKind::layernorm_backward, layernorm_backward);

@@ -35,9 +35,11 @@ OperandTypes operand_types(const KernelDesc& desc) {
       return {{low, low, low}, {low, f, f}, {1, 2}};
     case OpKind::gelu:
     case OpKind::tanh:
+    case OpKind::relu:
       return {{low}, {low}, {}};
     case OpKind::gelu_backward:
     case OpKind::tanh_backward:
+    case OpKind::relu_backward:
     case OpKind::add:
       return {{low, low}, {low}, {}};
     case OpKind::layernorm_train:

@@ -18,7 +18,8 @@ namespace polyhal {
 std::int64_t BertConfig::parameter_count() const {
   const std::int64_t h = hidden_size;
   const std::int64_t embeddings =
-      (vocab_size + max_position_embeddings + type_vocab_size) * h + 2 * h;
+      (vocab_size + max_position_embeddings + type_vocab_size) * embedding_width() +
+      2 * embedding_width() + (embedding_width() != h ? embedding_width() * h + h : 0);
   const auto& family = families::model_family(model_type);
   const std::int64_t layer = family.layer_parameters(*this);
   const std::int64_t final_norm = family.final_parameters(*this);

@@ -159,19 +159,28 @@ class Builder final : public families::EncoderOps {
 
   int embeddings() {
     const std::int64_t h = o_.config.hidden_size, t = tokens(), s = o_.shape.seq;
-    word_ = param("bert.embeddings.word_embeddings.weight", {o_.config.vocab_size, h});
+    const std::int64_t e = o_.config.embedding_width();
+    word_ = param("bert.embeddings.word_embeddings.weight", {o_.config.vocab_size, e});
     const int position =
-        param("bert.embeddings.position_embeddings.weight", {o_.config.max_position_embeddings, h});
+        param("bert.embeddings.position_embeddings.weight", {o_.config.max_position_embeddings, e});
     const int type =
-        param("bert.embeddings.token_type_embeddings.weight", {o_.config.type_vocab_size, h});
-    const auto [gamma, beta] = norm_params("bert.embeddings.LayerNorm");
-    const int summed = act("block", {t, h});
+        param("bert.embeddings.token_type_embeddings.weight", {o_.config.type_vocab_size, e});
+    const int gamma = param("bert.embeddings.LayerNorm.weight", {e});
+    const int beta = param("bert.embeddings.LayerNorm.bias", {e});
+    // ELECTRA-small: embeddings of their own width, then embeddings_project.
+    const auto projected = [&, e, h](int x) {
+      if (e == h) return x;
+      const auto [w, bias] = dense_params("bert.embeddings_project", h, e);
+      return linear(x, w, bias, h, Activation::none, std::nullopt, "projected");
+    };
+    // A role's activations share one shape: narrower embeddings have their own.
+    const int summed = act(e == h ? "block" : "embedding sum", {t, e});
     if (!training_) {
       std::vector<int> in{out_.ids, out_.types};
       if (out_.positions >= 0) in.push_back(out_.positions);  // packed: restarting per sequence
       p_.op(Phase::forward, OpKind::embedding, std::move(in), {summed}, EmbeddingAttrs{s},
             {word_, position, type});
-      return layernorm(summed, gamma, beta, "hidden");
+      return projected(layernorm(summed, gamma, beta, e == h ? "hidden" : "embedded"));
     }
     std::vector<int> in{out_.ids, out_.types, word_, position, type};
     if (out_.positions >= 0) in.push_back(out_.positions);  // packed: restarting per sequence
@@ -182,7 +191,7 @@ class Builder final : public families::EncoderOps {
       p_.op(Phase::backward, OpKind::embedding_backward, std::move(back_in),
             {grads_.at(word_), grads_.at(position), grads_.at(type)}, EmbeddingAttrs{s});
     });
-    return dropout(layernorm(summed, gamma, beta, "hidden"), "hidden dropped");
+    return projected(dropout(layernorm(summed, gamma, beta, "hidden"), "hidden dropped"));
   }
 
   /// Declares a layer's forward ops with `body`, which returns the layer's
@@ -402,19 +411,23 @@ class Builder final : public families::EncoderOps {
     });
     if (activation == Activation::gelu) y = unary(OpKind::gelu, y, role);
     if (activation == Activation::tanh) y = unary(OpKind::tanh, y, role);
+    if (activation == Activation::relu) y = unary(OpKind::relu, y, role);
     if (residual) y = add(dropout(y, role + " dropped"), *residual, role);
     return y;
   }
 
-  /// gelu or tanh, with its backward (gelu's reads the input, tanh's the output).
+  /// gelu, tanh or relu, with its backward (gelu's reads the input, tanh's
+  /// and relu's the output).
   int unary(OpKind op, int x, const std::string& role) {
     const int y = act(role, p_.shape(x));
     p_.op(Phase::forward, op, {x}, {y});
     backward([=, this] {
       const int dx = fresh_gradient(x);
       const bool gelu = op == OpKind::gelu;
-      p_.op(Phase::backward, gelu ? OpKind::gelu_backward : OpKind::tanh_backward,
-            {grad(y), gelu ? x : y}, {dx});
+      const OpKind backward_op = gelu                 ? OpKind::gelu_backward
+                                 : op == OpKind::relu ? OpKind::relu_backward
+                                                      : OpKind::tanh_backward;
+      p_.op(Phase::backward, backward_op, {grad(y), gelu ? x : y}, {dx});
       contribute(x, dx);
     });
     return y;

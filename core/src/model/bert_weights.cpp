@@ -55,14 +55,18 @@ bool is_norm_parameter(const std::string& name) {
 
 std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& c,
                                                               const TaskHead& head) {
-  const std::int64_t h = c.hidden_size;
+  const std::int64_t h = c.hidden_size, e = c.embedding_width();
   std::vector<std::pair<std::string, Shape>> shapes{
-      {"bert.embeddings.word_embeddings.weight", {c.vocab_size, h}},
-      {"bert.embeddings.position_embeddings.weight", {c.max_position_embeddings, h}},
-      {"bert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, h}},
-      {"bert.embeddings.LayerNorm.weight", {h}},
-      {"bert.embeddings.LayerNorm.bias", {h}},
+      {"bert.embeddings.word_embeddings.weight", {c.vocab_size, e}},
+      {"bert.embeddings.position_embeddings.weight", {c.max_position_embeddings, e}},
+      {"bert.embeddings.token_type_embeddings.weight", {c.type_vocab_size, e}},
+      {"bert.embeddings.LayerNorm.weight", {e}},
+      {"bert.embeddings.LayerNorm.bias", {e}},
   };
+  if (e != h) {  // ELECTRA-small's projection to the hidden size
+    shapes.push_back({"bert.embeddings_project.weight", {h, e}});
+    shapes.push_back({"bert.embeddings_project.bias", {h}});
+  }
   const auto& family = families::model_family(c.model_type);
   for (std::int64_t l = 0; l < c.num_hidden_layers; ++l)
     family.layer_tensor_shapes(c, families::encoder_layer_prefix(l), shapes);

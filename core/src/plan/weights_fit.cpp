@@ -61,7 +61,8 @@ void check_weights_fit(const RunConfig& config, const ModelPlan& model) {
   if (const auto* words = shape_ending(shapes, "embeddings.word_embeddings.weight");
       words && words->size() == 2) {
     compare("vocab_size", (*words)[0], want.vocab_size);
-    compare("hidden_size", (*words)[1], want.hidden_size);
+    compare(want.embedding_size > 0 ? "embedding_size" : "hidden_size", (*words)[1],
+            want.embedding_width());
   }
   // Position embeddings are left to the loader: phase 2 extends a phase-1
   // table (docs/bert.md), and a shorter one is its error.

@@ -61,6 +61,8 @@ constexpr std::array<OpEntry, kOpKindCount> kOps{{
     {OpKind::glu_backward, "glu_backward", index_of<NoAttrs>()},
     {OpKind::swish, "swish", index_of<NoAttrs>()},
     {OpKind::swish_backward, "swish_backward", index_of<NoAttrs>()},
+    {OpKind::relu, "relu", index_of<NoAttrs>()},
+    {OpKind::relu_backward, "relu_backward", index_of<NoAttrs>()},
 }};
 
 constexpr bool in_enum_order() {
@@ -119,6 +121,8 @@ std::string_view activation_name(Activation a) noexcept {
       return "gelu";
     case Activation::tanh:
       return "tanh";
+    case Activation::relu:
+      return "relu";
   }
   return "?";
 }

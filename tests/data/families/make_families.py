@@ -19,8 +19,12 @@ the sentence-transformers directory adds modules.json and 1_Pooling.
   distilbert_embedder/     DistilBertModel under mean pooling (the layout of
                            msmarco-distilbert-base-v4), WordPiece
   distilbert_qa/           DistilBertForQuestionAnswering, WordPiece
+  distilbert_classifier/   DistilBertForSequenceClassification (pre_classifier
+                           with ReLU), 2 labels, WordPiece
   electra_classifier/      ElectraForSequenceClassification (the discriminator,
                            embedding_size = hidden_size), 2 labels, WordPiece
+  electra_small_classifier/  the same with embedding_size 32 < hidden_size 64
+                           (ELECTRA-small's layout: embeddings_project)
 
 reference.safetensors: per directory, "<dir>.embeddings" (sentence-
 transformers' encode of lines.txt), "<dir>.logits" (the head's logits of
@@ -42,7 +46,8 @@ from safetensors.torch import save_file
 from sentence_transformers import SentenceTransformer, models
 import transformers
 from transformers import (BertTokenizerFast, CamembertConfig, CamembertForSequenceClassification,
-                          DistilBertConfig, DistilBertForQuestionAnswering, DistilBertModel,
+                          DistilBertConfig, DistilBertForQuestionAnswering,
+                          DistilBertForSequenceClassification, DistilBertModel,
                           ElectraConfig, ElectraForSequenceClassification, RobertaConfig,
                           RobertaForSequenceClassification, RobertaTokenizerFast,
                           XLMRobertaConfig, XLMRobertaForQuestionAnswering, XLMRobertaModel,
@@ -72,8 +77,13 @@ FAMILIES = {
     "distilbert_embedder": (DistilBertConfig, DistilBertModel, BertTokenizerFast, "wordpiece", {}),
     "distilbert_qa": (DistilBertConfig, DistilBertForQuestionAnswering, BertTokenizerFast,
                       "wordpiece", {}),
+    "distilbert_classifier": (DistilBertConfig, DistilBertForSequenceClassification,
+                              BertTokenizerFast, "wordpiece", dict(num_labels=2)),
     "electra_classifier": (ElectraConfig, ElectraForSequenceClassification, BertTokenizerFast,
                            "wordpiece", dict(num_labels=2, embedding_size=64)),
+    "electra_small_classifier": (ElectraConfig, ElectraForSequenceClassification,
+                                 BertTokenizerFast, "wordpiece",
+                                 dict(num_labels=2, embedding_size=32)),
 }
 
 

@@ -25,8 +25,10 @@ CASES = {  # directory: (model class, head)
     "roberta_reranker": (AutoModelForSequenceClassification, "regression"),
     "camembert_classifier": (AutoModelForSequenceClassification, "classification"),
     "electra_classifier": (AutoModelForSequenceClassification, "classification"),
+    "electra_small_classifier": (AutoModelForSequenceClassification, "classification"),
     "xlm_roberta_qa": (AutoModelForQuestionAnswering, "question_answering"),
     "distilbert_qa": (AutoModelForQuestionAnswering, "question_answering"),
+    "distilbert_classifier": (AutoModelForSequenceClassification, "classification"),
 }
 
 

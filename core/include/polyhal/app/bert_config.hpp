@@ -54,6 +54,11 @@ struct BertConfig {
   /// kept, the positions a sequence can use) and writes the rows it skipped
   /// back as zeros.
   std::int64_t position_offset = 0;
+  /// ELECTRA's embedding_size where it is not hidden_size (ELECTRA-small):
+  /// the embeddings are that wide and `embeddings_project` maps them to
+  /// hidden_size. 0: hidden_size.
+  std::int64_t embedding_size = 0;
+  std::int64_t embedding_width() const { return embedding_size > 0 ? embedding_size : hidden_size; }
   /// The family (docs/groupbert.md for GroupBERT: four pre-norm modules per
   /// layer, a final LayerNorm, and the three keys below).
   ModelType model_type = ModelType::bert;

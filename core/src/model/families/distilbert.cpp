@@ -1,7 +1,8 @@
 // DistilBERT (Sanh et al. 2019): BERT's post-norm layers under its own names
 // (transformer.layer.N with q_lin, sa_layer_norm, ffn.lin1...) and config
 // keys (dim, n_layers, n_heads, hidden_dim), word and position embeddings
-// without token types, no pooler.
+// without token types, no pooler; its classification head is
+// pre_classifier with ReLU (BERT's pooler with ReLU for tanh).
 #include <fmt/format.h>
 
 #include <array>
@@ -106,16 +107,15 @@ class DistilbertFamily final : public BertFamily {
     return name;
   }
   bool token_types() const override { return false; }
+  // DistilBertForSequenceClassification: pre_classifier, ReLU, classifier.
+  Activation pooler_activation() const override { return Activation::relu; }
   std::string architecture(const TaskHead& head) const override {
     return architecture_of(hf_architecture(head));
   }
   std::string task_problem(TaskHead::Kind kind) const override {
     if (kind == TaskHead::Kind::pretraining)
       return "pre-training a DistilBERT model (distillation from a teacher) is not built; "
-             "fine-tune it (task: squad) or run it (task: inference)";
-    if (kind == TaskHead::Kind::classification)
-      return "DistilBertForSequenceClassification's head (pre_classifier with ReLU) is not "
-             "built yet; its embeddings and question answering run";
+             "fine-tune it (task: glue or squad) or run it (task: inference)";
     return {};
   }
 

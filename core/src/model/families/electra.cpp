@@ -1,5 +1,6 @@
 // ELECTRA (Clark et al. 2020), the discriminator as an encoder: BERT's
-// layers and embeddings under "electra.", no pooler, and
+// layers and embeddings under "electra." (embeddings of embedding_size and
+// embeddings_project to hidden_size where they differ), no pooler, and
 // ElectraClassificationHead (dense, GELU, out_proj on [CLS]: BERT's pooler
 // with GELU for tanh, and its classifier, under RoBERTa's head names).
 #include <fmt/format.h>
@@ -27,16 +28,14 @@ class ElectraFamily final : public BertFamily {
   void read_config(const ConfigJson& json, BertConfig& c) const override {
     std::int64_t embedding_size = c.hidden_size;
     json.read("embedding_size", embedding_size);
-    if (embedding_size != c.hidden_size)
+    if (embedding_size < 1 || embedding_size > (std::int64_t{1} << 16))
       json.fail("embedding_size",
-                fmt::format("{} differs from hidden_size {}: the embeddings_project layer such "
-                            "a model (ELECTRA-small's discriminator) needs is not built yet; "
-                            "ELECTRA models whose embedding_size is their hidden_size (the "
-                            "base and large discriminators) run",
-                            embedding_size, c.hidden_size));
+                fmt::format("expected 1 to {}, got {}", std::int64_t{1} << 16, embedding_size));
+    // ELECTRA-small: embeddings narrower than the layers, and embeddings_project.
+    if (embedding_size != c.hidden_size) c.embedding_size = embedding_size;
   }
   void write_config(const BertConfig& c, nlohmann::json& json) const override {
-    json["embedding_size"] = c.hidden_size;
+    json["embedding_size"] = c.embedding_width();
     const auto bert_class = json.at("architectures").at(0).get<std::string>();
     json["architectures"] = {"Electra" + bert_class.substr(std::string_view("Bert").size())};
   }
