@@ -325,6 +325,42 @@ TEST(Families, AFineTuningStepsLossAndGradientsMatchPyTorch) {
   }
 }
 
+// MPNetModel under mean pooling (all-mpnet-base-v2's layout): the bucketed
+// relative-position bias added to every layer's scores, per sequence in a
+// packed row; and MPNetForSequenceClassification's logits.
+TEST(Families, MpnetEmbedsAndClassifiesAsTransformers) {
+  const auto& want = reference("mpnet_embedder.embeddings");
+  for (const char* packed : {"true", "false"}) {
+    const auto records =
+        run_inference(kData / "mpnet_embedder", lines(true), fmt::format(", packed: {}", packed));
+    ASSERT_EQ(static_cast<std::int64_t>(records.size()), want.shape[0]) << packed;
+    const auto width = static_cast<std::size_t>(want.shape[1]);
+    for (std::size_t r = 0; r < records.size(); ++r)
+      EXPECT_GE(cosine(records[r].at("embedding").get<std::vector<float>>(),
+                       want.values.data() + r * width),
+                1.0 - 1e-5)
+          << "packed " << packed << ", line " << r + 1;
+  }
+  expect_rows(run_inference(kData / "mpnet_classifier", lines(false)), "logits",
+              reference("mpnet_classifier.logits"), 1e-4);
+}
+
+// Fine-tuning an MPNet is refused with the reason (no backward of its
+// relative attention yet).
+TEST(Families, FineTuningAnMpnetIsRefusedWithTheReason) {
+  test::TempDir tmp;
+  tmp.write("t.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta b\ta b\n");
+  const auto yaml = tmp.write(
+      "glue.yaml",
+      fmt::format("backend: cpu\ntask: glue\nmodel: {{seq_len: 32}}\ncheckpoint: {{init: {}}}\n"
+                  "finetune: {{glue_task: mrpc, train_file: {}, output_dir: out}}\n",
+                  (kData / "mpnet_classifier").string(), (tmp.path() / "t.tsv").string()));
+  const auto r = test::run_polyhal("validate --config " + yaml.string());
+  EXPECT_EQ(r.exit_code, 2) << r.output;
+  EXPECT_NE(r.output.find("fine-tuning an MPNet model is not built yet"), std::string::npos)
+      << r.output;
+}
+
 // ELECTRA-small's layout: embeddings of embedding_size, embeddings_project
 // to hidden_size; and an embedding_size out of range named.
 TEST(Families, ElectraSmallsProjectedEmbeddingsClassifyAsTransformers) {

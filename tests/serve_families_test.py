@@ -3,7 +3,8 @@ small models tests/data/families holds, against what transformers and
 sentence-transformers computed for them (make_families.py's
 reference.safetensors):
 
-- an XLMRobertaModel sentence-transformers directory: /v1/embeddings and
+- an XLMRobertaModel and an MPNetModel sentence-transformers directory
+  (packed rows: MPNet's relative-position bias per sequence): /v1/embeddings and
   /embed give sentence-transformers' embeddings (cosine within 1e-5;
   /embed normalised as text-embeddings-inference answers);
 - a RobertaForSequenceClassification reranker: /rerank scores each
@@ -71,10 +72,10 @@ def cosine(a, b):
     return dot / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
 
 
-def check_embedder(work):
-    port = serve(work, "xlm_roberta_embedder")
+def check_embedder(work, model):
+    port = serve(work, model)
     singles = [line for line in LINES if "\t" not in line]
-    want = REFERENCE["xlm_roberta_embedder.embeddings"]
+    want = REFERENCE[model + ".embeddings"]
     openai = post(port, "/v1/embeddings", {"input": singles, "model": "m"})["data"]
     tei = post(port, "/embed", {"inputs": singles})
     for i, line in enumerate(singles):
@@ -125,7 +126,8 @@ def check_question_answering(work):
 def main():
     work = tempfile.mkdtemp()
     try:
-        check_embedder(work)
+        check_embedder(work, "xlm_roberta_embedder")
+        check_embedder(work, "mpnet_embedder")
         check_reranker(work)
         check_classifier(work)
         check_question_answering(work)

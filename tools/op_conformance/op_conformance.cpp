@@ -179,6 +179,14 @@ std::optional<OpCase> make_case(OpKind op, DType type, const Dims& d, Values& v,
       c.inputs = {act({t, 3 * h}), mask()};
       c.outputs = {act({t, h})};
       break;
+    case OpKind::relative_attention:  // 32 buckets, as MPNet's
+      if (h % d.heads != 0) return std::nullopt;
+      c.desc.attrs = AttentionAttrs{b, s, d.heads};
+      c.inputs = {act({t, 3 * h}), mask(),
+                  integers(DType::i32, {b, s, s}, v.ints(b * s * s, 0, 31))};
+      c.constants = {f32({32, d.heads})};
+      c.outputs = {act({t, h})};
+      break;
     case OpKind::embedding:
       c.desc.attrs = EmbeddingAttrs{s};
       c.inputs = {ids(t, static_cast<std::int32_t>(d.vocab)), ids(t, 2)};

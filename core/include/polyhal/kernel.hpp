@@ -20,6 +20,11 @@
 ///              context[B*S, H]; AttentionAttrs (batch, seq, heads).
 ///              softmax(q k^T / sqrt(d)) v per head over the keys
 ///              attention_allows(mask[query], mask[key]) admits.
+///   relative_attention: attention's inputs and buckets[B,S,S] (i32, the
+///              bucket of key j for query i of row b, each below the
+///              table's rows); bias[NB, heads] (f32 constant) -> context as
+///              attention, with bias[buckets[b,i,j], head] added to each
+///              scaled score (MPNet's relative-position bias).
 ///   embedding: ids[B*S], token_types[B*S] [, position_ids[B*S]] (i32);
 ///              word[V,H], position[P,H], type[T,H] -> word[id] +
 ///              position[s] + type[t] as [B*S, H], s the token's index in its

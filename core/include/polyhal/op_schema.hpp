@@ -37,7 +37,8 @@ namespace polyhal {
 /// input_scale (int8 linears, static or dynamic; bf32 linears). 9: GroupBERT's
 /// grouped_dense, sequence_conv, glu and swish with their backward ops.
 /// 10: relu and relu_backward, and Activation::relu in linear's epilogue
-/// (DistilBERT's classification head).
+/// (DistilBERT's classification head); relative_attention (MPNet's
+/// bucketed relative-position bias added to the scores).
 inline constexpr std::uint32_t kOpSchemaVersion = 10;
 
 /// Every op of the schema. Values are part of the op schema: append only
@@ -93,10 +94,14 @@ enum class OpKind : std::uint16_t {
   // Training, since op schema 10 (DistilBERT's pre_classifier).
   relu,
   relu_backward,
+  // Inference, since op schema 10 (MPNet): attention with a bias per head
+  // looked up by a bucket per query and key (kernel.hpp).
+  relative_attention,
 };
 
 /// Number of OpKind values.
-inline constexpr std::size_t kOpKindCount = static_cast<std::size_t>(OpKind::relu_backward) + 1;
+inline constexpr std::size_t kOpKindCount =
+    static_cast<std::size_t>(OpKind::relative_attention) + 1;
 
 /// Ops that only device models estimate: no kernel runs them.
 constexpr bool is_cost_only(OpKind op) noexcept {

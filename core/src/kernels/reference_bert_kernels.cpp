@@ -285,9 +285,11 @@ class ReferenceLayerNorm final : public Kernel {
 
 /// Multi-head self-attention from a fused QKV tensor. One query row at a
 /// time: scores for that row only (S floats), never the S x S matrix.
+/// attention, and relative_attention: the scores plus bias[bucket][head].
 class ReferenceAttention final : public Kernel {
  public:
-  explicit ReferenceAttention(const KernelDesc& desc) : desc_(desc) {
+  explicit ReferenceAttention(const KernelDesc& desc)
+      : desc_(desc), relative_(desc.op == OpKind::relative_attention) {
     const auto& attrs = desc.attrs_as<AttentionAttrs>();
     batch_ = attrs.batch;
     seq_ = attrs.seq;
@@ -301,8 +303,27 @@ class ReferenceAttention final : public Kernel {
     }
   }
 
+  void set_constants(std::span<const Tensor> constants) override {
+    if (!relative_) return;
+    if (constants.size() != 1 || constants[0].shape.size() != 2 ||
+        constants[0].shape[1] != heads_ || constants[0].shape[0] < 1)
+      throw RuntimeFailure(
+          fmt::format("{}: the bias must be [buckets, {}]", desc_.to_string(), heads_));
+    bias_.resize(size_of(constants[0].shape[0] * heads_));
+    convert(constants[0].buffer->data(), constants[0].dtype, bias_.data(), DType::f32,
+            bias_.size());
+  }
+
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     const std::size_t s = size_of(seq_), h = size_of(hidden_), d = h / size_of(heads_);
+    const auto* buckets =
+        relative_ ? static_cast<const std::int32_t*>(inputs[2].buffer->data()) : nullptr;
+    const std::size_t bucket_count = bias_.size() / size_of(heads_);
+    if (buckets)  // checked before any is read: an index into the table
+      for (std::size_t n = 0; n < size_of(batch_) * s * s; ++n)
+        if (buckets[n] < 0 || static_cast<std::size_t>(buckets[n]) >= bucket_count)
+          throw RuntimeFailure(fmt::format("{}: bucket {} is outside the {} of the bias table",
+                                           desc_.to_string(), buckets[n], bucket_count));
     const DType type = inputs[0].dtype;
     qkv_.resize(size_of(batch_ * seq_) * 3 * h);
     context_.resize(size_of(batch_ * seq_) * h);
@@ -326,8 +347,11 @@ class ReferenceAttention final : public Kernel {
             const float* k = base + j * 3 * h + h + head * d;
             float dot = 0.0f;
             for (std::size_t c = 0; c < d; ++c) dot += q[c] * k[c];
+            float score = dot * scale;
+            if (buckets)
+              score += bias_[size_of(buckets[(b * s + i) * s + j]) * size_of(heads_) + head];
             // Scores are an activation in the model's dtype, as in the framework.
-            scores[j] = round_through(type, dot * scale);
+            scores[j] = round_through(type, score);
             max_score = std::max(max_score, scores[j]);
           }
           float total = 0.0f;
@@ -351,7 +375,8 @@ class ReferenceAttention final : public Kernel {
   }
 
   std::string implementation() const override {
-    return "reference attention " + std::string(dtype_name(desc_.dtype));
+    return std::string(relative_ ? "reference relative attention " : "reference attention ") +
+           std::string(dtype_name(desc_.dtype));
   }
   std::uint64_t workspace_bytes() const override {
     return static_cast<std::uint64_t>(batch_ * seq_ * hidden_ * 4) * sizeof(float);
@@ -362,8 +387,9 @@ class ReferenceAttention final : public Kernel {
 
  private:
   KernelDesc desc_;
+  bool relative_;
   std::int64_t batch_ = 0, seq_ = 0, heads_ = 0, hidden_ = 0;
-  std::vector<float> qkv_, context_;
+  std::vector<float> qkv_, context_, bias_;
 };
 
 /// word[id] + position[s] + type[t], checking ids against the tables.
@@ -495,9 +521,10 @@ void register_reference_kernels(KernelRegistry& registry, const std::vector<DTyp
     registry.add(OpKind::layernorm, type, [](const KernelDesc& d, Device&) {
       return std::make_unique<ReferenceLayerNorm>(d);
     });
-    registry.add(OpKind::attention, type, [](const KernelDesc& d, Device&) {
-      return std::make_unique<ReferenceAttention>(d);
-    });
+    for (const OpKind op : {OpKind::attention, OpKind::relative_attention})
+      registry.add(op, type, [](const KernelDesc& d, Device&) {
+        return std::make_unique<ReferenceAttention>(d);
+      });
     registry.add(OpKind::embedding, type, [](const KernelDesc& d, Device&) {
       return std::make_unique<ReferenceEmbedding>(d);
     });

@@ -25,6 +25,8 @@ OperandTypes operand_types(const KernelDesc& desc) {
       return {{t, t}, {t}, {}};  // the second input: the fused residual
     case OpKind::attention:
       return {{t, i}, {t}, {}};
+    case OpKind::relative_attention:
+      return {{t, i, i}, {t}, {}};
     case OpKind::embedding:  // [, position ids]
       return {{i, i, i}, {t}, {}};
     case OpKind::take_rows:

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "model/bert_program.hpp"
+#include "model/families/model_family.hpp"
 #include "polyhal/app/int8_scales.hpp"
 #include "polyhal/error.hpp"
 
@@ -144,6 +145,29 @@ void BertInference::share_weights(const BertInference& loaded) {
   s.loaded = true;
 }
 
+namespace {
+
+/// [B, S, S]: the family's bucket of key j for query i of each row, from the
+/// tokens' positions in their sequence (the row index, or a packed row's
+/// position ids).
+std::vector<std::int32_t> relative_buckets(const BertConfig& config, BertShape shape,
+                                           const std::vector<std::int32_t>& positions) {
+  const auto& family = families::model_family(config.model_type);
+  const auto s = static_cast<std::size_t>(shape.seq);
+  std::vector<std::int32_t> out(static_cast<std::size_t>(shape.batch) * s * s);
+  for (std::size_t b = 0; b < static_cast<std::size_t>(shape.batch); ++b)
+    for (std::size_t i = 0; i < s; ++i)
+      for (std::size_t j = 0; j < s; ++j) {
+        const auto at = [&](std::size_t t) -> std::int64_t {
+          return positions.empty() ? static_cast<std::int64_t>(t) : positions[b * s + t];
+        };
+        out[(b * s + i) * s + j] = family.relative_bucket(at(j) - at(i));
+      }
+  return out;
+}
+
+}  // namespace
+
 void BertInference::run(const BertInputs& in, BertOutputs* out) {
   auto& s = *state_;
   if (!s.loaded) throw RuntimeFailure("BertInference::run before load_weights");
@@ -170,6 +194,8 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
   } else if (!in.position_ids.empty()) {
     throw RuntimeFailure("position_ids given to a model not prepared for packed rows");
   }
+  if (s.bert->relative_buckets >= 0)
+    program.upload(s.bert->relative_buckets, relative_buckets(s.config, s.shape, in.position_ids));
   if (s.bert->mlm_positions >= 0) {
     const auto wanted = static_cast<std::size_t>(s.bert->program.shape(s.bert->mlm_positions)[0]);
     if (in.mlm_positions.size() != wanted)

@@ -528,11 +528,24 @@ class Builder final : public families::EncoderOps {
     const std::int64_t b = o_.shape.batch, s = o_.shape.seq, h = o_.config.hidden_size;
     const std::int64_t heads = o_.config.num_attention_heads;
     const int context = act("context", {b * s, h});
+    if (!training_ && out_.relative_buckets >= 0) {  // MPNet: one bias table for every layer
+      if (relative_bias_ < 0)
+        relative_bias_ = param("bert.encoder.relative_attention_bias.weight",
+                               {family_.relative_buckets(), heads});
+      p_.op(Phase::forward, OpKind::relative_attention, {qkv, out_.mask, out_.relative_buckets},
+            {context}, AttentionAttrs{b, s, heads}, {relative_bias_});
+      return context;
+    }
     if (!training_) {
       p_.op(Phase::forward, OpKind::attention, {qkv, out_.mask}, {context},
             AttentionAttrs{b, s, heads});
       return context;
     }
+    if (family_.relative_buckets() > 0)
+      throw ConfigError(
+          fmt::format("training a {} model is not built (its relative attention "
+                      "has no backward yet)",
+                      family_.title()));
     AttentionAttrs attrs{b, s, heads, 0.0, 0};
     std::vector<int> inputs{qkv, out_.mask};
     if (o_.attention_dropout > 0.0) {
@@ -624,6 +637,7 @@ class Builder final : public families::EncoderOps {
   std::vector<std::function<void()>> backward_;
   std::uint64_t streams_ = 0;
   int word_ = -1;
+  int relative_bias_ = -1;  ///< MPNet: the relative-position bias table, declared once
   bool recording_ = false;  // act() lists the tensors it makes (a recomputed layer)
   std::vector<int> recorded_;
 };
@@ -663,6 +677,10 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   out->ids = p.tensor("input_ids", "inputs", {t}, DType::i32);
   out->types = p.tensor("token_type_ids", "inputs", {t}, DType::i32);
   out->type_vocab_size = c.type_vocab_size;
+  if (!options.training && families::model_family(c.model_type).relative_buckets() > 0)
+    out->relative_buckets =
+        p.tensor("relative buckets", "inputs",
+                 {options.shape.batch, options.shape.seq, options.shape.seq}, DType::i32);
   out->mask =
       p.tensor("attention_mask", "inputs", {options.shape.batch, options.shape.seq}, DType::i32);
   if (options.training) out->rng = p.tensor("dropout rng", "inputs", {2}, DType::i32);

@@ -97,7 +97,10 @@ struct BertProgram {
   std::vector<std::int32_t> types_of(const std::vector<std::int32_t>& given) const {
     return type_vocab_size == 1 ? std::vector<std::int32_t>(given.size(), 0) : given;
   }
-  int positions = -1;      ///< packed: i32 [B*S] position ids
+  int positions = -1;  ///< packed: i32 [B*S] position ids
+  /// MPNet (inference): i32 [B, S, S], the relative-position bucket of key
+  /// j for query i (families/model_family.hpp relative_bucket).
+  int relative_buckets = -1;
   int nsp_positions = -1;  ///< packed: i32 [B*K] rows of each sequence's [CLS]
   int hidden = -1, pooled = -1, mlm_logits = -1, nsp_logits = -1;  // forward outputs
   // Training only.

@@ -155,7 +155,8 @@ void check_family_runs_task(const RunConfig& config, const ModelPlan& m) {
   if (config.task == "squad") kind = Kind::question_answering;
   if (!kind && m.file_head) kind = m.file_head->kind;
   if (!kind) return;
-  if (const auto problem = families::model_family(m.dims.model_type).task_problem(*kind);
+  if (const auto problem =
+          families::model_family(m.dims.model_type).task_problem(*kind, config.task != "inference");
       !problem.empty())
     config.fail(config.task == "inference" ? "model.head" : "task", problem);
 }

@@ -63,6 +63,7 @@ constexpr std::array<OpEntry, kOpKindCount> kOps{{
     {OpKind::swish_backward, "swish_backward", index_of<NoAttrs>()},
     {OpKind::relu, "relu", index_of<NoAttrs>()},
     {OpKind::relu_backward, "relu_backward", index_of<NoAttrs>()},
+    {OpKind::relative_attention, "relative_attention", index_of<AttentionAttrs>()},
 }};
 
 constexpr bool in_enum_order() {

@@ -21,6 +21,9 @@ the sentence-transformers directory adds modules.json and 1_Pooling.
   distilbert_qa/           DistilBertForQuestionAnswering, WordPiece
   distilbert_classifier/   DistilBertForSequenceClassification (pre_classifier
                            with ReLU), 2 labels, WordPiece
+  mpnet_embedder/          MPNetModel under mean pooling (the layout of
+                           all-mpnet-base-v2: its relative-position bias), WordPiece
+  mpnet_classifier/        MPNetForSequenceClassification, 2 labels, WordPiece
   electra_classifier/      ElectraForSequenceClassification (the discriminator,
                            embedding_size = hidden_size), 2 labels, WordPiece
   electra_small_classifier/  the same with embedding_size 32 < hidden_size 64
@@ -48,7 +51,8 @@ import transformers
 from transformers import (BertTokenizerFast, CamembertConfig, CamembertForSequenceClassification,
                           DistilBertConfig, DistilBertForQuestionAnswering,
                           DistilBertForSequenceClassification, DistilBertModel,
-                          ElectraConfig, ElectraForSequenceClassification, RobertaConfig,
+                          ElectraConfig, ElectraForSequenceClassification, MPNetConfig,
+                          MPNetForSequenceClassification, MPNetModel, RobertaConfig,
                           RobertaForSequenceClassification, RobertaTokenizerFast,
                           XLMRobertaConfig, XLMRobertaForQuestionAnswering, XLMRobertaModel,
                           XLMRobertaTokenizerFast)
@@ -59,7 +63,7 @@ SIZE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermed
             max_position_embeddings=130)
 # DistilBertConfig's own names for the same sizes.
 DISTIL_SIZE = dict(dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=130)
-ENCODERS = (XLMRobertaModel, DistilBertModel)  # saved as sentence-transformers directories
+ENCODERS = (XLMRobertaModel, DistilBertModel, MPNetModel)  # saved as sentence-transformers directories
 
 # name: (config class, model class, tokenizer class, tokenizer fixture, extra config)
 FAMILIES = {
@@ -79,6 +83,9 @@ FAMILIES = {
                       "wordpiece", {}),
     "distilbert_classifier": (DistilBertConfig, DistilBertForSequenceClassification,
                               BertTokenizerFast, "wordpiece", dict(num_labels=2)),
+    "mpnet_embedder": (MPNetConfig, MPNetModel, BertTokenizerFast, "wordpiece_pad1", {}),
+    "mpnet_classifier": (MPNetConfig, MPNetForSequenceClassification, BertTokenizerFast,
+                         "wordpiece_pad1", dict(num_labels=2)),
     "electra_classifier": (ElectraConfig, ElectraForSequenceClassification, BertTokenizerFast,
                            "wordpiece", dict(num_labels=2, embedding_size=64)),
     "electra_small_classifier": (ElectraConfig, ElectraForSequenceClassification,
@@ -92,7 +99,7 @@ def read_lines():
         return [line.rstrip("\n") for line in f]
 
 
-def trained_wordpiece(path):
+def trained_wordpiece(path, special):
     """An uncased BERT WordPiece of 1,500 pieces trained on the test corpora
     (the tokenizer_pipeline fixture's is 85 pieces: too few for a golden)."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
@@ -106,7 +113,6 @@ def trained_wordpiece(path):
     tokenizer.normalizer = normalizers.BertNormalizer(lowercase=True)
     tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tokenizer.decoder = decoders.WordPiece()
-    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     tokenizer.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=1500,
                                                                    special_tokens=special))
     tokenizer.post_processor = processors.BertProcessing(
@@ -114,11 +120,17 @@ def trained_wordpiece(path):
     tokenizer.save(path)
 
 
+# BERT's special tokens first; MPNet's order puts its padding at id 1, the
+# position MPNetEmbeddings treats as padding whatever the config says.
+SPECIAL = {"wordpiece": ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+           "wordpiece_pad1": ["[CLS]", "[PAD]", "[SEP]", "[UNK]", "[MASK]"]}
+
+
 def tokenizer_of(cls, fixture):
-    if fixture == "wordpiece":
-        path = os.path.join(tempfile.gettempdir(), "polyhal_families_wordpiece.json")
+    if fixture in SPECIAL:
+        path = os.path.join(tempfile.gettempdir(), f"polyhal_families_{fixture}.json")
         if not os.path.exists(path):
-            trained_wordpiece(path)
+            trained_wordpiece(path, SPECIAL[fixture])
         return cls(tokenizer_file=path)
     return cls(tokenizer_file=os.path.join(PIPELINE, fixture, "tokenizer.json"))
 

@@ -27,7 +27,8 @@ enum class ModelType : std::uint8_t {
   xlm_roberta,
   camembert,
   distilbert,
-  electra
+  electra,
+  mpnet
 };
 
 /// The dimensions of a BERT model, named as Hugging Face's BertConfig names them.

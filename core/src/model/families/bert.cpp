@@ -30,6 +30,20 @@ std::string dense_head_checkpoint_name(const std::string& name, const TaskHead& 
   return name;
 }
 
+void read_fairseq_positions(const ConfigJson& json, BertConfig& c, const char* title) {
+  if (!json.has("pad_token_id") || json.at("pad_token_id").is_null()) c.pad_token_id = 1;
+  if (c.pad_token_id < 0 || c.pad_token_id >= c.vocab_size)
+    json.fail("pad_token_id", fmt::format("expected a token id below vocab_size {}, got {}",
+                                          c.vocab_size, c.pad_token_id));
+  c.position_offset = c.pad_token_id + 1;
+  if (c.max_position_embeddings <= c.position_offset)
+    json.fail("max_position_embeddings",
+              fmt::format("{} rows leave no position after pad_token_id {} ({} positions start "
+                          "at pad_token_id + 1)",
+                          c.max_position_embeddings, c.pad_token_id, title));
+  c.max_position_embeddings -= c.position_offset;
+}
+
 std::span<const FamilyPreset> BertFamily::presets() const {
   return kBertPresets;
 }

@@ -12,6 +12,12 @@ namespace polyhal::families {
 std::string dense_head_checkpoint_name(const std::string& name, const TaskHead& head,
                                        const char* encoder);
 
+/// fairseq's positions (RoBERTa's families, MPNet): a sequence's first token
+/// reads row pad_token_id + 1 (pad_token_id 1 when the file names none), so
+/// the table is kept from that row (BertConfig::position_offset); `title`
+/// names the family in errors.
+void read_fairseq_positions(const ConfigJson& json, BertConfig& c, const char* title);
+
 class BertFamily : public ModelFamily {
  public:
   ModelType type() const override { return ModelType::bert; }

@@ -112,7 +112,7 @@ class DistilbertFamily final : public BertFamily {
   std::string architecture(const TaskHead& head) const override {
     return architecture_of(hf_architecture(head));
   }
-  std::string task_problem(TaskHead::Kind kind) const override {
+  std::string task_problem(TaskHead::Kind kind, bool) const override {
     if (kind == TaskHead::Kind::pretraining)
       return "pre-training a DistilBERT model (distillation from a teacher) is not built; "
              "fine-tune it (task: glue or squad) or run it (task: inference)";

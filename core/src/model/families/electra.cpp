@@ -53,7 +53,7 @@ class ElectraFamily final : public BertFamily {
     return "Electra" + hf_architecture(head).substr(std::string_view("Bert").size());
   }
   Activation pooler_activation() const override { return Activation::gelu; }
-  std::string task_problem(TaskHead::Kind kind) const override {
+  std::string task_problem(TaskHead::Kind kind, bool) const override {
     if (kind != TaskHead::Kind::pretraining) return {};
     return "pre-training an ELECTRA model (a generator and a replaced-token discriminator) is not "
            "built; fine-tune its discriminator (task: glue or squad) or run it (task: inference)";

@@ -148,6 +148,11 @@ class ModelFamily {
   /// The checkpoint holds token type embeddings (DistilBERT's does not:
   /// polyhal reads every token as type 0 of a zero table, never written).
   virtual bool token_types() const { return true; }
+  /// Buckets of the relative-position bias the attention adds to its scores
+  /// (MPNet's table [buckets, heads], shared by the layers); 0: none.
+  virtual std::int64_t relative_buckets() const { return 0; }
+  /// The bucket of key j for query i, `relative` = j - i.
+  virtual std::int32_t relative_bucket(std::int64_t) const { return 0; }
   /// The activation of the dense layer on the first token before the
   /// classifier (BERT's pooler: tanh; ELECTRA's head: GELU).
   virtual Activation pooler_activation() const { return Activation::tanh; }
@@ -158,8 +163,8 @@ class ModelFamily {
   }
   /// transformers' class name for `head` ("BertForSequenceClassification").
   virtual std::string architecture(const TaskHead& head) const { return hf_architecture(head); }
-  /// Why this family cannot run `task` ("" when it can).
-  virtual std::string task_problem(TaskHead::Kind) const { return {}; }
+  /// Why this family cannot compute `head` (`training`: fine-tune it), or "".
+  virtual std::string task_problem(TaskHead::Kind, bool /*training*/) const { return {}; }
   /// The name (after the encoder prefix) of layer 0's FFN up-projection
   /// [intermediate_size, hidden_size], which checkpoint fitting compares.
   virtual const char* intermediate_weight() const = 0;

@@ -18,14 +18,15 @@ const ModelFamily& xlm_roberta_family();
 const ModelFamily& camembert_family();
 const ModelFamily& distilbert_family();
 const ModelFamily& electra_family();
+const ModelFamily& mpnet_family();
 
 namespace {
 
 /// The registered families, indexed by ModelType.
-const std::array<const ModelFamily*, 7>& registry() {
-  static const std::array<const ModelFamily*, 7> families{
+const std::array<const ModelFamily*, 8>& registry() {
+  static const std::array<const ModelFamily*, 8> families{
       &bert_family(),      &groupbert_family(),  &roberta_family(), &xlm_roberta_family(),
-      &camembert_family(), &distilbert_family(), &electra_family()};
+      &camembert_family(), &distilbert_family(), &electra_family(), &mpnet_family()};
   return families;
 }
 

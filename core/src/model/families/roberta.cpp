@@ -34,20 +34,8 @@ class RobertaFamily final : public BertFamily {
   const char* title() const override { return title_; }
   std::span<const FamilyPreset> presets() const override { return {}; }
 
-  // fairseq's padding id (1) when the file names none; the position table
-  // kept from the row after it.
   void read_config(const ConfigJson& json, BertConfig& c) const override {
-    if (!json.has("pad_token_id") || json.at("pad_token_id").is_null()) c.pad_token_id = 1;
-    if (c.pad_token_id < 0 || c.pad_token_id >= c.vocab_size)
-      json.fail("pad_token_id", fmt::format("expected a token id below vocab_size {}, got {}",
-                                            c.vocab_size, c.pad_token_id));
-    c.position_offset = c.pad_token_id + 1;
-    if (c.max_position_embeddings <= c.position_offset)
-      json.fail("max_position_embeddings",
-                fmt::format("{} rows leave no position after pad_token_id {} ({} positions start "
-                            "at pad_token_id + 1)",
-                            c.max_position_embeddings, c.pad_token_id, title_));
-    c.max_position_embeddings -= c.position_offset;
+    read_fairseq_positions(json, c, title_);
   }
   void write_config(const BertConfig& c, nlohmann::json& json) const override {
     json["max_position_embeddings"] = c.max_position_embeddings + c.position_offset;
@@ -68,7 +56,7 @@ class RobertaFamily final : public BertFamily {
   std::string architecture(const TaskHead& head) const override {
     return renamed(hf_architecture(head));
   }
-  std::string task_problem(TaskHead::Kind kind) const override {
+  std::string task_problem(TaskHead::Kind kind, bool) const override {
     if (kind != TaskHead::Kind::pretraining) return {};
     return fmt::format(
         "pre-training a {} model is not built (its masked-LM head alone, without BERT's "
