@@ -85,22 +85,28 @@ void expect_rows(const std::vector<nlohmann::json>& records, const std::string& 
   }
 }
 
-// XLMRobertaModel under sentence-transformers' mean pooling (the layout of
-// multilingual-e5): fairseq's positions, one token type, the Unigram
-// tokenizer.json; packed rows and one line a row.
-TEST(Families, XlmRobertaEmbedsAsSentenceTransformers) {
-  const auto& want = reference("xlm_roberta_embedder.embeddings");
+/// The sentence-transformers directory `name`'s embeddings of lines.txt's
+/// single texts within 1e-5 cosine of the reference, packed and unpacked.
+void expect_embeddings(const std::string& name) {
+  const auto& want = reference(name + ".embeddings");
   for (const char* packed : {"true", "false"}) {
-    const auto records = run_inference(kData / "xlm_roberta_embedder", lines(true),
-                                       fmt::format(", packed: {}", packed));
+    const auto records =
+        run_inference(kData / name, lines(true), fmt::format(", packed: {}", packed));
     ASSERT_EQ(static_cast<std::int64_t>(records.size()), want.shape[0]) << packed;
     const auto width = static_cast<std::size_t>(want.shape[1]);
     for (std::size_t r = 0; r < records.size(); ++r)
       EXPECT_GE(cosine(records[r].at("embedding").get<std::vector<float>>(),
                        want.values.data() + r * width),
                 1.0 - 1e-5)
-          << "packed " << packed << ", line " << r + 1;
+          << name << ", packed " << packed << ", line " << r + 1;
   }
+}
+
+// XLMRobertaModel under sentence-transformers' mean pooling (the layout of
+// multilingual-e5): fairseq's positions, one token type, the Unigram
+// tokenizer.json; packed rows and one line a row.
+TEST(Families, XlmRobertaEmbedsAsSentenceTransformers) {
+  expect_embeddings("xlm_roberta_embedder");
 }
 
 // RobertaForSequenceClassification with one label (a reranker's score):
@@ -118,15 +124,7 @@ TEST(Families, CamembertClassifierLogitsAsTransformers) {
 // DistilBertModel under mean pooling: its own names and config keys, no
 // token types, no pooler.
 TEST(Families, DistilbertEmbedsAsSentenceTransformers) {
-  const auto& want = reference("distilbert_embedder.embeddings");
-  const auto records = run_inference(kData / "distilbert_embedder", lines(true));
-  ASSERT_EQ(static_cast<std::int64_t>(records.size()), want.shape[0]);
-  const auto width = static_cast<std::size_t>(want.shape[1]);
-  for (std::size_t r = 0; r < records.size(); ++r)
-    EXPECT_GE(cosine(records[r].at("embedding").get<std::vector<float>>(),
-                     want.values.data() + r * width),
-              1.0 - 1e-5)
-        << "line " << r + 1;
+  expect_embeddings("distilbert_embedder");
 }
 
 /// Start and end logits of every real token (`pad` the padding token).
@@ -329,18 +327,7 @@ TEST(Families, AFineTuningStepsLossAndGradientsMatchPyTorch) {
 // relative-position bias added to every layer's scores, per sequence in a
 // packed row; and MPNetForSequenceClassification's logits.
 TEST(Families, MpnetEmbedsAndClassifiesAsTransformers) {
-  const auto& want = reference("mpnet_embedder.embeddings");
-  for (const char* packed : {"true", "false"}) {
-    const auto records =
-        run_inference(kData / "mpnet_embedder", lines(true), fmt::format(", packed: {}", packed));
-    ASSERT_EQ(static_cast<std::int64_t>(records.size()), want.shape[0]) << packed;
-    const auto width = static_cast<std::size_t>(want.shape[1]);
-    for (std::size_t r = 0; r < records.size(); ++r)
-      EXPECT_GE(cosine(records[r].at("embedding").get<std::vector<float>>(),
-                       want.values.data() + r * width),
-                1.0 - 1e-5)
-          << "packed " << packed << ", line " << r + 1;
-  }
+  expect_embeddings("mpnet_embedder");
   expect_rows(run_inference(kData / "mpnet_classifier", lines(false)), "logits",
               reference("mpnet_classifier.logits"), 1e-4);
 }

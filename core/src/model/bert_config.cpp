@@ -211,7 +211,7 @@ std::optional<TaskHead> read_hf_head(const std::filesystem::path& file) {
 
 void write_hf_config(const BertConfig& c, const std::filesystem::path& file, const TaskHead& head) {
   const auto& family = families::model_family(c.model_type);
-  nlohmann::json json{{"architectures", {hf_architecture(head)}},
+  nlohmann::json json{{"architectures", {family.architecture(head)}},
                       {"model_type", family.name()},
                       {"vocab_size", c.vocab_size},
                       {"hidden_size", c.hidden_size},

@@ -44,6 +44,22 @@ void read_fairseq_positions(const ConfigJson& json, BertConfig& c, const char* t
   c.max_position_embeddings -= c.position_offset;
 }
 
+std::optional<std::string> renamed_layer_part(std::span<const LayerName> names,
+                                              std::string_view layer_part, bool to_bert) {
+  const auto dot = layer_part.find('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const std::string_view number = layer_part.substr(0, dot), rest = layer_part.substr(dot + 1);
+  for (const auto& [family, bert] : names) {
+    const std::string_view from = to_bert ? family : bert, to = to_bert ? bert : family;
+    if (rest.starts_with(from)) return fmt::format("{}.{}{}", number, to, rest.substr(from.size()));
+  }
+  return std::nullopt;
+}
+
+std::string family_architecture(std::string_view prefix, const TaskHead& head) {
+  return std::string(prefix) + hf_architecture(head).substr(std::string_view("Bert").size());
+}
+
 std::span<const FamilyPreset> BertFamily::presets() const {
   return kBertPresets;
 }

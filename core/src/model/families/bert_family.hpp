@@ -1,6 +1,12 @@
 #pragma once
 // BERT's family (bert.cpp), which RoBERTa's families (roberta.cpp) extend:
 // the same post-norm layers, with their own names, positions and heads.
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+
 #include "model/families/model_family.hpp"
 
 namespace polyhal::families {
@@ -17,6 +23,18 @@ std::string dense_head_checkpoint_name(const std::string& name, const TaskHead& 
 /// the table is kept from that row (BertConfig::position_offset); `title`
 /// names the family in errors.
 void read_fairseq_positions(const ConfigJson& json, BertConfig& c, const char* title);
+
+/// A name within a layer in a family's checkpoints, and BERT's for it.
+using LayerName = std::pair<std::string_view, std::string_view>;
+/// "<N>.<rest>" (what follows the layers' prefix) with the start of `rest`
+/// renamed by the first of `names` it starts with: the family's to BERT's
+/// (`to_bert`) or back; nullopt when none does.
+std::optional<std::string> renamed_layer_part(std::span<const LayerName> names,
+                                              std::string_view layer_part, bool to_bert);
+
+/// transformers' class of `head` for a family whose classes begin with
+/// `prefix` in place of "Bert" ("Roberta" + "ForSequenceClassification").
+std::string family_architecture(std::string_view prefix, const TaskHead& head);
 
 class BertFamily : public ModelFamily {
  public:

@@ -15,7 +15,7 @@ namespace polyhal::families {
 namespace {
 
 // DistilBERT's name within a layer, and BERT's.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 8> kLayerNames{{
+constexpr std::array<LayerName, 8> kLayerNames{{
     {"attention.q_lin.", "attention.self.query."},
     {"attention.k_lin.", "attention.self.key."},
     {"attention.v_lin.", "attention.self.value."},
@@ -34,16 +34,8 @@ constexpr CheckpointPrefix kHeadPrefixes[] = {
     {"vocab_projector.weight", "cls.predictions.decoder.weight"},  // tied: left out
 };
 
-/// "<layer>.<rest>" with `rest` renamed by `from` -> `to` of kLayerNames.
 std::optional<std::string> renamed_layer(std::string_view layer_part, bool to_bert) {
-  const auto dot = layer_part.find('.');
-  if (dot == std::string_view::npos) return std::nullopt;
-  const std::string_view number = layer_part.substr(0, dot), rest = layer_part.substr(dot + 1);
-  for (const auto& [distil, bert] : kLayerNames) {
-    const std::string_view from = to_bert ? distil : bert, to = to_bert ? bert : distil;
-    if (rest.starts_with(from)) return fmt::format("{}.{}{}", number, to, rest.substr(from.size()));
-  }
-  return std::nullopt;
+  return renamed_layer_part(kLayerNames, layer_part, to_bert);
 }
 
 class DistilbertFamily final : public BertFamily {
@@ -78,8 +70,6 @@ class DistilbertFamily final : public BertFamily {
     json["dropout"] = c.hidden_dropout_prob;
     json["attention_dropout"] = c.attention_probs_dropout_prob;
     json["sinusoidal_pos_embds"] = false;  // the table is written whatever made it
-    const auto bert_class = json.at("architectures").at(0).get<std::string>();
-    json["architectures"] = {architecture_of(bert_class)};
   }
 
   std::optional<std::string> polyhal_name(const std::string& name) const override {
@@ -110,18 +100,13 @@ class DistilbertFamily final : public BertFamily {
   // DistilBertForSequenceClassification: pre_classifier, ReLU, classifier.
   Activation pooler_activation() const override { return Activation::relu; }
   std::string architecture(const TaskHead& head) const override {
-    return architecture_of(hf_architecture(head));
+    return family_architecture("DistilBert", head);
   }
   std::string task_problem(TaskHead::Kind kind, bool) const override {
     if (kind == TaskHead::Kind::pretraining)
       return "pre-training a DistilBERT model (distillation from a teacher) is not built; "
              "fine-tune it (task: glue or squad) or run it (task: inference)";
     return {};
-  }
-
- private:
-  static std::string architecture_of(const std::string& bert_class) {
-    return "DistilBert" + bert_class.substr(std::string_view("Bert").size());
   }
 };
 

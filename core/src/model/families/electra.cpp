@@ -36,8 +36,6 @@ class ElectraFamily final : public BertFamily {
   }
   void write_config(const BertConfig& c, nlohmann::json& json) const override {
     json["embedding_size"] = c.embedding_width();
-    const auto bert_class = json.at("architectures").at(0).get<std::string>();
-    json["architectures"] = {"Electra" + bert_class.substr(std::string_view("Bert").size())};
   }
   std::optional<std::string> polyhal_name(const std::string& name) const override {
     return renamed_prefix(kElectraPrefixes, name);
@@ -50,7 +48,7 @@ class ElectraFamily final : public BertFamily {
     return dense_head_checkpoint_name(name, head, "electra.");
   }
   std::string architecture(const TaskHead& head) const override {
-    return "Electra" + hf_architecture(head).substr(std::string_view("Bert").size());
+    return family_architecture("Electra", head);
   }
   Activation pooler_activation() const override { return Activation::gelu; }
   std::string task_problem(TaskHead::Kind kind, bool) const override {

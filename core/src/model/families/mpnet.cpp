@@ -22,7 +22,7 @@ constexpr std::int64_t kBuckets = 32, kMaxDistance = 128;
 constexpr std::int64_t kPaddingIdx = 1;  // MPNetEmbeddings', fixed in its code
 
 // MPNet's name within a layer, and BERT's.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 5> kLayerNames{{
+constexpr std::array<LayerName, 5> kLayerNames{{
     {"attention.attn.q.", "attention.self.query."},
     {"attention.attn.k.", "attention.self.key."},
     {"attention.attn.v.", "attention.self.value."},
@@ -37,16 +37,8 @@ constexpr CheckpointPrefix kHeadPrefixes[] = {
 
 constexpr std::string_view kPrefix = "mpnet.", kLayers = "encoder.layer.";
 
-/// `name` after "encoder.layer." with its part within the layer renamed.
 std::optional<std::string> renamed_layer(std::string_view layer_part, bool to_bert) {
-  const auto dot = layer_part.find('.');
-  if (dot == std::string_view::npos) return std::nullopt;
-  const std::string_view number = layer_part.substr(0, dot), rest = layer_part.substr(dot + 1);
-  for (const auto& [mpnet, bert] : kLayerNames) {
-    const std::string_view from = to_bert ? mpnet : bert, to = to_bert ? bert : mpnet;
-    if (rest.starts_with(from)) return fmt::format("{}.{}{}", number, to, rest.substr(from.size()));
-  }
-  return std::nullopt;
+  return renamed_layer_part(kLayerNames, layer_part, to_bert);
 }
 
 class MpnetFamily final : public BertFamily {
@@ -76,8 +68,6 @@ class MpnetFamily final : public BertFamily {
     json["max_position_embeddings"] = c.max_position_embeddings + c.position_offset;
     json["relative_attention_num_buckets"] = kBuckets;
     json.erase("type_vocab_size");
-    const auto bert_class = json.at("architectures").at(0).get<std::string>();
-    json["architectures"] = {"MPNet" + bert_class.substr(std::string_view("Bert").size())};
   }
 
   std::optional<std::string> polyhal_name(const std::string& name) const override {
@@ -124,7 +114,7 @@ class MpnetFamily final : public BertFamily {
     return kBuckets * c.num_attention_heads;
   }
   std::string architecture(const TaskHead& head) const override {
-    return "MPNet" + hf_architecture(head).substr(std::string_view("Bert").size());
+    return family_architecture("MPNet", head);
   }
   std::string task_problem(TaskHead::Kind kind, bool training) const override {
     if (kind == TaskHead::Kind::pretraining)

@@ -39,7 +39,6 @@ class RobertaFamily final : public BertFamily {
   }
   void write_config(const BertConfig& c, nlohmann::json& json) const override {
     json["max_position_embeddings"] = c.max_position_embeddings + c.position_offset;
-    json["architectures"] = {renamed(json.at("architectures").at(0).get<std::string>())};
   }
   void validate(const BertConfig& c, const std::string& where) const override {
     if (c.position_offset != c.pad_token_id + 1)
@@ -54,7 +53,7 @@ class RobertaFamily final : public BertFamily {
     return dense_head_checkpoint_name(name, head, "roberta.");
   }
   std::string architecture(const TaskHead& head) const override {
-    return renamed(hf_architecture(head));
+    return family_architecture(class_prefix_, head);
   }
   std::string task_problem(TaskHead::Kind kind, bool) const override {
     if (kind != TaskHead::Kind::pretraining) return {};
@@ -65,11 +64,6 @@ class RobertaFamily final : public BertFamily {
   }
 
  private:
-  /// transformers' BERT class name as this family's ("BertForX" -> "RobertaForX").
-  std::string renamed(const std::string& bert_class) const {
-    return class_prefix_ + bert_class.substr(std::string_view("Bert").size());
-  }
-
   ModelType type_;
   const char* name_;
   const char* title_;
