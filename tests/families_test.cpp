@@ -17,6 +17,7 @@
 #include "polyhal/app/bert_training.hpp"
 #include "polyhal/app/bert_weights.hpp"
 #include "polyhal/app/safetensors.hpp"
+#include "polyhal/error.hpp"
 #include "test_support.hpp"
 
 namespace polyhal {
@@ -255,7 +256,8 @@ TEST(Families, AFineTuningStepsLossAndGradientsMatchPyTorch) {
   auto device = test::first_device("cpu");
   for (const char* name :
        {"roberta_reranker", "camembert_classifier", "electra_classifier",
-        "electra_small_classifier", "xlm_roberta_qa", "distilbert_qa", "distilbert_classifier"}) {
+        "electra_small_classifier", "xlm_roberta_qa", "distilbert_qa", "distilbert_classifier",
+        "mpnet_classifier", "modernbert_classifier", "modernbert_cls_classifier"}) {
     SCOPED_TRACE(name);
     const auto& g = golden.at(name);
     const BertConfig config = read_hf_config(kData / name / "config.json");
@@ -317,9 +319,12 @@ TEST(Families, AFineTuningStepsLossAndGradientsMatchPyTorch) {
       }
       ++compared;
     }
-    // Every parameter has PyTorch's gradient, but DistilBERT's zero type
-    // row (its checkpoints have no token types).
-    EXPECT_EQ(compared + (config.model_type == ModelType::distilbert ? 1 : 0), grads.size());
+    // Every parameter has PyTorch's gradient, but DistilBERT's and MPNet's
+    // zero type row (their checkpoints have no token types); ModernBERT's absent biases
+    // and tables are no parameters at all.
+    const bool type_row =
+        config.model_type == ModelType::distilbert || config.model_type == ModelType::mpnet;
+    EXPECT_EQ(compared + (type_row ? 1 : 0), grads.size());
   }
 }
 
@@ -332,20 +337,117 @@ TEST(Families, MpnetEmbedsAndClassifiesAsTransformers) {
               reference("mpnet_classifier.logits"), 1e-4);
 }
 
-// Fine-tuning an MPNet is refused with the reason (no backward of its
-// relative attention yet).
-TEST(Families, FineTuningAnMpnetIsRefusedWithTheReason) {
+// ModernBertModel under mean pooling (gte-modernbert's layout): rotary
+// positions with the global and the local base, a sliding window on the
+// local layer, GeGLU, pre-norm without biases and the final norm, per
+// sequence in a packed row; and ModernBertForSequenceClassification's logits
+// on the mean of the tokens (every bias present) and on the first token.
+TEST(Families, ModernBertEmbedsAndClassifiesAsTransformers) {
+  expect_embeddings("modernbert_embedder");
+  // int8 (dynamic, on every CPU tier the plugin runs) stays close too, and
+  // MPNet's relative attention with it.
+  for (const char* name : {"modernbert_embedder", "mpnet_embedder"}) {
+    const auto& want = reference(std::string(name) + ".embeddings");
+    const auto records = run_inference(kData / name, lines(true), "", ", precision: int8");
+    ASSERT_EQ(static_cast<std::int64_t>(records.size()), want.shape[0]);
+    const auto width = static_cast<std::size_t>(want.shape[1]);
+    for (std::size_t r = 0; r < records.size(); ++r)
+      EXPECT_GE(cosine(records[r].at("embedding").get<std::vector<float>>(),
+                       want.values.data() + r * width),
+                0.999)
+          << name << " int8, line " << r + 1;
+  }
+  for (const char* name : {"modernbert_classifier", "modernbert_cls_classifier"})
+    expect_rows(run_inference(kData / name, lines(false)), "logits",
+                reference(std::string(name) + ".logits"), 1e-4);
+}
+
+/// The ConfigError reading `dir`'s config.json with `key` set to `value`.
+std::string modernbert_config_error(const std::string& key, const nlohmann::json& value) {
   test::TempDir tmp;
-  tmp.write("t.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta b\ta b\n");
+  auto config = nlohmann::json::parse(std::ifstream(kData / "modernbert_embedder/config.json"));
+  config[key] = value;
+  const auto file = tmp.write("config.json", config.dump());
+  try {
+    read_hf_config(file);
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find(file.string()), std::string::npos) << e.what();
+    return e.what();
+  }
+  return "no error";
+}
+
+// A ModernBERT config.json that polyhal cannot build as written is refused
+// naming the file and the key; ModernBertForQuestionAnswering is refused
+// with the reason.
+TEST(Families, WhatAModernBertCannotBeIsRefusedNamingTheKey) {
+  EXPECT_NE(modernbert_config_error("local_attention", 4096)
+                .find("key 'local_attention': a window of 4096 tokens is longer than "
+                      "max_position_embeddings 130"),
+            std::string::npos);
+  EXPECT_NE(
+      modernbert_config_error("layer_types", {"full_attention", "full_attention", "full_attention"})
+          .find("key 'layer_types': layer 1 is \"full_attention\", but "
+                "global_attn_every_n_layers 2 makes it \"sliding_attention\""),
+      std::string::npos);
+  EXPECT_NE(modernbert_config_error("hidden_activation", "silu").find("key 'hidden_activation'"),
+            std::string::npos);
+  EXPECT_NE(modernbert_config_error("classifier_pooling", "max")
+                .find("key 'classifier_pooling': expected \"cls\" or \"mean\""),
+            std::string::npos);
+  EXPECT_NE(modernbert_config_error("global_attn_every_n_layers", 0)
+                .find("key 'global_attn_every_n_layers'"),
+            std::string::npos);
+  test::TempDir tmp;
+  const auto squad = tmp.write("t.json", R"({"version": "v1.1", "data": []})");
   const auto yaml = tmp.write(
-      "glue.yaml",
-      fmt::format("backend: cpu\ntask: glue\nmodel: {{seq_len: 32}}\ncheckpoint: {{init: {}}}\n"
-                  "finetune: {{glue_task: mrpc, train_file: {}, output_dir: out}}\n",
-                  (kData / "mpnet_classifier").string(), (tmp.path() / "t.tsv").string()));
+      "squad.yaml",
+      fmt::format("backend: cpu\ntask: squad\nmodel: {{seq_len: 32}}\ncheckpoint: {{init: {}}}\n"
+                  "finetune: {{train_file: {}, output_dir: out}}\n",
+                  (kData / "modernbert_embedder").string(), squad.string()));
   const auto r = test::run_polyhal("validate --config " + yaml.string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("fine-tuning an MPNet model is not built yet"), std::string::npos)
-      << r.output;
+  EXPECT_NE(r.output.find("ModernBertForQuestionAnswering"), std::string::npos) << r.output;
+}
+
+// The IPU and Gaudi device models plan and estimate every family from its
+// directory (--compile-only: memory and time, nothing run), for mixed
+// inference (each device's own low precision) and, for the families with new training
+// ops, GLUE fine-tuning.
+TEST(Families, TheDeviceModelsPlanAndEstimateEveryFamily) {
+  test::TempDir tmp;
+  const auto tsv =
+      tmp.write("t.tsv", "Quality\t#1 ID\t#2 ID\t#1 String\t#2 String\n1\t1\t2\ta b\ta b\n");
+  for (const char* backend : {"ipu", "gaudi"}) {
+    for (const char* name : {"xlm_roberta_embedder", "roberta_reranker", "camembert_classifier",
+                             "distilbert_qa", "electra_small_classifier", "mpnet_classifier",
+                             "modernbert_embedder", "modernbert_classifier"}) {
+      SCOPED_TRACE(std::string(backend) + " " + name);
+      const auto yaml = tmp.write(
+          "infer.yaml",
+          fmt::format(
+              "backend: {}\ntask: inference\nmodel: {{dir: {}, seq_len: 128, precision: mixed}}\n"
+              "batch: {{micro: 8}}\ndata: {{source: generated}}\n",
+              backend, (kData / name).string()));
+      const auto r = test::run_polyhal("run --compile-only --config " + yaml.string());
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_NE(r.output.find("-> fits"), std::string::npos) << r.output;
+      EXPECT_NE(r.output.find("estimated (device model, not measured)"), std::string::npos)
+          << r.output;
+    }
+    for (const char* name : {"mpnet_classifier", "modernbert_classifier"}) {
+      SCOPED_TRACE(std::string(backend) + " glue " + name);
+      const auto yaml = tmp.write(
+          "glue.yaml",
+          fmt::format("backend: {}\ntask: glue\nmodel: {{seq_len: 32}}\ncheckpoint: {{init: {}}}\n"
+                      "finetune: {{glue_task: mrpc, train_file: {}, output_dir: {}}}\n",
+                      backend, (kData / name).string(), tsv.string(),
+                      (tmp.path() / "out").string()));
+      const auto r = test::run_polyhal("run --compile-only --config " + yaml.string());
+      EXPECT_EQ(r.exit_code, 0) << r.output;
+      EXPECT_NE(r.output.find("fits"), std::string::npos) << r.output;
+    }
+  }
 }
 
 // ELECTRA-small's layout: embeddings of embedding_size, embeddings_project

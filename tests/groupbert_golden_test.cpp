@@ -63,9 +63,9 @@ TEST(GroupBertConfig, BadSettingsNameTheKey) {
       [&] { read_hf_config(config("groupbert\", \"groupbert_conv_group_size\": 5")); },
       "key 'groupbert_conv_group_size': 5 does not divide hidden_size 32");
   test::expect_config_error(
-      [&] { read_hf_config(config("modernbert\"")); },
+      [&] { read_hf_config(config("deberta-v2\"")); },
       "key 'model_type': expected one of \"bert\", \"groupbert\", \"roberta\", \"xlm-roberta\", "
-      "\"camembert\", \"distilbert\", \"electra\", \"mpnet\", got \"modernbert\"");
+      "\"camembert\", \"distilbert\", \"electra\", \"mpnet\", \"modernbert\", got \"deberta-v2\"");
   const auto gb = read_hf_config(config("groupbert\""));
   EXPECT_EQ(gb.layer_norm_eps, 1e-3) << "Graphcore's epsilon when the file gives none";
   EXPECT_EQ(gb.ffn_output_groups, 4);

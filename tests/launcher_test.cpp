@@ -32,7 +32,7 @@ std::string config_file(const test::TempDir& dir, const std::string& backend,
 TEST(Launcher, VersionAndPlugins) {
   auto version = run_polyhal("--version");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_NE(version.output.find("plugin ABI 7.0, op schema 10"), std::string::npos);
+  EXPECT_NE(version.output.find("plugin ABI 8.0, op schema 11"), std::string::npos);
   auto plugins = run_polyhal("plugins");
   EXPECT_EQ(plugins.exit_code, 0) << plugins.output;
   EXPECT_NE(plugins.output.find("backends: cpu, gaudi, ipu"), std::string::npos) << plugins.output;
@@ -445,7 +445,7 @@ TEST(LauncherPlugins, BrokenPluginsAreListedWithReasonsAndOthersStillRun) {
   BrokenPluginDir broken;
   auto r = run_polyhal("plugins " + broken.flag());
   EXPECT_EQ(r.exit_code, 0) << r.output;
-  for (const char* reason : {"reason: plugin ABI 8.0, host accepts 7.0-7.0",
+  for (const char* reason : {"reason: plugin ABI 9.0, host accepts 8.0-8.0",
                              "reason: no entry point 'polyhal_plugin_entry'",
                              "reason: missing dependency: libpolyhal_fixture_dependency.so",
                              "reason: not a shared library"}) {
@@ -462,7 +462,7 @@ TEST(LauncherPlugins, RunOnABrokenPluginExitsThreeWithTheReason) {
   BrokenPluginDir broken;
   test::TempDir dir;
   const std::vector<std::pair<std::string, std::string>> cases{
-      {"wrongabi", "plugin ABI 8.0, host accepts 7.0-7.0"},
+      {"wrongabi", "plugin ABI 9.0, host accepts 8.0-8.0"},
       {"noentry", "no entry point"},
       {"needsdep", "missing dependency: libpolyhal_fixture_dependency.so"},
       {"corrupt", "not a shared library"}};

@@ -67,7 +67,7 @@ TEST(Loader, LoadsTheThreeInTreePlugins) {
   expect_other_backends_work(loader);
   for (const auto& c : loader.candidates()) {
     EXPECT_EQ(c.status, PluginCandidate::Status::loaded) << c.path << ": " << c.reason;
-    EXPECT_EQ(c.abi, "7.0");
+    EXPECT_EQ(c.abi, "8.0");
   }
 }
 
@@ -103,7 +103,7 @@ void expect_fixture_refused(const std::string& name, const std::string& reason) 
 }
 
 TEST(Loader, RejectsWrongAbiNamingBothVersions) {
-  expect_fixture_refused("wrongabi", "plugin ABI 8.0, host accepts 7.0-7.0");
+  expect_fixture_refused("wrongabi", "plugin ABI 9.0, host accepts 8.0-8.0");
 }
 
 TEST(Loader, RejectsOtherOpSchemaNamingBothVersions) {

@@ -11,6 +11,11 @@ reference.safetensors):
   (query, text) pair by sigmoid(transformers' logit), best first;
 - a CamembertForSequenceClassification: /predict gives softmax of
   transformers' logits under config.json's label names;
+- a ModernBertModel directory (rotary positions and a sliding window per
+  sequence of a packed row) embeds as sentence-transformers, and a
+  ModernBertForSequenceClassification (mean pooling, and first-token) predicts
+  as transformers, and so do the DistilBERT, ELECTRA and MPNet classifiers
+  (the server's head on the host takes each family's activation and norm);
 - a DistilBertForQuestionAnswering: /v1/question-answering answers with a
   span of the context.
 
@@ -98,11 +103,10 @@ def check_reranker(work):
             fail(f"/rerank ({query!r}, {text!r}): {got[0]}, transformers gives {want}")
 
 
-def check_classifier(work):
-    port = serve(work, "camembert_classifier")
-    labels = ["negative", "neutral", "positive"]
+def check_classifier(work, model, labels):
+    port = serve(work, model)
     for i, line in enumerate(LINES):
-        logits = REFERENCE["camembert_classifier.logits"][i]
+        logits = REFERENCE[model + ".logits"][i]
         top = max(logits)
         e = [math.exp(x - top) for x in logits]
         want = {label: x / sum(e) for label, x in zip(labels, e)}
@@ -129,7 +133,14 @@ def main():
         check_embedder(work, "xlm_roberta_embedder")
         check_embedder(work, "mpnet_embedder")
         check_reranker(work)
-        check_classifier(work)
+        check_classifier(work, "camembert_classifier", ["negative", "neutral", "positive"])
+        check_embedder(work, "modernbert_embedder")
+        check_classifier(work, "modernbert_classifier", ["LABEL_0", "LABEL_1", "LABEL_2"])
+        check_classifier(work, "modernbert_cls_classifier", ["LABEL_0", "LABEL_1"])
+        # The server's host head follows the family: DistilBERT's ReLU, ELECTRA's GELU.
+        check_classifier(work, "distilbert_classifier", ["LABEL_0", "LABEL_1"])
+        check_classifier(work, "electra_classifier", ["LABEL_0", "LABEL_1"])
+        check_classifier(work, "mpnet_classifier", ["LABEL_0", "LABEL_1"])
         check_question_answering(work)
     finally:
         serve_harness.stop_all()

@@ -51,7 +51,9 @@ inline OpCost op_cost(const KernelDesc& desc) {
     const auto& a = desc.attrs_as<AttentionAttrs>();
     return tokens * static_cast<double>(a.heads) * seq * element;
   };
-  if (desc.op == OpKind::attention) {
+  // Relative attention adds a bias per pair; a window masks pairs out but is
+  // costed as the full attention it is computed as.
+  if (desc.op == OpKind::attention || desc.op == OpKind::relative_attention) {
     const double tokens = static_cast<double>(desc.input_shapes[0][0]);
     const double hidden = static_cast<double>(desc.input_shapes[0][1]) / 3;
     const double seq = static_cast<double>(desc.attrs_as<AttentionAttrs>().seq);
@@ -69,8 +71,11 @@ inline OpCost op_cost(const KernelDesc& desc) {
     const double gemms = forward ? 1.0 : 2.0;
     return {gemms * 2 * m * n * k, gemms * (m * k + k * n + m * n) * element, true};
   }
-  if (desc.op == OpKind::attention_train || desc.op == OpKind::attention_backward) {
-    const bool forward = desc.op == OpKind::attention_train;
+  if (desc.op == OpKind::attention_train || desc.op == OpKind::attention_backward ||
+      desc.op == OpKind::relative_attention_train ||
+      desc.op == OpKind::relative_attention_backward) {
+    const bool forward =
+        desc.op == OpKind::attention_train || desc.op == OpKind::relative_attention_train;
     const auto& qkv = desc.input_shapes.at(forward ? 0 : 1);
     const double tokens = static_cast<double>(qkv[0]);
     const double hidden = static_cast<double>(qkv[1]) / 3;

@@ -157,9 +157,6 @@ class CpuDevice final : public Device {
         return make_onednn_int8_linear(desc, avx512_, int8_.weight_max, engine_, packed_weights_,
                                        run_scratch_);
       });
-      registry().add(OpKind::attention, type, [this](const KernelDesc& desc, Device&) {
-        return make_onednn_attention(desc, engine_, avx2_);
-      });
       registry().add(OpKind::layernorm, type, [this](const KernelDesc& desc, Device&) {
         return make_onednn_layernorm(desc, engine_);
       });
@@ -195,12 +192,7 @@ class CpuDevice final : public Device {
                    });
     // Every CPU training kernel reads and writes bf16 storage itself
     // (operand_types); the rest come from the reference kernels.
-    registry().add(OpKind::attention_train, DType::f32, [this](const KernelDesc& desc, Device&) {
-      return make_onednn_attention_train(desc, avx512_, engine_);
-    });
-    registry().add(OpKind::attention_backward, DType::f32, [this](const KernelDesc& desc, Device&) {
-      return make_onednn_attention_backward(desc, avx512_, engine_);
-    });
+    register_attention_kernels(types);
     registry().add(OpKind::layernorm_train, DType::f32,
                    [](const KernelDesc& desc, Device&) { return make_omp_layernorm_train(desc); });
     registry().add(OpKind::layernorm_backward, DType::f32, [](const KernelDesc& desc, Device&) {
@@ -247,6 +239,31 @@ class CpuDevice final : public Device {
     }
     if (!avx512_) refuse_bf16_inside_f32_ops();
     compute_with_device_threads(threads.threads);
+  }
+
+ private:
+  /// oneDNN's attention: inference (every dtype; a sliding window and
+  /// MPNet's relative bias as a full additive mask) and training, where a
+  /// window keeps the reference kernels.
+  void register_attention_kernels(const std::vector<DType>& types) {
+    for (DType type : types)
+      for (const OpKind op : {OpKind::attention, OpKind::relative_attention})
+        registry().add(op, type, [this](const KernelDesc& desc, Device&) {
+          return make_onednn_attention(desc, engine_, avx2_);
+        });
+    const auto unless_windowed = [this](OpKind op, auto make) {
+      const KernelFactory reference = *registry().find(op, DType::f32);
+      registry().add(op, DType::f32, [reference, make](const KernelDesc& desc, Device& device) {
+        if (desc.attrs_as<AttentionAttrs>().window > 0) return reference(desc, device);
+        return make(desc);
+      });
+    };
+    unless_windowed(OpKind::attention_train, [this](const KernelDesc& d) {
+      return make_onednn_attention_train(d, avx512_, engine_);
+    });
+    unless_windowed(OpKind::attention_backward, [this](const KernelDesc& d) {
+      return make_onednn_attention_backward(d, avx512_, engine_);
+    });
   }
 
  protected:

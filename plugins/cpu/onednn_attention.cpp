@@ -47,6 +47,9 @@ class OneDnnAttention final : public Kernel {
     const std::int64_t h = desc.input_shapes.at(0).at(1) / 3, d = h / heads;
     batch_ = b;
     seq_ = s;
+    heads_ = heads;
+    window_ = attrs.window;
+    relative_ = desc.op == OpKind::relative_attention;
     flops_ = 4.0 * static_cast<double>(b * s * s * h);
     const auto type = onednn_type(desc.dtype);
     // Views into QKV [B*S, 3H]: element (b, head, s, c) of Q is at b*S*3H + s*3H + head*d + c.
@@ -106,6 +109,18 @@ class OneDnnAttention final : public Kernel {
              : "");
   }
 
+  /// relative_attention: the bias table [buckets, heads].
+  void set_constants(std::span<const Tensor> constants) override {
+    if (!relative_) return Kernel::set_constants(constants);
+    if (constants.size() != 1 || constants[0].shape.size() != 2 ||
+        constants[0].shape[1] != heads_ || constants[0].shape[0] < 1)
+      throw RuntimeFailure(
+          fmt::format("relative_attention: the bias must be [buckets, {}]", heads_));
+    bias_.resize(static_cast<std::size_t>(constants[0].shape[0] * heads_));
+    convert(constants[0].buffer->data(), constants[0].dtype, bias_.data(), DType::f32,
+            bias_.size());
+  }
+
   void run(std::span<const Tensor> inputs, std::span<const Tensor> outputs) override {
     auto* base = static_cast<char*>(inputs[0].buffer->data());
     const std::size_t element = dtype_size(inputs[0].dtype);
@@ -115,6 +130,11 @@ class OneDnnAttention final : public Kernel {
     v_.set_data_handle(base + static_cast<std::size_t>(2 * h) * element);
     ctx_.set_data_handle(outputs[0].buffer->data());
     const auto* mask = static_cast<const std::int32_t*>(inputs[1].buffer->data());
+    if (window_ > 0 || relative_) {
+      const auto* buckets =
+          relative_ ? static_cast<const std::int32_t*>(inputs[2].buffer->data()) : nullptr;
+      return run_biased(mask, buckets);
+    }
     if (f32_) {
       // Sequences (packed, or one per row with padding): each on its own
       // tokens, no window and no padding computed.
@@ -150,6 +170,36 @@ class OneDnnAttention final : public Kernel {
                                      {kScoresMaskArg, mask_},
                                      {DNNL_ARG_SCRATCHPAD, scratchpad_}});
     }
+    softmax_and_context();
+  }
+
+  std::string implementation() const override {
+    if (window_ > 0 || relative_)
+      return implementation_ + (relative_ ? "; relative-position bias" : "; sliding window") +
+             " as a [B, heads, S, S] additive mask";
+    return implementation_;
+  }
+  /// f32: the sequence path's scratch; its S x S fallback (a row without a
+  /// real token, or a sequence split in two, which text inference never
+  /// makes) allocates its scores when first taken, outside the plan.
+  /// Other types: the scores, the probabilities and oneDNN's scratch, the
+  /// block path's scratch for packed rows, and the [B, S, S] mask of the
+  /// full path used when a batch has no block structure.
+  std::uint64_t workspace_bytes() const override {
+    if (window_ > 0 || relative_)
+      return scores_.get_desc().get_size() + probs_.get_desc().get_size() +
+             scratchpad_.get_desc().get_size() +
+             packed_mask_md(batch_, seq_, relative_ ? heads_ : 1).get_size();
+    if (f32_) return sequence_attention_bytes(dims_, omp_get_max_threads());
+    return scores_.get_desc().get_size() + probs_.get_desc().get_size() +
+           scratchpad_.get_desc().get_size() + blocks_.workspace_bytes() +
+           packed_mask_md(batch_, seq_).get_size();
+  }
+  double flops() const override { return flops_; }
+
+ private:
+  /// probs = softmax(scores), then ctx = probs V, and the stream's wait.
+  void softmax_and_context() {
     softmax_prim_.execute(
         stream_,
         {{DNNL_ARG_SRC, scores_}, {DNNL_ARG_DST, probs_}, {DNNL_ARG_SCRATCHPAD, scratchpad_}});
@@ -160,22 +210,48 @@ class OneDnnAttention final : public Kernel {
     stream_.wait();
   }
 
-  std::string implementation() const override { return implementation_; }
-  /// f32: the sequence path's scratch; its S x S fallback (a row without a
-  /// real token, or a sequence split in two, which text inference never
-  /// makes) allocates its scores when first taken, outside the plan.
-  /// Other types: the scores, the probabilities and oneDNN's scratch, the
-  /// block path's scratch for packed rows, and the [B, S, S] mask of the
-  /// full path used when a batch has no block structure.
-  std::uint64_t workspace_bytes() const override {
-    if (f32_) return sequence_attention_bytes(dims_, omp_get_max_threads());
-    return scores_.get_desc().get_size() + probs_.get_desc().get_size() +
-           scratchpad_.get_desc().get_size() + blocks_.workspace_bytes() +
-           packed_mask_md(batch_, seq_).get_size();
+  /// A sliding window or a relative-position bias: the scores' additive mask
+  /// is [B, 1 or heads, S, S] (attention_allows, the window, the bias of
+  /// each pair's bucket), then the usual softmax and context.
+  void run_biased(const std::int32_t* mask, const std::int32_t* buckets) {
+    const std::int64_t s = seq_, mask_heads = relative_ ? heads_ : 1;
+    const std::int64_t bucket_count = static_cast<std::int64_t>(bias_.size()) / heads_;
+    if (buckets)  // each checked before it indexes the table
+      for (std::int64_t k = 0; k < batch_ * s * s; ++k)
+        if (buckets[k] < 0 || buckets[k] >= bucket_count)
+          throw RuntimeFailure(
+              fmt::format("relative_attention: bucket {} is outside the {} of "
+                          "the bias table",
+                          buckets[k], bucket_count));
+    scratch_.ensure();
+    if (!biased_)
+      biased_.emplace(scores_md_, q_.get_desc(), kt_.get_desc(), batch_, seq_, score_scale_,
+                      engine_, mask_heads);
+    auto* additive = static_cast<float*>(biased_->mask.get_data_handle());
+#pragma omp parallel for collapse(2) schedule(static)
+    for (std::int64_t r = 0; r < batch_; ++r)
+      for (std::int64_t head = 0; head < mask_heads; ++head) {
+        const std::int32_t* m = mask + r * s;
+        for (std::int64_t i = 0; i < s; ++i) {
+          float* row = additive + ((r * mask_heads + head) * s + i) * s;
+          const std::int32_t* bucket = buckets ? buckets + (r * s + i) * s : nullptr;
+          for (std::int64_t j = 0; j < s; ++j) {
+            const bool far = window_ > 0 && (i > j ? i - j : j - i) > window_;
+            row[j] =
+                far || !attention_allows(m[i], m[j])
+                    ? kMasked
+                    : (bucket ? bias_[static_cast<std::size_t>(bucket[j] * heads_ + head)] : 0.0f);
+          }
+        }
+      }
+    biased_->prim.execute(stream_, {{DNNL_ARG_SRC, q_},
+                                    {DNNL_ARG_WEIGHTS, kt_},
+                                    {DNNL_ARG_DST, scores_},
+                                    {kScoresMaskArg, biased_->mask},
+                                    {DNNL_ARG_SCRATCHPAD, biased_->scratchpad}});
+    softmax_and_context();
   }
-  double flops() const override { return flops_; }
 
- private:
   dnnl::engine engine_;
   dnnl::stream stream_;
   dnnl::matmul::primitive_desc scores_pd_, context_pd_;
@@ -187,7 +263,11 @@ class OneDnnAttention final : public Kernel {
   dnnl::memory::desc scores_md_;
   float score_scale_ = 1.0f;
   std::optional<PackedScores> packed_;  // made at the first packed batch without blocks
-  BlockAttention blocks_;               // packed rows, block by block
+  std::optional<PackedScores> biased_;  // a window or a relative bias: made at the first batch
+  std::vector<float> bias_;             // relative_attention's table [buckets, heads]
+  std::int64_t heads_ = 0, window_ = 0;
+  bool relative_ = false;
+  BlockAttention blocks_;  // packed rows, block by block
   AttentionDims dims_;
   bool avx2_ = false;  // sequence_attention_f32 may use AVX2 and FMA
   bool f32_ = false;   // f32 operands: sequence_attention_f32 for block-structured masks

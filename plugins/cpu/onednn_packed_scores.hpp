@@ -53,17 +53,19 @@ inline dnnl::primitive_attr scores_attr(float scale, const dnnl::memory::desc& m
   return attr;
 }
 
-/// The [B, 1, S, S] mask's descriptor.
-inline dnnl::memory::desc packed_mask_md(std::int64_t b, std::int64_t s) {
-  return {{b, 1, s, s}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::abcd};
+/// The [B, 1, S, S] mask's descriptor ([B, heads, S, S]: a mask per head,
+/// MPNet's relative-position bias).
+inline dnnl::memory::desc packed_mask_md(std::int64_t b, std::int64_t s,
+                                         std::int64_t mask_heads = 1) {
+  return {{b, mask_heads, s, s}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::abcd};
 }
 
 struct PackedScores {
   PackedScores(const dnnl::memory::desc& scores_md, const dnnl::memory::desc& q_md,
                const dnnl::memory::desc& kt_md, std::int64_t batch, std::int64_t seq, float scale,
-               const dnnl::engine& engine)
+               const dnnl::engine& engine, std::int64_t mask_heads = 1)
       : b(batch), s(seq) {
-    const dnnl::memory::desc mask_md = packed_mask_md(b, s);
+    const dnnl::memory::desc mask_md = packed_mask_md(b, s, mask_heads);
     const dnnl::primitive_attr attr = scores_attr(scale, mask_md, true);
     const dnnl::matmul::primitive_desc pd = onednn::matmul(engine, q_md, kt_md, scores_md, attr);
     prim = dnnl::matmul(pd);

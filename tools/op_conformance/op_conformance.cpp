@@ -224,6 +224,28 @@ std::optional<OpCase> make_case(OpKind op, DType type, const Dims& d, Values& v,
       if (dropout > 0) c.inputs.push_back(rng());
       c.outputs = {f32({t, h}), f32({b, d.heads, s, s})};
       break;
+    case OpKind::relative_attention_train:  // 32 buckets, as MPNet's
+      if (h % d.heads != 0) return std::nullopt;
+      c.desc.attrs = AttentionAttrs{b, s, d.heads, dropout, dropout > 0 ? 3u : 0u};
+      c.inputs = {f32({t, 3 * h}, -2.0f, 2.0f), mask(),
+                  integers(DType::i32, {b, s, s}, v.ints(b * s * s, 0, 31)), f32({32, d.heads})};
+      if (dropout > 0) c.inputs.push_back(rng());
+      c.outputs = {f32({t, h}), f32({b, d.heads, s, s})};
+      break;
+    case OpKind::rotary:  // ModernBERT's local base
+      if (h % d.heads != 0 || (h / d.heads) % 2 != 0) return std::nullopt;
+      c.desc.attrs = RotaryAttrs{s, d.heads, 10000.0};
+      c.inputs = {f32({t, 3 * h}, -2.0f, 2.0f)};
+      c.outputs = {f32({t, 3 * h})};
+      break;
+    case OpKind::geglu:
+      c.inputs = {f32({t, 2 * i}, -3.0f, 3.0f)};
+      c.outputs = {f32({t, i})};
+      break;
+    case OpKind::mean_pool:
+      c.inputs = {f32({t, h}), mask()};
+      c.outputs = {f32({b, h})};
+      break;
     case OpKind::embedding_train:
       c.desc.attrs = EmbeddingAttrs{s};
       c.inputs = {ids(t, static_cast<std::int32_t>(d.vocab)), ids(t, 2), f32({d.vocab, h}),
@@ -383,6 +405,13 @@ const std::vector<GradPair>& grad_pairs() {
        {0, 1}},
       {OpKind::glu_backward, OpKind::glu, {{S::dy, 0}, {S::forward_input, 0}}, {0}},
       {OpKind::swish_backward, OpKind::swish, {{S::dy, 0}, {S::forward_input, 0}}, {0}},
+      {OpKind::relative_attention_backward,
+       OpKind::relative_attention_train,
+       {{S::dy, 0}, {S::forward_input, 0}, {S::forward_output, 1}, {S::forward_input, 2}},
+       {0, 3}},
+      {OpKind::rotary_backward, OpKind::rotary, {{S::dy, 0}}, {0}},
+      {OpKind::geglu_backward, OpKind::geglu, {{S::dy, 0}, {S::forward_input, 0}}, {0}},
+      {OpKind::mean_pool_backward, OpKind::mean_pool, {{S::dy, 0}, {S::forward_input, 1}}, {0}},
   };
   return pairs;
 }
@@ -401,7 +430,7 @@ bool is_float(DType type) {
 /// Re-encodes a training op's tensors in the dtypes the op stores them at
 /// under its round_to (operand_types), as a training program allocates them.
 void store_as_operand_types(OpCase& c) {
-  if (c.desc.op < OpKind::dense) return;  // inference ops: everything at desc.dtype
+  if (is_inference_op(c.desc.op)) return;  // inference ops: everything at desc.dtype
   const OperandTypes types = operand_types(c.desc);
   const auto recode = [](HostValues& h, DType type) {
     if (h.type != type && is_float(h.type) && is_float(type))
@@ -455,6 +484,9 @@ OpCase backward_case(const GradPair& pair, const OpCase& forward,
   }
   if (forward.desc.op == OpKind::attention_train && forward.inputs.size() > 2) {
     c.inputs.push_back(forward.inputs[2]);  // the dropout rng
+  }
+  if (forward.desc.op == OpKind::relative_attention_train && forward.inputs.size() > 4) {
+    c.inputs.push_back(forward.inputs[4]);  // the dropout rng
   }
   for (const auto& in : c.inputs) c.desc.input_shapes.push_back(in.shape);
   Values garbage(99);
@@ -639,7 +671,7 @@ int run(const std::string& plugin, bool quick) {
       }
       std::vector<DType> roundings{DType::f32};
       // Training ops are f32 tensors with mixed precision as rounding.
-      if (type == DType::f32 && op >= OpKind::dense) {
+      if (type == DType::f32 && !is_inference_op(op)) {
         for (const DType low : {DType::bf16, DType::f16}) {
           if (device->supports(low)) roundings.push_back(low);
         }

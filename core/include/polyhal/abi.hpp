@@ -28,7 +28,7 @@
 namespace polyhal {
 class Backend;
 
-inline constexpr std::uint32_t kAbiMajor = 7;
+inline constexpr std::uint32_t kAbiMajor = 8;
 inline constexpr std::uint32_t kAbiMinor = 0;
 
 /// Identity of the C++ toolchain, compared between host and plugin because

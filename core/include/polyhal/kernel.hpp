@@ -19,7 +19,8 @@
 ///              every token of an unpacked row, 1..K in a packed one) ->
 ///              context[B*S, H]; AttentionAttrs (batch, seq, heads).
 ///              softmax(q k^T / sqrt(d)) v per head over the keys
-///              attention_allows(mask[query], mask[key]) admits.
+///              attention_allows(mask[query], mask[key]) admits (and,
+///              with AttentionAttrs::window > 0, at most window rows away).
 ///   relative_attention: attention's inputs and buckets[B,S,S] (i32, the
 ///              bucket of key j for query i of row b, each below the
 ///              table's rows); bias[NB, heads] (f32 constant) -> context as

@@ -38,8 +38,11 @@ namespace polyhal {
 /// grouped_dense, sequence_conv, glu and swish with their backward ops.
 /// 10: relu and relu_backward, and Activation::relu in linear's epilogue
 /// (DistilBERT's classification head); relative_attention (MPNet's
-/// bucketed relative-position bias added to the scores).
-inline constexpr std::uint32_t kOpSchemaVersion = 10;
+/// bucketed relative-position bias added to the scores). 11: AttentionAttrs::window
+/// (ModernBERT's sliding-window layers), rotary and geglu with their backward
+/// ops, relative_attention_train and relative_attention_backward (MPNet
+/// fine-tuning), mean_pool and mean_pool_backward.
+inline constexpr std::uint32_t kOpSchemaVersion = 11;
 
 /// Every op of the schema. Values are part of the op schema: append only
 /// together with a kOpSchemaVersion bump.
@@ -97,15 +100,37 @@ enum class OpKind : std::uint16_t {
   // Inference, since op schema 10 (MPNet): attention with a bias per head
   // looked up by a bucket per query and key (kernel.hpp).
   relative_attention,
+  // Training and inference, since op schema 11 (ModernBERT): rotary
+  // positions on the queries and keys of a fused QKV, and GeGLU.
+  rotary,
+  rotary_backward,
+  geglu,
+  geglu_backward,
+  // Training, since op schema 11 (MPNet fine-tuning): relative_attention's
+  // training forward and its backward (the bias table's gradient too).
+  relative_attention_train,
+  relative_attention_backward,
+  // Training and inference, since op schema 11 (ModernBERT's classifier on
+  // the mean of its tokens).
+  mean_pool,
+  mean_pool_backward,
 };
 
 /// Number of OpKind values.
 inline constexpr std::size_t kOpKindCount =
-    static_cast<std::size_t>(OpKind::relative_attention) + 1;
+    static_cast<std::size_t>(OpKind::mean_pool_backward) + 1;
 
 /// Ops that only device models estimate: no kernel runs them.
 constexpr bool is_cost_only(OpKind op) noexcept {
   return op == OpKind::all_reduce || op == OpKind::host_transfer;
+}
+
+/// An inference op (kernel.hpp): it computes in its desc's dtype with its
+/// weights bound as constants. Every other op is a training op (f32 desc,
+/// storage at round_to; train_kernels.hpp), which inference programs also
+/// use where no inference op exists (GroupBERT's glu, ModernBERT's rotary).
+constexpr bool is_inference_op(OpKind op) noexcept {
+  return op < OpKind::dense || op == OpKind::relative_attention;
 }
 
 /// Every OpKind, in enum order.
@@ -168,12 +193,16 @@ struct LayerNormAttrs {
   bool operator==(const LayerNormAttrs&) const = default;
 };
 
-/// attention, attention_train, attention_backward. dropout > 0 (training
-/// ops only) drops the probabilities with DropoutMask(rng, stream, dropout).
+/// attention, attention_train, attention_backward and the relative ones.
+/// dropout > 0 (training ops only) drops the probabilities with
+/// DropoutMask(rng, stream, dropout). window > 0: a query attends only the
+/// keys at most `window` rows before or after it (ModernBERT's local layers:
+/// local_attention / 2), besides what the mask allows; 0: every key.
 struct AttentionAttrs {
   std::int64_t batch = 0, seq = 0, heads = 0;
   double dropout = 0.0;
   std::uint64_t stream = 0;
+  std::int64_t window = 0;
   bool operator==(const AttentionAttrs&) const = default;
 };
 
@@ -242,11 +271,21 @@ struct SequenceConvAttrs {
   bool operator==(const SequenceConvAttrs&) const = default;
 };
 
+/// rotary, rotary_backward: rotary position embeddings (Su et al.; GPT-NeoX's
+/// halves, as transformers' rotate_half) on the q and k blocks of a fused
+/// QKV[tokens, 3H] of `heads` heads, with frequencies theta^(-2c/d);
+/// position = row % seq, or the position ids input (packed rows).
+struct RotaryAttrs {
+  std::int64_t seq = 0, heads = 0;
+  double theta = 10000.0;
+  bool operator==(const RotaryAttrs&) const = default;
+};
+
 /// Exactly one of these per op; op_attrs_index() says which. Alternatives
 /// are appended only (their index is part of the op schema).
 using OpAttrs = std::variant<NoAttrs, MatmulAttrs, LinearAttrs, LayerNormAttrs, AttentionAttrs,
                              EmbeddingAttrs, RowStrideAttrs, DropoutAttrs, OptimizerUpdateAttrs,
-                             AllReduceAttrs, GroupedDenseAttrs, SequenceConvAttrs>;
+                             AllReduceAttrs, GroupedDenseAttrs, SequenceConvAttrs, RotaryAttrs>;
 
 /// The OpAttrs alternative `op` takes (its variant index).
 std::size_t op_attrs_index(OpKind op) noexcept;

@@ -72,6 +72,26 @@
 ///   "glu":                A[M,2N] (values, then gates) -> Y[M,N] = values * sigmoid(gates)
 ///   "glu_backward":       dY[M,N], A[M,2N] -> dA[M,2N]
 ///   "swish":              X -> X * sigmoid(X);  "swish_backward": dY, X -> dX
+/// MPNet and ModernBERT (op schema 11):
+///   "relative_attention_train": QKV, mask, buckets[B,S,S] (i32, each below the
+///                         table's rows), bias[NB,heads] [, rng[2]] -> ctx, probs:
+///                         attention_train with bias[bucket, head] added to each
+///                         scaled score (kernel.hpp relative_attention)
+///   "relative_attention_backward": dctx, QKV, probs, buckets [, rng[2]], mask
+///                         -> dQKV (overwritten), dbias[NB,heads] +=
+///   "rotary":             QKV[T,3H] [, position ids[T] (i32)] -> QKV' [T,3H];
+///                         RotaryAttrs: each head's q and k (d columns, halves
+///                         x1 | x2) become x cos(p f) + (-x2 | x1) sin(p f),
+///                         f_c = theta^(-2c/d) for c < d/2 (both halves),
+///                         p the token's position (row % seq without ids); v
+///                         is copied. An inference program runs it too.
+///   "rotary_backward":    dQKV'[T,3H] [, position ids] -> dQKV (the inverse rotation)
+///   "geglu":              A[M,2N] (inputs, then gates) -> Y[M,N] = gelu(inputs) * gates
+///                         (exact erf GELU; ModernBERT's MLP)
+///   "geglu_backward":     dY[M,N], A[M,2N] -> dA[M,2N]
+///   "mean_pool":          X[B*S,H], mask[B,S] (i32, as attention's: 0 padding)
+///                         -> Y[B,H], the mean of each row's tokens (0 for none)
+///   "mean_pool_backward": dY[B,H], mask[B,S] -> dX[B*S,H] (overwritten)
 /// Mixed precision: KernelDesc::round_to = bf16 | f16 stores the op's
 /// activation operands at that dtype (operand_types() lists every operand):
 /// activations and their gradients, and dense's weights (the program's

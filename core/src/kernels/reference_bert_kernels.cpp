@@ -294,6 +294,7 @@ class ReferenceAttention final : public Kernel {
     batch_ = attrs.batch;
     seq_ = attrs.seq;
     heads_ = attrs.heads;
+    window_ = attrs.window;
     require_shape(desc, 0, 2);
     hidden_ = desc.input_shapes[0][1] / 3;
     if (desc.input_shapes[0][0] != batch_ * seq_ || hidden_ % heads_ != 0) {
@@ -340,7 +341,8 @@ class ReferenceAttention final : public Kernel {
           const float* q = base + i * 3 * h + head * d;
           float max_score = -INFINITY;
           for (std::size_t j = 0; j < s; ++j) {
-            if (!attention_allows(mask[b * s + i], mask[b * s + j])) {
+            const bool far = window_ > 0 && (i > j ? i - j : j - i) > size_of(window_);
+            if (far || !attention_allows(mask[b * s + i], mask[b * s + j])) {
               scores[j] = -INFINITY;
               continue;
             }
@@ -388,7 +390,7 @@ class ReferenceAttention final : public Kernel {
  private:
   KernelDesc desc_;
   bool relative_;
-  std::int64_t batch_ = 0, seq_ = 0, heads_ = 0, hidden_ = 0;
+  std::int64_t batch_ = 0, seq_ = 0, heads_ = 0, hidden_ = 0, window_ = 0;
   std::vector<float> qkv_, context_, bias_;
 };
 

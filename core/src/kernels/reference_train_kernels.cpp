@@ -14,6 +14,7 @@
 #include "kernels/function_kernel.hpp"
 #include "kernels/reference_gemm.hpp"
 #include "kernels/reference_groupbert_kernels.hpp"
+#include "kernels/reference_modernbert_kernels.hpp"
 #include "polyhal/dropout_mask.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/parallel.hpp"
@@ -222,6 +223,12 @@ struct AttentionDims {
   std::int64_t b, s, heads, h, d;
   double dropout;  // attention-probability dropout (0: off)
   std::uint64_t stream;
+  std::int64_t window;  // > 0: keys at most this many rows from the query
+  /// Query i of row b may attend key j (the mask's rule and the window).
+  bool allows(const std::int32_t* mask, std::size_t row, std::size_t i, std::size_t j) const {
+    if (window > 0 && (i > j ? i - j : j - i) > n(window)) return false;
+    return attention_allows(mask[row * n(s) + i], mask[row * n(s) + j]);
+  }
   /// The probabilities' dropout mask when dropout is on; `rng` is the
   /// input after the op's usual ones.
   std::optional<DropoutMask> mask(const std::int32_t* rng) const {
@@ -232,21 +239,41 @@ struct AttentionDims {
 /// `qkv_input` is the index of the QKV tensor among the op's inputs.
 AttentionDims attention_dims(const KernelDesc& desc, std::size_t qkv_input) {
   const auto& attrs = desc.attrs_as<AttentionAttrs>();
-  AttentionDims a{attrs.batch, attrs.seq, attrs.heads, 0, 0, attrs.dropout, attrs.stream};
+  AttentionDims a{attrs.batch, attrs.seq,     attrs.heads,  0,
+                  0,           attrs.dropout, attrs.stream, attrs.window};
   a.h = desc.input_shapes.at(qkv_input).at(1) / 3;
   a.d = a.h / a.heads;
   return a;
 }
 
+/// The bucket of each (query, key) pair of relative attention, checked
+/// against the bias table's rows before any is read.
+const std::int32_t* checked_buckets(const Tensor& buckets, std::int64_t bucket_count,
+                                    const char* op) {
+  const std::int32_t* values = ints(buckets);
+  for (std::int64_t k = 0; k < buckets.numel(); ++k)
+    if (values[k] < 0 || values[k] >= bucket_count)
+      throw RuntimeFailure(fmt::format("{}: bucket {} is outside the {} rows of the bias table", op,
+                                       values[k], bucket_count));
+  return values;
+}
+
+/// attention_train, and relative_attention_train (a bias per bucket added
+/// to each scaled score).
 std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFor& par,
                                         bool f16_partials) {
   const auto a = attention_dims(desc, 0);
+  const bool relative = desc.op == OpKind::relative_attention_train;
   return std::make_unique<FunctionKernel>(
-      "attention_train", 4.0 * static_cast<double>(a.b * a.s * a.s * a.h), [=](auto in, auto o) {
+      std::string(op_name(desc.op)), 4.0 * static_cast<double>(a.b * a.s * a.s * a.h),
+      [=](auto in, auto o) {
         const float* qkv = f(in[0]);
         const std::int32_t* mask = ints(in[1]);
+        const std::int32_t* buckets =
+            relative ? checked_buckets(in[2], in[3].shape[0], "relative_attention_train") : nullptr;
+        const float* bias = relative ? f(in[3]) : nullptr;
         float *ctx = f(o[0]), *probs = f(o[1]);
-        const auto drop = a.mask(a.dropout > 0.0 ? ints(in[2]) : nullptr);
+        const auto drop = a.mask(a.dropout > 0.0 ? ints(in[relative ? 4 : 2]) : nullptr);
         const float scale = 1.0f / std::sqrt(static_cast<float>(a.d));
         rows(par, a.b * a.heads, [&](std::size_t bh) {
           const std::size_t b = bh / n(a.heads), head = bh % n(a.heads);
@@ -256,7 +283,7 @@ std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFo
             const float* q = base + i * 3 * n(a.h) + head * n(a.d);
             float max_score = -INFINITY;
             for (std::size_t j = 0; j < n(a.s); ++j) {
-              if (!attention_allows(mask[b * n(a.s) + i], mask[b * n(a.s) + j])) {
+              if (!a.allows(mask, b, i, j)) {
                 p[j] = -INFINITY;
                 continue;
               }
@@ -265,6 +292,8 @@ std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFo
               for (std::size_t c = 0; c < n(a.d); ++c)
                 dot = accumulate(f16_partials, dot, q[c] * k[c]);
               p[j] = dot * scale;
+              if (buckets)
+                p[j] += bias[n(buckets[(b * n(a.s) + i) * n(a.s) + j]) * n(a.heads) + head];
               max_score = std::max(max_score, p[j]);
             }
             float total = 0;
@@ -287,14 +316,26 @@ std::unique_ptr<Kernel> attention_train(const KernelDesc& desc, const ParallelFo
       });
 }
 
+/// attention_backward, and relative_attention_backward (also the bias
+/// table's gradient: each pair's score gradient summed into its bucket).
 std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const ParallelFor& par,
                                            bool f16_partials) {
   const auto a = attention_dims(desc, 1);
+  const bool relative = desc.op == OpKind::relative_attention_backward;
+  // Relative: per (row, head) partial sums of the bias gradient, added in
+  // row order afterwards (no races, the same sum for any split).
+  auto bias_partials = std::make_shared<std::vector<float>>();
   return std::make_unique<FunctionKernel>(
-      "attention_backward", 8.0 * static_cast<double>(a.b * a.s * a.s * a.h), [=](auto in, auto o) {
+      std::string(op_name(desc.op)), 8.0 * static_cast<double>(a.b * a.s * a.s * a.h),
+      [=](auto in, auto o) {
         const float *dctx = f(in[0]), *qkv = f(in[1]), *probs = f(in[2]);
         float* dqkv = f(o[0]);
-        const auto drop = a.mask(a.dropout > 0.0 ? ints(in[3]) : nullptr);
+        const std::int64_t bucket_count = relative ? o[1].shape[0] : 0;
+        const std::int32_t* buckets =
+            relative ? checked_buckets(in[3], bucket_count, "relative_attention_backward")
+                     : nullptr;
+        if (relative) bias_partials->assign(n(a.b * a.heads * bucket_count), 0.0f);
+        const auto drop = a.mask(a.dropout > 0.0 ? ints(in[relative ? 4 : 3]) : nullptr);
         std::fill(dqkv, dqkv + a.b * a.s * 3 * a.h, 0.0f);
         const float scale = 1.0f / std::sqrt(static_cast<float>(a.d));
         rows(par, a.b * a.heads, [&](std::size_t bh) {
@@ -324,8 +365,11 @@ std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const Paralle
             for (std::size_t j = 0; j < n(a.s); ++j) weighted += p[j] * dp[j];
             const float* q = base + i * row3 + off;
             float* dq = dbase + i * row3 + off;
+            float* dbias = relative ? bias_partials->data() + bh * n(bucket_count) : nullptr;
             for (std::size_t j = 0; j < n(a.s); ++j) {
-              const float ds = p[j] * (dp[j] - weighted) * scale;
+              const float dscore = p[j] * (dp[j] - weighted);
+              if (dbias) dbias[n(buckets[(b * n(a.s) + i) * n(a.s) + j])] += dscore;
+              const float ds = dscore * scale;
               if (ds == 0.0f) continue;
               const float* k = base + j * row3 + n(a.h) + off;
               float* dk = dbase + j * row3 + n(a.h) + off;
@@ -336,6 +380,11 @@ std::unique_ptr<Kernel> attention_backward(const KernelDesc& desc, const Paralle
             }
           }
         });
+        if (!relative) return;
+        float* dbias = f(o[1]);  // [buckets, heads]
+        for (std::size_t bh = 0; bh < n(a.b * a.heads); ++bh)
+          for (std::size_t k = 0; k < n(bucket_count); ++k)
+            dbias[k * n(a.heads) + bh % n(a.heads)] += (*bias_partials)[bh * n(bucket_count) + k];
       });
 }
 
@@ -785,6 +834,8 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
   add(OpKind::layernorm_backward, layernorm_backward);
   add_gemm(OpKind::attention_train, attention_train);
   add_gemm(OpKind::attention_backward, attention_backward);
+  add_gemm(OpKind::relative_attention_train, attention_train);
+  add_gemm(OpKind::relative_attention_backward, attention_backward);
   add(OpKind::embedding_train, embedding_train);
   add(OpKind::embedding_backward, embedding_backward);
   add(OpKind::take_rows_backward, take_rows_backward);
@@ -806,6 +857,12 @@ void register_reference_train_kernels(KernelRegistry& registry, ParallelFor para
   add_gemm(OpKind::sequence_conv_backward, detail::sequence_conv_backward);
   for (OpKind op : {OpKind::glu, OpKind::glu_backward, OpKind::swish, OpKind::swish_backward})
     add(op, detail::gated_elementwise);
+  add(OpKind::rotary, detail::rotary);
+  add(OpKind::rotary_backward, detail::rotary);
+  add(OpKind::geglu, detail::geglu);
+  add(OpKind::geglu_backward, detail::geglu);
+  add(OpKind::mean_pool, detail::mean_pool);
+  add(OpKind::mean_pool_backward, detail::mean_pool);
 }
 
 }  // namespace polyhal

@@ -94,7 +94,20 @@ OperandTypes operand_types(const KernelDesc& desc) {
       return {{low}, {low}, {}};
     case OpKind::glu_backward:
     case OpKind::swish_backward:
+    case OpKind::geglu_backward:
       return {{low, low}, {low}, {}};
+    case OpKind::geglu:
+      return {{low}, {low}, {}};
+    case OpKind::mean_pool:
+    case OpKind::mean_pool_backward:
+      return {{low, i}, {low}, {}};
+    case OpKind::rotary:  // [, position ids]
+    case OpKind::rotary_backward:
+      return {{low, i}, {low}, {}};
+    case OpKind::relative_attention_train:  // [, rng]
+      return {{low, i, i, f, i}, {low, low}, {}};
+    case OpKind::relative_attention_backward:  // [, rng], mask
+      return {{low, low, low, i, i, i}, {low, f}, {1}};
     default:
       throw std::invalid_argument(
           fmt::format("operand_types: {} runs no kernel", op_name(desc.op)));

@@ -145,40 +145,6 @@ void BertInference::share_weights(const BertInference& loaded) {
   s.loaded = true;
 }
 
-namespace {
-
-/// [B, S, S]: the family's bucket of key j for query i of each row, from the
-/// tokens' positions in their sequence (the row index, or a packed row's
-/// position ids).
-std::vector<std::int32_t> relative_buckets(const BertConfig& config, BertShape shape,
-                                           const std::vector<std::int32_t>& positions) {
-  const auto& family = families::model_family(config.model_type);
-  const auto s = static_cast<std::size_t>(shape.seq);
-  const auto at = [&](std::size_t b, std::size_t t) -> std::int64_t {
-    return positions.empty() ? static_cast<std::int64_t>(t) : positions[b * s + t];
-  };
-  // Every relative position the rows hold, bucketed once (the span covers
-  // any given positions, so no lookup leaves the table).
-  std::int64_t low = 0, high = 0;
-  for (std::size_t n = 0; n < positions.size(); ++n) {
-    low = std::min<std::int64_t>(low, positions[n]);
-    high = std::max<std::int64_t>(high, positions[n]);
-  }
-  const std::int64_t span = std::max<std::int64_t>(high - low, shape.seq - 1);
-  std::vector<std::int32_t> by_relative(static_cast<std::size_t>(2 * span + 1));
-  for (std::int64_t r = -span; r <= span; ++r)
-    by_relative[static_cast<std::size_t>(r + span)] = family.relative_bucket(r);
-  std::vector<std::int32_t> out(static_cast<std::size_t>(shape.batch) * s * s);
-  for (std::size_t b = 0; b < static_cast<std::size_t>(shape.batch); ++b)
-    for (std::size_t i = 0; i < s; ++i)
-      for (std::size_t j = 0; j < s; ++j)
-        out[(b * s + i) * s + j] =
-            by_relative[static_cast<std::size_t>(at(b, j) - at(b, i) + span)];
-  return out;
-}
-
-}  // namespace
-
 void BertInference::run(const BertInputs& in, BertOutputs* out) {
   auto& s = *state_;
   if (!s.loaded) throw RuntimeFailure("BertInference::run before load_weights");
@@ -206,7 +172,8 @@ void BertInference::run(const BertInputs& in, BertOutputs* out) {
     throw RuntimeFailure("position_ids given to a model not prepared for packed rows");
   }
   if (s.bert->relative_buckets >= 0)
-    program.upload(s.bert->relative_buckets, relative_buckets(s.config, s.shape, in.position_ids));
+    program.upload(s.bert->relative_buckets,
+                   relative_bucket_input(s.config, s.shape, in.position_ids));
   if (s.bert->mlm_positions >= 0) {
     const auto wanted = static_cast<std::size_t>(s.bert->program.shape(s.bert->mlm_positions)[0]);
     if (in.mlm_positions.size() != wanted)

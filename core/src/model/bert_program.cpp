@@ -64,7 +64,7 @@ class Builder final : public families::EncoderOps {
     const int w = p_.tensor(name, "weights", shape, type);
     int g = -1;
     if (training_) g = p_.tensor("grad." + name, "gradients", std::move(shape), DType::f32);
-    out_.parameters.push_back({name, w, g, decays(name)});
+    out_.parameters.push_back({name, w, g, decays(name), family_.zero_tensor(o_.config, name)});
     grads_[w] = g;
     return w;
   }
@@ -106,7 +106,7 @@ class Builder final : public families::EncoderOps {
         out_.parameters.push_back(
             {name + suffix, p_.view(tensor, q * h, h, name + suffix),
              training_ ? p_.view(grad, q * h, h, "grad." + name + suffix) : -1,
-             std::string(suffix) == ".weight"});
+             std::string(suffix) == ".weight", family_.zero_tensor(o_.config, name + suffix)});
       }
     }
     grads_[w] = gw;
@@ -246,7 +246,16 @@ class Builder final : public families::EncoderOps {
     const auto [pool_w, pool_b] = dense_params("bert.pooler.dense", h, h);
     const auto [w, bias] = dense_params("classifier", o_.head.num_labels, h);
     int cls = -1;
-    if (training_) {  // gathered, so backward writes the whole gradient of x
+    if (family_.mean_pooled_classifier(o_.config)) {  // the mean of each row's tokens
+      cls = act("cls", {b, h});
+      p_.op(Phase::forward, OpKind::mean_pool, {x, out_.mask}, {cls});
+      if (training_)
+        backward([=, this] {
+          const int dx = fresh_gradient(x);
+          p_.op(Phase::backward, OpKind::mean_pool_backward, {grad(cls), out_.mask}, {dx});
+          contribute(x, dx);
+        });
+    } else if (training_) {  // gathered, so backward writes the whole gradient of x
       out_.cls_positions = p_.tensor("cls positions", "inputs", {b}, DType::i32);
       cls = act("cls", {b, h});
       p_.op(Phase::forward, OpKind::gather_rows, {x, out_.cls_positions}, {cls});
@@ -261,6 +270,10 @@ class Builder final : public families::EncoderOps {
     }
     out_.pooled =
         linear(cls, pool_w, pool_b, h, family_.pooler_activation(), std::nullopt, "pooled");
+    if (family_.pooler_norm()) {  // ModernBertPredictionHead: dense, activation, LayerNorm
+      const auto [gamma, beta] = norm_params("bert.pooler.norm");
+      out_.pooled = layernorm(out_.pooled, gamma, beta, "pooled normed");
+    }
     const int dropped = dropout(out_.pooled, "pooled dropped");
     out_.head_logits =
         linear(dropped, w, bias, o_.head.num_labels, Activation::none, std::nullopt, "logits");
@@ -524,46 +537,66 @@ class Builder final : public families::EncoderOps {
     return y;
   }
 
-  int attention(int qkv) override {
+  int attention(int qkv, std::int64_t window) override {
     const std::int64_t b = o_.shape.batch, s = o_.shape.seq, h = o_.config.hidden_size;
     const std::int64_t heads = o_.config.num_attention_heads;
     const int context = act("context", {b * s, h});
-    if (!training_ && out_.relative_buckets >= 0) {  // MPNet: one bias table for every layer
-      if (relative_bias_ < 0)
-        relative_bias_ = param("bert.encoder.relative_attention_bias.weight",
-                               {family_.relative_buckets(), heads});
-      p_.op(Phase::forward, OpKind::relative_attention, {qkv, out_.mask, out_.relative_buckets},
-            {context}, AttentionAttrs{b, s, heads}, {relative_bias_});
-      return context;
-    }
+    const bool relative = out_.relative_buckets >= 0;  // MPNet: one bias table for every layer
+    if (relative && relative_bias_ < 0)
+      relative_bias_ =
+          param("bert.encoder.relative_attention_bias.weight", {family_.relative_buckets(), heads});
+    AttentionAttrs attrs{b, s, heads, 0.0, 0, window};
     if (!training_) {
-      p_.op(Phase::forward, OpKind::attention, {qkv, out_.mask}, {context},
-            AttentionAttrs{b, s, heads});
+      if (relative)
+        p_.op(Phase::forward, OpKind::relative_attention, {qkv, out_.mask, out_.relative_buckets},
+              {context}, attrs, {relative_bias_});
+      else
+        p_.op(Phase::forward, OpKind::attention, {qkv, out_.mask}, {context}, attrs);
       return context;
     }
-    if (family_.relative_buckets() > 0)
-      throw ConfigError(
-          fmt::format("training a {} model is not built (its relative attention "
-                      "has no backward yet)",
-                      family_.title()));
-    AttentionAttrs attrs{b, s, heads, 0.0, 0};
     std::vector<int> inputs{qkv, out_.mask};
+    if (relative) inputs.insert(inputs.end(), {out_.relative_buckets, relative_bias_});
     if (o_.attention_dropout > 0.0) {
       attrs.dropout = o_.attention_dropout;
       attrs.stream = streams_++;
       inputs.push_back(out_.rng);
     }
     const int probs = act("probs", {b, heads, s, s});
-    p_.op(Phase::forward, OpKind::attention_train, inputs, {context, probs}, attrs);
+    p_.op(Phase::forward, relative ? OpKind::relative_attention_train : OpKind::attention_train,
+          inputs, {context, probs}, attrs);
     backward([=, this] {
       const int dqkv = fresh_gradient(qkv);
       std::vector<int> in{grad(context), qkv, probs};
+      if (relative) in.push_back(out_.relative_buckets);
       if (attrs.dropout > 0.0) in.push_back(out_.rng);
       in.push_back(out_.mask);  // lets a kernel skip the pairs packed rows never attend
-      p_.op(Phase::backward, OpKind::attention_backward, std::move(in), {dqkv}, attrs);
+      std::vector<int> outs{dqkv};
+      if (relative) outs.push_back(grads_.at(relative_bias_));
+      p_.op(Phase::backward,
+            relative ? OpKind::relative_attention_backward : OpKind::attention_backward,
+            std::move(in), std::move(outs), attrs);
       contribute(qkv, dqkv);
     });
     return context;
+  }
+
+  /// Rotary positions on the queries and keys of a fused QKV: each token's
+  /// position in its sequence (the row index, or a packed row's position ids).
+  int rotary(int qkv, double theta) override {
+    const RotaryAttrs attrs{o_.shape.seq, o_.config.num_attention_heads, theta};
+    const int y = act("rotated", p_.shape(qkv));
+    std::vector<int> in{qkv};
+    if (out_.positions >= 0) in.push_back(out_.positions);
+    p_.op(Phase::forward, OpKind::rotary, in, {y}, attrs);
+    if (training_)
+      backward([=, this] {
+        const int dqkv = fresh_gradient(qkv);
+        std::vector<int> back_in{grad(y)};
+        if (out_.positions >= 0) back_in.push_back(out_.positions);
+        p_.op(Phase::backward, OpKind::rotary_backward, std::move(back_in), {dqkv}, attrs);
+        contribute(qkv, dqkv);
+      });
+    return y;
   }
 
   /// MLM + NSP loss; its outputs are the gradients of the logits.
@@ -644,6 +677,33 @@ class Builder final : public families::EncoderOps {
 
 }  // namespace
 
+std::vector<std::int32_t> relative_bucket_input(const BertConfig& config, BertShape shape,
+                                                const std::vector<std::int32_t>& positions) {
+  const auto& family = families::model_family(config.model_type);
+  const auto s = static_cast<std::size_t>(shape.seq);
+  const auto at = [&](std::size_t b, std::size_t t) -> std::int64_t {
+    return positions.empty() ? static_cast<std::int64_t>(t) : positions[b * s + t];
+  };
+  // Every relative position the rows hold, bucketed once (the span covers
+  // any given positions, so no lookup leaves the table).
+  std::int64_t low = 0, high = 0;
+  for (std::size_t n = 0; n < positions.size(); ++n) {
+    low = std::min<std::int64_t>(low, positions[n]);
+    high = std::max<std::int64_t>(high, positions[n]);
+  }
+  const std::int64_t span = std::max<std::int64_t>(high - low, shape.seq - 1);
+  std::vector<std::int32_t> by_relative(static_cast<std::size_t>(2 * span + 1));
+  for (std::int64_t r = -span; r <= span; ++r)
+    by_relative[static_cast<std::size_t>(r + span)] = family.relative_bucket(r);
+  std::vector<std::int32_t> out(static_cast<std::size_t>(shape.batch) * s * s);
+  for (std::size_t b = 0; b < static_cast<std::size_t>(shape.batch); ++b)
+    for (std::size_t i = 0; i < s; ++i)
+      for (std::size_t j = 0; j < s; ++j)
+        out[(b * s + i) * s + j] =
+            by_relative[static_cast<std::size_t>(at(b, j) - at(b, i) + span)];
+  return out;
+}
+
 std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
                                           const BertProgramOptions& options) {
   const BertConfig& c = options.config;
@@ -677,7 +737,7 @@ std::unique_ptr<BertProgram> declare_bert(Device& device, DType precision,
   out->ids = p.tensor("input_ids", "inputs", {t}, DType::i32);
   out->types = p.tensor("token_type_ids", "inputs", {t}, DType::i32);
   out->type_vocab_size = c.type_vocab_size;
-  if (!options.training && families::model_family(c.model_type).relative_buckets() > 0)
+  if (families::model_family(c.model_type).relative_buckets() > 0)
     out->relative_buckets =
         p.tensor("relative buckets", "inputs",
                  {options.shape.batch, options.shape.seq, options.shape.seq}, DType::i32);

@@ -82,6 +82,9 @@ struct BertParameter {
   int weight = -1;
   int grad = -1;       ///< training: its f32 gradient (a view for Q, K and V)
   bool decay = false;  ///< weight decay and LAMB's trust ratio apply
+  /// Not in the family's checkpoints (ModelFamily::zero_tensor): zeros,
+  /// never updated by training, never written by exports.
+  bool fixed = false;
 };
 
 /// The declared program and the tensors callers upload and read.
@@ -98,8 +101,8 @@ struct BertProgram {
     return type_vocab_size == 1 ? std::vector<std::int32_t>(given.size(), 0) : given;
   }
   int positions = -1;  ///< packed: i32 [B*S] position ids
-  /// MPNet (inference): i32 [B, S, S], the relative-position bucket of key
-  /// j for query i (families/model_family.hpp relative_bucket).
+  /// MPNet: i32 [B, S, S], the relative-position bucket of key j for query
+  /// i (families/model_family.hpp relative_bucket; relative_bucket_input).
   int relative_buckets = -1;
   int nsp_positions = -1;  ///< packed: i32 [B*K] rows of each sequence's [CLS]
   int hidden = -1, pooled = -1, mlm_logits = -1, nsp_logits = -1;  // forward outputs
@@ -120,6 +123,12 @@ struct BertProgram {
   // Pipeline stages (PipelineStage).
   int stage_input = -1, stage_input_grad = -1, stage_output = -1, stage_output_grad = -1;
 };
+
+/// The relative_buckets input of a batch of `shape` [B, S, S]: the family's
+/// bucket of key j for query i of each row, from the tokens' positions in
+/// their sequence (the row index, or a packed row's `positions`).
+std::vector<std::int32_t> relative_bucket_input(const BertConfig& config, BertShape shape,
+                                                const std::vector<std::int32_t>& positions);
 
 /// Declares BERT on `device` at `precision` (checked op by op against the
 /// device, nothing prepared or allocated). Throws ConfigError for options

@@ -74,6 +74,10 @@ std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& 
   const auto pooler = [&] {
     shapes.push_back({"bert.pooler.dense.weight", {h, h}});
     shapes.push_back({"bert.pooler.dense.bias", {h}});
+    if (family.pooler_norm()) {  // ModernBertPredictionHead's LayerNorm
+      shapes.push_back({"bert.pooler.norm.weight", {h}});
+      shapes.push_back({"bert.pooler.norm.bias", {h}});
+    }
   };
   switch (head.kind) {
     case TaskHead::Kind::pretraining:
@@ -105,9 +109,12 @@ TensorMap init_bert_weights(const BertConfig& config, std::uint64_t seed, const 
   TensorMap weights;
   std::mt19937_64 generator(seed);
   std::normal_distribution<float> normal(0.0f, 0.02f);
+  const auto& family = families::model_family(config.model_type);
   for (const auto& [name, shape] : bert_tensor_shapes(config, head)) {
     HostTensor t{shape, std::vector<float>(static_cast<std::size_t>(element_count(shape)), 0.0f)};
-    if (is_norm_parameter(name)) {
+    if (family.zero_tensor(config, name)) {
+      // not in the family's model: stays zero
+    } else if (is_norm_parameter(name)) {
       if (name.ends_with(".weight")) std::fill(t.values.begin(), t.values.end(), 1.0f);
     } else if (name.ends_with("convolution.conv.weight")) {
       // Glorot uniform as TensorFlow computes it for Graphcore's [K, C, N].
@@ -162,6 +169,20 @@ void trim_position_rows(TensorMap& weights, const BertConfig& config) {
 TensorMap read_weights(const std::filesystem::path& file, const BertConfig& config) {
   TensorMap weights = read_any_weights(file);
   trim_position_rows(weights, config);
+  // What the family's checkpoints never hold (ModernBERT's absent biases
+  // and position table): zeros, in the encoder, and in the head's dense
+  // layer where the file has that layer.
+  const auto& family = families::model_family(config.model_type);
+  const bool has_pooler = weights.contains("bert.pooler.dense.weight");
+  for (const auto& [name, shape] :
+       bert_tensor_shapes(config, TaskHead{TaskHead::Kind::classification, 1, {}})) {
+    const bool encoder = name.starts_with("bert.embeddings.") || name.starts_with("bert.encoder.");
+    if (family.zero_tensor(config, name) &&
+        (encoder || (has_pooler && name.starts_with("bert.pooler."))))
+      weights.try_emplace(
+          name, HostTensor{shape, std::vector<float>(static_cast<std::size_t>(element_count(shape)),
+                                                     0.0f)});
+  }
   // A family without token types (DistilBERT): every token is type 0 of a
   // zero row, which exports fold into the positions (checkpoint_tensors).
   if (!families::model_family(config.model_type).token_types()) {
@@ -353,6 +374,7 @@ TensorMap checkpoint_tensors(const TensorMap& weights, const BertConfig& config,
   const auto types = weights.find("bert.embeddings.token_type_embeddings.weight");
   TensorMap out;
   for (const auto& [name, tensor] : weights) {
+    if (family.zero_tensor(config, name)) continue;  // never in the family's checkpoints
     std::string written = family.checkpoint_name(name, head);
     if (written.empty()) continue;  // not in the family's checkpoints
     HostTensor t = tensor;

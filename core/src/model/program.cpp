@@ -84,7 +84,7 @@ void Program::set_elsewhere(int t, bool elsewhere) {
 void Program::op(Phase phase, OpKind kind, std::vector<int> inputs, std::vector<int> outputs,
                  OpAttrs attrs, std::vector<int> constants) {
   KernelDesc desc{kind, DType::f32, {}, std::move(attrs), precision_};
-  if (kind < OpKind::dense) {  // an inference op: computes in its dtype
+  if (is_inference_op(kind)) {  // computes in its dtype
     desc.dtype = precision_;
     desc.round_to = DType::f32;
   }

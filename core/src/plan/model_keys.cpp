@@ -21,6 +21,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/families/model_family.hpp"
 #include "model/sentence_modules.hpp"
 #include "polyhal/app/bert_config.hpp"
 #include "polyhal/app/hf_directory.hpp"
@@ -58,9 +59,15 @@ void take_directory_head(const RunConfig& config, ModelKeys& keys) {
                               config.model.num_labels, keys.hf_config.string(), head->num_labels));
     keys.num_labels = head->num_labels;
   }
-  spdlog::info("model.dir: {} is a fine-tuned {}: model.head {}{}", keys.dir.string(),
-               hf_architecture(*head), keys.head,
-               classifier ? fmt::format(", {} labels", head->num_labels) : "");
+  std::string architecture = hf_architecture(*head);  // the family's class where the file reads
+  try {
+    architecture =
+        families::model_family(read_hf_config(keys.hf_config).model_type).architecture(*head);
+  } catch (const ConfigError&) {
+    // the config's own error comes where the model is read
+  }
+  spdlog::info("model.dir: {} is a fine-tuned {}: model.head {}{}", keys.dir.string(), architecture,
+               keys.head, classifier ? fmt::format(", {} labels", head->num_labels) : "");
 }
 
 /// The keys as the config gives them, each with where it came from.

@@ -7,7 +7,7 @@
 
 namespace polyhal {
 #if defined(__x86_64__) && defined(__GLIBCXX__) && _GLIBCXX_USE_CXX11_ABI
-static_assert(kAbiMajor == 7, "new ABI: update the sizes below for it");
+static_assert(kAbiMajor == 8, "new ABI: update the sizes below for it");
 static_assert(sizeof(Backend) == 24, "Backend changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(OptionSpec) == 128, "OptionSpec changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(Device) == 368, "Device changed layout: bump kAbiMajor (abi.hpp)");
@@ -25,7 +25,7 @@ static_assert(sizeof(OpAttrs) == 56, "OpAttrs changed layout: bump kAbiMajor (ab
 static_assert(sizeof(LinearAttrs) == 16, "LinearAttrs changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(LayerNormAttrs) == 16,
               "LayerNormAttrs changed layout: bump kAbiMajor (abi.hpp)");
-static_assert(sizeof(AttentionAttrs) == 40,
+static_assert(sizeof(AttentionAttrs) == 48,
               "AttentionAttrs changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(DropoutAttrs) == 16, "DropoutAttrs changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(OptimizerUpdateAttrs) == 48,
@@ -74,6 +74,7 @@ static_assert(sizeof(GroupedDenseAttrs) == 8,
               "GroupedDenseAttrs changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(SequenceConvAttrs) == 32,
               "SequenceConvAttrs changed layout: bump kAbiMajor (abi.hpp)");
+static_assert(sizeof(RotaryAttrs) == 24, "RotaryAttrs changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(MatMulNumerics) == 16,
               "MatMulNumerics changed layout: bump kAbiMajor (abi.hpp)");
 static_assert(sizeof(MatMulDims) == 24, "MatMulDims changed layout: bump kAbiMajor (abi.hpp)");

@@ -64,6 +64,15 @@ constexpr std::array<OpEntry, kOpKindCount> kOps{{
     {OpKind::relu, "relu", index_of<NoAttrs>()},
     {OpKind::relu_backward, "relu_backward", index_of<NoAttrs>()},
     {OpKind::relative_attention, "relative_attention", index_of<AttentionAttrs>()},
+    {OpKind::rotary, "rotary", index_of<RotaryAttrs>()},
+    {OpKind::rotary_backward, "rotary_backward", index_of<RotaryAttrs>()},
+    {OpKind::geglu, "geglu", index_of<NoAttrs>()},
+    {OpKind::geglu_backward, "geglu_backward", index_of<NoAttrs>()},
+    {OpKind::relative_attention_train, "relative_attention_train", index_of<AttentionAttrs>()},
+    {OpKind::relative_attention_backward, "relative_attention_backward",
+     index_of<AttentionAttrs>()},
+    {OpKind::mean_pool, "mean_pool", index_of<NoAttrs>()},
+    {OpKind::mean_pool_backward, "mean_pool_backward", index_of<NoAttrs>()},
 }};
 
 constexpr bool in_enum_order() {
@@ -84,7 +93,8 @@ constexpr std::array<std::string_view, std::variant_size_v<OpAttrs>> kAttrsNames
     "NoAttrs",        "MatmulAttrs",       "LinearAttrs",
     "LayerNormAttrs", "AttentionAttrs",    "EmbeddingAttrs",
     "RowStrideAttrs", "DropoutAttrs",      "OptimizerUpdateAttrs",
-    "AllReduceAttrs", "GroupedDenseAttrs", "SequenceConvAttrs"};
+    "AllReduceAttrs", "GroupedDenseAttrs", "SequenceConvAttrs",
+    "RotaryAttrs"};
 
 }  // namespace
 

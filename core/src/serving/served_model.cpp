@@ -8,8 +8,10 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <span>
 
+#include "model/families/model_family.hpp"
 #include "plan/plan_fit.hpp"
 #include "polyhal/app/bert_inference.hpp"
 #include "polyhal/app/bert_weights.hpp"
@@ -157,8 +159,9 @@ struct ServedModel::Impl {
   Encoding filler;
   bool normalizes = false;  // the model's own choice; run() returns unnormalised vectors
   bool packed = true;       // inference.packed false: one text per row (to measure packing)
-  // The head's tensors, Hugging Face's [out, in]: pooler and classifier, or qa_outputs.
-  HostTensor pooler_weight, pooler_bias, head_weight, head_bias;
+  // The head's tensors, Hugging Face's [out, in]: pooler (and its norm, as
+  // ModernBERT's head has one) and classifier, or qa_outputs.
+  HostTensor pooler_weight, pooler_bias, pooler_gamma, pooler_beta, head_weight, head_bias;
 
   Impl(Device& device, const RunConfig& config, const RunPlan& plan,
        const ServedTextOptions& options)
@@ -219,6 +222,10 @@ struct ServedModel::Impl {
     if (task == Task::classification) {
       pooler_weight = take_tensor(weights, kPoolerWeight);
       pooler_bias = take_tensor(weights, kPoolerBias);
+      if (families::model_family(dims.model_type).pooler_norm()) {
+        pooler_gamma = take_tensor(weights, "bert.pooler.norm.weight");
+        pooler_beta = take_tensor(weights, "bert.pooler.norm.bias");
+      }
       head_weight = take_tensor(weights, "classifier.weight");
       head_bias = take_tensor(weights, "classifier.bias");
     } else {
@@ -288,17 +295,58 @@ struct ServedModel::Impl {
     return fits;
   }
 
+  /// What the family's classifier reads of one sequence's hidden states
+  /// [tokens, H]: its first token (or ModernBERT's mean of them) through the
+  /// pooler's dense layer and activation (BERT's tanh, DistilBERT's ReLU,
+  /// ELECTRA's and ModernBERT's GELU), then ModernBERT's norm.
+  std::vector<float> classifier_input(std::span<const float> hidden, std::size_t tokens) const {
+    const auto h = static_cast<std::size_t>(dims.hidden_size);
+    const auto& family = families::model_family(dims.model_type);
+    std::vector<float> first(hidden.begin(), hidden.begin() + static_cast<std::ptrdiff_t>(h));
+    if (family.mean_pooled_classifier(dims)) {
+      std::vector<double> sum(h);
+      for (std::size_t t = 0; t < tokens; ++t)
+        for (std::size_t c = 0; c < h; ++c) sum[c] += hidden[t * h + c];
+      for (std::size_t c = 0; c < h; ++c)
+        first[c] = static_cast<float>(sum[c] / static_cast<double>(tokens));
+    }
+    std::vector<float> pooled = host_linear(first, pooler_weight, pooler_bias);
+    for (float& v : pooled) {
+      switch (family.pooler_activation()) {
+        case Activation::tanh:
+          v = std::tanh(v);
+          break;
+        case Activation::relu:
+          v = std::max(v, 0.0f);
+          break;
+        case Activation::gelu:
+          v = static_cast<float>(0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
+          break;
+        case Activation::none:
+          break;
+      }
+    }
+    if (!family.pooler_norm()) return pooled;
+    double mean = 0, variance = 0;
+    for (const float v : pooled) mean += v;
+    mean /= static_cast<double>(h);
+    for (const float v : pooled) variance += (v - mean) * (v - mean);
+    variance /= static_cast<double>(h);
+    const double rstd = 1.0 / std::sqrt(variance + dims.layer_norm_eps);
+    for (std::size_t c = 0; c < h; ++c)
+      pooled[c] = static_cast<float>((pooled[c] - mean) * rstd) * pooler_gamma.values[c] +
+                  pooler_beta.values[c];
+    return pooled;
+  }
+
   std::vector<float> head_outputs(std::span<const float> hidden, std::size_t tokens) const {
     const auto h = static_cast<std::size_t>(dims.hidden_size);
     switch (task) {
       case Task::embeddings:
         return pool_sentence(hidden, std::vector<std::int32_t>(tokens, 1), dims.hidden_size,
                              pooling);
-      case Task::classification: {
-        std::vector<float> pooled = host_linear(hidden.first(h), pooler_weight, pooler_bias);
-        for (float& v : pooled) v = std::tanh(v);
-        return host_linear(pooled, head_weight, head_bias);
-      }
+      case Task::classification:
+        return host_linear(classifier_input(hidden, tokens), head_weight, head_bias);
       case Task::question_answering:
         break;
     }

@@ -50,6 +50,7 @@ OpKind optimizer_op(const std::string& kind) {
 /// the optimizer: state per parameter, update and norm kernels, sharding.
 struct BertTraining::State {
   BertShape shape;
+  BertConfig config;  ///< the model's (MPNet's relative buckets are computed per batch)
   OptimizerSettings optimizer;
   std::unique_ptr<BertProgram> bert;
   std::vector<Param> params;
@@ -88,6 +89,7 @@ struct BertTraining::State {
                                                     optimizer.epsilon, optimizer.weight_decay,
                                                     optimizer.momentum};
     for (const auto& parameter : bert->parameters) {
+      if (parameter.fixed) continue;  // zeros the checkpoint does not hold
       const Shape shape_of =
           p.shape(parameter.weight);  // a copy: declaring tensors moves the table
       Param param{
@@ -175,7 +177,7 @@ struct BertTraining::State {
     std::vector<std::int32_t> rows;
     for (std::int64_t k = 0; k < shape.batch; ++k)
       rows.push_back(static_cast<std::int32_t>(k * shape.seq));
-    program().upload(bert->cls_positions, rows);
+    if (bert->cls_positions >= 0) program().upload(bert->cls_positions, rows);  // else mean-pooled
     if (bert->targets >= 0) {
       program().upload(bert->targets, batch.targets);
       return;
@@ -227,6 +229,7 @@ BertTraining::BertTraining(Device& device, const BertConfig& config, BertShape m
   optimizer_op(o.optimizer.kind);  // refuses an unknown kind before anything is declared
   auto& s = *state_;
   s.shape = micro_batch;
+  s.config = config;
   s.optimizer = std::move(o.optimizer);
   s.seed = o.seed;
   s.max_predictions = std::min(o.max_predictions, micro_batch.seq);
@@ -289,6 +292,12 @@ void BertTraining::load_weights(const TensorMap& weights) {
     p.zero(param.m);
     p.zero(param.v);
   }
+  // What the family's checkpoints do not hold: zeros, whatever the map says.
+  for (const auto& parameter : s.bert->parameters) {
+    if (!parameter.fixed) continue;
+    p.zero(parameter.weight);
+    p.zero(parameter.grad);
+  }
   p.run(Phase::refresh);
   s.steps = 0;
   s.loaded = true;
@@ -320,6 +329,11 @@ std::vector<float> BertTraining::stage_forward(const TrainingBatch& batch,
     p.upload(b.types, b.types_of(batch.inputs.token_type_ids));
     if (b.positions >= 0) p.upload(b.positions, batch.inputs.position_ids);
   }
+  if (b.relative_buckets >= 0)
+    p.upload(b.relative_buckets,
+             relative_bucket_input(
+                 s.config, s.shape,
+                 b.positions >= 0 ? batch.inputs.position_ids : std::vector<std::int32_t>{}));
   if (b.stage_output < 0) {  // the last stage: the head's labels and the loss scale
     p.upload(b.loss_scale, std::vector<float>{static_cast<float>(loss_scale / accumulation_steps)});
     if (s.head == TaskHead::Kind::question_answering) {

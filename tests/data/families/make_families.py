@@ -28,6 +28,16 @@ the sentence-transformers directory adds modules.json and 1_Pooling.
                            embedding_size = hidden_size), 2 labels, WordPiece
   electra_small_classifier/  the same with embedding_size 32 < hidden_size 64
                            (ELECTRA-small's layout: embeddings_project)
+  modernbert_embedder/     ModernBertModel under mean pooling (gte-modernbert's
+                           layout): 3 layers, global every 2nd (layers 0 and 2),
+                           a sliding window of 8 tokens on layer 1, no biases
+  modernbert_classifier/   ModernBertForSequenceClassification, 3 labels,
+                           classifier_pooling "mean" (ModernBERT-base's), every
+                           bias present (attention, MLP, norms, head)
+  modernbert_cls_classifier/  the same on the first token, without biases, 2 labels
+
+ModernBERT's random initialisation leaves biases 0 and norms 1: its
+directories get seeded noise on every parameter, so those are tested too.
 
 reference.safetensors: per directory, "<dir>.embeddings" (sentence-
 transformers' encode of lines.txt), "<dir>.logits" (the head's logits of
@@ -37,7 +47,7 @@ tokens).
 
   python3 -m venv /tmp/st && /tmp/st/bin/pip install "numpy<2.4" safetensors tokenizers \\
       transformers==5.23.0 torch==2.15.0 sentence-transformers==6.2.0
-  /tmp/st/bin/python tests/data/families/make_families.py
+  /tmp/st/bin/python tests/data/families/make_families.py [DIRECTORY ...]
 """
 import json
 import os
@@ -52,7 +62,9 @@ from transformers import (BertTokenizerFast, CamembertConfig, CamembertForSequen
                           DistilBertConfig, DistilBertForQuestionAnswering,
                           DistilBertForSequenceClassification, DistilBertModel,
                           ElectraConfig, ElectraForSequenceClassification, MPNetConfig,
-                          MPNetForSequenceClassification, MPNetModel, RobertaConfig,
+                          ModernBertConfig, ModernBertForSequenceClassification,
+                          ModernBertModel, MPNetForSequenceClassification, MPNetModel,
+                          RobertaConfig,
                           RobertaForSequenceClassification, RobertaTokenizerFast,
                           XLMRobertaConfig, XLMRobertaForQuestionAnswering, XLMRobertaModel,
                           XLMRobertaTokenizerFast)
@@ -63,7 +75,13 @@ SIZE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermed
             max_position_embeddings=130)
 # DistilBertConfig's own names for the same sizes.
 DISTIL_SIZE = dict(dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=130)
-ENCODERS = (XLMRobertaModel, DistilBertModel, MPNetModel)  # saved as sentence-transformers directories
+ENCODERS = (XLMRobertaModel, DistilBertModel, MPNetModel, ModernBertModel)  # sentence-transformers dirs
+# ModernBERT's sizes: a window of 8 (4 each side) shorter than most lines,
+# intermediate 96 (GeGLU's Wi is 2 x 96), theta of its own per layer kind.
+MODERNBERT = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_size=96,
+                  max_position_embeddings=130, global_attn_every_n_layers=2, local_attention=8,
+                  global_rope_theta=160000.0, local_rope_theta=10000.0, reference_compile=False)
+BIASES = dict(attention_bias=True, mlp_bias=True, norm_bias=True, classifier_bias=True)
 
 # name: (config class, model class, tokenizer class, tokenizer fixture, extra config)
 FAMILIES = {
@@ -91,6 +109,13 @@ FAMILIES = {
     "electra_small_classifier": (ElectraConfig, ElectraForSequenceClassification,
                                  BertTokenizerFast, "wordpiece",
                                  dict(num_labels=2, embedding_size=32)),
+    "modernbert_embedder": (ModernBertConfig, ModernBertModel, BertTokenizerFast, "wordpiece", {}),
+    "modernbert_classifier": (ModernBertConfig, ModernBertForSequenceClassification,
+                              BertTokenizerFast, "wordpiece",
+                              dict(num_labels=3, classifier_pooling="mean", **BIASES)),
+    "modernbert_cls_classifier": (ModernBertConfig, ModernBertForSequenceClassification,
+                                  BertTokenizerFast, "wordpiece",
+                                  dict(num_labels=2, classifier_pooling="cls")),
 }
 
 
@@ -165,13 +190,20 @@ def head_outputs(model, tokenizer, lines):
 def make(name, lines, reference):
     config_cls, model_cls, tokenizer_cls, fixture, extra = FAMILIES[name]
     tokenizer = tokenizer_of(tokenizer_cls, fixture)
-    size = DISTIL_SIZE if config_cls is DistilBertConfig else SIZE
+    size = {DistilBertConfig: DISTIL_SIZE, ModernBertConfig: MODERNBERT}.get(config_cls, SIZE)
     ids = dict(pad_token_id=tokenizer.pad_token_id)
     if tokenizer.bos_token_id is not None:
         ids.update(bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id)
+    if config_cls is ModernBertConfig:
+        ids.update(bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+                   cls_token_id=tokenizer.cls_token_id, sep_token_id=tokenizer.sep_token_id)
     config = config_cls(vocab_size=len(tokenizer), **ids, **size, **extra)
     torch.manual_seed(sum(map(ord, name)))
     model = model_cls(config).eval()
+    if config_cls is ModernBertConfig:  # biases 0 and norms 1 would test nothing
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(0.05 * torch.randn_like(parameter))
     out = os.path.join(HERE, name)
     if os.path.exists(out):
         shutil.rmtree(out)
@@ -198,11 +230,20 @@ def make(name, lines, reference):
 
 
 def main():
+    import sys
     lines = read_lines()
+    path = os.path.join(HERE, "reference.safetensors")
+    # With directory names, only those are remade (the others keep their
+    # reference as it is).
+    only = sys.argv[1:]
     reference = {}
+    if only:
+        from safetensors.torch import load_file
+        reference = {k: v for k, v in load_file(path).items() if k.split(".")[0] not in only}
     for name in FAMILIES:
-        make(name, lines, reference)
-    save_file(reference, os.path.join(HERE, "reference.safetensors"),
+        if not only or name in only:
+            make(name, lines, reference)
+    save_file(reference, path,
               metadata={"torch": torch.__version__, "transformers": transformers.__version__,
                         "sentence_transformers":
                             __import__("sentence_transformers").__version__})

@@ -29,7 +29,12 @@ CASES = {  # directory: (model class, head)
     "xlm_roberta_qa": (AutoModelForQuestionAnswering, "question_answering"),
     "distilbert_qa": (AutoModelForQuestionAnswering, "question_answering"),
     "distilbert_classifier": (AutoModelForSequenceClassification, "classification"),
+    "mpnet_classifier": (AutoModelForSequenceClassification, "classification"),
+    "modernbert_classifier": (AutoModelForSequenceClassification, "classification"),
+    "modernbert_cls_classifier": (AutoModelForSequenceClassification, "classification"),
 }
+# The families whose models take no token types.
+NO_TYPES = ("distilbert", "mpnet", "modernbert")
 
 
 def summary(tensor):
@@ -47,14 +52,15 @@ def main():
     for name, (cls, head) in CASES.items():
         directory = os.path.join(HERE, name)
         tokenizer = AutoTokenizer.from_pretrained(directory)
-        model = cls.from_pretrained(directory).double().eval()  # eval: no dropout
+        # eval: no dropout; ModernBERT on the attention it runs on a CPU (sdpa).
+        model = cls.from_pretrained(directory).double().eval()
         batch = tokenizer([a for a, _ in pairs], [b for _, b in pairs], padding="max_length",
                           truncation=True, max_length=SEQ, return_tensors="pt")
         assert bool(batch["attention_mask"].all()), (name, "a padded row")
         if "token_type_ids" not in batch:
             batch["token_type_ids"] = torch.zeros_like(batch["input_ids"])
         inputs = {k: v for k, v in batch.items() if k in ("input_ids", "attention_mask")}
-        if model.config.model_type not in ("distilbert",):
+        if model.config.model_type not in NO_TYPES:
             inputs["token_type_ids"] = batch["token_type_ids"]
         record = {k: batch[k].tolist() for k in ("input_ids", "token_type_ids", "attention_mask")}
         if head == "question_answering":

@@ -28,7 +28,8 @@ enum class ModelType : std::uint8_t {
   camembert,
   distilbert,
   electra,
-  mpnet
+  mpnet,
+  modernbert
 };
 
 /// The dimensions of a BERT model, named as Hugging Face's BertConfig names them.
@@ -66,6 +67,18 @@ struct BertConfig {
   std::int64_t ffn_output_groups = 4;  ///< groupbert_ffn_output_groups: G of the FFN output
   std::int64_t conv_group_size = 16;   ///< groupbert_conv_group_size: channels per conv group
   std::int64_t conv_kernel_size = 7;   ///< groupbert_conv_kernel_size: taps along the sequence
+  /// ModernBERT (docs/bert.md, Model families): rotary bases of the global
+  /// and the sliding-window layers, the window (local_attention: keys within
+  /// half of it on each side), which layers are global (every Nth from 0),
+  /// which of its linears and norms have biases, and the classifier's pooling.
+  struct ModernBert {
+    double global_rope_theta = 160000.0, local_rope_theta = 10000.0;
+    std::int64_t local_attention = 128, global_attn_every_n_layers = 3;
+    bool attention_bias = false, mlp_bias = false, norm_bias = false, classifier_bias = false;
+    bool decoder_bias = true;
+    std::string classifier_pooling = "cls";  ///< "cls" or "mean"
+    bool global_layer(std::int64_t layer) const { return layer % global_attn_every_n_layers == 0; }
+  } modernbert;
 
   std::int64_t head_size() const { return hidden_size / num_attention_heads; }
   /// Number of parameters of BertForPreTraining (decoder weight tied).

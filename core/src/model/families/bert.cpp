@@ -99,7 +99,7 @@ int BertFamily::encoder_layer(EncoderOps& ops, std::int64_t layer, int x) const 
     const auto [g2, b2] = ops.norm_params(p + "output.LayerNorm");
     const int qkv = ops.linear(x, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv",
                                p + "attention.self.qkv");
-    const int context = ops.attention(qkv);
+    const int context = ops.attention(qkv, 0);
     const int s1 = ops.linear(context, o_w, o_b, h, Activation::none, x, "attention out",
                               p + "attention.output.dense");
     const int x1 = ops.layernorm(s1, g1, b1, "block");

@@ -129,30 +129,23 @@ class GroupbertFamily final : public ModelFamily {
   void layer_tensor_shapes(const BertConfig& c, const std::string& p,
                            std::vector<std::pair<std::string, Shape>>& shapes) const override {
     const std::int64_t h = c.hidden_size, i = c.intermediate_size, g = c.ffn_output_groups;
-    const auto dense = [&](const std::string& name, std::int64_t out, std::int64_t in) {
-      shapes.push_back({p + name + ".weight", {out, in}});
-      shapes.push_back({p + name + ".bias", {out}});
-    };
-    const auto norm = [&](const std::string& name) {
-      shapes.push_back({p + name + ".weight", {h}});
-      shapes.push_back({p + name + ".bias", {h}});
-    };
-    norm("convolution.prenorm");
-    dense("convolution.glu_values", h, h);
-    dense("convolution.glu_gates", h, h);
+    LayerTensorList list(shapes, p, h);
+    list.norm("convolution.prenorm");
+    list.dense("convolution.glu_values", h, h);
+    list.dense("convolution.glu_gates", h, h);
     shapes.push_back({p + "convolution.conv.weight", {h, c.conv_group_size, c.conv_kernel_size}});
-    norm("convolution.conv_norm");
-    dense("convolution.post", h, h);
+    list.norm("convolution.conv_norm");
+    list.dense("convolution.post", h, h);
     for (const char* ffn : {"feed_forward_1.", "feed_forward_2."}) {
-      norm(std::string(ffn) + "prenorm");
-      dense(std::string(ffn) + "intermediate", i, h);
-      dense(std::string(ffn) + "output", h, i / g);
-      if (g > 1) dense(std::string(ffn) + "mixer", h, h);
+      list.norm(std::string(ffn) + "prenorm");
+      list.dense(std::string(ffn) + "intermediate", i, h);
+      list.dense(std::string(ffn) + "output", h, i / g);
+      if (g > 1) list.dense(std::string(ffn) + "mixer", h, h);
     }
-    norm("attention.prenorm");
+    list.norm("attention.prenorm");
     for (const char* proj :
          {"attention.self.query", "attention.self.key", "attention.self.value", "attention.output"})
-      dense(proj, h, h);
+      list.dense(proj, h, h);
   }
   void final_tensor_shapes(const BertConfig& c,
                            std::vector<std::pair<std::string, Shape>>& shapes) const override {
@@ -180,7 +173,7 @@ class GroupbertFamily final : public ModelFamily {
       const int normed = ops.layernorm(x, g, b, "normed");
       const int qkv =
           ops.linear(normed, qkv_w, qkv_b, 3 * h, Activation::none, std::nullopt, "qkv");
-      x = ops.linear(ops.attention(qkv), o_w, o_b, h, Activation::none, x, "stream a");
+      x = ops.linear(ops.attention(qkv, 0), o_w, o_b, h, Activation::none, x, "stream a");
       return grouped_feed_forward(ops, p + "feed_forward_2.", x, "stream b");
     });
   }

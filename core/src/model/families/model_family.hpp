@@ -50,8 +50,11 @@ class EncoderOps {
                      std::optional<int> residual, const std::string& role,
                      const std::string& encoder_linear = {}) = 0;
   virtual int layernorm(int x, int gamma, int beta, const std::string& role) = 0;
-  /// Multi-head self-attention over a fused [tokens, 3H] QKV.
-  virtual int attention(int qkv) = 0;
+  /// Multi-head self-attention over a fused [tokens, 3H] QKV; `window` > 0
+  /// attends only keys at most that many rows away (AttentionAttrs::window).
+  virtual int attention(int qkv, std::int64_t window) = 0;
+  /// Rotary positions with base `theta` on the q and k of a fused QKV.
+  virtual int rotary(int qkv, double theta) = 0;
   /// glu or swish (with their backward ops).
   virtual int elementwise(OpKind op, OpKind backward_op, int x, Shape shape,
                           const std::string& role) = 0;
@@ -83,6 +86,7 @@ class ConfigJson {
   void read(const char* key, std::int64_t& field) const;
   void read(const char* key, double& field) const;
   void read(const char* key, std::string& field) const;
+  void read(const char* key, bool& field) const;
   /// ConfigError "<file>: key '<key>': <message>".
   [[noreturn]] void fail(const char* key, const std::string& message) const;
 
@@ -156,6 +160,17 @@ class ModelFamily {
   /// The activation of the dense layer on the first token before the
   /// classifier (BERT's pooler: tanh; ELECTRA's head: GELU).
   virtual Activation pooler_activation() const { return Activation::tanh; }
+  /// That dense layer and its activation are followed by a LayerNorm,
+  /// bert.pooler.norm (ModernBertPredictionHead).
+  virtual bool pooler_norm() const { return false; }
+  /// A tensor of polyhal's model (by polyhal's name) that this family's
+  /// checkpoints do not hold for `config` (ModernBERT's biases when its
+  /// config says none, its absent position table): read as zeros, never
+  /// trained, never written.
+  virtual bool zero_tensor(const BertConfig&, const std::string&) const { return false; }
+  /// The classifier reads the mean of each sequence's tokens (ModernBERT's
+  /// classifier_pooling "mean") instead of its first token.
+  virtual bool mean_pooled_classifier(const BertConfig&) const { return false; }
   /// The checkpoint name of polyhal's tensor `name` in a model with `head`
   /// (written by exports, as transformers names it for this family).
   virtual std::string checkpoint_name(const std::string& name, const TaskHead&) const {
@@ -175,6 +190,28 @@ class ModelFamily {
   virtual int encoder_layer(EncoderOps& ops, std::int64_t layer, int x) const = 0;
   /// What runs after the last layer, before the heads (identity for BERT).
   virtual int after_encoder(EncoderOps& ops, int x) const = 0;
+};
+
+/// Appends a layer's tensors under its prefix to a family's shape list: a
+/// dense layer's weight [out, in] and bias [out], a norm's weight and bias.
+class LayerTensorList {
+ public:
+  LayerTensorList(std::vector<std::pair<std::string, Shape>>& shapes, std::string prefix,
+                  std::int64_t hidden)
+      : shapes_(shapes), prefix_(std::move(prefix)), hidden_(hidden) {}
+  void dense(const std::string& name, std::int64_t out, std::int64_t in) {
+    shapes_.push_back({prefix_ + name + ".weight", {out, in}});
+    shapes_.push_back({prefix_ + name + ".bias", {out}});
+  }
+  void norm(const std::string& name) {
+    shapes_.push_back({prefix_ + name + ".weight", {hidden_}});
+    shapes_.push_back({prefix_ + name + ".bias", {hidden_}});
+  }
+
+ private:
+  std::vector<std::pair<std::string, Shape>>& shapes_;
+  std::string prefix_;
+  std::int64_t hidden_;
 };
 
 /// The registered families, in the order errors list them.

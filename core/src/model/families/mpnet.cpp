@@ -2,8 +2,7 @@
 // post-norm layers (attention.attn.q/k/v/o, attention.LayerNorm), fairseq's
 // positions from its fixed padding_idx 1, no token types, and a bucketed relative-position bias
 // (encoder.relative_attention_bias, [buckets, heads], shared by the layers)
-// added to every layer's attention scores. Inference only: the biased
-// attention has no backward yet.
+// added to every layer's attention scores (and its gradient in fine-tuning).
 #include <fmt/format.h>
 
 #include <array>
@@ -116,13 +115,10 @@ class MpnetFamily final : public BertFamily {
   std::string architecture(const TaskHead& head) const override {
     return family_architecture("MPNet", head);
   }
-  std::string task_problem(TaskHead::Kind kind, bool training) const override {
+  std::string task_problem(TaskHead::Kind kind, bool) const override {
     if (kind == TaskHead::Kind::pretraining)
-      return "pre-training an MPNet model (permuted language modelling) is not built; run it "
-             "(task: inference)";
-    if (training)
-      return "fine-tuning an MPNet model is not built yet (its relative attention has no "
-             "backward); run it (task: inference), or serve it";
+      return "pre-training an MPNet model (permuted language modelling) is not built; fine-tune "
+             "it (glue, squad) or run it (task: inference)";
     return {};
   }
 };

@@ -19,14 +19,16 @@ const ModelFamily& camembert_family();
 const ModelFamily& distilbert_family();
 const ModelFamily& electra_family();
 const ModelFamily& mpnet_family();
+const ModelFamily& modernbert_family();
 
 namespace {
 
 /// The registered families, indexed by ModelType.
-const std::array<const ModelFamily*, 8>& registry() {
-  static const std::array<const ModelFamily*, 8> families{
-      &bert_family(),      &groupbert_family(),  &roberta_family(), &xlm_roberta_family(),
-      &camembert_family(), &distilbert_family(), &electra_family(), &mpnet_family()};
+const std::array<const ModelFamily*, 9>& registry() {
+  static const std::array<const ModelFamily*, 9> families{
+      &bert_family(),        &groupbert_family(), &roberta_family(),
+      &xlm_roberta_family(), &camembert_family(), &distilbert_family(),
+      &electra_family(),     &mpnet_family(),     &modernbert_family()};
   return families;
 }
 
@@ -79,6 +81,12 @@ void ConfigJson::read(const char* key, double& field) const {
 void ConfigJson::read(const char* key, std::string& field) const {
   if (!has(key)) return;
   if (!at(key).is_string()) fail(key, "unexpected value " + json_excerpt(at(key)));
+  at(key).get_to(field);
+}
+
+void ConfigJson::read(const char* key, bool& field) const {
+  if (!has(key)) return;
+  if (!at(key).is_boolean()) fail(key, "expected true or false, got " + json_excerpt(at(key)));
   at(key).get_to(field);
 }
 
