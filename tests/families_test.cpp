@@ -128,6 +128,13 @@ TEST(Families, DistilbertEmbedsAsSentenceTransformers) {
   expect_embeddings("distilbert_embedder");
 }
 
+// ElectraModel (ELECTRA-small's projected embeddings) and RobertaModel
+// (byte-level BPE) under mean pooling.
+TEST(Families, ElectraAndRobertaEmbedAsSentenceTransformers) {
+  expect_embeddings("electra_embedder");
+  expect_embeddings("roberta_embedder");
+}
+
 /// Start and end logits of every real token (`pad` the padding token).
 void expect_span_logits(const std::string& name, const std::string& pad) {
   const auto records = run_inference(kData / name, lines(false));
@@ -157,6 +164,20 @@ TEST(Families, XlmRobertaQuestionAnsweringLogitsAsTransformers) {
 
 TEST(Families, DistilbertQuestionAnsweringLogitsAsTransformers) {
   expect_span_logits("distilbert_qa", "[PAD]");
+}
+
+// ModernBertForQuestionAnswering: its prediction head (dense, GELU, norm)
+// on every token before the classifier, windows and rotary positions per
+// sequence of a packed row.
+TEST(Families, ModernBertQuestionAnsweringLogitsAsTransformers) {
+  expect_span_logits("modernbert_qa", "[PAD]");
+}
+
+// MPNetForQuestionAnswering (its relative bias) and ElectraForQuestionAnswering
+// (ELECTRA-small's projected embeddings): qa_outputs as BERT's.
+TEST(Families, MpnetAndElectraQuestionAnsweringLogitsAsTransformers) {
+  expect_span_logits("mpnet_qa", "[PAD]");
+  expect_span_logits("electra_qa", "[PAD]");
 }
 
 // ElectraForSequenceClassification: BERT's layers, and a head of dense,
@@ -257,7 +278,8 @@ TEST(Families, AFineTuningStepsLossAndGradientsMatchPyTorch) {
   for (const char* name :
        {"roberta_reranker", "camembert_classifier", "electra_classifier",
         "electra_small_classifier", "xlm_roberta_qa", "distilbert_qa", "distilbert_classifier",
-        "mpnet_classifier", "modernbert_classifier", "modernbert_cls_classifier"}) {
+        "mpnet_classifier", "modernbert_classifier", "modernbert_cls_classifier", "modernbert_qa",
+        "mpnet_qa", "electra_qa"}) {
     SCOPED_TRACE(name);
     const auto& g = golden.at(name);
     const BertConfig config = read_hf_config(kData / name / "config.json");
@@ -378,8 +400,7 @@ std::string modernbert_config_error(const std::string& key, const nlohmann::json
 }
 
 // A ModernBERT config.json that polyhal cannot build as written is refused
-// naming the file and the key; ModernBertForQuestionAnswering is refused
-// with the reason.
+// naming the file and the key; pre-training one is refused with the reason.
 TEST(Families, WhatAModernBertCannotBeIsRefusedNamingTheKey) {
   EXPECT_NE(modernbert_config_error("local_attention", 4096)
                 .find("key 'local_attention': a window of 4096 tokens is longer than "
@@ -399,15 +420,12 @@ TEST(Families, WhatAModernBertCannotBeIsRefusedNamingTheKey) {
                 .find("key 'global_attn_every_n_layers'"),
             std::string::npos);
   test::TempDir tmp;
-  const auto squad = tmp.write("t.json", R"({"version": "v1.1", "data": []})");
-  const auto yaml = tmp.write(
-      "squad.yaml",
-      fmt::format("backend: cpu\ntask: squad\nmodel: {{seq_len: 32}}\ncheckpoint: {{init: {}}}\n"
-                  "finetune: {{train_file: {}, output_dir: out}}\n",
-                  (kData / "modernbert_embedder").string(), squad.string()));
-  const auto r = test::run_polyhal("validate --config " + yaml.string());
+  const auto pretrain = tmp.write(
+      "pretrain.yaml", fmt::format("backend: cpu\ntask: pretrain\nmodel: {{hf_config: {}}}\n",
+                                   (kData / "modernbert_embedder/config.json").string()));
+  const auto r = test::run_polyhal("validate --config " + pretrain.string());
   EXPECT_EQ(r.exit_code, 2) << r.output;
-  EXPECT_NE(r.output.find("ModernBertForQuestionAnswering"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("pre-training a ModernBERT model"), std::string::npos) << r.output;
 }
 
 // The IPU and Gaudi device models plan and estimate every family from its
@@ -421,7 +439,7 @@ TEST(Families, TheDeviceModelsPlanAndEstimateEveryFamily) {
   for (const char* backend : {"ipu", "gaudi"}) {
     for (const char* name : {"xlm_roberta_embedder", "roberta_reranker", "camembert_classifier",
                              "distilbert_qa", "electra_small_classifier", "mpnet_classifier",
-                             "modernbert_embedder", "modernbert_classifier"}) {
+                             "modernbert_embedder", "modernbert_classifier", "modernbert_qa"}) {
       SCOPED_TRACE(std::string(backend) + " " + name);
       const auto yaml = tmp.write(
           "infer.yaml",

@@ -162,6 +162,12 @@ TEST(TokenizerPipeline, UnigramWithPrecompiledEqualsTheReference) {
   expect_reference("unigram_precompiled");
 }
 
+// tokenizers' SentencePieceUnigramTokenizer: Nmt (control characters
+// dropped, tabs, newlines and zero-width spaces made spaces), NFKC, Replace.
+TEST(TokenizerPipeline, UnigramWithNmtEqualsTheReference) {
+  expect_reference("unigram_nmt");
+}
+
 // Added tokens of every kind: normalized ones matched in the normalised
 // text ("HELLO WORLD" as "hello world", "ﬁne" as "fine"), raw ones in the
 // raw text, single_word, lstrip and rstrip beside Unicode spaces, special.

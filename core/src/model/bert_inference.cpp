@@ -314,6 +314,7 @@ double BertInference::flops() const {
       break;
     case TaskHead::Kind::question_answering:
       total += 2.0 * t * h * 2.0 - 2.0 * static_cast<double>(state_->shape.batch) * h * h;
+      if (families::model_family(c.model_type).qa_prediction_head()) total += 2.0 * t * h * h;
       break;
     case TaskHead::Kind::classification:
       total += 2.0 * static_cast<double>(state_->shape.batch) * h *

@@ -227,10 +227,20 @@ class Builder final : public families::EncoderOps {
     pretraining_heads(x);
   }
 
-  /// qa_outputs over every token: start and end logits; span loss in training.
+  /// qa_outputs over every token: start and end logits; span loss in
+  /// training. ModernBERT's: its prediction head on every token, then
+  /// `classifier`.
   void question_answering(int x) {
     const std::int64_t h = o_.config.hidden_size, b = o_.shape.batch;
-    const auto [w, bias] = dense_params("qa_outputs", 2, h);
+    const bool prediction_head = family_.qa_prediction_head();
+    if (prediction_head) {
+      const auto [head_w, head_b] = dense_params("bert.pooler.dense", h, h);
+      const auto [gamma, beta] = norm_params("bert.pooler.norm");
+      const int dense =
+          linear(x, head_w, head_b, h, family_.pooler_activation(), std::nullopt, "qa head");
+      x = dropout(layernorm(dense, gamma, beta, "qa head normed"), "qa head dropped");
+    }
+    const auto [w, bias] = dense_params(prediction_head ? "classifier" : "qa_outputs", 2, h);
     out_.head_logits = linear(x, w, bias, 2, Activation::none, std::nullopt, "qa logits");
     if (!training_) return;
     // Packed rows: a (start, end) per sequence slot, each softmax within its

@@ -93,6 +93,12 @@ std::vector<std::pair<std::string, Shape>> bert_tensor_shapes(const BertConfig& 
                                   });
       break;
     case TaskHead::Kind::question_answering:  // BertForQuestionAnswering has no pooler
+      if (family.qa_prediction_head()) {      // ModernBERT's: its head on every token
+        pooler();
+        shapes.push_back({"classifier.weight", {2, h}});
+        shapes.push_back({"classifier.bias", {2}});
+        break;
+      }
       shapes.push_back({"qa_outputs.weight", {2, h}});
       shapes.push_back({"qa_outputs.bias", {2}});
       break;
@@ -223,9 +229,11 @@ std::set<std::string> known_names(const BertConfig& config) {
   return names;
 }
 
-/// The tensors the head adds on the encoder (pooler, qa_outputs, classifier, cls).
+/// The tensors the head adds on the encoder (pooler, qa_outputs, classifier,
+/// cls); ELECTRA-small's embeddings_project is the encoder's.
 bool head_tensor(const std::string& name) {
-  return !name.starts_with("bert.embeddings.") && !name.starts_with("bert.encoder.");
+  return !name.starts_with("bert.embeddings.") && !name.starts_with("bert.encoder.") &&
+         !name.starts_with("bert.embeddings_project.");
 }
 
 /// A position table of the model's width but fewer rows (phase 1's

@@ -219,10 +219,11 @@ struct ServedModel::Impl {
   /// has none (question answering): the encoder's pooler runs but is unused.
   void take_head(TensorMap& weights) {
     const auto h = dims.hidden_size;
-    if (task == Task::classification) {
+    const auto& family = families::model_family(dims.model_type);
+    if (task == Task::classification || family.qa_prediction_head()) {
       pooler_weight = take_tensor(weights, kPoolerWeight);
       pooler_bias = take_tensor(weights, kPoolerBias);
-      if (families::model_family(dims.model_type).pooler_norm()) {
+      if (family.pooler_norm()) {
         pooler_gamma = take_tensor(weights, "bert.pooler.norm.weight");
         pooler_beta = take_tensor(weights, "bert.pooler.norm.bias");
       }
@@ -297,8 +298,7 @@ struct ServedModel::Impl {
 
   /// What the family's classifier reads of one sequence's hidden states
   /// [tokens, H]: its first token (or ModernBERT's mean of them) through the
-  /// pooler's dense layer and activation (BERT's tanh, DistilBERT's ReLU,
-  /// ELECTRA's and ModernBERT's GELU), then ModernBERT's norm.
+  /// pooler (predicted_row).
   std::vector<float> classifier_input(std::span<const float> hidden, std::size_t tokens) const {
     const auto h = static_cast<std::size_t>(dims.hidden_size);
     const auto& family = families::model_family(dims.model_type);
@@ -310,7 +310,17 @@ struct ServedModel::Impl {
       for (std::size_t c = 0; c < h; ++c)
         first[c] = static_cast<float>(sum[c] / static_cast<double>(tokens));
     }
-    std::vector<float> pooled = host_linear(first, pooler_weight, pooler_bias);
+    return predicted_row(first);
+  }
+
+  /// One row [H] through the pooler's dense layer and activation (BERT's
+  /// tanh, DistilBERT's ReLU, ELECTRA's and ModernBERT's GELU), then
+  /// ModernBERT's norm: its classifier's input, and each token's before
+  /// its question-answering classifier.
+  std::vector<float> predicted_row(std::span<const float> row) const {
+    const auto h = static_cast<std::size_t>(dims.hidden_size);
+    const auto& family = families::model_family(dims.model_type);
+    std::vector<float> pooled = host_linear(row, pooler_weight, pooler_bias);
     for (float& v : pooled) {
       switch (family.pooler_activation()) {
         case Activation::tanh:
@@ -350,9 +360,12 @@ struct ServedModel::Impl {
       case Task::question_answering:
         break;
     }
+    const bool prediction_head = families::model_family(dims.model_type).qa_prediction_head();
     std::vector<float> out(2 * tokens);
     for (std::size_t t = 0; t < tokens; ++t) {
-      const auto both = host_linear(hidden.subspan(t * h, h), head_weight, head_bias);
+      const auto token = hidden.subspan(t * h, h);
+      const auto both = prediction_head ? host_linear(predicted_row(token), head_weight, head_bias)
+                                        : host_linear(token, head_weight, head_bias);
       out[t] = both[0];
       out[tokens + t] = both[1];
     }

@@ -183,6 +183,26 @@ class StripAccents final : public Normalizer {
   }
 };
 
+/// SentencePiece's nmt_nfkc rules without the NFKC (tokenizers' Nmt, which
+/// SentencePieceUnigramTokenizer and SentencePieceBPETokenizer put before
+/// their NFKC): ASCII and C1 control characters removed, the other
+/// whitespace and zero-width code points (and U+2581, U+FFFD) made a space.
+class Nmt final : public Normalizer {
+ public:
+  void normalize(NormalizedText& text) const override {
+    text = filter(text, [](char32_t c) {
+      return !((c >= 0x01 && c <= 0x08) || c == 0x0B || (c >= 0x0E && c <= 0x1F) || c == 0x7F ||
+               c == 0x8F || c == 0x9F);
+    });
+    text = map_each(text, [](char32_t c, std::u32string& out) {
+      const bool space = c == 0x09 || c == 0x0A || c == 0x0C || c == 0x0D || c == 0x1680 ||
+                         (c >= 0x200B && c <= 0x200F) || c == 0x2028 || c == 0x2029 ||
+                         c == 0x2581 || c == 0xFEFF || c == 0xFFFD;
+      out.push_back(space ? U' ' : c);
+    });
+  }
+};
+
 class Strip final : public Normalizer {
  public:
   Strip(const nlohmann::json& json, const std::string& where)
@@ -381,13 +401,14 @@ std::unique_ptr<Normalizer> make_normalizer(const nlohmann::json& json, const st
   if (type == "Lowercase") return std::make_unique<Lowercase>();
   if (type == "StripAccents") return std::make_unique<StripAccents>();
   if (type == "Strip") return std::make_unique<Strip>(json, where);
+  if (type == "Nmt") return std::make_unique<Nmt>();
   if (type == "Replace") return std::make_unique<Replace>(json, where);
   if (type == "Prepend") return std::make_unique<Prepend>(json, where);
   if (type == "Precompiled") return std::make_unique<Precompiled>(json, where);
   if (type == "Sequence") return std::make_unique<Sequence>(json, where);
   throw ConfigError(fmt::format(
       "{}.type: {}: not a normaliser polyhal implements (BertNormalizer, NFC, NFD, NFKC, NFKD, "
-      "Lowercase, StripAccents, Strip, Replace, Prepend, Precompiled, Sequence)",
+      "Lowercase, StripAccents, Strip, Nmt, Replace, Prepend, Precompiled, Sequence)",
       where, type));
 }
 

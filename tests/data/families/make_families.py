@@ -35,6 +35,16 @@ the sentence-transformers directory adds modules.json and 1_Pooling.
                            classifier_pooling "mean" (ModernBERT-base's), every
                            bias present (attention, MLP, norms, head)
   modernbert_cls_classifier/  the same on the first token, without biases, 2 labels
+  modernbert_qa/           ModernBertForQuestionAnswering: its prediction head
+                           (dense, GELU, norm) on every token, then classifier;
+                           attention and norm biases
+  mpnet_qa/                MPNetForQuestionAnswering, WordPiece
+  electra_embedder/        ElectraModel under mean pooling with ELECTRA-small's
+                           projected embeddings, WordPiece
+  roberta_embedder/        RobertaModel under mean pooling (all-distilroberta-v1's
+                           layout), byte-level BPE
+  electra_qa/              ElectraForQuestionAnswering with ELECTRA-small's
+                           projected embeddings, WordPiece
 
 ModernBERT's random initialisation leaves biases 0 and norms 1: its
 directories get seeded noise on every parameter, so those are tested too.
@@ -61,8 +71,12 @@ import transformers
 from transformers import (BertTokenizerFast, CamembertConfig, CamembertForSequenceClassification,
                           DistilBertConfig, DistilBertForQuestionAnswering,
                           DistilBertForSequenceClassification, DistilBertModel,
-                          ElectraConfig, ElectraForSequenceClassification, MPNetConfig,
-                          ModernBertConfig, ModernBertForSequenceClassification,
+                          ElectraConfig, ElectraForQuestionAnswering, ElectraModel,
+                          RobertaModel,
+                          ElectraForSequenceClassification, MPNetConfig,
+                          MPNetForQuestionAnswering,
+                          ModernBertConfig, ModernBertForQuestionAnswering,
+                          ModernBertForSequenceClassification,
                           ModernBertModel, MPNetForSequenceClassification, MPNetModel,
                           RobertaConfig,
                           RobertaForSequenceClassification, RobertaTokenizerFast,
@@ -75,7 +89,8 @@ SIZE = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermed
             max_position_embeddings=130)
 # DistilBertConfig's own names for the same sizes.
 DISTIL_SIZE = dict(dim=64, n_layers=2, n_heads=4, hidden_dim=128, max_position_embeddings=130)
-ENCODERS = (XLMRobertaModel, DistilBertModel, MPNetModel, ModernBertModel)  # sentence-transformers dirs
+ENCODERS = (XLMRobertaModel, DistilBertModel, MPNetModel, ModernBertModel, ElectraModel,
+            RobertaModel)  # sentence-transformers dirs
 # ModernBERT's sizes: a window of 8 (4 each side) shorter than most lines,
 # intermediate 96 (GeGLU's Wi is 2 x 96), theta of its own per layer kind.
 MODERNBERT = dict(hidden_size=64, num_hidden_layers=3, num_attention_heads=4, intermediate_size=96,
@@ -116,6 +131,14 @@ FAMILIES = {
     "modernbert_cls_classifier": (ModernBertConfig, ModernBertForSequenceClassification,
                                   BertTokenizerFast, "wordpiece",
                                   dict(num_labels=2, classifier_pooling="cls")),
+    "modernbert_qa": (ModernBertConfig, ModernBertForQuestionAnswering, BertTokenizerFast,
+                      "wordpiece", dict(attention_bias=True, norm_bias=True)),
+    "mpnet_qa": (MPNetConfig, MPNetForQuestionAnswering, BertTokenizerFast, "wordpiece_pad1", {}),
+    "electra_qa": (ElectraConfig, ElectraForQuestionAnswering, BertTokenizerFast, "wordpiece",
+                   dict(embedding_size=32)),
+    "electra_embedder": (ElectraConfig, ElectraModel, BertTokenizerFast, "wordpiece",
+                         dict(embedding_size=32)),
+    "roberta_embedder": (RobertaConfig, RobertaModel, RobertaTokenizerFast, "bpe_byte_level", {}),
 }
 
 

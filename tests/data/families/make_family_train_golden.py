@@ -32,6 +32,9 @@ CASES = {  # directory: (model class, head)
     "mpnet_classifier": (AutoModelForSequenceClassification, "classification"),
     "modernbert_classifier": (AutoModelForSequenceClassification, "classification"),
     "modernbert_cls_classifier": (AutoModelForSequenceClassification, "classification"),
+    "modernbert_qa": (AutoModelForQuestionAnswering, "question_answering"),
+    "mpnet_qa": (AutoModelForQuestionAnswering, "question_answering"),
+    "electra_qa": (AutoModelForQuestionAnswering, "question_answering"),
 }
 # The families whose models take no token types.
 NO_TYPES = ("distilbert", "mpnet", "modernbert")

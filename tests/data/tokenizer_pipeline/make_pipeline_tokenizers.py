@@ -13,6 +13,10 @@ and saved as the hub's files are made:
   Precompiled normaliser (SentencePiece's compiled character map), the
   Metaspace pre-tokenizer and the template post-processor as the hub's
   XLM-R files have them;
+- unigram_nmt/tokenizer.json: a Unigram trained by tokenizers' own
+  SentencePieceUnigramTokenizer, whose normaliser is Nmt, NFKC and a
+  Replace of runs of spaces (the layout of the Unigram and SentencePiece
+  BPE tokenizers people train with tokenizers), Metaspace, RobertaProcessing;
 - wordpiece/tokenizer.json: ../tokenizer_json/bert_uncased's, re-read;
 - roberta_slow_files/: the byte-level BPE as RoBERTa's slow files
   (vocab.json, merges.txt, tokenizer_config.json), the reference what
@@ -36,7 +40,9 @@ fourth line, which keeps the file small).
 
   python3 -m venv /tmp/ref && /tmp/ref/bin/pip install tokenizers==0.22.1 \\
       sentencepiece==0.2.0 transformers==4.57.1 protobuf==5.29.3
-  /tmp/ref/bin/python tests/data/tokenizer_pipeline/make_pipeline_tokenizers.py
+  /tmp/ref/bin/python tests/data/tokenizer_pipeline/make_pipeline_tokenizers.py [KIND ...]
+
+With kinds named, only those are remade (the others' files and records stay).
 """
 import json
 import os
@@ -108,6 +114,16 @@ def make_unigram(out_dir):
             json.dump({"tokenizer_class": "XLMRobertaTokenizer"}, f)
     os.makedirs(out_dir, exist_ok=True)
     fast.save(os.path.join(out_dir, "tokenizer.json"))
+
+
+def make_unigram_nmt(out_dir):
+    from tokenizers import SentencePieceUnigramTokenizer
+    unigram = SentencePieceUnigramTokenizer()
+    unigram.train_from_iterator(training_text(), vocab_size=1200, unk_token="<unk>",
+                                special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    unigram._tokenizer.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    os.makedirs(out_dir, exist_ok=True)
+    unigram.save(os.path.join(out_dir, "tokenizer.json"))
 
 
 def make_roberta_slow_files(out_dir):
@@ -237,12 +253,25 @@ def added_lines():
 
 
 def main():
+    import sys
     kinds = {"bpe_byte_level": make_bpe, "unigram_precompiled": make_unigram,
+             "unigram_nmt": make_unigram_nmt,
              "wordpiece": make_wordpiece, "roberta_slow_files": make_roberta_slow_files,
              "xlmr_slow_files": lambda out_dir: None,  # written by make_unigram
              "wordpiece_added": make_wordpiece_added, "unigram_added": make_unigram_added}
-    with open(os.path.join(HERE, "reference.jsonl"), "w", encoding="utf-8") as out:
+    only = sys.argv[1:]
+    path = os.path.join(HERE, "reference.jsonl")
+    kept = {}
+    if only:
+        with open(path, encoding="utf-8") as f:
+            for line in f:
+                record = json.loads(line)
+                kept.setdefault(record["kind"], []).append(line)
+    with open(path, "w", encoding="utf-8") as out:
         for kind, make in kinds.items():
+            if only and kind not in only:
+                out.writelines(kept.get(kind, []))
+                continue
             make(os.path.join(HERE, kind))
             file = {"roberta_slow_files": "vocab.json",
                     "xlmr_slow_files": "sentencepiece.bpe.model"}.get(kind, "tokenizer.json")

@@ -163,6 +163,11 @@ class ModelFamily {
   /// That dense layer and its activation are followed by a LayerNorm,
   /// bert.pooler.norm (ModernBertPredictionHead).
   virtual bool pooler_norm() const { return false; }
+  /// Question answering runs that dense layer, activation (and norm) on
+  /// every token, then `classifier` [2, H] to the start and end logits
+  /// (ModernBertForQuestionAnswering), where BERT's qa_outputs reads the
+  /// encoder's output itself.
+  virtual bool qa_prediction_head() const { return false; }
   /// A tensor of polyhal's model (by polyhal's name) that this family's
   /// checkpoints do not hold for `config` (ModernBERT's biases when its
   /// config says none, its absent position table): read as zeros, never

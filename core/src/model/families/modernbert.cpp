@@ -238,6 +238,7 @@ class ModernBertFamily final : public ModelFamily {
   bool token_types() const override { return false; }
   Activation pooler_activation() const override { return Activation::gelu; }
   bool pooler_norm() const override { return true; }
+  bool qa_prediction_head() const override { return true; }
   bool mean_pooled_classifier(const BertConfig& c) const override {
     return c.modernbert.classifier_pooling == "mean";
   }
@@ -249,9 +250,6 @@ class ModernBertFamily final : public ModelFamily {
     if (kind == TaskHead::Kind::pretraining)
       return "pre-training a ModernBERT model (its masked-language head) is not built; fine-tune "
              "it (task: glue) or run it (task: inference)";
-    if (kind == TaskHead::Kind::question_answering)
-      return "ModernBertForQuestionAnswering (its prediction head on every token) is not built "
-             "yet; ModernBERT embeds and classifies (task: inference, glue)";
     return {};
   }
   const char* intermediate_weight() const override { return "encoder.layer.0.mlp.Wi.weight"; }
