@@ -14,6 +14,7 @@
 #include "polyhal/app/suggest.hpp"
 #include "polyhal/app/task.hpp"
 #include "polyhal/error.hpp"
+#include "serve/serve_flags.hpp"
 
 namespace polyhal {
 namespace {
@@ -61,14 +62,19 @@ const std::vector<CommandSpec> kCommands{
      "  polyhal run pretrain.yaml --max-restarts 3   # restart from the last checkpoint\n"},
     {"serve",
      "serve embeddings over HTTP (OpenAI and TEI APIs)",
-     "polyhal serve CONFIG [--backend NAME] [--set key.path=value]... [--check]",
-     "Loads the model of a text-inference config (model.dir, or hf_config, weights and "
+     "polyhal serve MODEL_DIR|CONFIG [--port P] [--host ADDRESS] [--precision P] "
+     "[--api-key-file FILE] [--max-batch-tokens N] [--backend NAME] [--set key.path=value]... "
+     "[--check]",
+     "Serves a model directory as it is (text-embeddings-inference's one command: "
+     "MODEL_DIR alone, or MODEL_ID, PORT, MAX_BATCH_TOKENS and API_KEY in the environment), "
+     "or loads the model of a text-inference config (model.dir, or hf_config, weights and "
      "data.vocab) and answers POST /v1/embeddings (OpenAI's API) and POST /embed "
      "(text-embeddings-inference's), GET /health, /ready, /v1/models and /metrics, batching "
      "requests by tokens into packed rows. The config's serve section sets the address "
      "(127.0.0.1:8080), limits and a bearer token; SIGTERM or Ctrl-C stops it after answering "
      "what is in flight. docs/serving.md.",
      {"plugins", "config", "serve"},
+     "  polyhal serve all-MiniLM-L6-v2/ --port 8080\n"
      "  polyhal serve minilm.yaml\n"
      "  polyhal serve minilm.yaml --set serve.port=9000 --set serve.host=0.0.0.0\n"
      "  polyhal serve /etc/polyhal/serve.yaml --check   # load the model, do not listen\n"},
@@ -247,7 +253,7 @@ po::options_description group_options(const std::string& group, CommandLine& cl)
     return d;
   }
   if (group == "serve") {
-    po::options_description d("serve options");
+    po::options_description d = serve_flag_options();
     d.add_options()("check", po::bool_switch(&cl.serve_check),
                     "load the model and check the config, then exit 0 without listening");
     return d;
@@ -598,6 +604,7 @@ CommandLine parse_command_line(int argc, char** argv) {
   }
   cl.run.config = config;
   read_option_values(vm, cl);
+  if (cl.command == "serve") add_serve_overrides(vm, cl);
   return cl;
 }
 

@@ -33,6 +33,7 @@ struct CommandLine {
   bool max_seq_len_given = false;
   bool device_options = false;      ///< devices --options
   bool serve_check = false;         ///< serve --check: load and validate, do not listen
+  bool serve_model_dir = false;     ///< serve MODEL_DIR: no config file, the flags make it
   bool chain = false;               ///< report --chain: runs one after another on one step axis
   std::string config_action;        ///< config show | config reference
   std::optional<int> max_restarts;  ///< run --max-restarts, supervise --max-restarts

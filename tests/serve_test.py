@@ -266,6 +266,23 @@ def check_drain(work):
     print(f"ok: SIGTERM during 8 requests: {results.count(200)} answered, exit 0")
 
 
+def check_one_command(want):
+    """`polyhal serve MODEL_DIR --port 0`, no config file: the model's own
+    length and pooling, the same embeddings as the config's server."""
+    if not os.path.isfile(os.path.join(MODEL_DIR, "config.json")):
+        return
+    process, port = serve_harness.start(POLYHAL, MODEL_DIR, "--port", "0", "--precision", "f32")
+    status, _, payload = serve_harness.request(port, "POST", "/v1/embeddings", {"input": TEXTS})
+    if status != 200:
+        fail(f"serve MODEL_DIR: /v1/embeddings answered {status}: {payload[:200]!r}")
+    got = [row["embedding"] for row in json.loads(payload)["data"]]
+    for text, a, b in zip(TEXTS, got, want):
+        if not close_to(a, b):
+            fail(f"serve MODEL_DIR: {text!r} differs from polyhal run's embedding")
+    stop(process)
+    print("ok: polyhal serve MODEL_DIR --port 0 serves the model with no config file")
+
+
 def main():
     work = tempfile.mkdtemp()
     try:
@@ -282,6 +299,7 @@ def main():
         check_auth(work)
         check_real_clients(work, want)
         check_drain(work)
+        check_one_command(want)
     finally:
         serve_harness.stop_all()
     print("serve_test: ok")

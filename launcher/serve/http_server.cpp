@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -13,14 +15,17 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "polyhal/app/serve_api.hpp"
@@ -591,9 +596,7 @@ struct HttpServer::Impl {
 HttpServer::HttpServer(ServerState& state) : impl_(std::make_unique<Impl>(state)) {}
 HttpServer::~HttpServer() = default;
 
-unsigned short HttpServer::listen() {
-  auto& m = *impl_;
-  const auto& s = m.state.settings;
+BoundPort::BoundPort(const ServeSettings& s, const std::string& where_set) {
   beast::error_code ec;
   const auto address = net::ip::make_address(s.host, ec);
   if (ec)
@@ -602,15 +605,47 @@ unsigned short HttpServer::listen() {
                     "0.0.0.0)",
                     s.host));
   const tcp::endpoint where(address, static_cast<unsigned short>(s.port));
-  m.acceptor.open(where.protocol(), ec);
-  if (!ec) m.acceptor.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) m.acceptor.bind(where, ec);
-  if (!ec) m.acceptor.listen(net::socket_base::max_listen_connections, ec);
-  m.state.loopback = address.is_loopback();
-  if (ec)
+  ipv6_ = address.is_v6();
+  loopback_ = address.is_loopback();
+  fd_ = ::socket(ipv6_ ? AF_INET6 : AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int on = 1;
+  const bool ok = fd_ >= 0 && ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on) == 0 &&
+                  ::bind(fd_, where.data(), static_cast<socklen_t>(where.size())) == 0 &&
+                  ::listen(fd_, SOMAXCONN) == 0;
+  if (ok) return;
+  const int error = errno;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (error == EADDRINUSE || error == EACCES || error == EADDRNOTAVAIL)
+    throw ConfigError(fmt::format(
+        "{}: key 'serve.port': cannot listen on {}:{}: {}{}", where_set, s.host, s.port,
+        std::strerror(error),
+        error == EADDRINUSE ? " (another server has it: choose another port, or 0 for any)" : ""));
+  throw Error(ExitCode::unavailable,
+              fmt::format("serve: cannot listen on {}:{} (keys 'serve.host', 'serve.port'): {}",
+                          s.host, s.port, std::strerror(error)));
+}
+
+BoundPort::~BoundPort() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+int BoundPort::release() {
+  return std::exchange(fd_, -1);
+}
+
+unsigned short HttpServer::listen(BoundPort& bound) {
+  auto& m = *impl_;
+  const bool ipv6 = bound.ipv6();
+  m.state.loopback = bound.loopback();
+  beast::error_code ec;
+  const int fd = bound.release();
+  m.acceptor.assign(ipv6 ? tcp::v6() : tcp::v4(), fd, ec);
+  if (ec) {
+    ::close(fd);
     throw Error(ExitCode::unavailable,
-                fmt::format("serve: cannot listen on {}:{} (keys 'serve.host', 'serve.port'): {}",
-                            s.host, s.port, ec.message()));
+                fmt::format("serve: cannot serve on the bound port: {}", ec.message()));
+  }
   return m.acceptor.local_endpoint().port();
 }
 

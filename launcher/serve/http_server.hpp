@@ -49,6 +49,26 @@ struct ServerState {
         batcher(replicas, s, metrics) {}
 };
 
+/// serve.host:serve.port bound and listening, before the model loads: a
+/// port in use is said at once (a ConfigError naming the keys, exit 2),
+/// not after minutes of loading. HttpServer::listen takes it over.
+class BoundPort {
+ public:
+  /// `where`: where serve.port was set (the config's line, --port, PORT).
+  BoundPort(const ServeSettings& settings, const std::string& where);
+  ~BoundPort();
+  BoundPort(const BoundPort&) = delete;
+  BoundPort& operator=(const BoundPort&) = delete;
+  /// The listening socket, now the caller's to close.
+  int release();
+  bool ipv6() const { return ipv6_; }
+  bool loopback() const { return loopback_; }
+
+ private:
+  int fd_ = -1;
+  bool ipv6_ = false, loopback_ = false;
+};
+
 class HttpServer {
  public:
   explicit HttpServer(ServerState& state);
@@ -56,9 +76,9 @@ class HttpServer {
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
 
-  /// Binds serve.host:serve.port; returns the port (serve.port 0: the one
-  /// the kernel chose). Throws ConfigError naming the key when it cannot.
-  unsigned short listen();
+  /// Serves on `bound`'s socket; returns its port (serve.port 0: the one
+  /// the kernel chose).
+  unsigned short listen(BoundPort& bound);
   /// Serves on `threads` I/O threads until SIGINT or SIGTERM; then refuses
   /// new requests (503), answers those in flight for serve.timeout_seconds
   /// at most and returns whether every one was answered. A second signal

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "command_table.hpp"
@@ -72,7 +74,7 @@ void warm_up(ServedModel& model) {
 }  // namespace
 
 int serve_command(CommandLine& cl, int, char**) {
-  require_config(cl);
+  if (!cl.serve_model_dir) require_config(cl);
   const RunConfig config = loaded_config(cl.run);
   if (config.task != "inference")
     throw config.error("task", fmt::format("{}: polyhal serve serves a text model: task: inference "
@@ -82,6 +84,9 @@ int serve_command(CommandLine& cl, int, char**) {
   const auto log = configure_logging(cl.common, config);
   const OpenedRun opened = open_configured_run(cl.common, config, WorldShape{}, false);
   const auto& settings = serve_settings(config);
+  // Bound before the model loads: a port in use is said now (exit 2).
+  std::optional<serve::BoundPort> bound;
+  if (!cl.serve_check) bound.emplace(settings, config.locate("serve.port"));
   const ServedTextOptions options = served_text_options(config);
   std::vector<std::unique_ptr<ServedModel>> replicas;
   for (std::int64_t i = 0; i < (cl.serve_check ? 1 : settings.replicas); ++i)
@@ -89,7 +94,10 @@ int serve_command(CommandLine& cl, int, char**) {
         std::make_unique<ServedModel>(opened.device(), config, opened.plan, options));
   ServedModel& model = *replicas.front();
   const std::string name = served_name(config, opened.plan);
-  const std::string key = read_api_key(config);
+  std::string key = read_api_key(config);
+  // text-embeddings-inference's API_KEY, in the one-command form only.
+  if (const char* env = std::getenv("API_KEY"); key.empty() && cl.serve_model_dir && env && *env)
+    key = env;
   const std::string what =
       fmt::format("model {} ({}, {} tokens at most) on {} {}{}, batches of up to {} tokens", name,
                   model.description(), model.max_tokens(), config.backend, opened.device().name(),
@@ -104,7 +112,7 @@ int serve_command(CommandLine& cl, int, char**) {
   for (auto& replica : replicas) models.push_back(replica.get());
   serve::ServerState state(models, settings, name, key);
   serve::HttpServer server(state);
-  const unsigned short port = server.listen();
+  const unsigned short port = server.listen(*bound);
   for (auto* replica : models) warm_up(*replica);
   state.ready = true;
   // An IPv6 address in a URL is bracketed (RFC 3986): http://[::1]:8080/.

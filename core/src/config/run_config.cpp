@@ -357,7 +357,8 @@ RunConfig load_run_config(const std::filesystem::path& file,
                           const std::vector<std::string>& origins) {
   RunConfig config;
   config.file = file;
-  YAML::Node root = load_yaml(file);
+  // No file (polyhal serve MODEL_DIR): the overrides are the whole config.
+  YAML::Node root = file.empty() ? YAML::Node(YAML::NodeType::Map) : load_yaml(file);
   LineMap(config).remember_lines(root, "");
   for (std::size_t i = 0; i < overrides.size(); ++i)
     apply_override(root, overrides[i], config, i < origins.size() ? origins[i] : std::string());
