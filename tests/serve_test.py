@@ -131,7 +131,7 @@ def check_hostile(port):
             ({"input": ["x"] * 5}, 400, "at most 4"),
             (b'{"input": "\xff\xfe bad"}', 400, "not JSON"),
             ({"input": "x", "encoding_format": "hex"}, 400, "base64"),
-            ({"input": "x", "dimensions": 3}, 400, "dimensions"),
+            ({"input": "x", "dimensions": 4096}, 400, "dimensions"),
             ({"input": "word " * 600}, 413, "truncate: true"),
             (b"x" * 5000, 413, "max_body_bytes")):
         expect(port, "POST", "/v1/embeddings", body, status, needle)
@@ -266,6 +266,60 @@ def check_drain(work):
     print(f"ok: SIGTERM during 8 requests: {results.count(200)} answered, exit 0")
 
 
+def embedding(port, path, body):
+    status, _, payload = request(port, "POST", path, body)
+    if status != 200:
+        fail(f"{path} {body}: {status} {payload[:300]!r}")
+    answer = json.loads(payload)
+    return answer[0] if path == "/embed" else answer["data"][0]["embedding"]
+
+
+def check_prompts_and_dimensions(work, plain_port):
+    """config_sentence_transformers.json's prompts put before each input as
+    sentence-transformers does (prompt_name, or the default one); the first
+    N dimensions normalised again (Matryoshka); a field no route reads is a
+    400 naming it. `plain_port`: the same model served without prompts."""
+    if not os.path.isfile(os.path.join(MODEL_DIR, "config.json")):
+        return
+    model = os.path.join(work, "with-prompts")
+    os.makedirs(model, exist_ok=True)
+    for name in os.listdir(MODEL_DIR):
+        if name != "config_sentence_transformers.json" and not os.path.exists(
+                os.path.join(model, name)):
+            os.symlink(os.path.join(MODEL_DIR, name), os.path.join(model, name))
+    with open(os.path.join(model, "config_sentence_transformers.json"), "w") as f:
+        json.dump({"prompts": {"query": "query: ", "passage": "passage: "},
+                   "default_prompt_name": "query"}, f)
+    process, port = serve_harness.start(POLYHAL, model, "--port", "0", "--precision", "f32")
+    text = TEXTS[1]
+    for got, want, what in (
+            (embedding(port, "/embed", {"inputs": text, "prompt_name": "passage"}),
+             embedding(plain_port, "/embed", {"inputs": "passage: " + text}), "prompt_name"),
+            (embedding(port, "/embed", {"inputs": text}),
+             embedding(plain_port, "/embed", {"inputs": "query: " + text}), "the default prompt"),
+            (embedding(port, "/v1/embeddings", {"input": text}),
+             embedding(plain_port, "/v1/embeddings", {"input": "query: " + text}),
+             "the default prompt on /v1/embeddings")):
+        if not close_to(got, want):
+            fail(f"{what}: not the embedding of the prompt and the text")
+    stop(process)
+    full = embedding(plain_port, "/v1/embeddings", {"input": text})
+    for path, key in (("/v1/embeddings", "input"), ("/embed", "inputs")):
+        short = embedding(plain_port, path, {key: text, "dimensions": 64})
+        norm = sum(x * x for x in full[:64]) ** 0.5
+        if len(short) != 64 or not close_to(short, [x / norm for x in full[:64]]):
+            fail(f"{path} dimensions 64: not the first 64 normalised again")
+    expect(plain_port, "POST", "/embed", {"inputs": "a", "prompt_name": "query"}, 400,
+           "this model has no prompts")
+    expect(plain_port, "POST", "/v1/embeddings", {"input": "a", "dimensions": 0}, 400,
+           "'dimensions' is 0: expected 1 to")
+    for path, body in (("/embed", {"inputs": "a", "prompt": "x"}),
+                       ("/v1/embeddings", {"input": "a", "encodingformat": "float"})):
+        field = next(k for k in body if k not in ("inputs", "input"))
+        expect(plain_port, "POST", path, body, 400, f'{field}\\" is not a field {path} reads')
+    print("ok: prompts (named and default), dimensions 64 on both routes, unknown fields named")
+
+
 def check_one_command(want):
     """`polyhal serve MODEL_DIR --port 0`, no config file: the model's own
     length and pooling, the same embeddings as the config's server."""
@@ -293,6 +347,7 @@ def main():
         check_hostile(port)
         stop(process)
         process, port = start(work)
+        check_prompts_and_dimensions(work, port)
         check_long_row(port, want)
         check_load(work, port)
         stop(process)

@@ -1,6 +1,7 @@
 #include "serve/http_server.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <sys/socket.h>
@@ -396,21 +397,43 @@ class Session : public std::enable_shared_from_this<Session> {
     const EmbedRequest parsed = tei ? parse_tei_embed(request_.body(), limits())
                                     : parse_openai_embeddings(request_.body(), limits());
     const bool truncate = parsed.truncate.value_or(state_.settings.truncate);
+    const std::string& prompt = prompt_text(parsed.prompt_name);
     std::vector<ServedModel::Text> texts;
     std::int64_t tokens_in = 0;
     for (std::size_t i = 0; i < parsed.inputs.size(); ++i) {
-      texts.push_back(tokens({parsed.inputs[i], std::nullopt}, truncate, i));
+      texts.push_back(tokens({prompt + parsed.inputs[i], std::nullopt}, truncate, i));
       tokens_in += static_cast<std::int64_t>(texts.back().ids.size());
     }
     const bool base64 = parsed.base64;
     const bool normalize = parsed.normalize.value_or(state_.model.normalizes());
-    run_model(std::move(texts), tei,
-              [this, tei, base64, normalize, tokens_in](std::vector<std::vector<float>> out) {
-                if (normalize)
-                  for (auto& e : out) l2_normalize(e);
-                return tei ? tei_embed_answer(out)
-                           : openai_embeddings_answer(out, base64, state_.model_name, tokens_in);
-              });
+    const auto dimensions = static_cast<std::size_t>(parsed.dimensions);
+    run_model(
+        std::move(texts), tei,
+        [this, tei, base64, normalize, dimensions, tokens_in](std::vector<std::vector<float>> out) {
+          if (dimensions > 0)  // Matryoshka: the first ones, then normalised
+            for (auto& e : out) e.resize(std::min(dimensions, e.size()));
+          if (normalize)
+            for (auto& e : out) l2_normalize(e);
+          return tei ? tei_embed_answer(out)
+                     : openai_embeddings_answer(out, base64, state_.model_name, tokens_in);
+        });
+  }
+
+  /// The text put before each input: the named prompt, or the model's
+  /// default one (sentence-transformers' default_prompt_name), or none.
+  const std::string& prompt_text(const std::string& requested) const {
+    static const std::string none;
+    const std::string& name = requested.empty() ? state_.default_prompt_name : requested;
+    if (name.empty()) return none;
+    const auto it = state_.prompts.find(name);
+    if (it != state_.prompts.end()) return it->second;
+    std::vector<std::string> names;
+    for (const auto& [known, text] : state_.prompts) names.push_back(nlohmann::json(known).dump());
+    throw ApiError(400, fmt::format("'prompt_name' {}: {}", nlohmann::json(name).dump(),
+                                    names.empty() ? "this model has no prompts "
+                                                    "(config_sentence_transformers.json)"
+                                                  : fmt::format("this model's prompts are {}",
+                                                                fmt::join(names, ", "))));
   }
 
   void predict() {

@@ -16,6 +16,7 @@
 // tokenized on a preparation pool, never on the I/O threads.
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +35,10 @@ struct ServerState {
   const ServeSettings& settings;
   std::string model_name;
   std::string api_key;  ///< empty: none required
+  /// config_sentence_transformers.json's prompts (name: text put before an
+  /// input) and default_prompt_name, as sentence-transformers applies them.
+  std::map<std::string, std::string> prompts;
+  std::string default_prompt_name;
   ServeMetrics metrics;
   RequestBatcher batcher;
   std::atomic<bool> ready{false}, draining{false};

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "command_table.hpp"
 #include "log_file_sink.hpp"
 #include "polyhal/app/inference_task.hpp"
+#include "polyhal/app/json_input.hpp"
 #include "polyhal/app/serve_settings.hpp"
 #include "polyhal/app/served_model.hpp"
 #include "polyhal/error.hpp"
@@ -49,6 +51,48 @@ std::string read_api_key(const RunConfig& config) {
                  config.locate("serve.api_key_file"), file.string(),
                  static_cast<unsigned>(mode & perms::mask), file.string());
   return key;
+}
+
+/// config_sentence_transformers.json's "prompts" and "default_prompt_name"
+/// in the model directory, when it has them.
+struct Prompts {
+  std::map<std::string, std::string> prompts;
+  std::string default_prompt_name;
+};
+
+Prompts read_prompts(const RunConfig& config) {
+  Prompts state;
+  if (config.model.dir.empty()) return state;
+  const auto file = config.model.dir / "config_sentence_transformers.json";
+  std::error_code error;
+  if (!std::filesystem::is_regular_file(file, error)) return state;
+  if (std::filesystem::file_size(file, error) > (1u << 20))
+    throw ConfigError(
+        fmt::format("{}: over 1 MiB: not a sentence-transformers config", file.string()));
+  const auto fail = [&](const std::string& key, const std::string& why) {
+    throw ConfigError(fmt::format("{}: key '{}': {}", file.string(), key, why));
+  };
+  nlohmann::json json;
+  try {
+    std::ifstream in(file);
+    json = parse_json_input(in, file.string());
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(fmt::format("{}: not JSON: {}", file.string(), e.what()));
+  }
+  if (!json.is_object()) return state;
+  if (const auto it = json.find("prompts"); it != json.end() && !it->is_null()) {
+    if (!it->is_object()) fail("prompts", "expected an object of name: prompt text");
+    for (const auto& [name, text] : it->items()) {
+      if (!text.is_string()) fail("prompts", fmt::format("'{}' is not a string", name));
+      state.prompts[name] = text.get<std::string>();
+    }
+  }
+  if (const auto it = json.find("default_prompt_name"); it != json.end() && !it->is_null()) {
+    if (!it->is_string() || !state.prompts.contains(it->get<std::string>()))
+      fail("default_prompt_name", fmt::format("{} is not one of its prompts", it->dump()));
+    state.default_prompt_name = it->get<std::string>();
+  }
+  return state;
 }
 
 std::string served_name(const RunConfig& config, const RunPlan& plan) {
@@ -87,6 +131,7 @@ int serve_command(CommandLine& cl, int, char**) {
   // Bound before the model loads: a port in use is said now (exit 2).
   std::optional<serve::BoundPort> bound;
   if (!cl.serve_check) bound.emplace(settings, config.locate("serve.port"));
+  Prompts prompts = read_prompts(config);
   const ServedTextOptions options = served_text_options(config);
   std::vector<std::unique_ptr<ServedModel>> replicas;
   for (std::int64_t i = 0; i < (cl.serve_check ? 1 : settings.replicas); ++i)
@@ -111,6 +156,8 @@ int serve_command(CommandLine& cl, int, char**) {
   std::vector<ServedModel*> models;
   for (auto& replica : replicas) models.push_back(replica.get());
   serve::ServerState state(models, settings, name, key);
+  state.prompts = std::move(prompts.prompts);
+  state.default_prompt_name = std::move(prompts.default_prompt_name);
   serve::HttpServer server(state);
   const unsigned short port = server.listen(*bound);
   for (auto* replica : models) warm_up(*replica);

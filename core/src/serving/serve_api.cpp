@@ -3,10 +3,12 @@
 #include "polyhal/app/serve_api.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 
 #include "polyhal/app/json_input.hpp"
@@ -78,6 +80,38 @@ std::vector<std::string> texts(const json& doc, const char* key, const ApiLimits
   return out;
 }
 
+/// A field the route does not read is refused by name: a client's option
+/// is never silently dropped.
+void refuse_unknown_fields(const json& doc, std::initializer_list<const char*> fields,
+                           const char* route) {
+  for (const auto& [key, value] : doc.items())
+    if (std::none_of(fields.begin(), fields.end(), [&](const char* f) { return key == f; }))
+      throw ApiError(400, fmt::format("{} is not a field {} reads (it reads: {})",
+                                      json_excerpt(json(key)), route, fmt::join(fields, ", ")));
+}
+
+/// TEI's truncation_direction: the right end is cut ("Left" is not served yet).
+void right_truncation_only(const json& doc) {
+  if (const auto it = doc.find("truncation_direction"); it != doc.end() && !it->is_null()) {
+    if (!it->is_string() || (*it != "Right" && *it != "right"))
+      throw ApiError(400, fmt::format("'truncation_direction' is {}: only \"Right\" is served",
+                                      json_excerpt(*it)));
+  }
+}
+
+/// "dimensions": the first N of the model's dimensions (Matryoshka), 0 if absent.
+std::int64_t embedding_dimensions(const json& doc, const ApiLimits& limits) {
+  const auto it = doc.find("dimensions");
+  if (it == doc.end() || it->is_null()) return 0;
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 1 ||
+      it->get<std::int64_t>() > limits.dimensions)
+    throw ApiError(400, fmt::format("'dimensions' is {}: expected 1 to {} (this model's size); "
+                                    "the first N are returned, normalised again when the "
+                                    "embeddings are",
+                                    json_excerpt(*it), limits.dimensions));
+  return it->get<std::int64_t>();
+}
+
 std::optional<bool> optional_bool(const json& doc, const char* key) {
   const auto it = doc.find(key);
   if (it == doc.end() || it->is_null()) return std::nullopt;
@@ -90,6 +124,8 @@ std::optional<bool> optional_bool(const json& doc, const char* key) {
 
 EmbedRequest parse_openai_embeddings(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
+  refuse_unknown_fields(doc, {"input", "model", "encoding_format", "dimensions", "user"},
+                        "/v1/embeddings");
   EmbedRequest out;
   out.inputs = texts(doc, "input", limits);
   if (const auto it = doc.find("model"); it != doc.end() && !it->is_null()) {
@@ -103,13 +139,7 @@ EmbedRequest parse_openai_embeddings(std::string_view body, const ApiLimits& lim
                                       json_excerpt(*it)));
     out.base64 = *it == "base64";
   }
-  if (const auto it = doc.find("dimensions"); it != doc.end() && !it->is_null()) {
-    if (!it->is_number_integer() || it->get<std::int64_t>() != limits.dimensions)
-      throw ApiError(400, fmt::format("'dimensions' is {}: this model's embeddings have {} "
-                                      "dimensions and it was not trained for fewer; leave it out "
-                                      "or give {}",
-                                      json_excerpt(*it), limits.dimensions, limits.dimensions));
-  }
+  out.dimensions = embedding_dimensions(doc, limits);
   if (const auto it = doc.find("user"); it != doc.end() && !it->is_null() && !it->is_string())
     throw ApiError(400, fmt::format("'user' is {}, expected a string", type_name(*it)));
   return out;
@@ -117,14 +147,21 @@ EmbedRequest parse_openai_embeddings(std::string_view body, const ApiLimits& lim
 
 EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
+  refuse_unknown_fields(
+      doc, {"inputs", "normalize", "truncate", "truncation_direction", "prompt_name", "dimensions"},
+      "/embed");
   EmbedRequest out;
   out.inputs = texts(doc, "inputs", limits);
   out.normalize = optional_bool(doc, "normalize").value_or(true);
   out.truncate = optional_bool(doc, "truncate");
-  if (const auto it = doc.find("truncation_direction"); it != doc.end() && !it->is_null()) {
-    if (!it->is_string() || (*it != "Right" && *it != "right"))
-      throw ApiError(400, fmt::format("'truncation_direction' is {}: only \"Right\" is served",
+  right_truncation_only(doc);
+  out.dimensions = embedding_dimensions(doc, limits);
+  if (const auto it = doc.find("prompt_name"); it != doc.end() && !it->is_null()) {
+    if (!it->is_string() || it->get_ref<const std::string&>().empty())
+      throw ApiError(400, fmt::format("'prompt_name' is {}: expected the name of one of the "
+                                      "model's prompts",
                                       json_excerpt(*it)));
+    out.prompt_name = it->get<std::string>();
   }
   return out;
 }
@@ -187,6 +224,9 @@ std::string required_text(const json& doc, const char* key) {
 
 PredictRequest parse_tei_predict(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
+  refuse_unknown_fields(doc, {"inputs", "raw_scores", "truncate", "truncation_direction"},
+                        "/predict");
+  right_truncation_only(doc);
   PredictRequest out;
   const auto it = doc.find("inputs");
   if (it == doc.end())
@@ -218,6 +258,10 @@ PredictRequest parse_tei_predict(std::string_view body, const ApiLimits& limits)
 
 RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
+  refuse_unknown_fields(
+      doc, {"query", "texts", "raw_scores", "return_text", "truncate", "truncation_direction"},
+      "/rerank");
+  right_truncation_only(doc);
   RerankRequest out;
   out.query = required_text(doc, "query");
   const auto it = doc.find("texts");
@@ -232,6 +276,8 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits) {
 
 QuestionRequest parse_question_answering(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
+  refuse_unknown_fields(doc, {"question", "context", "top_k", "max_answer_length"},
+                        "/v1/question-answering");
   QuestionRequest out;
   out.context = required_text(doc, "context");
   const auto it = doc.find("question");

@@ -46,15 +46,23 @@ struct EmbedRequest {
   /// TEI "truncate": unset: the server's serve.truncate.
   std::optional<bool> truncate;
   std::string model;  ///< OpenAI "model" as given (any name is served)
+  /// "dimensions": only the first N (Matryoshka), normalised again when the
+  /// answer is; 0: all of them.
+  std::int64_t dimensions = 0;
+  /// TEI "prompt_name": a prompt of the model's config_sentence_transformers.json
+  /// put before each input; empty: its default_prompt_name's, if any.
+  std::string prompt_name;
 };
 
 /// `POST /v1/embeddings`: {"input": string | [string...], "model"?,
-/// "encoding_format"?: "float" | "base64", "dimensions"?: the model's size,
-/// "user"?}. Token arrays as input are refused (400): send text.
+/// "encoding_format"?: "float" | "base64", "dimensions"?: 1 to the model's
+/// size, "user"?}. Token arrays as input are refused (400): send text. Any
+/// other field is refused (400) by name, on every route.
 EmbedRequest parse_openai_embeddings(std::string_view body, const ApiLimits& limits);
 
 /// `POST /embed`: {"inputs": string | [string...], "normalize"?: bool,
-/// "truncate"?: bool, "truncation_direction"?: "Right"}.
+/// "truncate"?: bool, "truncation_direction"?: "Right", "prompt_name"?,
+/// "dimensions"?}.
 EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits);
 
 /// One input of a classifier: a text, or a pair (query and passage,
