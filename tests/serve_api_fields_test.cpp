@@ -3,8 +3,11 @@
 // "prompt_name" are read where text-embeddings-inference and OpenAI take them.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "polyhal/app/serve_api.hpp"
 
@@ -70,6 +73,28 @@ TEST(ServeApiFields, DimensionsAndPromptNameAreRead) {
   EXPECT_NE(refusal([&] {
               parse_tei_embed(R"({"inputs": "a", "prompt_name": 3})", limits);
             }).find("'prompt_name' is 3"),
+            std::string::npos);
+}
+
+TEST(ServeApiFields, CohereShapedRerankIsReadAndAnswered) {
+  const ApiLimits limits{32, 1};
+  const RerankRequest request = parse_tei_rerank(
+      R"({"query": "q", "documents": ["a", {"text": "b"}, "c"], "top_n": 2,
+          "return_documents": true})",
+      limits);
+  EXPECT_TRUE(request.cohere);
+  EXPECT_EQ(request.texts, (std::vector<std::string>{"a", "b", "c"}));
+  const auto answer =
+      nlohmann::json::parse(rerank_answer({0.1f, 0.9f, 0.5f}, request, "served", 12));
+  EXPECT_EQ(answer.at("model"), "served");
+  ASSERT_EQ(answer.at("results").size(), 2u);
+  EXPECT_EQ(answer.at("results")[0].at("index"), 1);
+  EXPECT_EQ(answer.at("results")[0].at("document").at("text"), "b");
+  EXPECT_EQ(answer.at("results")[1].at("index"), 2);
+  EXPECT_EQ(answer.at("usage").at("total_tokens"), 12);
+  EXPECT_NE(refusal([&] {
+              parse_tei_rerank(R"({"query": "q", "documents": ["a"], "texts": ["b"]})", limits);
+            }).find(R"("texts" is not a field /rerank (Cohere's shape)"),
             std::string::npos);
 }
 

@@ -145,6 +145,32 @@ def check_cross_encoder(work):
     expect(port, "POST", "/rerank", {"query": "a"}, 400, "texts")
     expect(port, "POST", "/rerank", {"query": "", "texts": ["b"]}, 400, "query")
     expect(port, "POST", "/v1/embeddings", {"input": "a"}, 424, "/rerank")
+    check_cohere_rerank(port, reference, want)
+
+
+def check_cohere_rerank(port, reference, want):
+    """Cohere's and Jina's rerank shape (infinity serves it): documents as
+    strings or {"text"}, top_n, return_documents, on /rerank, /v1/rerank and
+    /v2/rerank."""
+    documents = [text if i % 2 else {"text": text} for i, text in enumerate(reference["texts"])]
+    for path in ("/rerank", "/v1/rerank", "/v2/rerank"):
+        answer = post(port, path, {"query": reference["query"], "documents": documents,
+                                   "top_n": 2, "return_documents": True, "model": "rr"})
+        results = answer["results"]
+        if (answer["object"] != "rerank" or answer["model"] != "rr" or len(results) != 2
+                or [r["index"] for r in results] != [i for _, i in want[:2]]
+                or not close_to([r["relevance_score"] for r in results], [s for s, _ in want[:2]],
+                                1e-4)
+                or any(r["document"]["text"] != reference["texts"][r["index"]] for r in results)
+                or answer["usage"]["total_tokens"] <= len(documents)):
+            fail(f"{path} (Cohere's shape): {answer}, transformers gives {want[:2]}")
+    whole = post(port, "/v1/rerank", {"query": reference["query"], "documents": documents})
+    if len(whole["results"]) != len(documents) or "document" in whole["results"][0]:
+        fail(f"/v1/rerank without top_n or return_documents: {whole}")
+    expect(port, "POST", "/v1/rerank", {"query": "a", "documents": ["b"], "rank_fields": ["t"]},
+           400, "rank_fields")
+    expect(port, "POST", "/v1/rerank", {"query": "a", "documents": [{"txt": "b"}]}, 400,
+           "'documents'[0]")
 
 
 def check_question_answering(work):

@@ -304,6 +304,8 @@ def check_prompts_and_dimensions(work, plain_port):
             fail(f"{what}: not the embedding of the prompt and the text")
     stop(process)
     full = embedding(plain_port, "/v1/embeddings", {"input": text})
+    if not close_to(embedding(plain_port, "/embeddings", {"input": text}), full):
+        fail("/embeddings (infinity's path) differs from /v1/embeddings")
     for path, key in (("/v1/embeddings", "input"), ("/embed", "inputs")):
         short = embedding(plain_port, path, {key: text, "dimensions": 64})
         norm = sum(x * x for x in full[:64]) ** 0.5

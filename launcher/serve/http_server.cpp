@@ -197,9 +197,14 @@ class Session : public std::enable_shared_from_this<Session> {
         {"/v1/models", http::verb::get, true, std::nullopt, false, &Session::models},
         {"/metrics", http::verb::get, true, std::nullopt, false, &Session::metrics},
         {"/v1/embeddings", http::verb::post, true, Task::embeddings, false, &Session::openai_embed},
+        // infinity's path for the same API.
+        {"/embeddings", http::verb::post, true, Task::embeddings, false, &Session::openai_embed},
         {"/embed", http::verb::post, true, Task::embeddings, true, &Session::tei_embed},
         {"/predict", http::verb::post, true, Task::classification, true, &Session::predict},
         {"/rerank", http::verb::post, true, Task::classification, true, &Session::rerank},
+        // Cohere's and Jina's paths (the body's "documents" picks their shape).
+        {"/v1/rerank", http::verb::post, true, Task::classification, true, &Session::rerank},
+        {"/v2/rerank", http::verb::post, true, Task::classification, true, &Session::rerank},
         {"/v1/question-answering", http::verb::post, true, Task::question_answering, false,
          &Session::answer_questions},
     };
@@ -461,15 +466,19 @@ class Session : public std::enable_shared_from_this<Session> {
     // The query is tokenized once and framed with each text (tokenized once each).
     const std::vector<std::int32_t> query = state_.model.text_ids(parsed->query);
     std::vector<ServedModel::Text> texts;
-    for (std::size_t i = 0; i < parsed->texts.size(); ++i)
+    std::int64_t tokens_in = 0;
+    for (std::size_t i = 0; i < parsed->texts.size(); ++i) {
       texts.push_back(
           fitting(state_.model.frame(query, state_.model.text_ids(parsed->texts[i])), truncate, i));
-    run_model(std::move(texts), true, [parsed](std::vector<std::vector<float>> out) {
-      std::vector<float> scores;
-      for (const auto& logits : out)
-        scores.push_back(label_scores(logits, true, parsed->raw_scores).at(0));
-      return tei_rerank_answer(scores, *parsed);
-    });
+      tokens_in += static_cast<std::int64_t>(texts.back().ids.size());
+    }
+    run_model(std::move(texts), true,
+              [this, parsed, tokens_in](std::vector<std::vector<float>> out) {
+                std::vector<float> scores;
+                for (const auto& logits : out)
+                  scores.push_back(label_scores(logits, true, parsed->raw_scores).at(0));
+                return rerank_answer(scores, *parsed, state_.model_name, tokens_in);
+              });
   }
 
   void answer_questions() {

@@ -220,6 +220,41 @@ std::string required_text(const json& doc, const char* key) {
   return it->get<std::string>();
 }
 
+/// Cohere's (and Jina's, infinity's) rerank body.
+RerankRequest cohere_rerank(const json& doc, const ApiLimits& limits) {
+  refuse_unknown_fields(doc,
+                        {"query", "documents", "top_n", "return_documents", "model", "raw_scores"},
+                        "/rerank (Cohere's shape, with \"documents\")");
+  RerankRequest out;
+  out.cohere = true;
+  out.query = required_text(doc, "query");
+  const json& documents = doc.at("documents");
+  if (!documents.is_array() || documents.empty())
+    throw ApiError(400, "'documents' must be a non-empty list of texts or {\"text\": ...}");
+  if (static_cast<std::int64_t>(documents.size()) > limits.max_inputs)
+    throw ApiError(400, fmt::format("'documents' holds {} texts; at most {} per request "
+                                    "(serve.max_inputs): split the request",
+                                    documents.size(), limits.max_inputs));
+  for (std::size_t i = 0; i < documents.size(); ++i) {
+    const json& item = documents[i];
+    const json* text = item.is_object() && item.contains("text") ? &item.at("text") : &item;
+    if (!text->is_string() || text->get_ref<const std::string&>().empty())
+      throw ApiError(400, fmt::format("'documents'[{}] is {}: expected a non-empty string or "
+                                      "{{\"text\": a non-empty string}}",
+                                      i, json_excerpt(item)));
+    out.texts.push_back(text->get<std::string>());
+  }
+  out.top_n = bounded_integer(doc, "top_n", 0, 1, 1'000'000);
+  out.return_text = flag(doc, "return_documents");
+  out.raw_scores = flag(doc, "raw_scores");
+  if (const auto it = doc.find("model"); it != doc.end() && !it->is_null()) {
+    if (!it->is_string())
+      throw ApiError(400, fmt::format("'model' is {}, expected a string", type_name(*it)));
+    out.model = it->get<std::string>();
+  }
+  return out;
+}
+
 }  // namespace
 
 PredictRequest parse_tei_predict(std::string_view body, const ApiLimits& limits) {
@@ -258,6 +293,7 @@ PredictRequest parse_tei_predict(std::string_view body, const ApiLimits& limits)
 
 RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
+  if (doc.contains("documents")) return cohere_rerank(doc, limits);
   refuse_unknown_fields(
       doc, {"query", "texts", "raw_scores", "return_text", "truncate", "truncation_direction"},
       "/rerank");
@@ -326,6 +362,23 @@ std::string tei_rerank_answer(const std::vector<float>& scores, const RerankRequ
     out.push_back(std::move(rank));
   }
   return out.dump();
+}
+
+std::string rerank_answer(const std::vector<float>& scores, const RerankRequest& request,
+                          const std::string& model, std::int64_t tokens) {
+  if (!request.cohere) return tei_rerank_answer(scores, request);
+  json results = json::array();
+  for (const std::size_t i : best_first(scores)) {
+    if (request.top_n > 0 && std::ssize(results) >= request.top_n) break;
+    json result{{"index", i}, {"relevance_score", scores[i]}};
+    if (request.return_text) result["document"] = {{"text", request.texts.at(i)}};
+    results.push_back(std::move(result));
+  }
+  return json{{"object", "rerank"},
+              {"model", request.model.empty() ? model : request.model},
+              {"results", std::move(results)},
+              {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}}
+      .dump();
 }
 
 std::string question_answering_answer(const std::vector<std::vector<ServedAnswer>>& answers,

@@ -90,8 +90,20 @@ struct RerankRequest {
   std::vector<std::string> texts;
   bool raw_scores = false, return_text = false;
   std::optional<bool> truncate;
+  /// Cohere's and Jina's shape (which infinity serves): {"query",
+  /// "documents": [string | {"text"}...], "top_n"?, "return_documents"?,
+  /// "model"?, "raw_scores"?}, answered {"object": "rerank", "model",
+  /// "results": [{"index", "relevance_score", "document"?: {"text"}}],
+  /// "usage"}. Read when the body has "documents".
+  bool cohere = false;
+  std::int64_t top_n = 0;  ///< 0: every document
+  std::string model;
 };
 RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits);
+/// The answer in the request's shape (TEI's list, or Cohere's results);
+/// `model` and `tokens` fill Cohere's "model" and "usage".
+std::string rerank_answer(const std::vector<float>& scores, const RerankRequest& request,
+                          const std::string& model, std::int64_t tokens);
 
 /// `POST /v1/question-answering`: {"question": string | [string...],
 /// "context": string, "top_k"?: 1..20, "max_answer_length"?: 1..512}.
