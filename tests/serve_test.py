@@ -322,6 +322,48 @@ def check_prompts_and_dimensions(work, plain_port):
     print("ok: prompts (named and default), dimensions 64 on both routes, unknown fields named")
 
 
+def check_info_tokenize_decode(port):
+    """TEI's /info, /tokenize (byte offsets into the text) and /decode, on the
+    real model (its tokenizer.json tracks offsets)."""
+    if not os.path.isfile(os.path.join(MODEL_DIR, "config.json")):
+        return
+    status, _, payload = request(port, "GET", "/info")
+    info = json.loads(payload)
+    if (status != 200 or "embedding" not in info["model_type"]
+            or info["max_input_length"] <= 0 or info["max_batch_tokens"] <= 0):
+        fail(f"/info: {status} {payload[:300]!r}")
+    text = "Héllo wörld, polyhal tokenizes"
+    status, _, payload = request(port, "POST", "/tokenize", {"inputs": [text, "a"]})
+    tokens = json.loads(payload)
+    if status != 200 or len(tokens) != 2:
+        fail(f"/tokenize: {status} {payload[:300]!r}")
+    raw = text.encode()
+    for token in tokens[0]:
+        if token["special"]:
+            if token["start"] is not None:
+                fail(f"/tokenize: a special token with offsets {token}")
+        elif raw[token["start"]:token["stop"]].decode() != token["text"]:
+            fail(f"/tokenize: {token} is not the text's bytes {token['start']}..{token['stop']}")
+    if not tokens[0][0]["special"] or not tokens[0][-1]["special"]:
+        fail(f"/tokenize: no framing special tokens: {tokens[0]}")
+    status, _, payload = request(port, "POST", "/tokenize",
+                                 {"inputs": text, "add_special_tokens": False})
+    bare = json.loads(payload)[0]
+    if [t["id"] for t in bare] != [t["id"] for t in tokens[0] if not t["special"]]:
+        fail(f"/tokenize add_special_tokens false: {bare}")
+    ids = [t["id"] for t in tokens[0]]
+    status, _, payload = request(port, "POST", "/decode", {"ids": ids})
+    decoded = json.loads(payload)
+    if status != 200 or len(decoded) != 1 or "polyhal" not in decoded[0]:
+        fail(f"/decode: {status} {payload[:300]!r}")
+    status, _, payload = request(port, "POST", "/decode", {"ids": [ids, ids[:2]]})
+    if status != 200 or len(json.loads(payload)) != 2:
+        fail(f"/decode of two lists: {status} {payload[:300]!r}")
+    expect(port, "POST", "/decode", {"ids": [1, 10 ** 9]}, 400, "'ids'[1] is 1000000000")
+    expect(port, "POST", "/tokenize", {"inputs": "a", "pair": "b"}, 400, "is not a field")
+    print("ok: /info, /tokenize (byte offsets, with and without special tokens), /decode")
+
+
 def check_one_command(want):
     """`polyhal serve MODEL_DIR --port 0`, no config file: the model's own
     length and pooling, the same embeddings as the config's server."""
@@ -350,6 +392,7 @@ def main():
         stop(process)
         process, port = start(work)
         check_prompts_and_dimensions(work, port)
+        check_info_tokenize_decode(port)
         check_long_row(port, want)
         check_load(work, port)
         stop(process)

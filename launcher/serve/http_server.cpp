@@ -187,6 +187,8 @@ class Session : public std::enable_shared_from_this<Session> {
     std::optional<ServedModel::Task> task;
     bool tei;  ///< text-embeddings-inference's error shape, else OpenAI's
     void (Session::*handler)();
+    /// A body read on the preparation pool by any kind of model (no task).
+    bool any_model = false;
   };
 
   static const Route* route_of(std::string_view path) {
@@ -196,6 +198,9 @@ class Session : public std::enable_shared_from_this<Session> {
         {"/ready", http::verb::get, true, std::nullopt, false, &Session::ready},
         {"/v1/models", http::verb::get, true, std::nullopt, false, &Session::models},
         {"/metrics", http::verb::get, true, std::nullopt, false, &Session::metrics},
+        {"/info", http::verb::get, true, std::nullopt, true, &Session::info},
+        {"/tokenize", http::verb::post, true, std::nullopt, true, &Session::tokenize, true},
+        {"/decode", http::verb::post, true, std::nullopt, true, &Session::decode, true},
         {"/v1/embeddings", http::verb::post, true, Task::embeddings, false, &Session::openai_embed},
         // infinity's path for the same API.
         {"/embeddings", http::verb::post, true, Task::embeddings, false, &Session::openai_embed},
@@ -247,9 +252,9 @@ class Session : public std::enable_shared_from_this<Session> {
       return reply_error(405, fmt::format("{} answers {} only", path, allow), tei,
                          {{"Allow", allow}});
     }
-    if (!route->task) return (this->*route->handler)();
+    if (!route->task && !route->any_model) return (this->*route->handler)();
     // As text-embeddings-inference: 424 for an endpoint of another kind of model.
-    if (*route->task != state_.model.task())
+    if (route->task && *route->task != state_.model.task())
       return reply_error(424,
                          fmt::format("{} needs another kind of model: this one answers {}", path,
                                      task_endpoints(state_.model.task())),
@@ -290,6 +295,81 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void metrics() { reply(200, state_.metrics.text(), "text/plain; version=0.0.4"); }
 
+  /// text-embeddings-inference's GET /info: what the model is and the limits.
+  void info() {
+    using Task = ServedModel::Task;
+    const auto& model = state_.model;
+    nlohmann::json type;
+    if (model.task() == Task::embeddings) {
+      // The description starts "embeddings: <mode> pooling".
+      const std::string& d = model.description();
+      const auto from = d.find(": ") == std::string::npos ? 0 : d.find(": ") + 2;
+      type["embedding"] = {{"pooling", d.substr(from, d.find(' ', from) - from)},
+                           {"dimensions", model.dimensions()}};
+    } else if (model.task() == Task::classification) {
+      nlohmann::json labels = nlohmann::json::object();
+      for (std::size_t i = 0; i < model.labels().size(); ++i)
+        labels[std::to_string(i)] = model.labels()[i];
+      type[model.dimensions() == 1 ? "reranker" : "classifier"] = {{"id2label", labels}};
+    } else {
+      type["question_answering"] = nlohmann::json::object();
+    }
+    nlohmann::json out{{"model_id", state_.model_name},
+                       {"model_type", type},
+                       {"max_input_length", model.max_tokens()},
+                       {"max_batch_tokens", state_.settings.max_batch_tokens},
+                       {"max_client_batch_size", state_.settings.max_inputs},
+                       {"max_concurrent_requests", state_.settings.max_queue},
+                       {"auto_truncate", state_.settings.truncate},
+                       {"prompts", state_.prompts},
+                       {"description", model.description()}};
+    if (!state_.default_prompt_name.empty())
+      out["default_prompt_name"] = state_.default_prompt_name;
+    reply(200, out.dump());
+  }
+
+  /// TEI's POST /tokenize: each input's tokens with their ids, whether
+  /// special, and their [start, stop) in bytes of the (prompted) text.
+  void tokenize() {
+    const TokenizeRequest parsed = parse_tei_tokenize(request_.body(), limits());
+    const std::string& prompt = prompt_text(parsed.prompt_name);
+    const Tokenizer& tokenizer = state_.model.tokenizer();
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& input : parsed.inputs) {
+      const std::string text = prompt + input;
+      const Encoding e = tokenizer.encode(text, std::nullopt, 0);
+      nlohmann::json tokens = nlohmann::json::array();
+      for (std::size_t t = 0; t < e.input_ids.size(); ++t) {
+        const bool special = !e.sequence_ids.empty() && e.sequence_ids[t] < 0;
+        if (special && !parsed.add_special_tokens) continue;
+        nlohmann::json token{{"id", e.input_ids[t]}, {"special", special}};
+        if (!e.offsets.empty() && !special) {
+          const auto [start, stop] = e.offsets[t];
+          token["start"] = start;
+          token["stop"] = stop;
+          token["text"] = text.substr(start, stop - start);
+        } else {
+          token["start"] = nullptr;  // a vocab.txt tokenizer tracks no offsets
+          token["stop"] = nullptr;
+          token["text"] = e.tokens.at(t);
+        }
+        tokens.push_back(std::move(token));
+      }
+      out.push_back(std::move(tokens));
+    }
+    reply_from_pool(200, out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+
+  /// TEI's POST /decode: ids back to text, special tokens left out.
+  void decode() {
+    const Tokenizer& tokenizer = state_.model.tokenizer();
+    const DecodeRequest parsed =
+        parse_tei_decode(request_.body(), limits(), tokenizer.vocab_size());
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& ids : parsed.ids) out.push_back(tokenizer.decode(ids));
+    reply_from_pool(200, out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  }
+
   void openai_embed() { embed(false); }
   void tei_embed() { embed(true); }
 
@@ -316,6 +396,14 @@ class Session : public std::enable_shared_from_this<Session> {
                headers = std::move(headers), close]() mutable {
                 if (close) self->keep_alive_ = false;
                 self->reply_error(status, message, tei, std::move(headers));
+              });
+  }
+
+  /// Answers `body` from a preparation thread, on the session's strand.
+  void reply_from_pool(int status, std::string body) {
+    net::post(stream_.get_executor(),
+              [self = shared_from_this(), status, body = std::move(body)]() mutable {
+                self->reply(status, std::move(body));
               });
   }
 

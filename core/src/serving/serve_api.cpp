@@ -310,6 +310,62 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits) {
   return out;
 }
 
+TokenizeRequest parse_tei_tokenize(std::string_view body, const ApiLimits& limits) {
+  const json doc = parse_object(body);
+  refuse_unknown_fields(doc, {"inputs", "add_special_tokens", "prompt_name"}, "/tokenize");
+  TokenizeRequest out;
+  out.inputs = texts(doc, "inputs", limits);
+  out.add_special_tokens = optional_bool(doc, "add_special_tokens").value_or(true);
+  if (const auto it = doc.find("prompt_name"); it != doc.end() && !it->is_null()) {
+    if (!it->is_string() || it->get_ref<const std::string&>().empty())
+      throw ApiError(400, fmt::format("'prompt_name' is {}: expected the name of one of the "
+                                      "model's prompts",
+                                      json_excerpt(*it)));
+    out.prompt_name = it->get<std::string>();
+  }
+  return out;
+}
+
+DecodeRequest parse_tei_decode(std::string_view body, const ApiLimits& limits,
+                               std::size_t vocab_size) {
+  const json doc = parse_object(body);
+  refuse_unknown_fields(doc, {"ids", "skip_special_tokens"}, "/decode");
+  if (!optional_bool(doc, "skip_special_tokens").value_or(true))
+    throw ApiError(400,
+                   "'skip_special_tokens' false is not served: the special tokens are left "
+                   "out of the text");
+  const auto it = doc.find("ids");
+  if (it == doc.end() || !it->is_array() || it->empty())
+    throw ApiError(400, "'ids' must be a list of token ids, or a list of such lists");
+  const bool batch = it->front().is_array();
+  if (batch && static_cast<std::int64_t>(it->size()) > limits.max_inputs)
+    throw ApiError(400, fmt::format("'ids' holds {} lists; at most {} per request "
+                                    "(serve.max_inputs): split the request",
+                                    it->size(), limits.max_inputs));
+  DecodeRequest out;
+  const auto read = [&](const json& list, const std::string& where) {
+    if (!list.is_array())
+      throw ApiError(400,
+                     fmt::format("{} is {}: expected a list of token ids", where, type_name(list)));
+    std::vector<std::int32_t> ids;
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const json& id = list[i];
+      if (!id.is_number_integer() || id.get<std::int64_t>() < 0 ||
+          static_cast<std::uint64_t>(id.get<std::int64_t>()) >= vocab_size)
+        throw ApiError(400, fmt::format("{}[{}] is {}: expected a token id from 0 to {}", where, i,
+                                        json_excerpt(id), vocab_size - 1));
+      ids.push_back(static_cast<std::int32_t>(id.get<std::int64_t>()));
+    }
+    out.ids.push_back(std::move(ids));
+  };
+  if (batch) {
+    for (std::size_t i = 0; i < it->size(); ++i) read((*it)[i], fmt::format("'ids'[{}]", i));
+  } else {
+    read(*it, "'ids'");
+  }
+  return out;
+}
+
 QuestionRequest parse_question_answering(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
   refuse_unknown_fields(doc, {"question", "context", "top_k", "max_answer_length"},

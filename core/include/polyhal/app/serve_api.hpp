@@ -105,6 +105,23 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits);
 std::string rerank_answer(const std::vector<float>& scores, const RerankRequest& request,
                           const std::string& model, std::int64_t tokens);
 
+/// `POST /tokenize`: {"inputs": string | [string...], "add_special_tokens"?:
+/// true, "prompt_name"?}, as text-embeddings-inference reads it.
+struct TokenizeRequest {
+  std::vector<std::string> inputs;
+  bool add_special_tokens = true;
+  std::string prompt_name;
+};
+TokenizeRequest parse_tei_tokenize(std::string_view body, const ApiLimits& limits);
+
+/// `POST /decode`: {"ids": [id...] | [[id...]...], "skip_special_tokens"?:
+/// true}; each id below `vocab_size`.
+struct DecodeRequest {
+  std::vector<std::vector<std::int32_t>> ids;
+};
+DecodeRequest parse_tei_decode(std::string_view body, const ApiLimits& limits,
+                               std::size_t vocab_size);
+
 /// `POST /v1/question-answering`: {"question": string | [string...],
 /// "context": string, "top_k"?: 1..20, "max_answer_length"?: 1..512}.
 struct QuestionRequest {
