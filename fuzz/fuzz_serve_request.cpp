@@ -1,6 +1,7 @@
 // polyhal serve's request bodies (serve_api.hpp): any bytes as each API's
-// request (OpenAI embeddings, text-embeddings-inference's /embed, /predict
-// and /rerank, question answering); a parsed request's answer is written too.
+// request (OpenAI embeddings, text-embeddings-inference's /embed, /predict,
+// /rerank (and Cohere's shape), /tokenize and /decode, question answering);
+// a parsed request's answer is written too.
 #include <cstdint>
 #include <string_view>
 
@@ -27,7 +28,12 @@ void classification(std::string_view body, const polyhal::ApiLimits& limits) {
 
 void rerank(std::string_view body, const polyhal::ApiLimits& limits) {
   const auto request = polyhal::parse_tei_rerank(body, limits);
-  (void)polyhal::tei_rerank_answer(std::vector<float>(request.texts.size(), 0.25f), request);
+  (void)polyhal::rerank_answer(std::vector<float>(request.texts.size(), 0.25f), request, "m", 3);
+}
+
+void tokens(std::string_view body, const polyhal::ApiLimits& limits) {
+  (void)polyhal::parse_tei_tokenize(body, limits);
+  (void)polyhal::parse_tei_decode(body, limits, 1000);
 }
 
 void questions(std::string_view body, const polyhal::ApiLimits& limits) {
@@ -52,6 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   guarded([&] { embeddings(body, limits, true); });
   guarded([&] { classification(body, limits); });
   guarded([&] { rerank(body, limits); });
+  guarded([&] { tokens(body, limits); });
   guarded([&] { questions(body, limits); });
   return 0;
 }
