@@ -34,6 +34,7 @@ void rerank(std::string_view body, const polyhal::ApiLimits& limits) {
 void tokens(std::string_view body, const polyhal::ApiLimits& limits) {
   (void)polyhal::parse_tei_tokenize(body, limits);
   (void)polyhal::parse_tei_decode(body, limits, 1000);
+  (void)polyhal::parse_tei_similarity(body, limits);
 }
 
 void questions(std::string_view body, const polyhal::ApiLimits& limits) {

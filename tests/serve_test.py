@@ -360,8 +360,22 @@ def check_info_tokenize_decode(port):
     if status != 200 or len(json.loads(payload)) != 2:
         fail(f"/decode of two lists: {status} {payload[:300]!r}")
     expect(port, "POST", "/decode", {"ids": [1, 10 ** 9]}, 400, "'ids'[1] is 1000000000")
+    source, others = TEXTS[0], TEXTS[1:]
+    status, _, payload = request(port, "POST", "/similarity",
+                                 {"inputs": {"source_sentence": source, "sentences": others}})
+    scores = json.loads(payload)
+    a = embedding(port, "/embed", {"inputs": source})
+    for text, score in zip(others, scores if status == 200 else []):
+        b = embedding(port, "/embed", {"inputs": text})
+        cosine = sum(x * y for x, y in zip(a, b))  # /embed normalises
+        if abs(cosine - score) > 1e-5:
+            fail(f"/similarity {text!r}: {score}, the embeddings' cosine is {cosine}")
+    if status != 200 or len(scores) != len(others):
+        fail(f"/similarity: {status} {payload[:300]!r}")
+    expect(port, "POST", "/similarity", {"inputs": {"source_sentence": "a"}}, 400, "sentences")
     expect(port, "POST", "/tokenize", {"inputs": "a", "pair": "b"}, 400, "is not a field")
-    print("ok: /info, /tokenize (byte offsets, with and without special tokens), /decode")
+    print("ok: /info, /tokenize (byte offsets, with and without special tokens), /decode, "
+          "/similarity as the embeddings' cosines")
 
 
 def check_one_command(want):

@@ -205,6 +205,7 @@ class Session : public std::enable_shared_from_this<Session> {
         // infinity's path for the same API.
         {"/embeddings", http::verb::post, true, Task::embeddings, false, &Session::openai_embed},
         {"/embed", http::verb::post, true, Task::embeddings, true, &Session::tei_embed},
+        {"/similarity", http::verb::post, true, Task::embeddings, true, &Session::similarity},
         {"/predict", http::verb::post, true, Task::classification, true, &Session::predict},
         {"/rerank", http::verb::post, true, Task::classification, true, &Session::rerank},
         // Cohere's and Jina's paths (the body's "documents" picks their shape).
@@ -510,6 +511,29 @@ class Session : public std::enable_shared_from_this<Session> {
           return tei ? tei_embed_answer(out)
                      : openai_embeddings_answer(out, base64, state_.model_name, tokens_in);
         });
+  }
+
+  /// TEI's /similarity: each sentence's cosine similarity to the source,
+  /// all embedded in one batch.
+  void similarity() {
+    const SimilarityRequest parsed = parse_tei_similarity(request_.body(), limits());
+    const bool truncate = parsed.truncate.value_or(state_.settings.truncate);
+    const std::string& prompt = prompt_text(parsed.prompt_name);
+    std::vector<ServedModel::Text> texts;
+    texts.push_back(tokens({prompt + parsed.source, std::nullopt}, truncate, 0));
+    for (std::size_t i = 0; i < parsed.sentences.size(); ++i)
+      texts.push_back(tokens({prompt + parsed.sentences[i], std::nullopt}, truncate, i + 1));
+    run_model(std::move(texts), true, [](std::vector<std::vector<float>> out) {
+      for (auto& e : out) l2_normalize(e);
+      nlohmann::json scores = nlohmann::json::array();
+      for (std::size_t i = 1; i < out.size(); ++i) {
+        double dot = 0;
+        for (std::size_t c = 0; c < out[0].size(); ++c)
+          dot += static_cast<double>(out[0][c]) * out[i][c];
+        scores.push_back(static_cast<float>(dot));
+      }
+      return scores.dump();
+    });
   }
 
   /// The text put before each input: the named prompt, or the model's

@@ -310,6 +310,40 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits) {
   return out;
 }
 
+namespace {
+
+std::string prompt_name_of(const json& doc) {
+  const auto it = doc.find("prompt_name");
+  if (it == doc.end() || it->is_null()) return {};
+  if (!it->is_string() || it->get_ref<const std::string&>().empty())
+    throw ApiError(400, fmt::format("'prompt_name' is {}: expected the name of one of the "
+                                    "model's prompts",
+                                    json_excerpt(*it)));
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+SimilarityRequest parse_tei_similarity(std::string_view body, const ApiLimits& limits) {
+  const json doc = parse_object(body);
+  refuse_unknown_fields(doc, {"inputs", "truncate", "truncation_direction", "prompt_name"},
+                        "/similarity");
+  right_truncation_only(doc);
+  const auto it = doc.find("inputs");
+  if (it == doc.end() || !it->is_object())
+    throw ApiError(400, "'inputs' must be {\"source_sentence\": a text, \"sentences\": [texts]}");
+  refuse_unknown_fields(*it, {"source_sentence", "sentences"}, "/similarity's 'inputs'");
+  SimilarityRequest out;
+  out.source = required_text(*it, "source_sentence");
+  const auto sentences = it->find("sentences");
+  if (sentences == it->end() || !sentences->is_array())
+    throw ApiError(400, "'inputs'.'sentences' must be a list of the texts to compare");
+  out.sentences = texts(*it, "sentences", limits);
+  out.truncate = optional_bool(doc, "truncate");
+  out.prompt_name = prompt_name_of(doc);
+  return out;
+}
+
 TokenizeRequest parse_tei_tokenize(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
   refuse_unknown_fields(doc, {"inputs", "add_special_tokens", "prompt_name"}, "/tokenize");

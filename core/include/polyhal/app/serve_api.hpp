@@ -105,6 +105,18 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits);
 std::string rerank_answer(const std::vector<float>& scores, const RerankRequest& request,
                           const std::string& model, std::int64_t tokens);
 
+/// `POST /similarity`: {"inputs": {"source_sentence": string, "sentences":
+/// [string...]}, "truncate"?, "truncation_direction"?: "Right", "prompt_name"?},
+/// as text-embeddings-inference reads it; answered with each sentence's
+/// cosine similarity to the source.
+struct SimilarityRequest {
+  std::string source;
+  std::vector<std::string> sentences;
+  std::optional<bool> truncate;
+  std::string prompt_name;
+};
+SimilarityRequest parse_tei_similarity(std::string_view body, const ApiLimits& limits);
+
 /// `POST /tokenize`: {"inputs": string | [string...], "add_special_tokens"?:
 /// true, "prompt_name"?}, as text-embeddings-inference reads it.
 struct TokenizeRequest {
