@@ -26,17 +26,6 @@ std::string nested(std::size_t depth) {
   return std::string(depth, '[') + std::string(depth, ']');
 }
 
-/// The body's 400 message, or "" when the parser accepted it.
-std::string refusal(const std::function<void()>& parse) {
-  try {
-    parse();
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status(), 400) << e.what();
-    return e.what();
-  }
-  return "";
-}
-
 // Item 1: 300,000 levels of brackets in any key overflowed an I/O thread's
 // stack when the 400 message dumped the value. Every body is read through
 // the depth-capped reader, and no message prints more than an excerpt.
@@ -66,13 +55,13 @@ TEST(HardeningRound4, DeepBodiesAreRefusedByEveryApiParser) {
   };
   for (const auto& c : cases) {
     const std::string body = "{" + c.rest + ", \"" + c.key + "\": " + deep + "}";
-    const std::string message = refusal([&] { c.parse(body); });
+    const std::string message = test::api_refusal([&] { c.parse(body); });
     EXPECT_NE(message.find("the body: JSON nested deeper than 64 levels"), std::string::npos)
         << c.key << ": " << message;
     // Shallow but wrong: the message quotes a bounded excerpt of the value.
     const std::string wide =
         "{" + c.rest + ", \"" + c.key + "\": [" + std::string(200000, '7') + "]}";
-    const std::string wrong = refusal([&] { c.parse(wide); });
+    const std::string wrong = test::api_refusal([&] { c.parse(wide); });
     EXPECT_LT(wrong.size(), 400u) << c.key << ": " << wrong.substr(0, 400);
   }
 }

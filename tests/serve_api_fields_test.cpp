@@ -10,19 +10,10 @@
 #include <vector>
 
 #include "polyhal/app/serve_api.hpp"
+#include "test_support.hpp"
 
 namespace polyhal {
 namespace {
-
-std::string refusal(const std::function<void()>& parse) {
-  try {
-    parse();
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status(), 400) << e.what();
-    return e.what();
-  }
-  return "accepted";
-}
 
 TEST(ServeApiFields, EveryRouteNamesAFieldItDoesNotRead) {
   const ApiLimits limits{32, 384};
@@ -43,12 +34,12 @@ TEST(ServeApiFields, EveryRouteNamesAFieldItDoesNotRead) {
        R"({"question": "q", "context": "c", "doc_stride": 64})"},
   };
   for (const auto& c : cases) {
-    const std::string message = refusal([&] { c.parse(c.body); });
+    const std::string message = test::api_refusal([&] { c.parse(c.body); });
     EXPECT_NE(message.find(std::string("is not a field ") + c.route + " reads (it reads: "),
               std::string::npos)
         << c.route << ": " << message;
   }
-  EXPECT_NE(refusal([&] {
+  EXPECT_NE(test::api_refusal([&] {
               parse_tei_embed(R"({"inputs": "a", "prompt": "q"})", limits);
             }).find(R"("prompt" is not a field /embed reads)"),
             std::string::npos);
@@ -65,12 +56,12 @@ TEST(ServeApiFields, DimensionsAndPromptNameAreRead) {
   for (const char* bad :
        {R"({"input": "a", "dimensions": 0})", R"({"input": "a", "dimensions": 385})",
         R"({"input": "a", "dimensions": "64"})"})
-    EXPECT_NE(refusal([&] {
+    EXPECT_NE(test::api_refusal([&] {
                 parse_openai_embeddings(bad, limits);
               }).find("expected 1 to 384 (this model's size)"),
               std::string::npos)
         << bad;
-  EXPECT_NE(refusal([&] {
+  EXPECT_NE(test::api_refusal([&] {
               parse_tei_embed(R"({"inputs": "a", "prompt_name": 3})", limits);
             }).find("'prompt_name' is 3"),
             std::string::npos);
@@ -92,7 +83,7 @@ TEST(ServeApiFields, CohereShapedRerankIsReadAndAnswered) {
   EXPECT_EQ(answer.at("results")[0].at("document").at("text"), "b");
   EXPECT_EQ(answer.at("results")[1].at("index"), 2);
   EXPECT_EQ(answer.at("usage").at("total_tokens"), 12);
-  EXPECT_NE(refusal([&] {
+  EXPECT_NE(test::api_refusal([&] {
               parse_tei_rerank(R"({"query": "q", "documents": ["a"], "texts": ["b"]})", limits);
             }).find(R"("texts" is not a field /rerank (Cohere's shape)"),
             std::string::npos);

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "polyhal/app/plugin_loader.hpp"
+#include "polyhal/app/serve_api.hpp"
 #include "polyhal/error.hpp"
 #include "polyhal/int8.hpp"
 
@@ -56,6 +57,16 @@ CommandResult run_command(const std::string& command_line) {
   const int status = ::pclose(pipe);
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return result;
+}
+
+std::string api_refusal(const std::function<void()>& parse) {
+  try {
+    parse();
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400) << e.what();
+    return e.what();
+  }
+  return "";
 }
 
 CommandResult run_polyhal(const std::string& arguments) {

@@ -40,6 +40,9 @@ struct CommandResult {
 /// command with `--config /abs/dir/file` runs in /abs/dir (relative paths
 /// are relative to the current directory), unless it starts with "cd ".
 CommandResult run_command(const std::string& command_line);
+/// A serving parser's 400 message (an ApiError of another status fails the
+/// test), or "" when it accepted the body.
+std::string api_refusal(const std::function<void()>& parse);
 /// Runs the polyhal launcher built in this tree with `arguments`.
 CommandResult run_polyhal(const std::string& arguments);
 

@@ -115,6 +115,17 @@ std::int64_t embedding_dimensions(const json& doc, const ApiLimits& limits) {
   return it->get<std::int64_t>();
 }
 
+/// TEI's "prompt_name": a name of the model's prompts, "" if absent.
+std::string prompt_name_of(const json& doc) {
+  const auto it = doc.find("prompt_name");
+  if (it == doc.end() || it->is_null()) return {};
+  if (!it->is_string() || it->get_ref<const std::string&>().empty())
+    throw ApiError(400, fmt::format("'prompt_name' is {}: expected the name of one of the "
+                                    "model's prompts",
+                                    json_excerpt(*it)));
+  return it->get<std::string>();
+}
+
 std::optional<bool> optional_bool(const json& doc, const char* key) {
   const auto it = doc.find(key);
   if (it == doc.end() || it->is_null()) return std::nullopt;
@@ -159,13 +170,7 @@ EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits) {
   out.truncate = optional_bool(doc, "truncate");
   right_truncation_only(doc);
   out.dimensions = embedding_dimensions(doc, limits);
-  if (const auto it = doc.find("prompt_name"); it != doc.end() && !it->is_null()) {
-    if (!it->is_string() || it->get_ref<const std::string&>().empty())
-      throw ApiError(400, fmt::format("'prompt_name' is {}: expected the name of one of the "
-                                      "model's prompts",
-                                      json_excerpt(*it)));
-    out.prompt_name = it->get<std::string>();
-  }
+  out.prompt_name = prompt_name_of(doc);
   return out;
 }
 
@@ -313,20 +318,6 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits) {
   return out;
 }
 
-namespace {
-
-std::string prompt_name_of(const json& doc) {
-  const auto it = doc.find("prompt_name");
-  if (it == doc.end() || it->is_null()) return {};
-  if (!it->is_string() || it->get_ref<const std::string&>().empty())
-    throw ApiError(400, fmt::format("'prompt_name' is {}: expected the name of one of the "
-                                    "model's prompts",
-                                    json_excerpt(*it)));
-  return it->get<std::string>();
-}
-
-}  // namespace
-
 SimilarityRequest parse_tei_similarity(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
   refuse_unknown_fields(doc, {"inputs", "truncate", "truncation_direction", "prompt_name"},
@@ -353,13 +344,7 @@ TokenizeRequest parse_tei_tokenize(std::string_view body, const ApiLimits& limit
   TokenizeRequest out;
   out.inputs = texts(doc, "inputs", limits);
   out.add_special_tokens = optional_bool(doc, "add_special_tokens").value_or(true);
-  if (const auto it = doc.find("prompt_name"); it != doc.end() && !it->is_null()) {
-    if (!it->is_string() || it->get_ref<const std::string&>().empty())
-      throw ApiError(400, fmt::format("'prompt_name' is {}: expected the name of one of the "
-                                      "model's prompts",
-                                      json_excerpt(*it)));
-    out.prompt_name = it->get<std::string>();
-  }
+  out.prompt_name = prompt_name_of(doc);
   return out;
 }
 
