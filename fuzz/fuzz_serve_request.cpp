@@ -1,6 +1,7 @@
 // polyhal serve's request bodies (serve_api.hpp): any bytes as each API's
 // request (OpenAI embeddings, text-embeddings-inference's /embed, /predict,
-// /rerank (and Cohere's shape), /tokenize and /decode, question answering);
+// /rerank (and Cohere's shape), /tokenize, /decode, /similarity, /embed_all,
+// the root's routing, question answering);
 // a parsed request's answer is written too.
 #include <cstdint>
 #include <string_view>
@@ -13,7 +14,7 @@ void embeddings(std::string_view body, const polyhal::ApiLimits& limits, bool te
   const auto request =
       tei ? polyhal::parse_tei_embed(body, limits) : polyhal::parse_openai_embeddings(body, limits);
   std::vector<std::vector<float>> out(request.inputs.size(), std::vector<float>(8, 0.5f));
-  (void)polyhal::openai_embeddings_answer(out, request.base64, request.model, 1);
+  (void)polyhal::openai_embeddings_answer(out, request.encoding, request.model, 1);
   (void)polyhal::tei_error_body(400, request.model);
 }
 
@@ -37,6 +38,14 @@ void tokens(std::string_view body, const polyhal::ApiLimits& limits) {
   (void)polyhal::parse_tei_similarity(body, limits);
 }
 
+void token_states(std::string_view body, const polyhal::ApiLimits& limits) {
+  (void)polyhal::tei_root_route(body, true);
+  (void)polyhal::tei_root_route(body, false);
+  const auto request = polyhal::parse_tei_embed_all(body, limits);
+  std::vector<std::vector<float>> out(request.inputs.size(), std::vector<float>(3 * 8, 0.25f));
+  (void)polyhal::tei_embed_all_answer(out, 8);
+}
+
 void questions(std::string_view body, const polyhal::ApiLimits& limits) {
   const auto request = polyhal::parse_question_answering(body, limits);
   std::vector<std::vector<polyhal::ServedAnswer>> answers(request.questions.size());
@@ -58,6 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   guarded([&] { embeddings(body, limits, false); });
   guarded([&] { embeddings(body, limits, true); });
   guarded([&] { classification(body, limits); });
+  guarded([&] { token_states(body, limits); });
   guarded([&] { rerank(body, limits); });
   guarded([&] { tokens(body, limits); });
   guarded([&] { questions(body, limits); });

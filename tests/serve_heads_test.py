@@ -14,8 +14,10 @@ and `polyhal run`, on the tiny exports tests/data/serve_heads holds
   what transformers' question-answering pipeline answers (text and
   character offsets), for one question and a list, top_k 3.
 - malformed bodies of each endpoint get 400 with a JSON error.
-- requests, from BUILD_DIR/client-venv when it is there, sends each
-  endpoint's request as a user's code would (serve_heads_clients.py).
+- requests, huggingface_hub and cohere, from BUILD_DIR/client-venv when it
+  is there, send each endpoint's request as a user's code would
+  (serve_heads_clients.py); the cross-encoder's /predict and /rerank
+  requests and answers are valid under its /openapi.json (serve_openapi.py).
 
   python3 serve_heads_test.py POLYHAL SOURCE_DIR
 """
@@ -146,6 +148,10 @@ def check_cross_encoder(work):
     expect(port, "POST", "/rerank", {"query": "", "texts": ["b"]}, 400, "query")
     expect(port, "POST", "/v1/embeddings", {"input": "a"}, 424, "/rerank")
     check_cohere_rerank(port, reference, want)
+    python = serve_harness.client_python(POLYHAL)
+    if python:  # /predict and /rerank against /openapi.json
+        print(serve_harness.run_client(python, os.path.join(SOURCE, "tests", "serve_openapi.py"),
+                                       port, "classifier"))
 
 
 def check_cohere_rerank(port, reference, want):

@@ -31,6 +31,7 @@
 
 #include "polyhal/app/serve_api.hpp"
 #include "polyhal/error.hpp"
+#include "serve/openapi.hpp"
 
 namespace polyhal::serve {
 namespace {
@@ -199,12 +200,15 @@ class Session : public std::enable_shared_from_this<Session> {
         {"/v1/models", http::verb::get, true, std::nullopt, false, &Session::models},
         {"/metrics", http::verb::get, true, std::nullopt, false, &Session::metrics},
         {"/info", http::verb::get, true, std::nullopt, true, &Session::info},
+        {"/openapi.json", http::verb::get, true, std::nullopt, false, &Session::openapi},
+        {"/", http::verb::post, true, std::nullopt, true, &Session::root, true},
         {"/tokenize", http::verb::post, true, std::nullopt, true, &Session::tokenize, true},
         {"/decode", http::verb::post, true, std::nullopt, true, &Session::decode, true},
         {"/v1/embeddings", http::verb::post, true, Task::embeddings, false, &Session::openai_embed},
         // infinity's path for the same API.
         {"/embeddings", http::verb::post, true, Task::embeddings, false, &Session::openai_embed},
         {"/embed", http::verb::post, true, Task::embeddings, true, &Session::tei_embed},
+        {"/embed_all", http::verb::post, true, Task::embeddings, true, &Session::embed_all},
         {"/similarity", http::verb::post, true, Task::embeddings, true, &Session::similarity},
         {"/predict", http::verb::post, true, Task::classification, true, &Session::predict},
         {"/rerank", http::verb::post, true, Task::classification, true, &Session::rerank},
@@ -237,6 +241,10 @@ class Session : public std::enable_shared_from_this<Session> {
                                      std::string(text(request_[http::field::host]).substr(0, 80))),
                          tei);
     if (!route) endpoint_ = "other";
+    cors_origin_ = cors_origin(text(request_[http::field::origin]));
+    // A browser's preflight carries no token: answered before the token check.
+    if (request_.method() == http::verb::options && route && !cors_origin_.empty())
+      return preflight(*route);
     // The token before the route: without it a client learns nothing, not
     // even which paths exist.
     if ((!route || route->token) && !state_.api_key.empty() &&
@@ -296,6 +304,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void metrics() { reply(200, state_.metrics.text(), "text/plain; version=0.0.4"); }
 
+  void openapi() { reply(200, openapi_document()); }
+
   /// text-embeddings-inference's GET /info: what the model is and the limits.
   void info() {
     using Task = ServedModel::Task;
@@ -335,13 +345,18 @@ class Session : public std::enable_shared_from_this<Session> {
     const TokenizeRequest parsed = parse_tei_tokenize(request_.body(), limits());
     const std::string& prompt = prompt_text(parsed.prompt_name);
     const Tokenizer& tokenizer = state_.model.tokenizer();
+    const std::size_t framing = state_.model.frame({}).ids.size();
     nlohmann::json out = nlohmann::json::array();
     for (const auto& input : parsed.inputs) {
       const std::string text = prompt + input;
-      const Encoding e = tokenizer.encode(text, std::nullopt, 0);
+      // Room for every token and the frame: no cut, no padding.
+      const auto length = static_cast<std::int64_t>(tokenizer.ids(text).size() + framing);
+      const Encoding e = tokenizer.encode(text, std::nullopt, length);
       nlohmann::json tokens = nlohmann::json::array();
       for (std::size_t t = 0; t < e.input_ids.size(); ++t) {
-        const bool special = !e.sequence_ids.empty() && e.sequence_ids[t] < 0;
+        // A vocab.txt tracks no sequence ids: it frames [CLS] text [SEP].
+        const bool special =
+            e.sequence_ids.empty() ? t == 0 || t + 1 == e.input_ids.size() : e.sequence_ids[t] < 0;
         if (special && !parsed.add_special_tokens) continue;
         nlohmann::json token{{"id", e.input_ids[t]}, {"special", special}};
         if (!e.offsets.empty() && !special) {
@@ -373,6 +388,43 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void openai_embed() { embed(false); }
   void tei_embed() { embed(true); }
+
+  /// TEI's POST /: the route of this kind of model the body is for.
+  void root() {
+    switch (state_.model.task()) {
+      case ServedModel::Task::embeddings:
+        return tei_root_route(request_.body(), false) == "/similarity" ? similarity() : embed(true);
+      case ServedModel::Task::classification:
+        return tei_root_route(request_.body(), true) == "/rerank" ? rerank() : predict();
+      case ServedModel::Task::question_answering:
+        break;
+    }
+    answer_questions();
+  }
+
+  /// TEI's /embed_all: the encoder's vector of every token.
+  void embed_all() {
+    const EmbedRequest parsed = parse_tei_embed_all(request_.body(), limits());
+    const bool truncate = parsed.truncate.value_or(state_.settings.truncate);
+    const std::string& prompt = prompt_text(parsed.prompt_name);
+    std::vector<ServedModel::Text> texts;
+    std::int64_t tokens_in = 0;
+    for (std::size_t i = 0; i < parsed.inputs.size(); ++i) {
+      texts.push_back(single(prompt + parsed.inputs[i], truncate, parsed.truncate_left, i));
+      tokens_in += static_cast<std::int64_t>(texts.back().ids.size());
+    }
+    // The answer is tokens x hidden numbers: bound it as a batch is bounded.
+    if (tokens_in > state_.settings.max_batch_tokens)
+      throw ApiError(413, fmt::format("/embed_all answers at most {} tokens a request "
+                                      "(serve.max_batch_tokens); this one has {}: send fewer "
+                                      "inputs a request",
+                                      state_.settings.max_batch_tokens, tokens_in));
+    const auto hidden = static_cast<std::size_t>(state_.model.dimensions());
+    run_model(
+        std::move(texts), true,
+        [hidden](std::vector<std::vector<float>> out) { return tei_embed_all_answer(out, hidden); },
+        ServedModel::Output::tokens);
+  }
 
   /// On a preparation thread: the request becomes a model job, or its error.
   void prepare(void (Session::*handler)(), bool tei) {
@@ -411,6 +463,28 @@ class Session : public std::enable_shared_from_this<Session> {
   /// Whether an Authorization value carries the server's token. The scheme
   /// is case-insensitive (RFC 9110, 11.1: "bearer" is "Bearer"); the token
   /// is compared in constant time.
+  /// The Access-Control-Allow-Origin value for a request from `origin`:
+  /// empty (no header) unless serve.cors_allow_origins lists it or "*".
+  std::string cors_origin(std::string_view origin) const {
+    const auto& allowed = state_.settings.cors_allow_origins;
+    if (allowed.empty() || origin.empty() || origin.size() > 256) return {};
+    std::string lower(origin);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    for (const auto& a : allowed) {
+      if (a == "*") return "*";
+      if (a == lower) return std::string(origin);
+    }
+    return {};
+  }
+
+  /// CORS preflight (OPTIONS with Origin): what the route lets a page send.
+  void preflight(const Route& route) {
+    reply(204, "", "text/plain",
+          {{"Access-Control-Allow-Methods", route.method == http::verb::get ? "GET" : "POST"},
+           {"Access-Control-Allow-Headers", "Authorization, Content-Type"},
+           {"Access-Control-Max-Age", "600"}});
+  }
+
   bool bearer_matches(std::string_view authorization) const {
     const auto space = authorization.find(' ');
     if (space == std::string_view::npos) return false;
@@ -450,6 +524,14 @@ class Session : public std::enable_shared_from_this<Session> {
     return fitting(state_.model.tokenize(pair.a, pair.b), truncate, index);
   }
 
+  /// One text's tokens, cut at its start when `keep_end` (TEI's
+  /// truncation_direction "Left"), else as tokens() cuts it.
+  ServedModel::Text single(const std::string& text, bool truncate, bool keep_end,
+                           std::size_t index) const {
+    if (!keep_end) return tokens({text, std::nullopt}, truncate, index);
+    return fitting(state_.model.tokenize_keeping_end(text), truncate, index);
+  }
+
   /// `out`, or ApiError 413 when it lost tokens and truncation is off.
   ServedModel::Text fitting(ServedModel::Text out, bool truncate, std::size_t index) const {
     if (out.truncated && !truncate)
@@ -462,9 +544,11 @@ class Session : public std::enable_shared_from_this<Session> {
   /// Queues `texts` for the model; `answer` makes the body from its outputs
   /// (on a worker thread; an exception there is this request's 500).
   void run_model(std::vector<ServedModel::Text> texts, bool tei,
-                 std::function<std::string(std::vector<std::vector<float>>)> answer) {
+                 std::function<std::string(std::vector<std::vector<float>>)> answer,
+                 ServedModel::Output output = ServedModel::Output::head) {
     BatchJob job;
     job.texts = std::move(texts);
+    job.output = output;
     job.done = [self = shared_from_this(), tei, answer = std::move(answer)](
                    std::vector<std::vector<float>> outputs, std::string error) {
       std::string body;
@@ -495,22 +579,22 @@ class Session : public std::enable_shared_from_this<Session> {
     std::vector<ServedModel::Text> texts;
     std::int64_t tokens_in = 0;
     for (std::size_t i = 0; i < parsed.inputs.size(); ++i) {
-      texts.push_back(tokens({prompt + parsed.inputs[i], std::nullopt}, truncate, i));
+      texts.push_back(single(prompt + parsed.inputs[i], truncate, parsed.truncate_left, i));
       tokens_in += static_cast<std::int64_t>(texts.back().ids.size());
     }
-    const bool base64 = parsed.base64;
+    const EmbeddingEncoding encoding = parsed.encoding;
     const bool normalize = parsed.normalize.value_or(state_.model.normalizes());
     const auto dimensions = static_cast<std::size_t>(parsed.dimensions);
-    run_model(
-        std::move(texts), tei,
-        [this, tei, base64, normalize, dimensions, tokens_in](std::vector<std::vector<float>> out) {
-          if (dimensions > 0)  // Matryoshka: the first ones, then normalised
-            for (auto& e : out) e.resize(std::min(dimensions, e.size()));
-          if (normalize)
-            for (auto& e : out) l2_normalize(e);
-          return tei ? tei_embed_answer(out)
-                     : openai_embeddings_answer(out, base64, state_.model_name, tokens_in);
-        });
+    run_model(std::move(texts), tei,
+              [this, tei, encoding, normalize, dimensions,
+               tokens_in](std::vector<std::vector<float>> out) {
+                if (dimensions > 0)  // Matryoshka: the first ones, then normalised
+                  for (auto& e : out) e.resize(std::min(dimensions, e.size()));
+                if (normalize)
+                  for (auto& e : out) l2_normalize(e);
+                return tei ? tei_embed_answer(out)
+                           : openai_embeddings_answer(out, encoding, state_.model_name, tokens_in);
+              });
   }
 
   /// TEI's /similarity: each sentence's cosine similarity to the source,
@@ -520,9 +604,9 @@ class Session : public std::enable_shared_from_this<Session> {
     const bool truncate = parsed.truncate.value_or(state_.settings.truncate);
     const std::string& prompt = prompt_text(parsed.prompt_name);
     std::vector<ServedModel::Text> texts;
-    texts.push_back(tokens({prompt + parsed.source, std::nullopt}, truncate, 0));
+    texts.push_back(single(prompt + parsed.source, truncate, parsed.truncate_left, 0));
     for (std::size_t i = 0; i < parsed.sentences.size(); ++i)
-      texts.push_back(tokens({prompt + parsed.sentences[i], std::nullopt}, truncate, i + 1));
+      texts.push_back(single(prompt + parsed.sentences[i], truncate, parsed.truncate_left, i + 1));
     run_model(std::move(texts), true, [](std::vector<std::vector<float>> out) {
       for (auto& e : out) l2_normalize(e);
       nlohmann::json scores = nlohmann::json::array();
@@ -559,12 +643,14 @@ class Session : public std::enable_shared_from_this<Session> {
     std::vector<ServedModel::Text> texts;
     for (std::size_t i = 0; i < parsed.inputs.size(); ++i)
       texts.push_back(tokens(parsed.inputs[i], truncate, i));
-    const bool raw = parsed.raw_scores, batch = parsed.batch;
-    run_model(std::move(texts), true, [this, raw, batch](std::vector<std::vector<float>> out) {
-      for (auto& logits : out)
-        logits = label_scores(logits, state_.model.independent_labels(), raw);
-      return tei_predict_answer(out, state_.model.labels(), batch);
-    });
+    const bool raw = parsed.raw_scores || parsed.function_none, batch = parsed.batch;
+    const bool independent = parsed.independent.value_or(state_.model.independent_labels());
+    const std::int64_t top_k = parsed.top_k;
+    run_model(std::move(texts), true,
+              [this, raw, batch, independent, top_k](std::vector<std::vector<float>> out) {
+                for (auto& logits : out) logits = label_scores(logits, independent, raw);
+                return tei_predict_answer(out, state_.model.labels(), batch, top_k);
+              });
   }
 
   void rerank() {
@@ -624,6 +710,10 @@ class Session : public std::enable_shared_from_this<Session> {
     response->set(http::field::server, "polyhal");
     response->set(http::field::content_type, type);
     for (const auto& [name, value] : headers) response->set(name, value);
+    if (!cors_origin_.empty()) {
+      response->set(http::field::access_control_allow_origin, cors_origin_);
+      response->set(http::field::vary, "Origin");
+    }
     response->keep_alive(keep_alive_ && !state_.draining);
     response->body() = std::move(body);
     response->prepare_payload();
@@ -668,6 +758,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Request request_;
   bool keep_alive_ = false;
   std::string endpoint_;
+  std::string cors_origin_;  ///< this request's Access-Control-Allow-Origin, if any
   Clock::time_point started_;
 };
 

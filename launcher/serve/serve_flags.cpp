@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -54,16 +55,22 @@ po::options_description serve_flag_options() {
       "api-key-file", po::value<std::string>()->value_name("FILE"),
       "a file holding the bearer token requests must carry (serve.api_key_file)")(
       "max-batch-tokens", po::value<std::string>()->value_name("N"),
-      "real tokens one batch holds at most (serve.max_batch_tokens)");
+      "real tokens one batch holds at most (serve.max_batch_tokens)")(
+      "cors-allow-origin", po::value<std::string>()->value_name("ORIGINS"),
+      "web origins, comma-separated, whose pages may call the server (\"*\": any; "
+      "serve.cors_allow_origins; default: CORS off)");
   return d;
 }
 
 void add_serve_overrides(const po::variables_map& vm, CommandLine& cl) {
   auto& run = cl.run;
   std::vector<std::string> overrides, origins;
-  const auto add = [&](const std::string& key, const std::string& value, std::string origin) {
-    overrides.push_back(key + "=" + yaml_scalar(value));
+  const auto add_yaml = [&](const std::string& key, const std::string& yaml, std::string origin) {
+    overrides.push_back(key + "=" + yaml);
     origins.push_back(std::move(origin));
+  };
+  const auto add = [&](const std::string& key, const std::string& value, std::string origin) {
+    add_yaml(key, yaml_scalar(value), std::move(origin));
   };
   std::string model_dir, model_origin;
   std::error_code error;
@@ -99,6 +106,16 @@ void add_serve_overrides(const po::variables_map& vm, CommandLine& cl) {
       const auto& value = vm[flag].as<std::string>();
       add(key, value, fmt::format("--{} {}", flag, value));
     }
+  if (vm.count("cors-allow-origin")) {
+    const auto& value = vm["cors-allow-origin"].as<std::string>();
+    nlohmann::json list = nlohmann::json::array();
+    for (std::size_t at = 0; at <= value.size();) {
+      const auto comma = std::min(value.find(',', at), value.size());
+      if (comma > at) list.push_back(value.substr(at, comma - at));
+      at = comma + 1;
+    }
+    add_yaml("serve.cors_allow_origins", list.dump(), "--cors-allow-origin " + value);
+  }
   // --set last: it says what it says over everything else.
   for (std::size_t i = 0; i < run.overrides.size(); ++i) {
     overrides.push_back(run.overrides[i]);

@@ -82,7 +82,9 @@ std::vector<BatchJob> RequestBatcher::next_batch(std::unique_lock<std::mutex>& l
   std::int64_t tokens = 0;
   while (!queue_.empty()) {
     const std::int64_t next = queue_.front().tokens();
-    if (!batch.empty() && tokens + next > settings_.max_batch_tokens) break;
+    if (!batch.empty() && (tokens + next > settings_.max_batch_tokens ||
+                           queue_.front().output != batch.front().output))
+      break;
     tokens += next;
     queued_tokens_ -= next;
     batch.push_back(std::move(queue_.front()));
@@ -106,7 +108,7 @@ void RequestBatcher::work(ServedModel& model) {
     std::string error;
     const auto start = std::chrono::steady_clock::now();
     try {
-      outputs = model.run(texts);
+      outputs = model.run(texts, batch.front().output);
     } catch (const std::exception& e) {
       error = e.what();
       spdlog::error("serve: a batch of {} texts failed: {}", texts.size(), error);

@@ -6,10 +6,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "polyhal/app/json_input.hpp"
 #include "polyhal/error.hpp"
@@ -93,13 +95,17 @@ void refuse_unknown_fields(const json& doc, std::initializer_list<const char*> f
   }
 }
 
-/// TEI's truncation_direction: the right end is cut ("Left" is not served yet).
-void right_truncation_only(const json& doc) {
-  if (const auto it = doc.find("truncation_direction"); it != doc.end() && !it->is_null()) {
-    if (!it->is_string() || (*it != "Right" && *it != "right"))
-      throw ApiError(400, fmt::format("'truncation_direction' is {}: only \"Right\" is served",
-                                      json_excerpt(*it)));
-  }
+/// TEI's truncation_direction: true for "Left" (keep a text's end). Pairs
+/// (/predict, /rerank) are cut longest first from the right only.
+bool left_truncation(const json& doc, bool pairs) {
+  const auto it = doc.find("truncation_direction");
+  if (it == doc.end() || it->is_null()) return false;
+  if (it->is_string() && (*it == "Right" || *it == "right")) return false;
+  if (!pairs && it->is_string() && (*it == "Left" || *it == "left")) return true;
+  throw ApiError(400, fmt::format("'truncation_direction' is {}: expected {}", json_excerpt(*it),
+                                  pairs ? "\"Right\" (pairs are cut longest first from the "
+                                          "right; \"Left\" is served for single texts)"
+                                        : "\"Right\" or \"Left\""));
 }
 
 /// "dimensions": the first N of the model's dimensions (Matryoshka), 0 if absent.
@@ -126,6 +132,25 @@ std::string prompt_name_of(const json& doc) {
   return it->get<std::string>();
 }
 
+EmbeddingEncoding embedding_encoding(const json& doc) {
+  static constexpr std::array<std::pair<std::string_view, EmbeddingEncoding>, 6> kNames{{
+      {"float", EmbeddingEncoding::float32},
+      {"base64", EmbeddingEncoding::base64},
+      {"int8", EmbeddingEncoding::int8},
+      {"uint8", EmbeddingEncoding::uint8},
+      {"binary", EmbeddingEncoding::binary},
+      {"ubinary", EmbeddingEncoding::ubinary},
+  }};
+  const auto it = doc.find("encoding_format");
+  if (it == doc.end() || it->is_null()) return EmbeddingEncoding::float32;
+  if (it->is_string())
+    for (const auto& [name, encoding] : kNames)
+      if (it->get_ref<const std::string&>() == name) return encoding;
+  throw ApiError(400, fmt::format("'encoding_format' is {}: expected \"float\", \"base64\", "
+                                  "\"int8\", \"uint8\", \"binary\" or \"ubinary\"",
+                                  json_excerpt(*it)));
+}
+
 std::optional<bool> optional_bool(const json& doc, const char* key) {
   const auto it = doc.find(key);
   if (it == doc.end() || it->is_null()) return std::nullopt;
@@ -147,12 +172,7 @@ EmbedRequest parse_openai_embeddings(std::string_view body, const ApiLimits& lim
       throw ApiError(400, fmt::format("'model' is {}, expected a string", type_name(*it)));
     out.model = it->get<std::string>();
   }
-  if (const auto it = doc.find("encoding_format"); it != doc.end() && !it->is_null()) {
-    if (!it->is_string() || (*it != "float" && *it != "base64"))
-      throw ApiError(400, fmt::format("'encoding_format' is {}: expected \"float\" or \"base64\"",
-                                      json_excerpt(*it)));
-    out.base64 = *it == "base64";
-  }
+  out.encoding = embedding_encoding(doc);
   out.dimensions = embedding_dimensions(doc, limits);
   if (const auto it = doc.find("user"); it != doc.end() && !it->is_null() && !it->is_string())
     throw ApiError(400, fmt::format("'user' is {}, expected a string", type_name(*it)));
@@ -168,8 +188,21 @@ EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits) {
   out.inputs = texts(doc, "inputs", limits);
   out.normalize = optional_bool(doc, "normalize").value_or(true);
   out.truncate = optional_bool(doc, "truncate");
-  right_truncation_only(doc);
+  out.truncate_left = left_truncation(doc, false);
   out.dimensions = embedding_dimensions(doc, limits);
+  out.prompt_name = prompt_name_of(doc);
+  return out;
+}
+
+EmbedRequest parse_tei_embed_all(std::string_view body, const ApiLimits& limits) {
+  const json doc = parse_object(body);
+  refuse_unknown_fields(doc, {"inputs", "truncate", "truncation_direction", "prompt_name"},
+                        "/embed_all");
+  EmbedRequest out;
+  out.inputs = texts(doc, "inputs", limits);
+  out.normalize = false;
+  out.truncate = optional_bool(doc, "truncate");
+  out.truncate_left = left_truncation(doc, false);
   out.prompt_name = prompt_name_of(doc);
   return out;
 }
@@ -265,12 +298,38 @@ RerankRequest cohere_rerank(const json& doc, const ApiLimits& limits) {
 
 }  // namespace
 
+namespace {
+
+/// The Hugging Face Inference API's text-classification "parameters"
+/// (huggingface_hub's text_classification sends them, empty by default).
+void predict_parameters(const json& doc, PredictRequest& out) {
+  const auto it = doc.find("parameters");
+  if (it == doc.end() || it->is_null()) return;
+  if (!it->is_object())
+    throw ApiError(400, fmt::format("'parameters' is {}, expected an object", type_name(*it)));
+  refuse_unknown_fields(*it, {"function_to_apply", "top_k"}, "/predict's 'parameters'");
+  out.top_k = bounded_integer(*it, "top_k", 0, 1, 1'000'000);
+  const auto f = it->find("function_to_apply");
+  if (f == it->end() || f->is_null()) return;
+  if (*f == "sigmoid" || *f == "softmax")
+    out.independent = *f == "sigmoid";
+  else if (*f == "none")
+    out.function_none = true;
+  else
+    throw ApiError(400, fmt::format("'function_to_apply' is {}: expected \"sigmoid\", "
+                                    "\"softmax\" or \"none\"",
+                                    json_excerpt(*f)));
+}
+
+}  // namespace
+
 PredictRequest parse_tei_predict(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
-  refuse_unknown_fields(doc, {"inputs", "raw_scores", "truncate", "truncation_direction"},
-                        "/predict");
-  right_truncation_only(doc);
+  refuse_unknown_fields(
+      doc, {"inputs", "raw_scores", "truncate", "truncation_direction", "parameters"}, "/predict");
+  (void)left_truncation(doc, true);
   PredictRequest out;
+  predict_parameters(doc, out);
   const auto it = doc.find("inputs");
   if (it == doc.end())
     throw ApiError(400, "'inputs' is missing: give a text, a pair [a, b] or a batch [[a], [a, b]]");
@@ -305,7 +364,7 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits) {
   refuse_unknown_fields(
       doc, {"query", "texts", "raw_scores", "return_text", "truncate", "truncation_direction"},
       "/rerank");
-  right_truncation_only(doc);
+  (void)left_truncation(doc, true);
   RerankRequest out;
   out.query = required_text(doc, "query");
   const auto it = doc.find("texts");
@@ -318,23 +377,50 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits) {
   return out;
 }
 
+std::string_view tei_root_route(std::string_view body, bool classifier) {
+  json doc;
+  try {
+    doc = parse_object(body);
+  } catch (const ApiError&) {
+    return classifier ? "/predict" : "/embed";  // which says what is wrong
+  }
+  if (classifier) return doc.contains("query") ? "/rerank" : "/predict";
+  const auto inputs = doc.find("inputs");
+  return inputs != doc.end() && inputs->is_object() ? "/similarity" : "/embed";
+}
+
 SimilarityRequest parse_tei_similarity(std::string_view body, const ApiLimits& limits) {
   const json doc = parse_object(body);
-  refuse_unknown_fields(doc, {"inputs", "truncate", "truncation_direction", "prompt_name"},
+  refuse_unknown_fields(doc,
+                        {"inputs", "parameters", "truncate", "truncation_direction", "prompt_name"},
                         "/similarity");
-  right_truncation_only(doc);
+  // TEI reads the options from "parameters" (as huggingface_hub sends them);
+  // at the top level they are read too, never both.
+  json options = doc;
+  options.erase("inputs");
+  if (const auto p = doc.find("parameters"); p != doc.end() && !p->is_null()) {
+    if (!p->is_object() || options.size() > 1)
+      throw ApiError(400,
+                     "'parameters' must be an object of truncate, truncation_direction and "
+                     "prompt_name, with none of them beside it");
+    options = *p;
+    refuse_unknown_fields(options, {"truncate", "truncation_direction", "prompt_name"},
+                          "/similarity's 'parameters'");
+  }
+  const bool truncate_left = left_truncation(options, false);
   const auto it = doc.find("inputs");
   if (it == doc.end() || !it->is_object())
     throw ApiError(400, "'inputs' must be {\"source_sentence\": a text, \"sentences\": [texts]}");
   refuse_unknown_fields(*it, {"source_sentence", "sentences"}, "/similarity's 'inputs'");
   SimilarityRequest out;
+  out.truncate_left = truncate_left;
   out.source = required_text(*it, "source_sentence");
   const auto sentences = it->find("sentences");
   if (sentences == it->end() || !sentences->is_array())
     throw ApiError(400, "'inputs'.'sentences' must be a list of the texts to compare");
   out.sentences = texts(*it, "sentences", limits);
-  out.truncate = optional_bool(doc, "truncate");
-  out.prompt_name = prompt_name_of(doc);
+  out.truncate = optional_bool(options, "truncate");
+  out.prompt_name = prompt_name_of(options);
   return out;
 }
 
@@ -420,12 +506,15 @@ std::vector<float> label_scores(std::span<const float> logits, bool independent,
 }
 
 std::string tei_predict_answer(const std::vector<std::vector<float>>& scores,
-                               const std::vector<std::string>& labels, bool batch) {
+                               const std::vector<std::string>& labels, bool batch,
+                               std::int64_t top_k) {
   json all = json::array();
   for (const auto& one : scores) {
     json list = json::array();
-    for (const std::size_t i : best_first(one))
+    for (const std::size_t i : best_first(one)) {
+      if (top_k > 0 && std::ssize(list) >= top_k) break;
       list.push_back({{"score", one[i]}, {"label", i < labels.size() ? labels[i] : ""}});
+    }
     all.push_back(std::move(list));
   }
   return (batch || all.empty() ? all : all.front())
@@ -501,21 +590,58 @@ std::string base64_encode(std::span<const std::uint8_t> bytes) {
   return out;
 }
 
-std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embeddings, bool base64,
-                                     const std::string& model, std::int64_t tokens) {
-  json data = json::array();
-  for (std::size_t i = 0; i < embeddings.size(); ++i) {
-    json item{{"object", "embedding"}, {"index", i}};
-    if (base64) {
-      const auto& e = embeddings[i];
+namespace {
+
+/// int8: one symmetric scale per embedding (its largest magnitude to 127).
+std::vector<int> int8_levels(std::span<const float> e, int offset) {
+  float peak = 0;
+  for (const float v : e) peak = std::max(peak, std::fabs(v));
+  const float scale = peak > 0 ? 127.0f / peak : 0.0f;
+  std::vector<int> out(e.size());
+  for (std::size_t i = 0; i < e.size(); ++i)
+    out[i] = static_cast<int>(std::lround(std::clamp(e[i] * scale, -127.0f, 127.0f))) + offset;
+  return out;
+}
+
+/// binary: the signs, eight to a byte, first dimension in the high bit.
+std::vector<int> sign_bits(std::span<const float> e, int offset) {
+  std::vector<int> out((e.size() + 7) / 8, 0);
+  for (std::size_t i = 0; i < e.size(); ++i)
+    if (e[i] > 0) out[i / 8] |= 0x80 >> (i % 8);
+  for (int& byte : out) byte += offset;
+  return out;
+}
+
+json encoded(std::span<const float> e, EmbeddingEncoding encoding) {
+  switch (encoding) {
+    case EmbeddingEncoding::float32:
+      break;
+    case EmbeddingEncoding::base64: {
       std::vector<std::uint8_t> bytes(e.size() * sizeof(float));
       std::memcpy(bytes.data(), e.data(), bytes.size());  // x86-64: little-endian already
-      item["embedding"] = base64_encode(bytes);
-    } else {
-      item["embedding"] = embeddings[i];
+      return base64_encode(bytes);
     }
-    data.push_back(std::move(item));
+    case EmbeddingEncoding::int8:
+      return int8_levels(e, 0);
+    case EmbeddingEncoding::uint8:
+      return int8_levels(e, 128);
+    case EmbeddingEncoding::binary:
+      return sign_bits(e, -128);
+    case EmbeddingEncoding::ubinary:
+      return sign_bits(e, 0);
   }
+  return std::vector<float>(e.begin(), e.end());
+}
+
+}  // namespace
+
+std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embeddings,
+                                     EmbeddingEncoding encoding, const std::string& model,
+                                     std::int64_t tokens) {
+  json data = json::array();
+  for (std::size_t i = 0; i < embeddings.size(); ++i)
+    data.push_back(
+        {{"object", "embedding"}, {"index", i}, {"embedding", encoded(embeddings[i], encoding)}});
   return json{{"object", "list"},
               {"data", std::move(data)},
               {"model", model},
@@ -525,6 +651,20 @@ std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embe
 
 std::string tei_embed_answer(const std::vector<std::vector<float>>& embeddings) {
   return json(embeddings).dump();
+}
+
+std::string tei_embed_all_answer(const std::vector<std::vector<float>>& token_states,
+                                 std::size_t hidden) {
+  json all = json::array();
+  for (const auto& states : token_states) {
+    json tokens = json::array();
+    for (std::size_t at = 0; hidden > 0 && at + hidden <= states.size(); at += hidden)
+      tokens.push_back(
+          std::vector<float>(states.begin() + static_cast<std::ptrdiff_t>(at),
+                             states.begin() + static_cast<std::ptrdiff_t>(at + hidden)));
+    all.push_back(std::move(tokens));
+  }
+  return all.dump();
 }
 
 namespace {

@@ -391,6 +391,18 @@ ServedModel::Text ServedModel::tokenize(const std::string& text,
   return frame(text_ids(text), std::move(b));
 }
 
+ServedModel::Text ServedModel::tokenize_keeping_end(const std::string& text) const {
+  std::vector<std::int32_t> ids = text_ids(text);
+  // What the frame adds ([CLS] [SEP], <s> </s>, ...) is what an empty text gets.
+  const auto framing = static_cast<std::int64_t>(frame({}).ids.size());
+  const std::int64_t room = std::max<std::int64_t>(impl_->shape.seq - framing, 0);
+  const bool cut = static_cast<std::int64_t>(ids.size()) > room;
+  if (cut) ids.erase(ids.begin(), ids.end() - room);
+  Text out = frame(std::move(ids));
+  out.truncated = out.truncated || cut;
+  return out;
+}
+
 std::vector<std::int32_t> ServedModel::text_ids(const std::string& text) const {
   return impl_->tokenizer->ids(text);
 }
@@ -405,7 +417,7 @@ ServedModel::Text ServedModel::frame(std::vector<std::int32_t> a,
   return out;
 }
 
-std::vector<std::vector<float>> ServedModel::run(const std::vector<Text>& texts) {
+std::vector<std::vector<float>> ServedModel::run(const std::vector<Text>& texts, Output output) {
   auto& m = *impl_;
   std::vector<LineTokens> lines(texts.size());
   for (std::size_t i = 0; i < texts.size(); ++i) {
@@ -424,7 +436,14 @@ std::vector<std::vector<float>> ServedModel::run(const std::vector<Text>& texts)
     run_packed_lines(
         m.smallest_holding(part), part, m.filler,
         [&](std::size_t i, std::span<const float> hidden) {
-          out[first + i] = m.head_outputs(hidden, part[i].ids.size());
+          const std::size_t tokens = part[i].ids.size();
+          out[first + i] =
+              output == Output::tokens
+                  ? std::vector<float>(
+                        hidden.begin(),
+                        hidden.begin() + static_cast<std::ptrdiff_t>(
+                                             tokens * static_cast<std::size_t>(m.dims.hidden_size)))
+                  : m.head_outputs(hidden, tokens);
         },
         nullptr, m.packed ? 0 : 1, RowPacking::first_fit_decreasing);
     first = end;

@@ -24,6 +24,8 @@ namespace polyhal::serve {
 
 struct BatchJob {
   std::vector<ServedModel::Text> texts;
+  /// What the model returns per text; a batch holds jobs of one kind.
+  ServedModel::Output output = ServedModel::Output::head;
   /// Called once on a worker thread: the model's output per text in order,
   /// or an error message (then `outputs` is empty).
   std::function<void(std::vector<std::vector<float>> outputs, const std::string& error)> done;

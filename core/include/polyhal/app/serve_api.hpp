@@ -36,16 +36,29 @@ struct ApiLimits {
   std::int64_t dimensions = 0;  ///< the model's embedding size
 };
 
+/// How /v1/embeddings and /embeddings write each embedding ("encoding_format"):
+///  - float: a JSON list of numbers; base64: the little-endian f32 bytes, base64;
+///  - int8: round(127 x / max|x|) per embedding, a JSON list of integers in
+///    [-127, 127] (one scale per embedding, so cosine similarity and ranking
+///    are kept; the scale is not sent); uint8: that value + 128, in [1, 255];
+///  - ubinary: one bit per dimension, 1 where the value is > 0, packed eight
+///    to a byte with the first dimension in the most significant bit (numpy's
+///    packbits, sentence-transformers' quantize_embeddings); binary: that byte
+///    - 128, in [-128, 127]. A list of ceil(dimensions / 8) integers.
+/// The quantised forms apply after "dimensions" and normalisation.
+enum class EmbeddingEncoding : std::uint8_t { float32, base64, int8, uint8, binary, ubinary };
+
 /// An embeddings request of either API.
 struct EmbedRequest {
-  std::vector<std::string> inputs;  ///< each non-empty, valid UTF-8
-  bool base64 = false;              ///< OpenAI encoding_format "base64"
+  std::vector<std::string> inputs;                          ///< each non-empty, valid UTF-8
+  EmbeddingEncoding encoding = EmbeddingEncoding::float32;  ///< OpenAI's encoding_format
   /// L2-normalise: OpenAI: as the model's sentence-transformers config says
   /// (unset here); TEI: its "normalize", default true.
   std::optional<bool> normalize;
   /// TEI "truncate": unset: the server's serve.truncate.
   std::optional<bool> truncate;
-  std::string model;  ///< OpenAI "model" as given (any name is served)
+  bool truncate_left = false;  ///< TEI "truncation_direction": "Left" keeps the end
+  std::string model;           ///< OpenAI "model" as given
   /// "dimensions": only the first N (Matryoshka), normalised again when the
   /// answer is; 0: all of them.
   std::int64_t dimensions = 0;
@@ -55,15 +68,21 @@ struct EmbedRequest {
 };
 
 /// `POST /v1/embeddings`: {"input": string | [string...], "model"?,
-/// "encoding_format"?: "float" | "base64", "dimensions"?: 1 to the model's
+/// "encoding_format"?: "float" | "base64" | "int8" | "uint8" | "binary" |
+/// "ubinary" (EmbeddingEncoding), "dimensions"?: 1 to the model's
 /// size, "user"?}. Token arrays as input are refused (400): send text. Any
 /// other field is refused (400) by name, on every route.
 EmbedRequest parse_openai_embeddings(std::string_view body, const ApiLimits& limits);
 
 /// `POST /embed`: {"inputs": string | [string...], "normalize"?: bool,
-/// "truncate"?: bool, "truncation_direction"?: "Right", "prompt_name"?,
+/// "truncate"?: bool, "truncation_direction"?: "Right" | "Left", "prompt_name"?,
 /// "dimensions"?}.
 EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits);
+
+/// `POST /embed_all`: {"inputs", "truncate"?, "truncation_direction"?,
+/// "prompt_name"?}: every token's vector (special tokens included, not
+/// normalised), the multi-vector output ColBERT-style retrieval reads.
+EmbedRequest parse_tei_embed_all(std::string_view body, const ApiLimits& limits);
 
 /// One input of a classifier: a text, or a pair (query and passage,
 /// premise and hypothesis).
@@ -80,6 +99,13 @@ struct PredictRequest {
   bool batch = false;  ///< answer a list per input
   bool raw_scores = false;
   std::optional<bool> truncate;
+  /// "parameters" (the Hugging Face Inference API's, which huggingface_hub
+  /// sends): {"function_to_apply"?: "sigmoid" | "softmax" | "none",
+  /// "top_k"?}. Sigmoid or softmax over the model's own choice; "none": the
+  /// logits, as raw_scores; top_k: the best k labels only (0: all).
+  std::optional<bool> independent;
+  bool function_none = false;
+  std::int64_t top_k = 0;
 };
 PredictRequest parse_tei_predict(std::string_view body, const ApiLimits& limits);
 
@@ -105,14 +131,23 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits);
 std::string rerank_answer(const std::vector<float>& scores, const RerankRequest& request,
                           const std::string& model, std::int64_t tokens);
 
+/// text-embeddings-inference's `POST /`, which huggingface_hub's
+/// InferenceClient calls with a server's URL: the route its body is for on
+/// this kind of model: an embedding model's "/similarity" ("inputs" an
+/// object) or "/embed"; a classifier's "/rerank" (a "query") or "/predict".
+/// A body that is not a JSON object gets the plain route, whose parser says why.
+std::string_view tei_root_route(std::string_view body, bool classifier);
+
 /// `POST /similarity`: {"inputs": {"source_sentence": string, "sentences":
-/// [string...]}, "truncate"?, "truncation_direction"?: "Right", "prompt_name"?},
+/// [string...]}, "parameters"?: {"truncate"?, "truncation_direction"?: "Right" |
+/// "Left", "prompt_name"?}} (TEI's shape; the three also at the top level),
 /// as text-embeddings-inference reads it; answered with each sentence's
 /// cosine similarity to the source.
 struct SimilarityRequest {
   std::string source;
   std::vector<std::string> sentences;
   std::optional<bool> truncate;
+  bool truncate_left = false;
   std::string prompt_name;
 };
 SimilarityRequest parse_tei_similarity(std::string_view body, const ApiLimits& limits);
@@ -149,10 +184,11 @@ QuestionRequest parse_question_answering(std::string_view body, const ApiLimits&
 /// (one logit, or multi-label), else softmax; the logits themselves when `raw`.
 std::vector<float> label_scores(std::span<const float> logits, bool independent, bool raw);
 
-/// TEI's /predict answer: per input, [{"score", "label"}...] best first; a
-/// list of those for a batch.
+/// TEI's /predict answer: per input, [{"score", "label"}...] best first (the
+/// best `top_k`, 0: all); a list of those for a batch.
 std::string tei_predict_answer(const std::vector<std::vector<float>>& scores,
-                               const std::vector<std::string>& labels, bool batch);
+                               const std::vector<std::string>& labels, bool batch,
+                               std::int64_t top_k = 0);
 /// TEI's /rerank answer: [{"index", "score", "text"?}...] best first.
 std::string tei_rerank_answer(const std::vector<float>& scores, const RerankRequest& request);
 
@@ -164,11 +200,16 @@ std::string question_answering_answer(const std::vector<std::vector<ServedAnswer
 
 /// The OpenAI answer: {"object": "list", "data": [{"object": "embedding",
 /// "index", "embedding"}], "model", "usage": {"prompt_tokens", "total_tokens"}};
-/// base64 embeddings are the little-endian f32 bytes.
-std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embeddings, bool base64,
-                                     const std::string& model, std::int64_t tokens);
+/// each embedding written as `encoding` says.
+std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embeddings,
+                                     EmbeddingEncoding encoding, const std::string& model,
+                                     std::int64_t tokens);
 /// TEI's answer: [[f32...], ...].
 std::string tei_embed_answer(const std::vector<std::vector<float>>& embeddings);
+/// /embed_all's answer: [[[f32 x hidden] per token] per input], from each
+/// input's tokens x hidden values.
+std::string tei_embed_all_answer(const std::vector<std::vector<float>>& token_states,
+                                 std::size_t hidden);
 
 /// The error bodies: OpenAI's {"error": {"message", "type", "code"}}, TEI's
 /// {"error", "error_type"}.

@@ -51,6 +51,10 @@ struct ServeSettings {
   /// loopback addresses only, so a web page cannot reach the server by DNS
   /// rebinding; on any other address, any.
   std::vector<std::string> allowed_hosts;
+  /// The web origins ("https://app.example.com", or "*" for any) whose pages
+  /// may call the server from a browser (CORS: preflight answered, the
+  /// Access-Control-Allow-Origin header sent). Empty: CORS off, no header.
+  std::vector<std::string> cors_allow_origins;
 };
 
 /// The `serve` section of an inference config (its defaults when the file

@@ -58,6 +58,9 @@ class ServedModel {
   /// sentences, the longer cut first. Safe from several threads.
   Text tokenize(const std::string& text,
                 const std::optional<std::string>& second = std::nullopt) const;
+  /// One text's tokens cut at its start when too long: its last tokens
+  /// kept (TEI's truncation_direction "Left"). Safe from several threads.
+  Text tokenize_keeping_end(const std::string& text) const;
   /// A text's ids without special tokens: tokenized once, then framed with
   /// each partner (a /rerank query against every text). Safe from several threads.
   std::vector<std::int32_t> text_ids(const std::string& text) const;
@@ -65,11 +68,18 @@ class ServedModel {
   Text frame(std::vector<std::int32_t> a,
              std::optional<std::vector<std::int32_t>> b = std::nullopt) const;
 
-  /// Each text's output, in order: embeddings: its sentence embedding, pooled
-  /// and not normalised (normalizes() says whether the model's own pipeline
-  /// would); classification: its num_labels logits; question answering: its
-  /// start logits then its end logits, one per token. One caller at a time.
-  std::vector<std::vector<float>> run(const std::vector<Text>& texts);
+  /// What run() returns per text.
+  enum class Output : std::uint8_t {
+    head,    ///< the task's output (below)
+    tokens,  ///< the encoder's last hidden state: tokens x hidden, row-major
+  };
+  /// Each text's output, in order. Output::head: embeddings: its sentence
+  /// embedding, pooled and not normalised (normalizes() says whether the
+  /// model's own pipeline would); classification: its num_labels logits;
+  /// question answering: its start logits then its end logits, one per
+  /// token. Output::tokens: every token's vector, special tokens included
+  /// (TEI's /embed_all). One caller at a time.
+  std::vector<std::vector<float>> run(const std::vector<Text>& texts, Output output = Output::head);
 
   Task task() const noexcept;
   /// Embedding size (embeddings), labels (classification), or 2.

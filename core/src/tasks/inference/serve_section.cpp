@@ -62,7 +62,26 @@ ConfigSection serve_section() {
           [](const S& s) {
             return s.allowed_hosts.empty() ? std::string("[]")
                                            : fmt::format("[{}]", fmt::join(s.allowed_hosts, ", "));
-          });
+          })
+      .custom(
+          "cors_allow_origins",
+          "polyhal serve: the web origins (scheme://host[:port], or \"*\") whose pages may call "
+          "it from a browser; default: none (CORS off)",
+          [](const ConfigValue& v, S& s) {
+            for (const auto& item : v.items()) {
+              const std::string origin = detail::ascii_lower(item.text());
+              const auto scheme = origin.find("://");
+              const bool url = (origin.starts_with("http://") || origin.starts_with("https://")) &&
+                               origin.size() > scheme + 3 &&
+                               origin.find_first_of("/ \t", scheme + 3) == std::string::npos;
+              if (origin != "*" && !url)
+                item.fail(
+                    "expected an origin such as https://app.example.com (a scheme, a host, "
+                    "an optional port, no path), or \"*\"");
+              s.cors_allow_origins.push_back(origin);
+            }
+          },
+          [](const S& s) { return fmt::format("[{}]", fmt::join(s.cors_allow_origins, ", ")); });
   return section;
 }
 
