@@ -76,6 +76,18 @@ std::string media_type(std::string_view content_type) {
   return lower_case(trimmed(content_type.substr(0, content_type.find(';'))));
 }
 
+const char* task_name(ServedModel::Task task) {
+  switch (task) {
+    case ServedModel::Task::embeddings:
+      return "embeddings";
+    case ServedModel::Task::classification:
+      return "classification";
+    case ServedModel::Task::question_answering:
+      break;
+  }
+  return "question_answering";
+}
+
 std::string_view task_endpoints(ServedModel::Task task) {
   switch (task) {
     case ServedModel::Task::embeddings:
@@ -232,6 +244,7 @@ class Session : public std::enable_shared_from_this<Session> {
     const std::string target(text(request_.target()));
     const auto path = target.substr(0, target.find('?'));
     endpoint_ = path;
+    served_ = nullptr;  // chosen again for each request of a connection
     const Route* route = route_of(path);
     const bool tei = route && route->tei;
     if (!host_allowed(text(request_[http::field::host])))
@@ -252,10 +265,9 @@ class Session : public std::enable_shared_from_this<Session> {
       return reply_error(401, "send the token: Authorization: Bearer TOKEN (serve.api_key_file)",
                          tei, {{"WWW-Authenticate", "Bearer"}});
     if (!route)
-      return reply_error(404,
-                         fmt::format("no endpoint {}: this model answers {}", path,
-                                     task_endpoints(state_.model.task())),
-                         false);
+      return reply_error(
+          404, fmt::format("no endpoint {}: this server answers {}", path, served_endpoints()),
+          false);
     if (request_.method() != route->method) {
       const char* allow = route->method == http::verb::get ? "GET" : "POST";
       return reply_error(405, fmt::format("{} answers {} only", path, allow), tei,
@@ -263,10 +275,10 @@ class Session : public std::enable_shared_from_this<Session> {
     }
     if (!route->task && !route->any_model) return (this->*route->handler)();
     // As text-embeddings-inference: 424 for an endpoint of another kind of model.
-    if (route->task && *route->task != state_.model.task())
+    if (route->task && !serves(*route->task))
       return reply_error(424,
-                         fmt::format("{} needs another kind of model: this one answers {}", path,
-                                     task_endpoints(state_.model.task())),
+                         fmt::format("{} needs another kind of model: this server answers {}", path,
+                                     served_endpoints()),
                          tei);
     if (state_.draining) return reply_error(503, "draining: the server is stopping", tei);
     const std::string_view type = text(request_[http::field::content_type]);
@@ -280,8 +292,7 @@ class Session : public std::enable_shared_from_this<Session> {
     // so the I/O threads stay free for every other connection and /health
     // always answers. No read is pending meanwhile: request_ is this
     // request's alone until it is answered.
-    net::post(prepare_,
-              [self = shared_from_this(), route] { self->prepare(route->handler, route->tei); });
+    net::post(prepare_, [self = shared_from_this(), route] { self->prepare(*route); });
   }
 
   void health() { reply(200, R"({"status":"ok"})"); }
@@ -293,13 +304,14 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void models() {
-    reply(200, nlohmann::json{{"object", "list"},
-                              {"data",
-                               {{{"id", state_.model_name},
-                                 {"object", "model"},
-                                 {"created", 0},
-                                 {"owned_by", "polyhal"}}}}}
-                   .dump());
+    nlohmann::json data = nlohmann::json::array();
+    for (const ServedEntry& entry : state_.models)
+      data.push_back({{"id", entry.name},
+                      {"object", "model"},
+                      {"created", 0},
+                      {"owned_by", "polyhal"},
+                      {"task", task_name(entry.model.task())}});
+    reply(200, nlohmann::json{{"object", "list"}, {"data", std::move(data)}}.dump());
   }
 
   void metrics() { reply(200, state_.metrics.text(), "text/plain; version=0.0.4"); }
@@ -309,7 +321,7 @@ class Session : public std::enable_shared_from_this<Session> {
   /// text-embeddings-inference's GET /info: what the model is and the limits.
   void info() {
     using Task = ServedModel::Task;
-    const auto& model = state_.model;
+    const auto& model = served().model;
     nlohmann::json type;
     if (model.task() == Task::embeddings) {
       // The description starts "embeddings: <mode> pooling".
@@ -325,17 +337,17 @@ class Session : public std::enable_shared_from_this<Session> {
     } else {
       type["question_answering"] = nlohmann::json::object();
     }
-    nlohmann::json out{{"model_id", state_.model_name},
+    nlohmann::json out{{"model_id", served().name},
                        {"model_type", type},
                        {"max_input_length", model.max_tokens()},
                        {"max_batch_tokens", state_.settings.max_batch_tokens},
                        {"max_client_batch_size", state_.settings.max_inputs},
                        {"max_concurrent_requests", state_.settings.max_queue},
                        {"auto_truncate", state_.settings.truncate},
-                       {"prompts", state_.prompts},
+                       {"prompts", served().prompts},
                        {"description", model.description()}};
-    if (!state_.default_prompt_name.empty())
-      out["default_prompt_name"] = state_.default_prompt_name;
+    if (!served().default_prompt_name.empty())
+      out["default_prompt_name"] = served().default_prompt_name;
     reply(200, out.dump());
   }
 
@@ -344,8 +356,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void tokenize() {
     const TokenizeRequest parsed = parse_tei_tokenize(request_.body(), limits());
     const std::string& prompt = prompt_text(parsed.prompt_name);
-    const Tokenizer& tokenizer = state_.model.tokenizer();
-    const std::size_t framing = state_.model.frame({}).ids.size();
+    const Tokenizer& tokenizer = served().model.tokenizer();
+    const std::size_t framing = served().model.frame({}).ids.size();
     nlohmann::json out = nlohmann::json::array();
     for (const auto& input : parsed.inputs) {
       const std::string text = prompt + input;
@@ -378,7 +390,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   /// TEI's POST /decode: ids back to text, special tokens left out.
   void decode() {
-    const Tokenizer& tokenizer = state_.model.tokenizer();
+    const Tokenizer& tokenizer = served().model.tokenizer();
     const DecodeRequest parsed =
         parse_tei_decode(request_.body(), limits(), tokenizer.vocab_size());
     nlohmann::json out = nlohmann::json::array();
@@ -391,7 +403,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   /// TEI's POST /: the route of this kind of model the body is for.
   void root() {
-    switch (state_.model.task()) {
+    switch (served().model.task()) {
       case ServedModel::Task::embeddings:
         return tei_root_route(request_.body(), false) == "/similarity" ? similarity() : embed(true);
       case ServedModel::Task::classification:
@@ -419,7 +431,7 @@ class Session : public std::enable_shared_from_this<Session> {
                                       "(serve.max_batch_tokens); this one has {}: send fewer "
                                       "inputs a request",
                                       state_.settings.max_batch_tokens, tokens_in));
-    const auto hidden = static_cast<std::size_t>(state_.model.dimensions());
+    const auto hidden = static_cast<std::size_t>(served().model.dimensions());
     run_model(
         std::move(texts), true,
         [hidden](std::vector<std::vector<float>> out) { return tei_embed_all_answer(out, hidden); },
@@ -427,9 +439,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   /// On a preparation thread: the request becomes a model job, or its error.
-  void prepare(void (Session::*handler)(), bool tei) {
+  void prepare(const Route& route) {
+    const bool tei = route.tei;
     try {
-      (this->*handler)();
+      served_ = &choose(route);
+      (this->*route.handler)();
     } catch (const ApiError& e) {
       reply_error_from_pool(e.status(), e.what(), tei);
     } catch (const std::exception& e) {  // never the server: this request fails
@@ -460,9 +474,53 @@ class Session : public std::enable_shared_from_this<Session> {
               });
   }
 
-  /// Whether an Authorization value carries the server's token. The scheme
-  /// is case-insensitive (RFC 9110, 11.1: "bearer" is "Bearer"); the token
-  /// is compared in constant time.
+  /// The model this request is for (set on the preparation pool before its
+  /// handler runs); the first model for the routes that name none.
+  const ServedEntry& served() const { return served_ ? *served_ : state_.models.front(); }
+
+  bool serves(ServedModel::Task task) const {
+    return std::any_of(state_.models.begin(), state_.models.end(),
+                       [&](const ServedEntry& e) { return e.model.task() == task; });
+  }
+
+  std::string served_endpoints() const {
+    std::vector<std::string> all;
+    for (const auto task : {ServedModel::Task::embeddings, ServedModel::Task::classification,
+                            ServedModel::Task::question_answering})
+      if (serves(task)) all.emplace_back(task_endpoints(task));
+    return fmt::format("{}", fmt::join(all, "; "));
+  }
+
+  /// The model the body's "model" names, else the first of the kind the
+  /// route needs. With one model served any name is answered (as TEI and
+  /// infinity with one model); with several, an unknown name is a 404 that
+  /// lists them, a model of another kind a 424.
+  const ServedEntry& choose(const Route& route) const {
+    const auto& models = state_.models;
+    if (models.size() == 1) return models.front();
+    const std::string wanted = requested_model(request_.body());
+    const auto fits = [&](const ServedEntry& e) {
+      return !route.task || e.model.task() == *route.task;
+    };
+    if (wanted.empty()) {
+      for (const auto& e : models)
+        if (fits(e)) return e;
+      return models.front();
+    }
+    for (const auto& e : models) {
+      if (e.name != wanted) continue;
+      if (!fits(e))
+        throw ApiError(424, fmt::format("model '{}' answers {}, not {}", wanted,
+                                        task_endpoints(e.model.task()), route.path));
+      return e;
+    }
+    std::vector<std::string> names;
+    for (const auto& e : models) names.push_back(e.name);
+    throw ApiError(404,
+                   fmt::format("model '{}' is not served here; these are: {} (GET /v1/models)",
+                               std::string_view(wanted).substr(0, 80), fmt::join(names, ", ")));
+  }
+
   /// The Access-Control-Allow-Origin value for a request from `origin`:
   /// empty (no header) unless serve.cors_allow_origins lists it or "*".
   std::string cors_origin(std::string_view origin) const {
@@ -485,6 +543,9 @@ class Session : public std::enable_shared_from_this<Session> {
            {"Access-Control-Max-Age", "600"}});
   }
 
+  /// Whether an Authorization value carries the server's token. The scheme
+  /// is case-insensitive (RFC 9110, 11.1: "bearer" is "Bearer"); the token
+  /// is compared in constant time.
   bool bearer_matches(std::string_view authorization) const {
     const auto space = authorization.find(' ');
     if (space == std::string_view::npos) return false;
@@ -517,11 +578,13 @@ class Session : public std::enable_shared_from_this<Session> {
     return !ec && address.is_loopback();
   }
 
-  const ApiLimits limits() const { return {state_.settings.max_inputs, state_.model.dimensions()}; }
+  const ApiLimits limits() const {
+    return {state_.settings.max_inputs, served().model.dimensions()};
+  }
 
   /// `pair`'s tokens; ApiError 413 when they do not fit and truncation is off.
   ServedModel::Text tokens(const TextPair& pair, bool truncate, std::size_t index) const {
-    return fitting(state_.model.tokenize(pair.a, pair.b), truncate, index);
+    return fitting(served().model.tokenize(pair.a, pair.b), truncate, index);
   }
 
   /// One text's tokens, cut at its start when `keep_end` (TEI's
@@ -529,7 +592,7 @@ class Session : public std::enable_shared_from_this<Session> {
   ServedModel::Text single(const std::string& text, bool truncate, bool keep_end,
                            std::size_t index) const {
     if (!keep_end) return tokens({text, std::nullopt}, truncate, index);
-    return fitting(state_.model.tokenize_keeping_end(text), truncate, index);
+    return fitting(served().model.tokenize_keeping_end(text), truncate, index);
   }
 
   /// `out`, or ApiError 413 when it lost tokens and truncation is off.
@@ -537,7 +600,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (out.truncated && !truncate)
       throw ApiError(413, fmt::format("input {} has more than {} tokens (model.seq_len); "
                                       "shorten it or send truncate: true",
-                                      index, state_.model.max_tokens()));
+                                      index, served().model.max_tokens()));
     return out;
   }
 
@@ -549,6 +612,7 @@ class Session : public std::enable_shared_from_this<Session> {
     BatchJob job;
     job.texts = std::move(texts);
     job.output = output;
+    job.model = served().index;
     job.done = [self = shared_from_this(), tei, answer = std::move(answer)](
                    std::vector<std::vector<float>> outputs, std::string error) {
       std::string body;
@@ -583,7 +647,7 @@ class Session : public std::enable_shared_from_this<Session> {
       tokens_in += static_cast<std::int64_t>(texts.back().ids.size());
     }
     const EmbeddingEncoding encoding = parsed.encoding;
-    const bool normalize = parsed.normalize.value_or(state_.model.normalizes());
+    const bool normalize = parsed.normalize.value_or(served().model.normalizes());
     const auto dimensions = static_cast<std::size_t>(parsed.dimensions);
     run_model(std::move(texts), tei,
               [this, tei, encoding, normalize, dimensions,
@@ -593,7 +657,7 @@ class Session : public std::enable_shared_from_this<Session> {
                 if (normalize)
                   for (auto& e : out) l2_normalize(e);
                 return tei ? tei_embed_answer(out)
-                           : openai_embeddings_answer(out, encoding, state_.model_name, tokens_in);
+                           : openai_embeddings_answer(out, encoding, served().name, tokens_in);
               });
   }
 
@@ -624,12 +688,13 @@ class Session : public std::enable_shared_from_this<Session> {
   /// default one (sentence-transformers' default_prompt_name), or none.
   const std::string& prompt_text(const std::string& requested) const {
     static const std::string none;
-    const std::string& name = requested.empty() ? state_.default_prompt_name : requested;
+    const std::string& name = requested.empty() ? served().default_prompt_name : requested;
     if (name.empty()) return none;
-    const auto it = state_.prompts.find(name);
-    if (it != state_.prompts.end()) return it->second;
+    const auto it = served().prompts.find(name);
+    if (it != served().prompts.end()) return it->second;
     std::vector<std::string> names;
-    for (const auto& [known, text] : state_.prompts) names.push_back(nlohmann::json(known).dump());
+    for (const auto& [known, text] : served().prompts)
+      names.push_back(nlohmann::json(known).dump());
     throw ApiError(400, fmt::format("'prompt_name' {}: {}", nlohmann::json(name).dump(),
                                     names.empty() ? "this model has no prompts "
                                                     "(config_sentence_transformers.json)"
@@ -644,30 +709,30 @@ class Session : public std::enable_shared_from_this<Session> {
     for (std::size_t i = 0; i < parsed.inputs.size(); ++i)
       texts.push_back(tokens(parsed.inputs[i], truncate, i));
     const bool raw = parsed.raw_scores || parsed.function_none, batch = parsed.batch;
-    const bool independent = parsed.independent.value_or(state_.model.independent_labels());
+    const bool independent = parsed.independent.value_or(served().model.independent_labels());
     const std::int64_t top_k = parsed.top_k;
     run_model(std::move(texts), true,
               [this, raw, batch, independent, top_k](std::vector<std::vector<float>> out) {
                 for (auto& logits : out) logits = label_scores(logits, independent, raw);
-                return tei_predict_answer(out, state_.model.labels(), batch, top_k);
+                return tei_predict_answer(out, served().model.labels(), batch, top_k);
               });
   }
 
   void rerank() {
-    if (state_.model.dimensions() != 1)
+    if (served().model.dimensions() != 1)
       throw ApiError(424, fmt::format("/rerank needs a cross-encoder with one score "
                                       "(num_labels 1); this classifier has {} labels: use "
                                       "/predict",
-                                      state_.model.dimensions()));
+                                      served().model.dimensions()));
     auto parsed = std::make_shared<RerankRequest>(parse_tei_rerank(request_.body(), limits()));
     const bool truncate = parsed->truncate.value_or(state_.settings.truncate);
     // The query is tokenized once and framed with each text (tokenized once each).
-    const std::vector<std::int32_t> query = state_.model.text_ids(parsed->query);
+    const std::vector<std::int32_t> query = served().model.text_ids(parsed->query);
     std::vector<ServedModel::Text> texts;
     std::int64_t tokens_in = 0;
     for (std::size_t i = 0; i < parsed->texts.size(); ++i) {
-      texts.push_back(
-          fitting(state_.model.frame(query, state_.model.text_ids(parsed->texts[i])), truncate, i));
+      texts.push_back(fitting(
+          served().model.frame(query, served().model.text_ids(parsed->texts[i])), truncate, i));
       tokens_in += static_cast<std::int64_t>(texts.back().ids.size());
     }
     run_model(std::move(texts), true,
@@ -675,7 +740,7 @@ class Session : public std::enable_shared_from_this<Session> {
                 std::vector<float> scores;
                 for (const auto& logits : out)
                   scores.push_back(label_scores(logits, true, parsed->raw_scores).at(0));
-                return rerank_answer(scores, *parsed, state_.model_name, tokens_in);
+                return rerank_answer(scores, *parsed, served().name, tokens_in);
               });
   }
 
@@ -685,8 +750,8 @@ class Session : public std::enable_shared_from_this<Session> {
     // The windows are counted before any is built: the work is bounded by
     // serve.max_inputs, not by the context's length.
     auto questions = std::make_shared<ServedQuestions>(
-        question_features(parsed->questions, parsed->context, state_.model.tokenizer(),
-                          state_.model.max_tokens(), state_.settings.max_inputs));
+        question_features(parsed->questions, parsed->context, served().model.tokenizer(),
+                          served().model.max_tokens(), state_.settings.max_inputs));
     std::vector<ServedModel::Text> texts;
     for (const auto& feature : questions->features.features) {
       ServedModel::Text& t = texts.emplace_back();
@@ -698,8 +763,8 @@ class Session : public std::enable_shared_from_this<Session> {
     run_model(
         std::move(texts), false, [this, parsed, questions](std::vector<std::vector<float>> out) {
           return question_answering_answer(
-              served_answers(*questions, out, state_.model.tokenizer(), state_.model.max_tokens(),
-                             parsed->top_k, parsed->max_answer_length),
+              served_answers(*questions, out, served().model.tokenizer(),
+                             served().model.max_tokens(), parsed->top_k, parsed->max_answer_length),
               *parsed);
         });
   }
@@ -758,7 +823,8 @@ class Session : public std::enable_shared_from_this<Session> {
   Request request_;
   bool keep_alive_ = false;
   std::string endpoint_;
-  std::string cors_origin_;  ///< this request's Access-Control-Allow-Origin, if any
+  std::string cors_origin_;              ///< this request's Access-Control-Allow-Origin, if any
+  const ServedEntry* served_ = nullptr;  ///< this request's model (choose())
   Clock::time_point started_;
 };
 

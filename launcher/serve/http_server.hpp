@@ -8,7 +8,7 @@
 //   POST /v1/question-answering Hugging Face pipeline's shape  (question answering)
 //   GET  /health                the process answers (no token needed)
 //   GET  /ready                 the model is loaded and warm, and not draining
-//   GET  /v1/models             the served model, OpenAI's list shape
+//   GET  /v1/models             the served models, OpenAI's list shape
 //   GET  /metrics               Prometheus text (serve_metrics.hpp)
 // A POST endpoint of another kind of model answers 424, as TEI does. The
 // routes are one table (Session::route_of in http_server.cpp): path, method,
@@ -28,28 +28,37 @@
 
 namespace polyhal::serve {
 
-/// What every connection shares.
-struct ServerState {
-  /// The first replica: tokenizer and what the model is (all replicas are alike).
+/// One served model: its first replica (tokenizer and what the model is;
+/// all replicas are alike), its name in requests and answers, and its
+/// config_sentence_transformers.json prompts (name: text put before an
+/// input) and default_prompt_name, as sentence-transformers applies them.
+struct ServedEntry {
   ServedModel& model;
-  const ServeSettings& settings;
-  std::string model_name;
-  std::string api_key;  ///< empty: none required
-  /// config_sentence_transformers.json's prompts (name: text put before an
-  /// input) and default_prompt_name, as sentence-transformers applies them.
+  std::string name;
+  std::size_t index = 0;  ///< its place in ServerState::models and the batcher
   std::map<std::string, std::string> prompts;
   std::string default_prompt_name;
+};
+
+/// What every connection shares.
+struct ServerState {
+  /// The models, in the order given; a request names one by "model", else
+  /// the first of the kind its route needs answers.
+  std::vector<ServedEntry> models;
+  const ServeSettings& settings;
+  std::string api_key;  ///< empty: none required
   ServeMetrics metrics;
   RequestBatcher batcher;
   std::atomic<bool> ready{false}, draining{false};
   /// Listening on a loopback address (set by HttpServer::listen): then only
   /// local Host names are answered unless serve.allowed_hosts says more.
   bool loopback = false;
-  ServerState(const std::vector<ServedModel*>& replicas, const ServeSettings& s, std::string name,
+  /// `replicas[w][m]`: worker w's copy of model m; `entries` name them.
+  ServerState(std::vector<ServedEntry> entries,
+              const std::vector<std::vector<ServedModel*>>& replicas, const ServeSettings& s,
               std::string key)
-      : model(*replicas.front()),
+      : models(std::move(entries)),
         settings(s),
-        model_name(std::move(name)),
         api_key(std::move(key)),
         batcher(replicas, s, metrics) {}
 };

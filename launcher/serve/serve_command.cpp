@@ -1,6 +1,7 @@
-// `polyhal serve CONFIG`: a text-inference config's model held open behind
-// an HTTP server (docs/serving.md).
+// `polyhal serve CONFIG`: a text-inference config's model (and those of
+// serve.models) held open behind an HTTP server (docs/serving.md).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdlib>
@@ -9,6 +10,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
 
@@ -95,9 +97,9 @@ Prompts read_prompts(const RunConfig& config) {
   return state;
 }
 
-std::string served_name(const RunConfig& config, const RunPlan& plan) {
+std::string served_name(const RunConfig& config, const RunPlan& plan, bool first) {
   const auto& s = serve_settings(config);
-  if (!s.model_name.empty()) return s.model_name;
+  if (first && !s.model_name.empty()) return s.model_name;
   auto dir = config.model.dir;
   if (!dir.empty()) return (dir.has_filename() ? dir : dir.parent_path()).filename().string();
   return plan.model.name;
@@ -115,6 +117,52 @@ void warm_up(ServedModel& model) {
   for (int i = 0; i < 2; ++i) (void)model.run(texts);
 }
 
+/// One served model: its config (the server's, with model.dir its own),
+/// the devices it was planned on, and its replicas.
+struct LoadedModel {
+  RunConfig config;
+  OpenedRun opened;
+  std::vector<std::unique_ptr<ServedModel>> replicas;
+  std::string name;
+  Prompts prompts;
+};
+
+LoadedModel load_model(const CommandLine& cl, RunConfig config, bool first) {
+  const auto& settings = serve_settings(config);
+  LoadedModel out{std::move(config), {}, {}, {}, {}};
+  out.opened = open_configured_run(cl.common, out.config, WorldShape{}, false);
+  const ServedTextOptions options = served_text_options(out.config);
+  for (std::int64_t i = 0; i < (cl.serve_check ? 1 : settings.replicas); ++i)
+    out.replicas.push_back(
+        std::make_unique<ServedModel>(out.opened.device(), out.config, out.opened.plan, options));
+  out.name = served_name(out.config, out.opened.plan, first);
+  out.prompts = read_prompts(out.config);
+  return out;
+}
+
+/// The models of serve.models beside model.dir: each the server's config
+/// with its own model.dir (its own length, pooling, heads and prompts).
+std::vector<LoadedModel> load_models(const CommandLine& cl, const RunConfig& config) {
+  std::vector<LoadedModel> models;
+  models.push_back(load_model(cl, config, true));
+  for (const auto& dir : serve_settings(config).models) {
+    std::error_code error;
+    if (!std::filesystem::is_directory(dir, error))
+      throw config.error("serve.models", fmt::format("{}: not a model directory", dir.string()));
+    RunOptions run = cl.run;
+    run.overrides.push_back("model.dir=" + nlohmann::json(dir.string()).dump());
+    run.override_origins.push_back(fmt::format("serve.models: {}", dir.string()));
+    models.push_back(load_model(cl, loaded_config(run), false));
+    for (std::size_t i = 0; i + 1 < models.size(); ++i)
+      if (models[i].name == models.back().name)
+        throw config.error("serve.models",
+                           fmt::format("{}: a second model named '{}' (its directory's name): "
+                                       "serve each under a directory of its own name",
+                                       dir.string(), models.back().name));
+  }
+  return models;
+}
+
 }  // namespace
 
 int serve_command(CommandLine& cl, int, char**) {
@@ -126,26 +174,24 @@ int serve_command(CommandLine& cl, int, char**) {
                                            config.task));
   check_input_paths(config);
   const auto log = configure_logging(cl.common, config);
-  const OpenedRun opened = open_configured_run(cl.common, config, WorldShape{}, false);
   const auto& settings = serve_settings(config);
   // Bound before the model loads: a port in use is said now (exit 2).
   std::optional<serve::BoundPort> bound;
   if (!cl.serve_check) bound.emplace(settings, config.locate("serve.port"));
-  Prompts prompts = read_prompts(config);
-  const ServedTextOptions options = served_text_options(config);
-  std::vector<std::unique_ptr<ServedModel>> replicas;
-  for (std::int64_t i = 0; i < (cl.serve_check ? 1 : settings.replicas); ++i)
-    replicas.push_back(
-        std::make_unique<ServedModel>(opened.device(), config, opened.plan, options));
-  ServedModel& model = *replicas.front();
-  const std::string name = served_name(config, opened.plan);
+  std::vector<LoadedModel> loaded = load_models(cl, config);
   std::string key = read_api_key(config);
   // text-embeddings-inference's API_KEY, in the one-command form only.
   if (const char* env = std::getenv("API_KEY"); key.empty() && cl.serve_model_dir && env && *env)
     key = env;
+  std::vector<std::string> described;
+  for (const auto& m : loaded) {
+    const ServedModel& model = *m.replicas.front();
+    described.push_back(fmt::format("model {} ({}, {} tokens at most) on {} {}", m.name,
+                                    model.description(), model.max_tokens(), m.config.backend,
+                                    m.opened.device().name()));
+  }
   const std::string what =
-      fmt::format("model {} ({}, {} tokens at most) on {} {}{}, batches of up to {} tokens", name,
-                  model.description(), model.max_tokens(), config.backend, opened.device().name(),
+      fmt::format("{}{}, batches of up to {} tokens", fmt::join(described, "; "),
                   settings.replicas > 1 ? fmt::format(" x {} replicas", settings.replicas) : "",
                   settings.max_batch_tokens);
   if (cl.serve_check) {
@@ -153,14 +199,19 @@ int serve_command(CommandLine& cl, int, char**) {
               << settings.port << (key.empty() ? "" : " (bearer token required)") << "\n";
     return 0;
   }
-  std::vector<ServedModel*> models;
-  for (auto& replica : replicas) models.push_back(replica.get());
-  serve::ServerState state(models, settings, name, key);
-  state.prompts = std::move(prompts.prompts);
-  state.default_prompt_name = std::move(prompts.default_prompt_name);
+  std::vector<serve::ServedEntry> entries;
+  std::vector<std::vector<ServedModel*>> workers(static_cast<std::size_t>(settings.replicas));
+  for (std::size_t m = 0; m < loaded.size(); ++m) {
+    auto& each = loaded[m];
+    entries.push_back({*each.replicas.front(), each.name, m, std::move(each.prompts.prompts),
+                       std::move(each.prompts.default_prompt_name)});
+    for (std::size_t w = 0; w < workers.size(); ++w) workers[w].push_back(each.replicas[w].get());
+  }
+  serve::ServerState state(std::move(entries), workers, settings, key);
   serve::HttpServer server(state);
   const unsigned short port = server.listen(*bound);
-  for (auto* replica : models) warm_up(*replica);
+  for (const auto& replicas : workers)
+    for (auto* replica : replicas) warm_up(*replica);
   state.ready = true;
   // An IPv6 address in a URL is bracketed (RFC 3986): http://[::1]:8080/.
   const std::string host =

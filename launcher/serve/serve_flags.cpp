@@ -56,6 +56,9 @@ po::options_description serve_flag_options() {
       "a file holding the bearer token requests must carry (serve.api_key_file)")(
       "max-batch-tokens", po::value<std::string>()->value_name("N"),
       "real tokens one batch holds at most (serve.max_batch_tokens)")(
+      "model", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
+      "a model directory to serve, repeatable (infinity's --model-id): the first is MODEL_DIR "
+      "unless one is given, the others serve.models")(
       "cors-allow-origin", po::value<std::string>()->value_name("ORIGINS"),
       "web origins, comma-separated, whose pages may call the server (\"*\": any; "
       "serve.cors_allow_origins; default: CORS off)");
@@ -74,6 +77,12 @@ void add_serve_overrides(const po::variables_map& vm, CommandLine& cl) {
   };
   std::string model_dir, model_origin;
   std::error_code error;
+  std::vector<std::string> more_models;
+  if (vm.count("model")) more_models = vm["model"].as<std::vector<std::string>>();
+  if (run.config.empty() && !more_models.empty()) {  // --model A --model B: A is MODEL_DIR
+    run.config = more_models.front();
+    more_models.erase(more_models.begin());
+  }
   if (!run.config.empty() && !std::filesystem::exists(run.config, error))
     throw UsageError(
         fmt::format("{}: neither a model directory nor a config file here (polyhal "
@@ -106,6 +115,18 @@ void add_serve_overrides(const po::variables_map& vm, CommandLine& cl) {
       const auto& value = vm[flag].as<std::string>();
       add(key, value, fmt::format("--{} {}", flag, value));
     }
+  if (!more_models.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& dir : more_models) {
+      if (!std::filesystem::is_directory(dir, error))
+        throw UsageError(
+            fmt::format("--model {}: not a directory: polyhal serves a model "
+                        "directory on this machine (it downloads nothing)",
+                        dir));
+      list.push_back(std::filesystem::absolute(dir).string());
+    }
+    add_yaml("serve.models", list.dump(), fmt::format("--model {}", more_models.front()));
+  }
   if (vm.count("cors-allow-origin")) {
     const auto& value = vm["cors-allow-origin"].as<std::string>();
     nlohmann::json list = nlohmann::json::array();

@@ -11,10 +11,13 @@ std::int64_t BatchJob::tokens() const {
   return n;
 }
 
-RequestBatcher::RequestBatcher(std::vector<ServedModel*> replicas, const ServeSettings& settings,
-                               ServeMetrics& metrics)
-    : settings_(settings), metrics_(metrics) {
-  for (ServedModel* model : replicas) workers_.emplace_back([this, model] { work(*model); });
+RequestBatcher::RequestBatcher(std::vector<std::vector<ServedModel*>> replicas,
+                               const ServeSettings& settings, ServeMetrics& metrics)
+    : settings_(settings),
+      metrics_(metrics),
+      held_(replicas.empty() ? 0 : replicas.front().size(), 0) {
+  for (auto& models : replicas)
+    workers_.emplace_back([this, models = std::move(models)] { work(models); });
 }
 
 RequestBatcher::~RequestBatcher() {
@@ -34,8 +37,13 @@ void RequestBatcher::publish_depth() {
 bool RequestBatcher::submit(BatchJob&& job) {
   {
     const std::scoped_lock lock(mutex_);
-    if (draining_ || static_cast<std::int64_t>(queue_.size()) + running_ >= settings_.max_queue)
+    if (draining_ || job.model >= held_.size() ||
+        static_cast<std::int64_t>(queue_.size()) + running_ >= settings_.max_queue)
       return false;
+    // Each model's share of the queue, so that one cannot fill another's room.
+    const auto models = static_cast<std::int64_t>(held_.size());
+    if (held_[job.model] >= (settings_.max_queue + models - 1) / models) return false;
+    ++held_[job.model];
     queued_tokens_ += job.tokens();
     queue_.push_back(std::move(job));
     publish_depth();
@@ -62,11 +70,22 @@ void RequestBatcher::abandon() {
     const std::scoped_lock lock(mutex_);
     draining_ = true;
     dropped.swap(queue_);
+    for (const auto& job : dropped) --held_[job.model];
     queued_tokens_ = 0;
     publish_depth();
   }
   idle_.notify_all();
   for (auto& job : dropped) job.done({}, "the server is stopping");
+}
+
+std::size_t RequestBatcher::next_model() const {
+  const std::size_t models = held_.size();
+  for (std::size_t step = 1; step <= models; ++step) {
+    const std::size_t m = (last_model_ + step) % models;
+    for (const auto& job : queue_)
+      if (job.model == m) return m;
+  }
+  return queue_.front().model;
 }
 
 std::vector<BatchJob> RequestBatcher::next_batch(std::unique_lock<std::mutex>& lock) {
@@ -79,21 +98,29 @@ std::vector<BatchJob> RequestBatcher::next_batch(std::unique_lock<std::mutex>& l
     return stopping_ || queue_.empty() || queued_tokens_ >= settings_.max_batch_tokens;
   });
   std::vector<BatchJob> batch;
+  if (queue_.empty()) return batch;
+  const std::size_t model = next_model();
+  last_model_ = model;
   std::int64_t tokens = 0;
-  while (!queue_.empty()) {
-    const std::int64_t next = queue_.front().tokens();
-    if (!batch.empty() && (tokens + next > settings_.max_batch_tokens ||
-                           queue_.front().output != batch.front().output))
+  // That model's jobs in order; the others keep their places.
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->model != model) {
+      ++it;
+      continue;
+    }
+    const std::int64_t next = it->tokens();
+    if (!batch.empty() &&
+        (tokens + next > settings_.max_batch_tokens || it->output != batch.front().output))
       break;
     tokens += next;
     queued_tokens_ -= next;
-    batch.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+    batch.push_back(std::move(*it));
+    it = queue_.erase(it);
   }
   return batch;
 }
 
-void RequestBatcher::work(ServedModel& model) {
+void RequestBatcher::work(const std::vector<ServedModel*>& models) {
   std::unique_lock lock(mutex_);
   for (;;) {
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
@@ -101,6 +128,8 @@ void RequestBatcher::work(ServedModel& model) {
     std::vector<BatchJob> batch = next_batch(lock);
     if (batch.empty()) continue;  // another replica took them
     running_ += static_cast<std::int64_t>(batch.size());
+    const std::size_t which = batch.front().model;
+    ServedModel& model = *models.at(which);
     lock.unlock();
     std::vector<ServedModel::Text> texts;
     for (const auto& job : batch) texts.insert(texts.end(), job.texts.begin(), job.texts.end());
@@ -129,6 +158,7 @@ void RequestBatcher::work(ServedModel& model) {
     }
     lock.lock();
     running_ -= static_cast<std::int64_t>(batch.size());
+    held_[which] -= static_cast<std::int64_t>(batch.size());
     publish_depth();
     if (queue_.empty() && running_ == 0) idle_.notify_all();
   }

@@ -377,6 +377,16 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits) {
   return out;
 }
 
+std::string requested_model(std::string_view body) {
+  try {
+    const json doc = parse_object(body);
+    const auto it = doc.find("model");
+    return it != doc.end() && it->is_string() ? it->get<std::string>() : std::string();
+  } catch (const ApiError&) {
+    return {};  // the route's parser says what is wrong
+  }
+}
+
 std::string_view tei_root_route(std::string_view body, bool classifier) {
   json doc;
   try {
@@ -677,6 +687,7 @@ const char* error_type(int status) {
     case 411:
     case 413:
     case 415:
+    case 424:
     case 431:
       return "invalid_request_error";
     case 401:

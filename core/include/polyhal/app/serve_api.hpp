@@ -131,6 +131,10 @@ RerankRequest parse_tei_rerank(std::string_view body, const ApiLimits& limits);
 std::string rerank_answer(const std::vector<float>& scores, const RerankRequest& request,
                           const std::string& model, std::int64_t tokens);
 
+/// The body's "model" (OpenAI's and Cohere's field) when it is a string,
+/// else empty: which of several served models a request is for.
+std::string requested_model(std::string_view body);
+
 /// text-embeddings-inference's `POST /`, which huggingface_hub's
 /// InferenceClient calls with a server's URL: the route its body is for on
 /// this kind of model: an embedding model's "/similarity" ("inputs" an

@@ -55,6 +55,11 @@ struct ServeSettings {
   /// may call the server from a browser (CORS: preflight answered, the
   /// Access-Control-Allow-Origin header sent). Empty: CORS off, no header.
   std::vector<std::string> cors_allow_origins;
+  /// More model directories served beside model.dir by the same process
+  /// (infinity's repeated --model-id), each read as model.dir would be and
+  /// named by its directory; a request's "model" picks one, else the first
+  /// of the kind its route needs.
+  std::vector<std::filesystem::path> models;
 };
 
 /// The `serve` section of an inference config (its defaults when the file

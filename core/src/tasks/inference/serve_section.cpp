@@ -81,7 +81,23 @@ ConfigSection serve_section() {
               s.cors_allow_origins.push_back(origin);
             }
           },
-          [](const S& s) { return fmt::format("[{}]", fmt::join(s.cors_allow_origins, ", ")); });
+          [](const S& s) { return fmt::format("[{}]", fmt::join(s.cors_allow_origins, ", ")); })
+      .custom(
+          "models",
+          "polyhal serve: more model directories served beside model.dir, each named by its "
+          "directory (a request's \"model\" picks one)",
+          [](const ConfigValue& v, S& s) {
+            for (const auto& item : v.items()) {
+              const std::string dir = item.text();
+              if (dir.empty()) item.fail("expected a model directory");
+              s.models.emplace_back(dir);
+            }
+          },
+          [](const S& s) {
+            std::vector<std::string> dirs;
+            for (const auto& d : s.models) dirs.push_back(d.string());
+            return fmt::format("[{}]", fmt::join(dirs, ", "));
+          });
   return section;
 }
 
