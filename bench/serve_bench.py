@@ -200,6 +200,9 @@ def start_sentence_transformers(args, work, int8=False):
 
 SERVERS = {
     "polyhal": lambda args, work: start_polyhal(args, work, True),
+    # f32 whatever the CPU offers: "mixed" (polyhal's default) is bf16 where
+    # the CPU has it natively, and the peers' default rows are f32.
+    "polyhal-f32": lambda args, work: start_polyhal(args, work, True, precision="f32"),
     "polyhal-unpacked": lambda args, work: start_polyhal(args, work, False),
     # One replica per thread: no thread waits for another inside a kernel,
     # and one replica's packing and pooling overlap the other's encoder.

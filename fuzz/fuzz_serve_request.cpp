@@ -1,7 +1,7 @@
 // polyhal serve's request bodies (serve_api.hpp): any bytes as each API's
 // request (OpenAI embeddings, text-embeddings-inference's /embed, /predict,
 // /rerank (and Cohere's shape), /tokenize, /decode, /similarity, /embed_all,
-// the root's routing, question answering);
+// the root's routing and the "model" a request names, question answering);
 // a parsed request's answer is written too.
 #include <cstdint>
 #include <string_view>
@@ -39,6 +39,7 @@ void tokens(std::string_view body, const polyhal::ApiLimits& limits) {
 }
 
 void token_states(std::string_view body, const polyhal::ApiLimits& limits) {
+  (void)polyhal::requested_model(body);
   (void)polyhal::tei_root_route(body, true);
   (void)polyhal::tei_root_route(body, false);
   const auto request = polyhal::parse_tei_embed_all(body, limits);

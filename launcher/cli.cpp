@@ -61,18 +61,22 @@ const std::vector<CommandSpec> kCommands{
      "  mpirun -np 2 polyhal run pretrain.yaml --set collective=mpi\n"
      "  polyhal run pretrain.yaml --max-restarts 3   # restart from the last checkpoint\n"},
     {"serve",
-     "serve embeddings over HTTP (OpenAI and TEI APIs)",
-     "polyhal serve MODEL_DIR|CONFIG [--port P] [--host ADDRESS] [--precision P] "
-     "[--api-key-file FILE] [--max-batch-tokens N] [--backend NAME] [--set key.path=value]... "
-     "[--check]",
+     "serve models over HTTP (OpenAI, text-embeddings-inference and Cohere APIs)",
+     "polyhal serve MODEL_DIR|CONFIG [--model DIR]... [--port P] [--host ADDRESS] "
+     "[--precision P] [--api-key-file FILE] [--max-batch-tokens N] [--cors-allow-origin O,...] "
+     "[--backend NAME] [--set key.path=value]... [--check]",
      "Serves a model directory as it is (text-embeddings-inference's one command: "
      "MODEL_DIR alone, or MODEL_ID, PORT, MAX_BATCH_TOKENS and API_KEY in the environment), "
      "or loads the model of a text-inference config (model.dir, or hf_config, weights and "
-     "data.vocab) and answers POST /v1/embeddings (OpenAI's API) and POST /embed "
-     "(text-embeddings-inference's), GET /health, /ready, /v1/models and /metrics, batching "
-     "requests by tokens into packed rows. The config's serve section sets the address "
-     "(127.0.0.1:8080), limits and a bearer token; SIGTERM or Ctrl-C stops it after answering "
-     "what is in flight. docs/serving.md.",
+     "data.vocab); --model adds more directories, picked by a request's \"model\". An "
+     "embedding model answers POST /v1/embeddings, /embeddings (OpenAI's API), /embed, "
+     "/embed_all and /similarity (text-embeddings-inference's); a classifier or cross-encoder "
+     "POST /predict and /rerank (TEI's and Cohere's shapes); a SQuAD model POST "
+     "/v1/question-answering; every model POST /, /tokenize and /decode; the server GET "
+     "/health, /ready, /v1/models, /info, /metrics and /openapi.json. Requests are batched by "
+     "tokens into packed rows. The config's serve section sets the address (127.0.0.1:8080), "
+     "limits, CORS and a bearer token; SIGTERM or Ctrl-C stops it after answering what is in "
+     "flight. docs/serving.md.",
      {"plugins", "config", "serve"},
      "  polyhal serve all-MiniLM-L6-v2/ --port 8080\n"
      "  polyhal serve minilm.yaml\n"
