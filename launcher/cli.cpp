@@ -61,7 +61,7 @@ const std::vector<CommandSpec> kCommands{
      "  mpirun -np 2 polyhal run pretrain.yaml --set collective=mpi\n"
      "  polyhal run pretrain.yaml --max-restarts 3   # restart from the last checkpoint\n"},
     {"serve",
-     "serve models over HTTP (OpenAI, text-embeddings-inference and Cohere APIs)",
+     "serve models over HTTP (OpenAI, TEI and Cohere APIs)",
      "polyhal serve MODEL_DIR|CONFIG [--model DIR]... [--port P] [--host ADDRESS] "
      "[--precision P] [--api-key-file FILE] [--max-batch-tokens N] [--cors-allow-origin O,...] "
      "[--backend NAME] [--set key.path=value]... [--check]",
