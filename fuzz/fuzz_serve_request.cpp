@@ -1,7 +1,8 @@
 // polyhal serve's request bodies (serve_api.hpp): any bytes as each API's
 // request (OpenAI embeddings, text-embeddings-inference's /embed, /predict,
 // /rerank (and Cohere's shape), /tokenize, /decode, /similarity, /embed_all,
-// the root's routing and the "model" a request names, question answering);
+// /embed_sparse, the root's routing and the "model" a request names,
+// question answering);
 // a parsed request's answer is written too.
 #include <cstdint>
 #include <string_view>
@@ -45,6 +46,9 @@ void token_states(std::string_view body, const polyhal::ApiLimits& limits) {
   const auto request = polyhal::parse_tei_embed_all(body, limits);
   std::vector<std::vector<float>> out(request.inputs.size(), std::vector<float>(3 * 8, 0.25f));
   (void)polyhal::tei_embed_all_answer(out, 8);
+  (void)polyhal::parse_tei_embed_sparse(body, limits);
+  if (!out.empty()) out.front()[3] = 0.0f;
+  (void)polyhal::tei_embed_sparse_answer(out);
 }
 
 void questions(std::string_view body, const polyhal::ApiLimits& limits) {

@@ -6,7 +6,7 @@ a body valid under the 200 schema; each malformed body is invalid under the
 schema and the server answers the 4xx the document lists, in its error
 schema. Both ways: the document says no more and no less than the server.
 
-  client-venv/bin/python serve_openapi.py PORT embeddings|classifier
+  client-venv/bin/python serve_openapi.py PORT embeddings|classifier|sparse
 """
 import importlib.metadata
 import sys
@@ -54,6 +54,12 @@ GOOD = {
         ("/", {"inputs": {"source_sentence": TEXT, "sentences": ["a"]}}),
         ("/tokenize", {"inputs": [TEXT, "b"], "add_special_tokens": False}),
     ],
+    "sparse": [
+        ("/embed_sparse", {"inputs": ["the king was at the market .", "water"]}),
+        ("/embed_sparse", {"inputs": "the river", "truncate": True,
+                           "truncation_direction": "Left"}),
+        ("/", {"inputs": "the king"}),
+    ],
     "classifier": [
         ("/predict", {"inputs": [["a question", "a passage"]], "raw_scores": True}),
         ("/predict", {"inputs": "one text"}),
@@ -74,6 +80,10 @@ BAD = {
         ("/embed_all", {"inputs": "a", "dimensions": 3}, 400),
         ("/similarity", {"inputs": {"source_sentence": "a"}}, 400),
         ("/tokenize", {"input": "a"}, 400),
+    ],
+    "sparse": [
+        ("/embed_sparse", {"inputs": "a", "dimensions": 3}, 400),
+        ("/embed_sparse", {"inputs": []}, 400),
     ],
     "classifier": [
         ("/predict", {"inputs": [["a", "b", "c"]]}, 400),

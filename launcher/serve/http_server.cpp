@@ -82,6 +82,8 @@ const char* task_name(ServedModel::Task task) {
       return "embeddings";
     case ServedModel::Task::classification:
       return "classification";
+    case ServedModel::Task::sparse_embeddings:
+      return "sparse_embeddings";
     case ServedModel::Task::question_answering:
       break;
   }
@@ -94,6 +96,8 @@ std::string_view task_endpoints(ServedModel::Task task) {
       return "POST /v1/embeddings or /embed (an embedding model)";
     case ServedModel::Task::classification:
       return "POST /predict or /rerank (a classifier or cross-encoder)";
+    case ServedModel::Task::sparse_embeddings:
+      return "POST /embed_sparse (a SPLADE model)";
     case ServedModel::Task::question_answering:
       break;
   }
@@ -221,6 +225,8 @@ class Session : public std::enable_shared_from_this<Session> {
         {"/embeddings", http::verb::post, true, Task::embeddings, false, &Session::openai_embed},
         {"/embed", http::verb::post, true, Task::embeddings, true, &Session::tei_embed},
         {"/embed_all", http::verb::post, true, Task::embeddings, true, &Session::embed_all},
+        {"/embed_sparse", http::verb::post, true, Task::sparse_embeddings, true,
+         &Session::embed_sparse},
         {"/similarity", http::verb::post, true, Task::embeddings, true, &Session::similarity},
         {"/predict", http::verb::post, true, Task::classification, true, &Session::predict},
         {"/rerank", http::verb::post, true, Task::classification, true, &Session::rerank},
@@ -329,6 +335,8 @@ class Session : public std::enable_shared_from_this<Session> {
       const auto from = d.find(": ") == std::string::npos ? 0 : d.find(": ") + 2;
       type["embedding"] = {{"pooling", d.substr(from, d.find(' ', from) - from)},
                            {"dimensions", model.dimensions()}};
+    } else if (model.task() == Task::sparse_embeddings) {
+      type["embedding"] = {{"pooling", "splade"}, {"dimensions", model.dimensions()}};
     } else if (model.task() == Task::classification) {
       nlohmann::json labels = nlohmann::json::object();
       for (std::size_t i = 0; i < model.labels().size(); ++i)
@@ -408,10 +416,24 @@ class Session : public std::enable_shared_from_this<Session> {
         return tei_root_route(request_.body(), false) == "/similarity" ? similarity() : embed(true);
       case ServedModel::Task::classification:
         return tei_root_route(request_.body(), true) == "/rerank" ? rerank() : predict();
+      case ServedModel::Task::sparse_embeddings:
+        return embed_sparse();
       case ServedModel::Task::question_answering:
         break;
     }
     answer_questions();
+  }
+
+  /// TEI's /embed_sparse: a SPLADE model's vocabulary weights above zero.
+  void embed_sparse() {
+    const EmbedRequest parsed = parse_tei_embed_sparse(request_.body(), limits());
+    const bool truncate = parsed.truncate.value_or(state_.settings.truncate);
+    const std::string& prompt = prompt_text(parsed.prompt_name);
+    std::vector<ServedModel::Text> texts;
+    for (std::size_t i = 0; i < parsed.inputs.size(); ++i)
+      texts.push_back(single(prompt + parsed.inputs[i], truncate, parsed.truncate_left, i));
+    run_model(std::move(texts), true,
+              [](std::vector<std::vector<float>> out) { return tei_embed_sparse_answer(out); });
   }
 
   /// TEI's /embed_all: the encoder's vector of every token.
@@ -485,8 +507,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
   std::string served_endpoints() const {
     std::vector<std::string> all;
-    for (const auto task : {ServedModel::Task::embeddings, ServedModel::Task::classification,
-                            ServedModel::Task::question_answering})
+    for (const auto task :
+         {ServedModel::Task::embeddings, ServedModel::Task::classification,
+          ServedModel::Task::question_answering, ServedModel::Task::sparse_embeddings})
       if (serves(task)) all.emplace_back(task_endpoints(task));
     return fmt::format("{}", fmt::join(all, "; "));
   }

@@ -32,7 +32,7 @@ constexpr Operation kOperations[] = {
     {"/openapi.json", "get", nullptr, nullptr, false, "This document"},
     {"/", "post", "RootRequest", "RootResponse", true,
      "text-embeddings-inference's root: the route of the served kind of model its body is for "
-     "(/embed or /similarity; /predict or /rerank; question answering)"},
+     "(/embed or /similarity; /predict or /rerank; /embed_sparse; question answering)"},
     {"/tokenize", "post", "TokenizeRequest", "TokenizeResponse", true,
      "Tokens with ids, byte offsets and whether special"},
     {"/decode", "post", "DecodeRequest", "DecodeResponse", true,
@@ -45,6 +45,9 @@ constexpr Operation kOperations[] = {
      "text-embeddings-inference's sentence embeddings (embedding model)"},
     {"/embed_all", "post", "EmbedAllRequest", "EmbedAllResponse", true,
      "Every token's vector (embedding model)"},
+    {"/embed_sparse", "post", "EmbedAllRequest", "EmbedSparseResponse", true,
+     "A SPLADE model's vocabulary weights above zero (a *ForMaskedLM model with pooling "
+     "splade)"},
     {"/similarity", "post", "SimilarityRequest", "SimilarityResponse", true,
      "Each sentence's cosine similarity to the source (embedding model)"},
     {"/predict", "post", "PredictRequest", "PredictResponse", true,
@@ -108,6 +111,9 @@ constexpr const char* kComponents = R"json({
         "truncation_direction": {"$ref": "#/components/schemas/TruncationDirection"},
         "prompt_name": {"type": ["string", "null"]}}},
     "EmbedAllResponse": {"type": "array", "items": {"type": "array", "items": {"$ref": "#/components/schemas/Vector"}}},
+    "EmbedSparseResponse": {"type": "array", "items": {"type": "array", "items": {
+      "type": "object", "required": ["index", "value"],
+      "properties": {"index": {"type": "integer", "minimum": 0}, "value": {"type": "number", "exclusiveMinimum": 0}}}}},
     "SimilarityRequest": {
       "type": "object", "additionalProperties": false, "required": ["inputs"],
       "properties": {
@@ -126,7 +132,7 @@ constexpr const char* kComponents = R"json({
     "RootRequest": {"anyOf": [{"$ref": "#/components/schemas/EmbedRequest"}, {"$ref": "#/components/schemas/SimilarityRequest"},
                               {"$ref": "#/components/schemas/PredictRequest"}, {"$ref": "#/components/schemas/RerankRequest"},
                               {"$ref": "#/components/schemas/QuestionAnsweringRequest"}]},
-    "RootResponse": {"anyOf": [{"$ref": "#/components/schemas/EmbedResponse"}, {"$ref": "#/components/schemas/SimilarityResponse"},
+    "RootResponse": {"anyOf": [{"$ref": "#/components/schemas/EmbedResponse"}, {"$ref": "#/components/schemas/EmbedSparseResponse"}, {"$ref": "#/components/schemas/SimilarityResponse"},
                                {"$ref": "#/components/schemas/PredictResponse"}, {"$ref": "#/components/schemas/RerankResponse"},
                                {"$ref": "#/components/schemas/QuestionAnsweringResponse"}]},
     "SimilarityResponse": {"type": "array", "items": {"type": "number"}},

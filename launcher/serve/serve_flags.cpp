@@ -24,6 +24,7 @@ constexpr std::pair<const char*, const char*> kServeFlags[] = {
     {"precision", "model.precision"},
     {"api-key-file", "serve.api_key_file"},
     {"max-batch-tokens", "serve.max_batch_tokens"},
+    {"pooling", "inference.pooling"},
 };
 
 // text-embeddings-inference's environment variables (its container's
@@ -56,6 +57,9 @@ po::options_description serve_flag_options() {
       "a file holding the bearer token requests must carry (serve.api_key_file)")(
       "max-batch-tokens", po::value<std::string>()->value_name("N"),
       "real tokens one batch holds at most (serve.max_batch_tokens)")(
+      "pooling", po::value<std::string>()->value_name("MODE"),
+      "mean, cls, max, or splade for a *ForMaskedLM model's /embed_sparse (inference.pooling; "
+      "default: the model directory's)")(
       "model", po::value<std::vector<std::string>>()->composing()->value_name("DIR"),
       "a model directory to serve, repeatable (infinity's --model-id): the first is MODEL_DIR "
       "unless one is given, the others serve.models")(

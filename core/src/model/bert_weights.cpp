@@ -272,7 +272,8 @@ TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig&
 }
 
 TensorMap load_bert_encoder_weights(const std::filesystem::path& file, const BertConfig& config,
-                                    std::vector<std::string>* unused, bool* pooler_absent) {
+                                    std::vector<std::string>* unused, bool* pooler_absent,
+                                    TensorMap* head_tensors) {
   TensorMap weights = read_weights(file, config);
   std::vector<std::string> problems;
   TensorMap encoder;
@@ -300,12 +301,13 @@ TensorMap load_bert_encoder_weights(const std::filesystem::path& file, const Ber
     }
   }
   const auto known = known_names(config);
-  for (const auto& [name, tensor] : weights) {
+  for (auto& [name, tensor] : weights) {
     if (!known.contains(name)) {
       problems.push_back(fmt::format("unexpected tensor '{}'", name));
-    } else if (unused) {
-      unused->push_back(name);
+      continue;
     }
+    if (unused) unused->push_back(name);
+    if (head_tensors) (*head_tensors)[name] = std::move(tensor);
   }
   if (!problems.empty()) throw_problems(file, problems);
   return encoder;

@@ -33,13 +33,15 @@ void check_finite_weights(const RunConfig& config, const ModelPlan& card,
 }  // namespace
 
 TensorMap read_inference_weights(const RunConfig& config, const ModelPlan& card,
-                                 const TaskHead& head, bool with_heads, bool* pooler_absent) {
+                                 const TaskHead& head, bool with_heads, bool* pooler_absent,
+                                 TensorMap* head_tensors) {
   const BertConfig& model = card.dims;
   const auto& file = card.model_weights;
   if (file.empty()) return init_bert_weights(model, config.model.seed, head);
   std::vector<std::string> unused;
-  TensorMap weights = with_heads ? load_bert_weights(file, model, head)
-                                 : load_bert_encoder_weights(file, model, &unused, pooler_absent);
+  TensorMap weights =
+      with_heads ? load_bert_weights(file, model, head)
+                 : load_bert_encoder_weights(file, model, &unused, pooler_absent, head_tensors);
   if (!unused.empty())
     spdlog::info("weights: {} head tensors not used by the encoder (model.head is none)",
                  unused.size());

@@ -18,7 +18,8 @@ namespace polyhal {
 /// ships it); the heads a file has beyond it are logged as unused.
 /// `pooler_absent` is set when the file has no pooler.
 TensorMap read_inference_weights(const RunConfig& config, const ModelPlan& card,
-                                 const TaskHead& head, bool with_heads, bool* pooler_absent);
+                                 const TaskHead& head, bool with_heads, bool* pooler_absent,
+                                 TensorMap* head_tensors = nullptr);
 
 /// The card's tokenizer (a vocab.txt or a tokenizer.json) for text
 /// inference; ConfigError when it has more tokens than the model's vocabulary.

@@ -194,10 +194,13 @@ EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits) {
   return out;
 }
 
-EmbedRequest parse_tei_embed_all(std::string_view body, const ApiLimits& limits) {
+namespace {
+
+/// /embed_all's and /embed_sparse's body (TEI's fields of both).
+EmbedRequest token_route_request(std::string_view body, const ApiLimits& limits,
+                                 const char* route) {
   const json doc = parse_object(body);
-  refuse_unknown_fields(doc, {"inputs", "truncate", "truncation_direction", "prompt_name"},
-                        "/embed_all");
+  refuse_unknown_fields(doc, {"inputs", "truncate", "truncation_direction", "prompt_name"}, route);
   EmbedRequest out;
   out.inputs = texts(doc, "inputs", limits);
   out.normalize = false;
@@ -205,6 +208,16 @@ EmbedRequest parse_tei_embed_all(std::string_view body, const ApiLimits& limits)
   out.truncate_left = left_truncation(doc, false);
   out.prompt_name = prompt_name_of(doc);
   return out;
+}
+
+}  // namespace
+
+EmbedRequest parse_tei_embed_all(std::string_view body, const ApiLimits& limits) {
+  return token_route_request(body, limits, "/embed_all");
+}
+
+EmbedRequest parse_tei_embed_sparse(std::string_view body, const ApiLimits& limits) {
+  return token_route_request(body, limits, "/embed_sparse");
 }
 
 namespace {
@@ -661,6 +674,17 @@ std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embe
 
 std::string tei_embed_answer(const std::vector<std::vector<float>>& embeddings) {
   return json(embeddings).dump();
+}
+
+std::string tei_embed_sparse_answer(const std::vector<std::vector<float>>& weights) {
+  json all = json::array();
+  for (const auto& one : weights) {
+    json entries = json::array();
+    for (std::size_t i = 0; i < one.size(); ++i)
+      if (one[i] > 0) entries.push_back({{"index", i}, {"value", one[i]}});
+    all.push_back(std::move(entries));
+  }
+  return all.dump();
 }
 
 std::string tei_embed_all_answer(const std::vector<std::vector<float>>& token_states,

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <span>
 
 #include "model/families/model_family.hpp"
@@ -18,19 +19,22 @@
 #include "polyhal/app/serve_settings.hpp"
 #include "polyhal/error.hpp"
 #include "serving/model_inputs.hpp"
+#include "serving/splade_head.hpp"
 #include "text/packed_lines.hpp"
 #include "text/text_packing.hpp"
 
 namespace polyhal {
 namespace {
 
-ServedModel::Task served_task(const RunConfig& config, const ModelPlan& card) {
+ServedModel::Task served_task(const RunConfig& config, const ModelPlan& card,
+                              const ServedTextOptions& options) {
   if (card.heads || card.head == "pretraining")
     throw config.error(card.heads ? "model.heads" : "model.head",
                        "the MLM and NSP heads are not served: model.head none (embeddings), "
                        "classification or question_answering");
   if (card.head == "classification") return ServedModel::Task::classification;
   if (card.head == "question_answering") return ServedModel::Task::question_answering;
+  if (options.pooling == "splade") return ServedModel::Task::sparse_embeddings;
   return ServedModel::Task::embeddings;
 }
 
@@ -132,7 +136,9 @@ namespace {
 /// for the pairs a classifier or question answering reads.
 ServedModel::Task checked_room(const RunConfig& config, const ModelPlan& card,
                                ServedModel::Task task) {
-  const std::int64_t framing = task == ServedModel::Task::embeddings ? 2 : 3;
+  const bool single =
+      task == ServedModel::Task::embeddings || task == ServedModel::Task::sparse_embeddings;
+  const std::int64_t framing = single ? 2 : 3;
   if (card.seq_len <= framing)
     throw config.error("model.seq_len",
                        fmt::format("{} leaves no room for text after the {} special tokens a "
@@ -162,10 +168,11 @@ struct ServedModel::Impl {
   // The head's tensors, Hugging Face's [out, in]: pooler (and its norm, as
   // ModernBERT's head has one) and classifier, or qa_outputs.
   HostTensor pooler_weight, pooler_bias, pooler_gamma, pooler_beta, head_weight, head_bias;
+  std::optional<SpladeHead> splade;  // sparse embeddings' MLM head
 
   Impl(Device& device, const RunConfig& config, const RunPlan& plan,
        const ServedTextOptions& options)
-      : task(checked_room(config, plan.model, served_task(config, plan.model))),
+      : task(checked_room(config, plan.model, served_task(config, plan.model, options))),
         head(served_head(config, plan.model, task)),
         dims(plan.model.dims),
         name(plan.model.name),
@@ -194,9 +201,15 @@ struct ServedModel::Impl {
     }
     require_plan_fits(memory);
     bool pooler_absent = false;
-    TensorMap weights =
-        read_inference_weights(config, plan.model, head, task != Task::embeddings, &pooler_absent);
-    if (task != Task::embeddings) take_head(weights);
+    const bool dense_encoder = task == Task::embeddings || task == Task::sparse_embeddings;
+    TensorMap head_tensors;
+    TensorMap weights = read_inference_weights(config, plan.model, head, !dense_encoder,
+                                               &pooler_absent, &head_tensors);
+    if (!dense_encoder) take_head(weights);
+    if (task == Task::sparse_embeddings)
+      splade.emplace(
+          head_tensors, weights.at("bert.embeddings.word_embeddings.weight"), dims.layer_norm_eps,
+          plan.model.model_weights.empty() ? plan.model.model_dir : plan.model.model_weights);
     berts.back()->load_weights(weights);
     for (std::size_t i = 0; i + 1 < berts.size(); ++i) berts[i]->share_weights(*berts.back());
     std::vector<std::string> shown;
@@ -255,6 +268,12 @@ struct ServedModel::Impl {
       }
       case Task::question_answering:
         description = "question answering: start and end logits per token";
+        break;
+      case Task::sparse_embeddings:
+        description = fmt::format(
+            "sparse embeddings (SPLADE): log(1 + relu) of the MLM logits, "
+            "max over the tokens, {} dimensions",
+            splade ? splade->vocab_size() : 0);
         break;
     }
   }
@@ -357,6 +376,8 @@ struct ServedModel::Impl {
                              pooling);
       case Task::classification:
         return host_linear(classifier_input(hidden, tokens), head_weight, head_bias);
+      case Task::sparse_embeddings:
+        return splade->weights(hidden, tokens);
       case Task::question_answering:
         break;
     }
@@ -460,6 +481,8 @@ std::int64_t ServedModel::dimensions() const noexcept {
       return impl_->dims.hidden_size;
     case Task::classification:
       return impl_->head.num_labels;
+    case Task::sparse_embeddings:
+      return impl_->splade->vocab_size();
     case Task::question_answering:
       break;
   }

@@ -49,9 +49,12 @@ TensorMap load_bert_weights(const std::filesystem::path& file, const BertConfig&
 /// without the pooler (both its tensors absent, as transformers saves a
 /// BertModel built with add_pooling_layer=False) loads with a zero pooler,
 /// and `pooler_absent`, when given, is set: its pooled output means nothing.
+/// `head_tensors`, when given, receives the head tensors left out (a
+/// *ForMaskedLM file's cls.predictions.*, which SPLADE reads).
 TensorMap load_bert_encoder_weights(const std::filesystem::path& file, const BertConfig& config,
                                     std::vector<std::string>* unused = nullptr,
-                                    bool* pooler_absent = nullptr);
+                                    bool* pooler_absent = nullptr,
+                                    TensorMap* head_tensors = nullptr);
 /// A safetensors map with load_bert_weights' names: canonical BERT names
 /// ("bert." prefix, LayerNorm weight/bias), optimizer state and buffers left out.
 TensorMap canonical_bert_weights(TensorMap raw);

@@ -83,6 +83,9 @@ EmbedRequest parse_tei_embed(std::string_view body, const ApiLimits& limits);
 /// "prompt_name"?}: every token's vector (special tokens included, not
 /// normalised), the multi-vector output ColBERT-style retrieval reads.
 EmbedRequest parse_tei_embed_all(std::string_view body, const ApiLimits& limits);
+/// `POST /embed_sparse`: the same fields; answered with each input's SPLADE
+/// weights above zero, [[{"index", "value"}...]...] (a SPLADE model).
+EmbedRequest parse_tei_embed_sparse(std::string_view body, const ApiLimits& limits);
 
 /// One input of a classifier: a text, or a pair (query and passage,
 /// premise and hypothesis).
@@ -210,6 +213,9 @@ std::string openai_embeddings_answer(const std::vector<std::vector<float>>& embe
                                      std::int64_t tokens);
 /// TEI's answer: [[f32...], ...].
 std::string tei_embed_answer(const std::vector<std::vector<float>>& embeddings);
+/// /embed_sparse's answer from each input's weights (one per vocabulary
+/// entry): the entries above zero, in index order.
+std::string tei_embed_sparse_answer(const std::vector<std::vector<float>>& weights);
 /// /embed_all's answer: [[[f32 x hidden] per token] per input], from each
 /// input's tokens x hidden values.
 std::string tei_embed_all_answer(const std::vector<std::vector<float>>& token_states,

@@ -11,7 +11,9 @@
 ///  - classification (a *ForSequenceClassification export, or model.head:
 ///    classification): the pooler and the classifier, labels from config.json;
 ///  - question answering (model.head: question_answering): qa_outputs'
-///    start and end logits of every token.
+///    start and end logits of every token;
+///  - sparse embeddings (inference.pooling: splade): the MLM head on every
+///    token, max-pooled as SPLADE does.
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -36,7 +38,14 @@ struct ServedTextOptions {
 
 class ServedModel {
  public:
-  enum class Task : std::uint8_t { embeddings, classification, question_answering };
+  /// sparse_embeddings: a *ForMaskedLM model served with inference.pooling
+  /// splade (SPLADE's vocabulary weights, splade_head.hpp).
+  enum class Task : std::uint8_t {
+    embeddings,
+    classification,
+    question_answering,
+    sparse_embeddings
+  };
 
   /// Opens the model `plan`'s card names (model.dir, or hf_config + weights
   /// + data.vocab; seeded weights without) on `device` for batches of
@@ -77,12 +86,13 @@ class ServedModel {
   /// embedding, pooled and not normalised (normalizes() says whether the
   /// model's own pipeline would); classification: its num_labels logits;
   /// question answering: its start logits then its end logits, one per
-  /// token. Output::tokens: every token's vector, special tokens included
-  /// (TEI's /embed_all). One caller at a time.
+  /// token; sparse embeddings: one weight per vocabulary entry. Output::tokens: every token's
+  /// vector, special tokens included (TEI's /embed_all). One caller at a time.
   std::vector<std::vector<float>> run(const std::vector<Text>& texts, Output output = Output::head);
 
   Task task() const noexcept;
-  /// Embedding size (embeddings), labels (classification), or 2.
+  /// Embedding size (embeddings), labels (classification), the vocabulary
+  /// (sparse embeddings), or 2.
   std::int64_t dimensions() const noexcept;
   std::int64_t max_tokens() const noexcept;  ///< model.seq_len
   /// Tokens one model call holds: batch.micro x model.seq_len.

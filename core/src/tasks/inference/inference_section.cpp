@@ -26,8 +26,9 @@ ConfigSection inference_section() {
            {.output = OutputPath::file})
       .add("pooling", &I::pooling,
            "text inference: sentence embedding: auto (from a sentence-transformers directory), "
-           "none, mean, cls or max",
-           one_of({"auto", "none", "mean", "cls", "max"}))
+           "none, mean, cls or max; splade: a *ForMaskedLM model's sparse vocabulary weights "
+           "(polyhal serve's POST /embed_sparse)",
+           one_of({"auto", "none", "mean", "cls", "max", "splade"}))
       .add("normalize", &I::normalize,
            "text inference: L2-normalise the embedding: auto (from modules.json), true or false",
            one_of({"auto", "true", "false"}))

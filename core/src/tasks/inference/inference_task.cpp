@@ -94,9 +94,18 @@ double percentile(std::vector<double> values, double p) {
 
 namespace {
 
-/// Text inference: every example of data.text_file through the model in
-/// batches (the last filled with empty examples whose results are dropped),
-/// one JSON line per example in inference.output.
+/// The sentence embedding `polyhal run` writes: dense pooling only (SPLADE's
+/// sparse weights are served, POST /embed_sparse).
+SentencePooling dense_pooling(const RunConfig& config, const ModelPlan& card) {
+  const auto& section = config.section<InferenceSection>();
+  if (section.pooling == "splade")
+    throw config.error(
+        "inference.pooling",
+        "splade: sparse vocabulary weights are served (polyhal serve, POST "
+        "/embed_sparse); polyhal run writes dense embeddings: auto, mean, cls or max");
+  return text_pooling(section.pooling, section.normalize, card);
+}
+
 }  // namespace
 
 namespace {
@@ -113,8 +122,7 @@ void infer_text(BertInference& bert, const RunConfig& config, const ModelPlan& c
   // full disk never leaves a truncated output under the real name.
   detail::AtomicOutput out(config.section<InferenceSection>().output);
   const auto& section = config.section<InferenceSection>();
-  const SentencePooling pooling = text_pooling(config.section<InferenceSection>().pooling,
-                                               config.section<InferenceSection>().normalize, card);
+  const SentencePooling pooling = dense_pooling(config, card);
   const auto began = std::chrono::steady_clock::now();
   BertOutputs outputs;
   for (std::size_t first = 0; first < examples.size();
@@ -208,8 +216,7 @@ void infer_text_packed(BertInference& bert, const RunConfig& config, const Model
   PackedTextJob job;
   job.lines = &lines;
   job.tokenizer = &tokenizer;
-  job.pooling = text_pooling(config.section<InferenceSection>().pooling,
-                             config.section<InferenceSection>().normalize, card);
+  job.pooling = dense_pooling(config, card);
   job.hidden_states = section.hidden_states;
   if (!pooler_absent) {
     job.pooler_weight = &weights.at(kPoolerWeight);
