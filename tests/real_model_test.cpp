@@ -193,9 +193,11 @@ TEST(RealModel, Int8EmbeddingsKeepTheirDirection) {
        seven_bit ? 0.988 : 0.99},
       {"dynamic", "int8_activations: dynamic", seven_bit ? 0.983 : 0.985},
       // Calibrated on packed rows (real tokens only, no padding): 0.9175
-      // measured, against 0.9239 when padding tokens were calibrated on too.
-      {"static", "int8_activations: static, int8_scales: " + scales.string(),
-       seven_bit ? 0.91 : 0.915}};
+      // measured, against 0.9239 when padding tokens were calibrated on too;
+      // 0.9113 (mean 0.9764 either way) since the bf16 attention of packed
+      // rows runs in f32 (onednn_attention.cpp): the worst sentence of static
+      // int8 moves by that much with the attention's order of sums.
+      {"static", "int8_activations: static, int8_scales: " + scales.string(), 0.905}};
   for (const auto& mode : modes) {
     const auto lines = infer(dir, kData / "sentences.txt", "int8", false, mode.keys);
     ASSERT_EQ(lines.size(), sentences.size());

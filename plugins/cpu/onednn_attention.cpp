@@ -9,9 +9,12 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "omp_sequence_attention.hpp"
 #include "onednn_api.hpp"
@@ -33,6 +36,19 @@ AttentionDims attention_dims(const KernelDesc& desc) {
   return {attrs.batch, attrs.seq, attrs.heads, h, h / attrs.heads, desc.dtype};
 }
 
+/// `convert` of `count` elements in chunks over the OpenMP pool.
+void convert_in_parallel(const void* src, DType from, void* dst, DType to, std::size_t count) {
+  constexpr std::size_t kChunk = std::size_t{1} << 15;
+  const auto chunks = static_cast<std::int64_t>((count + kChunk - 1) / kChunk);
+  const std::size_t from_size = dtype_size(from), to_size = dtype_size(to);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < chunks; ++c) {
+    const std::size_t first = static_cast<std::size_t>(c) * kChunk;
+    convert(static_cast<const char*>(src) + first * from_size, from,
+            static_cast<char*>(dst) + first * to_size, to, std::min(kChunk, count - first));
+  }
+}
+
 class OneDnnAttention final : public Kernel {
  public:
   OneDnnAttention(const KernelDesc& desc, const dnnl::engine& engine, bool avx2)
@@ -41,7 +57,8 @@ class OneDnnAttention final : public Kernel {
         blocks_(attention_dims(desc), engine, false),
         dims_(attention_dims(desc)),
         avx2_(avx2),
-        f32_(desc.dtype == DType::f32) {
+        f32_(desc.dtype == DType::f32),
+        widened_(desc.dtype == DType::bf16 || desc.dtype == DType::f16) {
     const auto& attrs = desc.attrs_as<AttentionAttrs>();
     const std::int64_t b = attrs.batch, s = attrs.seq, heads = attrs.heads;
     const std::int64_t h = desc.input_shapes.at(0).at(1) / 3, d = h / heads;
@@ -105,8 +122,10 @@ class OneDnnAttention final : public Kernel {
     implementation_ = fmt::format(
         "onednn attention [{} | {} | {}]{}", scores_pd_.impl_info_str(),
         softmax_pd_.impl_info_str(), context_pd_.impl_info_str(),
-        f32_ ? fmt::format("; sequences on their own tokens ({})", avx2_ ? "avx2" : "generic")
-             : "");
+        f32_ || widened_
+            ? fmt::format("; sequences on their own tokens ({}{})", avx2_ ? "avx2" : "generic",
+                          widened_ ? ", in f32 from " + std::string(dtype_name(desc.dtype)) : "")
+            : "");
   }
 
   /// relative_attention: the bias table [buckets, heads].
@@ -135,12 +154,28 @@ class OneDnnAttention final : public Kernel {
           relative_ ? static_cast<const std::int32_t*>(inputs[2].buffer->data()) : nullptr;
       return run_biased(mask, buckets);
     }
-    if (f32_) {
+    if (f32_ || widened_) {
       // Sequences (packed, or one per row with padding): each on its own
-      // tokens, no window and no padding computed.
+      // tokens, no window and no padding computed. bf16 and f16 operands
+      // are widened to f32 for it: oneDNN's block path below rounds each
+      // sequence up to 64 tokens and calls a primitive per block, which
+      // cost a packed row of sentences 3.6 times f32's attention (AMX CPU,
+      // all-MiniLM-L6-v2); the conversion is two passes over QKV and ctx.
       if (const auto blocks = attention_blocks(mask, batch_, seq_)) {
-        sequence_attention_f32(static_cast<const float*>(inputs[0].buffer->data()), mask, *blocks,
-                               dims_, static_cast<float*>(outputs[0].buffer->data()), avx2_);
+        if (f32_) {
+          sequence_attention_f32(static_cast<const float*>(inputs[0].buffer->data()), mask, *blocks,
+                                 dims_, static_cast<float*>(outputs[0].buffer->data()), avx2_);
+          return;
+        }
+        const auto rows = static_cast<std::size_t>(batch_ * seq_);
+        const auto width = static_cast<std::size_t>(dims_.h);
+        qkv_f32_.resize(rows * 3 * width);
+        ctx_f32_.resize(rows * width);
+        convert_in_parallel(inputs[0].buffer->data(), inputs[0].dtype, qkv_f32_.data(), DType::f32,
+                            qkv_f32_.size());
+        sequence_attention_f32(qkv_f32_.data(), mask, *blocks, dims_, ctx_f32_.data(), avx2_);
+        convert_in_parallel(ctx_f32_.data(), DType::f32, outputs[0].buffer->data(),
+                            outputs[0].dtype, ctx_f32_.size());
         return;
       }
     }
@@ -191,7 +226,12 @@ class OneDnnAttention final : public Kernel {
              scratchpad_.get_desc().get_size() +
              packed_mask_md(batch_, seq_, relative_ ? heads_ : 1).get_size();
     if (f32_) return sequence_attention_bytes(dims_, omp_get_max_threads());
-    return scores_.get_desc().get_size() + probs_.get_desc().get_size() +
+    // bf16, f16: also the f32 copies of QKV and ctx the sequence path works on.
+    const std::uint64_t widened =
+        widened_ ? sequence_attention_bytes(dims_, omp_get_max_threads()) +
+                       static_cast<std::uint64_t>(batch_ * seq_ * 4 * dims_.h) * sizeof(float)
+                 : 0;
+    return widened + scores_.get_desc().get_size() + probs_.get_desc().get_size() +
            scratchpad_.get_desc().get_size() + blocks_.workspace_bytes() +
            packed_mask_md(batch_, seq_).get_size();
   }
@@ -269,8 +309,10 @@ class OneDnnAttention final : public Kernel {
   bool relative_ = false;
   BlockAttention blocks_;  // packed rows, block by block
   AttentionDims dims_;
-  bool avx2_ = false;  // sequence_attention_f32 may use AVX2 and FMA
-  bool f32_ = false;   // f32 operands: sequence_attention_f32 for block-structured masks
+  bool avx2_ = false;     // sequence_attention_f32 may use AVX2 and FMA
+  bool f32_ = false;      // f32 operands: sequence_attention_f32 for block-structured masks
+  bool widened_ = false;  // bf16, f16 operands: the same, on f32 copies
+  std::vector<float> qkv_f32_, ctx_f32_;  // widened_: made at the first block-structured batch
   std::unordered_map<int, dnnl::memory> scores_args_, softmax_args_, context_args_;
   std::int64_t batch_ = 0, seq_ = 0;
   double flops_ = 0;
