@@ -231,7 +231,10 @@ class OneDnnAttention final : public Kernel {
         widened_ ? sequence_attention_bytes(dims_, omp_get_max_threads()) +
                        static_cast<std::uint64_t>(batch_ * seq_ * 4 * dims_.h) * sizeof(float)
                  : 0;
-    return widened + scores_.get_desc().get_size() + probs_.get_desc().get_size() +
+    // As f32's: the S x S fallback is taken outside the plan (text
+    // inference's rows always have block structure).
+    if (widened_) return widened;
+    return scores_.get_desc().get_size() + probs_.get_desc().get_size() +
            scratchpad_.get_desc().get_size() + blocks_.workspace_bytes() +
            packed_mask_md(batch_, seq_).get_size();
   }
